@@ -1,0 +1,136 @@
+"""ferrograd: a tensor engine with a Rust core.
+
+Every function here is bound to one entry of the Rust op registry
+(``ferrograd.registry()`` lists them); this package only re-exports and
+arranges names so they sit where PyTorch users expect them.
+"""
+
+from . import _core
+from ._core import (
+    Tensor,
+    arange,
+    bfloat16,
+    clamp,
+    cpu_level,
+    device,
+    dtype,
+    empty,
+    empty_cache,
+    empty_like,
+    eye,
+    float16,
+    float32,
+    float64,
+    from_numpy,
+    full,
+    full_like,
+    get_num_threads,
+    int32,
+    int64,
+    linspace,
+    memory_stats,
+    ones,
+    ones_like,
+    registry,
+    set_cpu_level,
+    supports,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
+from ._core import bool as bool  # noqa: A004 - the dtype, as torch.bool
+
+__version__ = "0.1.0"
+
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+
+# Functional forms of Tensor methods: the same registry entry, no wrapper.
+_T = Tensor
+neg = _T.neg
+negative = _T.neg
+abs = _T.abs  # noqa: A001
+sign = _T.sign
+square = _T.square
+reciprocal = _T.reciprocal
+floor = _T.floor
+ceil = _T.ceil
+round = _T.round  # noqa: A001
+trunc = _T.trunc
+exp = _T.exp
+log = _T.log
+log2 = _T.log2
+log1p = _T.log1p
+expm1 = _T.expm1
+sqrt = _T.sqrt
+rsqrt = _T.rsqrt
+sin = _T.sin
+cos = _T.cos
+tan = _T.tan
+tanh = _T.tanh
+sigmoid = _T.sigmoid
+relu = _T.relu
+silu = _T.silu
+erf = _T.erf
+isnan = _T.isnan
+isinf = _T.isinf
+isfinite = _T.isfinite
+logical_not = _T.logical_not
+bitwise_not = _T.bitwise_not
+add = _T.add
+sub = _T.sub
+subtract = _T.sub
+mul = _T.mul
+multiply = _T.mul
+div = _T.div
+divide = _T.div
+true_divide = _T.div
+floor_divide = _T.floor_divide
+remainder = _T.remainder
+pow = _T.pow  # noqa: A001
+maximum = _T.maximum
+minimum = _T.minimum
+atan2 = _T.atan2
+eq = _T.eq
+ne = _T.ne
+lt = _T.lt
+le = _T.le
+gt = _T.gt
+ge = _T.ge
+logical_and = _T.logical_and
+logical_or = _T.logical_or
+logical_xor = _T.logical_xor
+bitwise_and = _T.bitwise_and
+bitwise_or = _T.bitwise_or
+bitwise_xor = _T.bitwise_xor
+masked_fill = _T.masked_fill
+clip = _T.clip
+reshape = _T.reshape
+permute = _T.permute
+transpose = _T.transpose
+swapaxes = _T.swapaxes
+t = _T.t
+squeeze = _T.squeeze
+unsqueeze = _T.unsqueeze
+flatten = _T.flatten
+ravel = _T.ravel
+narrow = _T.narrow
+select = _T.select
+flip = _T.flip
+broadcast_to = _T.broadcast_to
+clone = _T.clone
+as_strided = _T.as_strided
+
+
+def _dtype_from_name(name: str) -> dtype:
+    """Look a dtype up by name (used when unpickling dtypes)."""
+    return getattr(_core, name)
+
+
+from . import nn  # noqa: E402
+
+__all__ = [n for n in dir() if not n.startswith("_")]

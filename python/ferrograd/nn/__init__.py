@@ -1,0 +1,5 @@
+"""Neural-network building blocks (functional forms for now)."""
+
+from . import functional
+
+__all__ = ["functional"]

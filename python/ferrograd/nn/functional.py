@@ -1,0 +1,16 @@
+"""Layer-style functions, as in ``torch.nn.functional``; each binds to a registry op."""
+
+from .. import _core
+
+_T = _core.Tensor
+
+relu = _T.relu
+sigmoid = _T.sigmoid
+tanh = _T.tanh
+silu = _T.silu
+gelu = _T.gelu
+elu = _T.elu
+leaky_relu = _T.leaky_relu
+softplus = _T.softplus
+
+__all__ = ["elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]

@@ -1,0 +1,703 @@
+//! CPU elementwise kernels: maps, zips, `where`, casts and fills.
+//!
+//! One generic raw-pointer loop per arity, compiled per SIMD level
+//! (`map_run`, `zip_run`), driven by the strided walker. The contiguous case
+//! is a unit-stride loop that LLVM vectorises (with runtime alias checks, so
+//! in-place use is fine); broadcast scalars hoist out of the loop.
+
+use half::{bf16, f16};
+
+use super::math::Real;
+use super::simd::{level, Level};
+use super::strided::{par_for_each_row, SendPtr, PAR_MIN};
+use crate::error::Result;
+use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::tensor::{DType, Element, Scalar, Tensor};
+use crate::with_dtype;
+
+/// Grain for ops that cost tens of cycles per element.
+const PAR_MIN_HEAVY: usize = 1 << 12;
+
+// ---------------------------------------------------------------------------
+// Multiversioned inner loops
+// ---------------------------------------------------------------------------
+
+#[inline(always)]
+unsafe fn map_body<T: Copy, U: Copy, F: Fn(T) -> U>(
+    x: *const T,
+    sx: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    if sx == 1 && sy == 1 {
+        for i in 0..n {
+            *y.add(i) = f(*x.add(i));
+        }
+    } else if sx == 0 && sy == 1 {
+        let v = f(*x);
+        for i in 0..n {
+            *y.add(i) = v;
+        }
+    } else {
+        for i in 0..n as isize {
+            *y.offset(i * sy) = f(*x.offset(i * sx));
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+unsafe fn map_v4<T: Copy, U: Copy, F: Fn(T) -> U>(
+    x: *const T,
+    sx: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    map_body(x, sx, y, sy, n, f)
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn map_v3<T: Copy, U: Copy, F: Fn(T) -> U>(
+    x: *const T,
+    sx: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    map_body(x, sx, y, sy, n, f)
+}
+
+/// `y[i*sy] = f(x[i*sx])` for `i < n`, at the best SIMD level.
+///
+/// # Safety
+/// Pointers must be valid for the strided ranges; `y` may alias `x` only element-for-element.
+#[inline(always)]
+pub unsafe fn map_run<T: Copy, U: Copy, F: Fn(T) -> U>(
+    x: *const T,
+    sx: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    #[cfg(target_arch = "x86_64")]
+    match level() {
+        Level::Avx512 => return map_v4(x, sx, y, sy, n, f),
+        Level::Avx2 => return map_v3(x, sx, y, sy, n, f),
+        Level::Scalar => {}
+    }
+    map_body(x, sx, y, sy, n, f)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn zip_body<T: Copy, U: Copy, F: Fn(T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    if sy == 1 && sa == 1 && sb == 1 {
+        for i in 0..n {
+            *y.add(i) = f(*a.add(i), *b.add(i));
+        }
+    } else if sy == 1 && sa == 1 && sb == 0 {
+        let bv = *b;
+        for i in 0..n {
+            *y.add(i) = f(*a.add(i), bv);
+        }
+    } else if sy == 1 && sa == 0 && sb == 1 {
+        let av = *a;
+        for i in 0..n {
+            *y.add(i) = f(av, *b.add(i));
+        }
+    } else {
+        for i in 0..n as isize {
+            *y.offset(i * sy) = f(*a.offset(i * sa), *b.offset(i * sb));
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn zip_v4<T: Copy, U: Copy, F: Fn(T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    zip_body(a, sa, b, sb, y, sy, n, f)
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn zip_v3<T: Copy, U: Copy, F: Fn(T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    zip_body(a, sa, b, sb, y, sy, n, f)
+}
+
+/// `y[i*sy] = f(a[i*sa], b[i*sb])`, at the best SIMD level.
+///
+/// # Safety
+/// As [`map_run`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn zip_run<T: Copy, U: Copy, F: Fn(T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    #[cfg(target_arch = "x86_64")]
+    match level() {
+        Level::Avx512 => return zip_v4(a, sa, b, sb, y, sy, n, f),
+        Level::Avx2 => return zip_v3(a, sa, b, sb, y, sy, n, f),
+        Level::Scalar => {}
+    }
+    zip_body(a, sa, b, sb, y, sy, n, f)
+}
+
+// ---------------------------------------------------------------------------
+// Tensor-level drivers
+// ---------------------------------------------------------------------------
+
+/// Run `f` over `x` into `out` (same shape), threaded above `grain` elements.
+pub fn run_map<T: Copy, U: Copy, F: Fn(T) -> U + Sync>(
+    x: &Tensor,
+    out: &Tensor,
+    grain: usize,
+    f: F,
+) {
+    let xp = SendPtr(x.data_ptr::<T>());
+    let yp = SendPtr(out.data_ptr::<U>());
+    par_for_each_row(
+        out.shape(),
+        [x.strides(), out.strides()],
+        grain,
+        |[ox, oy], n, [sx, sy]| {
+            // SAFETY: offsets come from the layouts; each row is written by one task.
+            unsafe { map_run(xp.get().offset(ox), sx, yp.get().offset(oy), sy, n, &f) }
+        },
+    );
+}
+
+/// Run `f` over `(a, b)` into `out` (all the same shape).
+pub fn run_zip<T: Copy, U: Copy, F: Fn(T, T) -> U + Sync>(
+    a: &Tensor,
+    b: &Tensor,
+    out: &Tensor,
+    grain: usize,
+    f: F,
+) {
+    let ap = SendPtr(a.data_ptr::<T>());
+    let bp = SendPtr(b.data_ptr::<T>());
+    let yp = SendPtr(out.data_ptr::<U>());
+    par_for_each_row(
+        out.shape(),
+        [a.strides(), b.strides(), out.strides()],
+        grain,
+        |[oa, ob, oy], n, [sa, sb, sy]| {
+            // SAFETY: as run_map.
+            unsafe {
+                zip_run(
+                    ap.get().offset(oa),
+                    sa,
+                    bp.get().offset(ob),
+                    sb,
+                    yp.get().offset(oy),
+                    sy,
+                    n,
+                    &f,
+                )
+            }
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Unary
+// ---------------------------------------------------------------------------
+
+/// Expand to a `match` over float unary ops, calling `$run!(grain, closure over $C)`.
+macro_rules! float_unary {
+    ($op:expr, $C:ty, $run:ident) => {{
+        use UnaryOp::*;
+        match $op {
+            Neg => $run!(PAR_MIN, |x: $C| -x),
+            Abs => $run!(PAR_MIN, |x: $C| x.abs()),
+            Sign => $run!(PAR_MIN, |x: $C| if x > <$C>::ZERO {
+                <$C>::ONE
+            } else if x < <$C>::ZERO {
+                -<$C>::ONE
+            } else {
+                x * <$C>::ZERO
+            }),
+            Square => $run!(PAR_MIN, |x: $C| x * x),
+            Reciprocal => $run!(PAR_MIN, |x: $C| <$C>::ONE / x),
+            Floor => $run!(PAR_MIN, |x: $C| x.floor()),
+            Ceil => $run!(PAR_MIN, |x: $C| x.ceil()),
+            Round => $run!(PAR_MIN, |x: $C| x.round_even()),
+            Trunc => $run!(PAR_MIN, |x: $C| x.trunc()),
+            Exp => $run!(PAR_MIN_HEAVY, |x: $C| x.exp()),
+            Log => $run!(PAR_MIN_HEAVY, |x: $C| x.ln()),
+            Log2 => $run!(PAR_MIN_HEAVY, |x: $C| x.log2()),
+            Log1p => $run!(PAR_MIN_HEAVY, |x: $C| x.ln_1p()),
+            Expm1 => $run!(PAR_MIN_HEAVY, |x: $C| x.exp_m1()),
+            Sqrt => $run!(PAR_MIN, |x: $C| x.sqrt()),
+            Rsqrt => $run!(PAR_MIN, |x: $C| <$C>::ONE / x.sqrt()),
+            Sin => $run!(PAR_MIN_HEAVY, |x: $C| x.sin()),
+            Cos => $run!(PAR_MIN_HEAVY, |x: $C| x.cos()),
+            Tan => $run!(PAR_MIN_HEAVY, |x: $C| x.tan()),
+            Tanh => $run!(PAR_MIN_HEAVY, |x: $C| x.tanh()),
+            Sigmoid => $run!(PAR_MIN_HEAVY, |x: $C| x.sigmoid()),
+            Relu => $run!(PAR_MIN, |x: $C| if x > <$C>::ZERO {
+                x
+            } else if x.is_nan() {
+                x
+            } else {
+                <$C>::ZERO
+            }),
+            LeakyRelu(s) => {
+                let s = <$C>::c(s);
+                $run!(PAR_MIN, move |x: $C| if x > <$C>::ZERO { x } else { x * s })
+            }
+            Elu(alpha) => {
+                let a = <$C>::c(alpha);
+                $run!(PAR_MIN_HEAVY, move |x: $C| if x > <$C>::ZERO {
+                    x
+                } else {
+                    a * x.exp_m1()
+                })
+            }
+            Gelu => $run!(PAR_MIN_HEAVY, |x: $C| x.gelu()),
+            GeluTanh => $run!(PAR_MIN_HEAVY, |x: $C| x.gelu_tanh()),
+            Silu => $run!(PAR_MIN_HEAVY, |x: $C| x * x.sigmoid()),
+            Softplus { beta, threshold } => {
+                let (b, t) = (<$C>::c(beta), <$C>::c(threshold));
+                $run!(PAR_MIN_HEAVY, move |x: $C| if x * b > t {
+                    x
+                } else {
+                    (x * b).exp().ln_1p() / b
+                })
+            }
+            Erf => $run!(PAR_MIN_HEAVY, |x: $C| x.erf_fn()),
+            Clamp { min, max } => {
+                let lo = min.map(<$C>::c);
+                let hi = max.map(<$C>::c);
+                $run!(PAR_MIN, move |x: $C| {
+                    let mut y = x;
+                    if let Some(l) = lo {
+                        y = y.max_nan(l);
+                    }
+                    if let Some(h) = hi {
+                        y = y.min_nan(h);
+                    }
+                    y
+                })
+            }
+            LogicalNot | BitwiseNot | IsNan | IsInf | IsFinite => {
+                unreachable!("predicates are dispatched separately")
+            }
+        }
+    }};
+}
+
+/// Same, for integer types (only the ops that keep an integer dtype).
+macro_rules! int_unary {
+    ($op:expr, $T:ty, $x:expr, $out:expr) => {{
+        use UnaryOp::*;
+        let (x, out) = ($x, $out);
+        match $op {
+            Neg => run_map(x, out, PAR_MIN, |v: $T| v.wrapping_neg()),
+            Abs => run_map(x, out, PAR_MIN, |v: $T| v.wrapping_abs()),
+            Sign => run_map(x, out, PAR_MIN, |v: $T| v.signum()),
+            Square => run_map(x, out, PAR_MIN, |v: $T| v.wrapping_mul(v)),
+            Relu => run_map(x, out, PAR_MIN, |v: $T| v.max(0)),
+            Floor | Ceil | Round | Trunc => run_map(x, out, PAR_MIN, |v: $T| v),
+            BitwiseNot => run_map(x, out, PAR_MIN, |v: $T| !v),
+            Clamp { min, max } => {
+                let lo = min.map(|m| m.ceil() as $T);
+                let hi = max.map(|m| m.floor() as $T);
+                run_map(x, out, PAR_MIN, move |v: $T| {
+                    let mut y = v;
+                    if let Some(l) = lo {
+                        y = y.max(l);
+                    }
+                    if let Some(h) = hi {
+                        y = y.min(h);
+                    }
+                    y
+                })
+            }
+            other => unreachable!("integer unary {other:?} is promoted to float by the op layer"),
+        }
+    }};
+}
+
+pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
+    use UnaryOp::*;
+    // Predicates: any input dtype, bool output.
+    if matches!(op, LogicalNot | IsNan | IsInf | IsFinite)
+        || (op == BitwiseNot && x.dtype() == DType::Bool)
+    {
+        with_dtype!(x.dtype(), T => {
+            let f = move |v: T| -> u8 {
+                let d = v.to_f64();
+                (match op {
+                    LogicalNot | BitwiseNot => d == 0.0,
+                    IsNan => d.is_nan(),
+                    IsInf => d.is_infinite(),
+                    _ => d.is_finite(),
+                }) as u8
+            };
+            run_map(x, out, PAR_MIN, f);
+        });
+        return Ok(());
+    }
+    match x.dtype() {
+        DType::F32 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {
+                    run_map::<f32, f32, _>(x, out, $g, $f)
+                };
+            }
+            float_unary!(op, f32, run)
+        }
+        DType::F64 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {
+                    run_map::<f64, f64, _>(x, out, $g, $f)
+                };
+            }
+            float_unary!(op, f64, run)
+        }
+        DType::F16 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {{
+                    let f = $f;
+                    run_map::<f16, f16, _>(x, out, $g, move |v: f16| f16::from_f32(f(v.to_f32())))
+                }};
+            }
+            float_unary!(op, f32, run)
+        }
+        DType::BF16 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {{
+                    let f = $f;
+                    run_map::<bf16, bf16, _>(x, out, $g, move |v: bf16| {
+                        bf16::from_f32(f(v.to_f32()))
+                    })
+                }};
+            }
+            float_unary!(op, f32, run)
+        }
+        DType::I32 => int_unary!(op, i32, x, out),
+        DType::I64 => int_unary!(op, i64, x, out),
+        DType::Bool => match op {
+            Relu | Abs | Floor | Ceil | Round | Trunc | Square | Sign | Clamp { .. } => {
+                run_map(x, out, PAR_MIN, |v: u8| v)
+            }
+            other => unreachable!("bool unary {other:?} rejected by the op layer"),
+        },
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Binary
+// ---------------------------------------------------------------------------
+
+#[inline(always)]
+fn py_fmod<R: Real>(a: R, b: R) -> R {
+    let r = a % b;
+    if r != R::ZERO && ((r < R::ZERO) != (b < R::ZERO)) {
+        r + b
+    } else {
+        r
+    }
+}
+
+macro_rules! float_binary {
+    ($op:expr, $C:ty, $run:ident, $pred:ident) => {{
+        use BinaryOp::*;
+        match $op {
+            Add => $run!(PAR_MIN, |a: $C, b: $C| a + b),
+            Sub => $run!(PAR_MIN, |a: $C, b: $C| a - b),
+            Mul => $run!(PAR_MIN, |a: $C, b: $C| a * b),
+            Div => $run!(PAR_MIN, |a: $C, b: $C| a / b),
+            FloorDiv => $run!(PAR_MIN, |a: $C, b: $C| (a / b).floor()),
+            Remainder => $run!(PAR_MIN, |a: $C, b: $C| py_fmod(a, b)),
+            Pow => $run!(PAR_MIN_HEAVY, |a: $C, b: $C| a.powf(b)),
+            Maximum => $run!(PAR_MIN, |a: $C, b: $C| a.max_nan(b)),
+            Minimum => $run!(PAR_MIN, |a: $C, b: $C| a.min_nan(b)),
+            Atan2 => $run!(PAR_MIN_HEAVY, |a: $C, b: $C| a.atan2(b)),
+            Eq => $pred!(|a: $C, b: $C| a == b),
+            Ne => $pred!(|a: $C, b: $C| a != b),
+            Lt => $pred!(|a: $C, b: $C| a < b),
+            Le => $pred!(|a: $C, b: $C| a <= b),
+            Gt => $pred!(|a: $C, b: $C| a > b),
+            Ge => $pred!(|a: $C, b: $C| a >= b),
+            LogicalAnd => $pred!(|a: $C, b: $C| a != <$C>::ZERO && b != <$C>::ZERO),
+            LogicalOr => $pred!(|a: $C, b: $C| a != <$C>::ZERO || b != <$C>::ZERO),
+            LogicalXor => $pred!(|a: $C, b: $C| (a != <$C>::ZERO) != (b != <$C>::ZERO)),
+            BitAnd | BitOr | BitXor => {
+                unreachable!("bitwise ops on floats are rejected by the op layer")
+            }
+        }
+    }};
+}
+
+macro_rules! int_binary {
+    ($op:expr, $T:ty, $a:expr, $b:expr, $out:expr) => {{
+        use BinaryOp::*;
+        let (a, b, out) = ($a, $b, $out);
+        macro_rules! pred {
+            ($f:expr) => {{
+                let f = $f;
+                run_zip(a, b, out, PAR_MIN, move |x: $T, y: $T| f(x, y) as u8)
+            }};
+        }
+        match $op {
+            Add => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.wrapping_add(y)),
+            Sub => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.wrapping_sub(y)),
+            Mul => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.wrapping_mul(y)),
+            FloorDiv => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| {
+                if y == 0 {
+                    0
+                } else {
+                    let q = x.wrapping_div(y);
+                    if x.wrapping_rem(y) != 0 && ((x < 0) != (y < 0)) {
+                        q - 1
+                    } else {
+                        q
+                    }
+                }
+            }),
+            Remainder => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| {
+                if y == 0 {
+                    0
+                } else {
+                    let r = x.wrapping_rem(y);
+                    if r != 0 && ((r < 0) != (y < 0)) {
+                        r + y
+                    } else {
+                        r
+                    }
+                }
+            }),
+            Pow => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| {
+                if y < 0 {
+                    0
+                } else {
+                    x.wrapping_pow(y.min(u32::MAX as $T) as u32)
+                }
+            }),
+            Maximum => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.max(y)),
+            Minimum => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.min(y)),
+            BitAnd => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x & y),
+            BitOr => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x | y),
+            BitXor => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x ^ y),
+            Eq => pred!(|x: $T, y: $T| x == y),
+            Ne => pred!(|x: $T, y: $T| x != y),
+            Lt => pred!(|x: $T, y: $T| x < y),
+            Le => pred!(|x: $T, y: $T| x <= y),
+            Gt => pred!(|x: $T, y: $T| x > y),
+            Ge => pred!(|x: $T, y: $T| x >= y),
+            LogicalAnd => pred!(|x: $T, y: $T| x != 0 && y != 0),
+            LogicalOr => pred!(|x: $T, y: $T| x != 0 || y != 0),
+            LogicalXor => pred!(|x: $T, y: $T| (x != 0) != (y != 0)),
+            Div | Atan2 => unreachable!("true division of integers computes in float"),
+        }
+    }};
+}
+
+pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+    match a.dtype() {
+        DType::F32 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {
+                    run_zip::<f32, f32, _>(a, b, out, $g, $f)
+                };
+            }
+            macro_rules! pred {
+                ($f:expr) => {{
+                    let f = $f;
+                    run_zip::<f32, u8, _>(a, b, out, PAR_MIN, move |x, y| f(x, y) as u8)
+                }};
+            }
+            float_binary!(op, f32, run, pred)
+        }
+        DType::F64 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {
+                    run_zip::<f64, f64, _>(a, b, out, $g, $f)
+                };
+            }
+            macro_rules! pred {
+                ($f:expr) => {{
+                    let f = $f;
+                    run_zip::<f64, u8, _>(a, b, out, PAR_MIN, move |x, y| f(x, y) as u8)
+                }};
+            }
+            float_binary!(op, f64, run, pred)
+        }
+        DType::F16 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {{
+                    let f = $f;
+                    run_zip::<f16, f16, _>(a, b, out, $g, move |x: f16, y: f16| {
+                        f16::from_f32(f(x.to_f32(), y.to_f32()))
+                    })
+                }};
+            }
+            macro_rules! pred {
+                ($f:expr) => {{
+                    let f = $f;
+                    run_zip::<f16, u8, _>(a, b, out, PAR_MIN, move |x: f16, y: f16| {
+                        f(x.to_f32(), y.to_f32()) as u8
+                    })
+                }};
+            }
+            float_binary!(op, f32, run, pred)
+        }
+        DType::BF16 => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {{
+                    let f = $f;
+                    run_zip::<bf16, bf16, _>(a, b, out, $g, move |x: bf16, y: bf16| {
+                        bf16::from_f32(f(x.to_f32(), y.to_f32()))
+                    })
+                }};
+            }
+            macro_rules! pred {
+                ($f:expr) => {{
+                    let f = $f;
+                    run_zip::<bf16, u8, _>(a, b, out, PAR_MIN, move |x: bf16, y: bf16| {
+                        f(x.to_f32(), y.to_f32()) as u8
+                    })
+                }};
+            }
+            float_binary!(op, f32, run, pred)
+        }
+        DType::I32 => int_binary!(op, i32, a, b, out),
+        DType::I64 => int_binary!(op, i64, a, b, out),
+        DType::Bool => {
+            use BinaryOp::*;
+            let f: fn(u8, u8) -> u8 = match op {
+                Add | LogicalOr | BitOr | Maximum => |x, y| x | y,
+                Mul | LogicalAnd | BitAnd | Minimum => |x, y| x & y,
+                LogicalXor | BitXor | Ne => |x, y| x ^ y,
+                Eq => |x, y| (x == y) as u8,
+                Lt => |x, y| (x < y) as u8,
+                Le => |x, y| (x <= y) as u8,
+                Gt => |x, y| (x > y) as u8,
+                Ge => |x, y| (x >= y) as u8,
+                FloorDiv | Remainder | Pow => |x, y| match (x, y) {
+                    (_, 0) => 0,
+                    (x, _) => x,
+                },
+                Sub | Div | Atan2 => unreachable!("rejected or promoted by the op layer"),
+            };
+            run_zip(a, b, out, PAR_MIN, f);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// where, cast, fill
+// ---------------------------------------------------------------------------
+
+pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+    with_dtype!(out.dtype(), T => {
+        let cp = SendPtr(cond.data_ptr::<u8>());
+        let ap = SendPtr(a.data_ptr::<T>());
+        let bp = SendPtr(b.data_ptr::<T>());
+        let yp = SendPtr(out.data_ptr::<T>());
+        par_for_each_row(
+            out.shape(),
+            [cond.strides(), a.strides(), b.strides(), out.strides()],
+            PAR_MIN,
+            |[oc, oa, ob, oy], n, [sc, sa, sb, sy]| {
+                for i in 0..n as isize {
+                    // SAFETY: offsets from the layouts; disjoint rows per task.
+                    unsafe {
+                        let c = *cp.get().offset(oc + i * sc);
+                        *yp.get().offset(oy + i * sy) = if c != 0 {
+                            *ap.get().offset(oa + i * sa)
+                        } else {
+                            *bp.get().offset(ob + i * sb)
+                        };
+                    }
+                }
+            },
+        );
+    });
+    Ok(())
+}
+
+#[inline(always)]
+fn convert<S: Element, D: Element>(v: S) -> D {
+    if D::DTYPE.is_floating_point() || S::DTYPE.is_floating_point() {
+        D::from_f64(v.to_f64())
+    } else {
+        D::from_i64(v.to_i64())
+    }
+}
+
+pub fn cast_copy(src: &Tensor, dst: &Tensor) -> Result<()> {
+    match (src.dtype(), dst.dtype()) {
+        // Fast paths that avoid the f64 round trip.
+        (DType::F32, DType::F32) => run_map(src, dst, PAR_MIN, |v: f32| v),
+        (DType::F64, DType::F32) => run_map(src, dst, PAR_MIN, |v: f64| v as f32),
+        (DType::F32, DType::F64) => run_map(src, dst, PAR_MIN, |v: f32| v as f64),
+        (DType::F16, DType::F32) => run_map(src, dst, PAR_MIN, |v: f16| v.to_f32()),
+        (DType::F32, DType::F16) => run_map(src, dst, PAR_MIN, |v: f32| f16::from_f32(v)),
+        (DType::BF16, DType::F32) => run_map(src, dst, PAR_MIN, |v: bf16| v.to_f32()),
+        (DType::F32, DType::BF16) => run_map(src, dst, PAR_MIN, |v: f32| bf16::from_f32(v)),
+        (s, d) => with_dtype!(s, S => with_dtype!(d, D => {
+            run_map(src, dst, PAR_MIN, convert::<S, D>)
+        })),
+    }
+    Ok(())
+}
+
+pub fn fill(dst: &Tensor, value: Scalar) -> Result<()> {
+    with_dtype!(dst.dtype(), T => {
+        let v: T = value.to_elem();
+        let yp = SendPtr(dst.data_ptr::<T>());
+        par_for_each_row(dst.shape(), [dst.strides()], PAR_MIN, move |[o], n, [s]| {
+            for i in 0..n as isize {
+                // SAFETY: offsets from the layout.
+                unsafe { *yp.get().offset(o + i * s) = v };
+            }
+        });
+    });
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! The core's error type. Every variant names the op; the Python layer maps
+//! variants to `ValueError`, `TypeError`, `IndexError`, `MemoryError` and
+//! `RuntimeError`.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// Incompatible shapes (→ ValueError).
+    Shape { op: &'static str, msg: String },
+    /// Unsupported or mismatched dtypes (→ TypeError).
+    DType { op: &'static str, msg: String },
+    /// Index out of range (→ IndexError).
+    Index { op: &'static str, msg: String },
+    /// Bad argument value (→ ValueError).
+    Value { op: &'static str, msg: String },
+    /// Allocation failed or the size overflows (→ MemoryError).
+    Memory { op: &'static str, bytes: usize },
+    /// Anything else (→ RuntimeError).
+    Runtime { op: &'static str, msg: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn shape(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::Shape {
+            op,
+            msg: msg.into(),
+        }
+    }
+    pub fn dtype(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::DType {
+            op,
+            msg: msg.into(),
+        }
+    }
+    pub fn index(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::Index {
+            op,
+            msg: msg.into(),
+        }
+    }
+    pub fn value(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::Value {
+            op,
+            msg: msg.into(),
+        }
+    }
+    pub fn runtime(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::Runtime {
+            op,
+            msg: msg.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Shape { op, msg }
+            | Error::DType { op, msg }
+            | Error::Index { op, msg }
+            | Error::Value { op, msg }
+            | Error::Runtime { op, msg } => write!(f, "{op}: {msg}"),
+            Error::Memory { op, bytes } => {
+                if *bytes == usize::MAX {
+                    write!(f, "{op}: the requested size overflows")
+                } else {
+                    write!(f, "{op}: cannot allocate {bytes} bytes")
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,122 @@
+//! Factories: tensors made from a shape and a value rule.
+
+use crate::backend::backend;
+use crate::error::{Error, Result};
+use crate::ops::registry::{DTypes, OpInfo, OpKind};
+use crate::tensor::{DType, Device, Element, Scalar, Tensor};
+use crate::with_dtype;
+
+const fn factory(name: &'static str) -> OpInfo {
+    OpInfo::prim(name, "creation", DTypes::ALL).kind(OpKind::Factory)
+}
+
+pub const OPS: &[OpInfo] = &[
+    factory("empty"),
+    factory("zeros"),
+    factory("ones"),
+    factory("full"),
+    factory("arange"),
+    factory("linspace"),
+    factory("eye"),
+    factory("tensor"),
+];
+
+pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Result<Tensor> {
+    if value.category() > dtype.category() {
+        // torch allows full(..., 2.5, dtype=int) to truncate? It errors; follow it.
+        return Err(Error::dtype(
+            "full",
+            format!("fill value {value:?} cannot be represented as {dtype}"),
+        ));
+    }
+    let t = Tensor::empty(shape, dtype, device)?;
+    backend(device).fill(&t, value)?;
+    Ok(t)
+}
+
+/// `arange(start, end, step)`: dtype is int64 when all three are integers, else float32 unless given.
+pub fn arange(
+    start: Scalar,
+    end: Scalar,
+    step: Scalar,
+    dtype: Option<DType>,
+    device: Device,
+) -> Result<Tensor> {
+    let all_int = [start, end, step]
+        .iter()
+        .all(|s| !matches!(s, Scalar::Float(_)));
+    let dtype = dtype.unwrap_or(if all_int { DType::I64 } else { DType::F32 });
+    let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+    if st == 0.0 || !st.is_finite() || !s.is_finite() || !e.is_finite() {
+        return Err(Error::value(
+            "arange",
+            format!("invalid range: start={s}, end={e}, step={st}"),
+        ));
+    }
+    if (e - s) * st < 0.0 {
+        return Err(Error::value(
+            "arange",
+            format!("upper bound and step sign are inconsistent (start={s}, end={e}, step={st})"),
+        ));
+    }
+    let n = if all_int {
+        let (si, ei, sti) = (start.to_i64(), end.to_i64(), step.to_i64());
+        ((ei - si) as i128).div_euclid(sti as i128)
+            + (((ei - si) as i128).rem_euclid(sti as i128) != 0) as i128
+    } else {
+        ((e - s) / st).ceil() as i128
+    }
+    .max(0) as usize;
+    let t = Tensor::empty(&[n], dtype, device)?;
+    with_dtype!(dtype, T => {
+        let p = t.data_ptr::<T>();
+        for i in 0..n {
+            let v: T = if all_int {
+                T::from_i64(start.to_i64() + i as i64 * step.to_i64())
+            } else {
+                T::from_f64(s + i as f64 * st)
+            };
+            // SAFETY: fresh contiguous storage of n elements.
+            unsafe { *p.add(i) = v };
+        }
+    });
+    Ok(t)
+}
+
+pub fn linspace(
+    start: f64,
+    end: f64,
+    steps: usize,
+    dtype: DType,
+    device: Device,
+) -> Result<Tensor> {
+    let t = Tensor::empty(&[steps], dtype, device)?;
+    let step = if steps > 1 {
+        (end - start) / (steps - 1) as f64
+    } else {
+        0.0
+    };
+    with_dtype!(dtype, T => {
+        let p = t.data_ptr::<T>();
+        let half = steps / 2;
+        for i in 0..steps {
+            // Symmetric evaluation (from both ends) keeps the endpoints exact.
+            let v = if i < half { start + step * i as f64 } else { end - step * (steps - 1 - i) as f64 };
+            // SAFETY: fresh contiguous storage.
+            unsafe { *p.add(i) = T::from_f64(v) };
+        }
+    });
+    Ok(t)
+}
+
+pub fn eye(n: usize, m: usize, dtype: DType, device: Device) -> Result<Tensor> {
+    let t = Tensor::zeros(&[n, m], dtype, device)?;
+    with_dtype!(dtype, T => {
+        let p = t.data_ptr::<T>();
+        for i in 0..n.min(m) {
+            // SAFETY: inside the n*m block.
+            unsafe { *p.add(i * m + i) = T::one() };
+        }
+    });
+    Ok(t)
+}

@@ -1,0 +1,680 @@
+//! Elementwise ops: unary maps, binary ops with broadcasting, comparisons,
+//! logical ops, `where`, casts and fills.
+//!
+//! Shape rule: NumPy broadcasting. Dtype rule: [`DType::promote`] (Python
+//! scalars are weak). Kernels: the backend's `unary` / `binary` / `where_` /
+//! `cast_copy` primitives.
+
+use crate::backend::backend;
+use crate::error::{Error, Result};
+use crate::ops::registry::{DTypes, OpInfo, OpKind};
+use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::{Category, DType, Scalar, Tensor};
+
+/// Unary elementwise primitives.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Square,
+    Reciprocal,
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    Exp,
+    Log,
+    Log2,
+    Log1p,
+    Expm1,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tan,
+    Tanh,
+    Sigmoid,
+    Relu,
+    LeakyRelu(f64),
+    Elu(f64),
+    Gelu,
+    GeluTanh,
+    Silu,
+    Softplus { beta: f64, threshold: f64 },
+    Erf,
+    Clamp { min: Option<f64>, max: Option<f64> },
+    LogicalNot,
+    BitwiseNot,
+    IsNan,
+    IsInf,
+    IsFinite,
+}
+
+/// Result dtype class of a unary op.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum UnaryOut {
+    /// Same dtype as the input.
+    Same,
+    /// Floating result: ints and bool compute in float32.
+    Float,
+    /// Boolean predicate.
+    Bool,
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "neg",
+            Abs => "abs",
+            Sign => "sign",
+            Square => "square",
+            Reciprocal => "reciprocal",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Trunc => "trunc",
+            Exp => "exp",
+            Log => "log",
+            Log2 => "log2",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Relu => "relu",
+            LeakyRelu(_) => "leaky_relu",
+            Elu(_) => "elu",
+            Gelu => "gelu",
+            GeluTanh => "gelu_tanh",
+            Silu => "silu",
+            Softplus { .. } => "softplus",
+            Erf => "erf",
+            Clamp { .. } => "clamp",
+            LogicalNot => "logical_not",
+            BitwiseNot => "bitwise_not",
+            IsNan => "isnan",
+            IsInf => "isinf",
+            IsFinite => "isfinite",
+        }
+    }
+
+    pub fn out_kind(self) -> UnaryOut {
+        use UnaryOp::*;
+        match self {
+            Neg
+            | Abs
+            | Sign
+            | Square
+            | Floor
+            | Ceil
+            | Round
+            | Trunc
+            | Relu
+            | Clamp { .. }
+            | BitwiseNot => UnaryOut::Same,
+            LogicalNot | IsNan | IsInf | IsFinite => UnaryOut::Bool,
+            _ => UnaryOut::Float,
+        }
+    }
+
+    /// Dtypes the op accepts as input.
+    pub fn dtypes(self) -> DTypes {
+        use UnaryOp::*;
+        match self {
+            Neg | Abs | Sign | Square | Relu | Clamp { .. } => DTypes::NUMERIC,
+            Floor | Ceil | Round | Trunc => DTypes::NUMERIC,
+            BitwiseNot => DTypes::INT_BOOL,
+            LogicalNot | IsNan | IsInf | IsFinite => DTypes::ALL,
+            _ => DTypes::ALL,
+        }
+    }
+}
+
+/// Binary elementwise primitives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Remainder,
+    Pow,
+    Maximum,
+    Minimum,
+    Atan2,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
+    BitAnd,
+    BitOr,
+    BitXor,
+}
+
+impl BinaryOp {
+    pub fn name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add",
+            Sub => "sub",
+            Mul => "mul",
+            Div => "div",
+            FloorDiv => "floor_divide",
+            Remainder => "remainder",
+            Pow => "pow",
+            Maximum => "maximum",
+            Minimum => "minimum",
+            Atan2 => "atan2",
+            Eq => "eq",
+            Ne => "ne",
+            Lt => "lt",
+            Le => "le",
+            Gt => "gt",
+            Ge => "ge",
+            LogicalAnd => "logical_and",
+            LogicalOr => "logical_or",
+            LogicalXor => "logical_xor",
+            BitAnd => "bitwise_and",
+            BitOr => "bitwise_or",
+            BitXor => "bitwise_xor",
+        }
+    }
+
+    /// True for ops whose result is boolean.
+    pub fn is_predicate(self) -> bool {
+        use BinaryOp::*;
+        matches!(
+            self,
+            Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor
+        )
+    }
+
+    /// The dtype the kernel computes in, from the promoted input dtype.
+    pub fn compute_dtype(self, promoted: DType) -> Result<DType> {
+        use BinaryOp::*;
+        match self {
+            Div | Atan2 if !promoted.is_floating_point() => Ok(DType::F32),
+            BitAnd | BitOr | BitXor if promoted.is_floating_point() => Err(Error::dtype(
+                self.name(),
+                format!("not supported for floating dtype {promoted}; bitwise ops take integer or bool tensors"),
+            )),
+            Sub if promoted == DType::Bool => Err(Error::dtype(
+                "sub",
+                "subtraction of two bool tensors is not supported; use logical_xor or ~ instead",
+            )),
+            Add | Mul | Remainder | FloorDiv | Pow | Maximum | Minimum if promoted == DType::Bool => {
+                // bool arithmetic computes in the integer domain except add/mul which stay bool in torch;
+                // we follow NumPy/torch: bool+bool -> bool (logical or), bool*bool -> bool (and).
+                Ok(DType::Bool)
+            }
+            _ => Ok(promoted),
+        }
+    }
+
+    pub fn out_dtype(self, compute: DType) -> DType {
+        if self.is_predicate() {
+            DType::Bool
+        } else {
+            compute
+        }
+    }
+}
+
+/// Registry entries for this family.
+pub const OPS: &[OpInfo] = &[
+    OpInfo::prim("neg", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("abs", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("sign", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("square", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("reciprocal", "elementwise", DTypes::ALL),
+    OpInfo::prim("floor", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("ceil", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("round", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("trunc", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("exp", "elementwise", DTypes::ALL),
+    OpInfo::prim("log", "elementwise", DTypes::ALL),
+    OpInfo::prim("log2", "elementwise", DTypes::ALL),
+    OpInfo::prim("log1p", "elementwise", DTypes::ALL),
+    OpInfo::prim("expm1", "elementwise", DTypes::ALL),
+    OpInfo::prim("sqrt", "elementwise", DTypes::ALL),
+    OpInfo::prim("rsqrt", "elementwise", DTypes::ALL),
+    OpInfo::prim("sin", "elementwise", DTypes::ALL),
+    OpInfo::prim("cos", "elementwise", DTypes::ALL),
+    OpInfo::prim("tan", "elementwise", DTypes::ALL),
+    OpInfo::prim("tanh", "elementwise", DTypes::ALL),
+    OpInfo::prim("sigmoid", "elementwise", DTypes::ALL),
+    OpInfo::prim("relu", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("leaky_relu", "elementwise", DTypes::ALL),
+    OpInfo::prim("elu", "elementwise", DTypes::ALL),
+    OpInfo::prim("gelu", "elementwise", DTypes::ALL),
+    OpInfo::prim("gelu_tanh", "elementwise", DTypes::ALL),
+    OpInfo::prim("silu", "elementwise", DTypes::ALL),
+    OpInfo::prim("softplus", "elementwise", DTypes::ALL),
+    OpInfo::prim("erf", "elementwise", DTypes::ALL),
+    OpInfo::prim("clamp", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("logical_not", "elementwise", DTypes::ALL),
+    OpInfo::prim("bitwise_not", "elementwise", DTypes::INT_BOOL),
+    OpInfo::prim("isnan", "elementwise", DTypes::ALL),
+    OpInfo::prim("isinf", "elementwise", DTypes::ALL),
+    OpInfo::prim("isfinite", "elementwise", DTypes::ALL),
+    OpInfo::prim("add", "elementwise", DTypes::ALL),
+    OpInfo::prim("sub", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("mul", "elementwise", DTypes::ALL),
+    OpInfo::prim("div", "elementwise", DTypes::ALL),
+    OpInfo::prim("floor_divide", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("remainder", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("pow", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("maximum", "elementwise", DTypes::ALL),
+    OpInfo::prim("minimum", "elementwise", DTypes::ALL),
+    OpInfo::prim("atan2", "elementwise", DTypes::ALL),
+    OpInfo::prim("eq", "elementwise", DTypes::ALL),
+    OpInfo::prim("ne", "elementwise", DTypes::ALL),
+    OpInfo::prim("lt", "elementwise", DTypes::ALL),
+    OpInfo::prim("le", "elementwise", DTypes::ALL),
+    OpInfo::prim("gt", "elementwise", DTypes::ALL),
+    OpInfo::prim("ge", "elementwise", DTypes::ALL),
+    OpInfo::prim("logical_and", "elementwise", DTypes::ALL),
+    OpInfo::prim("logical_or", "elementwise", DTypes::ALL),
+    OpInfo::prim("logical_xor", "elementwise", DTypes::ALL),
+    OpInfo::prim("bitwise_and", "elementwise", DTypes::INT_BOOL),
+    OpInfo::prim("bitwise_or", "elementwise", DTypes::INT_BOOL),
+    OpInfo::prim("bitwise_xor", "elementwise", DTypes::INT_BOOL),
+    OpInfo::prim("where", "elementwise", DTypes::ALL),
+    OpInfo::prim("to", "elementwise", DTypes::ALL),
+    OpInfo::prim("fill_", "elementwise", DTypes::ALL).mutates(0),
+    OpInfo::prim("copy_", "elementwise", DTypes::ALL).mutates(0),
+    OpInfo::prim("masked_fill", "elementwise", DTypes::ALL).kind(OpKind::Composite),
+];
+
+fn check_dtype(op: &'static str, dtypes: DTypes, d: DType) -> Result<()> {
+    if dtypes.contains(d) {
+        Ok(())
+    } else {
+        Err(Error::dtype(
+            op,
+            format!(
+                "not implemented for dtype {d} (supported: {})",
+                dtypes
+                    .list()
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+}
+
+/// Convert `x` to `dtype` (a copy unless it already has it).
+pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
+    if x.dtype() == dtype {
+        return Ok(x.clone());
+    }
+    let out = Tensor::empty(x.shape(), dtype, x.device())?;
+    backend(x.device()).cast_copy(x, &out)?;
+    Ok(out)
+}
+
+/// A contiguous copy (or `x` itself when already contiguous).
+pub fn contiguous(x: &Tensor) -> Result<Tensor> {
+    if x.is_contiguous() {
+        return Ok(x.clone());
+    }
+    clone(x)
+}
+
+/// A fresh contiguous copy.
+pub fn clone(x: &Tensor) -> Result<Tensor> {
+    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
+    backend(x.device()).cast_copy(x, &out)?;
+    Ok(out)
+}
+
+/// Apply a unary op.
+pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    check_dtype(op.name(), op.dtypes(), x.dtype())?;
+    let (cx, out_dt) = match op.out_kind() {
+        UnaryOut::Same => (x.clone(), x.dtype()),
+        UnaryOut::Float => {
+            let f = x.dtype().to_float();
+            (to_dtype(x, f)?, f)
+        }
+        UnaryOut::Bool => (x.clone(), DType::Bool),
+    };
+    if op == UnaryOp::Neg && x.dtype() == DType::Bool {
+        return Err(Error::dtype(
+            "neg",
+            "negation of a bool tensor is not supported; use logical_not or ~ instead",
+        ));
+    }
+    let out = Tensor::empty(x.shape(), out_dt, x.device())?;
+    backend(x.device()).unary(op, &cx, &out)?;
+    Ok(out)
+}
+
+/// Apply a unary op in place (`x.relu_()`, ...).
+pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
+    x.check_writable(op.name())?;
+    check_dtype(op.name(), op.dtypes(), x.dtype())?;
+    match op.out_kind() {
+        UnaryOut::Same => {}
+        UnaryOut::Float if x.dtype().is_floating_point() => {}
+        _ => {
+            return Err(Error::dtype(
+                op.name(),
+                format!(
+                    "in-place result of dtype {} cannot be stored in a {} tensor",
+                    op.out_kind_dtype(x.dtype()),
+                    x.dtype()
+                ),
+            ))
+        }
+    }
+    backend(x.device()).unary(op, x, x)?;
+    x.storage().bump_version();
+    Ok(())
+}
+
+impl UnaryOp {
+    fn out_kind_dtype(self, d: DType) -> DType {
+        match self.out_kind() {
+            UnaryOut::Same => d,
+            UnaryOut::Float => d.to_float(),
+            UnaryOut::Bool => DType::Bool,
+        }
+    }
+}
+
+/// Broadcast `a` and `b` against each other, cast both to `dt`, returning expanded views.
+fn prepare_binary(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    dt: DType,
+) -> Result<(Tensor, Tensor, crate::tensor::Shape)> {
+    if a.device() != b.device() {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "expected all tensors to be on the same device, but found {} and {}",
+                a.device(),
+                b.device()
+            ),
+        ));
+    }
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    let a = to_dtype(a, dt)?;
+    let b = to_dtype(b, dt)?;
+    let la = a.layout().expand(op, &shape)?;
+    let lb = b.layout().expand(op, &shape)?;
+    Ok((a.with_layout(la), b.with_layout(lb), shape))
+}
+
+/// `a <op> b` with broadcasting and promotion.
+pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let promoted = DType::promote(a.dtype(), b.dtype());
+    binary_as(op, a, b, promoted)
+}
+
+fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Tensor> {
+    let dt = op.compute_dtype(promoted)?;
+    let (ea, eb, shape) = prepare_binary(op.name(), a, b, dt)?;
+    let out = Tensor::empty(&shape, op.out_dtype(dt), a.device())?;
+    backend(a.device()).binary(op, &ea, &eb, &out)?;
+    Ok(out)
+}
+
+/// Dtype of `tensor <op> scalar` under weak-scalar promotion.
+pub fn scalar_promote(t: DType, s: Scalar) -> DType {
+    DType::promote_scalar(t, s.category())
+}
+
+/// A 0-d tensor holding `s` as `dtype`.
+pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> Result<Tensor> {
+    let t = Tensor::empty(&[], dtype, device)?;
+    backend(device).fill(&t, s)?;
+    Ok(t)
+}
+
+/// `a <op> s` (or `s <op> a` when `reflected`), with the scalar weak in promotion.
+pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Result<Tensor> {
+    let promoted = scalar_promote(a.dtype(), s);
+    let st = scalar_tensor(s, promoted, a.device())?;
+    if reflected {
+        binary_as(op, &st, a, promoted)
+    } else {
+        binary_as(op, a, &st, promoted)
+    }
+}
+
+/// In-place `a <op>= b`: `b` broadcasts to `a`'s shape, the result must be storable in `a`'s dtype.
+pub fn binary_(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<()> {
+    let promoted = DType::promote(a.dtype(), b.dtype());
+    binary_inplace_as(op, a, b, promoted)
+}
+
+/// In-place `a <op>= s`.
+pub fn binary_scalar_(op: BinaryOp, a: &Tensor, s: Scalar) -> Result<()> {
+    let promoted = scalar_promote(a.dtype(), s);
+    let st = scalar_tensor(s, promoted, a.device())?;
+    binary_inplace_as(op, a, &st, promoted)
+}
+
+fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<()> {
+    let name = op.name();
+    a.check_writable(name)?;
+    let dt = op.compute_dtype(promoted)?;
+    let out_dt = op.out_dtype(dt);
+    if out_dt != a.dtype() && !can_cast(out_dt, a.dtype()) {
+        return Err(Error::dtype(
+            name,
+            format!(
+                "result type {out_dt} can't be cast to the desired output type {} (in-place op on a {} tensor with a {} operand)",
+                a.dtype(),
+                a.dtype(),
+                b.dtype()
+            ),
+        ));
+    }
+    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
+    if shape.as_slice() != a.shape() {
+        return Err(Error::shape(
+            name,
+            format!(
+                "output with shape {:?} doesn't match the broadcast shape {:?} (in-place op with operand of shape {:?})",
+                a.shape(),
+                &shape[..],
+                b.shape()
+            ),
+        ));
+    }
+    // An operand that overlaps the output through a different layout must be copied first.
+    let b = if b.shares_storage(a) && b.layout() != a.layout() {
+        clone(b)?
+    } else {
+        b.clone()
+    };
+    let (ea, eb, _) = prepare_binary(name, a, &b, dt)?;
+    let be = backend(a.device());
+    if out_dt == a.dtype() {
+        be.binary(op, &ea, &eb, a)?;
+    } else {
+        let tmp = Tensor::empty(&shape, out_dt, a.device())?;
+        be.binary(op, &ea, &eb, &tmp)?;
+        be.cast_copy(&tmp, a)?;
+    }
+    a.storage().bump_version();
+    Ok(())
+}
+
+/// Whether an in-place result of dtype `from` may be written into `to` (no category up-cast).
+pub fn can_cast(from: DType, to: DType) -> bool {
+    from.category() <= to.category()
+}
+
+/// `where(cond, a, b)` with three-way broadcasting.
+pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let op = "where";
+    let dt = DType::promote(a.dtype(), b.dtype());
+    where_as(cond, a, b, dt, op)
+}
+
+fn where_as(cond: &Tensor, a: &Tensor, b: &Tensor, dt: DType, op: &'static str) -> Result<Tensor> {
+    if cond.dtype() != DType::Bool {
+        return Err(Error::dtype(
+            op,
+            format!("condition must be a bool tensor, got {}", cond.dtype()),
+        ));
+    }
+    for t in [a, b] {
+        if t.device() != cond.device() {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "expected all tensors to be on the same device, but found {} and {}",
+                    cond.device(),
+                    t.device()
+                ),
+            ));
+        }
+    }
+    let s = broadcast_shapes(op, cond.shape(), a.shape())?;
+    let shape = broadcast_shapes(op, &s, b.shape())?;
+    let a = to_dtype(a, dt)?;
+    let b = to_dtype(b, dt)?;
+    let ec = cond.with_layout(cond.layout().expand(op, &shape)?);
+    let ea = a.with_layout(a.layout().expand(op, &shape)?);
+    let eb = b.with_layout(b.layout().expand(op, &shape)?);
+    let out = Tensor::empty(&shape, dt, cond.device())?;
+    backend(cond.device()).where_(&ec, &ea, &eb, &out)?;
+    Ok(out)
+}
+
+/// `where` with scalar branches (`None` means "use the tensor").
+pub fn where_scalar(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
+    let dt = match (&a, &b) {
+        (Operand::T(x), Operand::T(y)) => DType::promote(x.dtype(), y.dtype()),
+        (Operand::T(x), Operand::S(s)) | (Operand::S(s), Operand::T(x)) => {
+            scalar_promote(x.dtype(), *s)
+        }
+        (Operand::S(x), Operand::S(y)) => {
+            let c = x.category().max(y.category());
+            match c {
+                Category::Float => DType::F32,
+                Category::Int => DType::I64,
+                Category::Bool => DType::Bool,
+            }
+        }
+    };
+    let ta = a.into_tensor(dt, cond.device())?;
+    let tb = b.into_tensor(dt, cond.device())?;
+    where_as(cond, &ta, &tb, dt, "where")
+}
+
+/// A tensor or a Python scalar operand.
+#[derive(Clone, Debug)]
+pub enum Operand {
+    T(Tensor),
+    S(Scalar),
+}
+
+impl Operand {
+    pub fn into_tensor(self, dt: DType, device: crate::tensor::Device) -> Result<Tensor> {
+        match self {
+            Operand::T(t) => Ok(t),
+            Operand::S(s) => scalar_tensor(s, dt, device),
+        }
+    }
+}
+
+/// `masked_fill(x, mask, value)`: a composite of `where`.
+pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
+    if mask.dtype() != DType::Bool {
+        return Err(Error::dtype(
+            "masked_fill",
+            format!("mask must be a bool tensor, got {}", mask.dtype()),
+        ));
+    }
+    let s = broadcast_shapes("masked_fill", x.shape(), mask.shape())?;
+    if s.as_slice() != x.shape() {
+        return Err(Error::shape(
+            "masked_fill",
+            format!(
+                "mask of shape {:?} cannot be broadcast to the tensor's shape {:?}",
+                mask.shape(),
+                x.shape()
+            ),
+        ));
+    }
+    if value.category() > x.dtype().category() {
+        return Err(Error::dtype(
+            "masked_fill",
+            format!("value {value:?} cannot be stored in a {} tensor", x.dtype()),
+        ));
+    }
+    let v = scalar_tensor(value, x.dtype(), x.device())?;
+    where_as(mask, &v, x, x.dtype(), "masked_fill")
+}
+
+/// Fill `x` with `value` in place.
+pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
+    x.check_writable("fill_")?;
+    backend(x.device()).fill(x, value)?;
+    x.storage().bump_version();
+    Ok(())
+}
+
+/// Copy `src` into `dst` in place (broadcasting `src`, converting dtype).
+pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
+    dst.check_writable("copy_")?;
+    let shape = broadcast_shapes("copy_", dst.shape(), src.shape())?;
+    if shape.as_slice() != dst.shape() {
+        return Err(Error::shape(
+            "copy_",
+            format!(
+                "source of shape {:?} cannot be broadcast to destination shape {:?}",
+                src.shape(),
+                dst.shape()
+            ),
+        ));
+    }
+    let src = if src.shares_storage(dst) {
+        clone(src)?
+    } else {
+        src.clone()
+    };
+    let es = src.with_layout(src.layout().expand("copy_", dst.shape())?);
+    backend(dst.device()).cast_copy(&es, dst)?;
+    dst.storage().bump_version();
+    Ok(())
+}
+
+/// `clamp` with optional tensor bounds: composite of maximum/minimum.
+pub fn clamp_tensor(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+    let mut y = x.clone();
+    if let Some(lo) = min {
+        y = binary(BinaryOp::Maximum, &y, lo)?;
+    }
+    if let Some(hi) = max {
+        y = binary(BinaryOp::Minimum, &y, hi)?;
+    }
+    if min.is_none() && max.is_none() {
+        return Err(Error::value(
+            "clamp",
+            "at least one of min or max must be given",
+        ));
+    }
+    Ok(y)
+}

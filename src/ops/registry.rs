@@ -1,0 +1,157 @@
+//! The op registry: one entry per op, shared by every front end.
+//!
+//! Each op family (`elementwise`, `reduce`, `linalg`, ...) declares a
+//! `pub const OPS: &[OpInfo]` next to its implementation; [`all`] joins them.
+//! An entry says what the op is (primitive with kernels, or a decomposition
+//! into primitives, or a fused kernel with a decomposition as reference),
+//! which input it views or mutates, whether its output shape depends on data,
+//! and which dtypes it supports on which device. The Python op-table test
+//! walks this list and fails when an op has no table entry.
+
+use crate::tensor::{DType, Device};
+
+/// How an op is implemented.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Carries kernels on every backend.
+    Primitive,
+    /// Defined in Rust as a composition of other registry ops.
+    Composite,
+    /// A fused kernel for a composition (the composition is its reference).
+    Fused,
+    /// A view: metadata only, shares the input's storage.
+    View,
+    /// Creation / random: no tensor inputs.
+    Factory,
+}
+
+impl OpKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Primitive => "primitive",
+            OpKind::Composite => "composite",
+            OpKind::Fused => "fused",
+            OpKind::View => "view",
+            OpKind::Factory => "factory",
+        }
+    }
+}
+
+/// A set of dtypes as a bit mask over `DType as u8`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DTypes(pub u8);
+
+impl DTypes {
+    pub const ALL: DTypes = DTypes(0x7f);
+    pub const FLOAT: DTypes = DTypes(
+        (1 << DType::F16 as u8)
+            | (1 << DType::BF16 as u8)
+            | (1 << DType::F32 as u8)
+            | (1 << DType::F64 as u8),
+    );
+    pub const INT: DTypes = DTypes((1 << DType::I32 as u8) | (1 << DType::I64 as u8));
+    pub const NUMERIC: DTypes = DTypes(DTypes::FLOAT.0 | DTypes::INT.0);
+    pub const INT_BOOL: DTypes = DTypes(DTypes::INT.0 | 1);
+    pub const BOOL: DTypes = DTypes(1);
+
+    pub const fn contains(self, d: DType) -> bool {
+        self.0 & (1 << d as u8) != 0
+    }
+    pub fn list(self) -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|&d| self.contains(d))
+            .collect()
+    }
+}
+
+/// Everything the engine knows about one op.
+#[derive(Copy, Clone, Debug)]
+pub struct OpInfo {
+    /// The public name (`fg.<name>` / `Tensor.<name>` where such exist).
+    pub name: &'static str,
+    /// The family file it is defined in.
+    pub family: &'static str,
+    pub kind: OpKind,
+    /// Input dtypes accepted (after promotion) on the CPU.
+    pub dtypes: DTypes,
+    /// Index of the input whose storage the output views.
+    pub views: Option<u8>,
+    /// Index of the input written in place.
+    pub mutates: Option<u8>,
+    /// Output shape depends on input values (boolean masks, nonzero).
+    pub data_dependent: bool,
+    /// Has a vector-Jacobian product (from the autograd issue on).
+    pub differentiable: bool,
+}
+
+impl OpInfo {
+    /// A primitive elementwise-style op over `dtypes`.
+    pub const fn prim(name: &'static str, family: &'static str, dtypes: DTypes) -> OpInfo {
+        OpInfo {
+            name,
+            family,
+            kind: OpKind::Primitive,
+            dtypes,
+            views: None,
+            mutates: None,
+            data_dependent: false,
+            differentiable: false,
+        }
+    }
+    pub const fn kind(mut self, k: OpKind) -> OpInfo {
+        self.kind = k;
+        self
+    }
+    pub const fn views(mut self, i: u8) -> OpInfo {
+        self.views = Some(i);
+        self.kind = OpKind::View;
+        self
+    }
+    pub const fn mutates(mut self, i: u8) -> OpInfo {
+        self.mutates = Some(i);
+        self
+    }
+    pub const fn data_dependent(mut self) -> OpInfo {
+        self.data_dependent = true;
+        self
+    }
+
+    /// Whether `(self, dtype, device)` can run.
+    pub fn supports(&self, dtype: DType, device: Device) -> bool {
+        match device {
+            Device::Cpu => self.dtypes.contains(dtype),
+            Device::Gpu(_) => false,
+        }
+    }
+}
+
+/// Every registered op.
+pub fn all() -> Vec<&'static OpInfo> {
+    let families: &[&'static [OpInfo]] = &[
+        super::elementwise::OPS,
+        super::shape::OPS,
+        super::index::OPS,
+        super::creation::OPS,
+    ];
+    families.iter().flat_map(|f| f.iter()).collect()
+}
+
+/// Look an op up by name.
+pub fn find(name: &str) -> Option<&'static OpInfo> {
+    all().into_iter().find(|o| o.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<_> = all().iter().map(|o| o.name).collect();
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(n, names.len(), "duplicate op names in the registry");
+    }
+}

@@ -1,0 +1,426 @@
+//! PyO3 bindings: the `ferrograd._core` extension module.
+//!
+//! Kept apart from the core: this layer parses Python arguments, maps
+//! [`Error`] to Python exceptions, turns panics into `RuntimeError`, releases
+//! the GIL around heavy kernels, and wraps results. Each op family has its own
+//! file adding `#[pymethods]` to [`PyTensor`] and functions to the module.
+
+mod convert;
+mod creation;
+mod methods;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::error::Error;
+use crate::ops::elementwise::Operand;
+use crate::tensor::{DType, Device, Scalar, Tensor};
+
+pub use convert::tensor_from_py;
+
+/// Map a core error to the Python exception class users expect.
+pub fn to_pyerr(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Shape { .. } | Error::Value { .. } => PyValueError::new_err(msg),
+        Error::DType { .. } => PyTypeError::new_err(msg),
+        Error::Index { .. } => PyIndexError::new_err(msg),
+        Error::Memory { .. } => PyMemoryError::new_err(msg),
+        Error::Runtime { .. } => PyRuntimeError::new_err(msg),
+    }
+}
+
+fn panic_msg(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Run core work, turning errors and panics into Python exceptions.
+#[inline]
+pub fn run<T>(f: impl FnOnce() -> crate::Result<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_pyerr(e)),
+        Err(p) => Err(PyRuntimeError::new_err(format!(
+            "internal error (please report): {}",
+            panic_msg(p)
+        ))),
+    }
+}
+
+/// Elements above which the GIL is released while a kernel runs.
+const GIL_RELEASE_MIN: usize = 1 << 14;
+
+/// Like [`run`], releasing the GIL when `work` elements justify it.
+#[inline]
+pub fn run_heavy<T: Send>(
+    py: Python<'_>,
+    work: usize,
+    f: impl FnOnce() -> crate::Result<T> + Send,
+) -> PyResult<T> {
+    if work >= GIL_RELEASE_MIN {
+        py.detach(|| run(f))
+    } else {
+        run(f)
+    }
+}
+
+/// The tensor type seen from Python (`ferrograd.Tensor`).
+#[pyclass(name = "Tensor", module = "ferrograd", frozen, weakref)]
+pub struct PyTensor {
+    pub t: Tensor,
+}
+
+impl PyTensor {
+    #[inline]
+    pub fn new(t: Tensor) -> PyTensor {
+        PyTensor { t }
+    }
+}
+
+/// A dtype object (`ferrograd.float32`, ...).
+#[pyclass(
+    name = "dtype",
+    module = "ferrograd",
+    frozen,
+    eq,
+    hash,
+    skip_from_py_object
+)]
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
+pub struct PyDType {
+    pub d: DType,
+}
+
+#[pymethods]
+impl PyDType {
+    /// Bytes per element.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.d.itemsize()
+    }
+    /// True for float16, bfloat16, float32 and float64.
+    #[getter]
+    fn is_floating_point(&self) -> bool {
+        self.d.is_floating_point()
+    }
+    /// True for bool.
+    #[getter]
+    fn is_bool(&self) -> bool {
+        self.d == DType::Bool
+    }
+    /// The dtype's name (`"float32"`).
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.d.name()
+    }
+    fn __repr__(&self) -> String {
+        format!("ferrograd.{}", self.d.name())
+    }
+    fn __str__(&self) -> String {
+        format!("ferrograd.{}", self.d.name())
+    }
+    fn __reduce__(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, (String,))> {
+        let f = py.import("ferrograd")?.getattr("_dtype_from_name")?;
+        Ok((f.unbind(), (self.d.name().to_string(),)))
+    }
+}
+
+/// Parse a `dtype=` argument: a ferrograd dtype, a name, or a NumPy dtype.
+pub fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
+    if let Ok(d) = obj.cast::<PyDType>() {
+        return Ok(d.get().d);
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        let s = s.to_str()?;
+        return DType::from_name(s.strip_prefix("ferrograd.").unwrap_or(s))
+            .ok_or_else(|| PyTypeError::new_err(format!("unknown dtype {s:?}")));
+    }
+    // NumPy dtypes and scalar types: go through their name.
+    if let Ok(name) = obj.getattr("name").or_else(|_| obj.getattr("__name__")) {
+        if let Ok(s) = name.extract::<String>() {
+            if let Some(d) = DType::from_name(&s) {
+                return Ok(d);
+            }
+        }
+    }
+    // Python builtins.
+    let py = obj.py();
+    let b = py.import("builtins")?;
+    if obj.is(&b.getattr("float")?) {
+        return Ok(DType::F32);
+    }
+    if obj.is(&b.getattr("int")?) {
+        return Ok(DType::I64);
+    }
+    if obj.is(&b.getattr("bool")?) {
+        return Ok(DType::Bool);
+    }
+    Err(PyTypeError::new_err(format!(
+        "expected a dtype, got {}",
+        obj.repr()?
+    )))
+}
+
+pub fn parse_dtype_opt(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DType>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => parse_dtype(o).map(Some),
+    }
+}
+
+/// Parse a `device=` argument: `"cpu"`, `"gpu"`, `"webgpu"`, `"gpu:1"` or a device object.
+pub fn parse_device(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Device> {
+    let Some(obj) = obj else {
+        return Ok(Device::Cpu);
+    };
+    if obj.is_none() {
+        return Ok(Device::Cpu);
+    }
+    if let Ok(d) = obj.cast::<PyDevice>() {
+        return Ok(d.get().d);
+    }
+    let s: String = obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a device such as 'cpu' or 'gpu', got {}",
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    })?;
+    parse_device_str(&s)
+}
+
+pub fn parse_device_str(s: &str) -> PyResult<Device> {
+    let (name, idx) = match s.split_once(':') {
+        Some((n, i)) => (
+            n,
+            i.parse::<u32>()
+                .map_err(|_| PyValueError::new_err(format!("invalid device string {s:?}")))?,
+        ),
+        None => (s, 0),
+    };
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "gpu" | "webgpu" | "wgpu" => Ok(Device::Gpu(idx)),
+        _ => Err(PyValueError::new_err(format!(
+            "unknown device {s:?}; expected 'cpu' or 'gpu' (alias 'webgpu')"
+        ))),
+    }
+}
+
+/// A device object (`ferrograd.device("cpu")`).
+#[pyclass(
+    name = "device",
+    module = "ferrograd",
+    frozen,
+    eq,
+    hash,
+    skip_from_py_object
+)]
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
+pub struct PyDevice {
+    pub d: Device,
+}
+
+#[pymethods]
+impl PyDevice {
+    #[new]
+    fn py_new(spec: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyDevice {
+            d: parse_device(Some(spec))?,
+        })
+    }
+    /// `"cpu"` or `"gpu"`.
+    #[getter]
+    fn r#type(&self) -> &'static str {
+        match self.d {
+            Device::Cpu => "cpu",
+            Device::Gpu(_) => "gpu",
+        }
+    }
+    #[getter]
+    fn index(&self) -> Option<u32> {
+        match self.d {
+            Device::Cpu => None,
+            Device::Gpu(i) => Some(i),
+        }
+    }
+    fn __repr__(&self) -> String {
+        format!("device(type='{}')", self.d)
+    }
+    fn __str__(&self) -> String {
+        self.d.name()
+    }
+}
+
+/// Extract a tensor argument, converting lists, scalars and arrays when needed.
+pub fn as_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(t.get().t.clone());
+    }
+    tensor_from_py(obj, None)
+}
+
+/// Extract a binary-op operand: a tensor, or a Python scalar kept weak for promotion.
+pub fn as_operand(obj: &Bound<'_, PyAny>) -> PyResult<Operand> {
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(Operand::T(t.get().t.clone()));
+    }
+    if let Some(s) = as_scalar(obj) {
+        return Ok(Operand::S(s));
+    }
+    Ok(Operand::T(tensor_from_py(obj, None)?))
+}
+
+/// A Python bool / int / float (and NumPy scalars of those kinds) as a [`Scalar`].
+pub fn as_scalar(obj: &Bound<'_, PyAny>) -> Option<Scalar> {
+    use pyo3::types::{PyBool, PyFloat, PyInt};
+    if obj.is_instance_of::<PyBool>() {
+        return obj.extract::<bool>().ok().map(Scalar::Bool);
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj.extract::<i64>().ok().map(Scalar::Int);
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return obj.extract::<f64>().ok().map(Scalar::Float);
+    }
+    None
+}
+
+/// Accept `f(2, 3)` and `f((2, 3))` / `f([2, 3])` alike.
+pub fn varargs_ints(args: &Bound<'_, PyTuple>) -> PyResult<Vec<isize>> {
+    if args.len() == 1 {
+        let a = args.get_item(0)?;
+        if a.extract::<isize>().is_err() {
+            return a.extract::<Vec<isize>>();
+        }
+    }
+    args.extract::<Vec<isize>>()
+}
+
+/// Shape argument for factories (`zeros(2, 3)`, `zeros((2, 3))`), non-negative.
+pub fn shape_args(op: &str, args: &Bound<'_, PyTuple>) -> PyResult<Vec<usize>> {
+    let v = varargs_ints(args)?;
+    v.iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                PyValueError::new_err(format!("{op}: negative dimension {d} in shape {v:?}"))
+            })
+        })
+        .collect()
+}
+
+/// The registry as a list of dicts (name, family, kind, dtypes, views, mutates, ...).
+#[pyfunction]
+fn registry(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+    use pyo3::types::PyDict;
+    crate::ops::registry::all()
+        .into_iter()
+        .map(|o| {
+            let d = PyDict::new(py);
+            d.set_item("name", o.name)?;
+            d.set_item("family", o.family)?;
+            d.set_item("kind", o.kind.name())?;
+            d.set_item(
+                "dtypes",
+                o.dtypes.list().iter().map(|d| d.name()).collect::<Vec<_>>(),
+            )?;
+            d.set_item("devices", vec!["cpu"])?;
+            d.set_item("views", o.views)?;
+            d.set_item("mutates", o.mutates)?;
+            d.set_item("data_dependent", o.data_dependent)?;
+            d.set_item("differentiable", o.differentiable)?;
+            Ok(d.into_any().unbind())
+        })
+        .collect()
+}
+
+/// Whether `(op, dtype, device)` is supported.
+#[pyfunction]
+fn supports(
+    op: &str,
+    dtype: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let d = parse_dtype(dtype)?;
+    let dev = parse_device(device)?;
+    let info = crate::ops::registry::find(op)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown op {op:?}")))?;
+    Ok(info.supports(d, dev))
+}
+
+/// The SIMD level in use (`"avx512"`, `"avx2"` or `"scalar"`).
+#[pyfunction]
+fn cpu_level() -> &'static str {
+    crate::backend::cpu::simd::level().name()
+}
+
+/// Force the SIMD level (clamped to what the CPU supports); returns the level set.
+#[pyfunction]
+fn set_cpu_level(level: &str) -> PyResult<&'static str> {
+    use crate::backend::cpu::simd::{set_level, Level};
+    let l = match level {
+        "scalar" => Level::Scalar,
+        "avx2" => Level::Avx2,
+        "avx512" => Level::Avx512,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown cpu level {level:?}; use scalar, avx2 or avx512"
+            )))
+        }
+    };
+    Ok(set_level(l).name())
+}
+
+/// CPU allocator statistics: bytes in use, cached, and peak.
+#[pyfunction]
+fn memory_stats(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    use pyo3::types::PyDict;
+    let (used, cached, peak) = crate::tensor::storage::memory_stats();
+    let d = PyDict::new(py);
+    d.set_item("cpu.in_use_bytes", used)?;
+    d.set_item("cpu.cached_bytes", cached)?;
+    d.set_item("cpu.peak_bytes", peak)?;
+    Ok(d.into_any().unbind())
+}
+
+/// Return cached CPU blocks to the system.
+#[pyfunction]
+fn empty_cache() {
+    crate::tensor::storage::empty_cache();
+}
+
+/// Number of threads in the CPU pool.
+#[pyfunction]
+fn get_num_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTensor>()?;
+    m.add_class::<PyDType>()?;
+    m.add_class::<PyDevice>()?;
+    for d in DType::ALL {
+        m.add(d.name(), PyDType { d })?;
+    }
+    m.add_function(wrap_pyfunction!(registry, m)?)?;
+    m.add_function(wrap_pyfunction!(supports, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_level, m)?)?;
+    m.add_function(wrap_pyfunction!(set_cpu_level, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    convert::register(m)?;
+    creation::register(m)?;
+    methods::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,331 @@
+//! Element types and the type-promotion lattice.
+//!
+//! Promotion follows PyTorch (which for tensor–tensor operations agrees with
+//! NumPy except that `float16 ∘ bfloat16 → float32`):
+//!
+//! * categories are ordered `bool < integer < floating`;
+//! * inside a category the wider type wins;
+//! * a Python scalar is *weak*: it only lifts the category
+//!   (`int32_tensor + 2.5 → float32`, `float16_tensor + 2.5 → float16`,
+//!   `int32_tensor + 7 → int32`).
+//!
+//! See `docs/architecture.md` for the full table.
+
+use half::{bf16, f16};
+
+/// The element types a tensor can hold.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum DType {
+    Bool = 0,
+    I32 = 1,
+    I64 = 2,
+    F16 = 3,
+    BF16 = 4,
+    F32 = 5,
+    F64 = 6,
+}
+
+/// Category of a dtype, used by promotion with weak scalars.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Category {
+    Bool,
+    Int,
+    Float,
+}
+
+impl DType {
+    /// Every dtype, in a stable order.
+    pub const ALL: [DType; 7] = [
+        DType::Bool,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+    /// The floating dtypes.
+    pub const FLOATS: [DType; 4] = [DType::F16, DType::BF16, DType::F32, DType::F64];
+
+    /// Size of one element in bytes.
+    pub const fn itemsize(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    /// The user-facing name (`"float32"`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// Parse a name, accepting the usual aliases (`float`, `double`, `half`, `long`, `int`).
+    pub fn from_name(s: &str) -> Option<DType> {
+        Some(match s {
+            "bool" => DType::Bool,
+            "int32" | "int" => DType::I32,
+            "int64" | "long" => DType::I64,
+            "float16" | "half" => DType::F16,
+            "bfloat16" => DType::BF16,
+            "float32" | "float" => DType::F32,
+            "float64" | "double" => DType::F64,
+            _ => return None,
+        })
+    }
+
+    pub const fn category(self) -> Category {
+        match self {
+            DType::Bool => Category::Bool,
+            DType::I32 | DType::I64 => Category::Int,
+            _ => Category::Float,
+        }
+    }
+
+    pub const fn is_floating_point(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    pub const fn is_integer(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+
+    /// Promotion of two tensor dtypes.
+    pub fn promote(a: DType, b: DType) -> DType {
+        if a == b {
+            return a;
+        }
+        match (a.category(), b.category()) {
+            (Category::Bool, _) => b,
+            (_, Category::Bool) => a,
+            (Category::Int, Category::Int) => DType::I64,
+            (Category::Float, Category::Int) => a,
+            (Category::Int, Category::Float) => b,
+            (Category::Float, Category::Float) => {
+                // f16 with bf16 has no common 16-bit type.
+                if matches!(
+                    (a, b),
+                    (DType::F16, DType::BF16) | (DType::BF16, DType::F16)
+                ) {
+                    DType::F32
+                } else if a.itemsize() >= b.itemsize() {
+                    a
+                } else {
+                    b
+                }
+            }
+        }
+    }
+
+    /// Promotion of a tensor dtype with a weak Python scalar of category `c`.
+    pub fn promote_scalar(t: DType, c: Category) -> DType {
+        if c <= t.category() {
+            t
+        } else {
+            match c {
+                Category::Float => DType::F32,
+                Category::Int => DType::I64,
+                Category::Bool => t,
+            }
+        }
+    }
+
+    /// The dtype unary float functions (exp, sin, ...) compute in: ints and bool go to float32.
+    pub fn to_float(self) -> DType {
+        if self.is_floating_point() {
+            self
+        } else {
+            DType::F32
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A Rust type that can be stored in a tensor.
+///
+/// `bool` is stored as `u8` holding 0 or 1.
+pub trait Element: Copy + Send + Sync + PartialOrd + Default + 'static {
+    const DTYPE: DType;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+    fn to_i64(self) -> i64;
+    fn from_i64(v: i64) -> Self;
+    fn zero() -> Self;
+    fn one() -> Self;
+}
+
+macro_rules! impl_float_element {
+    ($t:ty, $dt:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dt;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn zero() -> Self {
+                0 as $t
+            }
+            #[inline(always)]
+            fn one() -> Self {
+                1 as $t
+            }
+        }
+    };
+}
+impl_float_element!(f32, DType::F32);
+impl_float_element!(f64, DType::F64);
+impl_float_element!(i32, DType::I32);
+impl_float_element!(i64, DType::I64);
+
+impl Element for u8 {
+    const DTYPE: DType = DType::Bool;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        (self != 0) as u8 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        (v != 0.0) as u8
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        (self != 0) as i64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        (v != 0) as u8
+    }
+    #[inline(always)]
+    fn zero() -> Self {
+        0
+    }
+    #[inline(always)]
+    fn one() -> Self {
+        1
+    }
+}
+
+macro_rules! impl_half_element {
+    ($t:ty, $dt:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dt;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self.to_f64()
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self.to_f32() as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                <$t>::from_f64(v as f64)
+            }
+            #[inline(always)]
+            fn zero() -> Self {
+                <$t>::ZERO
+            }
+            #[inline(always)]
+            fn one() -> Self {
+                <$t>::ONE
+            }
+        }
+    };
+}
+impl_half_element!(f16, DType::F16);
+impl_half_element!(bf16, DType::BF16);
+
+/// Run `$body` with `$T` bound to the Rust element type of `$dt`.
+#[macro_export]
+macro_rules! with_dtype {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            $crate::tensor::DType::Bool => {
+                type $T = u8;
+                $body
+            }
+            $crate::tensor::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::tensor::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::tensor::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::tensor::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::tensor::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::tensor::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promotion_table() {
+        use DType::*;
+        assert_eq!(DType::promote(Bool, I32), I32);
+        assert_eq!(DType::promote(I32, I64), I64);
+        assert_eq!(DType::promote(I64, F16), F16);
+        assert_eq!(DType::promote(F16, BF16), F32);
+        assert_eq!(DType::promote(F32, F64), F64);
+        assert_eq!(DType::promote(BF16, F32), F32);
+        for a in DType::ALL {
+            for b in DType::ALL {
+                assert_eq!(DType::promote(a, b), DType::promote(b, a));
+            }
+        }
+        assert_eq!(DType::promote_scalar(I32, Category::Float), F32);
+        assert_eq!(DType::promote_scalar(F16, Category::Float), F16);
+        assert_eq!(DType::promote_scalar(I32, Category::Int), I32);
+        assert_eq!(DType::promote_scalar(Bool, Category::Int), I64);
+    }
+}

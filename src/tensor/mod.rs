@@ -1,0 +1,315 @@
+//! The tensor: (storage, layout, dtype).
+
+pub mod dtype;
+pub mod layout;
+pub mod storage;
+
+use std::sync::Arc;
+
+pub use dtype::{Category, DType, Element};
+pub use layout::{Layout, Shape, Strides};
+pub use storage::{Device, Storage};
+
+use crate::error::{Error, Result};
+use crate::with_dtype;
+
+/// A Python-style scalar: used for fills and for operands that are plain numbers.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Scalar {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+}
+
+impl Scalar {
+    pub fn category(self) -> Category {
+        match self {
+            Scalar::Bool(_) => Category::Bool,
+            Scalar::Int(_) => Category::Int,
+            Scalar::Float(_) => Category::Float,
+        }
+    }
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Bool(b) => b as u8 as f64,
+            Scalar::Int(i) => i as f64,
+            Scalar::Float(f) => f,
+        }
+    }
+    pub fn to_i64(self) -> i64 {
+        match self {
+            Scalar::Bool(b) => b as i64,
+            Scalar::Int(i) => i,
+            Scalar::Float(f) => f as i64,
+        }
+    }
+    /// The dtype a scalar gets when it becomes a tensor on its own.
+    pub fn default_dtype(self) -> DType {
+        match self {
+            Scalar::Bool(_) => DType::Bool,
+            Scalar::Int(_) => DType::I64,
+            Scalar::Float(_) => DType::F32,
+        }
+    }
+    /// Convert to the element type `T`.
+    pub fn to_elem<T: Element>(self) -> T {
+        match self {
+            Scalar::Float(f) => T::from_f64(f),
+            _ if T::DTYPE.is_floating_point() => T::from_f64(self.to_f64()),
+            _ => T::from_i64(self.to_i64()),
+        }
+    }
+}
+
+/// An n-dimensional view of typed elements in a [`Storage`].
+///
+/// Cloning is cheap (an `Arc` bump and the layout); clones share storage.
+#[derive(Clone)]
+pub struct Tensor {
+    storage: Arc<Storage>,
+    layout: Layout,
+    dtype: DType,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(shape={:?}, strides={:?}, offset={}, dtype={}, device={})",
+            &self.layout.shape[..],
+            &self.layout.strides[..],
+            self.layout.offset,
+            self.dtype,
+            self.device()
+        )
+    }
+}
+
+/// Bytes needed for `shape` of `dtype`, checked for overflow.
+pub fn nbytes_for(op: &'static str, shape: &[usize], dtype: DType) -> Result<usize> {
+    layout::numel_checked(shape)
+        .and_then(|n| n.checked_mul(dtype.itemsize()))
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or(Error::Memory {
+            op,
+            bytes: usize::MAX,
+        })
+}
+
+impl Tensor {
+    /// Assemble a tensor from parts, checking that the layout stays inside the storage.
+    pub fn from_parts(storage: Arc<Storage>, layout: Layout, dtype: DType) -> Result<Tensor> {
+        let (lo, hi) = layout.span();
+        let cap = (storage.nbytes() / dtype.itemsize()) as isize;
+        if layout.numel() > 0 && (lo < 0 || hi > cap) {
+            return Err(Error::value(
+                "as_strided",
+                format!(
+                    "layout (shape {:?}, strides {:?}, offset {}) reaches elements [{lo}, {hi}) outside storage of {cap} elements",
+                    &layout.shape[..],
+                    &layout.strides[..],
+                    layout.offset
+                ),
+            ));
+        }
+        Ok(Tensor {
+            storage,
+            layout,
+            dtype,
+        })
+    }
+
+    /// A view sharing storage with `self` (the caller derived `layout` from ours).
+    #[inline]
+    pub fn with_layout(&self, layout: Layout) -> Tensor {
+        Tensor {
+            storage: self.storage.clone(),
+            layout,
+            dtype: self.dtype,
+        }
+    }
+
+    /// Uninitialised contiguous tensor.
+    pub fn empty(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        let nbytes = nbytes_for("empty", shape, dtype)?;
+        let storage = match device {
+            Device::Cpu => Storage::new_cpu(nbytes)?,
+            Device::Gpu(_) => {
+                return Err(Error::runtime(
+                    "empty",
+                    "the WebGPU device is not available in this build",
+                ))
+            }
+        };
+        Ok(Tensor {
+            storage: Arc::new(storage),
+            layout: Layout::contiguous(shape),
+            dtype,
+        })
+    }
+
+    /// Zero-filled contiguous tensor.
+    pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        let nbytes = nbytes_for("zeros", shape, dtype)?;
+        let storage = match device {
+            Device::Cpu => Storage::zeroed_cpu(nbytes)?,
+            Device::Gpu(_) => {
+                return Err(Error::runtime(
+                    "zeros",
+                    "the WebGPU device is not available in this build",
+                ))
+            }
+        };
+        Ok(Tensor {
+            storage: Arc::new(storage),
+            layout: Layout::contiguous(shape),
+            dtype,
+        })
+    }
+
+    /// A contiguous CPU tensor holding `data`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            return Err(Error::shape(
+                "tensor",
+                format!("{} values do not fill shape {:?}", data.len(), shape),
+            ));
+        }
+        let t = Tensor::empty(shape, T::DTYPE, Device::Cpu)?;
+        // SAFETY: fresh storage of n elements of T.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), t.data_ptr::<T>(), n);
+        }
+        Ok(t)
+    }
+
+    #[inline]
+    pub fn shape(&self) -> &[usize] {
+        &self.layout.shape
+    }
+    #[inline]
+    pub fn strides(&self) -> &[isize] {
+        &self.layout.strides
+    }
+    #[inline]
+    pub fn offset(&self) -> usize {
+        self.layout.offset
+    }
+    #[inline]
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    #[inline]
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    #[inline]
+    pub fn ndim(&self) -> usize {
+        self.layout.ndim()
+    }
+    #[inline]
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.storage.device()
+    }
+    #[inline]
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+    #[inline]
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+    /// True when both tensors view the same storage.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+    /// Version counter of the underlying storage.
+    pub fn version(&self) -> u64 {
+        self.storage.version()
+    }
+
+    /// Pointer to element `[0, ...]` (CPU only). Kernels use this with the strides.
+    #[inline]
+    pub fn data_ptr<T>(&self) -> *mut T {
+        debug_assert_eq!(self.storage.device(), Device::Cpu);
+        // SAFETY: from_parts/with_layout keep offsets inside the storage.
+        unsafe { (self.storage.as_ptr() as *mut T).add(self.layout.offset) }
+    }
+
+    /// Raw pointer to the start of the element at offset 0 in bytes.
+    pub fn byte_ptr(&self) -> *mut u8 {
+        // SAFETY: see data_ptr.
+        unsafe {
+            self.storage
+                .as_ptr()
+                .add(self.layout.offset * self.dtype.itemsize())
+        }
+    }
+
+    /// Contiguous elements as a slice (CPU, contiguous tensors only).
+    ///
+    /// # Safety
+    /// No other thread may write the storage while the slice lives.
+    pub unsafe fn as_slice<T: Element>(&self) -> &[T] {
+        debug_assert!(self.is_contiguous());
+        debug_assert_eq!(T::DTYPE, self.dtype);
+        std::slice::from_raw_parts(self.data_ptr::<T>(), self.numel())
+    }
+
+    /// Error unless the tensor's storage may be written.
+    pub fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.storage.is_readonly() {
+            return Err(Error::value(
+                op,
+                format!(
+                    "cannot write to a read-only tensor (shape {:?}, dtype {}); it borrows read-only memory — copy it with .clone() first",
+                    self.shape(),
+                    self.dtype
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Copy out the elements in logical (row-major) order, converted to f64.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        let mut out = Vec::with_capacity(self.numel());
+        with_dtype!(self.dtype, T => {
+            crate::backend::cpu::strided::for_each_offset(self.shape(), self.strides(), |off| {
+                // SAFETY: offsets come from the layout, inside the storage.
+                let v = unsafe { *self.data_ptr::<T>().offset(off) };
+                out.push(v.to_f64());
+            });
+        });
+        out
+    }
+
+    /// The single element of a one-element tensor, as a [`Scalar`].
+    pub fn item(&self) -> Result<Scalar> {
+        if self.numel() != 1 {
+            return Err(Error::value(
+                "item",
+                format!(
+                    "a Tensor with {} elements (shape {:?}) cannot be converted to a Python scalar",
+                    self.numel(),
+                    self.shape()
+                ),
+            ));
+        }
+        // SAFETY: one element at the offset.
+        let s = with_dtype!(self.dtype, T => unsafe {
+            let v = *self.data_ptr::<T>();
+            match self.dtype.category() {
+                Category::Float => Scalar::Float(v.to_f64()),
+                Category::Int => Scalar::Int(v.to_i64()),
+                Category::Bool => Scalar::Bool(v.to_i64() != 0),
+            }
+        });
+        Ok(s)
+    }
+}

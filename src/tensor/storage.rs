@@ -1,0 +1,372 @@
+//! Untyped, reference-counted, device-aware byte storage and the CPU caching allocator.
+//!
+//! A [`Storage`] is a block of bytes plus where it lives. Tensors reference it
+//! through `Arc<Storage>` and describe their elements with a layout; only
+//! kernels turn `(storage, offset, strides)` into addresses. Storage never
+//! hands out `&mut [u8]` over shared memory: kernels write through raw
+//! pointers into outputs they own (freshly allocated, or an in-place target the
+//! op declared it mutates).
+
+use std::alloc::{alloc, alloc_zeroed, dealloc, Layout as AllocLayout};
+use std::any::Any;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Alignment of every owned CPU allocation (a cache line; enough for AVX-512).
+pub const ALIGN: usize = 64;
+
+/// Where a storage lives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Device {
+    Cpu,
+    /// A WebGPU adapter, by index.
+    Gpu(u32),
+}
+
+impl Device {
+    pub fn name(&self) -> String {
+        match self {
+            Device::Cpu => "cpu".to_string(),
+            Device::Gpu(0) => "gpu".to_string(),
+            Device::Gpu(i) => format!("gpu:{i}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+enum Kind {
+    /// Allocated by us, `cap` bytes (a size class), returned to the cache on drop.
+    Owned { cap: usize },
+    /// Borrowed memory (NumPy, DLPack); `owner` keeps it alive and is dropped with us.
+    Foreign {
+        #[allow(dead_code)]
+        owner: Box<dyn Any + Send + Sync>,
+    },
+}
+
+/// A block of bytes on one device.
+pub struct Storage {
+    ptr: NonNull<u8>,
+    nbytes: usize,
+    kind: Kind,
+    readonly: bool,
+    version: AtomicU64,
+    device: Device,
+}
+
+// SAFETY: the bytes are plain data; concurrent access discipline is the
+// kernels' job (outputs are never aliased with inputs except for declared
+// in-place ops), exactly as for any tensor library.
+unsafe impl Send for Storage {}
+unsafe impl Sync for Storage {}
+
+impl Storage {
+    /// Allocate `nbytes` uninitialised bytes on the CPU (from the cache when possible).
+    pub fn new_cpu(nbytes: usize) -> Result<Storage> {
+        let (ptr, cap) = cpu_alloc(nbytes, false)?;
+        Ok(Storage::from_owned(ptr, nbytes, cap))
+    }
+
+    /// Allocate `nbytes` zeroed bytes on the CPU.
+    pub fn zeroed_cpu(nbytes: usize) -> Result<Storage> {
+        let (ptr, cap) = cpu_alloc(nbytes, true)?;
+        Ok(Storage::from_owned(ptr, nbytes, cap))
+    }
+
+    fn from_owned(ptr: NonNull<u8>, nbytes: usize, cap: usize) -> Storage {
+        Storage {
+            ptr,
+            nbytes,
+            kind: Kind::Owned { cap },
+            readonly: false,
+            version: AtomicU64::new(0),
+            device: Device::Cpu,
+        }
+    }
+
+    /// Wrap foreign CPU memory. `owner` must keep `[ptr, ptr+nbytes)` valid while it lives.
+    ///
+    /// # Safety
+    /// The caller guarantees the memory is valid for `nbytes` bytes for as long as `owner` lives.
+    pub unsafe fn from_foreign(
+        ptr: *mut u8,
+        nbytes: usize,
+        readonly: bool,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Storage {
+        let ptr = NonNull::new(ptr).unwrap_or(NonNull::dangling());
+        Storage {
+            ptr,
+            nbytes,
+            kind: Kind::Foreign { owner },
+            readonly,
+            version: AtomicU64::new(0),
+            device: Device::Cpu,
+        }
+    }
+
+    #[inline]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    #[inline]
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.device
+    }
+    #[inline]
+    pub fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+    pub fn is_foreign(&self) -> bool {
+        matches!(self.kind, Kind::Foreign { .. })
+    }
+    /// The version counter: bumped by every in-place write.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+    #[inline]
+    pub fn bump_version(&self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Kind::Owned { cap } = self.kind {
+            cpu_free(self.ptr, cap);
+        }
+    }
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} bytes on {})", self.nbytes, self.device)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CPU caching allocator
+// ---------------------------------------------------------------------------
+
+/// Allocations at least this big go through the cache (smaller ones are cheap
+/// from malloc and never page-fault on reuse).
+const CACHE_MIN: usize = 1 << 16;
+
+struct Cache {
+    free: HashMap<usize, Vec<usize>>,
+    cached_bytes: usize,
+}
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+static CACHE_CAP: AtomicUsize = AtomicUsize::new(2 << 30);
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// Round a request to its size class: multiples of 64 bytes below the cache
+/// threshold, four classes per power of two above it (≤ 25% slack).
+pub fn size_class(n: usize) -> usize {
+    let n = n.max(1);
+    if n < CACHE_MIN {
+        return n.div_ceil(ALIGN) * ALIGN;
+    }
+    let p = usize::BITS - 1 - n.leading_zeros(); // floor(log2 n)
+    let step = 1usize << (p - 2);
+    n.div_ceil(step) * step
+}
+
+fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
+    let cap = size_class(nbytes);
+    if cap >= CACHE_MIN {
+        let hit = {
+            let mut g = CACHE.lock();
+            let c = g.get_or_insert_with(|| Cache {
+                free: HashMap::new(),
+                cached_bytes: 0,
+            });
+            let p = c.free.get_mut(&cap).and_then(|v| v.pop());
+            if p.is_some() {
+                c.cached_bytes -= cap;
+            }
+            p
+        };
+        if let Some(p) = hit {
+            let ptr = NonNull::new(p as *mut u8).expect("cached pointer is non-null");
+            if zeroed {
+                // SAFETY: the block is `cap >= nbytes` bytes and exclusively ours.
+                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
+            }
+            note_alloc(cap);
+            return Ok((ptr, cap));
+        }
+    }
+    let layout = AllocLayout::from_size_align(cap, ALIGN).map_err(|_| Error::Memory {
+        op: "alloc",
+        bytes: nbytes,
+    })?;
+    // SAFETY: layout has non-zero size.
+    let p = unsafe {
+        if zeroed {
+            alloc_zeroed(layout)
+        } else {
+            alloc(layout)
+        }
+    };
+    let ptr = match NonNull::new(p) {
+        Some(p) => p,
+        None => {
+            // Give the cache back to the system and try once more.
+            empty_cache();
+            let p = unsafe {
+                if zeroed {
+                    alloc_zeroed(layout)
+                } else {
+                    alloc(layout)
+                }
+            };
+            NonNull::new(p).ok_or(Error::Memory {
+                op: "alloc",
+                bytes: nbytes,
+            })?
+        }
+    };
+    note_alloc(cap);
+    Ok((ptr, cap))
+}
+
+fn note_alloc(cap: usize) {
+    let now = IN_USE.fetch_add(cap, Ordering::Relaxed) + cap;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+fn cpu_free(ptr: NonNull<u8>, cap: usize) {
+    IN_USE.fetch_sub(cap, Ordering::Relaxed);
+    if cap >= CACHE_MIN {
+        let mut g = CACHE.lock();
+        let c = g.get_or_insert_with(|| Cache {
+            free: HashMap::new(),
+            cached_bytes: 0,
+        });
+        if c.cached_bytes + cap <= CACHE_CAP.load(Ordering::Relaxed) {
+            c.free.entry(cap).or_default().push(ptr.as_ptr() as usize);
+            c.cached_bytes += cap;
+            return;
+        }
+    }
+    // SAFETY: allocated by `cpu_alloc` with exactly this layout.
+    unsafe {
+        dealloc(
+            ptr.as_ptr(),
+            AllocLayout::from_size_align_unchecked(cap, ALIGN),
+        )
+    };
+}
+
+/// Return every cached block to the system.
+pub fn empty_cache() {
+    let blocks: Vec<(usize, usize)> = {
+        let mut g = CACHE.lock();
+        match g.as_mut() {
+            None => return,
+            Some(c) => {
+                c.cached_bytes = 0;
+                c.free
+                    .drain()
+                    .flat_map(|(cap, v)| v.into_iter().map(move |p| (p, cap)))
+                    .collect()
+            }
+        }
+    };
+    for (p, cap) in blocks {
+        // SAFETY: allocated by `cpu_alloc` with this layout and no longer referenced.
+        unsafe {
+            dealloc(
+                p as *mut u8,
+                AllocLayout::from_size_align_unchecked(cap, ALIGN),
+            )
+        };
+    }
+}
+
+/// Memory statistics of the CPU allocator: (bytes in use, bytes cached, peak bytes in use).
+pub fn memory_stats() -> (usize, usize, usize) {
+    let cached = CACHE.lock().as_ref().map_or(0, |c| c.cached_bytes);
+    (
+        IN_USE.load(Ordering::Relaxed),
+        cached,
+        PEAK.load(Ordering::Relaxed),
+    )
+}
+
+/// Set the maximum number of bytes the cache may hold (excess frees go to the system).
+pub fn set_cache_limit(bytes: usize) {
+    CACHE_CAP.store(bytes, Ordering::Relaxed);
+    let over = CACHE
+        .lock()
+        .as_ref()
+        .is_some_and(|c| c.cached_bytes > bytes);
+    if over {
+        empty_cache();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_cover_request() {
+        for n in [
+            0usize,
+            1,
+            63,
+            64,
+            65,
+            1000,
+            65535,
+            65536,
+            70000,
+            1 << 24,
+            (1 << 24) + 1,
+        ] {
+            let c = size_class(n);
+            assert!(c >= n.max(1));
+            assert_eq!(c % ALIGN, 0);
+            if n >= CACHE_MIN {
+                assert!(c as f64 <= n as f64 * 1.25 + 1.0);
+            }
+        }
+    }
+
+    #[test]
+    fn alloc_is_aligned_and_reused() {
+        let s = Storage::new_cpu(1 << 20).unwrap();
+        assert_eq!(s.as_ptr() as usize % ALIGN, 0);
+        let p = s.as_ptr();
+        drop(s);
+        let s2 = Storage::new_cpu(1 << 20).unwrap();
+        assert_eq!(s2.as_ptr(), p, "a freed large block is reused");
+        let z = Storage::zeroed_cpu(1 << 20).unwrap();
+        let bytes = unsafe { std::slice::from_raw_parts(z.as_ptr(), 1 << 20) };
+        assert!(bytes.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn huge_alloc_fails_cleanly() {
+        assert!(Storage::new_cpu(usize::MAX / 2).is_err());
+    }
+}
