@@ -1,0 +1,109 @@
+"""The op-table entry type and shared sample generators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+INTS = ("int32", "int64")
+NUMERIC = FLOATS + INTS
+ALL = NUMERIC + ("bool",)
+
+# (rtol, atol) used when a spec gives none for a dtype.
+DEFAULT_TOL = {
+    "float64": (1e-10, 1e-12),
+    "float32": (1e-5, 1e-6),
+    "float16": (2e-3, 2e-3),
+    "bfloat16": (1.6e-2, 1e-2),
+    "int32": (0, 0),
+    "int64": (0, 0),
+    "bool": (0, 0),
+}
+
+# A sampler takes hypothesis's ``draw`` and a dtype name, and returns
+# (list of NumPy input arrays, dict of keyword arguments).
+Sampler = Callable[[Callable[[Any], Any], str], "tuple[list[np.ndarray], dict]"]
+
+
+@dataclass
+class OpSpec:
+    """How to test one registry op.
+
+    ``fg_fn(*tensors, **kwargs)`` runs ferrograd; ``np_fn(*arrays, **kwargs)``
+    is the NumPy reference (computed in float64 for float inputs unless
+    ``ref_in_dtype``); ``sample`` draws inputs. ``skip`` states why an op is
+    not forward-checked here (it must then be covered by a named test).
+    """
+
+    name: str
+    fg_fn: Callable[..., Any]
+    np_fn: Callable[..., Any] | None
+    sample: Sampler
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    tol: dict[str, tuple[float, float]] = field(default_factory=dict)
+    noncontig: bool = True  # also run on non-contiguous views of the inputs
+    ref_in_dtype: bool = False  # run the reference in the input dtype (ints, exact ops)
+    skip: str | None = None
+    max_examples: int = 25
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        return self.tol.get(dtype, DEFAULT_TOL[dtype])
+
+
+# ---------------------------------------------------------------------------
+# Shape strategies
+# ---------------------------------------------------------------------------
+
+def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 0, max_side: int = 5):
+    """Shapes including zero-size dims (min_side=0)."""
+    return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
+
+
+def broadcastable_pair(draw, min_dims: int = 0, max_dims: int = 4, max_side: int = 5):
+    """Two shapes that broadcast together (dims dropped or set to 1 at random)."""
+    base = draw(shapes(min_dims, max_dims, 0, max_side))
+    def variant():
+        n = draw(st.integers(0, len(base)))
+        s = list(base[len(base) - n:])
+        for i in range(len(s)):
+            if draw(st.booleans()) and draw(st.booleans()):
+                s[i] = 1
+        return tuple(s)
+    return base if draw(st.booleans()) else variant(), variant()
+
+
+def values(draw, shape, dtype: str, lo: float = -3.0, hi: float = 3.0) -> np.ndarray:
+    """Random values of ``dtype`` in [lo, hi] (ints: rounded; bool: random)."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype in INTS:
+        return rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, size=shape).astype(dtype)
+    a = rng.uniform(lo, hi, size=shape)
+    # bfloat16 has no NumPy dtype: keep float32 values that are exact in bfloat16.
+    if dtype == "bfloat16":
+        a = a.astype(np.float32)
+        a = (a.view(np.uint32) & 0xFFFF0000).view(np.float32)
+        return a
+    return a.astype(dtype)
+
+
+def unary_sampler(lo: float = -3.0, hi: float = 3.0, **kwargs) -> Sampler:
+    def sample(draw, dtype):
+        return [values(draw, draw(shapes()), dtype, lo, hi)], dict(kwargs)
+    return sample
+
+
+def binary_sampler(lo: float = -3.0, hi: float = 3.0, lo2: float | None = None, hi2: float | None = None) -> Sampler:
+    def sample(draw, dtype):
+        sa, sb = broadcastable_pair(draw)
+        a = values(draw, sa, dtype, lo, hi)
+        b = values(draw, sb, dtype, lo if lo2 is None else lo2, hi if hi2 is None else hi2)
+        return [a, b], {}
+    return sample
