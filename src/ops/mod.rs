@@ -3,6 +3,8 @@
 
 pub mod creation;
 pub mod elementwise;
+pub mod elementwise_grad;
 pub mod index;
+pub mod reduce;
 pub mod registry;
 pub mod shape;

@@ -5,6 +5,7 @@
 //! the GIL around heavy kernels, and wraps results. Each op family has its own
 //! file adding `#[pymethods]` to [`PyTensor`] and functions to the module.
 
+mod autograd;
 mod convert;
 mod creation;
 mod methods;
@@ -419,6 +420,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    autograd::register(m)?;
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
