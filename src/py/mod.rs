@@ -8,6 +8,7 @@
 mod convert;
 mod creation;
 mod methods;
+mod reduce;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -422,5 +423,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
+    reduce::register(m)?;
     Ok(())
 }
