@@ -38,7 +38,7 @@ def _with_specials(draw, a: np.ndarray, dtype: str, p: float = 0.15) -> np.ndarr
     if dtype not in FLOATS or a.size == 0 or not draw(st.booleans()):
         return a
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    a = a.copy()
+    a = np.array(a, copy=True)
     mask = rng.random(a.shape) < p
     sp = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=a.dtype)
     a[mask] = sp[rng.integers(0, len(sp), size=int(mask.sum()))]
@@ -49,7 +49,7 @@ def _with_ties(draw, a: np.ndarray, dtype: str) -> np.ndarray:
     """Round values to few distinct levels (half of the time) so extrema repeat."""
     if dtype == "bool" or a.size == 0 or not draw(st.booleans()):
         return a
-    return np.round(a.astype(np.float64)).astype(a.dtype)
+    return np.asarray(np.round(a.astype(np.float64))).astype(a.dtype)
 
 
 def _draw_dims(draw, shape, *, multi: bool, allow_none: bool, nonempty: bool):
