@@ -124,6 +124,24 @@ flip = _T.flip
 broadcast_to = _T.broadcast_to
 clone = _T.clone
 as_strided = _T.as_strided
+sum = _T.sum  # noqa: A001
+mean = _T.mean
+prod = _T.prod
+max = _T.max  # noqa: A001
+min = _T.min  # noqa: A001
+amax = _T.amax
+amin = _T.amin
+argmax = _T.argmax
+argmin = _T.argmin
+var = _T.var
+std = _T.std
+logsumexp = _T.logsumexp
+all = _T.all  # noqa: A001
+any = _T.any  # noqa: A001
+softmax = _T.softmax
+log_softmax = _T.log_softmax
+cumsum = _T.cumsum
+cumprod = _T.cumprod
 
 
 def _dtype_from_name(name: str) -> dtype:

@@ -9,6 +9,7 @@ mod autograd;
 mod convert;
 mod creation;
 mod methods;
+mod reduce;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -424,5 +425,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
+    reduce::register(m)?;
     Ok(())
 }

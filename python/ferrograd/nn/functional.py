@@ -12,5 +12,7 @@ gelu = _T.gelu
 elu = _T.elu
 leaky_relu = _T.leaky_relu
 softplus = _T.softplus
+softmax = _T.softmax
+log_softmax = _T.log_softmax
 
-__all__ = ["elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]
+__all__ = ["elu", "gelu", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh"]

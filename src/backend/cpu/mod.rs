@@ -2,6 +2,7 @@
 
 pub mod elementwise;
 pub mod math;
+pub mod reduce;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
@@ -9,6 +10,7 @@ pub mod vmath;
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -35,4 +37,24 @@ impl Backend for CpuBackend {
     }
 
     // ---- further primitive families add their methods below this line ----
+
+    fn reduce(&self, op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
+        reduce::reduce(op, x, mask, out)
+    }
+    fn arg_reduce(
+        &self,
+        op: ArgOp,
+        x: &Tensor,
+        dim: usize,
+        values: Option<&Tensor>,
+        indices: &Tensor,
+    ) -> Result<()> {
+        reduce::arg_reduce(op, x, dim, values, indices)
+    }
+    fn softmax(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
+        reduce::softmax(x, dim, log, out)
+    }
+    fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
+        reduce::cumulative(op, x, dim, out)
+    }
 }
