@@ -641,3 +641,46 @@ def test_strings_raise_type_error(expr):
     code = f"import ferrograd as fg\ntry:\n    {expr}\nexcept (TypeError, IndexError):\n    pass\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert r.returncode == 0, f"crashed with return code {r.returncode}"
+
+
+# ---------------------------------------------------------------------------
+# Dtypes the registry does not declare must be refused (the declaration is the truth)
+# ---------------------------------------------------------------------------
+
+_REG = {o["name"]: o for o in fg.registry()}
+_UNARY_CALLS = {
+    "neg": lambda t: t.neg(), "abs": lambda t: t.abs(), "sign": lambda t: t.sign(),
+    "square": lambda t: t.square(), "floor": lambda t: t.floor(), "ceil": lambda t: t.ceil(),
+    "round": lambda t: t.round(), "trunc": lambda t: t.trunc(), "relu": lambda t: t.relu(),
+    "clamp": lambda t: t.clamp(0, 1), "bitwise_not": lambda t: t.bitwise_not(),
+}
+_BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum", "atan2",
+           "bitwise_and", "bitwise_or", "bitwise_xor"]
+_BOOL_ARITH_BUG = ("floor_divide/remainder/pow run on bool tensors (returning bool) although the registry "
+                   "declares them for numeric dtypes only")
+
+
+def _undeclared_cases():
+    for name in list(_UNARY_CALLS) + _BINARY:
+        info = _REG.get(name)
+        if info is None:
+            continue
+        for d in DTYPES:
+            if d in info["dtypes"]:
+                continue
+            marks = []
+            if name in ("floor_divide", "remainder", "pow") and d == "bool":
+                marks.append(pytest.mark.xfail(strict=True, reason=_BOOL_ARITH_BUG))
+            yield pytest.param(name, d, id=f"{name}-{d}", marks=marks)
+
+
+@pytest.mark.parametrize("name,dtype", list(_undeclared_cases()))
+def test_undeclared_dtypes_raise_type_error(name, dtype):
+    t = make(dtype, (1, 0, 2))
+    snap = snapshot(t)
+    with pytest.raises(TypeError, match=name.split("_")[0]):
+        if name in _UNARY_CALLS:
+            _UNARY_CALLS[name](t)
+        else:
+            getattr(fg.Tensor, name)(t, t)
+    assert_unchanged(t, snap)
