@@ -21,7 +21,7 @@ import os
 import ferrograd as fg
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
 from optable._runner import (
@@ -94,6 +94,19 @@ def _check_case(spec: OpSpec, dtype: str, arrays, kwargs, ref, noncontig: bool, 
         assert out._shares_storage(src), f"{where}: a view op returned a tensor not sharing its input's storage"
 
 
+def _describe(arrays, kwargs) -> str:
+    """The drawn inputs, for the report of a failing example."""
+    parts = []
+    for i, a in enumerate(arrays):
+        a = as_array(a)
+        if isinstance(a, np.ndarray):
+            body = np.array2string(a, threshold=40, precision=8) if a.size <= 40 else "..."
+            parts.append(f"  input {i}: {a.dtype}{list(a.shape)} {body}")
+        else:
+            parts.append(f"  input {i}: {a!r}")
+    return "inputs:\n" + "\n".join(parts) + f"\n  kwargs: {kwargs!r}"
+
+
 def _reference(spec: OpSpec, dtype: str, arrays, kwargs):
     if spec.np_fn is None:  # no reference: the op only has to run and leave its inputs alone
         return None
@@ -111,11 +124,15 @@ def test_op(spec: OpSpec, dtype: str):
     @given(st.data())
     def run(data):
         arrays, kwargs = spec.sample(data.draw, dtype)
-        ref = _reference(spec, dtype, arrays, kwargs)
-        _check_case(spec, dtype, arrays, kwargs, ref, False, None)
-        if spec.noncontig:
-            rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="layout seed"))
-            _check_case(spec, dtype, arrays, kwargs, ref, True, rng)
+        try:
+            ref = _reference(spec, dtype, arrays, kwargs)
+            _check_case(spec, dtype, arrays, kwargs, ref, False, None)
+            if spec.noncontig:
+                rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="layout seed"))
+                _check_case(spec, dtype, arrays, kwargs, ref, True, rng)
+        except BaseException:
+            note(_describe(arrays, kwargs))
+            raise
 
     run()
 

@@ -74,17 +74,27 @@ def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 0, max_side: in
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
+def _rng(draw) -> np.random.Generator:
+    """A NumPy generator seeded by one hypothesis draw (cheaper than many small draws)."""
+    return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+
+def _broadcast_variant(base: tuple, rng: np.random.Generator) -> tuple:
+    """A suffix of ``base`` with some dims (about a quarter) set to 1."""
+    n = int(rng.integers(0, len(base) + 1))
+    s = list(base[len(base) - n:])
+    for i in range(len(s)):
+        if rng.random() < 0.25:
+            s[i] = 1
+    return tuple(s)
+
+
 def broadcastable_pair(draw, min_dims: int = 0, max_dims: int = 4, max_side: int = 5):
     """Two shapes that broadcast together (dims dropped or set to 1 at random)."""
     base = draw(shapes(min_dims, max_dims, 0, max_side))
-    def variant():
-        n = draw(st.integers(0, len(base)))
-        s = list(base[len(base) - n:])
-        for i in range(len(s)):
-            if draw(st.booleans()) and draw(st.booleans()):
-                s[i] = 1
-        return tuple(s)
-    return base if draw(st.booleans()) else variant(), variant()
+    rng = _rng(draw)
+    first = base if rng.random() < 0.5 else _broadcast_variant(base, rng)
+    return first, _broadcast_variant(base, rng)
 
 
 def values(draw, shape, dtype: str, lo: float = -3.0, hi: float = 3.0) -> np.ndarray:
@@ -108,24 +118,23 @@ def values(draw, shape, dtype: str, lo: float = -3.0, hi: float = 3.0) -> np.nda
 def broadcastable_shapes(draw, n: int, min_dims: int = 0, max_dims: int = 4, max_side: int = 5):
     """``n`` shapes that broadcast together (the first may be the full shape)."""
     base = draw(shapes(min_dims, max_dims, 0, max_side))
-    out = []
-    for _ in range(n):
-        k = draw(st.integers(0, len(base)))
-        s = list(base[len(base) - k:])
-        for i in range(len(s)):
-            if draw(st.booleans()) and draw(st.booleans()):
-                s[i] = 1
-        out.append(tuple(s))
-    if draw(st.booleans()):
+    rng = _rng(draw)
+    out = [_broadcast_variant(base, rng) for _ in range(n)]
+    if rng.random() < 0.5:
         out[0] = base
     return out
 
 
 def with_specials(draw, a: np.ndarray, dtype: str, p: float = 0.2) -> np.ndarray:
-    """For float dtypes, put NaN, +inf, -inf, 0.0 and -0.0 at random positions (ints/bool unchanged)."""
-    if dtype not in FLOATS or a.size == 0 or not draw(st.booleans()):
+    """For float dtypes, half of the time put NaN, +inf, -inf, 0.0 and -0.0 at random positions.
+
+    Ints and bool are returned unchanged.
+    """
+    if dtype not in FLOATS or np.size(a) == 0:
         return a
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rng = _rng(draw)
+    if rng.random() < 0.5:
+        return a
     a = np.array(a, copy=True)
     mask = rng.random(a.shape) < p
     specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=a.dtype)
@@ -140,8 +149,7 @@ def nonzero_values(draw, shape, dtype: str, lo: float = 0.5, hi: float = 3.0) ->
     if dtype in INTS:
         lo = max(1.0, float(np.ceil(lo)))
     mag = values(draw, shape, dtype, lo, hi)
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    sign = np.where(rng.random(shape) < 0.5, -1, 1).astype(mag.dtype)
+    sign = np.where(_rng(draw).random(shape) < 0.5, -1, 1).astype(mag.dtype)
     return np.asarray(mag * sign)
 
 
