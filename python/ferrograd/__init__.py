@@ -1,3 +1,4 @@
+# ruff: noqa: F401, A001, A004
 """ferrograd: a tensor engine with a Rust core.
 
 Every function here is bound to one entry of the Rust op registry

@@ -218,11 +218,12 @@ impl BinaryOp {
                 "sub",
                 "subtraction of two bool tensors is not supported; use logical_xor or ~ instead",
             )),
-            Add | Mul | Remainder | FloorDiv | Pow | Maximum | Minimum if promoted == DType::Bool => {
-                // bool arithmetic computes in the integer domain except add/mul which stay bool in torch;
-                // we follow NumPy/torch: bool+bool -> bool (logical or), bool*bool -> bool (and).
-                Ok(DType::Bool)
-            }
+            Remainder | FloorDiv | Pow if promoted == DType::Bool => Err(Error::dtype(
+                self.name(),
+                "not implemented for two bool operands; convert one to an integer or float dtype first",
+            )),
+            // bool + bool is logical or, bool * bool logical and (as PyTorch and NumPy).
+            Add | Mul | Maximum | Minimum if promoted == DType::Bool => Ok(DType::Bool),
             _ => Ok(promoted),
         }
     }
@@ -392,6 +393,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
 /// Apply a unary op in place (`x.relu_()`, ...).
 pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
     x.check_writable(op.name())?;
+    check_no_internal_overlap(op.name(), x)?;
     check_dtype(op.name(), op.dtypes(), x.dtype())?;
     match op.out_kind() {
         UnaryOut::Same => {}
@@ -462,12 +464,44 @@ fn prepare_binary(
 
 /// `a <op> b` with broadcasting and promotion.
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let promoted = DType::promote(a.dtype(), b.dtype());
-    binary_as(op, a, b, promoted)
+    binary_as(op, a, b, promote_tensors(a, b))
+}
+
+/// PyTorch's result type of two tensors: a zero-dim tensor only decides the
+/// dtype when its category (bool < int < float) is higher than the other's.
+pub fn promote_tensors(a: &Tensor, b: &Tensor) -> DType {
+    match (a.ndim() == 0, b.ndim() == 0) {
+        (true, false) if a.dtype().category() <= b.dtype().category() => b.dtype(),
+        (false, true) if b.dtype().category() <= a.dtype().category() => a.dtype(),
+        _ => DType::promote(a.dtype(), b.dtype()),
+    }
+}
+
+/// Integer floor division / remainder by zero and negative integer powers are errors (as in PyTorch).
+fn check_int_operand(op: BinaryOp, b: &Tensor, dt: DType) -> Result<()> {
+    if !dt.is_integer() || !matches!(op, BinaryOp::FloorDiv | BinaryOp::Remainder | BinaryOp::Pow) {
+        return Ok(());
+    }
+    let vals = b.to_f64_vec();
+    if op == BinaryOp::Pow {
+        if vals.iter().any(|&v| v < 0.0) {
+            return Err(Error::value(
+                "pow",
+                "integers to negative integer powers are not allowed",
+            ));
+        }
+    } else if vals.contains(&0.0) {
+        return Err(Error::value(
+            op.name(),
+            format!("integer division by zero (dtype {dt})"),
+        ));
+    }
+    Ok(())
 }
 
 fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Tensor> {
     let dt = op.compute_dtype(promoted)?;
+    check_int_operand(op, b, dt)?;
     let record = !op.is_predicate() && dt.is_floating_point() && ag::needs_grad(&[a, b]);
     let (ea, eb, shape) = if record {
         let _no = GradMode::set(false);
@@ -544,7 +578,7 @@ pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Re
 
 /// In-place `a <op>= b`: `b` broadcasts to `a`'s shape, the result must be storable in `a`'s dtype.
 pub fn binary_(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<()> {
-    let promoted = DType::promote(a.dtype(), b.dtype());
+    let promoted = promote_tensors(a, b);
     binary_inplace_as(op, a, b, promoted)
 }
 
@@ -558,6 +592,8 @@ pub fn binary_scalar_(op: BinaryOp, a: &Tensor, s: Scalar) -> Result<()> {
 fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<()> {
     let name = op.name();
     a.check_writable(name)?;
+    check_no_internal_overlap(name, a)?;
+    check_int_operand(op, b, op.compute_dtype(promoted)?)?;
     if ag::needs_grad(&[a, b]) {
         ag::check_inplace(name, a)?;
         let r = binary_as(op, a, b, promoted)?;
@@ -625,6 +661,25 @@ fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> R
         be.cast_copy(&tmp, a)?;
     }
     a.storage().bump_version();
+    Ok(())
+}
+
+/// In-place writes into a tensor whose elements alias each other (an expanded view) are refused.
+pub fn check_no_internal_overlap(op: &'static str, t: &Tensor) -> Result<()> {
+    if t.shape()
+        .iter()
+        .zip(t.strides())
+        .any(|(&d, &s)| d > 1 && s == 0)
+    {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "unsupported operation: more than one element of the written-to tensor (shape {:?}, strides {:?}) refers to a single memory location; clone() it first",
+                t.shape(),
+                t.strides()
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -760,6 +815,7 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
 /// Copy `src` into `dst` in place (broadcasting `src`, converting dtype).
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
     dst.check_writable("copy_")?;
+    check_no_internal_overlap("copy_", dst)?;
     let shape = broadcast_shapes("copy_", dst.shape(), src.shape())?;
     if shape.as_slice() != dst.shape() {
         return Err(Error::shape(

@@ -134,6 +134,18 @@ fn walk(
             return Ok(());
         }
     }
+    if obj.is_instance_of::<pyo3::types::PyString>() || obj.is_instance_of::<pyo3::types::PyBytes>()
+    {
+        return Err(PyTypeError::new_err(format!(
+            "tensor: cannot convert a string ({}) to a tensor element",
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        )));
+    }
+    if depth > 64 {
+        return Err(PyValueError::new_err(
+            "tensor: nested sequence is too deep (more than 64 levels)",
+        ));
+    }
     // NumPy scalars and 0-d arrays.
     if obj.hasattr("item").unwrap_or(false)
         && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0)

@@ -146,15 +146,7 @@ pub fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
         return DType::from_name(s.strip_prefix("ferrograd.").unwrap_or(s))
             .ok_or_else(|| PyTypeError::new_err(format!("unknown dtype {s:?}")));
     }
-    // NumPy dtypes and scalar types: go through their name.
-    if let Ok(name) = obj.getattr("name").or_else(|_| obj.getattr("__name__")) {
-        if let Ok(s) = name.extract::<String>() {
-            if let Some(d) = DType::from_name(&s) {
-                return Ok(d);
-            }
-        }
-    }
-    // Python builtins.
+    // Python builtins (before names: `int.__name__` is "int", which names int32).
     let py = obj.py();
     let b = py.import("builtins")?;
     if obj.is(&b.getattr("float")?) {
@@ -165,6 +157,14 @@ pub fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     }
     if obj.is(&b.getattr("bool")?) {
         return Ok(DType::Bool);
+    }
+    // NumPy dtypes and scalar types: go through their name.
+    if let Ok(name) = obj.getattr("name").or_else(|_| obj.getattr("__name__")) {
+        if let Ok(s) = name.extract::<String>() {
+            if let Some(d) = DType::from_name(&s) {
+                return Ok(d);
+            }
+        }
     }
     Err(PyTypeError::new_err(format!(
         "expected a dtype, got {}",

@@ -337,10 +337,7 @@ BINARY = [
     binary("div", _true_divide, operator.truediv, ALL, specials=True, zeros=True),
     binary("floor_divide", np.floor_divide, operator.floordiv, NUMERIC, lo=-5, hi=5, nonzero2=True, hi2=3),
     binary("remainder", np.remainder, operator.mod, NUMERIC, lo=-5, hi=5, nonzero2=True, hi2=3),
-    OpSpec_xfail(
-        binary("pow", np.power, operator.pow, NUMERIC, lo=0.1, hi=3, lo2=-3, hi2=3, int_lo2=0),
-        int32="int32 pow clamps the exponent with `u32::MAX as i32` (= -1): 3**2 gives -1431655765",
-    ),
+    binary("pow", np.power, operator.pow, NUMERIC, lo=0.1, hi=3, lo2=-3, hi2=3, int_lo2=0),
     binary("maximum", _keep_dtype(np.maximum), None, ALL, specials=True),
     binary("minimum", _keep_dtype(np.minimum), None, ALL, specials=True),
     binary("atan2", _atan2, None, ALL, specials=True, zeros=True),

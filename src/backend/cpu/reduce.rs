@@ -1119,11 +1119,7 @@ multiversion! {
 /// # Safety
 /// `p` valid for `n` reads, not written while the slice lives.
 #[inline]
-unsafe fn load_run<T: Load<C>, C: Copy + Default>(
-    p: *const T,
-    n: usize,
-    buf: &mut Vec<C>,
-) -> &[C] {
+unsafe fn load_run<T: Load<C>, C: Copy + Default>(p: *const T, n: usize, buf: &mut Vec<C>) -> &[C] {
     let xs = std::slice::from_raw_parts(p, n);
     match T::native(xs) {
         Some(c) => c,
