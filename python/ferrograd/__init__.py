@@ -11,12 +11,14 @@ from ._core import (
     arange,
     bfloat16,
     clamp,
+    conv2d,
     cpu_level,
     device,
     dtype,
     empty,
     empty_cache,
     empty_like,
+    einsum,
     eye,
     float16,
     float32,
@@ -124,6 +126,12 @@ flip = _T.flip
 broadcast_to = _T.broadcast_to
 clone = _T.clone
 as_strided = _T.as_strided
+matmul = _T.matmul
+mm = _T.mm
+bmm = _T.bmm
+mv = _T.mv
+dot = _T.dot
+outer = _T.outer
 
 
 def _dtype_from_name(name: str) -> dtype:

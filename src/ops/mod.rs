@@ -1,8 +1,10 @@
 //! The op layer: one definition per op (shape/dtype rule, decomposition or
 //! backend primitive), shared by every front end. See [`registry`].
 
+pub mod conv;
 pub mod creation;
 pub mod elementwise;
 pub mod index;
+pub mod linalg;
 pub mod registry;
 pub mod shape;

@@ -1,6 +1,14 @@
 """Layer-style functions, as in ``torch.nn.functional``; each binds to a registry op."""
 
 from .. import _core
+from .._core import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    linear,
+    max_pool2d,
+)
 
 _T = _core.Tensor
 
@@ -13,4 +21,19 @@ elu = _T.elu
 leaky_relu = _T.leaky_relu
 softplus = _T.softplus
 
-__all__ = ["elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "conv1d",
+    "conv2d",
+    "elu",
+    "gelu",
+    "leaky_relu",
+    "linear",
+    "max_pool2d",
+    "relu",
+    "sigmoid",
+    "silu",
+    "softplus",
+    "tanh",
+]
