@@ -1,5 +1,6 @@
 //! CPU matrix products: batched strided GEMM on top of the `gemm` crate
-//! (float32/float64) and a blocked loop for the integer dtypes.
+//! (float32/float64), the packed AVX2 kernel of [`super::sgemm`] for float32
+//! products that fill its tiles, and a blocked loop for the integer dtypes.
 //!
 //! Operands arrive as `[..batch, M, K]`, `[..batch, K, N]` and an output
 //! `[..batch, M, N]` with the same batch shape (broadcast batches are
@@ -159,9 +160,71 @@ fn plan(nb: usize, d: Dims) -> Plan {
 }
 
 /// Element types the `gemm` crate multiplies.
-pub trait GemmFloat: Real {}
-impl GemmFloat for f32 {}
+pub trait GemmFloat: Real {
+    /// Run the product with a faster kernel than the `gemm` crate's when one
+    /// applies; `false` leaves it to the caller.
+    ///
+    /// # Safety
+    /// As [`gemm_one`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn fast_gemm(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _a: *const Self,
+        _a_rs: isize,
+        _a_cs: isize,
+        _b: *const Self,
+        _b_rs: isize,
+        _b_cs: isize,
+        _c: *mut Self,
+        _c_rs: isize,
+        _c_cs: isize,
+        _accumulate: bool,
+        _threads: usize,
+    ) -> bool {
+        false
+    }
+}
+
 impl GemmFloat for f64 {}
+
+impl GemmFloat for f32 {
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn fast_gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: *const f32,
+        a_rs: isize,
+        a_cs: isize,
+        b: *const f32,
+        b_rs: isize,
+        b_cs: isize,
+        c: *mut f32,
+        c_rs: isize,
+        c_cs: isize,
+        accumulate: bool,
+        threads: usize,
+    ) -> bool {
+        // The packed kernel computes 6x16 tiles and packs both operands:
+        // skinny products (few rows or columns) stay with the gemm crate,
+        // which avoids packing the long operand.
+        if m < 16 || n < 16 || k < 8 || !fast_f32() {
+            return false;
+        }
+        super::sgemm::sgemm(
+            m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, accumulate, threads,
+        );
+        true
+    }
+}
+
+/// Whether the packed AVX2 float32 kernel is in use (not when `FG_CPU=scalar`).
+fn fast_f32() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(super::sgemm::available) && super::simd::level() >= super::simd::Level::Avx2
+}
 
 /// One strided product `c (+)= a @ b` through `gemm`.
 ///
@@ -185,6 +248,15 @@ pub unsafe fn gemm_one<T: GemmFloat>(
     accumulate: bool,
     par: Parallelism,
 ) {
+    let threads = match par {
+        Parallelism::None => 1,
+        Parallelism::Rayon(t) => t.max(1),
+    };
+    if T::fast_gemm(
+        m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, accumulate, threads,
+    ) {
+        return;
+    }
     // gemm computes dst = alpha*dst + beta*lhs*rhs.
     gemm::gemm(
         m,

@@ -4,6 +4,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod math;
+pub mod sgemm;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
