@@ -22,6 +22,8 @@ const NC: usize = 3072;
 
 /// Below this many multiply-adds a product runs on one thread.
 const PAR_MIN: usize = 1 << 20;
+/// From this many multiply-adds on, threads share each packed block of B.
+const SHARED_MIN: usize = 1 << 24;
 
 /// A 64-byte aligned scratch buffer of f32, grown on demand.
 struct Buf {
@@ -45,7 +47,10 @@ impl Buf {
 }
 
 thread_local! {
+    /// Per-thread packing buffers for A and (single-threaded products) B.
     static PACK: RefCell<(Buf, Buf)> = const { RefCell::new((Buf::new(), Buf::new())) };
+    /// The calling thread's buffer for a B block shared by all threads.
+    static SHARED_B: RefCell<Buf> = const { RefCell::new(Buf::new()) };
 }
 
 /// Whether the kernel can run on this CPU.
@@ -117,22 +122,49 @@ pub unsafe fn sgemm(
     }
     // Split the longer side of C into one slab per thread (whole micro-tiles).
     if m >= n || n < 2 * NR {
-        let per = m.div_ceil(t).div_ceil(MR) * MR;
-        let slabs = m.div_ceil(per);
-        (0..slabs).into_par_iter().for_each(|i| {
-            // whole structs are captured (not their raw-pointer fields)
-            let (a, b, c) = (a, b, c);
-            let r0 = i * per;
-            let rows = per.min(m - r0);
-            let a2 = M {
-                p: a.p.wrapping_offset(r0 as isize * a.rs),
-                ..a
+        if k == 0 || work < SHARED_MIN {
+            // Small: independent slabs, one fork-join in all.
+            let per = m.div_ceil(t).div_ceil(MR) * MR;
+            (0..m.div_ceil(per)).into_par_iter().for_each(|i| {
+                // whole structs are captured (not their raw-pointer fields)
+                let (a, b, c) = (a, b, c);
+                let r0 = i * per;
+                let a2 = M {
+                    p: a.p.wrapping_offset(r0 as isize * a.rs),
+                    ..a
+                };
+                let c2 = M {
+                    p: c.p.wrapping_offset(r0 as isize * c.rs),
+                    ..c
+                };
+                serial(per.min(m - r0), n, k, a2, b, c2, accumulate)
+            });
+            return;
+        }
+        SHARED_B.with(|cell| {
+            // A nested call on this thread (not expected) gets its own buffer.
+            let mut own = Buf::new();
+            let mut guard = cell.try_borrow_mut();
+            let buf = match guard.as_deref_mut() {
+                Ok(b) => b,
+                Err(_) => &mut own,
             };
-            let c2 = M {
-                p: c.p.wrapping_offset(r0 as isize * c.rs),
-                ..c
-            };
-            serial(rows, n, k, a2, b, c2, accumulate)
+            let bp = buf.get(KC * NC.min(n.div_ceil(NR) * NR));
+            rows_shared_b(
+                m,
+                n,
+                k,
+                a,
+                b,
+                c,
+                accumulate,
+                t,
+                M {
+                    p: bp,
+                    rs: 0,
+                    cs: 0,
+                },
+            );
         });
     } else {
         let per = n.div_ceil(t).div_ceil(NR) * NR;
@@ -167,13 +199,144 @@ fn serial(m: usize, n: usize, k: usize, a: M, b: M, c: M, accumulate: bool) {
         return;
     }
     PACK.with(|bufs| {
-        let mut bufs = bufs.borrow_mut();
-        let (ab, bb) = &mut *bufs;
+        let mut own = (Buf::new(), Buf::new());
+        let mut guard = bufs.try_borrow_mut();
+        let (ab, bb) = match guard.as_deref_mut() {
+            Ok(v) => v,
+            Err(_) => &mut own,
+        };
         let ap = ab.get(MC * KC);
         let bp = bb.get(KC * NC.min(n.div_ceil(NR) * NR));
         // SAFETY: buffers sized for the blocks; operand ranges from the caller.
         unsafe { blocked(m, n, k, a, b, c, accumulate, ap, bp) }
     })
+}
+
+/// Threads take slabs of rows; each `KC × NC` block of B is packed once,
+/// split over the threads, into the shared buffer `bp`.
+#[allow(clippy::too_many_arguments)]
+fn rows_shared_b(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: M,
+    b: M,
+    c: M,
+    accumulate: bool,
+    t: usize,
+    bp: M,
+) {
+    let kcb = k.div_ceil(k.div_ceil(KC));
+    let per = m.div_ceil(t).div_ceil(MR) * MR;
+    let slabs = m.div_ceil(per);
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let panels = nc.div_ceil(NR);
+        let pp = panels.div_ceil(t);
+        let mut pc = 0;
+        while pc < k {
+            let kc = kcb.min(k - pc);
+            (0..panels.div_ceil(pp)).into_par_iter().for_each(|i| {
+                let (b, bp) = (b, bp);
+                let c0 = i * pp * NR;
+                let cols = (pp * NR).min(nc - c0);
+                // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
+                unsafe {
+                    pack_b(
+                        kc,
+                        cols,
+                        b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
+                        b.rs,
+                        b.cs,
+                        bp.p.add(c0 * kc),
+                    )
+                }
+            });
+            let add = accumulate || pc > 0;
+            (0..slabs).into_par_iter().for_each(|i| {
+                let (a, c, bp) = (a, c, bp);
+                let r0 = i * per;
+                let rows = per.min(m - r0);
+                let mcb = rows.div_ceil(rows.div_ceil(MC)).div_ceil(MR) * MR;
+                PACK.with(|bufs| {
+                    let mut own = Buf::new();
+                    let mut guard = bufs.try_borrow_mut();
+                    let ab = match guard.as_deref_mut() {
+                        Ok((ab, _)) => ab,
+                        Err(_) => &mut own,
+                    };
+                    let ap = ab.get(MC * KC);
+                    let mut ic = r0;
+                    while ic < r0 + rows {
+                        let mc = mcb.min(r0 + rows - ic);
+                        // SAFETY: this slab's rows of A and C; packed B is complete.
+                        unsafe {
+                            pack_a(
+                                mc,
+                                kc,
+                                a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
+                                a.rs,
+                                a.cs,
+                                ap,
+                            );
+                            macro_kernel(
+                                mc,
+                                nc,
+                                kc,
+                                ap,
+                                bp.p,
+                                c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
+                                c.rs,
+                                c.cs,
+                                add,
+                            );
+                        }
+                        ic += mcb;
+                    }
+                });
+            });
+            pc += kcb;
+        }
+        jc += NC;
+    }
+}
+
+/// All micro-tiles of one packed `mc × kc` A block against one packed `kc × nc` B block.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn macro_kernel(
+    mc: usize,
+    nc: usize,
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    rs: isize,
+    cs: isize,
+    add: bool,
+) {
+    let mut jr = 0;
+    while jr < nc {
+        let nr = NR.min(nc - jr);
+        let mut ir = 0;
+        while ir < mc {
+            let mr = MR.min(mc - ir);
+            kernel(
+                kc,
+                ap.add(ir * kc),
+                bp.add(jr * kc),
+                c.offset(ir as isize * rs + jr as isize * cs),
+                rs,
+                cs,
+                add,
+                mr,
+                nr,
+            );
+            ir += MR;
+        }
+        jr += NR;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -218,27 +381,17 @@ unsafe fn blocked(
                     a.cs,
                     ap,
                 );
-                let mut jr = 0;
-                while jr < nc {
-                    let nr = NR.min(nc - jr);
-                    let mut ir = 0;
-                    while ir < mc {
-                        let mr = MR.min(mc - ir);
-                        kernel(
-                            kc,
-                            ap.add(ir * kc),
-                            bp.add(jr * kc),
-                            c.p.offset((ic + ir) as isize * c.rs + (jc + jr) as isize * c.cs),
-                            c.rs,
-                            c.cs,
-                            add,
-                            mr,
-                            nr,
-                        );
-                        ir += MR;
-                    }
-                    jr += NR;
-                }
+                macro_kernel(
+                    mc,
+                    nc,
+                    kc,
+                    ap,
+                    bp,
+                    c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
+                    c.rs,
+                    c.cs,
+                    add,
+                );
                 ic += mcb;
             }
             pc += kcb;
@@ -471,11 +624,23 @@ unsafe fn kernel(
 mod tests {
     use super::*;
 
-    fn naive(m: usize, n: usize, k: usize, a: &[f32], ar: usize, ac: usize, b: &[f32], br: usize, bc: usize) -> Vec<f64> {
+    fn naive(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        ar: usize,
+        ac: usize,
+        b: &[f32],
+        br: usize,
+        bc: usize,
+    ) -> Vec<f64> {
         let mut c = vec![0f64; m * n];
         for i in 0..m {
             for j in 0..n {
-                c[i * n + j] = (0..k).map(|p| a[i * ar + p * ac] as f64 * b[p * br + j * bc] as f64).sum();
+                c[i * n + j] = (0..k)
+                    .map(|p| a[i * ar + p * ac] as f64 * b[p * br + j * bc] as f64)
+                    .sum();
             }
         }
         c
@@ -486,11 +651,25 @@ mod tests {
         if !available() {
             return;
         }
-        let sizes = [(1, 1, 1), (6, 16, 8), (13, 37, 300), (150, 40, 513), (7, 3100, 20), (200, 300, 100), (0, 3, 4), (3, 4, 0)];
+        let sizes = [
+            (1, 1, 1),
+            (6, 16, 8),
+            (13, 37, 300),
+            (150, 40, 513),
+            (7, 3100, 20),
+            (200, 300, 100),
+            (301, 200, 400),
+            (0, 3, 4),
+            (3, 4, 0),
+        ];
         for &(m, n, k) in &sizes {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919 % 97) as f32 - 48.0) / 50.0).collect();
-                let b: Vec<f32> = (0..k * n).map(|i| ((i * 104729 % 89) as f32 - 44.0) / 40.0).collect();
+                let a: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 7919 % 97) as f32 - 48.0) / 50.0)
+                    .collect();
+                let b: Vec<f32> = (0..k * n)
+                    .map(|i| ((i * 104729 % 89) as f32 - 44.0) / 40.0)
+                    .collect();
                 let (ar, ac) = if ta { (1, m) } else { (k, 1) };
                 let (br, bc) = if tb { (1, k) } else { (n, 1) };
                 let want = naive(m, n, k, &a, ar, ac, &b, br, bc);
@@ -499,11 +678,29 @@ mod tests {
                         let mut c = vec![1f32; m * n];
                         // SAFETY: buffers sized for the described matrices.
                         unsafe {
-                            sgemm(m, n, k, a.as_ptr(), ar as isize, ac as isize, b.as_ptr(), br as isize, bc as isize, c.as_mut_ptr(), n as isize, 1, acc, threads)
+                            sgemm(
+                                m,
+                                n,
+                                k,
+                                a.as_ptr(),
+                                ar as isize,
+                                ac as isize,
+                                b.as_ptr(),
+                                br as isize,
+                                bc as isize,
+                                c.as_mut_ptr(),
+                                n as isize,
+                                1,
+                                acc,
+                                threads,
+                            )
                         };
                         for (x, w) in c.iter().zip(&want) {
                             let w = w + if acc { 1.0 } else { 0.0 };
-                            assert!((*x as f64 - w).abs() < 1e-3 * (1.0 + w.abs()), "{m}x{n}x{k} ta={ta} tb={tb} t={threads} acc={acc}: {x} vs {w}");
+                            assert!(
+                                (*x as f64 - w).abs() < 1e-3 * (1.0 + w.abs()),
+                                "{m}x{n}x{k} ta={ta} tb={tb} t={threads} acc={acc}: {x} vs {w}"
+                            );
                         }
                     }
                 }
@@ -523,7 +720,24 @@ mod tests {
         // C stored transposed (column-major) inside a wider buffer
         let mut c = vec![f32::NAN; n * (m + 3)];
         // SAFETY: C at [i*1 + j*(m+3)] stays inside the buffer.
-        unsafe { sgemm(m, n, k, a.as_ptr(), k as isize, 1, b.as_ptr(), n as isize, 1, c.as_mut_ptr(), 1, (m + 3) as isize, false, 1) };
+        unsafe {
+            sgemm(
+                m,
+                n,
+                k,
+                a.as_ptr(),
+                k as isize,
+                1,
+                b.as_ptr(),
+                n as isize,
+                1,
+                c.as_mut_ptr(),
+                1,
+                (m + 3) as isize,
+                false,
+                1,
+            )
+        };
         for i in 0..m {
             for j in 0..n {
                 assert_eq!(c[i + j * (m + 3)] as f64, want[i * n + j]);
