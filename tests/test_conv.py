@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import itertools
 
+import ferrograd as fg
 import numpy as np
 import pytest
-
-import ferrograd as fg
 
 F = fg.nn.functional
 RNG = np.random.default_rng(99)

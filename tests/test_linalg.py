@@ -3,10 +3,9 @@ dtype promotion, layouts, the threaded paths, and error messages."""
 
 from __future__ import annotations
 
+import ferrograd as fg
 import numpy as np
 import pytest
-
-import ferrograd as fg
 
 F = fg.nn.functional
 RNG = np.random.default_rng(1234)

@@ -3,10 +3,9 @@ conv family (convolutions and pooling), with NumPy references."""
 
 from __future__ import annotations
 
+import ferrograd as fg
 import numpy as np
 from hypothesis import strategies as st
-
-import ferrograd as fg
 
 from ._spec import FLOATS, NUMERIC, OpSpec, shapes, values
 
