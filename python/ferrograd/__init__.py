@@ -132,6 +132,24 @@ bmm = _T.bmm
 mv = _T.mv
 dot = _T.dot
 outer = _T.outer
+sum = _T.sum  # noqa: A001
+mean = _T.mean
+prod = _T.prod
+max = _T.max  # noqa: A001
+min = _T.min  # noqa: A001
+amax = _T.amax
+amin = _T.amin
+argmax = _T.argmax
+argmin = _T.argmin
+var = _T.var
+std = _T.std
+logsumexp = _T.logsumexp
+all = _T.all  # noqa: A001
+any = _T.any  # noqa: A001
+softmax = _T.softmax
+log_softmax = _T.log_softmax
+cumsum = _T.cumsum
+cumprod = _T.cumprod
 
 
 def _dtype_from_name(name: str) -> dtype:
@@ -139,6 +157,7 @@ def _dtype_from_name(name: str) -> dtype:
     return getattr(_core, name)
 
 
-from . import nn  # noqa: E402
+from . import autograd, func, nn, viz  # noqa: E402
+from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 
 __all__ = [n for n in dir() if not n.startswith("_")]

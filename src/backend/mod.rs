@@ -15,6 +15,7 @@ pub mod cpu;
 use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Device, Scalar, Tensor};
 
 /// Kernels a device provides for the primitive ops.
@@ -53,6 +54,7 @@ pub trait Backend: Send + Sync {
 
     // ---- further primitive families add their methods below this line ----
 
+    // linalg and conv families
     /// Batched matrix product `out (+)= a @ b`: `a` is `[..batch, M, K]`, `b`
     /// `[..batch, K, N]`, `out` `[..batch, M, N]` (equal batch shapes, broadcast
     /// batches as stride-0 views). With `accumulate`, `out` holds values to add to.
@@ -100,6 +102,33 @@ pub trait Backend: Send + Sync {
     /// Adaptive window means of `x` `(N, C, H, W)` into `out` `(N, C, oH, oW)`.
     fn adaptive_avg_pool2d(&self, _x: &Tensor, _out: &Tensor) -> Result<()> {
         unsupported(self, "adaptive_avg_pool2d")
+    }
+
+    // reduce family
+    /// Reduce `x` over the dims flagged in `mask` into `out` (contiguous, the
+    /// kept dims in order; keepdim or not). `out`'s dtype follows the op rule.
+    fn reduce(&self, op: ReduceOp, _x: &Tensor, _mask: &[bool], _out: &Tensor) -> Result<()> {
+        unsupported(self, op.name())
+    }
+    /// First index of the max/min along `dim` into `indices` (int64), and the
+    /// value into `values` when given (both contiguous, `dim` removed or kept as 1).
+    fn arg_reduce(
+        &self,
+        _op: ArgOp,
+        _x: &Tensor,
+        _dim: usize,
+        _values: Option<&Tensor>,
+        _indices: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "argmax")
+    }
+    /// `softmax` / `log_softmax` of a floating `x` along `dim` into contiguous `out`.
+    fn softmax(&self, _x: &Tensor, _dim: usize, _log: bool, _out: &Tensor) -> Result<()> {
+        unsupported(self, "softmax")
+    }
+    /// Inclusive scan along `dim` into contiguous `out` (int64 for integer inputs).
+    fn cumulative(&self, _op: CumOp, _x: &Tensor, _dim: usize, _out: &Tensor) -> Result<()> {
+        unsupported(self, "cumsum")
     }
 }
 

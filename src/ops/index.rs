@@ -146,6 +146,13 @@ pub fn basic_view(x: &Tensor, items: &[IndexItem]) -> Result<(Tensor, Vec<(usize
 pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
     let (v, adv) = basic_view(x, items)?;
     if adv.is_empty() {
+        if crate::autograd::needs_grad(&[x]) {
+            let key = items.to_vec();
+            let bw = crate::ops::shape::slice_bw(x, "IndexBackward", move |t| {
+                basic_view(t, &key).map(|(v, _)| v)
+            });
+            crate::autograd::record(bw, &[x], &[&v], &[]);
+        }
         return Ok(v);
     }
     advanced_index(&v, &adv)

@@ -4,7 +4,9 @@
 pub mod conv;
 pub mod creation;
 pub mod elementwise;
+pub mod elementwise_grad;
 pub mod index;
 pub mod linalg;
+pub mod reduce;
 pub mod registry;
 pub mod shape;

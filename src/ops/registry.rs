@@ -135,6 +135,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::creation::OPS,
         super::linalg::OPS,
         super::conv::OPS,
+        super::reduce::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -231,11 +231,12 @@ pub fn tensor_from_py(obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<
 
 /// `fg.tensor(data, dtype=None, device=None)`: a new tensor copying `data`.
 #[pyfunction]
-#[pyo3(signature = (data, dtype=None, device=None))]
+#[pyo3(signature = (data, dtype=None, device=None, requires_grad=false))]
 fn tensor(
     data: &Bound<'_, PyAny>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let d = parse_dtype_opt(dtype)?;
     let dev = parse_device(device)?;
@@ -248,7 +249,11 @@ fn tensor(
         })
         .unwrap_err());
     }
-    Ok(PyTensor::new(tensor_from_py(data, d)?))
+    let t = tensor_from_py(data, d)?;
+    if requires_grad {
+        run(|| crate::autograd::set_requires_grad(&t, true))?;
+    }
+    Ok(PyTensor::new(t))
 }
 
 /// `fg.from_numpy(a)`: a tensor sharing memory with the NumPy array `a`.

@@ -5,10 +5,12 @@
 //! the GIL around heavy kernels, and wraps results. Each op family has its own
 //! file adding `#[pymethods]` to [`PyTensor`] and functions to the module.
 
+mod autograd;
 mod convert;
 mod creation;
 mod linalg;
 mod methods;
+mod reduce;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -420,9 +422,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    autograd::register(m)?;
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
     linalg::register(m)?;
+    reduce::register(m)?;
     Ok(())
 }

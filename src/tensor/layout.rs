@@ -290,8 +290,8 @@ impl Layout {
             strides: Strides::new(),
             offset: self.offset,
         };
-        for i in 0..n {
-            if !drop[i] {
+        for (i, &dropped) in drop.iter().enumerate() {
+            if !dropped {
                 l.shape.push(self.shape[i]);
                 l.strides.push(self.strides[i]);
             }

@@ -20,6 +20,8 @@ gelu = _T.gelu
 elu = _T.elu
 leaky_relu = _T.leaky_relu
 softplus = _T.softplus
+softmax = _T.softmax
+log_softmax = _T.log_softmax
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -37,3 +39,4 @@ __all__ = [
     "softplus",
     "tanh",
 ]
+__all__ = ["elu", "gelu", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh"]

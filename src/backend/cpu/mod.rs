@@ -4,6 +4,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod math;
+pub mod reduce;
 pub mod sgemm;
 pub mod simd;
 pub mod strided;
@@ -13,6 +14,7 @@ use crate::backend::Backend;
 use crate::error::Result;
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -74,5 +76,24 @@ impl Backend for CpuBackend {
     }
     fn adaptive_avg_pool2d(&self, x: &Tensor, out: &Tensor) -> Result<()> {
         conv::adaptive_avg_pool2d(x, out)
+    }
+    fn reduce(&self, op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
+        reduce::reduce(op, x, mask, out)
+    }
+    fn arg_reduce(
+        &self,
+        op: ArgOp,
+        x: &Tensor,
+        dim: usize,
+        values: Option<&Tensor>,
+        indices: &Tensor,
+    ) -> Result<()> {
+        reduce::arg_reduce(op, x, dim, values, indices)
+    }
+    fn softmax(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
+        reduce::softmax(x, dim, log, out)
+    }
+    fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
+        reduce::cumulative(op, x, dim, out)
     }
 }

@@ -6,8 +6,12 @@
 //! the thread pool.
 
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 use crate::tensor::Layout;
+
+type Dims = SmallVec<[usize; 6]>;
+type Steps = SmallVec<[isize; 6]>;
 
 /// A raw pointer that may cross threads. Kernels guarantee disjoint writes.
 #[derive(Copy, Clone)]
@@ -34,8 +38,8 @@ pub fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isi
 /// Coalesced description of an N-operand iteration space.
 pub struct Plan<const N: usize> {
     /// Outer dims (all but the innermost), coalesced.
-    pub outer: Vec<usize>,
-    pub outer_strides: [Vec<isize>; N],
+    pub outer: Dims,
+    pub outer_strides: [Steps; N],
     /// Length and strides of the innermost run.
     pub inner: usize,
     pub inner_strides: [isize; N],
@@ -46,16 +50,16 @@ impl<const N: usize> Plan<N> {
         let (cs, cst) = Layout::coalesce(shape, &strides);
         if cs.is_empty() {
             return Plan {
-                outer: vec![],
-                outer_strides: std::array::from_fn(|_| vec![]),
+                outer: Dims::new(),
+                outer_strides: std::array::from_fn(|_| Steps::new()),
                 inner: if shape.contains(&0) { 0 } else { 1 },
                 inner_strides: [0; N],
             };
         }
         let nd = cs.len();
         Plan {
-            outer: cs[..nd - 1].to_vec(),
-            outer_strides: std::array::from_fn(|k| cst[k][..nd - 1].to_vec()),
+            outer: Dims::from_slice(&cs[..nd - 1]),
+            outer_strides: std::array::from_fn(|k| Steps::from_slice(&cst[k][..nd - 1])),
             inner: cs[nd - 1],
             inner_strides: std::array::from_fn(|k| cst[k][nd - 1]),
         }
@@ -66,8 +70,8 @@ impl<const N: usize> Plan<N> {
     }
 
     /// Offsets of the first element of outer row `r`.
-    fn unravel(&self, mut r: usize) -> ([isize; N], Vec<usize>) {
-        let mut idx = vec![0usize; self.outer.len()];
+    fn unravel(&self, mut r: usize) -> ([isize; N], Dims) {
+        let mut idx = Dims::from_elem(0, self.outer.len());
         let mut off = [0isize; N];
         for d in (0..self.outer.len()).rev() {
             let i = r % self.outer[d];
@@ -123,6 +127,22 @@ pub fn for_each_row<const N: usize>(
     plan.run_rows(0, plan.rows(), &mut f);
 }
 
+/// True when `strides` are the row-major strides of `shape` (size-1 dims ignored).
+#[inline]
+pub fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expect = 1isize;
+    for i in (0..shape.len()).rev() {
+        let d = shape[i];
+        if d != 1 {
+            if strides[i] != expect {
+                return false;
+            }
+            expect *= d as isize;
+        }
+    }
+    true
+}
+
 /// Below this many elements work runs on the calling thread.
 pub const PAR_MIN: usize = 1 << 15;
 /// Innermost runs longer than this are split into segments for threading.
@@ -136,6 +156,14 @@ pub fn par_for_each_row<const N: usize>(
     grain: usize,
     f: impl Fn([isize; N], usize, [isize; N]) + Sync,
 ) {
+    // Fast path: every operand is dense row-major (the common eager case).
+    let n: usize = shape.iter().product();
+    if n < grain.max(1) * 2 && strides.iter().all(|s| is_dense(shape, s)) {
+        if n > 0 {
+            f([0; N], n, [1; N]);
+        }
+        return;
+    }
     let plan = Plan::new(shape, strides);
     let rows = plan.rows();
     let total = rows * plan.inner;

@@ -1,0 +1,522 @@
+//! Reductions: `sum`, `mean`, `prod`, `amax`/`amin`, `max`/`min` (with
+//! indices), `argmax`/`argmin`, `var`/`std`, `logsumexp`, `all`/`any`,
+//! `softmax`/`log_softmax` and the scans `cumsum`/`cumprod`.
+//!
+//! Shape rule: `dim` is one dim, a list of dims, or `None` (all dims; an
+//! empty list also means all dims, as in PyTorch). Reduced dims are removed,
+//! or kept with size 1 when `keepdim`. Dtype rule (PyTorch): `sum`/`prod` of
+//! bool or integers give int64; `mean`/`var`/`std` need a floating dtype;
+//! `max`/`min`/`amax`/`amin` keep the dtype; `all`/`any` give bool;
+//! `logsumexp` of integers computes in float32. Half-precision inputs
+//! accumulate in float32, float64 in float64, integers in int64.
+//!
+//! Kernels: the backend's `reduce`, `arg_reduce`, `softmax` and `cumulative`
+//! primitives.
+
+use crate::backend::backend;
+use crate::error::{Error, Result};
+use crate::ops::elementwise::{self, BinaryOp};
+use crate::ops::registry::{DTypes, OpInfo, OpKind};
+use crate::tensor::layout::{fmt_shape, norm_dim};
+use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
+
+/// Registry entries for this family.
+pub const OPS: &[OpInfo] = &[
+    OpInfo::prim("sum", "reduce", DTypes::ALL),
+    OpInfo::prim("mean", "reduce", DTypes::FLOAT),
+    OpInfo::prim("prod", "reduce", DTypes::ALL),
+    OpInfo::prim("amax", "reduce", DTypes::ALL),
+    OpInfo::prim("amin", "reduce", DTypes::ALL),
+    OpInfo::prim("max", "reduce", DTypes::ALL),
+    OpInfo::prim("min", "reduce", DTypes::ALL),
+    OpInfo::prim("argmax", "reduce", DTypes::ALL),
+    OpInfo::prim("argmin", "reduce", DTypes::ALL),
+    OpInfo::prim("var", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
+    OpInfo::prim("std", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
+    OpInfo::prim("logsumexp", "reduce", DTypes::ALL).kind(OpKind::Fused),
+    OpInfo::prim("all", "reduce", DTypes::ALL),
+    OpInfo::prim("any", "reduce", DTypes::ALL),
+    OpInfo::prim("softmax", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
+    OpInfo::prim("log_softmax", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
+    OpInfo::prim("cumsum", "reduce", DTypes::ALL),
+    OpInfo::prim("cumprod", "reduce", DTypes::ALL),
+];
+
+/// Reductions computed by the backend's `reduce` primitive.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum ReduceOp {
+    Sum,
+    /// Sum divided by the number of reduced elements.
+    Mean,
+    Prod,
+    /// NaN-propagating maximum.
+    Max,
+    /// NaN-propagating minimum.
+    Min,
+    /// Logical and of a bool tensor.
+    All,
+    /// Logical or of a bool tensor.
+    Any,
+    /// Two-pass variance `Σ(x - mean)² / max(0, N - correction)`; its square root when `std`.
+    Var {
+        correction: f64,
+        std: bool,
+    },
+    /// `max + log Σ exp(x - max)`.
+    LogSumExp,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "amax",
+            ReduceOp::Min => "amin",
+            ReduceOp::All => "all",
+            ReduceOp::Any => "any",
+            ReduceOp::Var { std: false, .. } => "var",
+            ReduceOp::Var { std: true, .. } => "std",
+            ReduceOp::LogSumExp => "logsumexp",
+        }
+    }
+}
+
+/// Index-returning reductions (`argmax`, `argmin`, `max(dim)`, `min(dim)`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ArgOp {
+    Max,
+    Min,
+}
+
+/// Inclusive scans along one dim.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CumOp {
+    Sum,
+    Prod,
+}
+
+// ---------------------------------------------------------------------------
+// Shape rules
+// ---------------------------------------------------------------------------
+
+/// Which dims of an `ndim`-d tensor a `dim` argument reduces (None or empty → all).
+pub fn reduce_mask(op: &'static str, dims: Option<&[isize]>, ndim: usize) -> Result<Vec<bool>> {
+    let mut mask = vec![false; ndim];
+    match dims {
+        None | Some([]) => mask.iter_mut().for_each(|m| *m = true),
+        Some(ds) => {
+            for &d in ds {
+                let k = norm_dim(op, d, ndim)?;
+                if ndim == 0 {
+                    continue;
+                }
+                if mask[k] {
+                    return Err(Error::value(
+                        op,
+                        format!("dim {k} appears multiple times in the list of dims {ds:?}"),
+                    ));
+                }
+                mask[k] = true;
+            }
+        }
+    }
+    Ok(mask)
+}
+
+/// Output shape of a reduction: reduced dims dropped, or kept as 1.
+pub fn reduced_shape(shape: &[usize], mask: &[bool], keepdim: bool) -> Shape {
+    shape
+        .iter()
+        .zip(mask)
+        .filter_map(|(&d, &m)| match (m, keepdim) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+fn check_dtype(op: &'static str, ok: DTypes, d: DType) -> Result<()> {
+    if ok.contains(d) {
+        return Ok(());
+    }
+    let names: Vec<_> = ok.list().iter().map(|d| d.name()).collect();
+    Err(Error::dtype(
+        op,
+        format!(
+            "not implemented for dtype {d} (supported: {})",
+            names.join(", ")
+        ),
+    ))
+}
+
+/// Error when a reduction without an identity meets a zero-size reduced dim.
+fn check_nonempty(op: &'static str, x: &Tensor, mask: &[bool], dims_given: bool) -> Result<()> {
+    for (k, (&n, &m)) in x.shape().iter().zip(mask).enumerate() {
+        if m && n == 0 {
+            return Err(if dims_given {
+                Error::index(
+                    op,
+                    format!(
+                        "cannot reduce over a zero-size dimension: dim {k} of the input of shape {} has size 0",
+                        fmt_shape(x.shape())
+                    ),
+                )
+            } else {
+                Error::value(
+                    op,
+                    format!(
+                        "cannot reduce over a zero-size dimension: the input of shape {} has no elements; specify a dim to reduce over a non-empty dimension",
+                        fmt_shape(x.shape())
+                    ),
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Allocate the output and run the backend's `reduce` primitive.
+fn run_reduce(
+    op: ReduceOp,
+    x: &Tensor,
+    mask: &[bool],
+    keepdim: bool,
+    out_dtype: DType,
+) -> Result<Tensor> {
+    let shape = reduced_shape(x.shape(), mask, keepdim);
+    let out = Tensor::empty(&shape, out_dtype, x.device())?;
+    backend(x.device()).reduce(op, x, mask, &out)?;
+    Ok(out)
+}
+
+/// `x` converted to `dtype` when one is requested.
+fn cast_opt(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    match dtype {
+        Some(d) => elementwise::to_dtype(x, d),
+        None => Ok(x.clone()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Ops
+// ---------------------------------------------------------------------------
+
+/// Sum over `dims`; bool and integers sum to int64 unless `dtype` is given.
+pub fn sum(
+    x: &Tensor,
+    dims: Option<&[isize]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    sum_like(ReduceOp::Sum, x, dims, keepdim, dtype)
+}
+
+/// Product over `dims`, with the dtype rule of [`sum`].
+pub fn prod(
+    x: &Tensor,
+    dims: Option<&[isize]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    sum_like(ReduceOp::Prod, x, dims, keepdim, dtype)
+}
+
+fn sum_like(
+    op: ReduceOp,
+    x: &Tensor,
+    dims: Option<&[isize]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let mask = reduce_mask(op.name(), dims, x.ndim())?;
+    let x = cast_opt(x, dtype)?;
+    if x.dtype().is_floating_point() {
+        return run_reduce(op, &x, &mask, keepdim, x.dtype());
+    }
+    // Integers accumulate in int64; an explicit narrower dtype is a final cast.
+    let r = run_reduce(op, &x, &mask, keepdim, DType::I64)?;
+    match dtype {
+        Some(d) if d != DType::I64 => elementwise::to_dtype(&r, d),
+        _ => Ok(r),
+    }
+}
+
+/// Mean over `dims`; integer inputs need `dtype=` (as in PyTorch).
+pub fn mean(
+    x: &Tensor,
+    dims: Option<&[isize]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let mask = reduce_mask("mean", dims, x.ndim())?;
+    let d = dtype.unwrap_or(x.dtype());
+    if !d.is_floating_point() {
+        return Err(Error::dtype(
+            "mean",
+            format!(
+                "could not infer output dtype. Input dtype must be a floating point dtype, but got {}{}; use a floating point dtype (e.g. x.float().mean() or mean(dtype=float32))",
+                x.dtype(),
+                match dtype {
+                    Some(d) => format!(" with dtype={d}"),
+                    None => String::new(),
+                }
+            ),
+        ));
+    }
+    let x = cast_opt(&x.clone(), Some(d))?;
+    run_reduce(ReduceOp::Mean, &x, &mask, keepdim, d)
+}
+
+/// NaN-propagating maximum (`Max`) or minimum (`Min`) over `dims`.
+pub fn amax_amin(op: ArgOp, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
+    amax_named(
+        op,
+        if op == ArgOp::Max { "amax" } else { "amin" },
+        x,
+        dims,
+        keepdim,
+    )
+}
+
+fn amax_named(
+    op: ArgOp,
+    name: &'static str,
+    x: &Tensor,
+    dims: Option<&[isize]>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let mask = reduce_mask(name, dims, x.ndim())?;
+    check_nonempty(name, x, &mask, dims.is_some_and(|d| !d.is_empty()))?;
+    let rop = if op == ArgOp::Max {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Min
+    };
+    run_reduce(rop, x, &mask, keepdim, x.dtype())
+}
+
+/// `max()` / `min()` with no dim: a 0-d tensor.
+pub fn max_all(op: ArgOp, x: &Tensor) -> Result<Tensor> {
+    let name = if op == ArgOp::Max { "max" } else { "min" };
+    amax_named(op, name, x, None, false)
+}
+
+/// `max(dim)` / `min(dim)`: (values, int64 indices of the first extremum; NaN counts as extreme).
+pub fn max_dim(op: ArgOp, x: &Tensor, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+    let name = if op == ArgOp::Max { "max" } else { "min" };
+    let d = norm_dim(name, dim, x.ndim())?;
+    let mask = reduce_mask(name, Some(&[dim]), x.ndim())?;
+    check_nonempty(name, x, &mask, true)?;
+    let shape = reduced_shape(x.shape(), &mask, keepdim);
+    let values = Tensor::empty(&shape, x.dtype(), x.device())?;
+    let indices = Tensor::empty(&shape, DType::I64, x.device())?;
+    if x.ndim() == 0 {
+        elementwise::copy_(&values, x)?;
+        elementwise::fill_(&indices, Scalar::Int(0))?;
+        return Ok((values, indices));
+    }
+    backend(x.device()).arg_reduce(op, x, d, Some(&values), &indices)?;
+    Ok((values, indices))
+}
+
+/// `argmax` / `argmin` over `dim`, or over the flattened tensor when `dim` is None.
+pub fn argmax_argmin(op: ArgOp, x: &Tensor, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+    let name = if op == ArgOp::Max { "argmax" } else { "argmin" };
+    match dim {
+        Some(dim) => {
+            let d = norm_dim(name, dim, x.ndim())?;
+            let mask = reduce_mask(name, Some(&[dim]), x.ndim())?;
+            check_nonempty(name, x, &mask, true)?;
+            let shape = reduced_shape(x.shape(), &mask, keepdim);
+            let indices = Tensor::empty(&shape, DType::I64, x.device())?;
+            if x.ndim() == 0 {
+                elementwise::fill_(&indices, Scalar::Int(0))?;
+            } else {
+                backend(x.device()).arg_reduce(op, x, d, None, &indices)?;
+            }
+            Ok(indices)
+        }
+        None => {
+            let mask = vec![true; x.ndim()];
+            check_nonempty(name, x, &mask, false)?;
+            let shape = reduced_shape(x.shape(), &mask, keepdim);
+            let flat = crate::ops::shape::reshape(x, &[-1])?;
+            let indices = Tensor::empty(&[], DType::I64, x.device())?;
+            backend(x.device()).arg_reduce(op, &flat, 0, None, &indices)?;
+            Ok(indices.with_layout(Layout::contiguous(&shape)))
+        }
+    }
+}
+
+/// Variance (or standard deviation when `std`) over `dims` with `correction`
+/// (1 = Bessel's correction), computed in two passes.
+pub fn var(
+    x: &Tensor,
+    dims: Option<&[isize]>,
+    correction: f64,
+    keepdim: bool,
+    std: bool,
+) -> Result<Tensor> {
+    let name = if std { "std" } else { "var" };
+    let mask = reduce_mask(name, dims, x.ndim())?;
+    if !x.dtype().is_floating_point() {
+        return Err(Error::dtype(
+            name,
+            format!(
+                "std and var only support floating point dtypes, but got {}; convert with .float() first",
+                x.dtype()
+            ),
+        ));
+    }
+    run_reduce(
+        ReduceOp::Var { correction, std },
+        x,
+        &mask,
+        keepdim,
+        x.dtype(),
+    )
+}
+
+/// `log Σ exp(x)` over `dims`, shifted by the maximum for stability.
+pub fn logsumexp(x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
+    let mask = reduce_mask("logsumexp", dims, x.ndim())?;
+    let x = elementwise::to_dtype(x, x.dtype().to_float())?;
+    run_reduce(ReduceOp::LogSumExp, &x, &mask, keepdim, x.dtype())
+}
+
+/// `all` (`any` when `!all`): whether every (some) element is nonzero, as bool.
+pub fn all_any(all: bool, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
+    let op = if all { ReduceOp::All } else { ReduceOp::Any };
+    let mask = reduce_mask(op.name(), dims, x.ndim())?;
+    let b = if x.dtype() == DType::Bool {
+        x.clone()
+    } else {
+        elementwise::binary_scalar(BinaryOp::Ne, x, Scalar::Int(0), false)?
+    };
+    run_reduce(op, &b, &mask, keepdim, DType::Bool)
+}
+
+/// `softmax` (or `log_softmax` when `log`) along `dim`, optionally computing in `dtype`.
+pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Result<Tensor> {
+    let name = if log { "log_softmax" } else { "softmax" };
+    let d = norm_dim(name, dim, x.ndim())?;
+    let x = cast_opt(x, dtype)?;
+    check_dtype(name, DTypes::FLOAT, x.dtype())?;
+    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
+    if x.numel() == 0 {
+        return Ok(out);
+    }
+    let d = if x.ndim() == 0 { 0 } else { d };
+    backend(x.device()).softmax(&x, d, log, &out)?;
+    Ok(out)
+}
+
+/// Inclusive scan along `dim`; bool and integers scan in int64 unless `dtype` is given.
+pub fn cumulative(op: CumOp, x: &Tensor, dim: isize, dtype: Option<DType>) -> Result<Tensor> {
+    let name = match op {
+        CumOp::Sum => "cumsum",
+        CumOp::Prod => "cumprod",
+    };
+    let d = norm_dim(name, dim, x.ndim())?;
+    let x = cast_opt(x, dtype)?;
+    let out_dt = if x.dtype().is_floating_point() {
+        x.dtype()
+    } else {
+        DType::I64
+    };
+    let out = Tensor::empty(x.shape(), out_dt, x.device())?;
+    if x.numel() == 0 {
+        return Ok(out);
+    }
+    let d = if x.ndim() == 0 { 0 } else { d };
+    backend(x.device()).cumulative(op, &x, d, &out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: Vec<f32>, s: &[usize]) -> Tensor {
+        Tensor::from_vec(v, s).unwrap()
+    }
+
+    #[test]
+    fn masks() {
+        assert_eq!(reduce_mask("sum", None, 3).unwrap(), vec![true; 3]);
+        assert_eq!(
+            reduce_mask("sum", Some(&[-1, 0]), 3).unwrap(),
+            vec![true, false, true]
+        );
+        assert!(reduce_mask("sum", Some(&[3]), 3).is_err());
+        assert!(reduce_mask("sum", Some(&[1, -2]), 3).is_err());
+        assert_eq!(
+            &reduced_shape(&[2, 3, 4], &[false, true, false], true)[..],
+            &[2, 1, 4]
+        );
+    }
+
+    #[test]
+    fn sums_and_extrema() {
+        let x = t((0..24).map(|v| v as f32).collect(), &[2, 3, 4]);
+        let s = sum(&x, Some(&[1]), false, None).unwrap();
+        assert_eq!(s.shape(), &[2, 4]);
+        assert_eq!(s.to_f64_vec(), vec![12., 15., 18., 21., 48., 51., 54., 57.]);
+        let s = sum(&x, Some(&[0, 2]), true, None).unwrap();
+        assert_eq!(s.shape(), &[1, 3, 1]);
+        assert_eq!(s.to_f64_vec(), vec![60., 92., 124.]);
+        let m = amax_amin(ArgOp::Max, &x, Some(&[0]), false).unwrap();
+        assert_eq!(
+            m.to_f64_vec(),
+            (12..24).map(|v| v as f64).collect::<Vec<_>>()
+        );
+        let (v, i) = max_dim(ArgOp::Min, &x, 2, false).unwrap();
+        assert_eq!(v.to_f64_vec(), vec![0., 4., 8., 12., 16., 20.]);
+        assert_eq!(i.to_f64_vec(), vec![0.; 6]);
+        let a = argmax_argmin(ArgOp::Max, &x, None, false).unwrap();
+        assert_eq!(a.to_f64_vec(), vec![23.]);
+    }
+
+    #[test]
+    fn full_sum_large() {
+        let n = 1 << 20;
+        let x = t((0..n).map(|i| (i % 7) as f32 * 0.25).collect(), &[n]);
+        let s = sum(&x, None, false, None).unwrap().to_f64_vec()[0];
+        let exact: f64 = (0..n).map(|i| (i % 7) as f64 * 0.25).sum();
+        assert!((s - exact).abs() / exact < 1e-6, "{s} vs {exact}");
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_one() {
+        let x = t((0..12).map(|v| v as f32 * 0.3).collect(), &[3, 4]);
+        for d in [0, 1] {
+            let y = softmax(&x, d, false, None).unwrap();
+            let s = sum(&y, Some(&[d]), false, None).unwrap().to_f64_vec();
+            assert!(s.iter().all(|v| (v - 1.0).abs() < 1e-6), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn empty_dims() {
+        let x = t(vec![], &[0, 3]);
+        assert_eq!(
+            sum(&x, Some(&[0]), false, None).unwrap().to_f64_vec(),
+            vec![0.; 3]
+        );
+        assert_eq!(
+            prod(&x, Some(&[0]), false, None).unwrap().to_f64_vec(),
+            vec![1.; 3]
+        );
+        assert!(mean(&x, Some(&[0]), false, None).unwrap().to_f64_vec()[0].is_nan());
+        assert!(amax_amin(ArgOp::Max, &x, Some(&[0]), false).is_err());
+        assert_eq!(
+            amax_amin(ArgOp::Max, &x, Some(&[1]), false)
+                .unwrap()
+                .shape(),
+            &[0]
+        );
+    }
+}
