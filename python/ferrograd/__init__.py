@@ -12,9 +12,11 @@ from ._core import (
     arange,
     bfloat16,
     clamp,
+    conv2d,
     cpu_level,
     device,
     dtype,
+    einsum,
     empty,
     empty_cache,
     empty_like,
@@ -125,6 +127,12 @@ flip = _T.flip
 broadcast_to = _T.broadcast_to
 clone = _T.clone
 as_strided = _T.as_strided
+matmul = _T.matmul
+mm = _T.mm
+bmm = _T.bmm
+mv = _T.mv
+dot = _T.dot
+outer = _T.outer
 sum = _T.sum  # noqa: A001
 mean = _T.mean
 prod = _T.prod

@@ -13,6 +13,7 @@
 pub mod cpu;
 
 use crate::error::{Error, Result};
+use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Device, Scalar, Tensor};
@@ -52,6 +53,56 @@ pub trait Backend: Send + Sync {
     }
 
     // ---- further primitive families add their methods below this line ----
+
+    // linalg and conv families
+    /// Batched matrix product `out (+)= a @ b`: `a` is `[..batch, M, K]`, `b`
+    /// `[..batch, K, N]`, `out` `[..batch, M, N]` (equal batch shapes, broadcast
+    /// batches as stride-0 views). With `accumulate`, `out` holds values to add to.
+    fn matmul(&self, _a: &Tensor, _b: &Tensor, _out: &Tensor, _accumulate: bool) -> Result<()> {
+        unsupported(self, "matmul")
+    }
+
+    /// 2-D convolution of `x` `(N, C, H, W)` with a contiguous `w` `(O, C/g, kH, kW)`,
+    /// plus `bias` `(O,)`, into the contiguous `out` `(N, O, oH, oW)`.
+    fn conv2d(
+        &self,
+        _x: &Tensor,
+        _w: &Tensor,
+        _bias: Option<&Tensor>,
+        _p: &Conv2dParams,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "conv2d")
+    }
+
+    /// Window maxima of `x` `(N, C, H, W)` into `out`; `indices` (int64, same
+    /// shape) receives the flat `h*W + w` position of each maximum.
+    fn max_pool2d(
+        &self,
+        _x: &Tensor,
+        _p: &Pool2dParams,
+        _out: &Tensor,
+        _indices: Option<&Tensor>,
+    ) -> Result<()> {
+        unsupported(self, "max_pool2d")
+    }
+
+    /// Window means of `x` `(N, C, H, W)` into `out`.
+    fn avg_pool2d(
+        &self,
+        _x: &Tensor,
+        _p: &Pool2dParams,
+        _count_include_pad: bool,
+        _divisor_override: Option<usize>,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "avg_pool2d")
+    }
+
+    /// Adaptive window means of `x` `(N, C, H, W)` into `out` `(N, C, oH, oW)`.
+    fn adaptive_avg_pool2d(&self, _x: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "adaptive_avg_pool2d")
+    }
 
     // reduce family
     /// Reduce `x` over the dims flagged in `mask` into `out` (contiguous, the

@@ -1,10 +1,12 @@
 //! The op layer: one definition per op (shape/dtype rule, decomposition or
 //! backend primitive), shared by every front end. See [`registry`].
 
+pub mod conv;
 pub mod creation;
 pub mod elementwise;
 pub mod elementwise_grad;
 pub mod index;
+pub mod linalg;
 pub mod reduce;
 pub mod registry;
 pub mod shape;

@@ -133,6 +133,8 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::shape::OPS,
         super::index::OPS,
         super::creation::OPS,
+        super::linalg::OPS,
+        super::conv::OPS,
         super::reduce::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()

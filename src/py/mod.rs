@@ -8,6 +8,7 @@
 mod autograd;
 mod convert;
 mod creation;
+mod linalg;
 mod methods;
 mod reduce;
 
@@ -425,6 +426,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
+    linalg::register(m)?;
     reduce::register(m)?;
     Ok(())
 }

@@ -1,6 +1,14 @@
 """Layer-style functions, as in ``torch.nn.functional``; each binds to a registry op."""
 
 from .. import _core
+from .._core import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    linear,
+    max_pool2d,
+)
 
 _T = _core.Tensor
 
@@ -15,4 +23,20 @@ softplus = _T.softplus
 softmax = _T.softmax
 log_softmax = _T.log_softmax
 
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "conv1d",
+    "conv2d",
+    "elu",
+    "gelu",
+    "leaky_relu",
+    "linear",
+    "max_pool2d",
+    "relu",
+    "sigmoid",
+    "silu",
+    "softplus",
+    "tanh",
+]
 __all__ = ["elu", "gelu", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh"]

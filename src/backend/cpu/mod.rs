@@ -1,14 +1,18 @@
 //! The CPU backend: SIMD (runtime-dispatched) and multithreaded (rayon) kernels.
 
+pub mod conv;
 pub mod elementwise;
+pub mod gemm;
 pub mod math;
 pub mod reduce;
+pub mod sgemm;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
 
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Scalar, Tensor};
@@ -38,6 +42,41 @@ impl Backend for CpuBackend {
 
     // ---- further primitive families add their methods below this line ----
 
+    fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
+        gemm::matmul(a, b, out, accumulate)
+    }
+    fn conv2d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        conv::conv2d(x, w, bias, p, out)
+    }
+    fn max_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        out: &Tensor,
+        indices: Option<&Tensor>,
+    ) -> Result<()> {
+        conv::max_pool2d(x, p, out, indices)
+    }
+    fn avg_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        count_include_pad: bool,
+        divisor_override: Option<usize>,
+        out: &Tensor,
+    ) -> Result<()> {
+        conv::avg_pool2d(x, p, count_include_pad, divisor_override, out)
+    }
+    fn adaptive_avg_pool2d(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        conv::adaptive_avg_pool2d(x, out)
+    }
     fn reduce(&self, op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
         reduce::reduce(op, x, mask, out)
     }
