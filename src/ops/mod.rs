@@ -4,5 +4,7 @@
 pub mod creation;
 pub mod elementwise;
 pub mod index;
+pub mod philox;
+pub mod random;
 pub mod registry;
 pub mod shape;

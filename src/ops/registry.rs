@@ -133,6 +133,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::shape::OPS,
         super::index::OPS,
         super::creation::OPS,
+        super::random::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

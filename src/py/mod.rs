@@ -7,7 +7,9 @@
 
 mod convert;
 mod creation;
+mod dlpack;
 mod methods;
+mod random;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -422,5 +424,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
+    random::register(m)?;
+    dlpack::register(m)?;
     Ok(())
 }

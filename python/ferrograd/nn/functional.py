@@ -12,5 +12,6 @@ gelu = _T.gelu
 elu = _T.elu
 leaky_relu = _T.leaky_relu
 softplus = _T.softplus
+dropout = _core.dropout
 
-__all__ = ["elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]
+__all__ = ["dropout", "elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]

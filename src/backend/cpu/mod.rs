@@ -2,6 +2,7 @@
 
 pub mod elementwise;
 pub mod math;
+pub mod random;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
@@ -9,6 +10,8 @@ pub mod vmath;
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::philox::PhiloxStream;
+use crate::ops::random::RandomDist;
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -35,4 +38,20 @@ impl Backend for CpuBackend {
     }
 
     // ---- further primitive families add their methods below this line ----
+
+    fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
+        random::fill(out, dist, s)
+    }
+    fn bernoulli_tensor(&self, p: &Tensor, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        random::bernoulli_tensor(p, out, s)
+    }
+    fn dropout(&self, x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
+        random::dropout(x, out, p, s)
+    }
+    fn randperm(&self, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        random::randperm(out, s)
+    }
+    fn multinomial(&self, probs: &Tensor, out: &Tensor, repl: bool, s: PhiloxStream) -> Result<()> {
+        random::multinomial(probs, out, repl, s)
+    }
 }
