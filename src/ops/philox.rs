@@ -52,6 +52,7 @@
 //! | uniform bfloat16 in [0, 1)   | 32-bit | 4         | `(w >> 24) * 2^-8`                           |
 //! | uniform float64 in [0, 1)    | 64-bit | 2         | `(v >> 11) * 2^-53`                          |
 //! | uniform(a, b)                | as above | as above | `a + (b - a) * u`, in f32 (f64 for float64), then rounded to the dtype |
+//! |                              |        |           | (a result that rounds up to `b` becomes the largest value below `b`; `a`, `b` pass through f32 first for 16-bit dtypes) |
 //! | bernoulli(p), dropout mask   | 32-bit | 4         | success iff `(w >> 8) < ceil(p * 2^24)`      |
 //! | integer in [low, high)       | 64-bit | 2         | `low + (v mod (high - low))`                 |
 //! | normal, 16/32-bit floats     | 32-bit | 4         | Box–Muller on `(x0, x1)` → elements `4b, 4b+1`, on `(x2, x3)` → `4b+2, 4b+3` |

@@ -143,7 +143,7 @@ pub fn fill(out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
             }
             DType::F16 => {
                 let (a, span) = (low as f32, (high - low) as f32);
-                let (hlo, hhi) = (f16::from_f64(low), f16::from_f64(high));
+                let (hlo, hhi) = (f16::from_f32(a), f16::from_f32(high as f32));
                 fill_blocks::<f16, 4>(out.data_ptr(), n, s, |_, x| {
                     x.map(|w| {
                         let v = f16::from_f32(a + span * unit_f16(w));
@@ -157,7 +157,7 @@ pub fn fill(out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
             }
             DType::BF16 => {
                 let (a, span) = (low as f32, (high - low) as f32);
-                let (hlo, hhi) = (bf16::from_f64(low), bf16::from_f64(high));
+                let (hlo, hhi) = (bf16::from_f32(a), bf16::from_f32(high as f32));
                 fill_blocks::<bf16, 4>(out.data_ptr(), n, s, |_, x| {
                     x.map(|w| {
                         let v = bf16::from_f32(a + span * unit_bf16(w));
