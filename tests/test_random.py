@@ -211,8 +211,8 @@ sys.stdout.write(h.hexdigest() + " " + str(fg.get_num_threads()))
 """
 
 
-def _run_with_threads(n: int) -> tuple[str, str]:
-    env = dict(os.environ, RAYON_NUM_THREADS=str(n))
+def _run_with_threads(n: int, **env_extra: str) -> tuple[str, str]:
+    env = dict(os.environ, RAYON_NUM_THREADS=str(n), **env_extra)
     out = subprocess.run(
         [sys.executable, "-c", _THREAD_SCRIPT], env=env, capture_output=True, text=True, check=True
     ).stdout
@@ -220,12 +220,15 @@ def _run_with_threads(n: int) -> tuple[str, str]:
     return digest, threads
 
 
-def test_results_identical_for_any_thread_count():
+def test_results_identical_for_any_thread_count_and_simd_level():
     one, t1 = _run_with_threads(1)
     two, t2 = _run_with_threads(2)
     four, t4 = _run_with_threads(4)
     assert (t1, t2, t4) == ("1", "2", "4")
     assert one == two == four
+    # and for any SIMD level
+    scalar, _ = _run_with_threads(2, FG_CPU="scalar")
+    assert scalar == one
 
 
 # ---------------------------------------------------------------------------

@@ -54,7 +54,7 @@
 //! | uniform(a, b)                | as above | as above | `a + (b - a) * u`, in f32 (f64 for float64), then rounded to the dtype |
 //! |                              |        |           | (a result that rounds up to `b` becomes the largest value below `b`; `a`, `b` pass through f32 first for 16-bit dtypes) |
 //! | bernoulli(p), dropout mask   | 32-bit | 4         | success iff `(w >> 8) < ceil(p * 2^24)`      |
-//! | integer in [low, high)       | 64-bit | 2         | `low + (v mod (high - low))`                 |
+//! | integer in [low, high)       | 64-bit | 2         | `low + ((v * (high - low)) >> 64)` (high half of the 128-bit product) |
 //! | normal, 16/32-bit floats     | 32-bit | 4         | Box–Muller on `(x0, x1)` → elements `4b, 4b+1`, on `(x2, x3)` → `4b+2, 4b+3` |
 //! | normal, float64              | 64-bit | 2         | Box–Muller on `(v0, v1)` of block `b` → elements `2b, 2b+1` |
 //! | randperm keys                | 64-bit | 2         | element `i` gets key `v`; the permutation sorts `(key, i)` ascending |
@@ -184,13 +184,14 @@ pub fn unit_bf16(w: u32) -> f32 {
 /// Uniform float64 in [0, 1) from the top 53 bits.
 #[inline(always)]
 pub fn unit_f64(v: u64) -> f64 {
-    (v >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    // Below 2^53 the signed conversion is exact (and cheaper than the unsigned one).
+    (v >> 11) as i64 as f64 * (1.0 / 9_007_199_254_740_992.0)
 }
 
 /// Uniform float64 in (0, 1].
 #[inline(always)]
 pub fn unit_f64_open0(v: u64) -> f64 {
-    ((v >> 11) + 1) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    ((v >> 11) + 1) as i64 as f64 * (1.0 / 9_007_199_254_740_992.0)
 }
 
 /// The Bernoulli threshold: a word `w` is a success iff `(w >> 8) < threshold(p)`.
@@ -206,6 +207,13 @@ pub fn bernoulli_threshold(p: f64) -> u32 {
     } else {
         (p * 16_777_216.0).ceil() as u32
     }
+}
+
+/// An integer uniform in `[0, range)` from a 64-bit draw: the high half of
+/// `v * range` (Lemire's multiply-shift; bias below `range / 2^64`).
+#[inline(always)]
+pub fn bounded(v: u64, range: u64) -> u64 {
+    ((v as u128 * range as u128) >> 64) as u64
 }
 
 /// Two standard normals from two words (32-bit Box–Muller).
@@ -287,6 +295,10 @@ mod tests {
         assert!(a.is_finite() && b.is_finite());
         let (a, b) = box_muller_f64(0, 0);
         assert!(a.is_finite() && b.is_finite());
+        assert_eq!(bounded(u64::MAX, 10), 9);
+        assert_eq!(bounded(0, 10), 0);
+        assert_eq!(bounded(1 << 63, 10), 5);
+        assert_eq!(bounded(u64::MAX, u64::MAX), u64::MAX - 1);
     }
 
     #[test]

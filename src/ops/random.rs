@@ -193,7 +193,7 @@ pub enum RandomDist {
     Uniform { low: f64, high: f64 },
     /// `mean + std * z`, `z` standard normal (Box–Muller).
     Normal { mean: f64, std: f64 },
-    /// `low + (v mod range)`, `v` a uniform 64-bit draw; `range >= 1`.
+    /// `low + bounded(v, range)`, `v` a uniform 64-bit draw; `range >= 1`.
     Int { low: i64, range: u64 },
     /// 1 with probability `p`, else 0.
     Bernoulli { p: f64 },

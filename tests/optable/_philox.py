@@ -134,11 +134,21 @@ def normal(seed, offset, shape, dtype, mean=0.0, std=1.0) -> np.ndarray:
 
 
 def randint(seed, offset, shape, low, high) -> np.ndarray:
-    """``randint``: int64 values in [low, high)."""
+    """``randint``: int64 values in [low, high): ``low + ((v * (high - low)) >> 64)``."""
     n = int(np.prod(shape, dtype=np.int64))
     v = words64(seed, offset, n)
-    r = np.uint64((high - low) & ((1 << 64) - 1))
-    vals = (v % r) + np.uint64(low & ((1 << 64) - 1))
+    r = (high - low) & ((1 << 64) - 1)
+    # high 64 bits of v * r, from 32-bit halves (exact in uint64 arithmetic)
+    r_lo, r_hi = np.uint64(r & U32), np.uint64(r >> 32)
+    v_lo, v_hi = v & MASK32, v >> np.uint64(32)
+    s32 = np.uint64(32)
+    ll = v_lo * r_lo
+    lh = v_lo * r_hi
+    hl = v_hi * r_lo
+    hh = v_hi * r_hi
+    mid = (ll >> s32) + (lh & MASK32) + (hl & MASK32)
+    q = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+    vals = q + np.uint64(low & ((1 << 64) - 1))
     return vals.view(np.int64).reshape(shape)
 
 
