@@ -326,3 +326,145 @@ def test_legacy_producer_without_keywords():
     t = fg.from_dlpack(Legacy(a))
     a[2] = -1
     assert vals(t)[2] == -1.0
+
+
+# ---------------------------------------------------------------------------
+# A hand-made producer (ctypes), to reach corners NumPy never produces
+# ---------------------------------------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _Managed(ctypes.Structure):
+    pass
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _ManagedV(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))
+_DELETER_V = ctypes.CFUNCTYPE(None, ctypes.POINTER(_ManagedV))
+_Managed._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+_ManagedV._fields_ = [
+    ("version", _Version),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER_V),
+    ("flags", ctypes.c_uint64),
+    ("dl_tensor", _DLTensor),
+]
+
+_NAMES = {False: ctypes.c_char_p(b"dltensor"), True: ctypes.c_char_p(b"dltensor_versioned")}
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype = ctypes.py_object
+_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class _Producer:
+    """Owns a buffer and a managed tensor describing part of it; counts deleter calls."""
+
+    def __init__(self, buf: np.ndarray, shape, strides=None, byte_offset=0, code=2, bits=32,
+                 device=1, versioned=False, major=1, flags=0):
+        self.buf = buf
+        self.deleted = 0
+        self.shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.strides = None if strides is None else (ctypes.c_int64 * len(strides))(*strides)
+        t = _DLTensor(
+            ctypes.c_void_p(buf.__array_interface__["data"][0]),
+            _DLDevice(device, 0),
+            len(shape),
+            _DLDataType(code, bits, 1),
+            self.shape,
+            self.strides,
+            byte_offset,
+        )
+        if versioned:
+            self.deleter = _DELETER_V(self._delete)
+            self.m = _ManagedV(_Version(major, 0), None, self.deleter, flags, t)
+        else:
+            self.deleter = _DELETER(self._delete)
+            self.m = _Managed(t, None, self.deleter)
+        self.capsule = _new_capsule(ctypes.addressof(self.m), _NAMES[versioned], None)
+
+    def _delete(self, _ptr):
+        self.deleted += 1
+
+
+def test_byte_offset_and_null_strides():
+    buf = np.arange(12, dtype=np.float32)
+    p = _Producer(buf, (2, 3), None, byte_offset=8)
+    t = fg.from_dlpack(p.capsule)
+    assert np.array_equal(vals(t), [[2, 3, 4], [5, 6, 7]])
+    t.mul_(10.0)
+    assert buf[2] == 20.0 and buf[7] == 70.0 and buf[8] == 8.0
+    assert p.deleted == 0
+    del t
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_explicit_negative_strides_from_producer():
+    buf = np.arange(10, dtype=np.int64)
+    p = _Producer(buf, (4,), (-2,), byte_offset=8 * 9, code=0, bits=64)
+    t = fg.from_dlpack(p.capsule)
+    assert vals(t).tolist() == [9, 7, 5, 3]
+    del t
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_versioned_read_only_flag_from_producer():
+    buf = np.arange(4, dtype=np.float64)
+    p = _Producer(buf, (4,), versioned=True, bits=64, flags=1)
+    t = fg.from_dlpack(p.capsule)
+    with pytest.raises(ValueError, match="read-only"):
+        t.fill_(0.0)
+    assert vals(t).tolist() == [0.0, 1.0, 2.0, 3.0]
+    del t
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_rejected_imports_still_release_the_producer():
+    buf = np.zeros(4, dtype=np.float32)
+    cases = [
+        (dict(device=2), RuntimeError, "CUDA"),
+        (dict(code=1, bits=8), TypeError, "uint8"),
+        (dict(code=5, bits=64), TypeError, "complex"),
+        (dict(versioned=True, major=2), BufferError, "version"),
+    ]
+    for kw, exc, msg in cases:
+        p = _Producer(buf, (4,), **kw)
+        with pytest.raises(exc, match=msg):
+            fg.from_dlpack(p.capsule)
+        assert p.deleted == 1, kw
+        assert capsule_name(p.capsule).startswith("used_")
+
+
+def test_import_dropped_at_once_releases_once():
+    buf = np.zeros(4, dtype=np.float32)
+    p = _Producer(buf, (4,))
+    fg.from_dlpack(p.capsule)  # consume and drop at once
+    gc.collect()
+    assert p.deleted == 1

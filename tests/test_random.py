@@ -181,6 +181,34 @@ def test_wrong_generator_type():
         fg.rand(3, generator=5)
 
 
+def test_concurrent_draws_reserve_disjoint_blocks():
+    # Python threads drawing from one generator (the GIL is released for
+    # these sizes): every call gets its own block range, so the results are
+    # exactly the streams at offsets 0, B, 2B, ... in some order.
+    import threading
+
+    n = 1 << 15  # 8192 blocks per call
+    g = fg.Generator().manual_seed(77)
+    results = []
+    lock = threading.Lock()
+
+    def work():
+        for _ in range(6):
+            r = arr(fg.rand(n, generator=g))
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    blocks = n // 4
+    expected = {P.uniform(77, k * blocks, (n,), "float32").astype(np.float32).tobytes() for k in range(24)}
+    assert {r.tobytes() for r in results} == expected
+    assert int.from_bytes(g.get_state()[8:], "little") == 24 * blocks
+
+
 _THREAD_SCRIPT = r"""
 import hashlib, sys
 import numpy as np
@@ -676,6 +704,13 @@ def test_factories_every_float_dtype_and_shapes(dt):
             assert t.dtype == dt and t.shape == shape and t.is_contiguous()
     assert fg.rand(2, 3).dtype == fg.float32
     assert fg.rand([2, 3]).shape == (2, 3)
+    assert fg.randn(size=(2, 3)).shape == (2, 3)
+    fg.manual_seed(3)
+    a = arr(fg.rand(size=[4, 2]))
+    fg.manual_seed(3)
+    assert np.array_equal(arr(fg.rand(4, 2)), a)
+    with pytest.raises(TypeError, match="rand"):
+        fg.rand(2, size=(2,))
     with pytest.raises(ValueError, match="rand"):
         fg.rand(2, -3)
 

@@ -210,38 +210,61 @@ fn size_arg(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         .collect()
 }
 
+/// `f(2, 3)`, `f((2, 3))` or `f(size=(2, 3))`.
+fn shape_or_size(
+    op: &str,
+    shape: &Bound<'_, PyTuple>,
+    size: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<usize>> {
+    match size {
+        Some(s) if !s.is_none() => {
+            if !shape.is_empty() {
+                return Err(PyTypeError::new_err(format!(
+                    "{op}: give the shape either positionally or as size=, not both"
+                )));
+            }
+            size_arg(op, s)
+        }
+        _ => shape_args(op, shape),
+    }
+}
+
 fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
-/// Uniform samples in [0, 1): `rand(2, 3)` or `rand((2, 3))`. Floating dtypes only.
+/// Uniform samples in [0, 1): `rand(2, 3)`, `rand((2, 3))` or `rand(size=(2, 3))`.
+/// Floating dtypes only.
 #[pyfunction]
-#[pyo3(signature = (*size, generator=None, dtype=None, device=None))]
+#[pyo3(signature = (*shape, size=None, generator=None, dtype=None, device=None))]
 fn rand(
     py: Python<'_>,
-    size: &Bound<'_, PyTuple>,
+    shape: &Bound<'_, PyTuple>,
+    size: Option<&Bound<'_, PyAny>>,
     generator: Gen<'_>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    let s = shape_args("rand", size)?;
+    let s = shape_or_size("rand", shape, size)?;
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
     run_heavy(py, numel(&s), || rnd::rand(&s, d, dev, g.as_deref())).map(PyTensor::new)
 }
 
-/// Standard normal samples: `randn(2, 3)` or `randn((2, 3))`. Floating dtypes only.
+/// Standard normal samples: `randn(2, 3)`, `randn((2, 3))` or `randn(size=(2, 3))`.
+/// Floating dtypes only.
 #[pyfunction]
-#[pyo3(signature = (*size, generator=None, dtype=None, device=None))]
+#[pyo3(signature = (*shape, size=None, generator=None, dtype=None, device=None))]
 fn randn(
     py: Python<'_>,
-    size: &Bound<'_, PyTuple>,
+    shape: &Bound<'_, PyTuple>,
+    size: Option<&Bound<'_, PyAny>>,
     generator: Gen<'_>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    let s = shape_args("randn", size)?;
+    let s = shape_or_size("randn", shape, size)?;
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
