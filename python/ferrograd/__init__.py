@@ -43,6 +43,26 @@ from ._core import (
     zeros_like,
 )
 from ._core import bool as bool  # noqa: A004 - the dtype, as torch.bool
+from ._core import (  # random sampling, DLPack
+    Generator,
+    bernoulli,
+    default_generator,
+    from_dlpack,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    multinomial,
+    normal,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    seed,
+    set_rng_state,
+)
 
 __version__ = "0.1.0"
 

@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::ops::philox::PhiloxStream;
+use crate::ops::random::RandomDist;
 use crate::tensor::{Device, Scalar, Tensor};
 
 /// Kernels a device provides for the primitive ops.
@@ -129,6 +131,32 @@ pub trait Backend: Send + Sync {
     /// Inclusive scan along `dim` into contiguous `out` (int64 for integer inputs).
     fn cumulative(&self, _op: CumOp, _x: &Tensor, _dim: usize, _out: &Tensor) -> Result<()> {
         unsupported(self, "cumsum")
+    // random (see `crate::ops::philox` for the numbers every device must produce)
+    /// Fill the contiguous `out` from `dist`, element `i` from stream `s`.
+    fn random_fill(&self, _out: &Tensor, _dist: RandomDist, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "random")
+    }
+    /// `out[i] = (u_i < p[i])` for contiguous `p` (floating) and `out` of equal shape.
+    fn bernoulli_tensor(&self, _p: &Tensor, _out: &Tensor, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "bernoulli")
+    }
+    /// `out[i] = keep_i ? x[i] / (1 - p) : 0`, keep with probability `1 - p`; contiguous.
+    fn dropout(&self, _x: &Tensor, _out: &Tensor, _p: f64, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "dropout")
+    }
+    /// A random permutation of `0..n` into the contiguous 1-D `out`.
+    fn randperm(&self, _out: &Tensor, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "randperm")
+    }
+    /// Category indices (int64 `[rows, k]`) drawn from contiguous `probs` `[rows, m]`.
+    fn multinomial(
+        &self,
+        _probs: &Tensor,
+        _out: &Tensor,
+        _replacement: bool,
+        _s: PhiloxStream,
+    ) -> Result<()> {
+        unsupported(self, "multinomial")
     }
 }
 

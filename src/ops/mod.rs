@@ -8,5 +8,7 @@ pub mod elementwise_grad;
 pub mod index;
 pub mod linalg;
 pub mod reduce;
+pub mod philox;
+pub mod random;
 pub mod registry;
 pub mod shape;

@@ -11,6 +11,9 @@ mod creation;
 mod linalg;
 mod methods;
 mod reduce;
+mod dlpack;
+mod methods;
+mod random;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -428,5 +431,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     methods::register(m)?;
     linalg::register(m)?;
     reduce::register(m)?;
+    random::register(m)?;
+    dlpack::register(m)?;
     Ok(())
 }

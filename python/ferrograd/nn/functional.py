@@ -40,3 +40,6 @@ __all__ = [
     "tanh",
 ]
 __all__ = ["elu", "gelu", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh"]
+dropout = _core.dropout
+
+__all__ = ["dropout", "elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]

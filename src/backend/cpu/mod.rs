@@ -6,6 +6,7 @@ pub mod gemm;
 pub mod math;
 pub mod reduce;
 pub mod sgemm;
+pub mod random;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
@@ -15,6 +16,8 @@ use crate::error::Result;
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::ops::philox::PhiloxStream;
+use crate::ops::random::RandomDist;
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -95,5 +98,19 @@ impl Backend for CpuBackend {
     }
     fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
         reduce::cumulative(op, x, dim, out)
+    fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
+        random::fill(out, dist, s)
+    }
+    fn bernoulli_tensor(&self, p: &Tensor, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        random::bernoulli_tensor(p, out, s)
+    }
+    fn dropout(&self, x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
+        random::dropout(x, out, p, s)
+    }
+    fn randperm(&self, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        random::randperm(out, s)
+    }
+    fn multinomial(&self, probs: &Tensor, out: &Tensor, repl: bool, s: PhiloxStream) -> Result<()> {
+        random::multinomial(probs, out, repl, s)
     }
 }
