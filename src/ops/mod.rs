@@ -4,5 +4,6 @@
 pub mod creation;
 pub mod elementwise;
 pub mod index;
+pub mod join;
 pub mod registry;
 pub mod shape;

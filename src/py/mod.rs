@@ -7,6 +7,7 @@
 
 mod convert;
 mod creation;
+mod index;
 mod methods;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -422,5 +423,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
+    index::register(m)?;
     Ok(())
 }

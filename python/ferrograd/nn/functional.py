@@ -12,5 +12,6 @@ gelu = _T.gelu
 elu = _T.elu
 leaky_relu = _T.leaky_relu
 softplus = _T.softplus
+pad = _core.pad
 
-__all__ = ["elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]
+__all__ = ["elu", "gelu", "leaky_relu", "pad", "relu", "sigmoid", "silu", "softplus", "tanh"]
