@@ -11,6 +11,7 @@ from ._core import (
     Tensor,
     arange,
     bfloat16,
+    cat,
     clamp,
     conv2d,
     cpu_level,
@@ -36,6 +37,7 @@ from ._core import (
     ones_like,
     registry,
     set_cpu_level,
+    stack,
     supports,
     tensor,
     where,
@@ -171,6 +173,25 @@ softmax = _T.softmax
 log_softmax = _T.log_softmax
 cumsum = _T.cumsum
 cumprod = _T.cumprod
+# indexing and joining
+concat = cat
+concatenate = cat
+nonzero = _T.nonzero
+masked_select = _T.masked_select
+index_select = _T.index_select
+gather = _T.gather
+take_along_dim = _T.take_along_dim
+scatter = _T.scatter
+scatter_add = _T.scatter_add
+index_put = _T.index_put
+split = _T.split
+chunk = _T.chunk
+unbind = _T.unbind
+diagonal = _T.diagonal
+diag = _T.diag
+tril = _T.tril
+triu = _T.triu
+roll = _T.roll
 
 
 def _dtype_from_name(name: str) -> dtype:

@@ -18,6 +18,7 @@ use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
+use crate::ops::index::IndexArgs;
 use crate::tensor::{Device, Scalar, Tensor};
 
 /// Kernels a device provides for the primitive ops.
@@ -157,6 +158,50 @@ pub trait Backend: Send + Sync {
         _s: PhiloxStream,
     ) -> Result<()> {
         unsupported(self, "multinomial")
+    // index / join: every index kernel validates all indices before writing.
+    /// `out[b.., r..] = src[..]` with `src`'s dims `args.dims` taken from the
+    /// index tensors at position `b` (negative indices wrap) and the other dims
+    /// `r` in order; `out` has shape `B ++ R` (B = the indices' common shape).
+    fn index_gather(&self, _args: &IndexArgs, _src: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "getitem")
+    }
+    /// The inverse of `index_gather`: `dst[..] = values[b.., r..]` (`+=` when `accumulate`).
+    fn index_put(
+        &self,
+        _args: &IndexArgs,
+        _dst: &Tensor,
+        _values: &Tensor,
+        _accumulate: bool,
+    ) -> Result<()> {
+        unsupported(self, "index_put_")
+    }
+    /// `out[p] = src[p with p[dim] = index[p]]` over `index`'s shape (no wrapping).
+    fn gather(&self, _src: &Tensor, _dim: usize, _index: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "gather")
+    }
+    /// `dst[p with p[dim] = index[p]] = src[p]` (`+=` when `accumulate`) over `index`'s shape.
+    fn scatter(
+        &self,
+        op: &'static str,
+        _dst: &Tensor,
+        _dim: usize,
+        _index: &Tensor,
+        _src: &Tensor,
+        _accumulate: bool,
+    ) -> Result<()> {
+        unsupported(self, op)
+    }
+    /// Number of non-zero elements.
+    fn nonzero_count(&self, _x: &Tensor) -> Result<usize> {
+        unsupported(self, "nonzero")
+    }
+    /// Coordinates of the non-zero elements (row-major) into a contiguous int64 `[n, ndim]` tensor.
+    fn nonzero_fill(&self, _x: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "nonzero")
+    }
+    /// Keep the lower (`j - i <= k`) or upper (`j - i >= k`) triangle of the last two dims.
+    fn tri(&self, _x: &Tensor, _out: &Tensor, _k: i64, upper: bool) -> Result<()> {
+        unsupported(self, if upper { "triu" } else { "tril" })
     }
 }
 

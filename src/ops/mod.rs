@@ -10,5 +10,6 @@ pub mod linalg;
 pub mod reduce;
 pub mod philox;
 pub mod random;
+pub mod join;
 pub mod registry;
 pub mod shape;

@@ -132,6 +132,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::elementwise::OPS,
         super::shape::OPS,
         super::index::OPS,
+        super::join::OPS,
         super::creation::OPS,
         super::linalg::OPS,
         super::conv::OPS,

@@ -188,8 +188,13 @@ fn parse_index_item(obj: &Bound<'_, PyAny>) -> PyResult<IndexItem> {
         return Ok(IndexItem::Int(i));
     }
     if obj.hasattr("__index__")? {
-        let i: isize = obj.call_method0("__index__")?.extract()?;
-        return Ok(IndexItem::Int(i));
+        // Arrays have `__index__` too but only 0-d integer ones convert.
+        if let Ok(i) = obj
+            .call_method0("__index__")
+            .and_then(|v| v.extract::<isize>())
+        {
+            return Ok(IndexItem::Int(i));
+        }
     }
     // Lists and arrays become integer or boolean index tensors.
     match super::tensor_from_py(obj, None) {

@@ -9,6 +9,7 @@ mod autograd;
 mod convert;
 mod creation;
 mod linalg;
+mod index;
 mod methods;
 mod reduce;
 mod dlpack;
@@ -433,5 +434,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     reduce::register(m)?;
     random::register(m)?;
     dlpack::register(m)?;
+    index::register(m)?;
     Ok(())
 }

@@ -43,3 +43,6 @@ __all__ = ["elu", "gelu", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu"
 dropout = _core.dropout
 
 __all__ = ["dropout", "elu", "gelu", "leaky_relu", "relu", "sigmoid", "silu", "softplus", "tanh"]
+pad = _core.pad
+
+__all__ = ["elu", "gelu", "leaky_relu", "pad", "relu", "sigmoid", "silu", "softplus", "tanh"]

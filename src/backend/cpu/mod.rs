@@ -3,6 +3,7 @@
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
+pub mod index;
 pub mod math;
 pub mod reduce;
 pub mod sgemm;
@@ -18,6 +19,7 @@ use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
+use crate::ops::index::IndexArgs;
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -112,5 +114,33 @@ impl Backend for CpuBackend {
     }
     fn multinomial(&self, probs: &Tensor, out: &Tensor, repl: bool, s: PhiloxStream) -> Result<()> {
         random::multinomial(probs, out, repl, s)
+    fn index_gather(&self, args: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
+        index::index_gather(args, src, out)
+    }
+    fn index_put(&self, a: &IndexArgs, dst: &Tensor, v: &Tensor, accumulate: bool) -> Result<()> {
+        index::index_put(a, dst, v, accumulate)
+    }
+    fn gather(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {
+        index::gather(src, dim, index, out)
+    }
+    fn scatter(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
+        index::scatter(op, dst, dim, index, src, accumulate)
+    }
+    fn nonzero_count(&self, x: &Tensor) -> Result<usize> {
+        index::nonzero_count(x)
+    }
+    fn nonzero_fill(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        index::nonzero_fill(x, out)
+    }
+    fn tri(&self, x: &Tensor, out: &Tensor, k: i64, upper: bool) -> Result<()> {
+        index::tri(x, out, k, upper)
     }
 }
