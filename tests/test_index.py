@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import ferrograd as fg
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from optable._spec import shapes
 from optable.index import fg_key, index_keys
-
-import ferrograd as fg
 
 DTYPES = ["bool", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 

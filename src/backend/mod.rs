@@ -15,10 +15,10 @@ pub mod cpu;
 use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::ops::index::IndexArgs;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
-use crate::ops::index::IndexArgs;
+use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Device, Scalar, Tensor};
 
 /// Kernels a device provides for the primitive ops.
@@ -132,6 +132,8 @@ pub trait Backend: Send + Sync {
     /// Inclusive scan along `dim` into contiguous `out` (int64 for integer inputs).
     fn cumulative(&self, _op: CumOp, _x: &Tensor, _dim: usize, _out: &Tensor) -> Result<()> {
         unsupported(self, "cumsum")
+    }
+
     // random (see `crate::ops::philox` for the numbers every device must produce)
     /// Fill the contiguous `out` from `dist`, element `i` from stream `s`.
     fn random_fill(&self, _out: &Tensor, _dist: RandomDist, _s: PhiloxStream) -> Result<()> {
@@ -158,6 +160,8 @@ pub trait Backend: Send + Sync {
         _s: PhiloxStream,
     ) -> Result<()> {
         unsupported(self, "multinomial")
+    }
+
     // index / join: every index kernel validates all indices before writing.
     /// `out[b.., r..] = src[..]` with `src`'s dims `args.dims` taken from the
     /// index tensors at position `b` (negative indices wrap) and the other dims

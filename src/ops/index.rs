@@ -354,7 +354,9 @@ pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
         let v = basic_view("getitem", x, items)?;
         if crate::autograd::needs_grad(&[x]) {
             let key = items.to_vec();
-            let bw = crate::ops::shape::slice_bw(x, "IndexBackward", move |t| basic_view("getitem", t, &key));
+            let bw = crate::ops::shape::slice_bw(x, "IndexBackward", move |t| {
+                basic_view("getitem", t, &key)
+            });
             crate::autograd::record(bw, &[x], &[&v], &[]);
         }
         return Ok(v);

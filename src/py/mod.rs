@@ -8,13 +8,12 @@
 mod autograd;
 mod convert;
 mod creation;
-mod linalg;
-mod index;
-mod methods;
-mod reduce;
 mod dlpack;
+mod index;
+mod linalg;
 mod methods;
 mod random;
+mod reduce;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

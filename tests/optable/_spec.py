@@ -48,6 +48,9 @@ class OpSpec:
     tol: dict[str, tuple[float, float]] = field(default_factory=dict)
     noncontig: bool = True  # also run on non-contiguous views of the inputs
     ref_in_dtype: bool = False  # run the reference in the input dtype (ints, exact ops)
+    # Check that a registry view op's output shares storage with its input. Off for specs
+    # whose fg_fn joins several outputs (the join copies); those ops' sharing is tested directly.
+    view_check: bool = True
     skip: str | None = None
     max_examples: int = 25
     # Optional extras (added after the first fields; all default to "off"):

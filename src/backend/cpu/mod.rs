@@ -5,9 +5,9 @@ pub mod elementwise;
 pub mod gemm;
 pub mod index;
 pub mod math;
+pub mod random;
 pub mod reduce;
 pub mod sgemm;
-pub mod random;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
@@ -16,10 +16,10 @@ use crate::backend::Backend;
 use crate::error::Result;
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::ops::index::IndexArgs;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
-use crate::ops::index::IndexArgs;
+use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -100,6 +100,7 @@ impl Backend for CpuBackend {
     }
     fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
         reduce::cumulative(op, x, dim, out)
+    }
     fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
         random::fill(out, dist, s)
     }
@@ -114,6 +115,7 @@ impl Backend for CpuBackend {
     }
     fn multinomial(&self, probs: &Tensor, out: &Tensor, repl: bool, s: PhiloxStream) -> Result<()> {
         random::multinomial(probs, out, repl, s)
+    }
     fn index_gather(&self, args: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
         index::index_gather(args, src, out)
     }
