@@ -9,11 +9,5 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 python -m pip install -q maturin
 python -m pip install -q -e ".[test]"
-echo "== Rust unit tests (core, no Python) =="
-cargo test --release --no-default-features --quiet
-echo "== Rust unit tests under FG_CPU=scalar (baseline kernels) =="
-FG_CPU=scalar cargo test --release --no-default-features --quiet
 echo "== Python tests (best SIMD level) =="
 python -m pytest -n 2 -q "$@"
-echo "== Python op table under FG_CPU=scalar =="
-FG_CPU=scalar python -m pytest -n 2 -q tests/test_optable.py -p no:cacheprovider
