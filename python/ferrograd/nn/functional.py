@@ -1,6 +1,15 @@
+# ruff: noqa: F401 - re-exports
 """Layer-style functions, as in ``torch.nn.functional``; each binds to a registry op."""
 
 from .. import _core
+from .._core import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    linear,
+    max_pool2d,
+)
 
 _T = _core.Tensor
 
