@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import itertools
 
+import ferrograd as fg
 import numpy as np
 import pytest
-
-import ferrograd as fg
 
 F = fg.nn.functional
 

@@ -3,10 +3,9 @@ logsumexp, all/any, softmax and cumulative scans."""
 
 from __future__ import annotations
 
+import ferrograd as fg
 import numpy as np
 from hypothesis import strategies as st
-
-import ferrograd as fg
 
 from ._spec import ALL, FLOATS, OpSpec, shapes, values
 
