@@ -7,6 +7,7 @@
 
 #[macro_use]
 pub mod tensor;
+pub mod autograd;
 pub mod backend;
 pub mod error;
 pub mod ops;

@@ -1,3 +1,4 @@
+# ruff: noqa: F401, A001, A004
 """ferrograd: a tensor engine with a Rust core.
 
 Every function here is bound to one entry of the Rust op registry
@@ -6,14 +7,20 @@ arranges names so they sit where PyTorch users expect them.
 """
 
 from . import _core
-from ._core import (
+from ._core import (  # random sampling, DLPack
+    Generator,
     Tensor,
     arange,
+    bernoulli,
     bfloat16,
+    cat,
     clamp,
+    conv2d,
     cpu_level,
+    default_generator,
     device,
     dtype,
+    einsum,
     empty,
     empty_cache,
     empty_like,
@@ -21,18 +28,34 @@ from ._core import (
     float16,
     float32,
     float64,
+    from_dlpack,
     from_numpy,
     full,
     full_like,
     get_num_threads,
+    get_rng_state,
+    initial_seed,
     int32,
     int64,
     linspace,
+    manual_seed,
     memory_stats,
+    multinomial,
+    normal,
     ones,
     ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
     registry,
+    seed,
     set_cpu_level,
+    set_rng_state,
+    stack,
     supports,
     tensor,
     where,
@@ -124,6 +147,12 @@ flip = _T.flip
 broadcast_to = _T.broadcast_to
 clone = _T.clone
 as_strided = _T.as_strided
+matmul = _T.matmul
+mm = _T.mm
+bmm = _T.bmm
+mv = _T.mv
+dot = _T.dot
+outer = _T.outer
 sum = _T.sum  # noqa: A001
 mean = _T.mean
 prod = _T.prod
@@ -142,6 +171,25 @@ softmax = _T.softmax
 log_softmax = _T.log_softmax
 cumsum = _T.cumsum
 cumprod = _T.cumprod
+# indexing and joining
+concat = cat
+concatenate = cat
+nonzero = _T.nonzero
+masked_select = _T.masked_select
+index_select = _T.index_select
+gather = _T.gather
+take_along_dim = _T.take_along_dim
+scatter = _T.scatter
+scatter_add = _T.scatter_add
+index_put = _T.index_put
+split = _T.split
+chunk = _T.chunk
+unbind = _T.unbind
+diagonal = _T.diagonal
+diag = _T.diag
+tril = _T.tril
+triu = _T.triu
+roll = _T.roll
 
 
 def _dtype_from_name(name: str) -> dtype:
@@ -149,6 +197,7 @@ def _dtype_from_name(name: str) -> dtype:
     return getattr(_core, name)
 
 
-from . import nn  # noqa: E402
+from . import autograd, func, nn, viz  # noqa: E402
+from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 
 __all__ = [n for n in dir() if not n.startswith("_")]

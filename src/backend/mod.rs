@@ -13,7 +13,11 @@
 pub mod cpu;
 
 use crate::error::{Error, Result};
+use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::index::IndexArgs;
+use crate::ops::philox::PhiloxStream;
+use crate::ops::random::RandomDist;
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Device, Scalar, Tensor};
 
@@ -53,6 +57,56 @@ pub trait Backend: Send + Sync {
 
     // ---- further primitive families add their methods below this line ----
 
+    // linalg and conv families
+    /// Batched matrix product `out (+)= a @ b`: `a` is `[..batch, M, K]`, `b`
+    /// `[..batch, K, N]`, `out` `[..batch, M, N]` (equal batch shapes, broadcast
+    /// batches as stride-0 views). With `accumulate`, `out` holds values to add to.
+    fn matmul(&self, _a: &Tensor, _b: &Tensor, _out: &Tensor, _accumulate: bool) -> Result<()> {
+        unsupported(self, "matmul")
+    }
+
+    /// 2-D convolution of `x` `(N, C, H, W)` with a contiguous `w` `(O, C/g, kH, kW)`,
+    /// plus `bias` `(O,)`, into the contiguous `out` `(N, O, oH, oW)`.
+    fn conv2d(
+        &self,
+        _x: &Tensor,
+        _w: &Tensor,
+        _bias: Option<&Tensor>,
+        _p: &Conv2dParams,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "conv2d")
+    }
+
+    /// Window maxima of `x` `(N, C, H, W)` into `out`; `indices` (int64, same
+    /// shape) receives the flat `h*W + w` position of each maximum.
+    fn max_pool2d(
+        &self,
+        _x: &Tensor,
+        _p: &Pool2dParams,
+        _out: &Tensor,
+        _indices: Option<&Tensor>,
+    ) -> Result<()> {
+        unsupported(self, "max_pool2d")
+    }
+
+    /// Window means of `x` `(N, C, H, W)` into `out`.
+    fn avg_pool2d(
+        &self,
+        _x: &Tensor,
+        _p: &Pool2dParams,
+        _count_include_pad: bool,
+        _divisor_override: Option<usize>,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "avg_pool2d")
+    }
+
+    /// Adaptive window means of `x` `(N, C, H, W)` into `out` `(N, C, oH, oW)`.
+    fn adaptive_avg_pool2d(&self, _x: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "adaptive_avg_pool2d")
+    }
+
     // reduce family
     /// Reduce `x` over the dims flagged in `mask` into `out` (contiguous, the
     /// kept dims in order; keepdim or not). `out`'s dtype follows the op rule.
@@ -78,6 +132,80 @@ pub trait Backend: Send + Sync {
     /// Inclusive scan along `dim` into contiguous `out` (int64 for integer inputs).
     fn cumulative(&self, _op: CumOp, _x: &Tensor, _dim: usize, _out: &Tensor) -> Result<()> {
         unsupported(self, "cumsum")
+    }
+
+    // random (see `crate::ops::philox` for the numbers every device must produce)
+    /// Fill the contiguous `out` from `dist`, element `i` from stream `s`.
+    fn random_fill(&self, _out: &Tensor, _dist: RandomDist, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "random")
+    }
+    /// `out[i] = (u_i < p[i])` for contiguous `p` (floating) and `out` of equal shape.
+    fn bernoulli_tensor(&self, _p: &Tensor, _out: &Tensor, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "bernoulli")
+    }
+    /// `out[i] = keep_i ? x[i] / (1 - p) : 0`, keep with probability `1 - p`; contiguous.
+    fn dropout(&self, _x: &Tensor, _out: &Tensor, _p: f64, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "dropout")
+    }
+    /// A random permutation of `0..n` into the contiguous 1-D `out`.
+    fn randperm(&self, _out: &Tensor, _s: PhiloxStream) -> Result<()> {
+        unsupported(self, "randperm")
+    }
+    /// Category indices (int64 `[rows, k]`) drawn from contiguous `probs` `[rows, m]`.
+    fn multinomial(
+        &self,
+        _probs: &Tensor,
+        _out: &Tensor,
+        _replacement: bool,
+        _s: PhiloxStream,
+    ) -> Result<()> {
+        unsupported(self, "multinomial")
+    }
+
+    // index / join: every index kernel validates all indices before writing.
+    /// `out[b.., r..] = src[..]` with `src`'s dims `args.dims` taken from the
+    /// index tensors at position `b` (negative indices wrap) and the other dims
+    /// `r` in order; `out` has shape `B ++ R` (B = the indices' common shape).
+    fn index_gather(&self, _args: &IndexArgs, _src: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "getitem")
+    }
+    /// The inverse of `index_gather`: `dst[..] = values[b.., r..]` (`+=` when `accumulate`).
+    fn index_put(
+        &self,
+        _args: &IndexArgs,
+        _dst: &Tensor,
+        _values: &Tensor,
+        _accumulate: bool,
+    ) -> Result<()> {
+        unsupported(self, "index_put_")
+    }
+    /// `out[p] = src[p with p[dim] = index[p]]` over `index`'s shape (no wrapping).
+    fn gather(&self, _src: &Tensor, _dim: usize, _index: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "gather")
+    }
+    /// `dst[p with p[dim] = index[p]] = src[p]` (`+=` when `accumulate`) over `index`'s shape.
+    fn scatter(
+        &self,
+        op: &'static str,
+        _dst: &Tensor,
+        _dim: usize,
+        _index: &Tensor,
+        _src: &Tensor,
+        _accumulate: bool,
+    ) -> Result<()> {
+        unsupported(self, op)
+    }
+    /// Number of non-zero elements.
+    fn nonzero_count(&self, _x: &Tensor) -> Result<usize> {
+        unsupported(self, "nonzero")
+    }
+    /// Coordinates of the non-zero elements (row-major) into a contiguous int64 `[n, ndim]` tensor.
+    fn nonzero_fill(&self, _x: &Tensor, _out: &Tensor) -> Result<()> {
+        unsupported(self, "nonzero")
+    }
+    /// Keep the lower (`j - i <= k`) or upper (`j - i >= k`) triangle of the last two dims.
+    fn tri(&self, _x: &Tensor, _out: &Tensor, _k: i64, upper: bool) -> Result<()> {
+        unsupported(self, if upper { "triu" } else { "tril" })
     }
 }
 

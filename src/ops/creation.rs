@@ -22,12 +22,13 @@ pub const OPS: &[OpInfo] = &[
 ];
 
 pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Result<Tensor> {
-    if value.category() > dtype.category() {
-        // torch allows full(..., 2.5, dtype=int) to truncate? It errors; follow it.
-        return Err(Error::dtype(
-            "full",
-            format!("fill value {value:?} cannot be represented as {dtype}"),
-        ));
+    if let Scalar::Float(f) = value {
+        if !dtype.is_floating_point() && !f.is_finite() {
+            return Err(Error::value(
+                "full",
+                format!("fill value {f} cannot be converted to {dtype}"),
+            ));
+        }
     }
     let t = Tensor::empty(shape, dtype, device)?;
     backend(device).fill(&t, value)?;
@@ -61,8 +62,9 @@ pub fn arange(
     }
     let n = if all_int {
         let (si, ei, sti) = (start.to_i64(), end.to_i64(), step.to_i64());
-        ((ei - si) as i128).div_euclid(sti as i128)
-            + (((ei - si) as i128).rem_euclid(sti as i128) != 0) as i128
+        // ceil((end - start) / step); the signs agree (checked above).
+        let (num, den) = ((ei - si) as i128, sti as i128);
+        num / den + (num % den != 0) as i128
     } else {
         ((e - s) / st).ceil() as i128
     }
@@ -101,7 +103,13 @@ pub fn linspace(
         let half = steps / 2;
         for i in 0..steps {
             // Symmetric evaluation (from both ends) keeps the endpoints exact.
-            let v = if i < half { start + step * i as f64 } else { end - step * (steps - 1 - i) as f64 };
+            let v = if steps == 1 {
+                start
+            } else if i < half {
+                start + step * i as f64
+            } else {
+                end - step * (steps - 1 - i) as f64
+            };
             // SAFETY: fresh contiguous storage.
             unsafe { *p.add(i) = T::from_f64(v) };
         }

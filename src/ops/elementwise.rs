@@ -5,8 +5,12 @@
 //! scalars are weak). Kernels: the backend's `unary` / `binary` / `where_` /
 //! `cast_copy` primitives.
 
+use crate::autograd::{self as ag, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+use crate::ops::elementwise_grad::{
+    BinaryBackward, CastBackward, IdentityBackward, UnaryBackward, WhereBackward,
+};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{Category, DType, Scalar, Tensor};
@@ -214,11 +218,12 @@ impl BinaryOp {
                 "sub",
                 "subtraction of two bool tensors is not supported; use logical_xor or ~ instead",
             )),
-            Add | Mul | Remainder | FloorDiv | Pow | Maximum | Minimum if promoted == DType::Bool => {
-                // bool arithmetic computes in the integer domain except add/mul which stay bool in torch;
-                // we follow NumPy/torch: bool+bool -> bool (logical or), bool*bool -> bool (and).
-                Ok(DType::Bool)
-            }
+            Remainder | FloorDiv | Pow if promoted == DType::Bool => Err(Error::dtype(
+                self.name(),
+                "not implemented for two bool operands; convert one to an integer or float dtype first",
+            )),
+            // bool + bool is logical or, bool * bool logical and (as PyTorch and NumPy).
+            Add | Mul | Maximum | Minimum if promoted == DType::Bool => Ok(DType::Bool),
             _ => Ok(promoted),
         }
     }
@@ -324,6 +329,9 @@ pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
     }
     let out = Tensor::empty(x.shape(), dtype, x.device())?;
     backend(x.device()).cast_copy(x, &out)?;
+    if dtype.is_floating_point() && ag::needs_grad(&[x]) {
+        ag::record(CastBackward { from: x.dtype() }, &[x], &[&out], &[]);
+    }
     Ok(out)
 }
 
@@ -339,6 +347,16 @@ pub fn contiguous(x: &Tensor) -> Result<Tensor> {
 pub fn clone(x: &Tensor) -> Result<Tensor> {
     let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
     backend(x.device()).cast_copy(x, &out)?;
+    if ag::needs_grad(&[x]) {
+        ag::record(
+            IdentityBackward {
+                name: "CloneBackward",
+            },
+            &[x],
+            &[&out],
+            &[],
+        );
+    }
     Ok(out)
 }
 
@@ -361,12 +379,21 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     }
     let out = Tensor::empty(x.shape(), out_dt, x.device())?;
     backend(x.device()).unary(op, &cx, &out)?;
+    if out_dt.is_floating_point() && ag::needs_grad(&[x]) {
+        ag::record(
+            UnaryBackward { op },
+            &[x],
+            &[&out],
+            &[Save::Tensor(x), Save::Output(0)],
+        );
+    }
     Ok(out)
 }
 
 /// Apply a unary op in place (`x.relu_()`, ...).
 pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
     x.check_writable(op.name())?;
+    check_no_internal_overlap(op.name(), x)?;
     check_dtype(op.name(), op.dtypes(), x.dtype())?;
     match op.out_kind() {
         UnaryOut::Same => {}
@@ -382,8 +409,21 @@ pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
             ))
         }
     }
+    if ag::needs_grad(&[x]) {
+        ag::check_inplace(op.name(), x)?;
+        let r = unary(op, x)?;
+        copy_data(x, &r)?;
+        return ag::rebase_history(x, &r);
+    }
     backend(x.device()).unary(op, x, x)?;
     x.storage().bump_version();
+    Ok(())
+}
+
+/// Copy `src`'s values into `dst` (same shape) without recording.
+fn copy_data(dst: &Tensor, src: &Tensor) -> Result<()> {
+    backend(dst.device()).cast_copy(src, dst)?;
+    dst.storage().bump_version();
     Ok(())
 }
 
@@ -424,16 +464,93 @@ fn prepare_binary(
 
 /// `a <op> b` with broadcasting and promotion.
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let promoted = DType::promote(a.dtype(), b.dtype());
-    binary_as(op, a, b, promoted)
+    binary_as(op, a, b, promote_tensors(a, b))
+}
+
+/// PyTorch's result type of two tensors: a zero-dim tensor only decides the
+/// dtype when its category (bool < int < float) is higher than the other's.
+pub fn promote_tensors(a: &Tensor, b: &Tensor) -> DType {
+    match (a.ndim() == 0, b.ndim() == 0) {
+        (true, false) if a.dtype().category() <= b.dtype().category() => b.dtype(),
+        (false, true) if b.dtype().category() <= a.dtype().category() => a.dtype(),
+        _ => DType::promote(a.dtype(), b.dtype()),
+    }
+}
+
+/// Integer floor division / remainder by zero and negative integer powers are errors (as in PyTorch).
+fn check_int_operand(op: BinaryOp, b: &Tensor, dt: DType) -> Result<()> {
+    if !dt.is_integer() || !matches!(op, BinaryOp::FloorDiv | BinaryOp::Remainder | BinaryOp::Pow) {
+        return Ok(());
+    }
+    let vals = b.to_f64_vec();
+    if op == BinaryOp::Pow {
+        if vals.iter().any(|&v| v < 0.0) {
+            return Err(Error::value(
+                "pow",
+                "integers to negative integer powers are not allowed",
+            ));
+        }
+    } else if vals.contains(&0.0) {
+        return Err(Error::value(
+            op.name(),
+            format!("integer division by zero (dtype {dt})"),
+        ));
+    }
+    Ok(())
 }
 
 fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Tensor> {
     let dt = op.compute_dtype(promoted)?;
-    let (ea, eb, shape) = prepare_binary(op.name(), a, b, dt)?;
+    check_int_operand(op, b, dt)?;
+    let record = !op.is_predicate() && dt.is_floating_point() && ag::needs_grad(&[a, b]);
+    let (ea, eb, shape) = if record {
+        let _no = GradMode::set(false);
+        prepare_binary(op.name(), a, b, dt)?
+    } else {
+        prepare_binary(op.name(), a, b, dt)?
+    };
     let out = Tensor::empty(&shape, op.out_dtype(dt), a.device())?;
     backend(a.device()).binary(op, &ea, &eb, &out)?;
+    if record {
+        record_binary(op, a, b, &out);
+    }
     Ok(out)
+}
+
+fn record_binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) {
+    use BinaryOp::*;
+    let d = dummy();
+    // Save only what the gradients that will be needed use (so in-place
+    // updates of unneeded operands stay legal).
+    let (na, nb) = (a.requires_grad(), b.requires_grad());
+    let (sa, sb, sy) = match op {
+        Add | Sub | FloorDiv => (d, d, false),
+        Mul => (if nb { a } else { d }, if na { b } else { d }, false),
+        Div => (d, b, nb),
+        Pow => (a, b, nb),
+        _ => (a, b, false),
+    };
+    let save = [
+        Save::Tensor(sa),
+        Save::Tensor(sb),
+        if sy { Save::Output(0) } else { Save::Tensor(d) },
+    ];
+    let bw = BinaryBackward {
+        op,
+        a_shape: a.shape().into(),
+        b_shape: b.shape().into(),
+        a_dtype: a.dtype(),
+        b_dtype: b.dtype(),
+    };
+    ag::record(bw, &[a, b], &[out], &save);
+}
+
+/// A shared empty tensor used as a placeholder in saved-value lists.
+fn dummy() -> &'static Tensor {
+    static D: std::sync::OnceLock<Tensor> = std::sync::OnceLock::new();
+    D.get_or_init(|| {
+        Tensor::empty(&[0], DType::F32, crate::tensor::Device::Cpu).expect("empty tensor")
+    })
 }
 
 /// Dtype of `tensor <op> scalar` under weak-scalar promotion.
@@ -461,7 +578,7 @@ pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Re
 
 /// In-place `a <op>= b`: `b` broadcasts to `a`'s shape, the result must be storable in `a`'s dtype.
 pub fn binary_(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<()> {
-    let promoted = DType::promote(a.dtype(), b.dtype());
+    let promoted = promote_tensors(a, b);
     binary_inplace_as(op, a, b, promoted)
 }
 
@@ -475,6 +592,34 @@ pub fn binary_scalar_(op: BinaryOp, a: &Tensor, s: Scalar) -> Result<()> {
 fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<()> {
     let name = op.name();
     a.check_writable(name)?;
+    check_no_internal_overlap(name, a)?;
+    check_int_operand(op, b, op.compute_dtype(promoted)?)?;
+    if ag::needs_grad(&[a, b]) {
+        ag::check_inplace(name, a)?;
+        let r = binary_as(op, a, b, promoted)?;
+        if r.shape() != a.shape() {
+            return Err(Error::shape(
+                name,
+                format!(
+                    "output with shape {:?} doesn't match the broadcast shape {:?}",
+                    a.shape(),
+                    r.shape()
+                ),
+            ));
+        }
+        if r.dtype() != a.dtype() {
+            return Err(Error::dtype(
+                name,
+                format!(
+                    "result type {} can't be cast to the desired output type {}",
+                    r.dtype(),
+                    a.dtype()
+                ),
+            ));
+        }
+        copy_data(a, &r)?;
+        return ag::rebase_history(a, &r);
+    }
     let dt = op.compute_dtype(promoted)?;
     let out_dt = op.out_dtype(dt);
     if out_dt != a.dtype() && !can_cast(out_dt, a.dtype()) {
@@ -519,6 +664,25 @@ fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> R
     Ok(())
 }
 
+/// In-place writes into a tensor whose elements alias each other (an expanded view) are refused.
+pub fn check_no_internal_overlap(op: &'static str, t: &Tensor) -> Result<()> {
+    if t.shape()
+        .iter()
+        .zip(t.strides())
+        .any(|(&d, &s)| d > 1 && s == 0)
+    {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "unsupported operation: more than one element of the written-to tensor (shape {:?}, strides {:?}) refers to a single memory location; clone() it first",
+                t.shape(),
+                t.strides()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether an in-place result of dtype `from` may be written into `to` (no category up-cast).
 pub fn can_cast(from: DType, to: DType) -> bool {
     from.category() <= to.category()
@@ -552,13 +716,25 @@ fn where_as(cond: &Tensor, a: &Tensor, b: &Tensor, dt: DType, op: &'static str) 
     }
     let s = broadcast_shapes(op, cond.shape(), a.shape())?;
     let shape = broadcast_shapes(op, &s, b.shape())?;
-    let a = to_dtype(a, dt)?;
-    let b = to_dtype(b, dt)?;
+    let record = dt.is_floating_point() && ag::needs_grad(&[a, b]);
+    let (ca, cb) = {
+        let _no = GradMode::set(false);
+        (to_dtype(a, dt)?, to_dtype(b, dt)?)
+    };
     let ec = cond.with_layout(cond.layout().expand(op, &shape)?);
-    let ea = a.with_layout(a.layout().expand(op, &shape)?);
-    let eb = b.with_layout(b.layout().expand(op, &shape)?);
+    let ea = ca.with_layout(ca.layout().expand(op, &shape)?);
+    let eb = cb.with_layout(cb.layout().expand(op, &shape)?);
     let out = Tensor::empty(&shape, dt, cond.device())?;
     backend(cond.device()).where_(&ec, &ea, &eb, &out)?;
+    if record {
+        let bw = WhereBackward {
+            a_shape: a.shape().into(),
+            b_shape: b.shape().into(),
+            a_dtype: a.dtype(),
+            b_dtype: b.dtype(),
+        };
+        ag::record(bw, &[cond, a, b], &[&out], &[Save::Tensor(cond)]);
+    }
     Ok(out)
 }
 
@@ -639,6 +815,7 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
 /// Copy `src` into `dst` in place (broadcasting `src`, converting dtype).
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
     dst.check_writable("copy_")?;
+    check_no_internal_overlap("copy_", dst)?;
     let shape = broadcast_shapes("copy_", dst.shape(), src.shape())?;
     if shape.as_slice() != dst.shape() {
         return Err(Error::shape(

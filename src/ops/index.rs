@@ -4,18 +4,31 @@
 //! integer or boolean tensors is advanced indexing (NumPy semantics) and
 //! produces a copy; boolean masks make the output shape depend on data.
 
+use crate::backend::backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise;
+use crate::ops::elementwise::{self, BinaryOp};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
-use crate::tensor::layout::fmt_shape;
-use crate::tensor::{DType, Tensor};
+use crate::ops::shape;
+use crate::tensor::layout::{broadcast_shapes, fmt_shape, norm_dim};
+use crate::tensor::{DType, Shape, Tensor};
 
 pub const OPS: &[OpInfo] = &[
     OpInfo::prim("getitem", "index", DTypes::ALL).kind(OpKind::Composite),
     OpInfo::prim("setitem", "index", DTypes::ALL)
         .mutates(0)
         .kind(OpKind::Composite),
+    OpInfo::prim("index_put_", "index", DTypes::ALL).mutates(0),
     OpInfo::prim("nonzero", "index", DTypes::ALL).data_dependent(),
+    OpInfo::prim("masked_select", "index", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .data_dependent(),
+    OpInfo::prim("index_select", "index", DTypes::ALL),
+    OpInfo::prim("gather", "index", DTypes::ALL),
+    OpInfo::prim("take_along_dim", "index", DTypes::ALL).kind(OpKind::Composite),
+    OpInfo::prim("scatter_add_", "index", DTypes::ALL).mutates(0),
+    OpInfo::prim("scatter_add", "index", DTypes::ALL).kind(OpKind::Composite),
+    OpInfo::prim("scatter_", "index", DTypes::ALL).mutates(0),
+    OpInfo::prim("scatter", "index", DTypes::ALL).kind(OpKind::Composite),
 ];
 
 /// One element of an indexing key.
@@ -66,138 +79,748 @@ pub fn slice_range(
     (s, len as usize)
 }
 
-/// Apply the basic (view) part of a key. Returns the view and, for each
-/// advanced tensor item, the dim of the view it indexes.
-pub fn basic_view(x: &Tensor, items: &[IndexItem]) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
-    let consumed = items
-        .iter()
-        .map(|it| match it {
-            IndexItem::Int(_) | IndexItem::Slice { .. } => 1,
-            IndexItem::Tensor(t) if t.dtype() == DType::Bool => {
-                t.ndim().max(if t.ndim() == 0 { 0 } else { 1 })
-            }
-            IndexItem::Tensor(_) => 1,
-            IndexItem::NewAxis | IndexItem::Ellipsis => 0,
-        })
-        .sum::<usize>();
-    let ellipses = items
+/// What an index kernel needs besides its source/destination: the dims of
+/// the view being indexed, the user-facing number of each (for messages),
+/// and one int32/int64 index tensor per dim, all broadcast to one shape `B`.
+pub struct IndexArgs<'a> {
+    pub op: &'static str,
+    pub dims: &'a [usize],
+    pub dim_names: &'a [usize],
+    pub indices: &'a [Tensor],
+}
+
+fn has_tensor(items: &[IndexItem]) -> bool {
+    items.iter().any(|i| matches!(i, IndexItem::Tensor(_)))
+}
+
+fn too_many(op: &'static str, x: &Tensor) -> Error {
+    Error::index(
+        op,
+        format!(
+            "too many indices for tensor of dimension {} (shape {})",
+            x.ndim(),
+            fmt_shape(x.shape())
+        ),
+    )
+}
+
+fn count_ellipses(op: &'static str, items: &[IndexItem]) -> Result<()> {
+    let n = items
         .iter()
         .filter(|i| matches!(i, IndexItem::Ellipsis))
         .count();
-    if ellipses > 1 {
+    if n > 1 {
         return Err(Error::index(
-            "getitem",
+            op,
             "an index can only have a single ellipsis ('...')",
         ));
     }
+    Ok(())
+}
+
+/// Apply a key made only of basic items (ints, slices, `None`, `...`): a view.
+pub fn basic_view(op: &'static str, x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
+    count_ellipses(op, items)?;
+    let consumed = items
+        .iter()
+        .filter(|it| matches!(it, IndexItem::Int(_) | IndexItem::Slice { .. }))
+        .count();
     if consumed > x.ndim() {
-        return Err(Error::index(
-            "getitem",
-            format!(
-                "too many indices for tensor of dimension {} (shape {})",
-                x.ndim(),
-                fmt_shape(x.shape())
-            ),
-        ));
+        return Err(too_many(op, x));
     }
     let mut layout = x.layout().clone();
     let mut d = 0usize; // current dim in the view
-    let mut adv = vec![];
+    let mut src = 0usize; // the dim of x it came from
     for it in items {
         match it {
             IndexItem::Int(i) => {
-                layout = layout.select("getitem", d, *i)?;
+                layout = layout.select(op, d, *i).map_err(|_| {
+                    Error::index(
+                        op,
+                        format!(
+                            "index {i} is out of bounds for dimension {src} with size {} (shape {})",
+                            layout.shape[d],
+                            fmt_shape(x.shape())
+                        ),
+                    )
+                })?;
+                src += 1;
             }
             IndexItem::Slice { start, stop, step } => {
                 let (s, len) = slice_range(*start, *stop, *step, layout.shape[d]);
                 layout = layout.slice(d, s.max(0) as usize, len, *step);
                 d += 1;
+                src += 1;
             }
             IndexItem::NewAxis => {
-                layout = layout.unsqueeze("getitem", d as isize)?;
+                layout = layout.unsqueeze(op, d as isize)?;
                 d += 1;
             }
             IndexItem::Ellipsis => {
                 d += x.ndim() - consumed;
+                src += x.ndim() - consumed;
             }
-            IndexItem::Tensor(t) => {
-                if t.dtype() != DType::Bool && !t.dtype().is_integer() {
-                    return Err(Error::index(
-                        "getitem",
-                        format!(
-                            "tensors used as indices must be long, int or bool tensors, got {}",
-                            t.dtype()
-                        ),
-                    ));
-                }
-                adv.push((d, t.clone()));
-                d += if t.dtype() == DType::Bool {
-                    t.ndim()
-                } else {
-                    1
-                };
+            IndexItem::Tensor(_) => {
+                return Err(Error::runtime(op, "basic_view got a tensor index"));
             }
         }
     }
-    Ok((x.with_layout(layout), adv))
+    Ok(x.with_layout(layout))
 }
 
-/// `x[items]`.
+/// A key with advanced items, resolved against a tensor (NumPy's rules).
+///
+/// Integer scalars in such a key count as 0-d index arrays; a 0-d boolean
+/// adds a length-1 dim indexed by `[0]` (true) or `[]` (false); a k-d
+/// boolean mask becomes the k index arrays of its non-zero positions.
+struct AdvKey {
+    /// The tensor with the basic items applied (slices, new axes).
+    view: Tensor,
+    /// Dims of `view` taken by index arrays, ascending.
+    dims: Vec<usize>,
+    /// The dim of the original tensor each entry of `dims` came from.
+    names: Vec<usize>,
+    /// Index arrays broadcast to `b_shape`.
+    indices: Vec<Tensor>,
+    b_shape: Shape,
+    /// Position of the `B` dims among the remaining dims in the result.
+    insert_at: usize,
+}
+
+impl AdvKey {
+    fn new(op: &'static str, x: &Tensor, items: &[IndexItem]) -> Result<AdvKey> {
+        count_ellipses(op, items)?;
+        let consumed = items
+            .iter()
+            .map(|it| match it {
+                IndexItem::Int(_) | IndexItem::Slice { .. } => 1,
+                IndexItem::Tensor(t) if t.dtype() == DType::Bool => t.ndim(),
+                IndexItem::Tensor(_) => 1,
+                IndexItem::NewAxis | IndexItem::Ellipsis => 0,
+            })
+            .sum::<usize>();
+        if consumed > x.ndim() {
+            return Err(too_many(op, x));
+        }
+        let mut layout = x.layout().clone();
+        let mut d = 0usize;
+        let mut src = 0usize;
+        let mut adv: Vec<(usize, usize, Tensor)> = vec![];
+        let mut adv_items: Vec<usize> = vec![];
+        for (pos, it) in items.iter().enumerate() {
+            match it {
+                IndexItem::Int(i) => {
+                    adv_items.push(pos);
+                    adv.push((d, src, Tensor::from_vec(vec![*i as i64], &[])?));
+                    d += 1;
+                    src += 1;
+                }
+                IndexItem::Slice { start, stop, step } => {
+                    let (s, len) = slice_range(*start, *stop, *step, layout.shape[d]);
+                    layout = layout.slice(d, s.max(0) as usize, len, *step);
+                    d += 1;
+                    src += 1;
+                }
+                IndexItem::NewAxis => {
+                    layout = layout.unsqueeze(op, d as isize)?;
+                    d += 1;
+                }
+                IndexItem::Ellipsis => {
+                    d += x.ndim() - consumed;
+                    src += x.ndim() - consumed;
+                }
+                IndexItem::Tensor(t) if t.dtype() == DType::Bool => {
+                    adv_items.push(pos);
+                    if t.ndim() == 0 {
+                        layout = layout.unsqueeze(op, d as isize)?;
+                        let idx = if t.item()?.to_i64() != 0 {
+                            Tensor::from_vec(vec![0i64], &[1])?
+                        } else {
+                            Tensor::from_vec(Vec::<i64>::new(), &[0])?
+                        };
+                        adv.push((d, src, idx));
+                        d += 1;
+                        continue;
+                    }
+                    let k = t.ndim();
+                    for i in 0..k {
+                        if layout.shape[d + i] != t.shape()[i] {
+                            return Err(Error::index(
+                                op,
+                                format!(
+                                    "boolean index did not match indexed tensor along dimension {}; size of dimension is {} but size of corresponding boolean dimension is {} (mask shape {}, tensor shape {})",
+                                    src + i,
+                                    layout.shape[d + i],
+                                    t.shape()[i],
+                                    fmt_shape(t.shape()),
+                                    fmt_shape(x.shape())
+                                ),
+                            ));
+                        }
+                    }
+                    let nz = nonzero(t)?;
+                    for j in 0..k {
+                        adv.push((d + j, src + j, shape::select(&nz, 1, j as isize)?));
+                    }
+                    d += k;
+                    src += k;
+                }
+                IndexItem::Tensor(t) => {
+                    if !t.dtype().is_integer() {
+                        return Err(Error::index(
+                            op,
+                            format!(
+                                "tensors used as indices must be long, int or bool tensors, got {} (index shape {})",
+                                t.dtype(),
+                                fmt_shape(t.shape())
+                            ),
+                        ));
+                    }
+                    adv_items.push(pos);
+                    adv.push((d, src, t.clone()));
+                    d += 1;
+                    src += 1;
+                }
+            }
+        }
+        let mut b_shape = Shape::new();
+        for (_, _, t) in &adv {
+            b_shape = broadcast_shapes(op, &b_shape, t.shape()).map_err(|_| {
+                Error::index(
+                    op,
+                    format!(
+                        "shape mismatch: indexing tensors could not be broadcast together with shapes {}",
+                        adv.iter()
+                            .map(|(_, _, t)| fmt_shape(t.shape()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
+        }
+        let adjacent = adv_items.last().unwrap() - adv_items[0] + 1 == adv_items.len();
+        let insert_at = if adjacent { adv[0].0 } else { 0 };
+        let mut indices = Vec::with_capacity(adv.len());
+        for (_, _, t) in &adv {
+            indices.push(t.with_layout(t.layout().expand(op, &b_shape)?));
+        }
+        Ok(AdvKey {
+            view: x.with_layout(layout),
+            dims: adv.iter().map(|a| a.0).collect(),
+            names: adv.iter().map(|a| a.1).collect(),
+            indices,
+            b_shape,
+            insert_at,
+        })
+    }
+
+    /// Shape of `x[key]`.
+    fn out_shape(&self) -> Vec<usize> {
+        let rest: Vec<usize> = (0..self.view.ndim())
+            .filter(|d| !self.dims.contains(d))
+            .map(|d| self.view.shape()[d])
+            .collect();
+        let mut s = rest[..self.insert_at].to_vec();
+        s.extend_from_slice(&self.b_shape);
+        s.extend_from_slice(&rest[self.insert_at..]);
+        s
+    }
+
+    /// Permutation taking the result's dims to the kernels' order (`B` first).
+    fn kernel_perm(&self) -> Vec<isize> {
+        let nb = self.b_shape.len();
+        let total = self.view.ndim() - self.dims.len() + nb;
+        let p = self.insert_at;
+        (p..p + nb)
+            .chain(0..p)
+            .chain(p + nb..total)
+            .map(|d| d as isize)
+            .collect()
+    }
+
+    fn args(&self, op: &'static str) -> IndexArgs<'_> {
+        IndexArgs {
+            op,
+            dims: &self.dims,
+            dim_names: &self.names,
+            indices: &self.indices,
+        }
+    }
+}
+
+/// `x[items]`: a view for basic keys, a copy (gathered by the backend) for advanced ones.
 pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
-    let (v, adv) = basic_view(x, items)?;
-    if adv.is_empty() {
+    if !has_tensor(items) {
+        let v = basic_view("getitem", x, items)?;
+        if crate::autograd::needs_grad(&[x]) {
+            let key = items.to_vec();
+            let bw = crate::ops::shape::slice_bw(x, "IndexBackward", move |t| {
+                basic_view("getitem", t, &key)
+            });
+            crate::autograd::record(bw, &[x], &[&v], &[]);
+        }
         return Ok(v);
     }
-    advanced_index(&v, &adv)
+    if crate::autograd::needs_grad(&[x]) {
+        return Err(Error::runtime(
+            "getitem",
+            "the gradient of advanced (tensor) indexing is not implemented yet; index a detached tensor or use basic slicing",
+        ));
+    }
+    let key = AdvKey::new("getitem", x, items)?;
+    let out = Tensor::empty(&key.out_shape(), x.dtype(), x.device())?;
+    let kout = out.with_layout(out.layout().permute("getitem", &key.kernel_perm())?);
+    backend(x.device()).index_gather(&key.args("getitem"), &key.view, &kout)?;
+    Ok(out)
+}
+
+/// Error unless writing through `v` touches each element at most once.
+fn check_no_overlap(op: &'static str, v: &Tensor) -> Result<()> {
+    if v.shape()
+        .iter()
+        .zip(v.strides())
+        .any(|(&n, &s)| n > 1 && s == 0)
+    {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "unsupported operation: more than one element of the written-to tensor (shape {}, strides {:?}) refers to a single memory location; clone() it first",
+                fmt_shape(v.shape()),
+                v.strides()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Broadcast `value` (converted to `dtype`) to `target`, dropping extra leading 1-dims.
+fn value_for(op: &'static str, value: &Tensor, target: &[usize], dtype: DType) -> Result<Tensor> {
+    let v = elementwise::to_dtype(value, dtype)?;
+    let mut l = v.layout().clone();
+    while l.ndim() > target.len() && l.shape[0] == 1 {
+        l = l.select(op, 0, 0)?;
+    }
+    let l = l.expand(op, target).map_err(|_| {
+        Error::shape(
+            op,
+            format!(
+                "shape mismatch: value tensor of shape {} cannot be broadcast to indexing result of shape {}",
+                fmt_shape(value.shape()),
+                fmt_shape(target)
+            ),
+        )
+    })?;
+    Ok(v.with_layout(l))
 }
 
 /// `x[items] = value` (value broadcast to the indexed shape, converted to x's dtype).
 pub fn index_put_(x: &Tensor, items: &[IndexItem], value: &Tensor) -> Result<()> {
-    x.check_writable("setitem")?;
-    let (v, adv) = basic_view(x, items)?;
-    if adv.is_empty() {
-        return elementwise::copy_(&v, value).map_err(|e| match e {
-            Error::Shape { msg, .. } => Error::Shape { op: "setitem", msg },
+    index_put_with("setitem", x, items, value, false)
+}
+
+/// `x[items] = value`, or `x[items] += value` with `accumulate` (repeated
+/// positions then add up). Without `accumulate`, for repeated positions the
+/// last value in row-major order of the index arrays wins. Nothing is written
+/// when the call fails.
+pub fn index_put_with(
+    op: &'static str,
+    x: &Tensor,
+    items: &[IndexItem],
+    value: &Tensor,
+    accumulate: bool,
+) -> Result<()> {
+    x.check_writable(op)?;
+    if value.device() != x.device() {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "expected the value on the tensor's device {}, got {}",
+                x.device(),
+                value.device()
+            ),
+        ));
+    }
+    if !has_tensor(items) {
+        let v = basic_view(op, x, items)?;
+        let val = value_for(op, value, v.shape(), x.dtype())?;
+        let val = if accumulate {
+            elementwise::binary(BinaryOp::Add, &v, &val)?
+        } else {
+            val
+        };
+        check_no_overlap(op, &v)?;
+        return elementwise::copy_(&v, &val).map_err(|e| match e {
+            Error::Shape { msg, .. } => Error::Shape { op, msg },
             other => other,
         });
     }
-    advanced_put_(&v, &adv, value)
+    let key = AdvKey::new(op, x, items)?;
+    check_no_overlap(op, &key.view)?;
+    let val = value_for(op, value, &key.out_shape(), x.dtype())?;
+    let val = val.with_layout(val.layout().permute(op, &key.kernel_perm())?);
+    let val = if val.shares_storage(x) {
+        elementwise::clone(&val)?
+    } else {
+        val
+    };
+    backend(x.device()).index_put(&key.args(op), &key.view, &val, accumulate)?;
+    x.storage().bump_version();
+    Ok(())
 }
 
-/// Gather along the advanced-indexed dims of a basic view (NumPy rules).
-pub fn advanced_index(_v: &Tensor, _adv: &[(usize, Tensor)]) -> Result<Tensor> {
-    Err(Error::runtime(
-        "getitem",
-        "advanced indexing is not available yet",
-    ))
-}
-
-/// Scatter `value` into the advanced-indexed positions of a basic view.
-pub fn advanced_put_(_v: &Tensor, _adv: &[(usize, Tensor)], _value: &Tensor) -> Result<()> {
-    Err(Error::runtime(
-        "setitem",
-        "advanced index assignment is not available yet",
-    ))
-}
-
-/// Indices of non-zero elements: an int64 tensor of shape `[n, ndim]`.
+/// Indices of non-zero elements: an int64 tensor of shape `[n, ndim]`, in row-major order.
 pub fn nonzero(x: &Tensor) -> Result<Tensor> {
-    let vals = x.to_f64_vec();
-    let nd = x.ndim();
-    let mut out: Vec<i64> = vec![];
-    let mut idx = vec![0usize; nd];
-    for v in vals {
-        if v != 0.0 {
-            out.extend(idx.iter().map(|&i| i as i64));
-        }
-        for k in (0..nd).rev() {
-            idx[k] += 1;
-            if idx[k] < x.shape()[k] {
-                break;
-            }
-            idx[k] = 0;
+    let be = backend(x.device());
+    let n = be.nonzero_count(x)?;
+    let out = Tensor::empty(&[n, x.ndim()], DType::I64, x.device())?;
+    be.nonzero_fill(x, &out)?;
+    Ok(out)
+}
+
+/// `x[mask]` with `mask` broadcast against `x`: a 1-D copy of the selected elements.
+pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let op = "masked_select";
+    if mask.dtype() != DType::Bool {
+        return Err(Error::dtype(
+            op,
+            format!("mask must be a bool tensor, got {}", mask.dtype()),
+        ));
+    }
+    let s = broadcast_shapes(op, x.shape(), mask.shape())?;
+    let xe = x.with_layout(x.layout().expand(op, &s)?);
+    let me = mask.with_layout(mask.layout().expand(op, &s)?);
+    let key = AdvKey::new(op, &xe, &[IndexItem::Tensor(me)])?;
+    let out = Tensor::empty(&key.out_shape(), x.dtype(), x.device())?;
+    backend(x.device()).index_gather(&key.args(op), &key.view, &out)?;
+    Ok(out)
+}
+
+fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
+    if !index.dtype().is_integer() {
+        return Err(Error::dtype(
+            op,
+            format!(
+                "index must be an integer (int64 or int32) tensor, got {} (index shape {})",
+                index.dtype(),
+                fmt_shape(index.shape())
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn same_device(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    if a.device() != b.device() {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "expected all tensors to be on the same device, but found {} and {}",
+                a.device(),
+                b.device()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `index_select(x, dim, index)`: entries of `x` along `dim` at `index` (1-D;
+/// negative indices count from the end).
+pub fn index_select(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
+    let op = "index_select";
+    check_index_dtype(op, index)?;
+    same_device(op, x, index)?;
+    if index.ndim() > 1 {
+        return Err(Error::index(
+            op,
+            format!(
+                "index is supposed to be a vector (0-d or 1-d), got shape {}",
+                fmt_shape(index.shape())
+            ),
+        ));
+    }
+    let d = norm_dim(op, dim, x.ndim())?;
+    let x1 = if x.ndim() == 0 {
+        shape::unsqueeze(x, 0)?
+    } else {
+        x.clone()
+    };
+    let idx = if index.ndim() == 0 {
+        shape::unsqueeze(index, 0)?
+    } else {
+        index.clone()
+    };
+    let mut oshape = x1.shape().to_vec();
+    oshape[d] = idx.numel();
+    let out = Tensor::empty(&oshape, x.dtype(), x.device())?;
+    let perm: Vec<isize> = std::iter::once(d)
+        .chain((0..x1.ndim()).filter(|&k| k != d))
+        .map(|k| k as isize)
+        .collect();
+    let kout = out.with_layout(out.layout().permute(op, &perm)?);
+    let args = IndexArgs {
+        op,
+        dims: &[d],
+        dim_names: &[d],
+        indices: std::slice::from_ref(&idx),
+    };
+    backend(x.device()).index_gather(&args, &x1, &kout)?;
+    if x.ndim() == 0 && index.ndim() == 0 {
+        return shape::squeeze(&out, None);
+    }
+    Ok(out)
+}
+
+/// Shapes for gather/scatter: both 0-d tensors act as 1-D of length 1.
+fn at_least_1d(t: &Tensor) -> Result<Tensor> {
+    if t.ndim() == 0 {
+        shape::unsqueeze(t, 0)
+    } else {
+        Ok(t.clone())
+    }
+}
+
+/// `gather(x, dim, index)`: `out[i][j] = x[index[i][j]][j]` for `dim = 0`, and so on.
+pub fn gather(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
+    let op = "gather";
+    check_index_dtype(op, index)?;
+    same_device(op, x, index)?;
+    if x.ndim() != index.ndim() {
+        return Err(Error::shape(
+            op,
+            format!(
+                "index tensor must have the same number of dimensions as input tensor (input shape {}, index shape {})",
+                fmt_shape(x.shape()),
+                fmt_shape(index.shape())
+            ),
+        ));
+    }
+    let d = norm_dim(op, dim, x.ndim())?;
+    let (x1, i1) = (at_least_1d(x)?, at_least_1d(index)?);
+    for k in 0..x1.ndim() {
+        if k != d && i1.shape()[k] > x1.shape()[k] {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "size of index {} must not exceed the input's {} at dimension {k} (dimensions other than dim = {d})",
+                    fmt_shape(index.shape()),
+                    fmt_shape(x.shape())
+                ),
+            ));
         }
     }
-    let n = out.len() / nd.max(1);
-    Tensor::from_vec(out, &[n, nd])
+    let out = Tensor::empty(index.shape(), x.dtype(), x.device())?;
+    if out.numel() > 0 {
+        let o1 = at_least_1d(&out)?;
+        backend(x.device()).gather(&x1, d, &i1, &o1)?;
+    }
+    Ok(out)
+}
+
+/// `take_along_dim(x, indices, dim)`: `gather` after broadcasting `x` and
+/// `indices` in every dim but `dim`; with no dim, on the flattened tensors.
+pub fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<isize>) -> Result<Tensor> {
+    let op = "take_along_dim";
+    check_index_dtype(op, indices)?;
+    let Some(dim) = dim else {
+        let xf = shape::reshape(x, &[-1])?;
+        let idf = shape::reshape(indices, &[-1])?;
+        return gather(&xf, 0, &idf).map_err(|e| rename(e, op));
+    };
+    if x.ndim() != indices.ndim() {
+        return Err(Error::shape(
+            op,
+            format!(
+                "input and indices should have the same number of dimensions (input shape {}, indices shape {})",
+                fmt_shape(x.shape()),
+                fmt_shape(indices.shape())
+            ),
+        ));
+    }
+    let d = norm_dim(op, dim, x.ndim())?;
+    if x.ndim() == 0 {
+        return gather(x, 0, indices).map_err(|e| rename(e, op));
+    }
+    let mut xs = x.shape().to_vec();
+    let mut is = indices.shape().to_vec();
+    xs[d] = 1;
+    is[d] = 1;
+    let b = broadcast_shapes(op, &xs, &is)?;
+    let (mut xb, mut ib) = (b.to_vec(), b.to_vec());
+    xb[d] = x.shape()[d];
+    ib[d] = indices.shape()[d];
+    let xe = x.with_layout(x.layout().expand(op, &xb)?);
+    let ie = indices.with_layout(indices.layout().expand(op, &ib)?);
+    gather(&xe, d as isize, &ie).map_err(|e| rename(e, op))
+}
+
+/// Report an error raised by an inner op under the outer op's name.
+pub fn rename(e: Error, op: &'static str) -> Error {
+    match e {
+        Error::Shape { msg, .. } => Error::Shape { op, msg },
+        Error::DType { msg, .. } => Error::DType { op, msg },
+        Error::Index { msg, .. } => Error::Index { op, msg },
+        Error::Value { msg, .. } => Error::Value { op, msg },
+        Error::Runtime { msg, .. } => Error::Runtime { op, msg },
+        Error::Memory { bytes, .. } => Error::Memory { op, bytes },
+    }
+}
+
+/// Shared checks and dispatch of the scatter family; `dst` is written in place.
+fn scatter_into(
+    op: &'static str,
+    dst: &Tensor,
+    dim: isize,
+    index: &Tensor,
+    src: &Tensor,
+    accumulate: bool,
+) -> Result<()> {
+    check_index_dtype(op, index)?;
+    same_device(op, dst, index)?;
+    same_device(op, dst, src)?;
+    if !elementwise::can_cast(src.dtype(), dst.dtype()) {
+        return Err(Error::dtype(
+            op,
+            format!(
+                "src of dtype {} cannot be written into a tensor of dtype {}",
+                src.dtype(),
+                dst.dtype()
+            ),
+        ));
+    }
+    if dst.ndim() != index.ndim() || src.ndim() != index.ndim() {
+        return Err(Error::shape(
+            op,
+            format!(
+                "index, src and self must have the same number of dimensions (self shape {}, index shape {}, src shape {})",
+                fmt_shape(dst.shape()),
+                fmt_shape(index.shape()),
+                fmt_shape(src.shape())
+            ),
+        ));
+    }
+    let d = norm_dim(op, dim, dst.ndim())?;
+    let (x1, i1, s1) = (at_least_1d(dst)?, at_least_1d(index)?, at_least_1d(src)?);
+    for k in 0..x1.ndim() {
+        if i1.shape()[k] > s1.shape()[k] || (k != d && i1.shape()[k] > x1.shape()[k]) {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "index of shape {} must not be larger than src {} in any dimension, nor than self {} in dimensions other than dim = {d}",
+                    fmt_shape(index.shape()),
+                    fmt_shape(src.shape()),
+                    fmt_shape(dst.shape())
+                ),
+            ));
+        }
+    }
+    check_no_overlap(op, &x1)?;
+    let i1 = if i1.shares_storage(dst) {
+        elementwise::clone(&i1)?
+    } else {
+        i1
+    };
+    let s1 = elementwise::to_dtype(&s1, dst.dtype())?;
+    let s1 = if s1.shares_storage(dst) {
+        elementwise::clone(&s1)?
+    } else {
+        s1
+    };
+    backend(dst.device()).scatter(op, &x1, d, &i1, &s1, accumulate)
+}
+
+/// `x.scatter_add_(dim, index, src)`: `x[index[i][j]][j] += src[i][j]` (for `dim = 0`).
+pub fn scatter_add_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
+    x.check_writable("scatter_add_")?;
+    scatter_into("scatter_add_", x, dim, index, src, true)?;
+    x.storage().bump_version();
+    Ok(())
+}
+
+/// Out-of-place `scatter_add`: a copy of `x` with `src` added at `index` along `dim`.
+pub fn scatter_add(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    let out = elementwise::clone(x)?;
+    scatter_into("scatter_add", &out, dim, index, src, true)?;
+    Ok(out)
+}
+
+/// `x.scatter_(dim, index, src)`: `x[index[i][j]][j] = src[i][j]` (for `dim = 0`);
+/// for repeated positions the last in row-major order of `index` wins.
+pub fn scatter_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
+    x.check_writable("scatter_")?;
+    scatter_into("scatter_", x, dim, index, src, false)?;
+    x.storage().bump_version();
+    Ok(())
+}
+
+/// Out-of-place `scatter`.
+pub fn scatter(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    let out = elementwise::clone(x)?;
+    scatter_into("scatter", &out, dim, index, src, false)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ar(shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        Tensor::from_vec((0..n as i64).collect::<Vec<_>>(), shape).unwrap()
+    }
+    fn idx(v: &[i64]) -> IndexItem {
+        IndexItem::Tensor(Tensor::from_vec(v.to_vec(), &[v.len()]).unwrap())
+    }
+    const ALL: IndexItem = IndexItem::Slice {
+        start: None,
+        stop: None,
+        step: 1,
+    };
+
+    #[test]
+    fn advanced_dims_placement() {
+        let x = ar(&[4, 5, 6]);
+        // adjacent: in place
+        let r = index(&x, &[ALL, idx(&[0, 1]), idx(&[2, 3])]).unwrap();
+        assert_eq!(r.shape(), &[4, 2]);
+        // separated (an int counts as an index array): first
+        let r = index(&x, &[IndexItem::Int(0), ALL, idx(&[1, 2])]).unwrap();
+        assert_eq!(r.shape(), &[2, 5]);
+        assert_eq!(
+            r.to_f64_vec(),
+            vec![1., 7., 13., 19., 25., 2., 8., 14., 20., 26.]
+        );
+        let r = index(&x, &[ALL, IndexItem::Int(-1), idx(&[-1, 0])]).unwrap();
+        assert_eq!(r.shape(), &[4, 2]);
+        assert_eq!(r.to_f64_vec()[..2], [29., 24.]);
+    }
+
+    #[test]
+    fn errors_name_index_dim_and_size() {
+        let x = ar(&[3, 4]);
+        let e = index(&x, &[ALL, idx(&[1, 4])]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "getitem: index 4 is out of bounds for dimension 1 with size 4"
+        );
+        let e = index(&x, &[idx(&[0, 1]), idx(&[0, 1, 2])]).unwrap_err();
+        assert!(matches!(e, Error::Index { .. }));
+    }
+
+    #[test]
+    fn put_validates_before_writing() {
+        let x = ar(&[5]);
+        let v = Tensor::from_vec(vec![9i64, 9, 9], &[3]).unwrap();
+        assert!(index_put_(&x, &[idx(&[0, 1, 5])], &v).is_err());
+        assert_eq!(x.to_f64_vec(), vec![0., 1., 2., 3., 4.]);
+        index_put_with("index_put_", &x, &[idx(&[1, 1, 3])], &v, true).unwrap();
+        assert_eq!(x.to_f64_vec(), vec![0., 19., 2., 12., 4.]);
+    }
+
+    #[test]
+    fn nonzero_row_major() {
+        let x = Tensor::from_vec(vec![0.0f32, 1.0, 0.0, 2.0, 3.0, 0.0], &[2, 3]).unwrap();
+        let nz = nonzero(&x).unwrap();
+        assert_eq!(nz.shape(), &[3, 2]);
+        assert_eq!(nz.to_f64_vec(), vec![0., 1., 1., 0., 1., 1.]);
+    }
 }

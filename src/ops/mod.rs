@@ -1,9 +1,15 @@
 //! The op layer: one definition per op (shape/dtype rule, decomposition or
 //! backend primitive), shared by every front end. See [`registry`].
 
+pub mod conv;
 pub mod creation;
 pub mod elementwise;
+pub mod elementwise_grad;
 pub mod index;
+pub mod join;
+pub mod linalg;
+pub mod philox;
+pub mod random;
 pub mod reduce;
 pub mod registry;
 pub mod shape;

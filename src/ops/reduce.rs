@@ -211,7 +211,89 @@ pub fn sum(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
-    sum_like(ReduceOp::Sum, x, dims, keepdim, dtype)
+    let out = {
+        let _no = crate::autograd::GradMode::set(false);
+        sum_like(ReduceOp::Sum, x, dims, keepdim, dtype)?
+    };
+    record_sum_mean(x, &out, dims, keepdim, false)?;
+    Ok(out)
+}
+
+/// Record the backward of a sum or mean: broadcast the gradient back (scaled for a mean).
+fn record_sum_mean(
+    x: &Tensor,
+    out: &Tensor,
+    dims: Option<&[isize]>,
+    keepdim: bool,
+    mean: bool,
+) -> Result<()> {
+    if out.dtype().is_floating_point() && crate::autograd::needs_grad(&[x]) {
+        let mask = reduce_mask("sum", dims, x.ndim())?;
+        let count: usize = x
+            .shape()
+            .iter()
+            .zip(&mask)
+            .filter(|(_, &m)| m)
+            .map(|(&d, _)| d)
+            .product();
+        let kept: Vec<isize> = x
+            .shape()
+            .iter()
+            .zip(&mask)
+            .map(|(&d, &m)| if m { 1 } else { d as isize })
+            .collect();
+        let bw = SumBackward {
+            in_shape: x.shape().into(),
+            in_dtype: x.dtype(),
+            kept_shape: if keepdim { None } else { Some(kept) },
+            scale: if mean {
+                Some(1.0 / count.max(1) as f64)
+            } else {
+                None
+            },
+            mean,
+        };
+        crate::autograd::record(bw, &[x], &[out], &[]);
+    }
+    Ok(())
+}
+
+struct SumBackward {
+    in_shape: Shape,
+    in_dtype: DType,
+    kept_shape: Option<Vec<isize>>,
+    scale: Option<f64>,
+    mean: bool,
+}
+
+impl crate::autograd::Backward for SumBackward {
+    fn name(&self) -> &'static str {
+        if self.mean {
+            "MeanBackward"
+        } else {
+            "SumBackward"
+        }
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &g[0] else {
+            return Ok(vec![None]);
+        };
+        let g = match &self.kept_shape {
+            Some(k) => crate::ops::shape::reshape(g, k)?,
+            None => g.clone(),
+        };
+        let g = match self.scale {
+            Some(s) => elementwise::binary_scalar(BinaryOp::Mul, &g, Scalar::Float(s), false)?,
+            None => g,
+        };
+        let g = crate::ops::shape::broadcast_to(&g, &self.in_shape)?;
+        Ok(vec![Some(elementwise::to_dtype(&g, self.in_dtype)?)])
+    }
 }
 
 /// Product over `dims`, with the dtype rule of [`sum`].
@@ -266,8 +348,13 @@ pub fn mean(
             ),
         ));
     }
-    let x = cast_opt(&x.clone(), Some(d))?;
-    run_reduce(ReduceOp::Mean, &x, &mask, keepdim, d)
+    let out = {
+        let _no = crate::autograd::GradMode::set(false);
+        let xc = cast_opt(&x.clone(), Some(d))?;
+        run_reduce(ReduceOp::Mean, &xc, &mask, keepdim, d)?
+    };
+    record_sum_mean(x, &out, dims, keepdim, true)?;
+    Ok(out)
 }
 
 /// NaN-propagating maximum (`Max`) or minimum (`Min`) over `dims`.

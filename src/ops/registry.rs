@@ -132,8 +132,12 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::elementwise::OPS,
         super::shape::OPS,
         super::index::OPS,
+        super::join::OPS,
         super::creation::OPS,
+        super::linalg::OPS,
+        super::conv::OPS,
         super::reduce::OPS,
+        super::random::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

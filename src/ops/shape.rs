@@ -1,6 +1,10 @@
 //! View ops: metadata-only reshapes of a tensor that share its storage, plus
 //! `reshape`/`contiguous`, which copy only when a view is impossible.
 
+use std::sync::Arc;
+
+use crate::autograd::{self as ag, sum_to, Backward, GradMode};
+use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::ops::elementwise;
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
@@ -30,7 +34,7 @@ pub const OPS: &[OpInfo] = &[
 pub fn view(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
     let shape = infer_shape("view", spec, x.numel(), x.shape())?;
     match x.layout().reshape_view(&shape) {
-        Some(l) => Ok(x.with_layout(l)),
+        Some(l) => Ok(finish(x, x.with_layout(l), || reshape_bw(x))),
         None => Err(Error::runtime(
             "view",
             format!(
@@ -46,21 +50,35 @@ pub fn view(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 /// `reshape`: a view when possible, else a copy.
 pub fn reshape(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
     let shape = infer_shape("reshape", spec, x.numel(), x.shape())?;
-    match x.layout().reshape_view(&shape) {
-        Some(l) => Ok(x.with_layout(l)),
+    let out = match x.layout().reshape_view(&shape) {
+        Some(l) => x.with_layout(l),
         None => {
-            let c = elementwise::clone(x)?;
-            Ok(c.with_layout(crate::tensor::Layout::contiguous(&shape)))
+            let c = {
+                let _no = GradMode::set(false);
+                elementwise::clone(x)?
+            };
+            c.with_layout(crate::tensor::Layout::contiguous(&shape))
         }
-    }
+    };
+    Ok(finish(x, out, || reshape_bw(x)))
 }
 
 pub fn permute(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
-    Ok(x.with_layout(x.layout().permute("permute", dims)?))
+    let out = x.with_layout(x.layout().permute("permute", dims)?);
+    Ok(finish(x, out, || {
+        let n = x.ndim().max(1);
+        let mut inv = vec![0isize; dims.len()];
+        for (i, &d) in dims.iter().enumerate() {
+            let d = if d < 0 { d + n as isize } else { d } as usize;
+            inv[d] = i as isize;
+        }
+        PermuteBackward { inv }
+    }))
 }
 
 pub fn transpose(x: &Tensor, d0: isize, d1: isize) -> Result<Tensor> {
-    Ok(x.with_layout(x.layout().transpose("transpose", d0, d1)?))
+    let out = x.with_layout(x.layout().transpose("transpose", d0, d1)?);
+    Ok(finish(x, out, || TransposeBackward { d0, d1 }))
 }
 
 /// `.T`: reverse all dims (PyTorch deprecates it beyond 2-D; we reverse like NumPy).
@@ -81,11 +99,13 @@ pub fn mt(x: &Tensor) -> Result<Tensor> {
 }
 
 pub fn squeeze(x: &Tensor, dims: Option<&[isize]>) -> Result<Tensor> {
-    Ok(x.with_layout(x.layout().squeeze("squeeze", dims)?))
+    let out = x.with_layout(x.layout().squeeze("squeeze", dims)?);
+    Ok(finish(x, out, || reshape_bw(x)))
 }
 
 pub fn unsqueeze(x: &Tensor, dim: isize) -> Result<Tensor> {
-    Ok(x.with_layout(x.layout().unsqueeze("unsqueeze", dim)?))
+    let out = x.with_layout(x.layout().unsqueeze("unsqueeze", dim)?);
+    Ok(finish(x, out, || reshape_bw(x)))
 }
 
 /// `expand(*sizes)`: `-1` keeps a dim.
@@ -118,11 +138,14 @@ pub fn expand(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
             shape.push(d as usize);
         }
     }
-    Ok(x.with_layout(x.layout().expand("expand", &shape)?))
+    broadcast_to(x, &shape)
 }
 
 pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    Ok(x.with_layout(x.layout().expand("broadcast_to", shape)?))
+    let out = x.with_layout(x.layout().expand("broadcast_to", shape)?);
+    Ok(finish(x, out, || ExpandBackward {
+        in_shape: x.shape().into(),
+    }))
 }
 
 pub fn flatten(x: &Tensor, start: isize, end: isize) -> Result<Tensor> {
@@ -144,7 +167,10 @@ pub fn flatten(x: &Tensor, start: isize, end: isize) -> Result<Tensor> {
 }
 
 pub fn narrow(x: &Tensor, dim: isize, start: isize, length: usize) -> Result<Tensor> {
-    Ok(x.with_layout(x.layout().narrow("narrow", dim, start, length)?))
+    let out = x.with_layout(x.layout().narrow("narrow", dim, start, length)?);
+    Ok(finish(x, out, || {
+        slice_bw(x, "NarrowBackward", move |t| narrow(t, dim, start, length))
+    }))
 }
 
 pub fn select(x: &Tensor, dim: isize, index: isize) -> Result<Tensor> {
@@ -152,7 +178,10 @@ pub fn select(x: &Tensor, dim: isize, index: isize) -> Result<Tensor> {
         return Err(Error::index("select", "invalid index of a 0-dim tensor"));
     }
     let d = norm_dim("select", dim, x.ndim())?;
-    Ok(x.with_layout(x.layout().select("select", d, index)?))
+    let out = x.with_layout(x.layout().select("select", d, index)?);
+    Ok(finish(x, out, || {
+        slice_bw(x, "SelectBackward", move |t| select(t, dim, index))
+    }))
 }
 
 /// Python-style slice `start:stop:step` along `dim` (clamped like Python; `step > 0`).
@@ -182,7 +211,12 @@ pub fn slice(
     } else {
         0
     };
-    Ok(x.with_layout(x.layout().slice(d, s as usize, len as usize, step)))
+    let out = x.with_layout(x.layout().slice(d, s as usize, len as usize, step));
+    Ok(finish(x, out, || {
+        slice_bw(x, "SliceBackward", move |t| {
+            slice(t, dim, start, stop, step)
+        })
+    }))
 }
 
 /// Reverse the given dims (a view with negative strides, as NumPy's `flip`).
@@ -203,7 +237,11 @@ pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
         }
         l.strides[d] = -l.strides[d];
     }
-    Ok(x.with_layout(l))
+    let out = x.with_layout(l);
+    let dims = dims.to_vec();
+    Ok(finish(x, out, || {
+        slice_bw(x, "FlipBackward", move |t| flip(t, &dims))
+    }))
 }
 
 /// `as_strided(size, stride, offset)`: a checked raw view.
@@ -219,5 +257,190 @@ pub fn as_strided(x: &Tensor, size: &[usize], stride: &[isize], offset: usize) -
         strides: stride.into(),
         offset,
     };
+    if ag::needs_grad(&[x]) {
+        return Err(Error::runtime(
+            "as_strided",
+            "as_strided on a tensor that requires grad is not differentiable; detach() it first",
+        ));
+    }
     Tensor::from_parts(x.storage().clone(), l, x.dtype())
+}
+
+// ---------------------------------------------------------------------------
+// Gradients of the view ops
+// ---------------------------------------------------------------------------
+
+/// Record `bw` for the view `out` of `x` when `x` needs grad.
+fn finish<B: Backward + 'static>(x: &Tensor, out: Tensor, bw: impl FnOnce() -> B) -> Tensor {
+    if ag::needs_grad(&[x]) {
+        ag::record(bw(), &[x], &[&out], &[]);
+    }
+    out
+}
+
+fn reshape_bw(x: &Tensor) -> ReshapeBackward {
+    ReshapeBackward {
+        in_shape: x.shape().iter().map(|&d| d as isize).collect(),
+    }
+}
+
+struct ReshapeBackward {
+    in_shape: Vec<isize>,
+}
+impl Backward for ReshapeBackward {
+    fn name(&self) -> &'static str {
+        "ViewBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g[0]
+            .as_ref()
+            .map(|g| reshape(g, &self.in_shape))
+            .transpose()?])
+    }
+}
+
+struct PermuteBackward {
+    inv: Vec<isize>,
+}
+impl Backward for PermuteBackward {
+    fn name(&self) -> &'static str {
+        "PermuteBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g[0]
+            .as_ref()
+            .map(|g| permute(g, &self.inv))
+            .transpose()?])
+    }
+}
+
+struct TransposeBackward {
+    d0: isize,
+    d1: isize,
+}
+impl Backward for TransposeBackward {
+    fn name(&self) -> &'static str {
+        "TransposeBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g[0]
+            .as_ref()
+            .map(|g| transpose(g, self.d0, self.d1))
+            .transpose()?])
+    }
+}
+
+struct ExpandBackward {
+    in_shape: crate::tensor::Shape,
+}
+impl Backward for ExpandBackward {
+    fn name(&self) -> &'static str {
+        "ExpandBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g[0]
+            .as_ref()
+            .map(|g| sum_to(g, &self.in_shape))
+            .transpose()?])
+    }
+}
+
+/// Re-applies a view op (same arguments) to another tensor of the input's shape.
+pub type Replay = Arc<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>;
+
+/// Backward of views that select part of the input (slices, select, narrow,
+/// flip, basic indexing): scatter the gradient into zeros of the input's shape.
+pub struct SliceBackward {
+    pub name: &'static str,
+    pub in_shape: crate::tensor::Shape,
+    pub replay: Replay,
+}
+
+/// A [`SliceBackward`] for the view `f` of `x`.
+pub fn slice_bw(
+    x: &Tensor,
+    name: &'static str,
+    f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> SliceBackward {
+    SliceBackward {
+        name,
+        in_shape: x.shape().into(),
+        replay: Arc::new(f),
+    }
+}
+
+impl Backward for SliceBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g[0]
+            .as_ref()
+            .map(|g| view_scatter(g, &self.in_shape, &self.replay))
+            .transpose()?])
+    }
+}
+
+/// Zeros of `shape` with `g` written into the region `replay` selects.
+pub fn view_scatter(g: &Tensor, shape: &[usize], replay: &Replay) -> Result<Tensor> {
+    let z = Tensor::zeros(shape, g.dtype(), g.device())?;
+    {
+        let _no = GradMode::set(false);
+        let v = replay(&z)?;
+        backend(g.device()).cast_copy(g, &v)?;
+    }
+    if ag::needs_grad(&[g]) {
+        ag::record(
+            ScatterBackward {
+                replay: replay.clone(),
+            },
+            &[g],
+            &[&z],
+            &[],
+        );
+    }
+    Ok(z)
+}
+
+/// Backward of [`view_scatter`]: take the same view of the gradient.
+struct ScatterBackward {
+    replay: Replay,
+}
+impl Backward for ScatterBackward {
+    fn name(&self) -> &'static str {
+        "SliceScatterBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g[0].as_ref().map(|g| (self.replay)(g)).transpose()?])
+    }
 }

@@ -134,6 +134,18 @@ fn walk(
             return Ok(());
         }
     }
+    if obj.is_instance_of::<pyo3::types::PyString>() || obj.is_instance_of::<pyo3::types::PyBytes>()
+    {
+        return Err(PyTypeError::new_err(format!(
+            "tensor: cannot convert a string ({}) to a tensor element",
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        )));
+    }
+    if depth > 64 {
+        return Err(PyValueError::new_err(
+            "tensor: nested sequence is too deep (more than 64 levels)",
+        ));
+    }
     // NumPy scalars and 0-d arrays.
     if obj.hasattr("item").unwrap_or(false)
         && obj.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0)
@@ -231,11 +243,12 @@ pub fn tensor_from_py(obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<
 
 /// `fg.tensor(data, dtype=None, device=None)`: a new tensor copying `data`.
 #[pyfunction]
-#[pyo3(signature = (data, dtype=None, device=None))]
+#[pyo3(signature = (data, dtype=None, device=None, requires_grad=false))]
 fn tensor(
     data: &Bound<'_, PyAny>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let d = parse_dtype_opt(dtype)?;
     let dev = parse_device(device)?;
@@ -248,7 +261,11 @@ fn tensor(
         })
         .unwrap_err());
     }
-    Ok(PyTensor::new(tensor_from_py(data, d)?))
+    let t = tensor_from_py(data, d)?;
+    if requires_grad {
+        run(|| crate::autograd::set_requires_grad(&t, true))?;
+    }
+    Ok(PyTensor::new(t))
 }
 
 /// `fg.from_numpy(a)`: a tensor sharing memory with the NumPy array `a`.

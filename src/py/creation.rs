@@ -20,41 +20,44 @@ fn dt_dev(
 
 /// Uninitialised tensor of the given shape.
 #[pyfunction]
-#[pyo3(signature = (*shape, dtype=None, device=None))]
+#[pyo3(signature = (*shape, dtype=None, device=None, requires_grad=false))]
 fn empty(
     shape: &Bound<'_, PyTuple>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_args("empty", shape)?;
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| Tensor::empty(&s, d, dev)).map(PyTensor::new)
+    run(|| Tensor::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Tensor of zeros.
 #[pyfunction]
-#[pyo3(signature = (*shape, dtype=None, device=None))]
+#[pyo3(signature = (*shape, dtype=None, device=None, requires_grad=false))]
 fn zeros(
     shape: &Bound<'_, PyTuple>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_args("zeros", shape)?;
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| Tensor::zeros(&s, d, dev)).map(PyTensor::new)
+    run(|| Tensor::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Tensor of ones.
 #[pyfunction]
-#[pyo3(signature = (*shape, dtype=None, device=None))]
+#[pyo3(signature = (*shape, dtype=None, device=None, requires_grad=false))]
 fn ones(
     shape: &Bound<'_, PyTuple>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_args("ones", shape)?;
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| creation::full(&s, Scalar::Int(1), d, dev)).map(PyTensor::new)
+    run(|| creation::full(&s, Scalar::Int(1), d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 fn fill_scalar(op: &str, v: &Bound<'_, PyAny>) -> PyResult<Scalar> {
@@ -71,12 +74,13 @@ fn fill_scalar(op: &str, v: &Bound<'_, PyAny>) -> PyResult<Scalar> {
 
 /// Tensor filled with `fill_value`; dtype inferred from the value when not given.
 #[pyfunction]
-#[pyo3(signature = (size, fill_value, dtype=None, device=None))]
+#[pyo3(signature = (size, fill_value, dtype=None, device=None, requires_grad=false))]
 fn full(
     size: &Bound<'_, PyAny>,
     fill_value: &Bound<'_, PyAny>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s: Vec<usize> = if let Ok(n) = size.extract::<usize>() {
         vec![n]
@@ -85,18 +89,19 @@ fn full(
     };
     let v = fill_scalar("full", fill_value)?;
     let (d, dev) = dt_dev(dtype, device, v.default_dtype())?;
-    run(|| creation::full(&s, v, d, dev)).map(PyTensor::new)
+    run(|| creation::full(&s, v, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// `arange(end)`, `arange(start, end)`, `arange(start, end, step)`.
 #[pyfunction]
-#[pyo3(signature = (start, end=None, step=None, dtype=None, device=None))]
+#[pyo3(signature = (start, end=None, step=None, dtype=None, device=None, requires_grad=false))]
 fn arange(
     start: &Bound<'_, PyAny>,
     end: Option<&Bound<'_, PyAny>>,
     step: Option<&Bound<'_, PyAny>>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let a = fill_scalar("arange", start)?;
     let (s, e) = match end {
@@ -109,34 +114,36 @@ fn arange(
     };
     let d = parse_dtype_opt(dtype)?;
     let dev = parse_device(device)?;
-    run(|| creation::arange(s, e, st, d, dev)).map(PyTensor::new)
+    run(|| creation::arange(s, e, st, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// `steps` evenly spaced values from `start` to `end` inclusive.
 #[pyfunction]
-#[pyo3(signature = (start, end, steps, dtype=None, device=None))]
+#[pyo3(signature = (start, end, steps, dtype=None, device=None, requires_grad=false))]
 fn linspace(
     start: f64,
     end: f64,
     steps: usize,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| creation::linspace(start, end, steps, d, dev)).map(PyTensor::new)
+    run(|| creation::linspace(start, end, steps, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Identity matrix (`n × m`, `m` defaults to `n`).
 #[pyfunction]
-#[pyo3(signature = (n, m=None, dtype=None, device=None))]
+#[pyo3(signature = (n, m=None, dtype=None, device=None, requires_grad=false))]
 fn eye(
     n: usize,
     m: Option<usize>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| creation::eye(n, m.unwrap_or(n), d, dev)).map(PyTensor::new)
+    run(|| creation::eye(n, m.unwrap_or(n), d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 fn like(
@@ -154,52 +161,64 @@ fn like(
 
 /// Zeros with the shape (and by default dtype/device) of `input`.
 #[pyfunction]
-#[pyo3(signature = (input, dtype=None, device=None))]
+#[pyo3(signature = (input, dtype=None, device=None, requires_grad=false))]
 fn zeros_like(
     input: &PyTensor,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (s, d, dev) = like(input, dtype, device)?;
-    run(|| Tensor::zeros(&s, d, dev)).map(PyTensor::new)
+    run(|| Tensor::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Ones with the shape of `input`.
 #[pyfunction]
-#[pyo3(signature = (input, dtype=None, device=None))]
+#[pyo3(signature = (input, dtype=None, device=None, requires_grad=false))]
 fn ones_like(
     input: &PyTensor,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (s, d, dev) = like(input, dtype, device)?;
-    run(|| creation::full(&s, Scalar::Int(1), d, dev)).map(PyTensor::new)
+    run(|| creation::full(&s, Scalar::Int(1), d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Uninitialised tensor with the shape of `input`.
 #[pyfunction]
-#[pyo3(signature = (input, dtype=None, device=None))]
+#[pyo3(signature = (input, dtype=None, device=None, requires_grad=false))]
 fn empty_like(
     input: &PyTensor,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (s, d, dev) = like(input, dtype, device)?;
-    run(|| Tensor::empty(&s, d, dev)).map(PyTensor::new)
+    run(|| Tensor::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// `fill_value` with the shape of `input`.
 #[pyfunction]
-#[pyo3(signature = (input, fill_value, dtype=None, device=None))]
+#[pyo3(signature = (input, fill_value, dtype=None, device=None, requires_grad=false))]
 fn full_like(
     input: &PyTensor,
     fill_value: &Bound<'_, PyAny>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (s, d, dev) = like(input, dtype, device)?;
     let v = fill_scalar("full_like", fill_value)?;
-    run(|| creation::full(&s, v, d, dev)).map(PyTensor::new)
+    run(|| creation::full(&s, v, d, dev)).and_then(|t| leaf(t, requires_grad))
+}
+
+/// Wrap a new tensor, marking it as requiring grad when asked.
+fn leaf(t: Tensor, requires_grad: bool) -> PyResult<PyTensor> {
+    if requires_grad {
+        run(|| crate::autograd::set_requires_grad(&t, true))?;
+    }
+    Ok(PyTensor::new(t))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -188,8 +188,13 @@ fn parse_index_item(obj: &Bound<'_, PyAny>) -> PyResult<IndexItem> {
         return Ok(IndexItem::Int(i));
     }
     if obj.hasattr("__index__")? {
-        let i: isize = obj.call_method0("__index__")?.extract()?;
-        return Ok(IndexItem::Int(i));
+        // Arrays have `__index__` too but only 0-d integer ones convert.
+        if let Ok(i) = obj
+            .call_method0("__index__")
+            .and_then(|v| v.extract::<isize>())
+        {
+            return Ok(IndexItem::Int(i));
+        }
     }
     // Lists and arrays become integer or boolean index tensors.
     match super::tensor_from_py(obj, None) {
@@ -393,7 +398,10 @@ impl PyTensor {
         Ok(run(|| self.t.item())?.to_i64())
     }
     fn __index__(&self) -> PyResult<i64> {
-        if self.t.dtype().is_floating_point() || self.t.dtype() == DType::Bool {
+        if self.t.dtype().is_floating_point()
+            || self.t.dtype() == DType::Bool
+            || self.t.numel() != 1
+        {
             return Err(PyTypeError::new_err(
                 "only integer tensors of a single element can be converted to an index",
             ));
@@ -736,6 +744,14 @@ impl PyTensor {
         }
         let lo = min.map(|m| m.extract::<f64>()).transpose()?;
         let hi = max.map(|m| m.extract::<f64>()).transpose()?;
+        let float_bound = [min, max]
+            .iter()
+            .flatten()
+            .any(|b| matches!(as_scalar(b), Some(Scalar::Float(_))));
+        if float_bound && !self.t.dtype().is_floating_point() {
+            let x = run(|| ew::to_dtype(&self.t, DType::F32))?;
+            return un(py, &x, clamp_op(lo, hi)?);
+        }
         un(py, &self.t, clamp_op(lo, hi)?)
     }
     /// In-place clamp with scalar bounds.

@@ -5,9 +5,14 @@
 //! the GIL around heavy kernels, and wraps results. Each op family has its own
 //! file adding `#[pymethods]` to [`PyTensor`] and functions to the module.
 
+mod autograd;
 mod convert;
 mod creation;
+mod dlpack;
+mod index;
+mod linalg;
 mod methods;
+mod random;
 mod reduce;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -145,15 +150,7 @@ pub fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
         return DType::from_name(s.strip_prefix("ferrograd.").unwrap_or(s))
             .ok_or_else(|| PyTypeError::new_err(format!("unknown dtype {s:?}")));
     }
-    // NumPy dtypes and scalar types: go through their name.
-    if let Ok(name) = obj.getattr("name").or_else(|_| obj.getattr("__name__")) {
-        if let Ok(s) = name.extract::<String>() {
-            if let Some(d) = DType::from_name(&s) {
-                return Ok(d);
-            }
-        }
-    }
-    // Python builtins.
+    // Python builtins (before names: `int.__name__` is "int", which names int32).
     let py = obj.py();
     let b = py.import("builtins")?;
     if obj.is(&b.getattr("float")?) {
@@ -164,6 +161,14 @@ pub fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     }
     if obj.is(&b.getattr("bool")?) {
         return Ok(DType::Bool);
+    }
+    // NumPy dtypes and scalar types: go through their name.
+    if let Ok(name) = obj.getattr("name").or_else(|_| obj.getattr("__name__")) {
+        if let Ok(s) = name.extract::<String>() {
+            if let Some(d) = DType::from_name(&s) {
+                return Ok(d);
+            }
+        }
     }
     Err(PyTypeError::new_err(format!(
         "expected a dtype, got {}",
@@ -420,9 +425,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    autograd::register(m)?;
     convert::register(m)?;
     creation::register(m)?;
     methods::register(m)?;
+    linalg::register(m)?;
     reduce::register(m)?;
+    random::register(m)?;
+    dlpack::register(m)?;
+    index::register(m)?;
     Ok(())
 }

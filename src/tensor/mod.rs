@@ -4,7 +4,9 @@ pub mod dtype;
 pub mod layout;
 pub mod storage;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use crate::autograd::AutogradMeta;
 
 pub use dtype::{Category, DType, Element};
 pub use layout::{Layout, Shape, Strides};
@@ -69,6 +71,10 @@ pub struct Tensor {
     storage: Arc<Storage>,
     layout: Layout,
     dtype: DType,
+    /// Autograd state, set when the tensor requires grad or is an op's
+    /// recorded output. Clones share it (they are the same tensor); views
+    /// and op outputs start without it.
+    meta: OnceLock<Arc<AutogradMeta>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -116,6 +122,7 @@ impl Tensor {
             storage,
             layout,
             dtype,
+            meta: OnceLock::new(),
         })
     }
 
@@ -126,6 +133,7 @@ impl Tensor {
             storage: self.storage.clone(),
             layout,
             dtype: self.dtype,
+            meta: OnceLock::new(),
         }
     }
 
@@ -145,6 +153,7 @@ impl Tensor {
             storage: Arc::new(storage),
             layout: Layout::contiguous(shape),
             dtype,
+            meta: OnceLock::new(),
         })
     }
 
@@ -164,6 +173,7 @@ impl Tensor {
             storage: Arc::new(storage),
             layout: Layout::contiguous(shape),
             dtype,
+            meta: OnceLock::new(),
         })
     }
 
@@ -228,6 +238,28 @@ impl Tensor {
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)
     }
+    /// The autograd state, if any.
+    #[inline]
+    pub fn meta(&self) -> Option<&Arc<AutogradMeta>> {
+        self.meta.get()
+    }
+
+    /// Attach autograd state (once). Returns the state now attached.
+    pub fn init_meta(&self, make: impl FnOnce() -> AutogradMeta) -> &Arc<AutogradMeta> {
+        self.meta.get_or_init(|| Arc::new(make()))
+    }
+
+    /// Whether gradients flow to this tensor.
+    #[inline]
+    pub fn requires_grad(&self) -> bool {
+        self.meta.get().is_some_and(|m| m.requires_grad())
+    }
+
+    /// The same data with no autograd history (shares storage).
+    pub fn detach(&self) -> Tensor {
+        self.with_layout(self.layout.clone())
+    }
+
     /// Version counter of the underlying storage.
     pub fn version(&self) -> u64 {
         self.storage.version()

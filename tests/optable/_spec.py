@@ -48,8 +48,21 @@ class OpSpec:
     tol: dict[str, tuple[float, float]] = field(default_factory=dict)
     noncontig: bool = True  # also run on non-contiguous views of the inputs
     ref_in_dtype: bool = False  # run the reference in the input dtype (ints, exact ops)
+    # Check that a registry view op's output shares storage with its input. Off for specs
+    # whose fg_fn joins several outputs (the join copies); those ops' sharing is tested directly.
+    view_check: bool = True
     skip: str | None = None
     max_examples: int = 25
+    # Optional extras (added after the first fields; all default to "off"):
+    # The output dtype PyTorch gives: a dtype name, a tuple of names (one per
+    # output), or a callable ``f(dtype)`` / ``f(dtype, **kwargs)`` returning
+    # either. ``None`` infers it from the reference: bool/int results keep the
+    # reference's dtype; float results have the input dtype for float inputs
+    # and float32 for int/bool inputs.
+    out_dtype: str | tuple[str, ...] | Callable[..., Any] | None = None
+    # Known failures: dtype name (or "*" for all) -> reason naming the bug.
+    # The driver marks those cases ``xfail(strict=True)``.
+    xfail: dict[str, str] = field(default_factory=dict)
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return self.tol.get(dtype, DEFAULT_TOL[dtype])
@@ -64,34 +77,83 @@ def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 0, max_side: in
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
+def _rng(draw) -> np.random.Generator:
+    """A NumPy generator seeded by one hypothesis draw (cheaper than many small draws)."""
+    return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+
+def _broadcast_variant(base: tuple, rng: np.random.Generator) -> tuple:
+    """A suffix of ``base`` with some dims (about a quarter) set to 1."""
+    n = int(rng.integers(0, len(base) + 1))
+    s = list(base[len(base) - n:])
+    for i in range(len(s)):
+        if rng.random() < 0.25:
+            s[i] = 1
+    return tuple(s)
+
+
 def broadcastable_pair(draw, min_dims: int = 0, max_dims: int = 4, max_side: int = 5):
     """Two shapes that broadcast together (dims dropped or set to 1 at random)."""
     base = draw(shapes(min_dims, max_dims, 0, max_side))
-    def variant():
-        n = draw(st.integers(0, len(base)))
-        s = list(base[len(base) - n:])
-        for i in range(len(s)):
-            if draw(st.booleans()) and draw(st.booleans()):
-                s[i] = 1
-        return tuple(s)
-    return base if draw(st.booleans()) else variant(), variant()
+    rng = _rng(draw)
+    first = base if rng.random() < 0.5 else _broadcast_variant(base, rng)
+    return first, _broadcast_variant(base, rng)
 
 
 def values(draw, shape, dtype: str, lo: float = -3.0, hi: float = 3.0) -> np.ndarray:
     """Random values of ``dtype`` in [lo, hi] (ints: rounded; bool: random)."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
+    # np.asarray: a 0-d array (not a NumPy scalar) for shape ().
     if dtype == "bool":
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)
     if dtype in INTS:
-        return rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, size=shape).astype(dtype)
-    a = rng.uniform(lo, hi, size=shape)
+        return np.asarray(rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, size=shape).astype(dtype))
+    a = np.asarray(rng.uniform(lo, hi, size=shape))
     # bfloat16 has no NumPy dtype: keep float32 values that are exact in bfloat16.
     if dtype == "bfloat16":
         a = a.astype(np.float32)
         a = (a.view(np.uint32) & 0xFFFF0000).view(np.float32)
         return a
     return a.astype(dtype)
+
+
+def broadcastable_shapes(draw, n: int, min_dims: int = 0, max_dims: int = 4, max_side: int = 5):
+    """``n`` shapes that broadcast together (the first may be the full shape)."""
+    base = draw(shapes(min_dims, max_dims, 0, max_side))
+    rng = _rng(draw)
+    out = [_broadcast_variant(base, rng) for _ in range(n)]
+    if rng.random() < 0.5:
+        out[0] = base
+    return out
+
+
+def with_specials(draw, a: np.ndarray, dtype: str, p: float = 0.2) -> np.ndarray:
+    """For float dtypes, half of the time put NaN, +inf, -inf, 0.0 and -0.0 at random positions.
+
+    Ints and bool are returned unchanged.
+    """
+    if dtype not in FLOATS or np.size(a) == 0:
+        return a
+    rng = _rng(draw)
+    if rng.random() < 0.5:
+        return a
+    a = np.array(a, copy=True)
+    mask = rng.random(a.shape) < p
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=a.dtype)
+    a[mask] = specials[rng.integers(0, len(specials), size=int(mask.sum()))]
+    return a
+
+
+def nonzero_values(draw, shape, dtype: str, lo: float = 0.5, hi: float = 3.0) -> np.ndarray:
+    """Values with ``lo <= |v| <= hi`` and a random sign (ints: nonzero)."""
+    if dtype == "bool":
+        return np.ones(shape, dtype=bool)
+    if dtype in INTS:
+        lo = max(1.0, float(np.ceil(lo)))
+    mag = values(draw, shape, dtype, lo, hi)
+    sign = np.where(_rng(draw).random(shape) < 0.5, -1, 1).astype(mag.dtype)
+    return np.asarray(mag * sign)
 
 
 def unary_sampler(lo: float = -3.0, hi: float = 3.0, **kwargs) -> Sampler:

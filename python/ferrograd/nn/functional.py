@@ -15,4 +15,8 @@ softplus = _T.softplus
 softmax = _T.softmax
 log_softmax = _T.log_softmax
 
-__all__ = ["elu", "gelu", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh"]
+dropout = _core.dropout
+
+pad = _core.pad
+
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

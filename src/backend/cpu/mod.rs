@@ -1,15 +1,24 @@
 //! The CPU backend: SIMD (runtime-dispatched) and multithreaded (rayon) kernels.
 
+pub mod conv;
 pub mod elementwise;
+pub mod gemm;
+pub mod index;
 pub mod math;
+pub mod random;
 pub mod reduce;
+pub mod sgemm;
 pub mod simd;
 pub mod strided;
 pub mod vmath;
 
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::index::IndexArgs;
+use crate::ops::philox::PhiloxStream;
+use crate::ops::random::RandomDist;
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{Scalar, Tensor};
 
@@ -38,6 +47,41 @@ impl Backend for CpuBackend {
 
     // ---- further primitive families add their methods below this line ----
 
+    fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
+        gemm::matmul(a, b, out, accumulate)
+    }
+    fn conv2d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        conv::conv2d(x, w, bias, p, out)
+    }
+    fn max_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        out: &Tensor,
+        indices: Option<&Tensor>,
+    ) -> Result<()> {
+        conv::max_pool2d(x, p, out, indices)
+    }
+    fn avg_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        count_include_pad: bool,
+        divisor_override: Option<usize>,
+        out: &Tensor,
+    ) -> Result<()> {
+        conv::avg_pool2d(x, p, count_include_pad, divisor_override, out)
+    }
+    fn adaptive_avg_pool2d(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        conv::adaptive_avg_pool2d(x, out)
+    }
     fn reduce(&self, op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
         reduce::reduce(op, x, mask, out)
     }
@@ -56,5 +100,49 @@ impl Backend for CpuBackend {
     }
     fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
         reduce::cumulative(op, x, dim, out)
+    }
+    fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
+        random::fill(out, dist, s)
+    }
+    fn bernoulli_tensor(&self, p: &Tensor, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        random::bernoulli_tensor(p, out, s)
+    }
+    fn dropout(&self, x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
+        random::dropout(x, out, p, s)
+    }
+    fn randperm(&self, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        random::randperm(out, s)
+    }
+    fn multinomial(&self, probs: &Tensor, out: &Tensor, repl: bool, s: PhiloxStream) -> Result<()> {
+        random::multinomial(probs, out, repl, s)
+    }
+    fn index_gather(&self, args: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
+        index::index_gather(args, src, out)
+    }
+    fn index_put(&self, a: &IndexArgs, dst: &Tensor, v: &Tensor, accumulate: bool) -> Result<()> {
+        index::index_put(a, dst, v, accumulate)
+    }
+    fn gather(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {
+        index::gather(src, dim, index, out)
+    }
+    fn scatter(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
+        index::scatter(op, dst, dim, index, src, accumulate)
+    }
+    fn nonzero_count(&self, x: &Tensor) -> Result<usize> {
+        index::nonzero_count(x)
+    }
+    fn nonzero_fill(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        index::nonzero_fill(x, out)
+    }
+    fn tri(&self, x: &Tensor, out: &Tensor, k: i64, upper: bool) -> Result<()> {
+        index::tri(x, out, k, upper)
     }
 }

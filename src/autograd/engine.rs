@@ -1,0 +1,245 @@
+//! The backward engine: walks the recorded graph from the outputs to the
+//! leaves without recursion, in dependency order, summing gradients that
+//! meet at a node and calling each node's VJP once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{AutogradMeta, Edge, GradMode, Node};
+use crate::error::{Error, Result};
+use crate::ops::elementwise::{self as ew, BinaryOp};
+use crate::tensor::Tensor;
+
+fn key(n: &Arc<Node>) -> usize {
+    Arc::as_ptr(n) as usize
+}
+
+fn add_grads(a: Option<Tensor>, b: Tensor) -> Result<Tensor> {
+    match a {
+        None => Ok(b),
+        Some(a) => ew::binary(BinaryOp::Add, &a, &b),
+    }
+}
+
+/// Where the engine delivers gradients.
+pub enum Sink<'a> {
+    /// Accumulate into leaves' `.grad` (`backward()`).
+    Accumulate,
+    /// Return the gradients flowing into these edges (`autograd.grad`).
+    Capture(&'a [Edge]),
+}
+
+fn edge_eq(a: &Edge, b: &Edge) -> bool {
+    match (a, b) {
+        (Edge::Node(x, i), Edge::Node(y, j)) => Arc::ptr_eq(x, y) && i == j,
+        (Edge::Leaf(x), Edge::Leaf(y)) => Arc::ptr_eq(x, y),
+        _ => false,
+    }
+}
+
+/// Add `g` into a leaf's `.grad`, stealing `g` when nothing else holds its storage.
+fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Result<()> {
+    let g = if m.has_hooks() { m.run_hooks(g)? } else { g };
+    let g = if create_graph {
+        g
+    } else if Arc::strong_count(g.storage()) == 1 && g.is_contiguous() {
+        g.detach()
+    } else {
+        ew::clone(&g)?
+    };
+    let old = m.grad();
+    let new = match old {
+        None => g,
+        Some(o) => {
+            let _mode = GradMode::set(create_graph);
+            let s = ew::binary(BinaryOp::Add, &o, &g)?;
+            if create_graph {
+                s
+            } else {
+                s.detach()
+            }
+        }
+    };
+    m.set_grad(Some(new));
+    Ok(())
+}
+
+/// Run backward from `roots` (each an edge and the gradient flowing into it).
+///
+/// Returns, for [`Sink::Capture`], one entry per captured edge.
+pub fn run(
+    roots: Vec<(Edge, Tensor)>,
+    retain_graph: bool,
+    create_graph: bool,
+    sink: Sink<'_>,
+) -> Result<Vec<Option<Tensor>>> {
+    let mut captured: Vec<Option<Tensor>> = match &sink {
+        Sink::Capture(es) => vec![None; es.len()],
+        Sink::Accumulate => vec![],
+    };
+    // 1. Discover the graph and count, for each node, the edges that reach it.
+    let mut nodes: HashMap<usize, Arc<Node>> = HashMap::new();
+    let mut deps: HashMap<usize, usize> = HashMap::new();
+    let mut stack: Vec<Arc<Node>> = vec![];
+    for (e, _) in &roots {
+        if let Edge::Node(n, _) = e {
+            if !nodes.contains_key(&key(n)) {
+                nodes.insert(key(n), n.clone());
+                stack.push(n.clone());
+            }
+        }
+    }
+    while let Some(n) = stack.pop() {
+        for e in n.next.iter().flatten() {
+            if let Edge::Node(c, _) = e {
+                *deps.entry(key(c)).or_insert(0) += 1;
+                if !nodes.contains_key(&key(c)) {
+                    nodes.insert(key(c), c.clone());
+                    stack.push(c.clone());
+                }
+            }
+        }
+    }
+    // 2. Seed the gradient buffers.
+    let mut buffers: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
+    let capture_of = |e: &Edge| -> Option<usize> {
+        match &sink {
+            Sink::Capture(es) => es.iter().position(|c| edge_eq(c, e)),
+            Sink::Accumulate => None,
+        }
+    };
+    for (e, g) in roots {
+        match &e {
+            Edge::Node(n, nr) => {
+                let b = buffers
+                    .entry(key(n))
+                    .or_insert_with(|| vec![None; n.out_info.len()]);
+                let slot = &mut b[*nr as usize];
+                *slot = Some(add_grads(slot.take(), g)?);
+            }
+            Edge::Leaf(m) => match &sink {
+                Sink::Accumulate => accumulate_leaf(m, g, create_graph)?,
+                Sink::Capture(_) => {
+                    if let Some(i) = capture_of(&e) {
+                        captured[i] = Some(add_grads(captured[i].take(), g)?);
+                    }
+                }
+            },
+        }
+    }
+    // 3. Process nodes whose every consumer has delivered.
+    let mut ready: Vec<Arc<Node>> = nodes
+        .values()
+        .filter(|n| deps.get(&key(n)).copied().unwrap_or(0) == 0)
+        .cloned()
+        .collect();
+    ready.sort_by_key(|n| n.seq);
+    while let Some(node) = ready.pop() {
+        let k = key(&node);
+        let mut grads = buffers
+            .remove(&k)
+            .unwrap_or_else(|| vec![None; node.out_info.len()]);
+        // Hooks, retained grads and captures on this node's outputs.
+        for (i, g) in grads.iter_mut().enumerate() {
+            let Some(gi) = g.take() else { continue };
+            let mut gi = gi;
+            if let Some(m) = node.outputs.get(i).and_then(|w| w.upgrade()) {
+                if m.has_hooks() {
+                    gi = m.run_hooks(gi)?;
+                }
+                if m.retains_grad() && matches!(sink, Sink::Accumulate) {
+                    let keep = if create_graph {
+                        gi.clone()
+                    } else {
+                        gi.detach()
+                    };
+                    let new = match m.grad() {
+                        None => ew::clone(&keep)?,
+                        Some(o) => ew::binary(BinaryOp::Add, &o, &keep)?,
+                    };
+                    m.set_grad(Some(new));
+                }
+            }
+            if let Some(ci) = capture_of(&Edge::Node(node.clone(), i as u32)) {
+                captured[ci] = Some(add_grads(captured[ci].take(), gi.clone())?);
+            }
+            *g = Some(gi);
+        }
+        let any = grads.iter().any(|g| g.is_some());
+        let results = if any {
+            let saved = Node::unpack(&node, create_graph)?;
+            let needs: Vec<bool> = node.next.iter().map(|e| e.is_some()).collect();
+            let r = {
+                let _mode = GradMode::set(create_graph);
+                node.backward.apply(&saved, &grads, &needs)?
+            };
+            if r.len() != node.next.len() {
+                return Err(Error::runtime(
+                    "backward",
+                    format!(
+                        "internal error: {} returned {} gradients for {} inputs",
+                        node.name(),
+                        r.len(),
+                        node.next.len()
+                    ),
+                ));
+            }
+            r
+        } else {
+            vec![None; node.next.len()]
+        };
+        if !retain_graph {
+            node.release();
+        }
+        for (e, g) in node.next.iter().zip(results) {
+            let Some(e) = e else { continue };
+            match e {
+                Edge::Node(c, nr) => {
+                    let ck = key(c);
+                    if let Some(g) = g {
+                        let b = buffers
+                            .entry(ck)
+                            .or_insert_with(|| vec![None; c.out_info.len()]);
+                        let slot = &mut b[*nr as usize];
+                        *slot = Some(add_grads(slot.take(), g)?);
+                    }
+                    let d = deps.get_mut(&ck).expect("discovered edge");
+                    *d -= 1;
+                    if *d == 0 {
+                        ready.push(c.clone());
+                    }
+                }
+                Edge::Leaf(m) => {
+                    if let Some(g) = g {
+                        match &sink {
+                            Sink::Accumulate => accumulate_leaf(m, g, create_graph)?,
+                            Sink::Capture(_) => {
+                                if let Some(i) = capture_of(e) {
+                                    captured[i] = Some(add_grads(captured[i].take(), g)?);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(captured)
+}
+
+/// The edge gradients of `t` flow into, or an error if `t` has no history and needs no grad.
+pub fn edge_for(op: &'static str, t: &Tensor) -> Result<Edge> {
+    match t.meta() {
+        Some(m) if m.requires_grad() => Ok(match m.grad_fn() {
+            Some(e) => e,
+            None => Edge::Leaf(m.clone()),
+        }),
+        _ => Err(Error::runtime(
+            op,
+            format!(
+                "element of shape {:?} does not require grad and does not have a grad_fn",
+                t.shape()
+            ),
+        )),
+    }
+}

@@ -1,0 +1,418 @@
+//! Eager reverse-mode autodiff: grad mode, per-tensor autograd state, the
+//! recorded graph of backward nodes, and the backward engine ([`engine`]).
+//!
+//! When grad mode is on and an input of an op requires grad, the op records a
+//! [`Node`]: its [`Backward`] rule (the op's vector-Jacobian product, written
+//! next to the op in terms of other ops, so the same rule gives higher-order
+//! gradients when run with recording on), the values it saved, and an
+//! [`Edge`] per input to where that input's gradient goes (the node that
+//! produced it, or the leaf's accumulator). Outputs hold their node through
+//! their [`AutogradMeta`]; nothing points back from a node to its outputs
+//! except weak references, so dropping the last output frees the graph.
+
+pub mod engine;
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Shape, Tensor};
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether ops record the graph on this thread.
+#[inline]
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(|g| g.get())
+}
+
+/// Turn recording on or off for this thread; returns the previous setting.
+pub fn set_grad_enabled(on: bool) -> bool {
+    GRAD_ENABLED.with(|g| g.replace(on))
+}
+
+/// Restores the previous grad mode when dropped.
+pub struct GradMode(bool);
+
+impl GradMode {
+    pub fn set(on: bool) -> GradMode {
+        GradMode(set_grad_enabled(on))
+    }
+}
+
+impl Drop for GradMode {
+    fn drop(&mut self) {
+        set_grad_enabled(self.0);
+    }
+}
+
+/// A gradient hook: may return a replacement gradient.
+pub type Hook = Arc<dyn Fn(&Tensor) -> Result<Option<Tensor>> + Send + Sync>;
+
+/// The autograd state of one tensor.
+pub struct AutogradMeta {
+    requires_grad: AtomicBool,
+    grad: Mutex<Option<Tensor>>,
+    grad_fn: Mutex<Option<Edge>>,
+    retains_grad: AtomicBool,
+    hooks: Mutex<Vec<(u64, Hook)>>,
+}
+
+static HOOK_IDS: AtomicU64 = AtomicU64::new(1);
+
+impl AutogradMeta {
+    /// State for a leaf.
+    pub fn leaf(requires_grad: bool) -> AutogradMeta {
+        AutogradMeta {
+            requires_grad: AtomicBool::new(requires_grad),
+            grad: Mutex::new(None),
+            grad_fn: Mutex::new(None),
+            retains_grad: AtomicBool::new(false),
+            hooks: Mutex::new(vec![]),
+        }
+    }
+
+    #[inline]
+    pub fn requires_grad(&self) -> bool {
+        self.requires_grad.load(Ordering::Relaxed)
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.grad_fn.lock().is_none()
+    }
+    pub fn grad_fn(&self) -> Option<Edge> {
+        self.grad_fn.lock().clone()
+    }
+    pub fn set_grad_fn(&self, e: Option<Edge>) {
+        *self.grad_fn.lock() = e;
+    }
+    pub fn grad(&self) -> Option<Tensor> {
+        self.grad.lock().clone()
+    }
+    pub fn set_grad(&self, g: Option<Tensor>) {
+        *self.grad.lock() = g;
+    }
+    pub fn retains_grad(&self) -> bool {
+        self.retains_grad.load(Ordering::Relaxed)
+    }
+    pub fn set_retains_grad(&self) {
+        self.retains_grad.store(true, Ordering::Relaxed);
+    }
+    /// Register a hook; returns its id for removal.
+    pub fn add_hook(&self, h: Hook) -> u64 {
+        let id = HOOK_IDS.fetch_add(1, Ordering::Relaxed);
+        self.hooks.lock().push((id, h));
+        id
+    }
+    pub fn remove_hook(&self, id: u64) -> bool {
+        let mut hs = self.hooks.lock();
+        let n = hs.len();
+        hs.retain(|(i, _)| *i != id);
+        hs.len() != n
+    }
+    /// Run the hooks on `g` in registration order.
+    pub fn run_hooks(&self, mut g: Tensor) -> Result<Tensor> {
+        let hooks: Vec<Hook> = self.hooks.lock().iter().map(|(_, h)| h.clone()).collect();
+        for h in hooks {
+            if let Some(r) = h(&g)? {
+                g = r;
+            }
+        }
+        Ok(g)
+    }
+    pub fn has_hooks(&self) -> bool {
+        !self.hooks.lock().is_empty()
+    }
+}
+
+/// Where a gradient goes: output `nr` of a node, or a leaf's accumulator.
+#[derive(Clone)]
+pub enum Edge {
+    Node(Arc<Node>, u32),
+    Leaf(Arc<AutogradMeta>),
+}
+
+/// A vector-Jacobian product rule.
+pub trait Backward: Send + Sync {
+    /// Readable name shown as `grad_fn` (e.g. `"MulBackward"`).
+    fn name(&self) -> &'static str;
+    /// Gradients with respect to each input, given the saved tensors and the
+    /// gradient of each output (`None` = no gradient reached that output:
+    /// treat as zeros). Entries of the result for inputs with `needs[i] ==
+    /// false` may be `None`.
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>>;
+}
+
+struct SavedTensor {
+    data: Tensor,
+    /// Saved outputs are stored without their autograd state (that would be
+    /// a cycle) and re-linked to this node when unpacked.
+    output_nr: Option<u32>,
+    version: u64,
+}
+
+/// A recorded op in the backward graph.
+pub struct Node {
+    backward: Box<dyn Backward>,
+    next: Vec<Option<Edge>>,
+    saved: Mutex<Option<Vec<SavedTensor>>>,
+    had_saved: bool,
+    outputs: Vec<Weak<AutogradMeta>>,
+    out_info: Vec<(Shape, DType)>,
+    seq: u64,
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Node {
+    pub fn name(&self) -> &'static str {
+        self.backward.name()
+    }
+    pub fn next_edges(&self) -> &[Option<Edge>] {
+        &self.next
+    }
+    /// Shapes and dtypes of the node's outputs.
+    pub fn outputs_info(&self) -> &[(Shape, DType)] {
+        &self.out_info
+    }
+    /// Creation order (later nodes have larger numbers).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Drop for Node {
+    /// Drop long chains iteratively instead of recursing through `next`.
+    fn drop(&mut self) {
+        let mut stack: Vec<Arc<Node>> = vec![];
+        let take = |next: &mut Vec<Option<Edge>>, stack: &mut Vec<Arc<Node>>| {
+            for e in next.drain(..).flatten() {
+                if let Edge::Node(n, _) = e {
+                    stack.push(n);
+                }
+            }
+        };
+        take(&mut self.next, &mut stack);
+        while let Some(n) = stack.pop() {
+            if let Ok(mut node) = Arc::try_unwrap(n) {
+                take(&mut node.next, &mut stack);
+                // `node` drops here with an empty `next`.
+            }
+        }
+    }
+}
+
+/// What to save for backward.
+pub enum Save<'a> {
+    /// An input or any tensor not produced by this op.
+    Tensor(&'a Tensor),
+    /// Output number `i` of this op.
+    Output(usize),
+}
+
+/// True when an op on `inputs` must record a node.
+#[inline]
+pub fn needs_grad(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
+fn edge_of(t: &Tensor) -> Option<Edge> {
+    let m = t.meta()?;
+    if !m.requires_grad() {
+        return None;
+    }
+    Some(match m.grad_fn() {
+        Some(e) => e,
+        None => Edge::Leaf(m.clone()),
+    })
+}
+
+/// Record `backward` as the node producing `outputs` from `inputs`.
+///
+/// Call only when [`needs_grad`] is true. Non-floating outputs are left
+/// without history (they are not differentiable).
+pub fn record(
+    backward: impl Backward + 'static,
+    inputs: &[&Tensor],
+    outputs: &[&Tensor],
+    save: &[Save<'_>],
+) {
+    let mut saved = Vec::with_capacity(save.len());
+    for s in save {
+        saved.push(match s {
+            Save::Tensor(t) => SavedTensor {
+                data: (*t).clone(),
+                output_nr: None,
+                version: t.version(),
+            },
+            Save::Output(i) => SavedTensor {
+                data: outputs[*i].detach(),
+                output_nr: Some(*i as u32),
+                version: outputs[*i].version(),
+            },
+        });
+    }
+    let metas: Vec<Option<Arc<AutogradMeta>>> = outputs
+        .iter()
+        .map(|o| {
+            if o.dtype().is_floating_point() && o.meta().is_none() {
+                Some(o.init_meta(|| AutogradMeta::leaf(true)).clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let node = Arc::new(Node {
+        backward: Box::new(backward),
+        next: inputs.iter().map(|t| edge_of(t)).collect(),
+        had_saved: !saved.is_empty(),
+        saved: Mutex::new(Some(saved)),
+        outputs: metas
+            .iter()
+            .map(|m| m.as_ref().map_or_else(Weak::new, Arc::downgrade))
+            .collect(),
+        out_info: outputs
+            .iter()
+            .map(|o| (Shape::from_slice(o.shape()), o.dtype()))
+            .collect(),
+        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+    });
+    for (i, m) in metas.iter().enumerate() {
+        if let Some(m) = m {
+            m.set_grad_fn(Some(Edge::Node(node.clone(), i as u32)));
+        }
+    }
+}
+
+/// Make `t` the output of a node recorded for an in-place op: its history is
+/// replaced by `from`'s (the out-of-place result whose data was copied in).
+pub fn rebase_history(t: &Tensor, from: &Tensor) -> Result<()> {
+    let Some(src) = from.meta().and_then(|m| m.grad_fn()) else {
+        return Ok(());
+    };
+    let m = t.init_meta(|| AutogradMeta::leaf(true));
+    m.requires_grad.store(true, Ordering::Relaxed);
+    m.set_grad_fn(Some(src));
+    Ok(())
+}
+
+/// Error for in-place ops on leaves that require grad (their value is an input of the graph).
+pub fn check_inplace(op: &'static str, t: &Tensor) -> Result<()> {
+    if is_grad_enabled() {
+        if let Some(m) = t.meta() {
+            if m.requires_grad() && m.is_leaf() {
+                return Err(Error::runtime(
+                    op,
+                    "a leaf tensor that requires grad is being used in an in-place operation; wrap the update in `with fg.no_grad():`",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Set `requires_grad` on a tensor (leaves only; floating dtypes only when turning on).
+pub fn set_requires_grad(t: &Tensor, on: bool) -> Result<()> {
+    if on && !t.dtype().is_floating_point() {
+        return Err(Error::dtype(
+            "requires_grad_",
+            format!(
+                "only tensors of floating point dtype can require gradients (got {})",
+                t.dtype()
+            ),
+        ));
+    }
+    match t.meta() {
+        Some(m) => {
+            if !m.is_leaf() && !on {
+                return Err(Error::runtime(
+                    "requires_grad_",
+                    "you can only change requires_grad flags of leaf tensors; use .detach() to get a tensor without history",
+                ));
+            }
+            m.requires_grad.store(on, Ordering::Relaxed);
+        }
+        None => {
+            if on {
+                t.init_meta(|| AutogradMeta::leaf(true));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Node {
+    /// Unpack saved tensors, checking versions; outputs are re-linked to `this`.
+    fn unpack(this: &Arc<Node>, link_outputs: bool) -> Result<Vec<Tensor>> {
+        let g = this.saved.lock();
+        let Some(saved) = g.as_ref() else {
+            if this.had_saved {
+                return Err(Error::runtime(
+                    "backward",
+                    format!(
+                        "trying to backward through the graph a second time (or to use saved values after they were freed) in {}; pass retain_graph=True to the first backward() if you need to backward twice",
+                        this.name()
+                    ),
+                ));
+            }
+            return Ok(vec![]);
+        };
+        saved
+            .iter()
+            .map(|s| {
+                if s.data.version() != s.version {
+                    return Err(Error::runtime(
+                        "backward",
+                        format!(
+                            "one of the tensors needed for gradient computation (shape {:?}, dtype {}, saved by {}) has been modified by an in-place operation: it is at version {}; expected version {}",
+                            s.data.shape(),
+                            s.data.dtype(),
+                            this.name(),
+                            s.data.version(),
+                            s.version
+                        ),
+                    ));
+                }
+                Ok(match s.output_nr {
+                    Some(nr) if link_outputs => {
+                        let t = s.data.detach();
+                        let m = t.init_meta(|| AutogradMeta::leaf(true));
+                        m.set_grad_fn(Some(Edge::Node(this.clone(), nr)));
+                        t
+                    }
+                    _ => s.data.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn release(&self) {
+        *self.saved.lock() = None;
+    }
+}
+
+/// Sum `g` down to `shape` (undoing broadcasting), as VJPs of broadcasting ops need.
+pub fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if g.shape() == shape {
+        return Ok(g.clone());
+    }
+    let lead = g.ndim() - shape.len();
+    let mut dims: Vec<isize> = (0..lead as isize).collect();
+    for (i, &d) in shape.iter().enumerate() {
+        if d == 1 && g.shape()[lead + i] != 1 {
+            dims.push((lead + i) as isize);
+        }
+    }
+    let s = crate::ops::reduce::sum(g, Some(&dims), true, None)?;
+    let spec: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+    crate::ops::shape::reshape(&s, &spec)
+}

@@ -1,0 +1,457 @@
+//! CPU convolution (im2col + GEMM) and 2-D pooling kernels.
+//!
+//! Inputs are `(N, C, H, W)` with any strides; outputs are contiguous and
+//! allocated by the op. Convolution: for each sample and group the receptive
+//! fields are unrolled into a `(C/g·kH·kW, oH·oW)` column matrix (skipped for
+//! 1×1 stride-1 unpadded kernels, whose input already is that matrix) and
+//! multiplied by the group's `(O/g, C/g·kH·kW)` weight matrix straight into
+//! the output; a bias is written first and accumulated into. Samples are
+//! spread over threads, or the GEMM is threaded when there are few samples.
+
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use super::gemm::{gemm_one, gemm_parallelism, GemmFloat};
+use super::math::Real;
+use super::strided::SendPtr;
+use crate::error::{Error, Result};
+use crate::ops::conv::{Conv2dParams, Pool2dParams};
+use crate::tensor::{DType, Tensor};
+
+/// Per-sample multiply-adds below which samples, not the GEMM, are threaded.
+const SAMPLE_SMALL: usize = 1 << 24;
+/// Planes per pooling task at least this many output elements.
+const POOL_GRAIN: usize = 1 << 14;
+
+fn float_only(op: &'static str, d: DType) -> Result<()> {
+    Err(Error::dtype(
+        op,
+        format!("the CPU kernel computes float32/float64, got {d}"),
+    ))
+}
+
+pub fn conv2d(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<()> {
+    match out.dtype() {
+        DType::F32 => conv2d_t::<f32>(x, w, bias, p, out),
+        DType::F64 => conv2d_t::<f64>(x, w, bias, p, out),
+        d => float_only("conv2d", d),
+    }
+}
+
+/// Geometry shared by the per-sample work.
+#[derive(Copy, Clone)]
+struct Geo {
+    c: usize,
+    h: usize,
+    w: usize,
+    /// input strides (n, c, h, w)
+    xs: [isize; 4],
+    o: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    groups: usize,
+    p: Conv2dParams,
+}
+
+impl Geo {
+    fn cg(&self) -> usize {
+        self.c / self.groups
+    }
+    fn og(&self) -> usize {
+        self.o / self.groups
+    }
+    fn kdim(&self) -> usize {
+        self.cg() * self.kh * self.kw
+    }
+    fn npix(&self) -> usize {
+        self.oh * self.ow
+    }
+    /// A 1×1, stride-1, unpadded kernel over rows that merge into one pixel axis.
+    fn direct(&self) -> bool {
+        self.kh == 1
+            && self.kw == 1
+            && self.p.stride == [1, 1]
+            && self.p.pad == [0; 4]
+            && self.xs[1] >= 0
+            && self.xs[3] >= 0
+            && (self.h <= 1 || self.xs[2] == self.xs[3] * self.w as isize)
+    }
+}
+
+/// Unroll channels `c0..c0+cg` of one sample into `col` (`kdim × npix`, row-major).
+///
+/// # Safety
+/// `x` points at the sample's first element and is valid for the geometry.
+unsafe fn im2col<T: Real>(x: *const T, g: &Geo, c0: usize, col: &mut [T], parallel: bool) {
+    let (kh, kw, oh, ow) = (g.kh, g.kw, g.oh, g.ow);
+    let [sh, sw] = g.p.stride;
+    let [dh, dw] = g.p.dilation;
+    let (pt, pl) = (g.p.pad[0] as isize, g.p.pad[2] as isize);
+    let npix = oh * ow;
+    let xp = SendPtr(x as *mut T);
+    let row = move |r: usize, dst: &mut [T]| {
+        let ci = c0 + r / (kh * kw);
+        let i = (r / kw) % kh;
+        let j = r % kw;
+        let xc = xp.get().offset(ci as isize * g.xs[1]);
+        // Output columns whose input column lies inside the image.
+        let off_w = (j * dw) as isize - pl;
+        let lo = if off_w >= 0 {
+            0
+        } else {
+            ((-off_w) as usize).div_ceil(sw)
+        };
+        let hi = if (g.w as isize) <= off_w {
+            0
+        } else {
+            ((g.w as isize - off_w) as usize).div_ceil(sw).min(ow)
+        };
+        let lo = lo.min(hi);
+        for oy in 0..oh {
+            let d = &mut dst[oy * ow..(oy + 1) * ow];
+            let iy = (oy * sh + i * dh) as isize - pt;
+            if iy < 0 || iy >= g.h as isize {
+                d.fill(T::ZERO);
+                continue;
+            }
+            let src = xc.offset(iy * g.xs[2]);
+            d[..lo].fill(T::ZERO);
+            d[hi..].fill(T::ZERO);
+            if sw == 1 && g.xs[3] == 1 {
+                let s0 = src.offset(lo as isize + off_w);
+                d[lo..hi].copy_from_slice(std::slice::from_raw_parts(s0, hi - lo));
+            } else {
+                for (ox, v) in d.iter_mut().enumerate().take(hi).skip(lo) {
+                    let ix = (ox * sw) as isize + off_w;
+                    *v = *src.offset(ix * g.xs[3]);
+                }
+            }
+        }
+    };
+    if parallel {
+        col.par_chunks_mut(npix)
+            .enumerate()
+            .for_each(|(r, dst)| row(r, dst));
+    } else {
+        col.chunks_mut(npix)
+            .enumerate()
+            .for_each(|(r, dst)| row(r, dst));
+    }
+}
+
+/// Convolve one sample (all groups) into its output block.
+///
+/// # Safety
+/// Pointers valid for the geometry; `y` is this sample's own output block.
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_sample<T: GemmFloat>(
+    x: *const T,
+    wt: *const T,
+    bias: Option<*const T>,
+    y: *mut T,
+    g: &Geo,
+    col: &mut Vec<T>,
+    par: Parallelism,
+) {
+    let (og, kdim, npix) = (g.og(), g.kdim(), g.npix());
+    if let Some(b) = bias {
+        for oc in 0..g.o {
+            std::slice::from_raw_parts_mut(y.add(oc * npix), npix).fill(*b.add(oc));
+        }
+    }
+    let threaded = matches!(par, Parallelism::Rayon(_));
+    for gi in 0..g.groups {
+        let c0 = gi * g.cg();
+        let (bp, b_rs, b_cs) = if g.direct() {
+            (x.offset(c0 as isize * g.xs[1]), g.xs[1], g.xs[3])
+        } else {
+            col.resize(kdim * npix, T::ZERO);
+            im2col(x, g, c0, col, threaded);
+            (col.as_ptr(), npix as isize, 1)
+        };
+        gemm_one(
+            og,
+            npix,
+            kdim,
+            wt.add(gi * og * kdim),
+            kdim as isize,
+            1,
+            bp,
+            b_rs,
+            b_cs,
+            y.add(gi * og * npix),
+            npix as isize,
+            1,
+            bias.is_some(),
+            par,
+        );
+    }
+}
+
+fn conv2d_t<T: GemmFloat>(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<()> {
+    let xs = x.strides();
+    let g = Geo {
+        c: x.shape()[1],
+        h: x.shape()[2],
+        w: x.shape()[3],
+        xs: [xs[0], xs[1], xs[2], xs[3]],
+        o: w.shape()[0],
+        kh: w.shape()[2],
+        kw: w.shape()[3],
+        oh: out.shape()[2],
+        ow: out.shape()[3],
+        groups: p.groups,
+        p: *p,
+    };
+    let n = x.shape()[0];
+    if n == 0 || g.o == 0 || g.npix() == 0 {
+        return Ok(());
+    }
+    debug_assert!(w.is_contiguous() && out.is_contiguous());
+    let xp = SendPtr(x.data_ptr::<T>());
+    let wp = SendPtr(w.data_ptr::<T>());
+    let bp = bias.map(|b| SendPtr(b.data_ptr::<T>()));
+    // A strided bias is copied to a contiguous buffer.
+    let bias_buf: Option<Vec<T>> = match bias {
+        Some(b) if b.ndim() == 1 && b.strides()[0] != 1 && b.numel() > 1 => {
+            let s = b.strides()[0];
+            // SAFETY: offsets from the bias layout.
+            Some(
+                (0..g.o)
+                    .map(|i| unsafe { *b.data_ptr::<T>().offset(i as isize * s) })
+                    .collect(),
+            )
+        }
+        _ => None,
+    };
+    let bp = match &bias_buf {
+        Some(v) => Some(SendPtr(v.as_ptr() as *mut T)),
+        None => bp,
+    };
+    let yp = SendPtr(out.data_ptr::<T>());
+    let per_sample = g.o * g.npix() * g.kdim().max(1);
+    let threads = rayon::current_num_threads();
+    let sample_block = g.o * g.npix();
+    let run = |s: usize, col: &mut Vec<T>, par: Parallelism| {
+        // SAFETY: each sample writes only its own output block.
+        unsafe {
+            conv_sample(
+                xp.get().offset(s as isize * g.xs[0]),
+                wp.get(),
+                bp.map(|b| b.get() as *const T),
+                yp.get().add(s * sample_block),
+                &g,
+                col,
+                par,
+            )
+        }
+    };
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        (0..n)
+            .into_par_iter()
+            .for_each_init(Vec::new, |col, s| run(s, col, Parallelism::None));
+    } else {
+        let par = gemm_parallelism(g.og(), g.npix(), g.kdim());
+        let mut col = Vec::new();
+        for s in 0..n {
+            run(s, &mut col, par);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Pooling
+// ---------------------------------------------------------------------------
+
+/// Run `f(plane, out_plane)` for every (n, c) plane, in parallel when large.
+fn for_planes<T: Real>(x: &Tensor, out: &Tensor, f: impl Fn(*const T, &mut [T], usize) + Sync) {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let xs = x.strides();
+    let (s0, s1) = (xs[0], xs[1]);
+    let plane = out.shape()[2] * out.shape()[3];
+    if plane == 0 || n * c == 0 {
+        return;
+    }
+    let xp = SendPtr(x.data_ptr::<T>());
+    // SAFETY: `out` is a fresh contiguous tensor of n*c planes.
+    let ys = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<T>(), n * c * plane) };
+    let body = |(pi, y): (usize, &mut [T])| {
+        let (ni, ci) = (pi / c, pi % c);
+        // SAFETY: offsets inside the input layout.
+        let src = unsafe { xp.get().offset(ni as isize * s0 + ci as isize * s1) } as *const T;
+        f(src, y, pi);
+    };
+    if n * c * plane >= POOL_GRAIN && n * c > 1 {
+        ys.par_chunks_mut(plane).enumerate().for_each(body);
+    } else {
+        ys.chunks_mut(plane).enumerate().for_each(body);
+    }
+}
+
+pub fn max_pool2d(
+    x: &Tensor,
+    p: &Pool2dParams,
+    out: &Tensor,
+    indices: Option<&Tensor>,
+) -> Result<()> {
+    match out.dtype() {
+        DType::F32 => max_pool_t::<f32>(x, p, out, indices),
+        DType::F64 => max_pool_t::<f64>(x, p, out, indices),
+        d => return float_only("max_pool2d", d),
+    }
+    Ok(())
+}
+
+fn max_pool_t<T: Real>(x: &Tensor, p: &Pool2dParams, out: &Tensor, indices: Option<&Tensor>) {
+    let (h, w) = (x.shape()[2] as isize, x.shape()[3] as isize);
+    let (sh, sw) = (x.strides()[2], x.strides()[3]);
+    let (oh, ow) = (out.shape()[2], out.shape()[3]);
+    let ip = indices.map(|t| SendPtr(t.data_ptr::<i64>()));
+    let [kh, kw] = p.kernel;
+    let (dh, dw) = (p.dilation[0] as isize, p.dilation[1] as isize);
+    for_planes::<T>(x, out, |src, y, pi| {
+        for oy in 0..oh {
+            let y0 = (oy * p.stride[0]) as isize - p.pad[0] as isize;
+            for ox in 0..ow {
+                let x0 = (ox * p.stride[1]) as isize - p.pad[1] as isize;
+                let mut best: Option<T> = None;
+                let mut bi: i64 = -1;
+                for i in 0..kh as isize {
+                    let iy = y0 + i * dh;
+                    if iy < 0 || iy >= h {
+                        continue;
+                    }
+                    for j in 0..kw as isize {
+                        let ix = x0 + j * dw;
+                        if ix < 0 || ix >= w {
+                            continue;
+                        }
+                        // SAFETY: (iy, ix) inside the plane.
+                        let v = unsafe { *src.offset(iy * sh + ix * sw) };
+                        let take = match best {
+                            None => true,
+                            Some(b) => v > b || v.is_nan(),
+                        };
+                        if take {
+                            best = Some(v);
+                            bi = (iy * w + ix) as i64;
+                        }
+                    }
+                }
+                let k = oy * ow + ox;
+                y[k] = best.unwrap_or(T::c(f64::NEG_INFINITY));
+                if let Some(ip) = ip {
+                    // SAFETY: the index tensor is contiguous with out's shape.
+                    unsafe { *ip.get().add(pi * oh * ow + k) = bi };
+                }
+            }
+        }
+    });
+}
+
+pub fn avg_pool2d(
+    x: &Tensor,
+    p: &Pool2dParams,
+    count_include_pad: bool,
+    divisor_override: Option<usize>,
+    out: &Tensor,
+) -> Result<()> {
+    match out.dtype() {
+        DType::F32 => avg_pool_t::<f32>(x, p, count_include_pad, divisor_override, out),
+        DType::F64 => avg_pool_t::<f64>(x, p, count_include_pad, divisor_override, out),
+        d => return float_only("avg_pool2d", d),
+    }
+    Ok(())
+}
+
+fn avg_pool_t<T: Real>(
+    x: &Tensor,
+    p: &Pool2dParams,
+    count_include_pad: bool,
+    divisor_override: Option<usize>,
+    out: &Tensor,
+) {
+    let (h, w) = (x.shape()[2] as isize, x.shape()[3] as isize);
+    let (sh, sw) = (x.strides()[2], x.strides()[3]);
+    let (oh, ow) = (out.shape()[2], out.shape()[3]);
+    let [kh, kw] = p.kernel;
+    let (ph, pw) = (p.pad[0] as isize, p.pad[1] as isize);
+    for_planes::<T>(x, out, |src, y, _| {
+        for oy in 0..oh {
+            let hs = (oy * p.stride[0]) as isize - ph;
+            let he = (hs + kh as isize).min(h + ph);
+            for ox in 0..ow {
+                let ws = (ox * p.stride[1]) as isize - pw;
+                let we = (ws + kw as isize).min(w + pw);
+                let pool = (he - hs) * (we - ws);
+                let (hs, he) = (hs.max(0), he.min(h));
+                let (ws, we) = (ws.max(0), we.min(w));
+                let mut acc = T::ZERO;
+                for iy in hs..he {
+                    for ix in ws..we {
+                        // SAFETY: inside the plane.
+                        acc = acc + unsafe { *src.offset(iy * sh + ix * sw) };
+                    }
+                }
+                let div = match divisor_override {
+                    Some(d) => d as isize,
+                    None if count_include_pad => pool,
+                    None => (he - hs).max(0) * (we - ws).max(0),
+                };
+                y[oy * ow + ox] = if div > 0 {
+                    acc / T::c(div as f64)
+                } else {
+                    T::NAN
+                };
+            }
+        }
+    });
+}
+
+pub fn adaptive_avg_pool2d(x: &Tensor, out: &Tensor) -> Result<()> {
+    match out.dtype() {
+        DType::F32 => adaptive_t::<f32>(x, out),
+        DType::F64 => adaptive_t::<f64>(x, out),
+        d => return float_only("adaptive_avg_pool2d", d),
+    }
+    Ok(())
+}
+
+fn adaptive_t<T: Real>(x: &Tensor, out: &Tensor) {
+    let (h, w) = (x.shape()[2], x.shape()[3]);
+    let (sh, sw) = (x.strides()[2], x.strides()[3]);
+    let (oh, ow) = (out.shape()[2], out.shape()[3]);
+    for_planes::<T>(x, out, |src, y, _| {
+        for oy in 0..oh {
+            let hs = oy * h / oh;
+            let he = ((oy + 1) * h).div_ceil(oh);
+            for ox in 0..ow {
+                let ws = ox * w / ow;
+                let we = ((ox + 1) * w).div_ceil(ow);
+                let mut acc = T::ZERO;
+                for iy in hs..he {
+                    for ix in ws..we {
+                        // SAFETY: inside the plane.
+                        acc = acc + unsafe { *src.offset(iy as isize * sh + ix as isize * sw) };
+                    }
+                }
+                y[oy * ow + ox] = acc / T::c(((he - hs) * (we - ws)) as f64);
+            }
+        }
+    });
+}

@@ -1,0 +1,747 @@
+//! A float32 GEMM for x86-64 with AVX2 and FMA, in the classic packed
+//! layout: `B` is packed into `KC × 16` column panels, `A` into `6 × KC` row
+//! panels, and a 6×16 register-blocked micro-kernel (12 accumulators)
+//! updates `C`. Several threads each take a slab of rows (or columns) of `C`
+//! and run the whole blocked loop on it with their own packing buffers.
+//!
+//! Operands may have any strides (transposed views are packed directly);
+//! `C` is written through its strides.
+
+use std::cell::RefCell;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use rayon::prelude::*;
+
+const MR: usize = 6;
+const NR: usize = 16;
+const KC: usize = 256;
+const MC: usize = 144;
+const NC: usize = 3072;
+
+/// Below this many multiply-adds a product runs on one thread.
+const PAR_MIN: usize = 1 << 20;
+/// From this many multiply-adds on, threads share each packed block of B.
+const SHARED_MIN: usize = 1 << 24;
+
+/// A 64-byte aligned scratch buffer of f32, grown on demand.
+struct Buf {
+    v: Vec<f32>,
+}
+
+impl Buf {
+    const fn new() -> Buf {
+        Buf { v: Vec::new() }
+    }
+    /// An aligned pointer to at least `n` floats.
+    fn get(&mut self, n: usize) -> *mut f32 {
+        if self.v.len() < n + 16 {
+            self.v = vec![0.0; n + 16];
+        }
+        let p = self.v.as_mut_ptr();
+        let mis = (p as usize / 4) % 16;
+        // SAFETY: at most 15 floats of the 16 spare ones are skipped.
+        unsafe { p.add((16 - mis) % 16) }
+    }
+}
+
+thread_local! {
+    /// Per-thread packing buffers for A and (single-threaded products) B.
+    static PACK: RefCell<(Buf, Buf)> = const { RefCell::new((Buf::new(), Buf::new())) };
+    /// The calling thread's buffer for a B block shared by all threads.
+    static SHARED_B: RefCell<Buf> = const { RefCell::new(Buf::new()) };
+}
+
+/// Whether the kernel can run on this CPU.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Raw matrix view.
+#[derive(Copy, Clone)]
+struct M {
+    p: *mut f32,
+    rs: isize,
+    cs: isize,
+}
+unsafe impl Send for M {}
+unsafe impl Sync for M {}
+
+/// `c (+)= a @ b` (`m×k` times `k×n`) on up to `threads` threads.
+///
+/// # Safety
+/// [`available`] must be true; pointers valid for the strided ranges; `c`
+/// must not overlap `a` or `b` and its own elements must be distinct.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    a_rs: isize,
+    a_cs: isize,
+    b: *const f32,
+    b_rs: isize,
+    b_cs: isize,
+    c: *mut f32,
+    c_rs: isize,
+    c_cs: isize,
+    accumulate: bool,
+    threads: usize,
+) {
+    let a = M {
+        p: a as *mut f32,
+        rs: a_rs,
+        cs: a_cs,
+    };
+    let b = M {
+        p: b as *mut f32,
+        rs: b_rs,
+        cs: b_cs,
+    };
+    let c = M {
+        p: c,
+        rs: c_rs,
+        cs: c_cs,
+    };
+    if m == 0 || n == 0 {
+        return;
+    }
+    let work = m.saturating_mul(n).saturating_mul(k);
+    let t = threads.max(1);
+    if t == 1 || work < PAR_MIN {
+        return serial(m, n, k, a, b, c, accumulate);
+    }
+    // Split the longer side of C into one slab per thread (whole micro-tiles).
+    if m >= n || n < 2 * NR {
+        if k == 0 || work < SHARED_MIN {
+            // Small: independent slabs, one fork-join in all.
+            let per = m.div_ceil(t).div_ceil(MR) * MR;
+            (0..m.div_ceil(per)).into_par_iter().for_each(|i| {
+                // whole structs are captured (not their raw-pointer fields)
+                let (a, b, c) = (a, b, c);
+                let r0 = i * per;
+                let a2 = M {
+                    p: a.p.wrapping_offset(r0 as isize * a.rs),
+                    ..a
+                };
+                let c2 = M {
+                    p: c.p.wrapping_offset(r0 as isize * c.rs),
+                    ..c
+                };
+                serial(per.min(m - r0), n, k, a2, b, c2, accumulate)
+            });
+            return;
+        }
+        SHARED_B.with(|cell| {
+            // A nested call on this thread (not expected) gets its own buffer.
+            let mut own = Buf::new();
+            let mut guard = cell.try_borrow_mut();
+            let buf = match guard.as_deref_mut() {
+                Ok(b) => b,
+                Err(_) => &mut own,
+            };
+            let bp = buf.get(KC * NC.min(n.div_ceil(NR) * NR));
+            rows_shared_b(
+                m,
+                n,
+                k,
+                a,
+                b,
+                c,
+                accumulate,
+                t,
+                M {
+                    p: bp,
+                    rs: 0,
+                    cs: 0,
+                },
+            );
+        });
+    } else {
+        let per = n.div_ceil(t).div_ceil(NR) * NR;
+        let slabs = n.div_ceil(per);
+        (0..slabs).into_par_iter().for_each(|i| {
+            let (a, b, c) = (a, b, c);
+            let c0 = i * per;
+            let cols = per.min(n - c0);
+            let b2 = M {
+                p: b.p.wrapping_offset(c0 as isize * b.cs),
+                ..b
+            };
+            let c2 = M {
+                p: c.p.wrapping_offset(c0 as isize * c.cs),
+                ..c
+            };
+            serial(m, cols, k, a, b2, c2, accumulate)
+        });
+    }
+}
+
+fn serial(m: usize, n: usize, k: usize, a: M, b: M, c: M, accumulate: bool) {
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m as isize {
+                for j in 0..n as isize {
+                    // SAFETY: inside C.
+                    unsafe { *c.p.offset(i * c.rs + j * c.cs) = 0.0 };
+                }
+            }
+        }
+        return;
+    }
+    PACK.with(|bufs| {
+        let mut own = (Buf::new(), Buf::new());
+        let mut guard = bufs.try_borrow_mut();
+        let (ab, bb) = match guard.as_deref_mut() {
+            Ok(v) => v,
+            Err(_) => &mut own,
+        };
+        let ap = ab.get(MC * KC);
+        let bp = bb.get(KC * NC.min(n.div_ceil(NR) * NR));
+        // SAFETY: buffers sized for the blocks; operand ranges from the caller.
+        unsafe { blocked(m, n, k, a, b, c, accumulate, ap, bp) }
+    })
+}
+
+/// Threads take slabs of rows; each `KC × NC` block of B is packed once,
+/// split over the threads, into the shared buffer `bp`.
+#[allow(clippy::too_many_arguments)]
+fn rows_shared_b(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: M,
+    b: M,
+    c: M,
+    accumulate: bool,
+    t: usize,
+    bp: M,
+) {
+    let kcb = k.div_ceil(k.div_ceil(KC));
+    let per = m.div_ceil(t).div_ceil(MR) * MR;
+    let slabs = m.div_ceil(per);
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let panels = nc.div_ceil(NR);
+        let pp = panels.div_ceil(t);
+        let mut pc = 0;
+        while pc < k {
+            let kc = kcb.min(k - pc);
+            (0..panels.div_ceil(pp)).into_par_iter().for_each(|i| {
+                let (b, bp) = (b, bp);
+                let c0 = i * pp * NR;
+                let cols = (pp * NR).min(nc - c0);
+                // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
+                unsafe {
+                    pack_b(
+                        kc,
+                        cols,
+                        b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
+                        b.rs,
+                        b.cs,
+                        bp.p.add(c0 * kc),
+                    )
+                }
+            });
+            let add = accumulate || pc > 0;
+            (0..slabs).into_par_iter().for_each(|i| {
+                let (a, c, bp) = (a, c, bp);
+                let r0 = i * per;
+                let rows = per.min(m - r0);
+                let mcb = rows.div_ceil(rows.div_ceil(MC)).div_ceil(MR) * MR;
+                PACK.with(|bufs| {
+                    let mut own = Buf::new();
+                    let mut guard = bufs.try_borrow_mut();
+                    let ab = match guard.as_deref_mut() {
+                        Ok((ab, _)) => ab,
+                        Err(_) => &mut own,
+                    };
+                    let ap = ab.get(MC * KC);
+                    let mut ic = r0;
+                    while ic < r0 + rows {
+                        let mc = mcb.min(r0 + rows - ic);
+                        // SAFETY: this slab's rows of A and C; packed B is complete.
+                        unsafe {
+                            pack_a(
+                                mc,
+                                kc,
+                                a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
+                                a.rs,
+                                a.cs,
+                                ap,
+                            );
+                            macro_kernel(
+                                mc,
+                                nc,
+                                kc,
+                                ap,
+                                bp.p,
+                                c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
+                                c.rs,
+                                c.cs,
+                                add,
+                            );
+                        }
+                        ic += mcb;
+                    }
+                });
+            });
+            pc += kcb;
+        }
+        jc += NC;
+    }
+}
+
+/// All micro-tiles of one packed `mc × kc` A block against one packed `kc × nc` B block.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn macro_kernel(
+    mc: usize,
+    nc: usize,
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    c: *mut f32,
+    rs: isize,
+    cs: isize,
+    add: bool,
+) {
+    let mut jr = 0;
+    while jr < nc {
+        let nr = NR.min(nc - jr);
+        let mut ir = 0;
+        while ir < mc {
+            let mr = MR.min(mc - ir);
+            kernel(
+                kc,
+                ap.add(ir * kc),
+                bp.add(jr * kc),
+                c.offset(ir as isize * rs + jr as isize * cs),
+                rs,
+                cs,
+                add,
+                mr,
+                nr,
+            );
+            ir += MR;
+        }
+        jr += NR;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn blocked(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: M,
+    b: M,
+    c: M,
+    accumulate: bool,
+    ap: *mut f32,
+    bp: *mut f32,
+) {
+    // Even block sizes: no thin last block along k or m.
+    let kcb = k.div_ceil(k.div_ceil(KC));
+    let mcb = m.div_ceil(m.div_ceil(MC)).div_ceil(MR) * MR;
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let mut pc = 0;
+        while pc < k {
+            let kc = kcb.min(k - pc);
+            pack_b(
+                kc,
+                nc,
+                b.p.offset(pc as isize * b.rs + jc as isize * b.cs),
+                b.rs,
+                b.cs,
+                bp,
+            );
+            let add = accumulate || pc > 0;
+            let mut ic = 0;
+            while ic < m {
+                let mc = mcb.min(m - ic);
+                pack_a(
+                    mc,
+                    kc,
+                    a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
+                    a.rs,
+                    a.cs,
+                    ap,
+                );
+                macro_kernel(
+                    mc,
+                    nc,
+                    kc,
+                    ap,
+                    bp,
+                    c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
+                    c.rs,
+                    c.cs,
+                    add,
+                );
+                ic += mcb;
+            }
+            pc += kcb;
+        }
+        jc += NC;
+    }
+}
+
+/// Pack an `mc × kc` block of A into `MR`-row panels (`[kc][MR]` each), zero-padded.
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn pack_a(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+    let mut r0 = 0;
+    while r0 < mc {
+        let rows = MR.min(mc - r0);
+        let d = dst.add(r0 * kc);
+        let src = a.offset(r0 as isize * rs);
+        if rows == MR && cs == 1 {
+            for r in 0..MR {
+                let s = src.offset(r as isize * rs);
+                for kk in 0..kc {
+                    *d.add(kk * MR + r) = *s.add(kk);
+                }
+            }
+        } else if rows == MR && rs == 1 {
+            for kk in 0..kc {
+                let s = src.offset(kk as isize * cs);
+                for r in 0..MR {
+                    *d.add(kk * MR + r) = *s.add(r);
+                }
+            }
+        } else {
+            for kk in 0..kc {
+                for r in 0..MR {
+                    *d.add(kk * MR + r) = if r < rows {
+                        *src.offset(r as isize * rs + kk as isize * cs)
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+        r0 += MR;
+    }
+}
+
+/// Pack a `kc × nc` block of B into `NR`-column panels (`[kc][NR]` each), zero-padded.
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn pack_b(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+    let mut c0 = 0;
+    while c0 < nc {
+        let cols = NR.min(nc - c0);
+        let d = dst.add(c0 * kc);
+        let src = b.offset(c0 as isize * cs);
+        if cols == NR && cs == 1 {
+            for kk in 0..kc {
+                std::ptr::copy_nonoverlapping(src.offset(kk as isize * rs), d.add(kk * NR), NR);
+            }
+        } else if cols == NR && rs == 1 {
+            // Columns are contiguous along k: transpose 8×8 blocks in registers.
+            let mut kk = 0;
+            #[cfg(target_arch = "x86_64")]
+            while kk + 8 <= kc {
+                for jb in [0, 8] {
+                    transpose8(
+                        src.offset(jb as isize * cs).add(kk),
+                        cs,
+                        d.add(kk * NR + jb),
+                        NR,
+                    );
+                }
+                kk += 8;
+            }
+            for j in 0..NR {
+                let s = src.offset(j as isize * cs);
+                for k2 in kk..kc {
+                    *d.add(k2 * NR + j) = *s.add(k2);
+                }
+            }
+        } else {
+            for kk in 0..kc {
+                for j in 0..NR {
+                    *d.add(kk * NR + j) = if j < cols {
+                        *src.offset(kk as isize * rs + j as isize * cs)
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+        c0 += NR;
+    }
+}
+
+/// Transpose the 8×8 block whose row `j` starts at `src + j*ld_src` into
+/// `dst + i*ld_dst` (row `i` of the result = element `i` of every source row).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transpose8(src: *const f32, ld_src: isize, dst: *mut f32, ld_dst: usize) {
+    let r = |j: isize| _mm256_loadu_ps(src.offset(j * ld_src));
+    let (r0, r1, r2, r3, r4, r5, r6, r7) = (r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7));
+    let t0 = _mm256_unpacklo_ps(r0, r1);
+    let t1 = _mm256_unpackhi_ps(r0, r1);
+    let t2 = _mm256_unpacklo_ps(r2, r3);
+    let t3 = _mm256_unpackhi_ps(r2, r3);
+    let t4 = _mm256_unpacklo_ps(r4, r5);
+    let t5 = _mm256_unpackhi_ps(r4, r5);
+    let t6 = _mm256_unpacklo_ps(r6, r7);
+    let t7 = _mm256_unpackhi_ps(r6, r7);
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    let w = |i: usize, v: __m256| _mm256_storeu_ps(dst.add(i * ld_dst), v);
+    w(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
+    w(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
+    w(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
+    w(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
+    w(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
+    w(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
+    w(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
+    w(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+}
+
+/// The 6×16 micro-kernel: `C[0..mr, 0..nr] (+)= Ap · Bp` over `kc` steps.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    rs: isize,
+    cs: isize,
+    add: bool,
+    mr: usize,
+    nr: usize,
+) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    for r in 0..MR.min(mr) {
+        _mm_prefetch::<_MM_HINT_T0>(c.offset(r as isize * rs) as *const i8);
+    }
+    let (mut a, mut b) = (a, b);
+    macro_rules! step {
+        () => {{
+            let b0 = _mm256_load_ps(b);
+            let b1 = _mm256_load_ps(b.add(8));
+            let x = _mm256_broadcast_ss(&*a);
+            acc[0][0] = _mm256_fmadd_ps(x, b0, acc[0][0]);
+            acc[0][1] = _mm256_fmadd_ps(x, b1, acc[0][1]);
+            let x = _mm256_broadcast_ss(&*a.add(1));
+            acc[1][0] = _mm256_fmadd_ps(x, b0, acc[1][0]);
+            acc[1][1] = _mm256_fmadd_ps(x, b1, acc[1][1]);
+            let x = _mm256_broadcast_ss(&*a.add(2));
+            acc[2][0] = _mm256_fmadd_ps(x, b0, acc[2][0]);
+            acc[2][1] = _mm256_fmadd_ps(x, b1, acc[2][1]);
+            let x = _mm256_broadcast_ss(&*a.add(3));
+            acc[3][0] = _mm256_fmadd_ps(x, b0, acc[3][0]);
+            acc[3][1] = _mm256_fmadd_ps(x, b1, acc[3][1]);
+            let x = _mm256_broadcast_ss(&*a.add(4));
+            acc[4][0] = _mm256_fmadd_ps(x, b0, acc[4][0]);
+            acc[4][1] = _mm256_fmadd_ps(x, b1, acc[4][1]);
+            let x = _mm256_broadcast_ss(&*a.add(5));
+            acc[5][0] = _mm256_fmadd_ps(x, b0, acc[5][0]);
+            acc[5][1] = _mm256_fmadd_ps(x, b1, acc[5][1]);
+            a = a.add(MR);
+            b = b.add(NR);
+        }};
+    }
+    let mut p = 0;
+    while p + 4 <= kc {
+        step!();
+        step!();
+        step!();
+        step!();
+        p += 4;
+    }
+    while p < kc {
+        step!();
+        p += 1;
+    }
+    if mr == MR && nr == NR && cs == 1 {
+        for (r, row) in acc.iter().enumerate() {
+            let cp = c.offset(r as isize * rs);
+            let (mut v0, mut v1) = (row[0], row[1]);
+            if add {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(cp));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(cp.add(8)));
+            }
+            _mm256_storeu_ps(cp, v0);
+            _mm256_storeu_ps(cp.add(8), v1);
+        }
+    } else {
+        let mut tile = [0f32; MR * NR];
+        for (r, row) in acc.iter().enumerate() {
+            _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR), row[0]);
+            _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR + 8), row[1]);
+        }
+        for r in 0..mr {
+            for j in 0..nr {
+                let cp = c.offset(r as isize * rs + j as isize * cs);
+                let v = tile[r * NR + j];
+                *cp = if add { *cp + v } else { v };
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel(
+    _kc: usize,
+    _a: *const f32,
+    _b: *const f32,
+    _c: *mut f32,
+    _rs: isize,
+    _cs: isize,
+    _add: bool,
+    _mr: usize,
+    _nr: usize,
+) {
+    unreachable!("sgemm::available() is false off x86-64")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        ar: usize,
+        ac: usize,
+        b: &[f32],
+        br: usize,
+        bc: usize,
+    ) -> Vec<f64> {
+        let mut c = vec![0f64; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k)
+                    .map(|p| a[i * ar + p * ac] as f64 * b[p * br + j * bc] as f64)
+                    .sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn matches_naive_for_layouts_edges_and_threads() {
+        if !available() {
+            return;
+        }
+        let sizes = [
+            (1, 1, 1),
+            (6, 16, 8),
+            (13, 37, 300),
+            (150, 40, 513),
+            (7, 3100, 20),
+            (200, 300, 100),
+            (301, 200, 400),
+            (0, 3, 4),
+            (3, 4, 0),
+        ];
+        for &(m, n, k) in &sizes {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 7919 % 97) as f32 - 48.0) / 50.0)
+                    .collect();
+                let b: Vec<f32> = (0..k * n)
+                    .map(|i| ((i * 104729 % 89) as f32 - 44.0) / 40.0)
+                    .collect();
+                let (ar, ac) = if ta { (1, m) } else { (k, 1) };
+                let (br, bc) = if tb { (1, k) } else { (n, 1) };
+                let want = naive(m, n, k, &a, ar, ac, &b, br, bc);
+                for threads in [1, 2] {
+                    for acc in [false, true] {
+                        let mut c = vec![1f32; m * n];
+                        // SAFETY: buffers sized for the described matrices.
+                        unsafe {
+                            sgemm(
+                                m,
+                                n,
+                                k,
+                                a.as_ptr(),
+                                ar as isize,
+                                ac as isize,
+                                b.as_ptr(),
+                                br as isize,
+                                bc as isize,
+                                c.as_mut_ptr(),
+                                n as isize,
+                                1,
+                                acc,
+                                threads,
+                            )
+                        };
+                        for (x, w) in c.iter().zip(&want) {
+                            let w = w + if acc { 1.0 } else { 0.0 };
+                            assert!(
+                                (*x as f64 - w).abs() < 1e-3 * (1.0 + w.abs()),
+                                "{m}x{n}x{k} ta={ta} tb={tb} t={threads} acc={acc}: {x} vs {w}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn writes_strided_output() {
+        if !available() {
+            return;
+        }
+        let (m, n, k) = (20, 33, 17);
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 3) as f32 - 1.0).collect();
+        let want = naive(m, n, k, &a, k, 1, &b, n, 1);
+        // C stored transposed (column-major) inside a wider buffer
+        let mut c = vec![f32::NAN; n * (m + 3)];
+        // SAFETY: C at [i*1 + j*(m+3)] stays inside the buffer.
+        unsafe {
+            sgemm(
+                m,
+                n,
+                k,
+                a.as_ptr(),
+                k as isize,
+                1,
+                b.as_ptr(),
+                n as isize,
+                1,
+                c.as_mut_ptr(),
+                1,
+                (m + 3) as isize,
+                false,
+                1,
+            )
+        };
+        for i in 0..m {
+            for j in 0..n {
+                assert_eq!(c[i + j * (m + 3)] as f64, want[i * n + j]);
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+"""Test-session setup: hypothesis profiles and the op-table coverage matrix.
+
+Profiles (``FG_HYPOTHESIS_PROFILE``): ``ci`` (the default) is derandomised and
+keeps no example database, so every run draws the same examples; ``dev``
+draws fresh random examples each run and remembers failures.
+
+Tests that fill a cell of the coverage matrix carry the marker
+``optable_cell(op, column)`` — the op-table driver uses the dtype as the
+column; later suites add their own columns (``grad``, ``gpu``, ...). At the
+end of the session a table of op × column shows each cell's outcome.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+_QUIET_CHECKS = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+    HealthCheck.large_base_example,
+]
+settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=None, print_blob=False,
+    suppress_health_check=_QUIET_CHECKS,
+    # no "explain" phase: it re-runs failing cases many times to annotate them
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+)
+settings.register_profile("dev", deadline=None, suppress_health_check=_QUIET_CHECKS)
+settings.load_profile(os.environ.get("FG_HYPOTHESIS_PROFILE", "ci"))
+
+DTYPE_COLUMNS = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]
+MARKS = {"pass": "+", "fail": "F", "skip": "s", "xfail": "x", "xpass": "X"}
+_RANK = {"fail": 4, "xpass": 3, "xfail": 2, "skip": 1, "pass": 0}
+
+_cells: dict[tuple[str, str], str] = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--no-optable-matrix", action="store_true", default=False,
+        help="do not print the op-table coverage matrix at the end of the session",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "optable_cell(op, column): the test fills one cell of the op-table coverage matrix"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        m = item.get_closest_marker("optable_cell")
+        if m is not None:
+            item.user_properties.append(("optable_cell", f"{m.args[0]}|{m.args[1]}"))
+
+
+def _outcome(report) -> str | None:
+    if report.when == "call":
+        if hasattr(report, "wasxfail"):
+            return "xpass" if report.passed else "xfail"
+        return "pass" if report.passed else ("skip" if report.skipped else "fail")
+    if report.failed:
+        return "fail"
+    if report.skipped:
+        return "xfail" if hasattr(report, "wasxfail") else "skip"
+    return None
+
+
+def pytest_runtest_logreport(report):
+    cell = next((v for k, v in report.user_properties if k == "optable_cell"), None)
+    if cell is None:
+        return
+    outcome = _outcome(report)
+    if outcome is None:
+        return
+    op, col = cell.split("|", 1)
+    prev = _cells.get((op, col))
+    if prev is None or _RANK[outcome] > _RANK[prev]:
+        _cells[(op, col)] = outcome
+
+
+def _registry():
+    try:
+        import ferrograd as fg
+
+        return {o["name"]: o for o in fg.registry()}
+    except Exception:  # noqa: BLE001 - the matrix is informational only
+        return {}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _cells or config.getoption("--no-optable-matrix"):
+        return
+    reg = _registry()
+    extra = []
+    for _, col in _cells:
+        if col not in DTYPE_COLUMNS and col not in extra:
+            extra.append(col)
+    cols = DTYPE_COLUMNS + extra
+    ops = sorted(
+        set(reg) | {op for op, _ in _cells},
+        key=lambda n: (reg.get(n, {}).get("family", "~"), n),
+    )
+    width = max(len(o) for o in ops) + 2
+    short = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+             "int32": "i32", "int64": "i64", "bool": "bool"}
+    heads = [short.get(c, c) for c in cols]
+    tr = terminalreporter
+    tr.write_sep("=", "op-table coverage")
+    tr.write_line(
+        "+ pass  F fail  s skip  x xfail  X xpass  ? declared by the registry, not tested  . not declared"
+    )
+    tr.write_line("op".ljust(width) + "family".ljust(13) + " ".join(h.rjust(4) for h in heads))
+    counts: dict[str, int] = {}
+    for op in ops:
+        info = reg.get(op, {})
+        declared = set(info.get("dtypes", []))
+        row = []
+        for c in cols:
+            o = _cells.get((op, c))
+            if o is not None:
+                mark = MARKS[o]
+                counts[o] = counts.get(o, 0) + 1
+            elif c in DTYPE_COLUMNS and c in declared:
+                mark = "?"
+                counts["untested"] = counts.get("untested", 0) + 1
+            else:
+                mark = "."
+            row.append(mark.rjust(4))
+        tr.write_line(op.ljust(width) + info.get("family", "-").ljust(13) + " ".join(row))
+    tr.write_line("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
