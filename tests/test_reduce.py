@@ -224,7 +224,9 @@ def test_logsumexp_is_stable():
     np.testing.assert_array_equal(arr(y.logsumexp(1)), [-np.inf, np.inf])
 
 
-@pytest.mark.parametrize("shape,dim", [((4096, 1024), 1), ((7, 300), -1), ((5, 300, 3), 1), ((300, 6), 0)])
+@pytest.mark.parametrize("shape,dim", [
+    ((4096, 1024), 1), ((7, 300), -1), ((5, 300, 3), 1), ((300, 6), 0), ((3000, 40), 0), ((2, 5000, 3), 1),
+])
 def test_softmax_large_values_and_dims(shape, dim):
     a = (np.random.default_rng(5).standard_normal(shape) * 30 + 500).astype(np.float32)
     x = T(a)
@@ -237,6 +239,25 @@ def test_softmax_large_values_and_dims(shape, dim):
     logw = z - np.log(np.exp(z).sum(axis=dim, keepdims=True))
     np.testing.assert_allclose(arr(F.log_softmax(x, dim=dim)), logw, rtol=1e-5, atol=2e-5)
     np.testing.assert_array_equal(arr(fg.softmax(x, dim)), got)
+
+
+def test_softmax_columns_with_infinities():
+    # Long reduced dim: the column kernel splits it into parts and combines them.
+    a = np.random.default_rng(12).standard_normal((4000, 8)).astype(np.float32)
+    a[:2500, 0] = -np.inf      # whole parts holding only -inf
+    a[:, 1] = -np.inf          # an all -inf column gives NaN, as in PyTorch
+    a[3999, 2] = np.inf        # +inf gives NaN too
+    a[17, 3] = np.nan
+    got = arr(T(a).softmax(0))
+    logp = arr(T(a).log_softmax(0))
+    a64 = a.astype(np.float64)
+    for j in (0, 4, 5, 6, 7):
+        col = a64[:, j]
+        z = col - col.max()
+        np.testing.assert_allclose(got[:, j], np.exp(z) / np.exp(z).sum(), rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(logp[:, j], z - np.log(np.exp(z).sum()), rtol=1e-5, atol=1e-5)
+    for j in (1, 2, 3):
+        assert np.isnan(got[:, j]).all() and np.isnan(logp[:, j]).all()
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])

@@ -1336,7 +1336,7 @@ pub fn softmax(x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
 }
 
 /// Most columns handled together by the column softmax.
-const SJ: usize = 1024;
+const SJ: usize = 2048;
 
 #[inline(always)]
 fn softmax_row<R: Real>(x: &[R], y: &mut [R], log: bool) {
@@ -1407,50 +1407,47 @@ multiversion! {
 }
 
 multiversion! {
-    /// Softmax over the middle dim of one `(n, inner)` slab, for columns
-    /// `j0..j0 + len` (`len <= SJ`); `x` and `y` point at the slab.
-    fn softmax_cols<R: Real>(x: SendPtr<R>, y: SendPtr<R>, n: usize, inner: usize, j0: usize, len: usize, log: bool) {
-        let ninf = R::c(f64::NEG_INFINITY);
-        let mut m = [ninf; SJ];
-        let mut s = [R::ZERO; SJ];
-        let (m, s) = (&mut m[..len], &mut s[..len]);
-        // SAFETY: the caller passes a slab of n * inner elements; columns
-        // j0..j0+len of y are written by this call only.
+    /// Column softmax, first pass over rows `a..b` of a slab (rows of length
+    /// `inner`, columns `j0..j0 + len`): the column maxima `m`, then the sums
+    /// `s` of `exp(x - m)`.
+    fn cols_max_sum<R: Real>(x: SendPtr<R>, inner: usize, a: usize, b: usize, j0: usize, m: &mut [R], s: &mut [R]) {
+        let len = m.len();
+        // SAFETY: the caller passes a slab holding rows a..b.
         let row = |i: usize| unsafe { std::slice::from_raw_parts(x.get().add(i * inner + j0) as *const R, len) };
-        let row_mut = |i: usize| unsafe { std::slice::from_raw_parts_mut(y.get().add(i * inner + j0), len) };
-        for i in 0..n {
+        for i in a..b {
             for (mj, &v) in m.iter_mut().zip(row(i)) {
                 *mj = max_nan(*mj, v);
             }
         }
-        if log {
-            for i in 0..n {
-                for ((sj, &v), &mj) in s.iter_mut().zip(row(i)).zip(m.iter()) {
-                    *sj = *sj + (v - mj).exp();
+        for i in a..b {
+            for ((sj, &v), &mj) in s.iter_mut().zip(row(i)).zip(m.iter()) {
+                *sj = *sj + (v - mj).exp();
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// Column softmax, last pass over `rows` (`x` and `y` point at the first column): `y = exp(x - m) * t`, or
+    /// `y = (x - m) - t` for log-softmax.
+    fn cols_write<R: Real>(x: SendPtr<R>, y: SendPtr<R>, inner: usize, rows: std::ops::Range<usize>, m: &[R], t: &[R], log: bool) {
+        let len = m.len();
+        for i in rows {
+            // SAFETY: rows of the slab; these `len` columns of y are
+            // written by this call only.
+            let (xr, yr) = unsafe {
+                (
+                    std::slice::from_raw_parts(x.get().add(i * inner) as *const R, len),
+                    std::slice::from_raw_parts_mut(y.get().add(i * inner), len),
+                )
+            };
+            if log {
+                for (((o, &v), &mj), &tj) in yr.iter_mut().zip(xr).zip(m).zip(t) {
+                    *o = (v - mj) - tj;
                 }
-            }
-            for sj in s.iter_mut() {
-                *sj = sj.ln();
-            }
-            for i in 0..n {
-                for (((o, &v), &mj), &ls) in row_mut(i).iter_mut().zip(row(i)).zip(m.iter()).zip(s.iter()) {
-                    *o = (v - mj) - ls;
-                }
-            }
-        } else {
-            for i in 0..n {
-                for (((o, &v), &mj), sj) in row_mut(i).iter_mut().zip(row(i)).zip(m.iter()).zip(s.iter_mut()) {
-                    let e = (v - mj).exp();
-                    *o = e;
-                    *sj = *sj + e;
-                }
-            }
-            for sj in s.iter_mut() {
-                *sj = R::ONE / *sj;
-            }
-            for i in 0..n {
-                for (o, &inv) in row_mut(i).iter_mut().zip(s.iter()) {
-                    *o = *o * inv;
+            } else {
+                for (((o, &v), &mj), &tj) in yr.iter_mut().zip(xr).zip(m).zip(t) {
+                    *o = (v - mj).exp() * tj;
                 }
             }
         }
@@ -1481,27 +1478,118 @@ fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tens
             softmax_rows(xs, ys, n, log);
         });
     } else {
-        // Wide column chunks stream whole rows; narrower ones when needed for threads.
-        let want = (2 * nthreads).div_ceil(outer);
-        let width = if want <= 1 {
-            SJ
+        // Column chunks as wide as possible (whole rows stream best); for
+        // parallelism the reduced rows are cut into parts whose partial
+        // maxima and sums are combined: S = Σ_p s_p · exp(m_p - M).
+        let nj = inner.div_ceil(SJ);
+        let width = inner.div_ceil(nj);
+        let slabs = outer * nj;
+        let parts = if tasks == 1 {
+            1
         } else {
-            inner.div_ceil(want).next_multiple_of(16).clamp(16, SJ)
+            (2 * nthreads).div_ceil(slabs).min(n.div_ceil(16)).max(1)
         };
-        let nj = inner.div_ceil(width);
-        par_ranges(outer * nj, tasks, |a, b| {
-            for t in a..b {
-                let (o, jc) = (t / nj, t % nj);
-                let j0 = jc * width;
-                // SAFETY: slab o of both tensors.
-                let (xs, ys) = unsafe {
-                    (
-                        SendPtr(xp.get().add(o * n * inner)),
-                        SendPtr(yp.get().add(o * n * inner)),
-                    )
-                };
-                softmax_cols(xs, ys, n, inner, j0, width.min(inner - j0), log);
-            }
+        let per = n.div_ceil(parts);
+        let ninf = R::c(f64::NEG_INFINITY);
+        let geom = |u: usize| {
+            let (sl, p) = (u / parts, u % parts);
+            let (o, jc) = (sl / nj, sl % nj);
+            let j0 = jc * width;
+            let len = width.min(inner - j0);
+            let (ra, rb) = (p * per, ((p + 1) * per).min(n));
+            (o, j0, len, ra, rb)
+        };
+        if parts == 1 {
+            // Enough slab chunks for the threads: each one in a single sweep pair.
+            par_ranges(slabs, tasks, |a, b| {
+                let mut m = vec![ninf; width];
+                let mut sm = vec![R::ZERO; width];
+                for u in a..b {
+                    let (o, j0, len, _, _) = geom(u);
+                    let (m, sm) = (&mut m[..len], &mut sm[..len]);
+                    m.iter_mut().for_each(|v| *v = ninf);
+                    sm.iter_mut().for_each(|v| *v = R::ZERO);
+                    // SAFETY: slab o of both tensors; columns j0..j0+len are this unit's.
+                    let (xs, ys) = unsafe {
+                        (
+                            SendPtr(xp.get().add(o * n * inner)),
+                            SendPtr(yp.get().add(o * n * inner)),
+                        )
+                    };
+                    cols_max_sum(xs, inner, 0, n, j0, m, sm);
+                    for tj in sm.iter_mut() {
+                        *tj = if log { tj.ln() } else { R::ONE / *tj };
+                    }
+                    cols_write(
+                        SendPtr(xs.get().wrapping_add(j0)),
+                        SendPtr(ys.get().wrapping_add(j0)),
+                        inner,
+                        0..n,
+                        m,
+                        sm,
+                        log,
+                    );
+                }
+            });
+            return Ok(());
+        }
+        let partial: Vec<(Vec<R>, Vec<R>)> = (0..slabs * parts)
+            .into_par_iter()
+            .map(|u| {
+                let (o, j0, len, ra, rb) = geom(u);
+                let mut m = vec![ninf; len];
+                let mut sm = vec![R::ZERO; len];
+                // SAFETY: slab o of the input.
+                let xs = SendPtr(unsafe { xp.get().add(o * n * inner) });
+                cols_max_sum(xs, inner, ra, rb.max(ra), j0, &mut m, &mut sm);
+                (m, sm)
+            })
+            .collect();
+        // Combine the parts of each slab chunk.
+        let combined: Vec<(Vec<R>, Vec<R>)> = (0..slabs)
+            .map(|sl| {
+                let ps = &partial[sl * parts..(sl + 1) * parts];
+                let len = ps[0].0.len();
+                let mut mm = vec![ninf; len];
+                for (m, _) in ps {
+                    for (a, &b) in mm.iter_mut().zip(m) {
+                        *a = max_nan(*a, b);
+                    }
+                }
+                let mut t = vec![R::ZERO; len];
+                for (m, sm) in ps {
+                    for (((tj, &mj), &sj), &mmj) in t.iter_mut().zip(m).zip(sm).zip(&mm) {
+                        // A part holding only -inf adds nothing (its own sum is NaN).
+                        if mj != ninf {
+                            *tj = *tj + sj * (mj - mmj).exp();
+                        }
+                    }
+                }
+                for tj in t.iter_mut() {
+                    *tj = if log { tj.ln() } else { R::ONE / *tj };
+                }
+                (mm, t)
+            })
+            .collect();
+        (0..slabs * parts).into_par_iter().for_each(|u| {
+            let (o, j0, _len, ra, rb) = geom(u);
+            let (m, t) = &combined[u / parts];
+            // SAFETY: slab o of both tensors; each unit writes its own rows/columns.
+            let (xs, ys) = unsafe {
+                (
+                    SendPtr(xp.get().add(o * n * inner)),
+                    SendPtr(yp.get().add(o * n * inner)),
+                )
+            };
+            cols_write(
+                SendPtr(xs.get().wrapping_add(j0)),
+                SendPtr(ys.get().wrapping_add(j0)),
+                inner,
+                ra..rb.max(ra),
+                m,
+                t,
+                log,
+            );
         });
     }
     Ok(())
