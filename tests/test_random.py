@@ -681,6 +681,15 @@ def test_inplace_errors_leave_input_unchanged():
         fg.zeros(3, dtype=fg.int64).uniform_()
     with pytest.raises(TypeError, match="normal_"):
         fg.zeros(3, dtype=fg.int32).normal_()
+    ex = fg.zeros(1, 3).expand(4, 3)
+    with pytest.raises(ValueError, match="uniform_"):
+        ex.uniform_()
+    with pytest.raises(ValueError, match="bernoulli_"):
+        ex.bernoulli_(0.5)
+    with pytest.raises(ValueError, match="dropout"):
+        F.dropout(ex, 0.5, inplace=True)
+    assert (arr(ex) == 0).all()
+    assert F.dropout(ex, 0.5).shape == (4, 3)  # out of place is fine
     ro = np.ones(3, dtype=np.float32)
     ro.flags.writeable = False
     t = fg.from_numpy(ro)
@@ -832,3 +841,11 @@ def test_digest_of_a_fixed_stream_is_stable():
     h = hashlib.sha256(np.ascontiguousarray(arr(fg.rand(1000))).tobytes()).hexdigest()
     ref = hashlib.sha256(P.uniform(31337, 0, (1000,), "float32").astype(np.float32).tobytes()).hexdigest()
     assert h == ref
+
+
+def test_dropout_zeroes_non_finite_inputs_it_drops():
+    x = fg.full((10_000,), math.nan)
+    fg.manual_seed(6)
+    y = f64(F.dropout(x, 0.5))
+    assert ((y == 0) | np.isnan(y)).all()
+    assert 0.45 < (y == 0).mean() < 0.55

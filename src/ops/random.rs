@@ -258,6 +258,26 @@ fn sample(
     Ok(out)
 }
 
+/// Error for in-place writes into a tensor whose elements share memory (an
+/// expanded view), where each location would receive several draws.
+fn check_no_overlap(op: &'static str, x: &Tensor) -> Result<()> {
+    if x.shape()
+        .iter()
+        .zip(x.strides())
+        .any(|(&d, &s)| s == 0 && d > 1)
+    {
+        return Err(Error::value(
+            op,
+            format!(
+                "cannot write in place to a tensor whose elements overlap in memory (shape {:?}, strides {:?}); clone it first",
+                x.shape(),
+                x.strides()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Write into `x` in place: directly when contiguous, else through a contiguous temporary.
 fn write_inplace(
     op: &'static str,
@@ -265,6 +285,7 @@ fn write_inplace(
     f: impl FnOnce(&Tensor) -> Result<()>,
 ) -> Result<()> {
     x.check_writable(op)?;
+    check_no_overlap(op, x)?;
     if x.is_contiguous() {
         f(x)?;
     } else {
@@ -687,7 +708,8 @@ pub fn randint_like(
 }
 
 /// Dropout: zero each element with probability `p` and scale the rest by
-/// `1 / (1 - p)`, in one kernel. Returns `None` when the op is the identity
+/// `1 / (1 - p)`, in one kernel (dropped elements are exactly 0, even where
+/// the input is NaN or infinite). Returns `None` when the op is the identity
 /// (`p == 0`, `training == false`, or no elements); `p == 1` gives zeros and
 /// draws nothing.
 pub fn dropout(
@@ -715,6 +737,7 @@ pub fn dropout(
 /// In-place dropout on `x` (same numbers as [`dropout`]).
 pub fn dropout_(x: &Tensor, p: f64, training: bool, gen: Option<&Generator>) -> Result<()> {
     x.check_writable("dropout")?;
+    check_no_overlap("dropout", x)?;
     if let Some(out) = dropout(x, p, training, gen)? {
         backend(x.device()).cast_copy(&out, x)?;
         x.storage().bump_version();
