@@ -313,7 +313,7 @@ def test_nonzero(dtype):
     x = T(a, dtype if dtype == "bfloat16" else None)
     same(x.nonzero(), np.argwhere(a))
     assert x.nonzero().dtype == fg.int64
-    for got, exp in zip(fg.nonzero(x, as_tuple=True), np.nonzero(a)):
+    for got, exp in zip(fg.nonzero(x, as_tuple=True), np.nonzero(a), strict=True):
         same(got, exp)
     z = T(np.zeros((0, 3), np.float32))
     same(z.nonzero(), np.zeros((0, 2), np.int64))

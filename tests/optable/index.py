@@ -358,7 +358,7 @@ def _sample_split(draw, dtype):
         arg = draw(st.integers(1, 4)) if n else draw(st.integers(0, 3))
     else:
         cuts = sorted(draw(st.lists(st.integers(0, n), max_size=3)))
-        arg = [b - a for a, b in zip([0] + cuts, cuts + [n])]
+        arg = [b - a for a, b in zip([0] + cuts, cuts + [n], strict=True)]
     return [x], {"arg": arg, "dim": d}
 
 

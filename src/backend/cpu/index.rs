@@ -6,9 +6,11 @@
 //! destination element owned by one task, so results are deterministic
 //! (repeated indices: the last write in row-major index order wins).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rayon::prelude::*;
 
-use crate::backend::cpu::strided::{par_for_each_row, Plan, SendPtr, PAR_MIN};
+use crate::backend::cpu::strided::{for_each_row, par_for_each_row, Plan, SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
 use crate::ops::index::IndexArgs;
 use crate::tensor::{DType, Element, Tensor};
@@ -86,64 +88,128 @@ fn threads() -> usize {
     rayon::current_num_threads().max(1)
 }
 
-/// Rows of `plan` per parallel task (all rows in one task for small work).
-fn rows_per_task<const N: usize>(plan: &Plan<N>, work: usize) -> usize {
-    let rows = plan.rows().max(1);
-    if work < 2 * PAR_MIN || threads() == 1 {
-        rows
+/// Split `n` elements into contiguous ranges for the thread pool (one range for small work).
+fn elem_tasks(n: usize) -> Vec<(usize, usize)> {
+    let k = if n < 2 * PAR_MIN || threads() == 1 {
+        1
     } else {
-        rows.div_ceil(threads() * 4).max(1)
+        (threads() * 4).min(n / PAR_MIN).max(1)
+    };
+    let per = n.div_ceil(k).max(1);
+    (0..n.div_ceil(per))
+        .map(|t| (t * per, ((t + 1) * per).min(n)))
+        .collect()
+}
+
+/// Walk the elements `[e0, e1)` (row-major) of a plan: `f(offsets, len, strides)`
+/// for each piece of a row.
+fn run_elems<const N: usize>(
+    plan: &Plan<N>,
+    e0: usize,
+    e1: usize,
+    f: &mut impl FnMut([isize; N], usize, [isize; N]),
+) {
+    let inner = plan.inner;
+    if e0 >= e1 || inner == 0 {
+        return;
     }
+    let (r0, r1) = (e0 / inner, (e1 - 1) / inner + 1);
+    let mut r = r0;
+    plan.run_rows(r0, r1, &mut |o, n, st| {
+        let lo = if r == r0 { e0 - r0 * inner } else { 0 };
+        let hi = if r == r1 - 1 { e1 - r * inner } else { n };
+        let mut o2 = o;
+        for k in 0..N {
+            o2[k] += lo as isize * st[k];
+        }
+        f(o2, hi - lo, st);
+        r += 1;
+    });
 }
 
 /// `(position in row-major order, offending value)` of the first bad index.
 type BadIndex = (usize, i64);
 
-fn first_bad(a: Option<BadIndex>, b: Option<BadIndex>) -> Option<BadIndex> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
-/// `offs[b] += wrap(idx[b]) * stride` over the row-major positions `b` of `idx`
-/// (negative indices count from the end); returns the first out-of-range index.
-fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> Option<BadIndex> {
+/// The first index of `idx` (row-major) outside `[0, size)`, after adding
+/// `size` to negative ones when `wrap`.
+fn first_bad_index(idx: &Tensor, size: usize, wrap: bool) -> Option<BadIndex> {
     let plan = Plan::new(idx.shape(), [idx.strides()]);
-    let inner = plan.inner;
-    if inner == 0 || offs.is_empty() {
-        return None;
-    }
-    let per = rows_per_task(&plan, offs.len());
     let n = size as i64;
     with_index_dtype!(idx.dtype(), I => {
         let p = SendPtr(idx.data_ptr::<I>());
-        offs.par_chunks_mut(per * inner)
-            .enumerate()
-            .map(|(t, chunk)| {
-                let r0 = t * per;
-                let r1 = (r0 + per).min(plan.rows());
+        elem_tasks(idx.numel())
+            .into_par_iter()
+            .map(|(e0, e1)| {
                 let mut bad = None;
-                let mut pos = 0usize;
-                plan.run_rows(r0, r1, &mut |[o], len, [s]| {
+                let mut pos = e0;
+                run_elems(&plan, e0, e1, &mut |[o], len, [s]| {
+                    if bad.is_some() {
+                        return;
+                    }
                     for i in 0..len {
                         // SAFETY: offsets come from the index tensor's layout.
                         let v = unsafe { *p.get().offset(o + i as isize * s) }.get();
-                        let w = if v < 0 { v + n } else { v };
+                        let w = if v < 0 && wrap { v + n } else { v };
                         if w < 0 || w >= n {
-                            if bad.is_none() {
-                                bad = Some((r0 * inner + pos + i, v));
-                            }
-                        } else {
-                            chunk[pos + i] += w as isize * stride;
+                            bad = Some((pos + i, v));
+                            return;
                         }
                     }
                     pos += len;
                 });
                 bad
             })
-            .reduce(|| None, first_bad)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flatten()
+            .next()
+    })
+}
+
+fn out_of_bounds(op: &'static str, v: i64, dim: usize, size: usize) -> Error {
+    Error::index(
+        op,
+        format!("index {v} is out of bounds for dimension {dim} with size {size}"),
+    )
+}
+
+/// Error for the first out-of-range index of `a` (none: `Ok`).
+fn check_indices(a: &IndexArgs, src: &Tensor) -> Result<()> {
+    for (j, idx) in a.indices.iter().enumerate() {
+        let size = src.shape()[a.dims[j]];
+        if let Some((_, v)) = first_bad_index(idx, size, true) {
+            return Err(out_of_bounds(a.op, v, a.dim_names[j], size));
+        }
+    }
+    Ok(())
+}
+
+/// `offs[b] += wrap(idx[b]) * stride` over the row-major positions `b` of `idx`
+/// (negative indices count from the end). Returns false on an out-of-range index.
+fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> bool {
+    let plan = Plan::new(idx.shape(), [idx.strides()]);
+    let n = size as i64;
+    let tasks = elem_tasks(offs.len());
+    let per = tasks.first().map_or(1, |t| t.1 - t.0).max(1);
+    with_index_dtype!(idx.dtype(), I => {
+        let p = SendPtr(idx.data_ptr::<I>());
+        offs.par_chunks_mut(per).enumerate().all(|(t, chunk)| {
+            let mut ok = true;
+            let mut pos = 0usize;
+            run_elems(&plan, t * per, t * per + chunk.len(), &mut |[o], len, [s]| {
+                let (p, mut good) = (p.get(), true);
+                for (i, c) in chunk[pos..pos + len].iter_mut().enumerate() {
+                    // SAFETY: offsets come from the index tensor's layout.
+                    let v = unsafe { *p.offset(o + i as isize * s) }.get();
+                    let w = if v < 0 { v + n } else { v };
+                    good &= (0..n).contains(&w);
+                    *c += w as isize * stride;
+                }
+                ok &= good;
+                pos += len;
+            });
+            ok
+        })
     })
 }
 
@@ -153,15 +219,8 @@ fn index_offsets(a: &IndexArgs, src: &Tensor, nb: usize) -> Result<Vec<isize>> {
     let mut offs = vec![0isize; nb];
     for (j, idx) in a.indices.iter().enumerate() {
         let d = a.dims[j];
-        let size = src.shape()[d];
-        if let Some((_, v)) = add_offsets(idx, size, src.strides()[d], &mut offs) {
-            return Err(Error::index(
-                a.op,
-                format!(
-                    "index {v} is out of bounds for dimension {} with size {size}",
-                    a.dim_names[j]
-                ),
-            ));
+        if !add_offsets(idx, src.shape()[d], src.strides()[d], &mut offs) {
+            check_indices(a, src)?;
         }
     }
     Ok(offs)
@@ -215,6 +274,9 @@ fn rest_of(src: &Tensor, dims: &[usize]) -> (Vec<usize>, Vec<isize>) {
 /// `out[b, r] = src[offs[b] + r]` where `out` has shape `B ++ R`.
 pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
     let k = out.ndim() - (src.ndim() - a.dims.len());
+    if a.indices.len() == 1 {
+        return gather_one(a, src, out, k);
+    }
     let nb: usize = out.shape()[..k].iter().product();
     let offs = index_offsets(a, src, nb)?;
     if out.numel() == 0 {
@@ -249,11 +311,10 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
         let copy_rows = |b: usize, r0: usize, r1: usize| {
             let (so, oo) = (offs[b], lead.at(b));
             plan.run_rows(r0, r1, &mut |[s, o], len, [ss, os]| {
+                let (sp, op) = (sp.get().wrapping_offset(so + s), op.get().wrapping_offset(oo + o));
                 for i in 0..len as isize {
                     // SAFETY: validated offsets inside src; out positions are disjoint per (b, row).
-                    unsafe {
-                        *op.get().offset(oo + o + i * os) = *sp.get().offset(so + s + i * ss);
-                    }
+                    unsafe { *op.offset(i * os) = *sp.offset(i * ss) };
                 }
             });
         };
@@ -279,6 +340,109 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// `index_gather` with one index tensor: offsets computed on the fly, bounds
+/// checked as it goes (the output is fresh, so a failure just discards it).
+fn gather_one(a: &IndexArgs, src: &Tensor, out: &Tensor, k: usize) -> Result<()> {
+    if out.numel() == 0 {
+        return check_indices(a, src);
+    }
+    let idx = &a.indices[0];
+    let d = a.dims[0];
+    let (n, sd) = (src.shape()[d] as i64, src.strides()[d]);
+    let (rshape, rstrides) = rest_of(src, a.dims);
+    let plan = Plan::new(&rshape, [&rstrides, &out.strides()[k..]]);
+    let rows = plan.rows();
+    let block: usize = rshape.iter().product();
+    let bad = AtomicBool::new(false);
+    with_dtype!(src.dtype(), T => with_index_dtype!(idx.dtype(), I => {
+        let sp = SendPtr(src.data_ptr::<T>());
+        let op = SendPtr(out.data_ptr::<T>());
+        let ip = SendPtr(idx.data_ptr::<I>());
+        let grain = (PAR_MIN / block).max(1);
+        let strides = [idx.strides(), &out.strides()[..k]];
+        if block == 1 {
+            par_for_each_row(&out.shape()[..k], strides, grain, |[io, oo], len, [is, os]| {
+                // Locals, so the stores below cannot force reloads.
+                let (n, sd, ip, sp, op) = (n, sd, ip.get(), sp.get(), op.get());
+                let mut ok = true;
+                for i in 0..len as isize {
+                    // SAFETY: out-of-range indices read element 0 instead (and
+                    // fail the call); distinct positions write distinct outputs.
+                    unsafe {
+                        let v = (*ip.offset(io + i * is)).get();
+                        let w = if v < 0 { v + n } else { v };
+                        let good = (0..n).contains(&w);
+                        ok &= good;
+                        let so = if good { w as isize * sd } else { 0 };
+                        *op.offset(oo + i * os) = *sp.offset(so);
+                    }
+                }
+                if !ok {
+                    bad.store(true, Ordering::Relaxed);
+                }
+            });
+        } else {
+            par_for_each_row(&out.shape()[..k], strides, grain, |[io, oo], len, [is, os]| {
+                for i in 0..len as isize {
+                    // SAFETY: the index is range-checked before use; distinct
+                    // index positions write distinct output elements.
+                    unsafe {
+                        let v = (*ip.get().offset(io + i * is)).get();
+                        let w = if v < 0 { v + n } else { v };
+                        if w < 0 || w >= n {
+                            bad.store(true, Ordering::Relaxed);
+                            continue;
+                        }
+                        let (so, ob) = (w as isize * sd, oo + i * os);
+                        plan.run_rows(0, rows, &mut |[s, o], l, [ss, osr]| {
+                            let (sp, op) = (sp.get(), op.get());
+                            for q in 0..l as isize {
+                                *op.offset(ob + o + q * osr) = *sp.offset(so + s + q * ss);
+                            }
+                        });
+                    }
+                }
+            });
+        }
+    }));
+    if bad.load(Ordering::Relaxed) {
+        check_indices(a, src)?;
+    }
+    Ok(())
+}
+
+/// `index_put` with one index tensor and one element per index position:
+/// validate, then write serially in index order (repeated targets: last wins).
+fn put_one(a: &IndexArgs, dst: &Tensor, values: &Tensor, k: usize, accumulate: bool) -> Result<()> {
+    check_indices(a, dst)?;
+    let idx = &a.indices[0];
+    let d = a.dims[0];
+    let (n, dd) = (dst.shape()[d] as i64, dst.strides()[d]);
+    with_dtype!(dst.dtype(), T => with_index_dtype!(idx.dtype(), I => {
+        let dp = dst.data_ptr::<T>();
+        let vp = values.data_ptr::<T>();
+        let ip = idx.data_ptr::<I>();
+        for_each_row(
+            &values.shape()[..k],
+            [idx.strides(), &values.strides()[..k]],
+            |[io, vo], len, [is, vs]| {
+                let (n, dd, accumulate) = (n, dd, accumulate);
+                for i in 0..len as isize {
+                    // SAFETY: indices validated above; serial writes.
+                    unsafe {
+                        let v = (*ip.offset(io + i * is)).get();
+                        let w = if v < 0 { v + n } else { v };
+                        let x = *vp.offset(vo + i * vs);
+                        let y = dp.offset(w as isize * dd);
+                        *y = if accumulate { Accumulate::acc(*y, x) } else { x };
+                    }
+                }
+            },
+        );
+    }));
+    Ok(())
+}
+
 /// `dst[offs[b] + r] = values[b, r]` (or `+=` when `accumulate`); `values` has shape `B ++ R`.
 ///
 /// Repeated positions: writes happen in row-major order of `B`, so the last
@@ -286,6 +450,9 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
 /// destination element is never touched by two tasks.
 pub fn index_put(a: &IndexArgs, dst: &Tensor, values: &Tensor, accumulate: bool) -> Result<()> {
     let k = values.ndim() - (dst.ndim() - a.dims.len());
+    if a.indices.len() == 1 && values.shape()[k..].iter().product::<usize>() == 1 {
+        return put_one(a, dst, values, k, accumulate);
+    }
     let nb: usize = values.shape()[..k].iter().product();
     let offs = index_offsets(a, dst, nb)?;
     if values.numel() == 0 {
@@ -313,11 +480,12 @@ pub fn index_put(a: &IndexArgs, dst: &Tensor, values: &Tensor, accumulate: bool)
             for (b, &d0) in offs.iter().enumerate() {
                 let v0 = lead.at(b);
                 plan.run_rows(r0, r1, &mut |[d, v], len, [ds, vs]| {
+                    let (vp, dp) = (vp.get().wrapping_offset(v0 + v), dp.get().wrapping_offset(d0 + d));
                     for i in 0..len as isize {
                         // SAFETY: validated offsets; each task owns its rows of the rest dims.
                         unsafe {
-                            let x = *vp.get().offset(v0 + v + i * vs);
-                            let y = dp.get().offset(d0 + d + i * ds);
+                            let x = *vp.offset(i * vs);
+                            let y = dp.offset(i * ds);
                             *y = if accumulate { Accumulate::acc(*y, x) } else { x };
                         }
                     }
@@ -339,43 +507,10 @@ pub fn index_put(a: &IndexArgs, dst: &Tensor, values: &Tensor, accumulate: bool)
 
 /// Check `0 <= index < size` everywhere (no wrapping, as torch's gather/scatter).
 fn check_range(op: &'static str, index: &Tensor, dim: usize, size: usize) -> Result<()> {
-    let plan = Plan::new(index.shape(), [index.strides()]);
-    let rows = plan.rows();
-    if plan.inner == 0 {
-        return Ok(());
+    match first_bad_index(index, size, false) {
+        Some((_, v)) => Err(out_of_bounds(op, v, dim, size)),
+        None => Ok(()),
     }
-    let per = rows_per_task(&plan, index.numel());
-    let n = size as i64;
-    let bad = with_index_dtype!(index.dtype(), I => {
-        let p = SendPtr(index.data_ptr::<I>());
-        (0..rows.div_ceil(per))
-            .into_par_iter()
-            .map(|t| {
-                let mut bad: Option<i64> = None;
-                plan.run_rows(t * per, ((t + 1) * per).min(rows), &mut |[o], len, [s]| {
-                    if bad.is_some() {
-                        return;
-                    }
-                    for i in 0..len as isize {
-                        // SAFETY: offsets from the index tensor's layout.
-                        let v = unsafe { *p.get().offset(o + i * s) }.get();
-                        if v < 0 || v >= n {
-                            bad = Some(v);
-                            return;
-                        }
-                    }
-                });
-                bad.map(|v| (t, v))
-            })
-            .reduce(|| None, first_bad)
-    });
-    if let Some((_, v)) = bad {
-        return Err(Error::index(
-            op,
-            format!("index {v} is out of bounds for dimension {dim} with size {size}"),
-        ));
-    }
-    Ok(())
 }
 
 /// `out[p] = src[p with p[dim] = index[p]]` over `index`'s shape.
@@ -393,11 +528,12 @@ pub fn gather(src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<
             [&sst, index.strides(), out.strides()],
             PAR_MIN,
             |[so, io, oo], n, [ss, is, os]| {
+                let (sd, sp, ip, op) = (sd, sp.get(), ip.get(), op.get());
                 for i in 0..n as isize {
                     // SAFETY: index values validated; out rows disjoint per task.
                     unsafe {
-                        let j = (*ip.get().offset(io + i * is)).get() as isize;
-                        *op.get().offset(oo + i * os) = *sp.get().offset(so + i * ss + j * sd);
+                        let j = (*ip.offset(io + i * is)).get() as isize;
+                        *op.offset(oo + i * os) = *sp.offset(so + i * ss + j * sd);
                     }
                 }
             },
@@ -448,6 +584,7 @@ pub fn scatter(
             [&ist, &sst, &dst_st],
             grain,
             |[io, so, do_], n, [is, ss, ds]| {
+                let (klen, isd, ssd, dsd, accumulate) = (klen, isd, ssd, dsd, accumulate);
                 for i in 0..n as isize {
                     for k in 0..klen {
                         // SAFETY: validated indices; a task owns whole lines along `dim`.
@@ -465,31 +602,28 @@ pub fn scatter(
     Ok(())
 }
 
-/// Per-task element ranges for the nonzero kernels: (plan, rows per task).
-fn nz_plan(x: &Tensor) -> (Plan<1>, usize) {
-    let plan = Plan::new(x.shape(), [x.strides()]);
-    let per = rows_per_task(&plan, x.numel());
-    (plan, per)
-}
-
-fn nz_counts(x: &Tensor, plan: &Plan<1>, per: usize) -> Vec<usize> {
-    let rows = plan.rows();
-    let tasks = if plan.inner == 0 {
-        0
-    } else {
-        rows.div_ceil(per)
-    };
+/// Non-zero count of each element range of `tasks`.
+fn nz_counts(x: &Tensor, plan: &Plan<1>, tasks: &[(usize, usize)]) -> Vec<usize> {
     with_dtype!(x.dtype(), T => {
         let p = SendPtr(x.data_ptr::<T>());
         let zero = T::zero();
-        (0..tasks)
-            .into_par_iter()
-            .map(|t| {
+        tasks
+            .par_iter()
+            .map(|&(e0, e1)| {
                 let mut c = 0usize;
-                plan.run_rows(t * per, ((t + 1) * per).min(rows), &mut |[o], n, [s]| {
-                    for i in 0..n as isize {
-                        // SAFETY: offsets from the layout.
-                        c += (unsafe { *p.get().offset(o + i * s) } != zero) as usize;
+                run_elems(plan, e0, e1, &mut |[o], n, [s]| {
+                    // SAFETY: offsets from the layout.
+                    unsafe {
+                        if s == 1 {
+                            let row = std::slice::from_raw_parts(p.get().offset(o), n);
+                            c += row.iter().filter(|&&v| v != zero).count();
+                        } else {
+                            let (p, mut cl) = (p.get(), 0usize);
+                            for i in 0..n as isize {
+                                cl += (*p.offset(o + i * s) != zero) as usize;
+                            }
+                            c += cl;
+                        }
                     }
                 });
                 c
@@ -500,15 +634,20 @@ fn nz_counts(x: &Tensor, plan: &Plan<1>, per: usize) -> Vec<usize> {
 
 /// Number of non-zero elements of `x`.
 pub fn nonzero_count(x: &Tensor) -> Result<usize> {
-    let (plan, per) = nz_plan(x);
-    Ok(nz_counts(x, &plan, per).iter().sum())
+    let plan = Plan::new(x.shape(), [x.strides()]);
+    Ok(nz_counts(x, &plan, &elem_tasks(x.numel())).iter().sum())
 }
 
 /// Write the coordinates of the non-zero elements of `x`, in row-major order,
 /// into the contiguous int64 tensor `out` of shape `[count, ndim]`.
+///
+/// Each task counts its element range, then writes from its prefix-sum
+/// position; coordinates are tracked incrementally (the last one moves every
+/// element) and written without a data-dependent branch.
 pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
-    let (plan, per) = nz_plan(x);
-    let counts = nz_counts(x, &plan, per);
+    let plan = Plan::new(x.shape(), [x.strides()]);
+    let tasks = elem_tasks(x.numel());
+    let counts = nz_counts(x, &plan, &tasks);
     let total: usize = counts.iter().sum();
     if total != out.shape()[0] {
         return Err(Error::runtime(
@@ -526,44 +665,64 @@ pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
         starts.push(acc);
         acc += c;
     }
-    let rows = plan.rows();
-    let inner = plan.inner;
     let shape = x.shape().to_vec();
     with_dtype!(x.dtype(), T => {
         let p = SendPtr(x.data_ptr::<T>());
         let q = SendPtr(out.data_ptr::<i64>());
         let zero = T::zero();
-        (0..counts.len()).into_par_iter().for_each(|t| {
+        tasks.par_iter().enumerate().for_each(|(t, &(e0, e1))| {
             if counts[t] == 0 {
                 return;
             }
-            // Multi-index (in x's own dims) of the task's first element.
-            let mut lin = t * per * inner;
+            // Multi-index of the task's first element.
+            let mut lin = e0;
             let mut idx = vec![0i64; nd];
             for d in (0..nd).rev() {
                 idx[d] = (lin % shape[d]) as i64;
                 lin /= shape[d];
             }
             let mut w = starts[t] * nd;
-            // The last coordinate moves every element; the others only on wrap-around.
+            let end = (starts[t] + counts[t]) * nd;
             let last = shape[nd - 1] as i64;
             let mut j = idx[nd - 1];
-            plan.run_rows(t * per, ((t + 1) * per).min(rows), &mut |[o], n, [s]| {
+            run_elems(&plan, e0, e1, &mut |[o], n, [s]| {
+                // Work on locals: stores through `q` must not force reloads.
+                let (p, q) = (p.get(), q.get());
+                let (mut wl, mut jl) = (w, j);
+                if nd == 1 {
+                    // 1-D: the coordinate is the running position (no wrap-around).
+                    for i in 0..n as isize {
+                        // SAFETY: as below.
+                        unsafe {
+                            let hit = (*p.offset(o + i * s) != zero) as usize;
+                            if wl < end {
+                                *q.add(wl) = jl;
+                            }
+                            wl += hit;
+                        }
+                        jl += 1;
+                    }
+                    w = wl;
+                    j = jl;
+                    return;
+                }
                 for i in 0..n as isize {
-                    // SAFETY: offsets from the layout; each task writes its own output rows.
+                    // SAFETY: offsets from the layout; a task writes only rows
+                    // [starts[t], starts[t] + counts[t]) of `out`.
                     unsafe {
-                        if *p.get().offset(o + i * s) != zero {
-                            let row = q.get().add(w);
+                        let hit = (*p.offset(o + i * s) != zero) as usize;
+                        if wl < end {
+                            let row = q.add(wl);
                             for (d, &v) in idx[..nd - 1].iter().enumerate() {
                                 *row.add(d) = v;
                             }
-                            *row.add(nd - 1) = j;
-                            w += nd;
+                            *row.add(nd - 1) = jl;
                         }
+                        wl += hit * nd;
                     }
-                    j += 1;
-                    if j == last {
-                        j = 0;
+                    jl += 1;
+                    if jl == last {
+                        jl = 0;
                         let mut d = nd - 1;
                         while d > 0 {
                             d -= 1;
@@ -575,6 +734,8 @@ pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
                         }
                     }
                 }
+                w = wl;
+                j = jl;
             });
         });
     });
@@ -607,14 +768,19 @@ pub fn tri(x: &Tensor, out: &Tensor, diagonal: i64, upper: bool) -> Result<()> {
                 xo += i * xs[d];
                 oo += i * os[d];
             }
+            // Columns [0, cut) are kept for tril / zeroed for triu.
             let i = (r % m) as i64;
-            for j in 0..n {
-                let dj = j as i64 - i;
-                let keep = if upper { dj >= diagonal } else { dj <= diagonal };
-                // SAFETY: offsets from the layouts; each row is written by one task.
-                unsafe {
-                    let v = if keep { *xp.get().offset(xo + j as isize * xc) } else { zero };
-                    *op.get().offset(oo + j as isize * oc) = v;
+            let cut = if upper { i + diagonal } else { i + diagonal + 1 };
+            let cut = cut.clamp(0, n as i64) as usize;
+            let (xp, op, xc, oc) = (xp.get(), op.get(), xc, oc);
+            let (keep, zero_cols) = if upper { (cut..n, 0..cut) } else { (0..cut, cut..n) };
+            // SAFETY: offsets from the layouts; each row is written by one task.
+            unsafe {
+                for j in keep {
+                    *op.offset(oo + j as isize * oc) = *xp.offset(xo + j as isize * xc);
+                }
+                for j in zero_cols {
+                    *op.offset(oo + j as isize * oc) = zero;
                 }
             }
         };
