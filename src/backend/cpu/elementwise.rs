@@ -250,7 +250,7 @@ macro_rules! float_unary {
         use UnaryOp::*;
         match $op {
             Neg => $run!(PAR_MIN, |x: $C| -x),
-            Abs => $run!(PAR_MIN, |x: $C| x.abs()),
+            Abs => $run!(PAR_MIN, |x: $C| Real::abs(x)),
             Sign => $run!(PAR_MIN, |x: $C| if x > <$C>::ZERO {
                 <$C>::ONE
             } else if x < <$C>::ZERO {
@@ -260,21 +260,21 @@ macro_rules! float_unary {
             }),
             Square => $run!(PAR_MIN, |x: $C| x * x),
             Reciprocal => $run!(PAR_MIN, |x: $C| <$C>::ONE / x),
-            Floor => $run!(PAR_MIN, |x: $C| x.floor()),
-            Ceil => $run!(PAR_MIN, |x: $C| x.ceil()),
+            Floor => $run!(PAR_MIN, |x: $C| Real::floor(x)),
+            Ceil => $run!(PAR_MIN, |x: $C| Real::ceil(x)),
             Round => $run!(PAR_MIN, |x: $C| x.round_even()),
-            Trunc => $run!(PAR_MIN, |x: $C| x.trunc()),
-            Exp => $run!(PAR_MIN_HEAVY, |x: $C| x.exp()),
-            Log => $run!(PAR_MIN_HEAVY, |x: $C| x.ln()),
-            Log2 => $run!(PAR_MIN_HEAVY, |x: $C| x.log2()),
-            Log1p => $run!(PAR_MIN_HEAVY, |x: $C| x.ln_1p()),
-            Expm1 => $run!(PAR_MIN_HEAVY, |x: $C| x.exp_m1()),
-            Sqrt => $run!(PAR_MIN, |x: $C| x.sqrt()),
-            Rsqrt => $run!(PAR_MIN, |x: $C| <$C>::ONE / x.sqrt()),
-            Sin => $run!(PAR_MIN_HEAVY, |x: $C| x.sin()),
-            Cos => $run!(PAR_MIN_HEAVY, |x: $C| x.cos()),
-            Tan => $run!(PAR_MIN_HEAVY, |x: $C| x.tan()),
-            Tanh => $run!(PAR_MIN_HEAVY, |x: $C| x.tanh()),
+            Trunc => $run!(PAR_MIN, |x: $C| Real::trunc(x)),
+            Exp => $run!(PAR_MIN_HEAVY, |x: $C| Real::exp(x)),
+            Log => $run!(PAR_MIN_HEAVY, |x: $C| Real::ln(x)),
+            Log2 => $run!(PAR_MIN_HEAVY, |x: $C| Real::log2(x)),
+            Log1p => $run!(PAR_MIN_HEAVY, |x: $C| Real::ln_1p(x)),
+            Expm1 => $run!(PAR_MIN_HEAVY, |x: $C| Real::exp_m1(x)),
+            Sqrt => $run!(PAR_MIN, |x: $C| Real::sqrt(x)),
+            Rsqrt => $run!(PAR_MIN, |x: $C| <$C>::ONE / Real::sqrt(x)),
+            Sin => $run!(PAR_MIN_HEAVY, |x: $C| Real::sin(x)),
+            Cos => $run!(PAR_MIN_HEAVY, |x: $C| Real::cos(x)),
+            Tan => $run!(PAR_MIN_HEAVY, |x: $C| Real::tan(x)),
+            Tanh => $run!(PAR_MIN_HEAVY, |x: $C| Real::tanh(x)),
             Sigmoid => $run!(PAR_MIN_HEAVY, |x: $C| x.sigmoid()),
             Relu => $run!(PAR_MIN, |x: $C| if x > <$C>::ZERO {
                 x
@@ -292,7 +292,7 @@ macro_rules! float_unary {
                 $run!(PAR_MIN_HEAVY, move |x: $C| if x > <$C>::ZERO {
                     x
                 } else {
-                    a * x.exp_m1()
+                    a * Real::exp_m1(x)
                 })
             }
             Gelu => $run!(PAR_MIN_HEAVY, |x: $C| x.gelu()),
@@ -303,7 +303,7 @@ macro_rules! float_unary {
                 $run!(PAR_MIN_HEAVY, move |x: $C| if x * b > t {
                     x
                 } else {
-                    (x * b).exp().ln_1p() / b
+                    Real::ln_1p(Real::exp(x * b)) / b
                 })
             }
             Erf => $run!(PAR_MIN_HEAVY, |x: $C| x.erf_fn()),
@@ -453,10 +453,10 @@ macro_rules! float_binary {
             Div => $run!(PAR_MIN, |a: $C, b: $C| a / b),
             FloorDiv => $run!(PAR_MIN, |a: $C, b: $C| (a / b).floor()),
             Remainder => $run!(PAR_MIN, |a: $C, b: $C| py_fmod(a, b)),
-            Pow => $run!(PAR_MIN_HEAVY, |a: $C, b: $C| a.powf(b)),
+            Pow => $run!(PAR_MIN_HEAVY, |a: $C, b: $C| Real::powf(a, b)),
             Maximum => $run!(PAR_MIN, |a: $C, b: $C| a.max_nan(b)),
             Minimum => $run!(PAR_MIN, |a: $C, b: $C| a.min_nan(b)),
-            Atan2 => $run!(PAR_MIN_HEAVY, |a: $C, b: $C| a.atan2(b)),
+            Atan2 => $run!(PAR_MIN_HEAVY, |a: $C, b: $C| Real::atan2(a, b)),
             Eq => $pred!(|a: $C, b: $C| a == b),
             Ne => $pred!(|a: $C, b: $C| a != b),
             Lt => $pred!(|a: $C, b: $C| a < b),
