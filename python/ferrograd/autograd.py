@@ -77,6 +77,12 @@ def _analytic_jacobian(fn: Callable, inputs: tuple, i: int) -> list[np.ndarray]:
     x = inputs[i]
     jac = []
     for o in outs:
+        if not o.requires_grad:
+            # Not connected to the graph: the output does not depend on any input
+            # (e.g. the derivative of a linear map). A missing gradient still shows
+            # up, as a mismatch against the finite differences.
+            jac.append(np.zeros((o.numel(), x.numel())))
+            continue
         rows = []
         for k in range(o.numel()):
             go = np.zeros(o.numel())

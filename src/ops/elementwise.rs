@@ -239,51 +239,51 @@ impl BinaryOp {
 
 /// Registry entries for this family.
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("neg", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("abs", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("sign", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("square", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("reciprocal", "elementwise", DTypes::ALL),
-    OpInfo::prim("floor", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("ceil", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("round", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("trunc", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("exp", "elementwise", DTypes::ALL),
-    OpInfo::prim("log", "elementwise", DTypes::ALL),
-    OpInfo::prim("log2", "elementwise", DTypes::ALL),
-    OpInfo::prim("log1p", "elementwise", DTypes::ALL),
-    OpInfo::prim("expm1", "elementwise", DTypes::ALL),
-    OpInfo::prim("sqrt", "elementwise", DTypes::ALL),
-    OpInfo::prim("rsqrt", "elementwise", DTypes::ALL),
-    OpInfo::prim("sin", "elementwise", DTypes::ALL),
-    OpInfo::prim("cos", "elementwise", DTypes::ALL),
-    OpInfo::prim("tan", "elementwise", DTypes::ALL),
-    OpInfo::prim("tanh", "elementwise", DTypes::ALL),
-    OpInfo::prim("sigmoid", "elementwise", DTypes::ALL),
-    OpInfo::prim("relu", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("leaky_relu", "elementwise", DTypes::ALL),
-    OpInfo::prim("elu", "elementwise", DTypes::ALL),
-    OpInfo::prim("gelu", "elementwise", DTypes::ALL),
-    OpInfo::prim("gelu_tanh", "elementwise", DTypes::ALL),
-    OpInfo::prim("silu", "elementwise", DTypes::ALL),
-    OpInfo::prim("softplus", "elementwise", DTypes::ALL),
-    OpInfo::prim("erf", "elementwise", DTypes::ALL),
-    OpInfo::prim("clamp", "elementwise", DTypes::NUMERIC),
+    OpInfo::prim("neg", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("abs", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("sign", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("square", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("reciprocal", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("floor", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("ceil", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("round", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("trunc", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("exp", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("log", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("log2", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("log1p", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("expm1", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("sqrt", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("rsqrt", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("sin", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("cos", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("tan", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("tanh", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("sigmoid", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("relu", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("leaky_relu", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("elu", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("gelu", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("gelu_tanh", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("silu", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("softplus", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("erf", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("clamp", "elementwise", DTypes::NUMERIC).grad(),
     OpInfo::prim("logical_not", "elementwise", DTypes::ALL),
     OpInfo::prim("bitwise_not", "elementwise", DTypes::INT_BOOL),
     OpInfo::prim("isnan", "elementwise", DTypes::ALL),
     OpInfo::prim("isinf", "elementwise", DTypes::ALL),
     OpInfo::prim("isfinite", "elementwise", DTypes::ALL),
-    OpInfo::prim("add", "elementwise", DTypes::ALL),
-    OpInfo::prim("sub", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("mul", "elementwise", DTypes::ALL),
-    OpInfo::prim("div", "elementwise", DTypes::ALL),
+    OpInfo::prim("add", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("sub", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("mul", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("div", "elementwise", DTypes::ALL).grad(),
     OpInfo::prim("floor_divide", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("remainder", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("pow", "elementwise", DTypes::NUMERIC),
-    OpInfo::prim("maximum", "elementwise", DTypes::ALL),
-    OpInfo::prim("minimum", "elementwise", DTypes::ALL),
-    OpInfo::prim("atan2", "elementwise", DTypes::ALL),
+    OpInfo::prim("remainder", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("pow", "elementwise", DTypes::NUMERIC).grad(),
+    OpInfo::prim("maximum", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("minimum", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("atan2", "elementwise", DTypes::ALL).grad(),
     OpInfo::prim("eq", "elementwise", DTypes::ALL),
     OpInfo::prim("ne", "elementwise", DTypes::ALL),
     OpInfo::prim("lt", "elementwise", DTypes::ALL),
@@ -296,11 +296,15 @@ pub const OPS: &[OpInfo] = &[
     OpInfo::prim("bitwise_and", "elementwise", DTypes::INT_BOOL),
     OpInfo::prim("bitwise_or", "elementwise", DTypes::INT_BOOL),
     OpInfo::prim("bitwise_xor", "elementwise", DTypes::INT_BOOL),
-    OpInfo::prim("where", "elementwise", DTypes::ALL),
-    OpInfo::prim("to", "elementwise", DTypes::ALL),
+    OpInfo::prim("where", "elementwise", DTypes::ALL).grad(),
+    OpInfo::prim("to", "elementwise", DTypes::ALL).grad(),
     OpInfo::prim("fill_", "elementwise", DTypes::ALL).mutates(0),
-    OpInfo::prim("copy_", "elementwise", DTypes::ALL).mutates(0),
-    OpInfo::prim("masked_fill", "elementwise", DTypes::ALL).kind(OpKind::Composite),
+    OpInfo::prim("copy_", "elementwise", DTypes::ALL)
+        .mutates(0)
+        .grad(),
+    OpInfo::prim("masked_fill", "elementwise", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
 ];
 
 fn check_dtype(op: &'static str, dtypes: DTypes, d: DType) -> Result<()> {
@@ -827,6 +831,24 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
             ),
         ));
     }
+    if ag::needs_grad(&[dst, src]) {
+        // Recorded as broadcast + cast of `src`; `dst`'s old value gets no gradient.
+        ag::check_inplace("copy_", dst)?;
+        let r = to_dtype(
+            &crate::ops::shape::broadcast_to(src, dst.shape())?,
+            dst.dtype(),
+        )?;
+        let r = if r.shares_storage(dst) { clone(&r)? } else { r };
+        copy_data(dst, &r)?;
+        if r.meta().and_then(|m| m.grad_fn()).is_some() {
+            return ag::rebase_history(dst, &r);
+        }
+        // `src` is a constant: the new value still requires grad (as `dst` did),
+        // and its history sends no gradient to `dst`'s old value.
+        let out = dst.detach();
+        ag::record(OverwrittenBackward, &[dst], &[&out], &[]);
+        return ag::rebase_history(dst, &out);
+    }
     let src = if src.shares_storage(dst) {
         clone(src)?
     } else {
@@ -836,6 +858,23 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
     backend(dst.device()).cast_copy(&es, dst)?;
     dst.storage().bump_version();
     Ok(())
+}
+
+/// Backward of an in-place overwrite by a constant: no gradient reaches the old value.
+struct OverwrittenBackward;
+
+impl ag::Backward for OverwrittenBackward {
+    fn name(&self) -> &'static str {
+        "CopyBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        _g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![None])
+    }
 }
 
 /// `clamp` with optional tensor bounds: composite of maximum/minimum.

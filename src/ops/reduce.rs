@@ -22,8 +22,8 @@ use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
 
 /// Registry entries for this family.
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("sum", "reduce", DTypes::ALL),
-    OpInfo::prim("mean", "reduce", DTypes::FLOAT),
+    OpInfo::prim("sum", "reduce", DTypes::ALL).grad(),
+    OpInfo::prim("mean", "reduce", DTypes::FLOAT).grad(),
     OpInfo::prim("prod", "reduce", DTypes::ALL),
     OpInfo::prim("amax", "reduce", DTypes::ALL),
     OpInfo::prim("amin", "reduce", DTypes::ALL),

@@ -112,6 +112,11 @@ impl OpInfo {
         self.mutates = Some(i);
         self
     }
+    /// The op records a vector-Jacobian product for float inputs.
+    pub const fn grad(mut self) -> OpInfo {
+        self.differentiable = true;
+        self
+    }
     pub const fn data_dependent(mut self) -> OpInfo {
         self.data_dependent = true;
         self

@@ -12,21 +12,37 @@ use crate::tensor::layout::{fmt_shape, infer_shape, norm_dim};
 use crate::tensor::Tensor;
 
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("view", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("reshape", "shape", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("permute", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("transpose", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("squeeze", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("unsqueeze", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("expand", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("broadcast_to", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("flatten", "shape", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("narrow", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("select", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("slice", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("flip", "shape", DTypes::ALL).views(0),
-    OpInfo::prim("contiguous", "shape", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("clone", "shape", DTypes::ALL),
+    OpInfo::prim("view", "shape", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("reshape", "shape", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("permute", "shape", DTypes::ALL)
+        .views(0)
+        .grad(),
+    OpInfo::prim("transpose", "shape", DTypes::ALL)
+        .views(0)
+        .grad(),
+    OpInfo::prim("squeeze", "shape", DTypes::ALL)
+        .views(0)
+        .grad(),
+    OpInfo::prim("unsqueeze", "shape", DTypes::ALL)
+        .views(0)
+        .grad(),
+    OpInfo::prim("expand", "shape", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("broadcast_to", "shape", DTypes::ALL)
+        .views(0)
+        .grad(),
+    OpInfo::prim("flatten", "shape", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("narrow", "shape", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("select", "shape", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("slice", "shape", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("flip", "shape", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("contiguous", "shape", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("clone", "shape", DTypes::ALL).grad(),
     OpInfo::prim("as_strided", "shape", DTypes::ALL).views(0),
 ];
 

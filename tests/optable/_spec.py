@@ -63,6 +63,27 @@ class OpSpec:
     # Known failures: dtype name (or "*" for all) -> reason naming the bug.
     # The driver marks those cases ``xfail(strict=True)``.
     xfail: dict[str, str] = field(default_factory=dict)
+    # Gradient column (float64 finite differences via fg.autograd.gradcheck).
+    # Ops the registry marks differentiable are gradchecked unless ``grad_skip``
+    # states why not; ``gradgrad=False`` (with ``gradgrad_skip``) leaves out
+    # the second-order check. ``grad_sample`` draws float64 inputs suited to
+    # finite differences (few elements, away from kinks and ties); without it
+    # ``sample`` is used and examples with non-finite or too many values are
+    # rejected. ``grad_args`` lists the inputs that get ``requires_grad``
+    # (default: every float array input).
+    grad_skip: str | None = None
+    # Used instead of ``fg_fn`` by the gradient check (e.g. in-place ops applied
+    # to a clone, since a leaf that requires grad cannot be written in place).
+    grad_fn: Callable[..., Any] | None = None
+    gradgrad_skip: str | None = None
+    grad_sample: Sampler | None = None
+    grad_args: tuple[int, ...] | None = None
+    grad_tol: tuple[float, float] = (1e-5, 1e-3)  # (atol, rtol)
+    grad_examples: int = 5
+    # Move differentiable inputs off the usual kinks (integers and halves: zero
+    # for abs/relu/sign, rounding steps, ties) before the check; turn off for a
+    # ``grad_sample`` that places values deliberately.
+    grad_snap: bool = True
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return self.tol.get(dtype, DEFAULT_TOL[dtype])

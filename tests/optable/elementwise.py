@@ -405,7 +405,13 @@ def _to_np(x, target, form):
     return x.astype(_NP[target])
 
 
-TO = OpSpec("to", _to_fg, _to_np, _to_sample, dtypes=ALL, out_dtype=lambda d, target, form: target)
+def _to_grad_sample(draw, dtype):
+    x = values(draw, draw(shapes()), dtype, -3, 3)
+    return [x], {"target": "float64", "form": draw(st.sampled_from(["object", "name", "keyword"]))}
+
+
+TO = OpSpec("to", _to_fg, _to_np, _to_sample, dtypes=ALL, out_dtype=lambda d, target, form: target,
+            grad_sample=_to_grad_sample)
 
 
 def _fill_value(draw, dtype):
@@ -446,7 +452,7 @@ def _copy_np(dst, src):
 
 
 COPY_ = OpSpec("copy_", lambda dst, src: dst.copy_(src), _copy_np, _copy_sample, dtypes=ALL,
-               out_dtype=lambda d: d)
+               out_dtype=lambda d: d, grad_fn=lambda dst, src: (dst * 2).copy_(src))
 
 
 def _masked_fill_sample(draw, dtype):
