@@ -9,5 +9,11 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 python -m pip install -q maturin
 python -m pip install -q -e ".[test]"
+echo "== Rust unit tests (pure-Rust core, release) =="
+cargo test --release --no-default-features -q
+echo "== Rust unit tests, scalar kernels (FG_CPU=scalar) =="
+FG_CPU=scalar cargo test --release --no-default-features -q
 echo "== Python tests (best SIMD level) =="
 python -m pytest -n 2 -q "$@"
+echo "== Op table with scalar kernels (FG_CPU=scalar) =="
+FG_CPU=scalar python -m pytest -n 2 -q --no-optable-matrix tests/test_optable.py

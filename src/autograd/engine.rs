@@ -83,8 +83,8 @@ pub fn run(
     let mut stack: Vec<Arc<Node>> = vec![];
     for (e, _) in &roots {
         if let Edge::Node(n, _) = e {
-            if !nodes.contains_key(&key(n)) {
-                nodes.insert(key(n), n.clone());
+            if let std::collections::hash_map::Entry::Vacant(v) = nodes.entry(key(n)) {
+                v.insert(n.clone());
                 stack.push(n.clone());
             }
         }
@@ -93,8 +93,8 @@ pub fn run(
         for e in n.next.iter().flatten() {
             if let Edge::Node(c, _) = e {
                 *deps.entry(key(c)).or_insert(0) += 1;
-                if !nodes.contains_key(&key(c)) {
-                    nodes.insert(key(c), c.clone());
+                if let std::collections::hash_map::Entry::Vacant(v) = nodes.entry(key(c)) {
+                    v.insert(c.clone());
                     stack.push(c.clone());
                 }
             }
