@@ -207,6 +207,26 @@ def test_setitem_value_taken_from_the_same_tensor():
     np.testing.assert_allclose(npy(x.grad), [0.0, w[1], w[2], w[3] + 2 * w[0]])
 
 
+def test_setitem_overlapping_basic_slices_of_the_same_tensor():
+    x = t64(weights(4))
+    y = x * 1.0
+    y[1:] = y[:-1]  # y = [x0, x0, x1, x2]
+    w = weights(4)
+    (y * t64(w, False)).sum().backward()
+    np.testing.assert_allclose(npy(x.grad), [w[0] + w[1], w[2], w[3], 0.0])
+
+
+def test_repeated_targets_without_accumulate_give_every_occurrence_the_gradient():
+    # Which write wins is unspecified; as in PyTorch, the value gradient is the
+    # output gradient gathered at each occurrence (not split between them).
+    x, v = t64(np.zeros(3)), t64([1.0, 2.0, 3.0])
+    y = x.index_put((idx([1, 1, 2]),), v)
+    w = np.array([10.0, 20.0, 30.0])
+    (y * t64(w, False)).sum().backward()
+    np.testing.assert_allclose(npy(v.grad), [20.0, 20.0, 30.0])
+    np.testing.assert_allclose(npy(x.grad), [10.0, 0.0, 0.0])
+
+
 # ---------------------------------------------------------------------------
 # index_select / gather / take_along_dim / masked_select
 # ---------------------------------------------------------------------------

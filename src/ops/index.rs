@@ -511,12 +511,18 @@ fn check_same_device(op: &'static str, x: &Tensor, value: &Tensor) -> Result<()>
     Ok(())
 }
 
-/// Finish an in-place op whose result `r` was computed out of place (and
-/// recorded): copy its values into `x` and make `x` the output of `r`'s node.
-fn write_back(x: &Tensor, r: &Tensor) -> Result<()> {
-    backend(x.device()).cast_copy(r, x)?;
-    x.storage().bump_version();
-    ag::rebase_history(x, r)
+/// Record an in-place write into `x` that has just happened: a node whose
+/// inputs are `x` (still with its history from before the write) and
+/// `other`, and whose output is `x`'s new value.
+fn record_inplace(
+    x: &Tensor,
+    other: &Tensor,
+    bw: impl Backward + 'static,
+    saves: &[Save<'_>],
+) -> Result<()> {
+    let out = x.detach();
+    ag::record(bw, &[x, other], &[&out], saves);
+    ag::rebase_history(x, &out)
 }
 
 /// `x[items] = value`, or `x[items] += value` with `accumulate` (repeated
@@ -524,9 +530,8 @@ fn write_back(x: &Tensor, r: &Tensor) -> Result<()> {
 /// last value in row-major order of the index arrays wins. Nothing is written
 /// when the call fails.
 ///
-/// When `x` or `value` requires grad, the result is computed out of place by
-/// [`index_put`] (recorded) and copied into `x`, which takes over its history
-/// (an error for leaves that require grad).
+/// When `x` or `value` requires grad (an error for leaves that require grad),
+/// the write is recorded like [`index_put`]'s and `x` becomes its output.
 pub fn index_put_with(
     op: &'static str,
     x: &Tensor,
@@ -536,13 +541,17 @@ pub fn index_put_with(
 ) -> Result<()> {
     x.check_writable(op)?;
     check_same_device(op, x, value)?;
-    if x.dtype().is_floating_point() && ag::needs_grad(&[x, value]) {
+    let grad = x.dtype().is_floating_point() && ag::needs_grad(&[x, value]);
+    if grad {
         ag::check_inplace(op, x)?;
-        elementwise::check_no_internal_overlap(op, x)?;
-        let r = index_put(op, x, items, value, accumulate)?;
-        return write_back(x, &r);
     }
-    put_raw(op, x, items, value, accumulate)
+    put_raw(op, x, items, value, accumulate)?;
+    if grad {
+        let (bw, ts) = put_backward(op, items, value, accumulate);
+        let saves: Vec<Save<'_>> = ts.iter().map(|t| Save::Tensor(t)).collect();
+        record_inplace(x, value, bw, &saves)?;
+    }
+    Ok(())
 }
 
 /// The write of [`index_put_with`], without recording.
@@ -604,22 +613,29 @@ pub fn index_put(
     };
     put_raw(op, &out, items, value, accumulate)?;
     if x.dtype().is_floating_point() && ag::needs_grad(&[x, value]) {
-        let (skel, ts) = split_key(items);
+        let (bw, ts) = put_backward(op, items, value, accumulate);
         let saves: Vec<Save<'_>> = ts.iter().map(|t| Save::Tensor(t)).collect();
-        ag::record(
-            IndexPutBackward {
-                op,
-                skel,
-                accumulate,
-                v_shape: value.shape().into(),
-                v_dtype: value.dtype(),
-            },
-            &[x, value],
-            &[&out],
-            &saves,
-        );
+        ag::record(bw, &[x, value], &[&out], &saves);
     }
     Ok(out)
+}
+
+/// The backward node of a put, and the key's tensors it saves.
+fn put_backward<'a>(
+    op: &'static str,
+    items: &'a [IndexItem],
+    value: &Tensor,
+    accumulate: bool,
+) -> (IndexPutBackward, Vec<&'a Tensor>) {
+    let (skel, ts) = split_key(items);
+    let bw = IndexPutBackward {
+        op,
+        skel,
+        accumulate,
+        v_shape: value.shape().into(),
+        v_dtype: value.dtype(),
+    };
+    (bw, ts)
 }
 
 /// Sum a gradient of the indexed region's shape down to the shape of the
@@ -1047,8 +1063,9 @@ pub fn scatter(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<T
     scatter_out("scatter", x, dim, index, src, false)
 }
 
-/// The in-place scatters: written directly, or (when `x` or `src` requires
-/// grad) computed out of place, recorded, and copied back.
+/// The in-place scatters; when `x` or `src` requires grad (an error for
+/// leaves that require grad), the write is recorded like [`scatter_out`]'s
+/// and `x` becomes its output.
 fn scatter_inplace(
     op: &'static str,
     x: &Tensor,
@@ -1058,17 +1075,16 @@ fn scatter_inplace(
     accumulate: bool,
 ) -> Result<()> {
     x.check_writable(op)?;
-    if x.dtype().is_floating_point() && ag::needs_grad(&[x, src]) {
+    let grad = x.dtype().is_floating_point() && ag::needs_grad(&[x, src]);
+    if grad {
         ag::check_inplace(op, x)?;
-        elementwise::check_no_internal_overlap(op, x)?;
-        let r = scatter_out(op, x, dim, index, src, accumulate)?;
-        return write_back(x, &r);
     }
-    {
-        let _no = GradMode::set(false);
-        scatter_into(op, x, dim, index, src, accumulate)?;
-    }
+    scatter_into(op, x, dim, index, src, accumulate)?;
     x.storage().bump_version();
+    if grad {
+        let bw = scatter_backward(dim, src, accumulate);
+        record_inplace(x, src, bw, &[Save::Tensor(index)])?;
+    }
     Ok(())
 }
 
@@ -1094,19 +1110,19 @@ fn scatter_out(
         out
     };
     if x.dtype().is_floating_point() && ag::needs_grad(&[x, src]) {
-        ag::record(
-            ScatterBackward {
-                dim,
-                accumulate,
-                src_shape: src.shape().into(),
-                src_dtype: src.dtype(),
-            },
-            &[x, src],
-            &[&out],
-            &[Save::Tensor(index)],
-        );
+        let bw = scatter_backward(dim, src, accumulate);
+        ag::record(bw, &[x, src], &[&out], &[Save::Tensor(index)]);
     }
     Ok(out)
+}
+
+fn scatter_backward(dim: isize, src: &Tensor, accumulate: bool) -> ScatterBackward {
+    ScatterBackward {
+        dim,
+        accumulate,
+        src_shape: src.shape().into(),
+        src_dtype: src.dtype(),
+    }
 }
 
 struct ScatterBackward {
