@@ -4,31 +4,48 @@
 //! integer or boolean tensors is advanced indexing (NumPy semantics) and
 //! produces a copy; boolean masks make the output shape depend on data.
 
+use crate::autograd::{self as ag, sum_to, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::ops::elementwise::{self, BinaryOp};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
 use crate::tensor::layout::{broadcast_shapes, fmt_shape, norm_dim};
-use crate::tensor::{DType, Shape, Tensor};
+use crate::tensor::{DType, Scalar, Shape, Tensor};
 
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("getitem", "index", DTypes::ALL).kind(OpKind::Composite),
+    OpInfo::prim("getitem", "index", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
     OpInfo::prim("setitem", "index", DTypes::ALL)
         .mutates(0)
-        .kind(OpKind::Composite),
-    OpInfo::prim("index_put_", "index", DTypes::ALL).mutates(0),
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("index_put_", "index", DTypes::ALL)
+        .mutates(0)
+        .grad(),
     OpInfo::prim("nonzero", "index", DTypes::ALL).data_dependent(),
     OpInfo::prim("masked_select", "index", DTypes::ALL)
         .kind(OpKind::Composite)
-        .data_dependent(),
-    OpInfo::prim("index_select", "index", DTypes::ALL),
-    OpInfo::prim("gather", "index", DTypes::ALL),
-    OpInfo::prim("take_along_dim", "index", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("scatter_add_", "index", DTypes::ALL).mutates(0),
-    OpInfo::prim("scatter_add", "index", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("scatter_", "index", DTypes::ALL).mutates(0),
-    OpInfo::prim("scatter", "index", DTypes::ALL).kind(OpKind::Composite),
+        .data_dependent()
+        .grad(),
+    OpInfo::prim("index_select", "index", DTypes::ALL).grad(),
+    OpInfo::prim("gather", "index", DTypes::ALL).grad(),
+    OpInfo::prim("take_along_dim", "index", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("scatter_add_", "index", DTypes::ALL)
+        .mutates(0)
+        .grad(),
+    OpInfo::prim("scatter_add", "index", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("scatter_", "index", DTypes::ALL)
+        .mutates(0)
+        .grad(),
+    OpInfo::prim("scatter", "index", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
 ];
 
 /// One element of an indexing key.
@@ -349,29 +366,91 @@ impl AdvKey {
 }
 
 /// `x[items]`: a view for basic keys, a copy (gathered by the backend) for advanced ones.
+///
+/// The gradient of an advanced key is `index_put` with `accumulate=True` of
+/// the output gradient into zeros (repeated positions add up).
 pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
     if !has_tensor(items) {
         let v = basic_view("getitem", x, items)?;
-        if crate::autograd::needs_grad(&[x]) {
+        if ag::needs_grad(&[x]) {
             let key = items.to_vec();
-            let bw = crate::ops::shape::slice_bw(x, "IndexBackward", move |t| {
-                basic_view("getitem", t, &key)
-            });
-            crate::autograd::record(bw, &[x], &[&v], &[]);
+            let bw = shape::slice_bw(x, "IndexBackward", move |t| basic_view("getitem", t, &key));
+            ag::record(bw, &[x], &[&v], &[]);
         }
         return Ok(v);
-    }
-    if crate::autograd::needs_grad(&[x]) {
-        return Err(Error::runtime(
-            "getitem",
-            "the gradient of advanced (tensor) indexing is not implemented yet; index a detached tensor or use basic slicing",
-        ));
     }
     let key = AdvKey::new("getitem", x, items)?;
     let out = Tensor::empty(&key.out_shape(), x.dtype(), x.device())?;
     let kout = out.with_layout(out.layout().permute("getitem", &key.kernel_perm())?);
     backend(x.device()).index_gather(&key.args("getitem"), &key.view, &kout)?;
+    if ag::needs_grad(&[x]) {
+        let (skel, ts) = split_key(items);
+        let saves: Vec<Save<'_>> = ts.iter().map(|t| Save::Tensor(t)).collect();
+        ag::record(
+            AdvIndexBackward {
+                skel,
+                in_shape: x.shape().into(),
+            },
+            &[x],
+            &[&out],
+            &saves,
+        );
+    }
     Ok(out)
+}
+
+/// A key with its tensors taken out (`None` marks the next saved tensor), so
+/// that backward gets them through the version-checked saved values.
+type KeySkel = Vec<Option<IndexItem>>;
+
+fn split_key(items: &[IndexItem]) -> (KeySkel, Vec<&Tensor>) {
+    let mut ts = vec![];
+    let skel = items
+        .iter()
+        .map(|it| match it {
+            IndexItem::Tensor(t) => {
+                ts.push(t);
+                None
+            }
+            other => Some(other.clone()),
+        })
+        .collect();
+    (skel, ts)
+}
+
+fn rebuild_key(skel: &[Option<IndexItem>], saved: &[Tensor]) -> Vec<IndexItem> {
+    let mut it = saved.iter();
+    skel.iter()
+        .map(|s| match s {
+            Some(item) => item.clone(),
+            None => IndexItem::Tensor(it.next().expect("saved index tensor").clone()),
+        })
+        .collect()
+}
+
+/// Backward of advanced `x[key]`: accumulate the gradient into zeros at the key.
+struct AdvIndexBackward {
+    skel: KeySkel,
+    in_shape: Shape,
+}
+
+impl Backward for AdvIndexBackward {
+    fn name(&self) -> &'static str {
+        "IndexBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let items = rebuild_key(&self.skel, saved);
+        let z = Tensor::zeros(&self.in_shape, g.dtype(), g.device())?;
+        Ok(vec![Some(index_put("getitem", &z, &items, g, true)?)])
+    }
 }
 
 /// Error unless writing through `v` touches each element at most once.
@@ -418,18 +497,7 @@ pub fn index_put_(x: &Tensor, items: &[IndexItem], value: &Tensor) -> Result<()>
     index_put_with("setitem", x, items, value, false)
 }
 
-/// `x[items] = value`, or `x[items] += value` with `accumulate` (repeated
-/// positions then add up). Without `accumulate`, for repeated positions the
-/// last value in row-major order of the index arrays wins. Nothing is written
-/// when the call fails.
-pub fn index_put_with(
-    op: &'static str,
-    x: &Tensor,
-    items: &[IndexItem],
-    value: &Tensor,
-    accumulate: bool,
-) -> Result<()> {
-    x.check_writable(op)?;
+fn check_same_device(op: &'static str, x: &Tensor, value: &Tensor) -> Result<()> {
     if value.device() != x.device() {
         return Err(Error::runtime(
             op,
@@ -440,6 +508,61 @@ pub fn index_put_with(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Record an in-place write into `x` that has just happened: a node whose
+/// inputs are `x` (still with its history from before the write) and
+/// `other`, and whose output is `x`'s new value.
+fn record_inplace(
+    x: &Tensor,
+    other: &Tensor,
+    bw: impl Backward + 'static,
+    saves: &[Save<'_>],
+) -> Result<()> {
+    let out = x.detach();
+    ag::record(bw, &[x, other], &[&out], saves);
+    ag::rebase_history(x, &out)
+}
+
+/// `x[items] = value`, or `x[items] += value` with `accumulate` (repeated
+/// positions then add up). Without `accumulate`, for repeated positions the
+/// last value in row-major order of the index arrays wins. Nothing is written
+/// when the call fails.
+///
+/// When `x` or `value` requires grad (an error for leaves that require grad),
+/// the write is recorded like [`index_put`]'s and `x` becomes its output.
+pub fn index_put_with(
+    op: &'static str,
+    x: &Tensor,
+    items: &[IndexItem],
+    value: &Tensor,
+    accumulate: bool,
+) -> Result<()> {
+    x.check_writable(op)?;
+    check_same_device(op, x, value)?;
+    let grad = x.dtype().is_floating_point() && ag::needs_grad(&[x, value]);
+    if grad {
+        ag::check_inplace(op, x)?;
+    }
+    put_raw(op, x, items, value, accumulate)?;
+    if grad {
+        let (bw, ts) = put_backward(op, items, value, accumulate);
+        let saves: Vec<Save<'_>> = ts.iter().map(|t| Save::Tensor(t)).collect();
+        record_inplace(x, value, bw, &saves)?;
+    }
+    Ok(())
+}
+
+/// The write of [`index_put_with`], without recording.
+fn put_raw(
+    op: &'static str,
+    x: &Tensor,
+    items: &[IndexItem],
+    value: &Tensor,
+    accumulate: bool,
+) -> Result<()> {
+    let _no = GradMode::set(false);
     if !has_tensor(items) {
         let v = basic_view(op, x, items)?;
         let val = value_for(op, value, v.shape(), x.dtype())?;
@@ -468,6 +591,110 @@ pub fn index_put_with(
     Ok(())
 }
 
+/// Out-of-place `index_put`: a copy of `x` with `value` written (or, with
+/// `accumulate`, added) at `items`.
+///
+/// Gradients: `x` gets the output gradient with the written positions zeroed
+/// (all of it with `accumulate`); `value` gets the output gradient gathered
+/// at `items`, summed over the dims it was broadcast along. Without
+/// `accumulate`, every occurrence of a repeated position (whose winner is
+/// unspecified) receives that position's gradient, as in PyTorch.
+pub fn index_put(
+    op: &'static str,
+    x: &Tensor,
+    items: &[IndexItem],
+    value: &Tensor,
+    accumulate: bool,
+) -> Result<Tensor> {
+    check_same_device(op, x, value)?;
+    let out = {
+        let _no = GradMode::set(false);
+        elementwise::clone(x)?
+    };
+    put_raw(op, &out, items, value, accumulate)?;
+    if x.dtype().is_floating_point() && ag::needs_grad(&[x, value]) {
+        let (bw, ts) = put_backward(op, items, value, accumulate);
+        let saves: Vec<Save<'_>> = ts.iter().map(|t| Save::Tensor(t)).collect();
+        ag::record(bw, &[x, value], &[&out], &saves);
+    }
+    Ok(out)
+}
+
+/// The backward node of a put, and the key's tensors it saves.
+fn put_backward<'a>(
+    op: &'static str,
+    items: &'a [IndexItem],
+    value: &Tensor,
+    accumulate: bool,
+) -> (IndexPutBackward, Vec<&'a Tensor>) {
+    let (skel, ts) = split_key(items);
+    let bw = IndexPutBackward {
+        op,
+        skel,
+        accumulate,
+        v_shape: value.shape().into(),
+        v_dtype: value.dtype(),
+    };
+    (bw, ts)
+}
+
+/// Sum a gradient of the indexed region's shape down to the shape of the
+/// value [`value_for`] broadcast into it (extra leading 1-dims included).
+fn value_grad(g: &Tensor, v_shape: &[usize], v_dtype: DType) -> Result<Tensor> {
+    let mut vs = v_shape;
+    while vs.len() > g.ndim() && vs[0] == 1 {
+        vs = &vs[1..];
+    }
+    let s = sum_to(g, vs)?;
+    let spec: Vec<isize> = v_shape.iter().map(|&d| d as isize).collect();
+    let s = shape::reshape(&s, &spec)?;
+    elementwise::to_dtype(&s, v_dtype)
+}
+
+struct IndexPutBackward {
+    op: &'static str,
+    skel: KeySkel,
+    accumulate: bool,
+    v_shape: Shape,
+    v_dtype: DType,
+}
+
+impl Backward for IndexPutBackward {
+    fn name(&self) -> &'static str {
+        if self.accumulate {
+            "IndexPutAccumulateBackward"
+        } else {
+            "IndexPutBackward"
+        }
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None, None]);
+        };
+        let items = rebuild_key(&self.skel, saved);
+        let gx = if !needs[0] {
+            None
+        } else if self.accumulate {
+            Some(g.clone())
+        } else {
+            let z = elementwise::scalar_tensor(Scalar::Float(0.0), g.dtype(), g.device())?;
+            Some(index_put(self.op, g, &items, &z, false)?)
+        };
+        let gv = if needs[1] && self.v_dtype.is_floating_point() {
+            let gi = index(g, &items)?;
+            Some(value_grad(&gi, &self.v_shape, self.v_dtype)?)
+        } else {
+            None
+        };
+        Ok(vec![gx, gv])
+    }
+}
+
 /// Indices of non-zero elements: an int64 tensor of shape `[n, ndim]`, in row-major order.
 pub fn nonzero(x: &Tensor) -> Result<Tensor> {
     let be = backend(x.device());
@@ -487,12 +714,10 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
         ));
     }
     let s = broadcast_shapes(op, x.shape(), mask.shape())?;
-    let xe = x.with_layout(x.layout().expand(op, &s)?);
+    // A composite of broadcast_to and advanced indexing (both recorded).
+    let xe = shape::broadcast_to(x, &s)?;
     let me = mask.with_layout(mask.layout().expand(op, &s)?);
-    let key = AdvKey::new(op, &xe, &[IndexItem::Tensor(me)])?;
-    let out = Tensor::empty(&key.out_shape(), x.dtype(), x.device())?;
-    backend(x.device()).index_gather(&key.args(op), &key.view, &out)?;
-    Ok(out)
+    index(&xe, &[IndexItem::Tensor(me)]).map_err(|e| rename(e, op))
 }
 
 fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
@@ -539,15 +764,9 @@ pub fn index_select(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         ));
     }
     let d = norm_dim(op, dim, x.ndim())?;
-    let x1 = if x.ndim() == 0 {
-        shape::unsqueeze(x, 0)?
-    } else {
-        x.clone()
-    };
-    let idx = if index.ndim() == 0 {
-        shape::unsqueeze(index, 0)?
-    } else {
-        index.clone()
+    let (x1, idx) = {
+        let _no = GradMode::set(false);
+        (at_least_1d(x)?, at_least_1d(index)?)
     };
     let mut oshape = x1.shape().to_vec();
     oshape[d] = idx.numel();
@@ -564,16 +783,74 @@ pub fn index_select(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         indices: std::slice::from_ref(&idx),
     };
     backend(x.device()).index_gather(&args, &x1, &kout)?;
-    if x.ndim() == 0 && index.ndim() == 0 {
-        return shape::squeeze(&out, None);
+    let out = if x.ndim() == 0 && index.ndim() == 0 {
+        out.with_layout(crate::tensor::Layout::contiguous(&[]))
+    } else {
+        out
+    };
+    if ag::needs_grad(&[x]) {
+        ag::record(
+            IndexSelectBackward {
+                d,
+                in_shape: x.shape().into(),
+                x1_shape: x1.shape().into(),
+                out1_shape: oshape.as_slice().into(),
+            },
+            &[x],
+            &[&out],
+            &[Save::Tensor(index)],
+        );
     }
     Ok(out)
 }
 
-/// Shapes for gather/scatter: both 0-d tensors act as 1-D of length 1.
+fn ispec(s: &[usize]) -> Vec<isize> {
+    s.iter().map(|&d| d as isize).collect()
+}
+
+const ALL: IndexItem = IndexItem::Slice {
+    start: None,
+    stop: None,
+    step: 1,
+};
+
+/// Backward of `index_select`: the gradient added into zeros at the selected
+/// positions along `d` (an `index_put` with `accumulate`; repeats add up).
+struct IndexSelectBackward {
+    d: usize,
+    in_shape: Shape,
+    x1_shape: Shape,
+    out1_shape: Shape,
+}
+
+impl Backward for IndexSelectBackward {
+    fn name(&self) -> &'static str {
+        "IndexSelectBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let idx = at_least_1d(&saved[0])?;
+        let g1 = shape::reshape(g, &ispec(&self.out1_shape))?;
+        let z = Tensor::zeros(&self.x1_shape, g.dtype(), g.device())?;
+        let mut items = vec![ALL; self.d];
+        items.push(IndexItem::Tensor(idx));
+        let gx = index_put("index_select", &z, &items, &g1, true)?;
+        Ok(vec![Some(shape::reshape(&gx, &ispec(&self.in_shape))?)])
+    }
+}
+
+/// Shapes for gather/scatter: both 0-d tensors act as 1-D of length 1 (an
+/// unrecorded view: the ops using it record their own gradients).
 fn at_least_1d(t: &Tensor) -> Result<Tensor> {
     if t.ndim() == 0 {
-        shape::unsqueeze(t, 0)
+        Ok(t.with_layout(t.layout().unsqueeze("at_least_1d", 0)?))
     } else {
         Ok(t.clone())
     }
@@ -613,7 +890,43 @@ pub fn gather(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         let o1 = at_least_1d(&out)?;
         backend(x.device()).gather(&x1, d, &i1, &o1)?;
     }
+    if ag::needs_grad(&[x]) {
+        ag::record(
+            GatherBackward {
+                d,
+                in_shape: x.shape().into(),
+            },
+            &[x],
+            &[&out],
+            &[Save::Tensor(index)],
+        );
+    }
     Ok(out)
+}
+
+/// Backward of `gather`: `scatter_add` of the gradient into zeros (repeats add up).
+struct GatherBackward {
+    d: usize,
+    in_shape: Shape,
+}
+
+impl Backward for GatherBackward {
+    fn name(&self) -> &'static str {
+        "GatherBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let z = Tensor::zeros(&self.in_shape, g.dtype(), g.device())?;
+        let gx = scatter_out("scatter_add", &z, self.d as isize, &saved[0], g, true)?;
+        Ok(vec![Some(gx)])
+    }
 }
 
 /// `take_along_dim(x, indices, dim)`: `gather` after broadcasting `x` and
@@ -648,7 +961,7 @@ pub fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<isize>) -> Resul
     let (mut xb, mut ib) = (b.to_vec(), b.to_vec());
     xb[d] = x.shape()[d];
     ib[d] = indices.shape()[d];
-    let xe = x.with_layout(x.layout().expand(op, &xb)?);
+    let xe = shape::broadcast_to(x, &xb).map_err(|e| rename(e, op))?;
     let ie = indices.with_layout(indices.layout().expand(op, &ib)?);
     gather(&xe, d as isize, &ie).map_err(|e| rename(e, op))
 }
@@ -674,6 +987,7 @@ fn scatter_into(
     src: &Tensor,
     accumulate: bool,
 ) -> Result<()> {
+    let _no = GradMode::set(false);
     check_index_dtype(op, index)?;
     same_device(op, dst, index)?;
     same_device(op, dst, src)?;
@@ -730,33 +1044,143 @@ fn scatter_into(
 
 /// `x.scatter_add_(dim, index, src)`: `x[index[i][j]][j] += src[i][j]` (for `dim = 0`).
 pub fn scatter_add_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
-    x.check_writable("scatter_add_")?;
-    scatter_into("scatter_add_", x, dim, index, src, true)?;
-    x.storage().bump_version();
-    Ok(())
+    scatter_inplace("scatter_add_", x, dim, index, src, true)
 }
 
 /// Out-of-place `scatter_add`: a copy of `x` with `src` added at `index` along `dim`.
 pub fn scatter_add(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-    let out = elementwise::clone(x)?;
-    scatter_into("scatter_add", &out, dim, index, src, true)?;
-    Ok(out)
+    scatter_out("scatter_add", x, dim, index, src, true)
 }
 
 /// `x.scatter_(dim, index, src)`: `x[index[i][j]][j] = src[i][j]` (for `dim = 0`);
 /// for repeated positions the last in row-major order of `index` wins.
 pub fn scatter_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
-    x.check_writable("scatter_")?;
-    scatter_into("scatter_", x, dim, index, src, false)?;
-    x.storage().bump_version();
-    Ok(())
+    scatter_inplace("scatter_", x, dim, index, src, false)
 }
 
 /// Out-of-place `scatter`.
 pub fn scatter(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-    let out = elementwise::clone(x)?;
-    scatter_into("scatter", &out, dim, index, src, false)?;
+    scatter_out("scatter", x, dim, index, src, false)
+}
+
+/// The in-place scatters; when `x` or `src` requires grad (an error for
+/// leaves that require grad), the write is recorded like [`scatter_out`]'s
+/// and `x` becomes its output.
+fn scatter_inplace(
+    op: &'static str,
+    x: &Tensor,
+    dim: isize,
+    index: &Tensor,
+    src: &Tensor,
+    accumulate: bool,
+) -> Result<()> {
+    x.check_writable(op)?;
+    let grad = x.dtype().is_floating_point() && ag::needs_grad(&[x, src]);
+    if grad {
+        ag::check_inplace(op, x)?;
+    }
+    scatter_into(op, x, dim, index, src, accumulate)?;
+    x.storage().bump_version();
+    if grad {
+        let bw = scatter_backward(dim, src, accumulate);
+        record_inplace(x, src, bw, &[Save::Tensor(index)])?;
+    }
+    Ok(())
+}
+
+/// The out-of-place scatters: a copy of `x` with `src` written (or added) at `index`.
+///
+/// Gradients: `src` gets the output gradient gathered at `index` (zeros where
+/// `src` extends beyond `index`); `x` gets the output gradient, with the
+/// scattered positions zeroed unless `accumulate`. Without `accumulate`, every
+/// occurrence of a repeated position (whose winner is unspecified) receives
+/// that position's gradient, as in PyTorch.
+fn scatter_out(
+    op: &'static str,
+    x: &Tensor,
+    dim: isize,
+    index: &Tensor,
+    src: &Tensor,
+    accumulate: bool,
+) -> Result<Tensor> {
+    let out = {
+        let _no = GradMode::set(false);
+        let out = elementwise::clone(x)?;
+        scatter_into(op, &out, dim, index, src, accumulate)?;
+        out
+    };
+    if x.dtype().is_floating_point() && ag::needs_grad(&[x, src]) {
+        let bw = scatter_backward(dim, src, accumulate);
+        ag::record(bw, &[x, src], &[&out], &[Save::Tensor(index)]);
+    }
     Ok(out)
+}
+
+fn scatter_backward(dim: isize, src: &Tensor, accumulate: bool) -> ScatterBackward {
+    ScatterBackward {
+        dim,
+        accumulate,
+        src_shape: src.shape().into(),
+        src_dtype: src.dtype(),
+    }
+}
+
+struct ScatterBackward {
+    dim: isize,
+    accumulate: bool,
+    src_shape: Shape,
+    src_dtype: DType,
+}
+
+impl Backward for ScatterBackward {
+    fn name(&self) -> &'static str {
+        if self.accumulate {
+            "ScatterAddBackward"
+        } else {
+            "ScatterBackward"
+        }
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None, None]);
+        };
+        let index = &saved[0];
+        let gx = if !needs[0] {
+            None
+        } else if self.accumulate {
+            Some(g.clone())
+        } else {
+            let z = Tensor::zeros(index.shape(), g.dtype(), g.device())?;
+            Some(scatter_out("scatter", g, self.dim, index, &z, false)?)
+        };
+        let gs = if needs[1] && self.src_dtype.is_floating_point() {
+            let gi = gather(g, self.dim, index)?;
+            // `src` may be larger than `index`: its other entries get zeros.
+            let pads: Vec<isize> = (0..gi.ndim())
+                .rev()
+                .flat_map(|k| [0, (self.src_shape[k] - gi.shape()[k]) as isize])
+                .collect();
+            let gs = if pads.iter().any(|&p| p != 0) {
+                crate::ops::join::pad(
+                    &gi,
+                    &pads,
+                    crate::ops::join::PadMode::Constant,
+                    Scalar::Int(0),
+                )?
+            } else {
+                gi
+            };
+            Some(elementwise::to_dtype(&gs, self.src_dtype)?)
+        } else {
+            None
+        };
+        Ok(vec![gx, gs])
+    }
 }
 
 #[cfg(test)]

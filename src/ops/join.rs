@@ -5,8 +5,10 @@
 //! strided copy (`cast_copy`) into views of it, so they need no kernels of
 //! their own; `tril`/`triu` use the `tri` primitive.
 
+use crate::autograd::{self as ag, Backward, GradMode};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+use crate::ops::elementwise as ew;
 use crate::ops::index::{index_select, rename};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
@@ -14,19 +16,40 @@ use crate::tensor::layout::{fmt_shape, norm_dim};
 use crate::tensor::{DType, Layout, Scalar, Shape, Strides, Tensor};
 
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("cat", "join", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("stack", "join", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("split", "join", DTypes::ALL).views(0),
-    OpInfo::prim("chunk", "join", DTypes::ALL).views(0),
-    OpInfo::prim("unbind", "join", DTypes::ALL).views(0),
-    OpInfo::prim("diagonal", "join", DTypes::ALL).views(0),
-    OpInfo::prim("diag", "join", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("repeat", "join", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("roll", "join", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("pad", "join", DTypes::ALL).kind(OpKind::Composite),
-    OpInfo::prim("tril", "join", DTypes::ALL),
-    OpInfo::prim("triu", "join", DTypes::ALL),
+    OpInfo::prim("cat", "join", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("stack", "join", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("split", "join", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("chunk", "join", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("unbind", "join", DTypes::ALL).views(0).grad(),
+    OpInfo::prim("diagonal", "join", DTypes::ALL)
+        .views(0)
+        .grad(),
+    OpInfo::prim("diag", "join", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("repeat", "join", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("roll", "join", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("pad", "join", DTypes::ALL)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("tril", "join", DTypes::ALL).grad(),
+    OpInfo::prim("triu", "join", DTypes::ALL).grad(),
 ];
+
+/// Record `bw` for the single-input op `x -> out` when `x` needs grad.
+fn record1<B: Backward + 'static>(x: &Tensor, out: &Tensor, bw: impl FnOnce() -> B) {
+    if ag::needs_grad(&[x]) {
+        ag::record(bw(), &[x], &[out], &[]);
+    }
+}
 
 /// Copy `src` into `dst` (same shape; `dst` is a view of a tensor the op allocated).
 fn copy_into(src: &Tensor, dst: &Tensor) -> Result<()> {
@@ -78,7 +101,9 @@ pub fn cat(ts: &[Tensor], dim: isize) -> Result<Tensor> {
         .filter(|(_, t)| !(t.ndim() == 1 && t.shape()[0] == 0))
         .collect();
     let Some(&(i0, r)) = used.first() else {
-        return Tensor::empty(&[0], dtype, first.device());
+        let out = Tensor::empty(&[0], dtype, first.device())?;
+        record_cat(ts, 0, &out);
+        return Ok(out);
     };
     let d = norm_dim(op, dim, r.ndim())?;
     let mut total = 0usize;
@@ -119,7 +144,71 @@ pub fn cat(ts: &[Tensor], dim: isize) -> Result<Tensor> {
         copy_into(t, &dst)?;
         off += n;
     }
+    record_cat(ts, d, &out);
     Ok(out)
+}
+
+fn skipped(t: &Tensor) -> bool {
+    t.ndim() == 1 && t.shape()[0] == 0
+}
+
+fn record_cat(ts: &[Tensor], d: usize, out: &Tensor) {
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    if !(out.dtype().is_floating_point() && ag::needs_grad(&refs)) {
+        return;
+    }
+    let mut off = 0usize;
+    let parts = ts
+        .iter()
+        .map(|t| {
+            let start = if skipped(t) {
+                None
+            } else {
+                off += t.shape()[d];
+                Some(off - t.shape()[d])
+            };
+            (start, Shape::from_slice(t.shape()), t.dtype())
+        })
+        .collect();
+    ag::record(CatBackward { d, parts }, &refs, &[out], &[]);
+}
+
+/// Backward of `cat`: each input gets its slice of the gradient (converted
+/// back to its dtype); skipped empty 1-D inputs get empty gradients.
+struct CatBackward {
+    d: usize,
+    /// Per input: its start along `d` (None when skipped), shape and dtype.
+    parts: Vec<(Option<usize>, Shape, DType)>,
+}
+
+impl Backward for CatBackward {
+    fn name(&self) -> &'static str {
+        "CatBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None; self.parts.len()]);
+        };
+        self.parts
+            .iter()
+            .zip(needs)
+            .map(|((start, shp, dt), &need)| {
+                if !need || !dt.is_floating_point() {
+                    return Ok(None);
+                }
+                let gi = match start {
+                    None => Tensor::zeros(shp, *dt, g.device())?,
+                    Some(s) => shape::narrow(g, self.d as isize, *s as isize, shp[self.d])?,
+                };
+                Ok(Some(ew::to_dtype(&gi, *dt)?))
+            })
+            .collect()
+    }
 }
 
 /// `stack(tensors, dim)`: join along a new dim; all shapes must be equal.
@@ -205,11 +294,69 @@ pub fn split(x: &Tensor, arg: &SplitArg, dim: isize) -> Result<Vec<Tensor>> {
     };
     let mut off = 0;
     let mut out = Vec::with_capacity(sizes.len());
-    for s in sizes {
+    for &s in &sizes {
         out.push(x.with_layout(x.layout().slice(d, off, s, 1)));
         off += s;
     }
+    if ag::needs_grad(&[x]) {
+        let refs: Vec<&Tensor> = out.iter().collect();
+        let bw = PiecesBackward {
+            name: "SplitBackward",
+            d,
+            in_shape: x.shape().into(),
+            sizes: Some(sizes),
+        };
+        ag::record(bw, &[x], &refs, &[]);
+    }
     Ok(out)
+}
+
+/// Backward of `split`/`chunk` (pieces of `sizes` along `d`, joined with
+/// `cat`) and `unbind` (`sizes: None`: slices joined with `stack`). Pieces
+/// that received no gradient count as zeros.
+struct PiecesBackward {
+    name: &'static str,
+    d: usize,
+    in_shape: Shape,
+    sizes: Option<Vec<usize>>,
+}
+
+impl Backward for PiecesBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(any) = grads.iter().flatten().next() else {
+            return Ok(vec![None]);
+        };
+        let (dt, dev) = (any.dtype(), any.device());
+        let mut pieces = Vec::with_capacity(grads.len());
+        for (i, g) in grads.iter().enumerate() {
+            pieces.push(match g {
+                Some(g) => g.clone(),
+                None => {
+                    let mut s = self.in_shape.to_vec();
+                    match &self.sizes {
+                        Some(sizes) => s[self.d] = sizes[i],
+                        None => {
+                            s.remove(self.d);
+                        }
+                    }
+                    Tensor::zeros(&s, dt, dev)?
+                }
+            });
+        }
+        let gx = match &self.sizes {
+            Some(_) => cat(&pieces, self.d as isize)?,
+            None => stack(&pieces, self.d as isize)?,
+        };
+        Ok(vec![Some(gx)])
+    }
 }
 
 /// `chunk(x, chunks, dim)`: at most `chunks` views of size `ceil(n / chunks)`.
@@ -248,9 +395,20 @@ pub fn unbind(x: &Tensor, dim: isize) -> Result<Vec<Tensor>> {
         ));
     }
     let d = norm_dim(op, dim, x.ndim())?;
-    (0..x.shape()[d])
+    let out: Vec<Tensor> = (0..x.shape()[d])
         .map(|i| Ok(x.with_layout(x.layout().select(op, d, i as isize)?)))
-        .collect()
+        .collect::<Result<_>>()?;
+    if ag::needs_grad(&[x]) && !out.is_empty() {
+        let refs: Vec<&Tensor> = out.iter().collect();
+        let bw = PiecesBackward {
+            name: "UnbindBackward",
+            d,
+            in_shape: x.shape().into(),
+            sizes: None,
+        };
+        ag::record(bw, &[x], &refs, &[]);
+    }
+    Ok(out)
 }
 
 /// `diagonal(x, offset, dim1, dim2)`: a view of the diagonal of the planes
@@ -303,7 +461,13 @@ pub fn diagonal(x: &Tensor, offset: isize, dim1: isize, dim2: isize) -> Result<T
     }
     new.shape.push(len);
     new.strides.push(l.strides[d1] + l.strides[d2]);
-    Ok(x.with_layout(new))
+    let out = x.with_layout(new);
+    record1(x, &out, || {
+        shape::slice_bw(x, "DiagonalBackward", move |t| {
+            diagonal(t, offset, dim1, dim2)
+        })
+    });
+    Ok(out)
 }
 
 /// `diag(x, diagonal)`: a 1-D tensor becomes a square matrix with it on the
@@ -314,16 +478,16 @@ pub fn diag(x: &Tensor, k: isize) -> Result<Tensor> {
         1 => {
             let n = x.shape()[0] + k.unsigned_abs();
             let out = Tensor::zeros(&[n, n], x.dtype(), x.device())?;
-            let dv = diagonal(&out, k, 0, 1)?;
-            copy_into(x, &dv)?;
+            {
+                let _no = GradMode::set(false);
+                let dv = diagonal(&out, k, 0, 1)?;
+                copy_into(x, &dv)?;
+            }
+            record1(x, &out, || DiagBackward { k });
             Ok(out)
         }
-        2 => {
-            let dv = diagonal(x, k, 0, 1)?;
-            let out = Tensor::empty(dv.shape(), x.dtype(), x.device())?;
-            copy_into(&dv, &out)?;
-            Ok(out)
-        }
+        // A copy of the diagonal view (both recorded).
+        2 => ew::clone(&diagonal(x, k, 0, 1)?),
         _ => Err(Error::shape(
             op,
             format!(
@@ -331,6 +495,28 @@ pub fn diag(x: &Tensor, k: isize) -> Result<Tensor> {
                 fmt_shape(x.shape())
             ),
         )),
+    }
+}
+
+/// Backward of `diag` of a vector: the diagonal of the gradient.
+struct DiagBackward {
+    k: isize,
+}
+
+impl Backward for DiagBackward {
+    fn name(&self) -> &'static str {
+        "DiagEmbedBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![grads[0]
+            .as_ref()
+            .map(|g| diagonal(g, self.k, 0, 1))
+            .transpose()?])
     }
 }
 
@@ -355,29 +541,24 @@ pub fn repeat(x: &Tensor, sizes: &[isize]) -> Result<Tensor> {
         ));
     }
     let lead = sizes.len() - x.ndim();
-    let l = x.layout();
-    // Interleave (repeat, size) pairs: [r0, s0, r1, s1, ...], repeats with stride 0.
-    let mut big = Layout {
-        shape: Shape::new(),
-        strides: Strides::new(),
-        offset: l.offset,
-    };
+    // A composite of recorded view ops: interleave (repeat, size) pairs as
+    // [1, s0, 1, s1, ...], expand to [r0, s0, r1, s1, ...] (stride 0 on the
+    // repeats), and reshape (one copy) to [r0 * s0, r1 * s1, ...]. The gradient
+    // sums over the repeats.
+    let mut inter = Vec::with_capacity(2 * sizes.len());
+    let mut big = Vec::with_capacity(2 * sizes.len());
     let mut fin = Vec::with_capacity(sizes.len());
     for (i, &r) in sizes.iter().enumerate() {
-        let (s, st) = if i < lead {
-            (1, 0)
-        } else {
-            (l.shape[i - lead], l.strides[i - lead])
-        };
-        big.shape.push(r as usize);
-        big.strides.push(0);
-        big.shape.push(s);
-        big.strides.push(st);
-        fin.push(r as usize * s);
+        let s = if i < lead { 1 } else { x.shape()[i - lead] };
+        inter.extend([1, s as isize]);
+        big.extend([r as usize, s]);
+        fin.push(r * s as isize);
     }
-    let out = Tensor::empty(&fin, x.dtype(), x.device())?;
-    let dst = out.with_layout(Layout::contiguous(&big.shape));
-    copy_into(&x.with_layout(big), &dst)?;
+    let xr = shape::reshape(x, &inter)?;
+    let out = shape::reshape(&shape::broadcast_to(&xr, &big)?, &fin)?;
+    if out.shares_storage(x) {
+        return ew::clone(&out);
+    }
     Ok(out)
 }
 
@@ -415,12 +596,12 @@ pub fn roll(x: &Tensor, shifts: &[isize], dims: &[isize]) -> Result<Tensor> {
         if s == 0 {
             continue;
         }
-        let tail = y.with_layout(y.layout().slice(d, (n - s) as usize, s as usize, 1));
-        let head = y.with_layout(y.layout().slice(d, 0, (n - s) as usize, 1));
+        let tail = shape::narrow(&y, d as isize, n - s, s as usize)?;
+        let head = shape::narrow(&y, d as isize, 0, (n - s) as usize)?;
         y = cat(&[tail, head], d as isize)?;
     }
     if y.shares_storage(x) {
-        y = crate::ops::elementwise::clone(&y)?;
+        y = ew::clone(&y)?;
     }
     Ok(y)
 }
@@ -487,15 +668,22 @@ pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<T
         }
         oshape[d] = n as usize;
     }
-    // Crop negative amounts first.
-    let mut src = x.clone();
-    for &(d, a, b) in &per_dim {
-        let n = src.shape()[d] as isize;
-        let lo = (-a).max(0).min(n);
-        let hi = (n - (-b).max(0)).max(lo);
-        src = src.with_layout(src.layout().slice(d, lo as usize, (hi - lo) as usize, 1));
-    }
+    // Crop negative amounts first (recorded views).
+    let crop = |t: &Tensor| -> Result<Tensor> {
+        let mut src = t.clone();
+        for &(d, a, b) in &per_dim {
+            let n = src.shape()[d] as isize;
+            let lo = (-a).max(0).min(n);
+            let hi = (n - (-b).max(0)).max(lo);
+            src = shape::narrow(&src, d as isize, lo, (hi - lo) as usize)?;
+        }
+        Ok(src)
+    };
     if mode == PadMode::Constant {
+        let src = {
+            let _no = GradMode::set(false);
+            crop(x)?
+        };
         if matches!(value, Scalar::Float(_)) && !x.dtype().is_floating_point() {
             return Err(Error::dtype(
                 op,
@@ -514,10 +702,14 @@ pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<T
             l = l.slice(d, a.max(0) as usize, src.shape()[d], 1);
         }
         copy_into(&src, &out.with_layout(l))?;
+        record1(x, &out, || PadBackward {
+            pads: pads.to_vec(),
+        });
         return Ok(out);
     }
-    // Other modes: gather along each padded dim with an index pattern.
-    let mut y = src;
+    // Other modes: gather along each padded dim with an index pattern (a
+    // composite of recorded ops: the gradient adds up over the copies).
+    let mut y = crop(x)?;
     for &(d, a, b) in &per_dim {
         let (a, b) = (a.max(0), b.max(0));
         if a == 0 && b == 0 {
@@ -561,9 +753,33 @@ pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<T
         y = index_select(&y, d as isize, &it).map_err(|e| rename(e, op))?;
     }
     if y.shares_storage(x) {
-        y = crate::ops::elementwise::clone(&y)?;
+        y = ew::clone(&y)?;
     }
     Ok(y)
+}
+
+/// Backward of constant padding: padding the gradient by the negated amounts
+/// crops the padded border and puts zeros where the input was cropped.
+struct PadBackward {
+    pads: Vec<isize>,
+}
+
+impl Backward for PadBackward {
+    fn name(&self) -> &'static str {
+        "ConstantPadBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let neg: Vec<isize> = self.pads.iter().map(|&p| -p).collect();
+        Ok(vec![grads[0]
+            .as_ref()
+            .map(|g| pad(g, &neg, PadMode::Constant, Scalar::Int(0)))
+            .transpose()?])
+    }
 }
 
 fn tri(op: &'static str, x: &Tensor, k: i64, upper: bool) -> Result<Tensor> {
@@ -580,7 +796,36 @@ fn tri(op: &'static str, x: &Tensor, k: i64, upper: bool) -> Result<Tensor> {
     if out.numel() > 0 {
         backend(x.device()).tri(x, &out, k, upper)?;
     }
+    record1(x, &out, || TriBackward { k, upper });
     Ok(out)
+}
+
+/// Backward of `tril`/`triu`: the same triangle of the gradient.
+struct TriBackward {
+    k: i64,
+    upper: bool,
+}
+
+impl Backward for TriBackward {
+    fn name(&self) -> &'static str {
+        if self.upper {
+            "TriuBackward"
+        } else {
+            "TrilBackward"
+        }
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let op = if self.upper { "triu" } else { "tril" };
+        Ok(vec![grads[0]
+            .as_ref()
+            .map(|g| tri(op, g, self.k, self.upper))
+            .transpose()?])
+    }
 }
 
 /// `tril(x, diagonal)`: the lower triangle of the last two dims (`j - i <= diagonal`), zeros elsewhere.

@@ -45,7 +45,7 @@ pub const OPS: &[OpInfo] = &[
     rnd("bernoulli", DTypes::FLOAT),
     rnd("bernoulli_", DTypes::ALL).mutates(0),
     rnd("multinomial", DTypes::FLOAT),
-    rnd("dropout", DTypes::FLOAT).kind(OpKind::Fused),
+    rnd("dropout", DTypes::FLOAT).kind(OpKind::Fused).grad(),
 ];
 
 /// The seed every generator starts with until seeded (a fixed value, so
@@ -712,6 +712,12 @@ pub fn randint_like(
 /// the input is NaN or infinite). Returns `None` when the op is the identity
 /// (`p == 0`, `training == false`, or no elements); `p == 1` gives zeros and
 /// draws nothing.
+///
+/// Gradient: the same mask and scale applied to the output gradient. The mask
+/// is not stored: backward saves the Philox `(seed, offset)` the forward drew
+/// from and re-runs the dropout kernel on the gradient (element `i` of the
+/// mask depends only on `(seed, offset, i)`), so gradient elements at dropped
+/// positions are exactly 0 (even a NaN gradient there), as in the forward.
 pub fn dropout(
     x: &Tensor,
     p: f64,
@@ -725,22 +731,70 @@ pub fn dropout(
         return Ok(None);
     }
     if p == 1.0 {
-        return Tensor::zeros(x.shape(), x.dtype(), x.device()).map(Some);
+        let out = Tensor::zeros(x.shape(), x.dtype(), x.device())?;
+        if crate::autograd::needs_grad(&[x]) {
+            crate::autograd::record(DropoutBackward { p, s: None }, &[x], &[&out], &[]);
+        }
+        return Ok(Some(out));
     }
-    let xc = ew::contiguous(x)?;
-    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
     let s = stream(OP, gen, x.device(), blocks_for(x.numel(), Draw::Bits32))?;
+    dropout_with(x, p, s).map(Some)
+}
+
+/// Dropout of `x` with the mask of stream `s` (`0 < p < 1`); recorded.
+fn dropout_with(x: &Tensor, p: f64, s: PhiloxStream) -> Result<Tensor> {
+    let xc = {
+        let _no = crate::autograd::GradMode::set(false);
+        ew::contiguous(x)?
+    };
+    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
     backend(x.device()).dropout(&xc, &out, p, s)?;
-    Ok(Some(out))
+    if crate::autograd::needs_grad(&[x]) {
+        crate::autograd::record(DropoutBackward { p, s: Some(s) }, &[x], &[&out], &[]);
+    }
+    Ok(out)
+}
+
+/// Backward of dropout: the same mask (re-derived from the saved stream) and
+/// scale applied to the gradient; itself a dropout, so differentiable again.
+/// `s: None` is `p == 1` (all dropped: zero gradient).
+struct DropoutBackward {
+    p: f64,
+    s: Option<PhiloxStream>,
+}
+
+impl crate::autograd::Backward for DropoutBackward {
+    fn name(&self) -> &'static str {
+        "DropoutBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let gx = match self.s {
+            Some(s) => dropout_with(g, self.p, s)?,
+            None => Tensor::zeros(g.shape(), g.dtype(), g.device())?,
+        };
+        Ok(vec![Some(gx)])
+    }
 }
 
 /// In-place dropout on `x` (same numbers as [`dropout`]).
 pub fn dropout_(x: &Tensor, p: f64, training: bool, gen: Option<&Generator>) -> Result<()> {
     x.check_writable("dropout")?;
     check_no_overlap("dropout", x)?;
+    if crate::autograd::needs_grad(&[x]) {
+        crate::autograd::check_inplace("dropout", x)?;
+    }
     if let Some(out) = dropout(x, p, training, gen)? {
         backend(x.device()).cast_copy(&out, x)?;
         x.storage().bump_version();
+        crate::autograd::rebase_history(x, &out)?;
     }
     Ok(())
 }

@@ -229,9 +229,7 @@ impl PyTensor {
         let v = value_arg("index_put", values, self.t.dtype())?;
         let t = &self.t;
         run_heavy(py, t.numel(), || {
-            let out = ew::clone(t)?;
-            index::index_put_with("index_put_", &out, &items, &v, accumulate)?;
-            Ok(out)
+            index::index_put("index_put", t, &items, &v, accumulate)
         })
         .map(PyTensor::new)
     }

@@ -1,6 +1,11 @@
 """Op-table specs for the index family (advanced indexing, gather/scatter,
 nonzero) and the join family (cat, stack, split, pad, ...).
 
+The gradient column uses the same samplers with a ``cap`` on the number of
+elements (``grad_sample=partial(sampler, cap=N)``), and for the ops whose
+repeated targets have an unspecified winner (``setitem``, ``index_put_``
+without ``accumulate``, ``scatter``) keys without repeats.
+
 Index arrays and other integer arguments travel in the keyword arguments as
 NumPy arrays, so they keep their integer dtype whatever dtype the data is
 tested in. Ops returning several tensors are compared through the
@@ -10,8 +15,11 @@ concatenation of their flattened pieces (their shapes are checked in
 
 from __future__ import annotations
 
+from functools import partial
+
 import ferrograd as fg
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from ._spec import ALL, OpSpec, shapes, values
@@ -28,6 +36,14 @@ def _variant(draw, base: tuple[int, ...]) -> tuple[int, ...]:
     for i in range(len(s)):
         if draw(st.booleans()):
             s[i] = 1
+    return tuple(s)
+
+
+def _fit(shape, cap: int | None):
+    """``shape`` with its largest sides shrunk until it has at most ``cap`` elements."""
+    s = list(shape)
+    while cap is not None and s and int(np.prod(s)) > cap:
+        s[int(np.argmax(s))] -= 1
     return tuple(s)
 
 
@@ -119,8 +135,8 @@ def fg_key(key, how: int = 0):
     return tuple(out)
 
 
-def _sample_getitem(draw, dtype):
-    shape = draw(shapes(0, 4, 0, 5))
+def _sample_getitem(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(0, 4, 0, 5)), cap)
     x = values(draw, shape, dtype)
     key = draw(index_keys(shape))
     return [x], {"key": key, "how": draw(st.integers(0, 2))}
@@ -130,16 +146,21 @@ def _flat_targets(shape, key) -> np.ndarray:
     return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[key]
 
 
-def _sample_setitem(draw, dtype):
-    shape = draw(shapes(0, 4, 0, 5))
+def _sample_setitem(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(0, 4, 0, 5)), cap)
     x = values(draw, shape, dtype)
     key = draw(index_keys(shape))
     targets = _flat_targets(shape, key)
     if np.unique(targets).size != targets.size:
-        vshape = ()  # repeated targets: every write stores the same value
+        # Repeated targets: every write stores the same value. Their gradient is
+        # unspecified (each occurrence gets it), so the gradient column avoids them.
+        assume(cap is None)
+        vshape = ()
     else:
         rs = targets.shape
         vshape = rs[len(rs) - draw(st.integers(0, len(rs))):]
+        if cap is not None and draw(st.booleans()):
+            vshape = (1,) + vshape  # an extra leading 1-dim is dropped when broadcasting
     v = values(draw, vshape, dtype)
     return [x, v], {"key": key}
 
@@ -170,8 +191,8 @@ def _ints(draw, lo, hi, size):
     return rng.integers(lo, hi, size=size).astype(np.int64)
 
 
-def _sample_index_put(draw, dtype):
-    shape = draw(shapes(1, 3, 1, 5))
+def _sample_index_put(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3, 1, 5)), cap)
     x = values(draw, shape, dtype)
     k = draw(st.integers(1, len(shape)))
     acc = draw(st.booleans())
@@ -208,8 +229,8 @@ def _sample_x(min_dims=0, max_dims=4):
     return sample
 
 
-def _sample_masked_select(draw, dtype):
-    shape = draw(shapes(0, 3))
+def _sample_masked_select(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(0, 3)), cap)
     x = values(draw, shape, dtype)
     mshape = _variant(draw, shape)
     if draw(st.booleans()):
@@ -223,8 +244,8 @@ def _masked_select_np(x, mask):
     return xb[mb]
 
 
-def _sample_index_select(draw, dtype):
-    shape = draw(shapes(1, 3))
+def _sample_index_select(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3)), cap)
     x = values(draw, shape, dtype)
     d = _dim(draw, len(shape))
     n = shape[d]
@@ -232,8 +253,8 @@ def _sample_index_select(draw, dtype):
     return [x], {"dim": d, "index": _ints(draw, -n, max(n, 1), (m,)) if n else np.zeros(0, np.int64)}
 
 
-def _sample_gather(draw, dtype):
-    shape = draw(shapes(1, 3))
+def _sample_gather(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3)), cap)
     x = values(draw, shape, dtype)
     d = _dim(draw, len(shape))
     ishape = [draw(st.integers(0, s)) for s in shape]
@@ -246,15 +267,15 @@ def _gather_np(x, dim, index):
     return np.take_along_axis(x[sub], index, axis=dim)
 
 
-def _sample_take_along_dim(draw, dtype):
+def _sample_take_along_dim(draw, dtype, cap=None):
     if draw(st.booleans()):
-        shape = draw(shapes(0, 3))
+        shape = _fit(draw(shapes(0, 3)), cap)
         x = values(draw, shape, dtype)
         n = int(np.prod(shape))
         ish = draw(shapes(0, 2))
         idx = _ints(draw, 0, n, ish) if n else np.zeros((0,), np.int64)
         return [x], {"indices": idx, "dim": None}
-    shape = draw(shapes(1, 3, 1))
+    shape = _fit(draw(shapes(1, 3, 1)), cap)
     d = _dim(draw, len(shape))
     xs, ish = list(_variant_full(draw, shape)), list(_variant_full(draw, shape))
     xs[d] = shape[d]
@@ -273,9 +294,9 @@ def _take_along_np(x, indices, dim):
     return np.take_along_axis(x, indices, axis=dim)
 
 
-def _sample_scatter(unique: bool):
+def _sample_scatter(unique: bool, cap=None):
     def sample(draw, dtype):
-        shape = draw(shapes(1, 3))
+        shape = _fit(draw(shapes(1, 3)), cap)
         x = values(draw, shape, dtype)
         d = _dim(draw, len(shape))
         n = shape[d]
@@ -317,9 +338,9 @@ def _inplace(method):
     return f
 
 
-def _sample_cat(stack: bool):
+def _sample_cat(stack: bool, cap=None):
     def sample(draw, dtype):
-        shape = draw(shapes(1, 3))
+        shape = _fit(draw(shapes(1, 3)), cap)
         d = _dim(draw, len(shape) + (1 if stack else 0))
         k = draw(st.integers(1, 3))
         xs = []
@@ -349,8 +370,8 @@ def _split_sizes(n, arg):
     return list(arg)
 
 
-def _sample_split(draw, dtype):
-    shape = draw(shapes(1, 3))
+def _sample_split(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3)), cap)
     x = values(draw, shape, dtype)
     d = _dim(draw, len(shape))
     n = shape[d]
@@ -374,8 +395,8 @@ def _split_np(x, arg, dim):
     return _np_flat_cat(np.split(x, np.cumsum(sizes)[:-1], axis=dim))
 
 
-def _sample_chunk(draw, dtype):
-    shape = draw(shapes(1, 3))
+def _sample_chunk(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3)), cap)
     return [values(draw, shape, dtype)], {"chunks": draw(st.integers(1, 4)), "dim": _dim(draw, len(shape))}
 
 
@@ -385,32 +406,32 @@ def _chunk_np(x, chunks, dim):
     return _split_np(x, size if n else [0] * chunks, dim)
 
 
-def _sample_unbind(draw, dtype):
-    shape = draw(shapes(1, 3, 1))
+def _sample_unbind(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3, 1)), cap)
     return [values(draw, shape, dtype)], {"dim": _dim(draw, len(shape))}
 
 
-def _sample_diagonal(draw, dtype):
-    shape = draw(shapes(2, 4))
+def _sample_diagonal(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(2, 4)), cap)
     nd = len(shape)
     d1 = _dim(draw, nd)
     d2 = draw(st.sampled_from([d for d in range(nd) if d != d1 % nd]))
     return [values(draw, shape, dtype)], {"offset": draw(st.integers(-3, 3)), "dim1": d1, "dim2": d2}
 
 
-def _sample_diag(draw, dtype):
-    shape = draw(shapes(1, 2))
+def _sample_diag(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 2)), cap)
     return [values(draw, shape, dtype)], {"k": draw(st.integers(-3, 3))}
 
 
-def _sample_repeat(draw, dtype):
-    shape = draw(shapes(0, 3))
+def _sample_repeat(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(0, 3)), cap)
     reps = tuple(draw(st.integers(0, 3)) for _ in range(len(shape) + draw(st.integers(0, 2))))
     return [values(draw, shape, dtype)], {"reps": reps}
 
 
-def _sample_roll(draw, dtype):
-    shape = draw(shapes(0, 3))
+def _sample_roll(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(0, 3)), cap)
     x = values(draw, shape, dtype)
     if not shape or draw(st.booleans()):
         return [x], {"shifts": draw(st.integers(-7, 7)), "dims": None}
@@ -420,8 +441,8 @@ def _sample_roll(draw, dtype):
     return [x], {"shifts": shifts, "dims": dims}
 
 
-def _sample_pad(draw, dtype):
-    shape = draw(shapes(1, 3, 0, 5))
+def _sample_pad(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(1, 3, 0, 5)), cap)
     x = values(draw, shape, dtype)
     mode = draw(st.sampled_from(["constant", "constant", "reflect", "replicate", "circular"]))
     k = draw(st.integers(1, len(shape)))
@@ -457,63 +478,81 @@ def _pad_np(x, pad, mode, value):
     return np.pad(x, w, mode=np_mode)
 
 
-def _sample_tri(draw, dtype):
-    shape = draw(shapes(2, 4))
+def _grad_sample_repeat(draw, dtype):
+    """Small inputs and repeats (the analytic Jacobian backpropagates once per output element)."""
+    shape = _fit(draw(shapes(0, 3)), 12)
+    reps = tuple(draw(st.integers(0, 2)) for _ in range(len(shape) + draw(st.integers(0, 1))))
+    return [values(draw, shape, dtype)], {"reps": reps}
+
+
+def _sample_tri(draw, dtype, cap=None):
+    shape = _fit(draw(shapes(2, 4)), cap)
     return [values(draw, shape, dtype)], {"diagonal": draw(st.integers(-4, 4))}
 
 
 SPECS: list[OpSpec] = [
     OpSpec("getitem", lambda x, key, how: x[fg_key(key, how)], lambda x, key, how: x[key],
-           _sample_getitem, dtypes=ALL, ref_in_dtype=True, max_examples=60),
+           _sample_getitem, dtypes=ALL, ref_in_dtype=True, max_examples=60,
+           grad_sample=partial(_sample_getitem, cap=40), grad_examples=15),
     OpSpec("setitem", _setitem_fg, _setitem_np, _sample_setitem, dtypes=ALL, ref_in_dtype=True,
-           max_examples=60),
+           max_examples=60, grad_sample=partial(_sample_setitem, cap=40), grad_examples=15),
     OpSpec("index_put_", _index_put_fg, _index_put_np, _sample_index_put, dtypes=ALL,
-           ref_in_dtype=True, tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)}),
+           ref_in_dtype=True, tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)},
+           grad_sample=partial(_sample_index_put, cap=30), grad_examples=10),
     OpSpec("nonzero", lambda x: x.nonzero(), lambda x: np.argwhere(x), _sample_x(), dtypes=ALL,
            ref_in_dtype=True),
     OpSpec("masked_select", lambda x, mask: x.masked_select(fg.tensor(mask)), _masked_select_np,
-           _sample_masked_select, dtypes=ALL, ref_in_dtype=True),
+           _sample_masked_select, dtypes=ALL, ref_in_dtype=True,
+           grad_sample=partial(_sample_masked_select, cap=40)),
     OpSpec("index_select", lambda x, dim, index: fg.index_select(x, dim, fg.tensor(index)),
            lambda x, dim, index: np.take(x, index, axis=dim), _sample_index_select, dtypes=ALL,
-           ref_in_dtype=True),
+           ref_in_dtype=True, grad_sample=partial(_sample_index_select, cap=40)),
     OpSpec("gather", lambda x, dim, index: fg.gather(x, dim, fg.tensor(index)), _gather_np,
-           _sample_gather, dtypes=ALL, ref_in_dtype=True),
+           _sample_gather, dtypes=ALL, ref_in_dtype=True, grad_sample=partial(_sample_gather, cap=40)),
     OpSpec("take_along_dim", lambda x, indices, dim: fg.take_along_dim(x, fg.tensor(indices), dim),
-           _take_along_np, _sample_take_along_dim, dtypes=ALL, ref_in_dtype=True),
+           _take_along_np, _sample_take_along_dim, dtypes=ALL, ref_in_dtype=True,
+           grad_sample=partial(_sample_take_along_dim, cap=40)),
     OpSpec("scatter_add", lambda x, src, dim, index: fg.scatter_add(x, dim, fg.tensor(index), src),
            _scatter_np(True), _sample_scatter(False), dtypes=ALL, ref_in_dtype=True,
-           tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)}),
+           tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)},
+           grad_sample=_sample_scatter(False, cap=20)),
     OpSpec("scatter_add_", _inplace("scatter_add_"), _scatter_np(True), _sample_scatter(False),
-           dtypes=ALL, ref_in_dtype=True, tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)}),
+           dtypes=ALL, ref_in_dtype=True, tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)},
+           grad_sample=_sample_scatter(False, cap=20)),
     OpSpec("scatter", lambda x, src, dim, index: fg.scatter(x, dim, fg.tensor(index), src),
-           _scatter_np(False), _sample_scatter(True), dtypes=ALL, ref_in_dtype=True),
+           _scatter_np(False), _sample_scatter(True), dtypes=ALL, ref_in_dtype=True,
+           grad_sample=_sample_scatter(True, cap=20)),
     OpSpec("scatter_", _inplace("scatter_"), _scatter_np(False), _sample_scatter(True), dtypes=ALL,
-           ref_in_dtype=True),
+           ref_in_dtype=True, grad_sample=_sample_scatter(True, cap=20)),
     OpSpec("cat", lambda *xs, dim: fg.cat(list(xs), dim), lambda *xs, dim: np.concatenate(xs, dim),
-           _sample_cat(False), dtypes=ALL, ref_in_dtype=True),
+           _sample_cat(False), dtypes=ALL, ref_in_dtype=True, grad_sample=_sample_cat(False, cap=12)),
     OpSpec("stack", lambda *xs, dim: fg.stack(list(xs), dim), lambda *xs, dim: np.stack(xs, dim),
-           _sample_cat(True), dtypes=ALL, ref_in_dtype=True),
-    OpSpec("split", _split_fg, _split_np, _sample_split, dtypes=ALL, ref_in_dtype=True, view_check=False),
+           _sample_cat(True), dtypes=ALL, ref_in_dtype=True, grad_sample=_sample_cat(True, cap=16)),
+    OpSpec("split", _split_fg, _split_np, _sample_split, dtypes=ALL, ref_in_dtype=True, view_check=False,
+           grad_sample=partial(_sample_split, cap=40)),
     OpSpec("chunk", lambda x, chunks, dim: _flat_cat(fg.chunk(x, chunks, dim)), _chunk_np,
-           _sample_chunk, dtypes=ALL, ref_in_dtype=True, view_check=False),
+           _sample_chunk, dtypes=ALL, ref_in_dtype=True, view_check=False,
+           grad_sample=partial(_sample_chunk, cap=40)),
     OpSpec("unbind", lambda x, dim: fg.stack(list(fg.unbind(x, dim))),
            lambda x, dim: np.stack([np.take(x, i, axis=dim) for i in range(x.shape[dim])]),
-           _sample_unbind, dtypes=ALL, ref_in_dtype=True, view_check=False),
+           _sample_unbind, dtypes=ALL, ref_in_dtype=True, view_check=False,
+           grad_sample=partial(_sample_unbind, cap=40)),
     OpSpec("diagonal", lambda x, offset, dim1, dim2: fg.diagonal(x, offset, dim1, dim2),
            lambda x, offset, dim1, dim2: np.diagonal(x, offset, dim1, dim2), _sample_diagonal,
-           dtypes=ALL, ref_in_dtype=True),
+           dtypes=ALL, ref_in_dtype=True, grad_sample=partial(_sample_diagonal, cap=40)),
     OpSpec("diag", lambda x, k: fg.diag(x, k), lambda x, k: np.diag(x, k), _sample_diag, dtypes=ALL,
-           ref_in_dtype=True),
+           ref_in_dtype=True, grad_sample=partial(_sample_diag, cap=12)),
     OpSpec("repeat", lambda x, reps: x.repeat(*reps) if reps else x.repeat(()),
            lambda x, reps: np.tile(x, reps) if reps else x.copy(), _sample_repeat, dtypes=ALL,
-           ref_in_dtype=True),
+           ref_in_dtype=True, grad_sample=_grad_sample_repeat),
     OpSpec("roll", lambda x, shifts, dims: fg.roll(x, shifts, dims),
            lambda x, shifts, dims: np.roll(x, shifts, axis=dims), _sample_roll, dtypes=ALL,
-           ref_in_dtype=True),
+           ref_in_dtype=True, grad_sample=partial(_sample_roll, cap=40)),
     OpSpec("pad", lambda x, pad, mode, value: fg.nn.functional.pad(x, pad, mode, value), _pad_np,
-           _sample_pad, dtypes=ALL, ref_in_dtype=True),
+           _sample_pad, dtypes=ALL, ref_in_dtype=True, grad_sample=partial(_sample_pad, cap=30),
+           grad_examples=10),
     OpSpec("tril", lambda x, diagonal: fg.tril(x, diagonal), lambda x, diagonal: np.tril(x, diagonal),
-           _sample_tri, dtypes=ALL, ref_in_dtype=True),
+           _sample_tri, dtypes=ALL, ref_in_dtype=True, grad_sample=partial(_sample_tri, cap=40)),
     OpSpec("triu", lambda x, diagonal: fg.triu(x, diagonal), lambda x, diagonal: np.triu(x, diagonal),
-           _sample_tri, dtypes=ALL, ref_in_dtype=True),
+           _sample_tri, dtypes=ALL, ref_in_dtype=True, grad_sample=partial(_sample_tri, cap=40)),
 ]

@@ -220,6 +220,18 @@ def _dropout_sample(draw, dtype):
     }
 
 
+def _dropout_grad_sample(draw, dtype):
+    """Few elements; the driver re-seeds before every call, so each finite
+    difference sees the same mask (and backward re-derives it from the seed)."""
+    p = draw(st.sampled_from([0.0, 0.2, 0.5, 0.8, 1.0]) | st.floats(0, 1))
+    return [values(draw, draw(shapes(0, 3, 0, 3)), dtype)], {
+        "seed": draw(SEEDS),
+        "p": p,
+        "training": draw(st.booleans()) or draw(st.booleans()),
+        "dt": dtype,
+    }
+
+
 def _dropout(x, seed, p, training, dt):
     fg.manual_seed(seed)
     return fg.nn.functional.dropout(x, p, training)
@@ -257,5 +269,6 @@ SPECS = [
     OpSpec("bernoulli", _bernoulli, _bernoulli_ref, _p_sample, dtypes=FLOATS),
     OpSpec("bernoulli_", _bernoulli_, _bernoulli__ref, _like_sample(_bernoulli_p), dtypes=ALL),
     OpSpec("multinomial", _multinomial, _multinomial_ref, _multinomial_sample, dtypes=FLOATS),
-    OpSpec("dropout", _dropout, _dropout_ref, _dropout_sample, dtypes=FLOATS),
+    OpSpec("dropout", _dropout, _dropout_ref, _dropout_sample, dtypes=FLOATS,
+           grad_sample=_dropout_grad_sample, grad_examples=10),
 ]
