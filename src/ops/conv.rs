@@ -638,14 +638,13 @@ pub fn adaptive_avg_pool2d(x: &Tensor, output_size: [Option<usize>; 2]) -> Resul
 // Gradients
 // ---------------------------------------------------------------------------
 //
-// Every VJP below is written with recorded ops, so double backward works:
-// the input gradient of a convolution is a transposed convolution, computed
-// as a convolution (recorded through `conv2d_p`) of the stride-dilated output
-// gradient with the flipped, channel-swapped weight; the weight gradient is a
-// convolution of the input with the output gradient as the kernel. Pooling
-// gradients use the same transposed convolution (average pooling), two
-// small recorded gather/scatter helpers (max pooling) or two constant
-// averaging matrices (adaptive average pooling).
+// Every VJP below is written with recorded ops, so double backward works.
+// The input and weight gradients of a convolution are two backend primitives
+// (a transposed convolution, and a Σ g·colsᵀ product), each recorded as an
+// internal op whose own VJP is a forward convolution plus the other
+// primitive. Pooling gradients use the transposed convolution with a ones
+// kernel (average pooling), two small recorded gather/scatter helpers (max
+// pooling) or two constant averaging matrices (adaptive average pooling).
 
 /// Record [`ConvBackward`] for `out = conv(x, w, bias)` when an input needs grad.
 /// `x4`/`w4` are the 4-D shapes the convolution ran on.
@@ -709,90 +708,162 @@ fn spec(s: &[usize]) -> Vec<isize> {
 
 /// Gradient of a convolution's input `(N, C, H, W)` (`hw = [H, W]`) for the
 /// output gradient `g` `(N, O, oH, oW)` and weight `w` `(O, C/groups, kH, kW)`:
-/// the transposed convolution.
+/// the transposed convolution (backend primitive), recorded.
 fn conv2d_input_grad(g: &Tensor, w: &Tensor, hw: [usize; 2], p: &Conv2dParams) -> Result<Tensor> {
-    let (n, o, oh, ow) = (g.shape()[0], g.shape()[1], g.shape()[2], g.shape()[3]);
-    let (cg, kh, kw) = (w.shape()[1], w.shape()[2], w.shape()[3]);
-    let gr = p.groups;
-    let (og, c) = (o / gr, cg * gr);
-    if g.numel() == 0 || n * c * hw[0] * hw[1] == 0 {
-        return Tensor::zeros(&[n, c, hw[0], hw[1]], g.dtype(), g.device());
-    }
-    // (C, O/groups, kH, kW), spatially flipped: channel g*Cg + c' reads w[g*Og + o', c'].
-    let wt = shape::reshape(w, &spec(&[gr, og, cg, kh, kw]))?;
-    let wt = shape::transpose(&wt, 1, 2)?;
-    let wt = shape::reshape(&wt, &spec(&[c, og, kh, kw]))?;
-    let wt = shape::flip(&wt, &[2, 3])?;
-    // Spread the gradient out by the stride (zeros in between).
-    let [sh, sw] = p.stride;
-    let gd = if p.stride == [1, 1] {
-        g.clone()
-    } else {
-        let full = [n, o, (oh - 1) * sh + 1, (ow - 1) * sw + 1];
-        let replay: shape::Replay = std::sync::Arc::new(move |t: &Tensor| {
-            let t = shape::slice(t, 2, None, None, sh as isize)?;
-            shape::slice(&t, 3, None, None, sw as isize)
-        });
-        shape::view_scatter(g, &full, &replay)?
+    let out = {
+        let _no = GradMode::set(false);
+        let dt = DType::promote(g.dtype(), w.dtype());
+        let cd = compute_dtype(dt);
+        let gc = ew::contiguous(&ew::to_dtype(g, cd)?)?;
+        let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
+        let c = w.shape()[1] * p.groups;
+        let out = Tensor::empty(&[g.shape()[0], c, hw[0], hw[1]], cd, g.device())?;
+        backend(g.device()).conv2d_input_grad(&gc, &wc, p, &out)?;
+        ew::to_dtype(&out, dt)?
     };
-    // Per spatial dim: pad the spread gradient by (dilated kernel - 1), less
-    // the forward's padding; where that is negative, crop the result instead.
-    let mut pad = [0usize; 4];
-    let mut crop = [0usize; 2];
-    let ks = [kh, kw];
-    let outs = [oh, ow];
-    for i in 0..2 {
-        let e = p.dilation[i] * (ks[i] - 1) + 1;
-        let (pt, pb) = (p.pad[2 * i], p.pad[2 * i + 1]);
-        let hp = hw[i] + pt + pb;
-        let r = hp - e - (outs[i] - 1) * p.stride[i];
-        let top = (e - 1) as isize - pt as isize;
-        let bottom = (e - 1 + r) as isize - pb as isize;
-        pad[2 * i] = top.max(0) as usize;
-        pad[2 * i + 1] = bottom.max(0) as usize;
-        crop[i] = (-top).max(0) as usize;
+    if ag::needs_grad(&[g, w]) {
+        let (ng, nw) = (g.requires_grad(), w.requires_grad());
+        let mut save = vec![];
+        if nw {
+            save.push(Save::Tensor(g));
+        }
+        if ng {
+            save.push(Save::Tensor(w));
+        }
+        let bw = ConvTransposeBackward {
+            p: *p,
+            k: [w.shape()[2], w.shape()[3]],
+            saved_g: nw,
+            saved_w: ng,
+        };
+        ag::record(bw, &[g, w], &[&out], &save);
     }
-    let q = Conv2dParams {
-        stride: [1, 1],
-        pad,
-        dilation: p.dilation,
-        groups: gr,
-    };
-    let r = conv2d_p(&gd, &wt, None, q)?;
-    let r = shape::narrow(&r, 2, crop[0] as isize, hw[0])?;
-    shape::narrow(&r, 3, crop[1] as isize, hw[1])
+    Ok(out)
 }
 
 /// Gradient of a convolution's weight (`k = [kH, kW]`) for the output
-/// gradient `g` `(N, O, oH, oW)` and input `x` `(N, C, H, W)`: a convolution
-/// of the input (batch and channels swapped) with `g` as the kernel, stride
-/// and dilation exchanged.
+/// gradient `g` `(N, O, oH, oW)` and input `x` `(N, C, H, W)` (backend
+/// primitive), recorded.
 fn conv2d_weight_grad(g: &Tensor, x: &Tensor, k: [usize; 2], p: &Conv2dParams) -> Result<Tensor> {
-    let (n, o, oh, ow) = (g.shape()[0], g.shape()[1], g.shape()[2], g.shape()[3]);
-    let (c, h, w) = (x.shape()[1], x.shape()[2], x.shape()[3]);
-    let gr = p.groups;
-    let (og, cg) = (o / gr, c / gr);
-    if g.numel() == 0 || x.numel() == 0 {
-        return Tensor::zeros(&[o, cg, k[0], k[1]], g.dtype(), g.device());
-    }
-    // (Cg, groups*N, H, W): channel g*N + n' is x[n', g*Cg + c'].
-    let xi = shape::reshape(x, &spec(&[n, gr, cg, h, w]))?;
-    let xi = shape::permute(&xi, &[2, 1, 0, 3, 4])?;
-    let xi = shape::reshape(&xi, &spec(&[cg, gr * n, h, w]))?;
-    // (groups*Og, N, oH, oW): output channel g*Og + o' is g[n', g*Og + o'].
-    let gk = shape::reshape(g, &spec(&[n, gr, og, oh, ow]))?;
-    let gk = shape::permute(&gk, &[1, 2, 0, 3, 4])?;
-    let gk = shape::reshape(&gk, &spec(&[gr * og, n, oh, ow]))?;
-    let q = Conv2dParams {
-        stride: p.dilation,
-        pad: p.pad,
-        dilation: p.stride,
-        groups: gr,
+    let out = {
+        let _no = GradMode::set(false);
+        let dt = DType::promote(g.dtype(), x.dtype());
+        let cd = compute_dtype(dt);
+        let gc = ew::contiguous(&ew::to_dtype(g, cd)?)?;
+        let xc = ew::to_dtype(x, cd)?;
+        let cg = x.shape()[1] / p.groups;
+        let out = Tensor::empty(&[g.shape()[1], cg, k[0], k[1]], cd, g.device())?;
+        backend(g.device()).conv2d_weight_grad(&gc, &xc, p, &out)?;
+        ew::to_dtype(&out, dt)?
     };
-    let r = conv2d_p(&xi, &gk, None, q)?; // (Cg, O, >= kH, >= kW)
-    let r = shape::narrow(&r, 2, 0, k[0])?;
-    let r = shape::narrow(&r, 3, 0, k[1])?;
-    ew::contiguous(&shape::transpose(&r, 0, 1)?)
+    if ag::needs_grad(&[g, x]) {
+        let (ng, nx) = (g.requires_grad(), x.requires_grad());
+        let mut save = vec![];
+        if nx {
+            save.push(Save::Tensor(g));
+        }
+        if ng {
+            save.push(Save::Tensor(x));
+        }
+        let bw = ConvWeightBackward {
+            p: *p,
+            hw: [x.shape()[2], x.shape()[3]],
+            saved_g: nx,
+            saved_x: ng,
+        };
+        ag::record(bw, &[g, x], &[&out], &save);
+    }
+    Ok(out)
+}
+
+/// Backward of [`conv2d_input_grad`] (linear in `g` and in `w`): the forward
+/// convolution of the incoming gradient, and a weight gradient.
+/// Saved: `g` when `w` needs a gradient, `w` when `g` does.
+struct ConvTransposeBackward {
+    p: Conv2dParams,
+    k: [usize; 2],
+    saved_g: bool,
+    saved_w: bool,
+}
+
+impl Backward for ConvTransposeBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackwardBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(gg) = &grads[0] else {
+            return Ok(vec![None, None]);
+        };
+        let mut it = saved.iter();
+        let g = if self.saved_g { it.next() } else { None };
+        let w = if self.saved_w { it.next() } else { None };
+        let dg = if needs[0] {
+            Some(conv2d_p(gg, w.expect("w saved"), None, self.p)?)
+        } else {
+            None
+        };
+        let dw = if needs[1] {
+            Some(conv2d_weight_grad(
+                g.expect("g saved"),
+                gg,
+                self.k,
+                &self.p,
+            )?)
+        } else {
+            None
+        };
+        Ok(vec![dg, dw])
+    }
+}
+
+/// Backward of [`conv2d_weight_grad`] (linear in `g` and in `x`): a forward
+/// convolution and a transposed one. Saved: `g` when `x` needs a gradient,
+/// `x` when `g` does.
+struct ConvWeightBackward {
+    p: Conv2dParams,
+    hw: [usize; 2],
+    saved_g: bool,
+    saved_x: bool,
+}
+
+impl Backward for ConvWeightBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackwardBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(ggw) = &grads[0] else {
+            return Ok(vec![None, None]);
+        };
+        let mut it = saved.iter();
+        let g = if self.saved_g { it.next() } else { None };
+        let x = if self.saved_x { it.next() } else { None };
+        let dg = if needs[0] {
+            Some(conv2d_p(x.expect("x saved"), ggw, None, self.p)?)
+        } else {
+            None
+        };
+        let dx = if needs[1] {
+            Some(conv2d_input_grad(
+                g.expect("g saved"),
+                ggw,
+                self.hw,
+                &self.p,
+            )?)
+        } else {
+            None
+        };
+        Ok(vec![dg, dx])
+    }
 }
 
 /// Backward of `conv1d`/`conv2d` (and the internal convolutions of these
