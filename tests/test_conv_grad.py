@@ -104,6 +104,20 @@ def test_conv2d_float32_gradients_and_many_samples():
     np.testing.assert_allclose(tw.grad.numpy(), gw, rtol=1e-4, atol=1e-3)
 
 
+def test_conv2d_single_large_sample():
+    # one big sample: the GEMMs and the column scatter are threaded instead of the samples
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((1, 64, 32, 32))
+    w = rng.standard_normal((64, 64, 3, 3)) * 0.1
+    tx, tw = t64(x), t64(w)
+    y = F.conv2d(tx, tw, padding=1)
+    g = rng.standard_normal(tuple(y.shape))
+    y.backward(t64(g, False))
+    gx, gw, _ = np_conv2d_grads(x, w, g, 1, 1)
+    np.testing.assert_allclose(tx.grad.numpy(), gx, atol=1e-9)
+    np.testing.assert_allclose(tw.grad.numpy(), gw, atol=1e-9)
+
+
 def test_conv2d_unbatched_and_strided_views():
     rng = np.random.default_rng(6)
     base_x = rng.standard_normal((6, 3, 7))      # viewed as (C=3, H=6, W=7) by a permute

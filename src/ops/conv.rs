@@ -5,6 +5,13 @@
 //! for `conv1d`). Floating dtypes only; float16 and bfloat16 compute in
 //! float32. `conv2d` is a backend primitive (im2col + GEMM on the CPU);
 //! `conv1d` is `conv2d` over a height-1 image.
+//!
+//! Gradients (end of the file): the input and weight gradients of a
+//! convolution are the backend primitives `conv2d_input_grad` and
+//! `conv2d_weight_grad`, recorded as internal (non-registry) ops whose own
+//! VJPs are convolutions again, so double backward works. `max_pool2d` sends
+//! each window's gradient to its argmax (the index it returns), average
+//! pooling transposes the same window sums (with the forward's divisor rule).
 
 use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;

@@ -6,6 +6,13 @@
 //! result), batch dims broadcast, dtypes promote. float16 and bfloat16
 //! compute in float32 and round once at the end. Strided operands reach the
 //! kernel as views, without copies.
+//!
+//! Gradients: `matmul` and the products on it record one `MatmulBackward`
+//! (`g @ bᵀ`, `aᵀ @ g` with transposes handed to the GEMM as views, batch
+//! dims folded into one product where the other operand is unbatched);
+//! `linear` records `LinearBackward` (weight gradient `gᵀ @ x` straight out of
+//! the GEMM); `einsum` records `EinsumBackward` (an einsum of the output
+//! gradient with the other operands). All are differentiable again.
 
 use crate::autograd::{self as ag, sum_to, Backward, GradMode, Save};
 use crate::backend::backend;

@@ -12,6 +12,14 @@
 //!
 //! Kernels: the backend's `reduce`, `arg_reduce`, `softmax` and `cumulative`
 //! primitives.
+//!
+//! Gradients (end of the file) are written with recorded ops, so they
+//! differentiate again. Tie rules follow PyTorch: `amax`/`amin` and
+//! `max()`/`min()` without a dim split the gradient evenly among the tied
+//! extrema (in a slice holding NaN, among its NaNs); `max(dim)`/`min(dim)`
+//! send it to the element whose index they return. `prod` and `cumprod`
+//! handle zeros without dividing by them (first derivatives exact; second
+//! derivatives exact with at most one zero per reduced slice).
 
 use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;

@@ -7,6 +7,11 @@
 //! multiplied by the group's `(O/g, C/g·kH·kW)` weight matrix straight into
 //! the output; a bias is written first and accumulated into. Samples are
 //! spread over threads, or the GEMM is threaded when there are few samples.
+//!
+//! Gradients: the input gradient forms `Wᵀ g` per sample and group by one GEMM
+//! and adds the columns back into the image (`col2im`); the weight gradient
+//! sums `g · colsᵀ` over samples (per-task accumulators when samples are
+//! threaded).
 
 use gemm::Parallelism;
 use rayon::prelude::*;
