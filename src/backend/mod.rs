@@ -78,6 +78,32 @@ pub trait Backend: Send + Sync {
         unsupported(self, "conv2d")
     }
 
+    /// Input gradient of [`Backend::conv2d`] (a transposed convolution) into
+    /// the contiguous `out` `(N, C, H, W)`, from the contiguous output
+    /// gradient `g` `(N, O, oH, oW)` and contiguous weight `w`.
+    fn conv2d_input_grad(
+        &self,
+        _g: &Tensor,
+        _w: &Tensor,
+        _p: &Conv2dParams,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "conv2d_backward")
+    }
+
+    /// Weight gradient of [`Backend::conv2d`] into the contiguous `out`
+    /// `(O, C/g, kH, kW)`, from the contiguous output gradient `g` and the
+    /// input `x` `(N, C, H, W)` (any strides).
+    fn conv2d_weight_grad(
+        &self,
+        _g: &Tensor,
+        _x: &Tensor,
+        _p: &Conv2dParams,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "conv2d_backward")
+    }
+
     /// Window maxima of `x` `(N, C, H, W)` into `out`; `indices` (int64, same
     /// shape) receives the flat `h*W + w` position of each maximum.
     fn max_pool2d(

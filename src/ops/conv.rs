@@ -5,21 +5,31 @@
 //! for `conv1d`). Floating dtypes only; float16 and bfloat16 compute in
 //! float32. `conv2d` is a backend primitive (im2col + GEMM on the CPU);
 //! `conv1d` is `conv2d` over a height-1 image.
+//!
+//! Gradients (end of the file): the input and weight gradients of a
+//! convolution are the backend primitives `conv2d_input_grad` and
+//! `conv2d_weight_grad`, recorded as internal (non-registry) ops whose own
+//! VJPs are convolutions again, so double backward works. `max_pool2d` sends
+//! each window's gradient to its argmax (the index it returns), average
+//! pooling transposes the same window sums (with the forward's divisor rule).
 
+use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::ops::elementwise as ew;
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
 use crate::tensor::layout::fmt_shape;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Scalar, Shape, Tensor};
 
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("conv1d", "conv", DTypes::FLOAT).kind(OpKind::Composite),
-    OpInfo::prim("conv2d", "conv", DTypes::FLOAT),
-    OpInfo::prim("max_pool2d", "conv", DTypes::FLOAT),
-    OpInfo::prim("avg_pool2d", "conv", DTypes::FLOAT),
-    OpInfo::prim("adaptive_avg_pool2d", "conv", DTypes::FLOAT),
+    OpInfo::prim("conv1d", "conv", DTypes::FLOAT)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("conv2d", "conv", DTypes::FLOAT).grad(),
+    OpInfo::prim("max_pool2d", "conv", DTypes::FLOAT).grad(),
+    OpInfo::prim("avg_pool2d", "conv", DTypes::FLOAT).grad(),
+    OpInfo::prim("adaptive_avg_pool2d", "conv", DTypes::FLOAT).grad(),
 ];
 
 /// The `padding=` argument of a convolution.
@@ -122,7 +132,18 @@ pub fn conv2d(
         Padding::Explicit(p) => Padding::Explicit(expand_arg(op, "padding", p, 2)?),
         p => p.clone(),
     };
-    conv_impl(op, x, w, bias, &stride, &padding, &dilation, groups, 2)
+    let (out, p) = {
+        let _no = GradMode::set(false);
+        conv_impl(op, x, w, bias, &stride, &padding, &dilation, groups, 2)?
+    };
+    let x4: [usize; 4] = match *x.shape() {
+        [c, h, wd] => [1, c, h, wd],
+        [n, c, h, wd] => [n, c, h, wd],
+        _ => unreachable!("checked 3-D or 4-D"),
+    };
+    let ws = w.shape();
+    record_conv(x, w, bias, p, &out, x4, [ws[0], ws[1], ws[2], ws[3]]);
+    Ok(out)
 }
 
 /// `conv1d(input, weight, bias, stride, padding, dilation, groups)`.
@@ -160,23 +181,35 @@ pub fn conv1d(
         Padding::Explicit(p) => Padding::Explicit(vec![0, expand_arg(op, "padding", p, 1)?[0]]),
         p => p.clone(),
     };
-    let x2 = shape::unsqueeze(x, -2)?;
-    let w2 = shape::unsqueeze(w, -2)?;
-    let y = conv_impl(
-        op,
-        &x2,
-        &w2,
-        bias,
-        &[1, stride[0]],
-        &padding,
-        &[1, dilation[0]],
-        groups,
-        1,
-    )?;
-    shape::squeeze(&y, Some(&[-2]))
+    let (out, p) = {
+        let _no = GradMode::set(false);
+        let x2 = shape::unsqueeze(x, -2)?;
+        let w2 = shape::unsqueeze(w, -2)?;
+        let (y, p) = conv_impl(
+            op,
+            &x2,
+            &w2,
+            bias,
+            &[1, stride[0]],
+            &padding,
+            &[1, dilation[0]],
+            groups,
+            1,
+        )?;
+        (shape::squeeze(&y, Some(&[-2]))?, p)
+    };
+    let x4: [usize; 4] = match *x.shape() {
+        [c, l] => [1, c, 1, l],
+        [n, c, l] => [n, c, 1, l],
+        _ => unreachable!("checked 2-D or 3-D"),
+    };
+    let ws = w.shape();
+    record_conv(x, w, bias, p, &out, x4, [ws[0], ws[1], 1, ws[2]]);
+    Ok(out)
 }
 
-/// The shared convolution over a 2-D view (`spatial` is the caller's rank, for messages).
+/// The shared convolution over a 2-D view (`spatial` is the caller's rank,
+/// for messages); also returns the resolved geometry. Not recorded.
 #[allow(clippy::too_many_arguments)]
 fn conv_impl(
     op: &'static str,
@@ -188,7 +221,7 @@ fn conv_impl(
     dilation: &[usize],
     groups: usize,
     spatial: usize,
-) -> Result<Tensor> {
+) -> Result<(Tensor, Conv2dParams)> {
     // Shapes in messages are the caller's (conv1d drops the added height dim).
     let show = |s: &[usize]| -> String {
         if spatial == 1 {
@@ -339,29 +372,39 @@ fn conv_impl(
             ),
         ));
     }
-    let oh = (ph - eh) / stride[0] + 1;
-    let ow = (pw - ew_) / stride[1] + 1;
-
-    let dt = x.dtype();
-    let cd = compute_dtype(dt);
-    let xc = ew::to_dtype(&x4, cd)?;
-    let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
-    let bc = bias.map(|b| ew::to_dtype(b, cd)).transpose()?;
-    let out = Tensor::empty(&[n, o, oh, ow], cd, x.device())?;
+    let _ = (n, o);
     let p = Conv2dParams {
         stride: [stride[0], stride[1]],
         pad,
         dilation: [dilation[0], dilation[1]],
         groups,
     };
-    backend(x.device()).conv2d(&xc, &wc, bc.as_ref(), &p, &out)?;
-    let out = if cd != dt {
-        ew::to_dtype(&out, dt)?
+    let out = conv_run(&x4, w, bias, &p)?;
+    let out = if unbatched {
+        shape::squeeze(&out, Some(&[0]))?
     } else {
         out
     };
-    if unbatched {
-        shape::squeeze(&out, Some(&[0]))
+    Ok((out, p))
+}
+
+/// The 4-D convolution for resolved geometry (no argument checks, not recorded).
+fn conv_run(x4: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: &Conv2dParams) -> Result<Tensor> {
+    let (n, h, wd) = (x4.shape()[0], x4.shape()[2], x4.shape()[3]);
+    let (o, kh, kw) = (w.shape()[0], w.shape()[2], w.shape()[3]);
+    let eh = p.dilation[0] * (kh - 1) + 1;
+    let ew_ = p.dilation[1] * (kw - 1) + 1;
+    let oh = (h + p.pad[0] + p.pad[1] - eh) / p.stride[0] + 1;
+    let ow = (wd + p.pad[2] + p.pad[3] - ew_) / p.stride[1] + 1;
+    let dt = x4.dtype();
+    let cd = compute_dtype(dt);
+    let xc = ew::to_dtype(x4, cd)?;
+    let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
+    let bc = bias.map(|b| ew::to_dtype(b, cd)).transpose()?;
+    let out = Tensor::empty(&[n, o, oh, ow], cd, x4.device())?;
+    backend(x4.device()).conv2d(&xc, &wc, bc.as_ref(), p, &out)?;
+    if cd != dt {
+        ew::to_dtype(&out, dt)
     } else {
         Ok(out)
     }
@@ -472,6 +515,9 @@ pub fn max_pool2d(
     return_indices: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     let op = "max_pool2d";
+    let record = ag::needs_grad(&[x]);
+    // Only the op-level node is recorded.
+    let _no = GradMode::set(false);
     let (x4, unbatched) = pool_input(op, x)?;
     let (p, [oh, ow]) = pool_params(op, x, kernel, stride, padding, dilation, ceil_mode)?;
     let (n, c) = (x4.shape()[0], x4.shape()[1]);
@@ -479,7 +525,7 @@ pub fn max_pool2d(
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(&x4, cd)?;
     let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
-    let idx = if return_indices {
+    let idx = if return_indices || record {
         Some(Tensor::empty(&[n, c, oh, ow], DType::I64, x.device())?)
     } else {
         None
@@ -493,7 +539,16 @@ pub fn max_pool2d(
             Ok(t)
         }
     };
-    Ok((fix(out)?, idx.map(fix).transpose()?))
+    let out = fix(out)?;
+    if record {
+        let i = idx.as_ref().expect("indices computed");
+        let bw = MaxPoolBackward {
+            x_shape: x.shape().into(),
+        };
+        ag::record(bw, &[x], &[&out], &[Save::Tensor(i)]);
+    }
+    let idx = if return_indices { idx } else { None };
+    Ok((out, idx.map(fix).transpose()?))
 }
 
 /// `avg_pool2d`: the mean over each window.
@@ -508,6 +563,9 @@ pub fn avg_pool2d(
     divisor_override: Option<usize>,
 ) -> Result<Tensor> {
     let op = "avg_pool2d";
+    let record = ag::needs_grad(&[x]);
+    // Only the op-level node is recorded.
+    let _no = GradMode::set(false);
     let (x4, unbatched) = pool_input(op, x)?;
     if divisor_override == Some(0) {
         return Err(Error::value(op, "divisor_override must be non-zero"));
@@ -520,17 +578,33 @@ pub fn avg_pool2d(
     let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
     backend(x.device()).avg_pool2d(&xc, &p, count_include_pad, divisor_override, &out)?;
     let out = ew::to_dtype(&out, dt)?;
-    if unbatched {
-        shape::squeeze(&out, Some(&[0]))
+    let out = if unbatched {
+        shape::squeeze(&out, Some(&[0]))?
     } else {
-        Ok(out)
+        out
+    };
+    if record {
+        let s = x4.shape();
+        let bw = AvgPoolBackward {
+            x_shape: x.shape().into(),
+            x4: [s[0], s[1], s[2], s[3]],
+            out4: [n, c, oh, ow],
+            p,
+            count_include_pad,
+            divisor_override,
+        };
+        ag::record(bw, &[x], &[&out], &[]);
     }
+    Ok(out)
 }
 
 /// `adaptive_avg_pool2d`: mean over windows `[floor(i*H/oH), ceil((i+1)*H/oH))`;
 /// `None` in `output_size` keeps the input's size.
 pub fn adaptive_avg_pool2d(x: &Tensor, output_size: [Option<usize>; 2]) -> Result<Tensor> {
     let op = "adaptive_avg_pool2d";
+    let record = ag::needs_grad(&[x]);
+    // Only the op-level node is recorded.
+    let _no = GradMode::set(false);
     let (x4, unbatched) = pool_input(op, x)?;
     let (n, c, h, w) = (x4.shape()[0], x4.shape()[1], x4.shape()[2], x4.shape()[3]);
     let oh = output_size[0].unwrap_or(h);
@@ -551,9 +625,540 @@ pub fn adaptive_avg_pool2d(x: &Tensor, output_size: [Option<usize>; 2]) -> Resul
     let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
     backend(x.device()).adaptive_avg_pool2d(&xc, &out)?;
     let out = ew::to_dtype(&out, dt)?;
-    if unbatched {
-        shape::squeeze(&out, Some(&[0]))
+    let out = if unbatched {
+        shape::squeeze(&out, Some(&[0]))?
     } else {
+        out
+    };
+    if record {
+        let bw = AdaptiveAvgPoolBackward {
+            x_shape: x.shape().into(),
+            hw: [h, w],
+            out_hw: [oh, ow],
+        };
+        ag::record(bw, &[x], &[&out], &[]);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Gradients
+// ---------------------------------------------------------------------------
+//
+// Every VJP below is written with recorded ops, so double backward works.
+// The input and weight gradients of a convolution are two backend primitives
+// (a transposed convolution, and a Σ g·colsᵀ product), each recorded as an
+// internal op whose own VJP is a forward convolution plus the other
+// primitive. Pooling gradients use the transposed convolution with a ones
+// kernel (average pooling), two small recorded gather/scatter helpers (max
+// pooling) or two constant averaging matrices (adaptive average pooling).
+
+/// Record [`ConvBackward`] for `out = conv(x, w, bias)` when an input needs grad.
+/// `x4`/`w4` are the 4-D shapes the convolution ran on.
+fn record_conv(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: Conv2dParams,
+    out: &Tensor,
+    x4: [usize; 4],
+    w4: [usize; 4],
+) {
+    let mut inputs = vec![x, w];
+    inputs.extend(bias);
+    if !ag::needs_grad(&inputs) {
+        return;
+    }
+    let (nx, nw) = (x.requires_grad(), w.requires_grad());
+    let mut save = vec![];
+    if nw {
+        save.push(Save::Tensor(x));
+    }
+    if nx {
+        save.push(Save::Tensor(w));
+    }
+    let bw = ConvBackward {
+        p,
+        x_shape: x.shape().into(),
+        w_shape: w.shape().into(),
+        x4,
+        w4,
+        has_bias: bias.is_some(),
+        saved_x: nw,
+        saved_w: nx,
+    };
+    ag::record(bw, &inputs, &[out], &save);
+}
+
+/// A 4-D convolution with resolved geometry (possibly asymmetric padding), recorded.
+fn conv2d_p(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: Conv2dParams) -> Result<Tensor> {
+    let out = {
+        let _no = GradMode::set(false);
+        conv_run(x, w, bias, &p)?
+    };
+    let (xs, ws) = (x.shape(), w.shape());
+    record_conv(
+        x,
+        w,
+        bias,
+        p,
+        &out,
+        [xs[0], xs[1], xs[2], xs[3]],
+        [ws[0], ws[1], ws[2], ws[3]],
+    );
+    Ok(out)
+}
+
+fn spec(s: &[usize]) -> Vec<isize> {
+    s.iter().map(|&d| d as isize).collect()
+}
+
+/// Gradient of a convolution's input `(N, C, H, W)` (`hw = [H, W]`) for the
+/// output gradient `g` `(N, O, oH, oW)` and weight `w` `(O, C/groups, kH, kW)`:
+/// the transposed convolution (backend primitive), recorded.
+fn conv2d_input_grad(g: &Tensor, w: &Tensor, hw: [usize; 2], p: &Conv2dParams) -> Result<Tensor> {
+    let out = {
+        let _no = GradMode::set(false);
+        let dt = DType::promote(g.dtype(), w.dtype());
+        let cd = compute_dtype(dt);
+        let gc = ew::contiguous(&ew::to_dtype(g, cd)?)?;
+        let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
+        let c = w.shape()[1] * p.groups;
+        let out = Tensor::empty(&[g.shape()[0], c, hw[0], hw[1]], cd, g.device())?;
+        backend(g.device()).conv2d_input_grad(&gc, &wc, p, &out)?;
+        ew::to_dtype(&out, dt)?
+    };
+    if ag::needs_grad(&[g, w]) {
+        let (ng, nw) = (g.requires_grad(), w.requires_grad());
+        let mut save = vec![];
+        if nw {
+            save.push(Save::Tensor(g));
+        }
+        if ng {
+            save.push(Save::Tensor(w));
+        }
+        let bw = ConvTransposeBackward {
+            p: *p,
+            k: [w.shape()[2], w.shape()[3]],
+            saved_g: nw,
+            saved_w: ng,
+        };
+        ag::record(bw, &[g, w], &[&out], &save);
+    }
+    Ok(out)
+}
+
+/// Gradient of a convolution's weight (`k = [kH, kW]`) for the output
+/// gradient `g` `(N, O, oH, oW)` and input `x` `(N, C, H, W)` (backend
+/// primitive), recorded.
+fn conv2d_weight_grad(g: &Tensor, x: &Tensor, k: [usize; 2], p: &Conv2dParams) -> Result<Tensor> {
+    let out = {
+        let _no = GradMode::set(false);
+        let dt = DType::promote(g.dtype(), x.dtype());
+        let cd = compute_dtype(dt);
+        let gc = ew::contiguous(&ew::to_dtype(g, cd)?)?;
+        let xc = ew::to_dtype(x, cd)?;
+        let cg = x.shape()[1] / p.groups;
+        let out = Tensor::empty(&[g.shape()[1], cg, k[0], k[1]], cd, g.device())?;
+        backend(g.device()).conv2d_weight_grad(&gc, &xc, p, &out)?;
+        ew::to_dtype(&out, dt)?
+    };
+    if ag::needs_grad(&[g, x]) {
+        let (ng, nx) = (g.requires_grad(), x.requires_grad());
+        let mut save = vec![];
+        if nx {
+            save.push(Save::Tensor(g));
+        }
+        if ng {
+            save.push(Save::Tensor(x));
+        }
+        let bw = ConvWeightBackward {
+            p: *p,
+            hw: [x.shape()[2], x.shape()[3]],
+            saved_g: nx,
+            saved_x: ng,
+        };
+        ag::record(bw, &[g, x], &[&out], &save);
+    }
+    Ok(out)
+}
+
+/// Backward of [`conv2d_input_grad`] (linear in `g` and in `w`): the forward
+/// convolution of the incoming gradient, and a weight gradient.
+/// Saved: `g` when `w` needs a gradient, `w` when `g` does.
+struct ConvTransposeBackward {
+    p: Conv2dParams,
+    k: [usize; 2],
+    saved_g: bool,
+    saved_w: bool,
+}
+
+impl Backward for ConvTransposeBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackwardBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(gg) = &grads[0] else {
+            return Ok(vec![None, None]);
+        };
+        let mut it = saved.iter();
+        let g = if self.saved_g { it.next() } else { None };
+        let w = if self.saved_w { it.next() } else { None };
+        let dg = if needs[0] {
+            Some(conv2d_p(gg, w.expect("w saved"), None, self.p)?)
+        } else {
+            None
+        };
+        let dw = if needs[1] {
+            Some(conv2d_weight_grad(
+                g.expect("g saved"),
+                gg,
+                self.k,
+                &self.p,
+            )?)
+        } else {
+            None
+        };
+        Ok(vec![dg, dw])
+    }
+}
+
+/// Backward of [`conv2d_weight_grad`] (linear in `g` and in `x`): a forward
+/// convolution and a transposed one. Saved: `g` when `x` needs a gradient,
+/// `x` when `g` does.
+struct ConvWeightBackward {
+    p: Conv2dParams,
+    hw: [usize; 2],
+    saved_g: bool,
+    saved_x: bool,
+}
+
+impl Backward for ConvWeightBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackwardBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(ggw) = &grads[0] else {
+            return Ok(vec![None, None]);
+        };
+        let mut it = saved.iter();
+        let g = if self.saved_g { it.next() } else { None };
+        let x = if self.saved_x { it.next() } else { None };
+        let dg = if needs[0] {
+            Some(conv2d_p(x.expect("x saved"), ggw, None, self.p)?)
+        } else {
+            None
+        };
+        let dx = if needs[1] {
+            Some(conv2d_input_grad(
+                g.expect("g saved"),
+                ggw,
+                self.hw,
+                &self.p,
+            )?)
+        } else {
+            None
+        };
+        Ok(vec![dg, dx])
+    }
+}
+
+/// Backward of `conv1d`/`conv2d` (and the internal convolutions of these
+/// VJPs). Saved: `x` when the weight needs a gradient, `w` when the input does.
+struct ConvBackward {
+    p: Conv2dParams,
+    x_shape: Shape,
+    w_shape: Shape,
+    x4: [usize; 4],
+    w4: [usize; 4],
+    has_bias: bool,
+    saved_x: bool,
+    saved_w: bool,
+}
+
+impl Backward for ConvBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let n = needs.len();
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None; n]);
+        };
+        let mut it = saved.iter();
+        let x = if self.saved_x { it.next() } else { None };
+        let w = if self.saved_w { it.next() } else { None };
+        // The output gradient as (N, O, oH, oW).
+        let [nb, _, h, wd] = self.x4;
+        let [o, _, kh, kw] = self.w4;
+        let p = &self.p;
+        let oh = (h + p.pad[0] + p.pad[1] - p.dilation[0] * (kh - 1) - 1) / p.stride[0] + 1;
+        let ow = (wd + p.pad[2] + p.pad[3] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1;
+        let g4 = shape::reshape(g, &spec(&[nb, o, oh, ow]))?;
+        let mut out = vec![None; n];
+        if needs[0] {
+            let w4 = shape::reshape(w.expect("w saved"), &spec(&self.w4))?;
+            let gx = conv2d_input_grad(&g4, &w4, [h, wd], &self.p)?;
+            out[0] = Some(shape::reshape(&gx, &spec(&self.x_shape))?);
+        }
+        if needs[1] {
+            let x4 = shape::reshape(x.expect("x saved"), &spec(&self.x4))?;
+            let gw = conv2d_weight_grad(&g4, &x4, [self.w4[2], self.w4[3]], &self.p)?;
+            out[1] = Some(shape::reshape(&gw, &spec(&self.w_shape))?);
+        }
+        if self.has_bias && needs[2] {
+            out[2] = Some(crate::ops::reduce::sum(&g4, Some(&[0, 2, 3]), false, None)?);
+        }
         Ok(out)
+    }
+}
+
+/// `out[p, i] = x[p, idx[p, i]]` for a 2-D `x` and int64 `idx` (recorded).
+fn plane_gather(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    let out = Tensor::empty(idx.shape(), x.dtype(), x.device())?;
+    backend(x.device()).gather(x, 1, idx, &out)?;
+    if ag::needs_grad(&[x]) {
+        let bw = PlaneGatherBackward { len: x.shape()[1] };
+        ag::record(bw, &[x], &[&out], &[Save::Tensor(idx)]);
+    }
+    Ok(out)
+}
+
+/// `out[p, idx[p, i]] += g[p, i]` into zeros `(P, len)` (recorded).
+fn plane_scatter(g: &Tensor, idx: &Tensor, len: usize) -> Result<Tensor> {
+    let out = Tensor::zeros(&[g.shape()[0], len], g.dtype(), g.device())?;
+    backend(g.device()).scatter("max_pool2d", &out, 1, idx, g, true)?;
+    if ag::needs_grad(&[g]) {
+        ag::record(PlaneScatterBackward, &[g], &[&out], &[Save::Tensor(idx)]);
+    }
+    Ok(out)
+}
+
+/// Backward of [`plane_gather`]: scatter-add. Saved: `[idx]`.
+struct PlaneGatherBackward {
+    len: usize,
+}
+
+impl Backward for PlaneGatherBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool2DGatherBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![grads[0]
+            .as_ref()
+            .map(|g| plane_scatter(g, &saved[0], self.len))
+            .transpose()?])
+    }
+}
+
+/// Backward of [`plane_scatter`]: gather. Saved: `[idx]`.
+struct PlaneScatterBackward;
+
+impl Backward for PlaneScatterBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool2DWithIndicesBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![grads[0]
+            .as_ref()
+            .map(|g| plane_gather(g, &saved[0]))
+            .transpose()?])
+    }
+}
+
+/// Backward of `max_pool2d`: each window's gradient goes to the position of
+/// its maximum (the first maximum in the window's scan order, the index the
+/// forward returns; windows over padding only pass nothing). Saved: the
+/// `(N, C, oH, oW)` indices.
+struct MaxPoolBackward {
+    x_shape: Shape,
+}
+
+impl Backward for MaxPoolBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool2DWithIndicesBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let idx = &saved[0];
+        let nd = self.x_shape.len();
+        let len = self.x_shape[nd - 2] * self.x_shape[nd - 1];
+        let planes = self.x_shape[..nd - 2].iter().product::<usize>();
+        let l_out = idx.shape()[2] * idx.shape()[3];
+        let idx2 = shape::reshape(idx, &spec(&[planes, l_out]))?;
+        let dt = g.dtype();
+        let cd = compute_dtype(dt);
+        let mut g2 = shape::reshape(&ew::to_dtype(g, cd)?, &spec(&[planes, l_out]))?;
+        // Windows entirely over padding have index -1: they pass nothing.
+        let valid = ew::binary_scalar(
+            crate::ops::elementwise::BinaryOp::Ge,
+            &idx2,
+            Scalar::Int(0),
+            false,
+        )?;
+        let all_valid =
+            crate::ops::reduce::all_any(true, &valid, None, false)?.to_f64_vec()[0] != 0.0;
+        let idx2 = if all_valid {
+            idx2
+        } else {
+            let z = ew::scalar_tensor(Scalar::Float(0.0), cd, g.device())?;
+            g2 = ew::where_(&valid, &g2, &z)?;
+            let zi = ew::scalar_tensor(Scalar::Int(0), DType::I64, g.device())?;
+            ew::where_(&valid, &idx2, &zi)?
+        };
+        let gx = plane_scatter(&g2, &idx2, len)?;
+        let gx = ew::to_dtype(&gx, dt)?;
+        Ok(vec![Some(shape::reshape(&gx, &spec(&self.x_shape))?)])
+    }
+}
+
+/// Backward of `avg_pool2d`: the transposed convolution of `g / divisor`
+/// with a ones kernel per channel (the divisor per window as the forward
+/// computes it: `divisor_override`, or the window clipped to the padded
+/// input with `count_include_pad`, or to the input without).
+struct AvgPoolBackward {
+    x_shape: Shape,
+    x4: [usize; 4],
+    out4: [usize; 4],
+    p: Pool2dParams,
+    count_include_pad: bool,
+    divisor_override: Option<usize>,
+}
+
+impl Backward for AvgPoolBackward {
+    fn name(&self) -> &'static str {
+        "AvgPool2DBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let [_, c, h, w] = self.x4;
+        let [_, _, oh, ow] = self.out4;
+        let [kh, kw] = self.p.kernel;
+        let [sh, sw] = self.p.stride;
+        let (ph, pw) = (self.p.pad[0], self.p.pad[1]);
+        // 1 / divisor per window (0 for windows over nothing).
+        let mut inv = Vec::with_capacity(oh * ow);
+        for oy in 0..oh {
+            let hs = (oy * sh) as isize - ph as isize;
+            let he = (hs + kh as isize).min((h + ph) as isize);
+            for ox in 0..ow {
+                let ws = (ox * sw) as isize - pw as isize;
+                let we = (ws + kw as isize).min((w + pw) as isize);
+                let pool = (he - hs) * (we - ws);
+                let (hs, he) = (hs.max(0), he.min(h as isize));
+                let (ws, we) = (ws.max(0), we.min(w as isize));
+                let div = match self.divisor_override {
+                    Some(d) => d as isize,
+                    None if self.count_include_pad => pool,
+                    None => (he - hs).max(0) * (we - ws).max(0),
+                };
+                inv.push(if div > 0 { 1.0 / div as f64 } else { 0.0 });
+            }
+        }
+        let inv = ew::to_dtype(&Tensor::from_vec(inv, &[oh, ow])?, g.dtype())?;
+        let g4 = shape::reshape(g, &spec(&self.out4))?;
+        let gs = ew::binary(crate::ops::elementwise::BinaryOp::Mul, &g4, &inv)?;
+        let ones =
+            crate::ops::creation::full(&[c, 1, kh, kw], Scalar::Float(1.0), g.dtype(), g.device())?;
+        // Bottom/right padding that makes every window (ceil_mode) fit.
+        let pb = ph.max(((oh - 1) * sh + kh).saturating_sub(h + ph));
+        let pr = pw.max(((ow - 1) * sw + kw).saturating_sub(w + pw));
+        let q = Conv2dParams {
+            stride: self.p.stride,
+            pad: [ph, pb, pw, pr],
+            dilation: [1, 1],
+            groups: c,
+        };
+        let gx = conv2d_input_grad(&gs, &ones, [h, w], &q)?;
+        Ok(vec![Some(shape::reshape(&gx, &spec(&self.x_shape))?)])
+    }
+}
+
+/// `(out, size)` averaging matrix of adaptive pooling along one dim: row `i`
+/// is `1/len` over the window `[floor(i*size/out), ceil((i+1)*size/out))`.
+fn adaptive_matrix(out: usize, size: usize) -> Result<Tensor> {
+    let mut m = vec![0.0f64; out * size];
+    for i in 0..out {
+        let s = i * size / out;
+        let e = ((i + 1) * size).div_ceil(out);
+        for j in s..e {
+            m[i * size + j] = 1.0 / (e - s) as f64;
+        }
+    }
+    Tensor::from_vec(m, &[out, size])
+}
+
+/// Backward of `adaptive_avg_pool2d`: the pooling is `Aₕ x Aᵥᵀ` per plane
+/// with constant averaging matrices, so the gradient is `Aₕᵀ g Aᵥ` (two
+/// recorded matmuls).
+struct AdaptiveAvgPoolBackward {
+    x_shape: Shape,
+    hw: [usize; 2],
+    out_hw: [usize; 2],
+}
+
+impl Backward for AdaptiveAvgPoolBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveAvgPool2DBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        if self.x_shape.contains(&0) || g.numel() == 0 {
+            return Ok(vec![Some(Tensor::zeros(
+                &self.x_shape,
+                g.dtype(),
+                g.device(),
+            )?)]);
+        }
+        let ah = ew::to_dtype(&adaptive_matrix(self.out_hw[0], self.hw[0])?, g.dtype())?;
+        let aw = ew::to_dtype(&adaptive_matrix(self.out_hw[1], self.hw[1])?, g.dtype())?;
+        let t = crate::ops::linalg::matmul(&shape::transpose(&ah, 0, 1)?, g)?;
+        Ok(vec![Some(crate::ops::linalg::matmul(&t, &aw)?)])
     }
 }

@@ -6,7 +6,15 @@
 //! result), batch dims broadcast, dtypes promote. float16 and bfloat16
 //! compute in float32 and round once at the end. Strided operands reach the
 //! kernel as views, without copies.
+//!
+//! Gradients: `matmul` and the products on it record one `MatmulBackward`
+//! (`g @ bᵀ`, `aᵀ @ g` with transposes handed to the GEMM as views, batch
+//! dims folded into one product where the other operand is unbatched);
+//! `linear` records `LinearBackward` (weight gradient `gᵀ @ x` straight out of
+//! the GEMM); `einsum` records `EinsumBackward` (an einsum of the output
+//! gradient with the other operands). All are differentiable again.
 
+use crate::autograd::{self as ag, sum_to, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::ops::elementwise::{self as ew, BinaryOp};
@@ -14,16 +22,31 @@ use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
 use crate::tensor::layout::{broadcast_shapes, fmt_shape};
 use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
+use std::collections::HashMap;
 
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("matmul", "linalg", DTypes::NUMERIC),
-    OpInfo::prim("mm", "linalg", DTypes::NUMERIC).kind(OpKind::Composite),
-    OpInfo::prim("bmm", "linalg", DTypes::NUMERIC).kind(OpKind::Composite),
-    OpInfo::prim("mv", "linalg", DTypes::NUMERIC).kind(OpKind::Composite),
-    OpInfo::prim("dot", "linalg", DTypes::NUMERIC).kind(OpKind::Composite),
-    OpInfo::prim("outer", "linalg", DTypes::NUMERIC).kind(OpKind::Composite),
-    OpInfo::prim("linear", "linalg", DTypes::NUMERIC).kind(OpKind::Fused),
-    OpInfo::prim("einsum", "linalg", DTypes::NUMERIC).kind(OpKind::Composite),
+    OpInfo::prim("matmul", "linalg", DTypes::NUMERIC).grad(),
+    OpInfo::prim("mm", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("bmm", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("mv", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("dot", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("outer", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Composite)
+        .grad(),
+    OpInfo::prim("linear", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Fused)
+        .grad(),
+    OpInfo::prim("einsum", "linalg", DTypes::NUMERIC)
+        .kind(OpKind::Composite)
+        .grad(),
 ];
 
 /// The dtype a product of `d` is computed in.
@@ -67,8 +90,46 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     matmul_impl("matmul", a, b, None)
 }
 
-/// The shared matmul: `init` (broadcast to the result shape) is added in the same pass.
+/// The shared matmul: `init` (broadcast to the result shape) is added in the
+/// same pass. Records [`MatmulBackward`] (named after `op`).
 fn matmul_impl(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -> Result<Tensor> {
+    let out = {
+        let _no = GradMode::set(false);
+        matmul_raw(op, a, b, init)?
+    };
+    let mut inputs = vec![a, b];
+    inputs.extend(init);
+    if out.dtype().is_floating_point() && ag::needs_grad(&inputs) {
+        // Save only what the needed gradients use: `a`'s gradient needs `b` and vice versa.
+        let (na, nb) = (a.requires_grad(), b.requires_grad());
+        let mut save = vec![];
+        if nb {
+            save.push(Save::Tensor(a));
+        }
+        if na {
+            save.push(Save::Tensor(b));
+        }
+        let bw = MatmulBackward {
+            name: match op {
+                "mm" => "MmBackward",
+                "bmm" => "BmmBackward",
+                "mv" => "MvBackward",
+                "dot" => "DotBackward",
+                _ => "MatmulBackward",
+            },
+            a: (a.shape().into(), a.dtype()),
+            b: (b.shape().into(), b.dtype()),
+            init: init.map(|t| (t.shape().into(), t.dtype())),
+            saved_a: nb,
+            saved_b: na,
+        };
+        ag::record(bw, &inputs, &[&out], &save);
+    }
+    Ok(out)
+}
+
+/// [`matmul_impl`] without recording.
+fn matmul_raw(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -> Result<Tensor> {
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(Error::shape(
             op,
@@ -340,18 +401,326 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tens
                 ),
             ));
         }
-        if weight.ndim() == 1 && b.ndim() == 1 {
+    }
+    let out = {
+        let _no = GradMode::set(false);
+        let b0 = match bias {
             // the result drops the feature dim: only a scalar bias fits
-            let b0 = shape::squeeze(b, None)?;
-            return matmul_impl(op, x, weight, Some(&b0));
+            Some(b) if weight.ndim() == 1 && b.ndim() == 1 => Some(shape::squeeze(b, None)?),
+            _ => bias.cloned(),
+        };
+        let wt = if weight.ndim() == 2 {
+            shape::transpose(weight, 0, 1)?
+        } else {
+            weight.clone()
+        };
+        matmul_raw(op, x, &wt, b0.as_ref())?
+    };
+    let mut inputs = vec![x, weight];
+    inputs.extend(bias);
+    if out.dtype().is_floating_point() && ag::needs_grad(&inputs) {
+        let (nx, nw) = (x.requires_grad(), weight.requires_grad());
+        let mut save = vec![];
+        if nw {
+            save.push(Save::Tensor(x));
+        }
+        if nx {
+            save.push(Save::Tensor(weight));
+        }
+        let bw = LinearBackward {
+            x: (x.shape().into(), x.dtype()),
+            w: (weight.shape().into(), weight.dtype()),
+            b: bias.map(|t| (t.shape().into(), t.dtype())),
+            saved_x: nw,
+            saved_w: nx,
+        };
+        ag::record(bw, &inputs, &[&out], &save);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Gradients of the products
+// ---------------------------------------------------------------------------
+
+/// `g` summed down to `shape` (also when `g` has fewer dims, e.g. a 0-d `g` for a `(1,)` bias).
+fn reduce_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if g.ndim() >= shape.len() {
+        return sum_to(g, shape);
+    }
+    let s = crate::ops::reduce::sum(g, None, false, None)?;
+    shape::reshape(&s, &shape.iter().map(|&d| d as isize).collect::<Vec<_>>())
+}
+
+/// `t` as a 2-D `[rows, last]` matrix (the leading dims folded into rows).
+fn fold_rows(t: &Tensor) -> Result<Tensor> {
+    let nd = t.ndim();
+    let last = t.shape()[nd - 1];
+    let rows: usize = t.shape()[..nd - 1].iter().product();
+    shape::reshape(t, &[rows as isize, last as isize])
+}
+
+fn tr(t: &Tensor) -> Result<Tensor> {
+    shape::transpose(t, -2, -1)
+}
+
+/// Gradient of `a` in `a @ b` (NumPy rules) for the output gradient `g`.
+fn matmul_grad_a(g: &Tensor, b: &Tensor, a_shape: &[usize]) -> Result<Tensor> {
+    match (a_shape.len(), b.ndim()) {
+        (1, 1) => ew::binary(BinaryOp::Mul, g, b),
+        (1, 2) => matmul(b, g),
+        (1, _) => {
+            // g: [..batch, n]; b: [..batch, k, n]
+            let r = matmul(b, &shape::unsqueeze(g, -1)?)?;
+            let k = a_shape[0];
+            shape::reshape(&reduce_to(&r, &[k, 1])?, &[k as isize])
+        }
+        // g: [..batch, m]: the outer product with b (the batch is a's own).
+        (_, 1) => ew::binary(BinaryOp::Mul, &shape::unsqueeze(g, -1)?, b),
+        _ => reduce_to(&matmul(g, &tr(b)?)?, a_shape),
+    }
+}
+
+/// Gradient of `b` in `a @ b` (NumPy rules) for the output gradient `g`.
+fn matmul_grad_b(g: &Tensor, a: &Tensor, b_shape: &[usize]) -> Result<Tensor> {
+    let (an, bn) = (a.ndim(), b_shape.len());
+    match (an, bn) {
+        (1, 1) => ew::binary(BinaryOp::Mul, g, a),
+        (1, _) => {
+            // g: [..batch, n]: the outer product with a (the batch is b's own).
+            let r = ew::binary(
+                BinaryOp::Mul,
+                &shape::unsqueeze(a, -1)?,
+                &shape::unsqueeze(g, -2)?,
+            )?;
+            reduce_to(&r, b_shape)
+        }
+        (2, 1) => matmul(&tr(a)?, g),
+        (_, 1) => {
+            // a: [..batch, m, k], g: [..batch, m]: one [k, batch*m] @ [batch*m] product.
+            let gf = shape::reshape(g, &[g.numel() as isize])?;
+            matmul(&tr(&fold_rows(a)?)?, &gf)
+        }
+        _ => {
+            let g_batch = &g.shape()[..g.ndim() - 2];
+            let b_unbatched = b_shape[..bn - 2].iter().all(|&d| d == 1);
+            if an > 2 && b_unbatched && &a.shape()[..an - 2] == g_batch {
+                // [..batch, m, k] @ [k, n]: one [k, batch*m] @ [batch*m, n] product.
+                let r = matmul(&tr(&fold_rows(a)?)?, &fold_rows(g)?)?;
+                shape::reshape(&r, &b_shape.iter().map(|&d| d as isize).collect::<Vec<_>>())
+            } else {
+                reduce_to(&matmul(&tr(a)?, g)?, b_shape)
+            }
         }
     }
-    let wt = if weight.ndim() == 2 {
-        shape::transpose(weight, 0, 1)?
-    } else {
-        weight.clone()
-    };
-    matmul_impl(op, x, &wt, bias)
+}
+
+/// Backward of `matmul` and the products built on it (`mm`, `bmm`, `mv`,
+/// `dot`): `ga = g @ bᵀ`, `gb = aᵀ @ g` with the 1-D and broadcast cases;
+/// transposes are views handed to the GEMM. Saved: `a` when `b` needs a
+/// gradient, `b` when `a` does (in that order).
+struct MatmulBackward {
+    name: &'static str,
+    a: (Shape, DType),
+    b: (Shape, DType),
+    init: Option<(Shape, DType)>,
+    saved_a: bool,
+    saved_b: bool,
+}
+
+impl Backward for MatmulBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let n = needs.len();
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None; n]);
+        };
+        let mut it = saved.iter();
+        let a = if self.saved_a { it.next() } else { None };
+        let b = if self.saved_b { it.next() } else { None };
+        let mut out = vec![None; n];
+        if needs[0] {
+            let b = b.expect("b saved");
+            out[0] = Some(ew::to_dtype(&matmul_grad_a(g, b, &self.a.0)?, self.a.1)?);
+        }
+        if needs[1] {
+            let a = a.expect("a saved");
+            out[1] = Some(ew::to_dtype(&matmul_grad_b(g, a, &self.b.0)?, self.b.1)?);
+        }
+        if let Some((s, d)) = &self.init {
+            if needs[2] {
+                out[2] = Some(ew::to_dtype(&reduce_to(g, s)?, *d)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Backward of `linear(x, w, b) = x @ wᵀ + b`: `gx = g @ w`, `gw = gᵀ @ x`
+/// (batch dims folded into one product, so `gw` comes out of the GEMM
+/// contiguous), `gb = Σ g`. Saved: `x` when `w` needs a gradient, `w` when
+/// `x` does.
+struct LinearBackward {
+    x: (Shape, DType),
+    w: (Shape, DType),
+    b: Option<(Shape, DType)>,
+    saved_x: bool,
+    saved_w: bool,
+}
+
+impl Backward for LinearBackward {
+    fn name(&self) -> &'static str {
+        if self.b.is_some() {
+            "AddmmBackward"
+        } else {
+            "LinearBackward"
+        }
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let n = needs.len();
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None; n]);
+        };
+        let mut it = saved.iter();
+        let x = if self.saved_x { it.next() } else { None };
+        let w = if self.saved_w { it.next() } else { None };
+        let w2 = self.w.0.len() == 2;
+        let mut out = vec![None; n];
+        if needs[0] {
+            let w = w.expect("w saved");
+            let gx = if w2 {
+                matmul(g, w)?
+            } else {
+                ew::binary(BinaryOp::Mul, &shape::unsqueeze(g, -1)?, w)?
+            };
+            out[0] = Some(ew::to_dtype(&gx, self.x.1)?);
+        }
+        if needs[1] {
+            let x = x.expect("x saved");
+            let gw = match (w2, x.ndim()) {
+                (true, 1) => ew::binary(
+                    BinaryOp::Mul,
+                    &shape::unsqueeze(g, 1)?,
+                    &shape::unsqueeze(x, 0)?,
+                )?,
+                (true, _) => matmul(&tr(&fold_rows(g)?)?, &fold_rows(x)?)?,
+                (false, 1) => ew::binary(BinaryOp::Mul, g, x)?,
+                (false, _) => {
+                    let gf = shape::reshape(g, &[g.numel() as isize])?;
+                    matmul(&tr(&fold_rows(x)?)?, &gf)?
+                }
+            };
+            out[1] = Some(ew::to_dtype(&gw, self.w.1)?);
+        }
+        if let Some((s, d)) = &self.b {
+            if needs[2] {
+                out[2] = Some(ew::to_dtype(&reduce_to(g, s)?, *d)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// First label id used for the extra labels of a backward einsum.
+const FRESH: usize = 1000;
+
+/// Backward of `einsum`: the gradient of operand `i` is the einsum of the
+/// output gradient with the other operands into operand `i`'s labels. A
+/// repeated label (a diagonal) gets a fresh label tied to it by an identity
+/// matrix; labels found in no other term are broadcast back; dims that were
+/// broadcast from size 1 are summed. Saved: every operand.
+struct EinsumBackward {
+    labels: Vec<Vec<usize>>,
+    out: Vec<usize>,
+    inputs: Vec<(Shape, DType)>,
+}
+
+impl Backward for EinsumBackward {
+    fn name(&self) -> &'static str {
+        "EinsumBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let n = needs.len();
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None; n]);
+        };
+        let size = label_sizes(saved, &self.labels)?;
+        let mut res = vec![None; n];
+        for i in 0..n {
+            if !needs[i] {
+                continue;
+            }
+            let (x_shape, x_dtype) = &self.inputs[i];
+            let mut ops = vec![g.clone()];
+            let mut ls = vec![self.out.clone()];
+            for j in (0..n).filter(|&j| j != i) {
+                ops.push(saved[j].clone());
+                ls.push(self.labels[j].clone());
+            }
+            // Per dim of operand i: the label its gradient comes from (None: a broadcast size-1 dim).
+            let mut target: Vec<Option<usize>> = vec![];
+            let mut seen: Vec<usize> = vec![];
+            let mut fresh = FRESH;
+            for (d, &l) in self.labels[i].iter().enumerate() {
+                if x_shape[d] == 1 && size[&l] != 1 {
+                    target.push(None);
+                } else if seen.contains(&l) {
+                    let eye = crate::ops::creation::eye(size[&l], size[&l], g.dtype(), g.device())?;
+                    ops.push(eye);
+                    ls.push(vec![l, fresh]);
+                    target.push(Some(fresh));
+                    fresh += 1;
+                } else {
+                    seen.push(l);
+                    target.push(Some(l));
+                }
+            }
+            let present = |l: usize| ls.iter().any(|v| v.contains(&l));
+            let r_labels: Vec<usize> = target
+                .iter()
+                .flatten()
+                .copied()
+                .filter(|&l| present(l))
+                .collect();
+            let r = einsum_rec(&ops, &ls, &r_labels)?;
+            let mut k = 0;
+            let spec: Vec<isize> = target
+                .iter()
+                .map(|t| match t {
+                    Some(l) if r_labels.contains(l) => {
+                        k += 1;
+                        r.shape()[k - 1] as isize
+                    }
+                    _ => 1,
+                })
+                .collect();
+            let r = shape::reshape(&r, &spec)?;
+            let r = if r.shape() != x_shape.as_slice() {
+                shape::broadcast_to(&r, x_shape)?
+            } else {
+                r
+            };
+            res[i] = Some(ew::to_dtype(&r, *x_dtype)?);
+        }
+        Ok(res)
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -499,28 +868,7 @@ pub fn einsum(equation: &str, operands: &[Tensor]) -> Result<Tensor> {
         .map(|(t, x)| t.labels(x.ndim(), max_ell))
         .collect();
 
-    // Sizes: equal, or 1 (broadcast).
-    let mut size = std::collections::HashMap::<usize, usize>::new();
-    for (i, (ls, x)) in labels.iter().zip(operands).enumerate() {
-        for (&l, &d) in ls.iter().zip(x.shape()) {
-            let e = size.entry(l).or_insert(d);
-            if *e != d && d != 1 {
-                if *e == 1 {
-                    *e = d;
-                } else {
-                    return Err(Error::shape(
-                        op,
-                        format!(
-                            "subscript {} has size {d} in operand {i} (shape {}) but size {} elsewhere",
-                            label_name(l),
-                            fmt_shape(x.shape()),
-                            *e
-                        ),
-                    ));
-                }
-            }
-        }
-    }
+    let size = label_sizes(operands, &labels)?;
 
     // Output labels.
     let out: Vec<usize> = match rhs {
@@ -574,9 +922,67 @@ pub fn einsum(equation: &str, operands: &[Tensor]) -> Result<Tensor> {
         }
     };
 
+    einsum_rec(operands, &labels, &out)
+}
+
+/// Sizes of the labels: equal, or 1 (broadcast).
+fn label_sizes(operands: &[Tensor], labels: &[Vec<usize>]) -> Result<HashMap<usize, usize>> {
+    let mut size = HashMap::<usize, usize>::new();
+    for (i, (ls, x)) in labels.iter().zip(operands).enumerate() {
+        for (&l, &d) in ls.iter().zip(x.shape()) {
+            let e = size.entry(l).or_insert(d);
+            if *e != d && d != 1 {
+                if *e == 1 {
+                    *e = d;
+                } else {
+                    return Err(Error::shape(
+                        "einsum",
+                        format!(
+                            "subscript {} has size {d} in operand {i} (shape {}) but size {} elsewhere",
+                            label_name(l),
+                            fmt_shape(x.shape()),
+                            *e
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(size)
+}
+
+/// The einsum of labelled operands (one label per dim) into the labels `out`, recording [`EinsumBackward`].
+fn einsum_rec(operands: &[Tensor], labels: &[Vec<usize>], out: &[usize]) -> Result<Tensor> {
+    let r = {
+        let _no = GradMode::set(false);
+        einsum_labels(operands, labels, out)?
+    };
+    let refs: Vec<&Tensor> = operands.iter().collect();
+    if r.dtype().is_floating_point() && ag::needs_grad(&refs) {
+        let save: Vec<Save> = operands.iter().map(Save::Tensor).collect();
+        let bw = EinsumBackward {
+            labels: labels.to_vec(),
+            out: out.to_vec(),
+            inputs: operands
+                .iter()
+                .map(|t| (t.shape().into(), t.dtype()))
+                .collect(),
+        };
+        ag::record(bw, &refs, &[&r], &save);
+    }
+    Ok(r)
+}
+
+/// The einsum of labelled operands: pairwise contractions through `matmul` (not recorded).
+fn einsum_labels(operands: &[Tensor], labels: &[Vec<usize>], out: &[usize]) -> Result<Tensor> {
+    let dt = operands
+        .iter()
+        .skip(1)
+        .fold(operands[0].dtype(), |d, t| DType::promote(d, t.dtype()));
+    let size = label_sizes(operands, labels)?;
     // Per operand: cast, take diagonals of repeated labels, sum labels used nowhere else.
     let mut work: Vec<(Tensor, Vec<usize>)> = Vec::with_capacity(operands.len());
-    for (i, (x, ls)) in operands.iter().zip(&labels).enumerate() {
+    for (i, (x, ls)) in operands.iter().zip(labels).enumerate() {
         let x = ew::to_dtype(x, dt)?;
         let (x, ls) = diagonal(&x, ls)?;
         let elsewhere = |l: usize| {
@@ -682,7 +1088,7 @@ fn contract(
     b: &Tensor,
     lb: &[usize],
     keep: &dyn Fn(usize) -> bool,
-    size: &std::collections::HashMap<usize, usize>,
+    size: &HashMap<usize, usize>,
 ) -> Result<(Tensor, Vec<usize>)> {
     // Labels of one side only that are no longer needed are summed first.
     let a_drop: Vec<usize> = la

@@ -12,10 +12,20 @@
 //!
 //! Kernels: the backend's `reduce`, `arg_reduce`, `softmax` and `cumulative`
 //! primitives.
+//!
+//! Gradients (end of the file) are written with recorded ops, so they
+//! differentiate again. Tie rules follow PyTorch: `amax`/`amin` and
+//! `max()`/`min()` without a dim split the gradient evenly among the tied
+//! extrema (in a slice holding NaN, among its NaNs); `max(dim)`/`min(dim)`
+//! send it to the element whose index they return. `prod` and `cumprod`
+//! handle zeros without dividing by them (first derivatives exact; second
+//! derivatives exact with at most one zero per reduced slice).
 
+use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::{self, BinaryOp};
+use crate::ops::elementwise::{self, BinaryOp, UnaryOp};
+use crate::ops::elementwise_grad::{div, mul, muls, sub};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::{fmt_shape, norm_dim};
 use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
@@ -24,22 +34,32 @@ use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
 pub const OPS: &[OpInfo] = &[
     OpInfo::prim("sum", "reduce", DTypes::ALL).grad(),
     OpInfo::prim("mean", "reduce", DTypes::FLOAT).grad(),
-    OpInfo::prim("prod", "reduce", DTypes::ALL),
-    OpInfo::prim("amax", "reduce", DTypes::ALL),
-    OpInfo::prim("amin", "reduce", DTypes::ALL),
-    OpInfo::prim("max", "reduce", DTypes::ALL),
-    OpInfo::prim("min", "reduce", DTypes::ALL),
+    OpInfo::prim("prod", "reduce", DTypes::ALL).grad(),
+    OpInfo::prim("amax", "reduce", DTypes::ALL).grad(),
+    OpInfo::prim("amin", "reduce", DTypes::ALL).grad(),
+    OpInfo::prim("max", "reduce", DTypes::ALL).grad(),
+    OpInfo::prim("min", "reduce", DTypes::ALL).grad(),
     OpInfo::prim("argmax", "reduce", DTypes::ALL),
     OpInfo::prim("argmin", "reduce", DTypes::ALL),
-    OpInfo::prim("var", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
-    OpInfo::prim("std", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
-    OpInfo::prim("logsumexp", "reduce", DTypes::ALL).kind(OpKind::Fused),
+    OpInfo::prim("var", "reduce", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .grad(),
+    OpInfo::prim("std", "reduce", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .grad(),
+    OpInfo::prim("logsumexp", "reduce", DTypes::ALL)
+        .kind(OpKind::Fused)
+        .grad(),
     OpInfo::prim("all", "reduce", DTypes::ALL),
     OpInfo::prim("any", "reduce", DTypes::ALL),
-    OpInfo::prim("softmax", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
-    OpInfo::prim("log_softmax", "reduce", DTypes::FLOAT).kind(OpKind::Fused),
-    OpInfo::prim("cumsum", "reduce", DTypes::ALL),
-    OpInfo::prim("cumprod", "reduce", DTypes::ALL),
+    OpInfo::prim("softmax", "reduce", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .grad(),
+    OpInfo::prim("log_softmax", "reduce", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .grad(),
+    OpInfo::prim("cumsum", "reduce", DTypes::ALL).grad(),
+    OpInfo::prim("cumprod", "reduce", DTypes::ALL).grad(),
 ];
 
 /// Reductions computed by the backend's `reduce` primitive.
@@ -303,7 +323,18 @@ pub fn prod(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
-    sum_like(ReduceOp::Prod, x, dims, keepdim, dtype)
+    let out = {
+        let _no = GradMode::set(false);
+        sum_like(ReduceOp::Prod, x, dims, keepdim, dtype)?
+    };
+    if out.dtype().is_floating_point() && ag::needs_grad(&[x]) {
+        let mask = reduce_mask("prod", dims, x.ndim())?;
+        let bw = ProdBackward {
+            r: ReduceGrad::new(x, &mask, keepdim),
+        };
+        ag::record(bw, &[x], &[&out], &[Save::Tensor(x), Save::Output(0)]);
+    }
+    Ok(out)
 }
 
 fn sum_like(
@@ -382,7 +413,20 @@ fn amax_named(
     } else {
         ReduceOp::Min
     };
-    run_reduce(rop, x, &mask, keepdim, x.dtype())
+    let out = run_reduce(rop, x, &mask, keepdim, x.dtype())?;
+    if out.dtype().is_floating_point() && ag::needs_grad(&[x]) {
+        let bw = AmaxBackward {
+            name: match (name, op) {
+                ("amax", _) => "AmaxBackward",
+                ("amin", _) => "AminBackward",
+                (_, ArgOp::Max) => "MaxBackward",
+                (_, ArgOp::Min) => "MinBackward",
+            },
+            r: ReduceGrad::new(x, &mask, keepdim),
+        };
+        ag::record(bw, &[x], &[&out], &[Save::Tensor(x), Save::Output(0)]);
+    }
+    Ok(out)
 }
 
 /// `max()` / `min()` with no dim: a 0-d tensor.
@@ -401,11 +445,25 @@ pub fn max_dim(op: ArgOp, x: &Tensor, dim: isize, keepdim: bool) -> Result<(Tens
     let values = Tensor::empty(&shape, x.dtype(), x.device())?;
     let indices = Tensor::empty(&shape, DType::I64, x.device())?;
     if x.ndim() == 0 {
+        let _no = GradMode::set(false);
         elementwise::copy_(&values, x)?;
         elementwise::fill_(&indices, Scalar::Int(0))?;
-        return Ok((values, indices));
+    } else {
+        backend(x.device()).arg_reduce(op, x, d, Some(&values), &indices)?;
     }
-    backend(x.device()).arg_reduce(op, x, d, Some(&values), &indices)?;
+    if values.dtype().is_floating_point() && ag::needs_grad(&[x]) {
+        let bw = MaxDimBackward {
+            name: if op == ArgOp::Max {
+                "MaxBackward"
+            } else {
+                "MinBackward"
+            },
+            dim: d,
+            r: ReduceGrad::new(x, &mask, keepdim),
+        };
+        let idx = indices.detach();
+        ag::record(bw, &[x], &[&values, &indices], &[Save::Tensor(&idx)]);
+    }
     Ok((values, indices))
 }
 
@@ -458,20 +516,44 @@ pub fn var(
             ),
         ));
     }
-    run_reduce(
+    let out = run_reduce(
         ReduceOp::Var { correction, std },
         x,
         &mask,
         keepdim,
         x.dtype(),
-    )
+    )?;
+    if ag::needs_grad(&[x]) {
+        let bw = VarBackward {
+            r: ReduceGrad::new(x, &mask, keepdim),
+            correction,
+            std,
+        };
+        let save = if std {
+            vec![Save::Tensor(x), Save::Output(0)]
+        } else {
+            vec![Save::Tensor(x)]
+        };
+        ag::record(bw, &[x], &[&out], &save);
+    }
+    Ok(out)
 }
 
 /// `log Σ exp(x)` over `dims`, shifted by the maximum for stability.
 pub fn logsumexp(x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
     let mask = reduce_mask("logsumexp", dims, x.ndim())?;
-    let x = elementwise::to_dtype(x, x.dtype().to_float())?;
-    run_reduce(ReduceOp::LogSumExp, &x, &mask, keepdim, x.dtype())
+    let xf = {
+        let _no = GradMode::set(false);
+        elementwise::to_dtype(x, x.dtype().to_float())?
+    };
+    let out = run_reduce(ReduceOp::LogSumExp, &xf, &mask, keepdim, xf.dtype())?;
+    if ag::needs_grad(&[x]) {
+        let bw = LogSumExpBackward {
+            r: ReduceGrad::new(x, &mask, keepdim),
+        };
+        ag::record(bw, &[x], &[&out], &[Save::Tensor(x), Save::Output(0)]);
+    }
+    Ok(out)
 }
 
 /// `all` (`any` when `!all`): whether every (some) element is nonzero, as bool.
@@ -490,14 +572,24 @@ pub fn all_any(all: bool, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> 
 pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Result<Tensor> {
     let name = if log { "log_softmax" } else { "softmax" };
     let d = norm_dim(name, dim, x.ndim())?;
-    let x = cast_opt(x, dtype)?;
-    check_dtype(name, DTypes::FLOAT, x.dtype())?;
-    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
-    if x.numel() == 0 {
-        return Ok(out);
+    let xc = {
+        let _no = GradMode::set(false);
+        cast_opt(x, dtype)?
+    };
+    check_dtype(name, DTypes::FLOAT, xc.dtype())?;
+    let out = Tensor::empty(xc.shape(), xc.dtype(), xc.device())?;
+    let d = if xc.ndim() == 0 { 0 } else { d };
+    if xc.numel() > 0 {
+        backend(xc.device()).softmax(&xc, d, log, &out)?;
     }
-    let d = if x.ndim() == 0 { 0 } else { d };
-    backend(x.device()).softmax(&x, d, log, &out)?;
+    if ag::needs_grad(&[x]) {
+        let bw = SoftmaxBackward {
+            dim: d as isize,
+            log,
+            in_dtype: x.dtype(),
+        };
+        ag::record(bw, &[x], &[&out], &[Save::Output(0)]);
+    }
     Ok(out)
 }
 
@@ -508,19 +600,387 @@ pub fn cumulative(op: CumOp, x: &Tensor, dim: isize, dtype: Option<DType>) -> Re
         CumOp::Prod => "cumprod",
     };
     let d = norm_dim(name, dim, x.ndim())?;
-    let x = cast_opt(x, dtype)?;
-    let out_dt = if x.dtype().is_floating_point() {
-        x.dtype()
+    let xc = {
+        let _no = GradMode::set(false);
+        cast_opt(x, dtype)?
+    };
+    let out_dt = if xc.dtype().is_floating_point() {
+        xc.dtype()
     } else {
         DType::I64
     };
-    let out = Tensor::empty(x.shape(), out_dt, x.device())?;
-    if x.numel() == 0 {
-        return Ok(out);
+    let out = Tensor::empty(xc.shape(), out_dt, xc.device())?;
+    let d = if xc.ndim() == 0 { 0 } else { d };
+    if xc.numel() > 0 {
+        backend(xc.device()).cumulative(op, &xc, d, &out)?;
     }
-    let d = if x.ndim() == 0 { 0 } else { d };
-    backend(x.device()).cumulative(op, &x, d, &out)?;
+    if out_dt.is_floating_point() && ag::needs_grad(&[x]) {
+        let bw = CumBackward {
+            op,
+            dim: d as isize,
+            in_dtype: x.dtype(),
+        };
+        let save = match op {
+            CumOp::Sum => vec![],
+            CumOp::Prod => vec![Save::Tensor(x), Save::Output(0)],
+        };
+        ag::record(bw, &[x], &[&out], &save);
+    }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Gradients
+// ---------------------------------------------------------------------------
+
+/// What a reduction's VJP needs to restore the input's shape.
+struct ReduceGrad {
+    in_shape: Shape,
+    in_dtype: DType,
+    /// The reduced dims (non-negative).
+    dims: Vec<isize>,
+    /// The output shape with the reduced dims kept as 1, when the output dropped them.
+    kept: Option<Vec<isize>>,
+    /// Number of reduced elements per output element.
+    count: usize,
+}
+
+impl ReduceGrad {
+    fn new(x: &Tensor, mask: &[bool], keepdim: bool) -> ReduceGrad {
+        let kept: Vec<isize> = x
+            .shape()
+            .iter()
+            .zip(mask)
+            .map(|(&d, &m)| if m { 1 } else { d as isize })
+            .collect();
+        ReduceGrad {
+            in_shape: x.shape().into(),
+            in_dtype: x.dtype(),
+            dims: (0..x.ndim())
+                .filter(|&d| mask[d])
+                .map(|d| d as isize)
+                .collect(),
+            kept: (!keepdim && x.ndim() > 0).then_some(kept),
+            count: x
+                .shape()
+                .iter()
+                .zip(mask)
+                .filter(|(_, &m)| m)
+                .map(|(&d, _)| d)
+                .product(),
+        }
+    }
+    /// An output-shaped tensor with the reduced dims restored as size 1 (broadcastable to the input).
+    fn keep(&self, t: &Tensor) -> Result<Tensor> {
+        match &self.kept {
+            Some(k) => crate::ops::shape::reshape(t, k),
+            None => Ok(t.clone()),
+        }
+    }
+    /// Sum of an input-shaped tensor over the reduced dims, keeping them.
+    fn sum_keep(&self, t: &Tensor) -> Result<Tensor> {
+        sum(t, Some(&self.dims), true, None)
+    }
+    fn done(&self, gx: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![Some(elementwise::to_dtype(gx, self.in_dtype)?)])
+    }
+}
+
+fn scalar_like(v: f64, t: &Tensor) -> Result<Tensor> {
+    elementwise::scalar_tensor(Scalar::Float(v), t.dtype(), t.device())
+}
+
+fn cmp_s(op: BinaryOp, t: &Tensor, v: Scalar) -> Result<Tensor> {
+    elementwise::binary_scalar(op, t, v, false)
+}
+
+/// Whether any element of a bool tensor is set.
+fn any_set(b: &Tensor) -> Result<bool> {
+    Ok(all_any(false, b, None, false)?.to_f64_vec()[0] != 0.0)
+}
+
+/// `amax`/`amin` and `max()`/`min()` without a dim: the gradient is split
+/// evenly among the elements equal to the extremum (PyTorch's rule); in a
+/// slice holding NaN (the result) it goes evenly to the NaN elements.
+/// Saved: `[x, y]`.
+struct AmaxBackward {
+    name: &'static str,
+    r: ReduceGrad,
+}
+
+impl Backward for AmaxBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let (x, y) = (&saved[0], &saved[1]);
+        let hit = elementwise::binary(BinaryOp::Eq, x, &self.r.keep(y)?)?;
+        let nan = elementwise::unary(UnaryOp::IsNan, x)?;
+        let hit = elementwise::binary(BinaryOp::LogicalOr, &hit, &nan)?;
+        let m = elementwise::to_dtype(&hit, g.dtype())?;
+        let share = div(&self.r.keep(g)?, &self.r.sum_keep(&m)?)?;
+        self.r.done(&mul(&m, &share)?)
+    }
+}
+
+/// `max(dim)`/`min(dim)`: the whole gradient goes to the element whose index
+/// is returned (the first extremum), as in PyTorch. Saved: `[indices]`.
+struct MaxDimBackward {
+    name: &'static str,
+    dim: usize,
+    r: ReduceGrad,
+}
+
+impl Backward for MaxDimBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        if self.r.in_shape.is_empty() {
+            return self.r.done(g);
+        }
+        let n = self.r.in_shape[self.dim];
+        let mut spec = vec![1isize; self.r.in_shape.len()];
+        spec[self.dim] = n as isize;
+        let ar = crate::ops::creation::arange(
+            Scalar::Int(0),
+            Scalar::Int(n as i64),
+            Scalar::Int(1),
+            Some(DType::I64),
+            g.device(),
+        )?;
+        let ar = crate::ops::shape::reshape(&ar, &spec)?;
+        let hit = elementwise::binary(BinaryOp::Eq, &ar, &self.r.keep(&saved[0])?)?;
+        let gx = elementwise::where_(&hit, &self.r.keep(g)?, &scalar_like(0.0, g)?)?;
+        self.r.done(&gx)
+    }
+}
+
+/// `prod`: `g * y / x` without zeros; with zeros, the gradient at a slice's
+/// only zero is the product of the other elements (computed with that zero
+/// replaced by one), and every other gradient in a slice with zeros is 0.
+/// Saved: `[x, y]`.
+struct ProdBackward {
+    r: ReduceGrad,
+}
+
+impl Backward for ProdBackward {
+    fn name(&self) -> &'static str {
+        "ProdBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let x = elementwise::to_dtype(&saved[0], g.dtype())?;
+        let (gk, yk) = (self.r.keep(g)?, self.r.keep(&saved[1])?);
+        let zero = cmp_s(BinaryOp::Eq, &x, Scalar::Float(0.0))?;
+        if !any_set(&zero)? {
+            return self.r.done(&div(&mul(&gk, &yk)?, &x)?);
+        }
+        let xs = elementwise::where_(&zero, &scalar_like(1.0, &x)?, &x)?;
+        let nz = self.r.sum_keep(&elementwise::to_dtype(&zero, x.dtype())?)?;
+        let others = prod(&xs, Some(&self.r.dims), true, None)?;
+        let single = cmp_s(BinaryOp::Eq, &nz, Scalar::Float(1.0))?;
+        let at_zero = elementwise::where_(&single, &others, &scalar_like(0.0, &x)?)?;
+        let d = elementwise::where_(&zero, &at_zero, &div(&yk, &xs)?)?;
+        self.r.done(&mul(&gk, &d)?)
+    }
+}
+
+/// `var`/`std`: `g * 2 (x - mean) / (N - correction)`; for `std` the
+/// gradient is first divided by `2 std` (0 where `std == 0`, as in PyTorch).
+/// Saved: `[x]` (`[x, y]` for `std`).
+struct VarBackward {
+    r: ReduceGrad,
+    correction: f64,
+    std: bool,
+}
+
+impl Backward for VarBackward {
+    fn name(&self) -> &'static str {
+        if self.std {
+            "StdBackward"
+        } else {
+            "VarBackward"
+        }
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let x = &saved[0];
+        let mut gv = self.r.keep(g)?;
+        if self.std {
+            let yk = self.r.keep(&saved[1])?;
+            let z = cmp_s(BinaryOp::Eq, &yk, Scalar::Float(0.0))?;
+            let den = elementwise::where_(&z, &scalar_like(1.0, &yk)?, &muls(&yk, 2.0)?)?;
+            gv = elementwise::where_(&z, &scalar_like(0.0, &yk)?, &div(&gv, &den)?)?;
+        }
+        let xm = sub(x, &mean(x, Some(&self.r.dims), true, None)?)?;
+        let denom = (self.r.count as f64 - self.correction).max(0.0);
+        self.r.done(&mul(&muls(&xm, 2.0 / denom)?, &gv)?)
+    }
+}
+
+/// `logsumexp`: `g * exp(x - y)`. Saved: `[x, y]`.
+struct LogSumExpBackward {
+    r: ReduceGrad,
+}
+
+impl Backward for LogSumExpBackward {
+    fn name(&self) -> &'static str {
+        "LogsumexpBackward"
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let (x, y) = (&saved[0], &saved[1]);
+        let p = elementwise::unary(UnaryOp::Exp, &sub(x, &self.r.keep(y)?)?)?;
+        self.r.done(&mul(&self.r.keep(g)?, &p)?)
+    }
+}
+
+/// `softmax`: `y * (g - Σ g y)`; `log_softmax`: `g - exp(y) Σ g` (sums along `dim`).
+/// Saved: `[y]`.
+struct SoftmaxBackward {
+    dim: isize,
+    log: bool,
+    in_dtype: DType,
+}
+
+impl Backward for SoftmaxBackward {
+    fn name(&self) -> &'static str {
+        if self.log {
+            "LogSoftmaxBackward"
+        } else {
+            "SoftmaxBackward"
+        }
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let y = &saved[0];
+        let d = [self.dim];
+        let gx = if self.log {
+            let s = sum(g, Some(&d), true, None)?;
+            sub(g, &mul(&elementwise::unary(UnaryOp::Exp, y)?, &s)?)?
+        } else {
+            let s = sum(&mul(g, y)?, Some(&d), true, None)?;
+            mul(y, &sub(g, &s)?)?
+        };
+        Ok(vec![Some(elementwise::to_dtype(&gx, self.in_dtype)?)])
+    }
+}
+
+/// `Σ_{j >= i} t_j` along `dim` (a cumsum of the flipped tensor, flipped back).
+fn rev_cumsum(t: &Tensor, dim: isize) -> Result<Tensor> {
+    let f = crate::ops::shape::flip(t, &[dim])?;
+    let c = cumulative(CumOp::Sum, &f, dim, None)?;
+    crate::ops::shape::flip(&c, &[dim])
+}
+
+/// `cumsum`: the reversed cumsum of `g`. `cumprod`: `revcumsum(g y) / x`
+/// where `x != 0`; at the first zero of a slice, `revcumsum(g ỹ)` with `ỹ`
+/// the cumprod of `x` with that zero replaced by one; 0 at later zeros.
+/// First derivatives are exact with any zeros; second derivatives are exact
+/// with at most one zero per slice. Saved: `[]` / `[x, y]`.
+struct CumBackward {
+    op: CumOp,
+    dim: isize,
+    in_dtype: DType,
+}
+
+impl Backward for CumBackward {
+    fn name(&self) -> &'static str {
+        match self.op {
+            CumOp::Sum => "CumsumBackward",
+            CumOp::Prod => "CumprodBackward",
+        }
+    }
+    fn apply(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &grads[0] else {
+            return Ok(vec![None]);
+        };
+        let done = |gx: &Tensor| -> Result<Vec<Option<Tensor>>> {
+            Ok(vec![Some(elementwise::to_dtype(gx, self.in_dtype)?)])
+        };
+        if g.ndim() == 0 {
+            return done(g);
+        }
+        let d = self.dim;
+        if self.op == CumOp::Sum {
+            return done(&rev_cumsum(g, d)?);
+        }
+        let x = elementwise::to_dtype(&saved[0], g.dtype())?;
+        let y = &saved[1];
+        let zero = cmp_s(BinaryOp::Eq, &x, Scalar::Float(0.0))?;
+        let gy = rev_cumsum(&mul(g, y)?, d)?;
+        if !any_set(&zero)? {
+            return done(&div(&gy, &x)?);
+        }
+        let one = scalar_like(1.0, &x)?;
+        let xs = elementwise::where_(&zero, &one, &x)?;
+        let away = div(&gy, &xs)?;
+        let count = cumulative(CumOp::Sum, &zero, d, None)?;
+        let first = elementwise::binary(
+            BinaryOp::LogicalAnd,
+            &zero,
+            &cmp_s(BinaryOp::Eq, &count, Scalar::Int(1))?,
+        )?;
+        let yt = cumulative(
+            CumOp::Prod,
+            &elementwise::where_(&first, &one, &x)?,
+            d,
+            None,
+        )?;
+        let at_first = rev_cumsum(&mul(g, &yt)?, d)?;
+        let at_zero = elementwise::where_(&first, &at_first, &scalar_like(0.0, &x)?)?;
+        done(&elementwise::where_(&zero, &at_zero, &away)?)
+    }
 }
 
 #[cfg(test)]

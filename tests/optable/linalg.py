@@ -327,6 +327,20 @@ def max_pool_sample(draw, dtype):
     return [values(draw, shape, dtype)], kw
 
 
+def max_pool_grad_sample(draw, dtype):
+    """Max-pool inputs where every window covers an input element (a window over
+    padding only gives -inf, which has no derivative)."""
+    while True:
+        shape, kw = _pool_geometry(draw, True)
+        x = values(draw, shape, dtype)
+        try:
+            ok = x.size == 0 or np.isfinite(np_max_pool2d(x, **kw)).all()
+        except ValueError:  # the reference's max over an empty window
+            ok = False
+        if ok:
+            return [x], kw
+
+
 def avg_pool_sample(draw, dtype):
     shape, kw = _pool_geometry(draw, False)
     kw["count_include_pad"] = draw(st.booleans())
@@ -347,13 +361,14 @@ def adaptive_sample(draw, dtype):
 
 
 SPECS = [
-    OpSpec("matmul", fg.matmul, np.matmul, matmul_sample, NUMERIC, MM_TOL, max_examples=60),
-    OpSpec("mm", fg.mm, np.matmul, mm_sample, NUMERIC, MM_TOL),
-    OpSpec("bmm", fg.bmm, np.matmul, bmm_sample, NUMERIC, MM_TOL),
-    OpSpec("mv", fg.mv, np.matmul, mv_sample, NUMERIC, MM_TOL),
-    OpSpec("dot", fg.dot, np.dot, vv_sample(True), NUMERIC, MM_TOL),
-    OpSpec("outer", fg.outer, np.outer, vv_sample(False), NUMERIC),
-    OpSpec("linear", F.linear, np_linear, linear_sample, NUMERIC, MM_TOL),
+    OpSpec("matmul", fg.matmul, np.matmul, matmul_sample, NUMERIC, MM_TOL, max_examples=60,
+           grad_examples=25),
+    OpSpec("mm", fg.mm, np.matmul, mm_sample, NUMERIC, MM_TOL, grad_examples=10),
+    OpSpec("bmm", fg.bmm, np.matmul, bmm_sample, NUMERIC, MM_TOL, grad_examples=10),
+    OpSpec("mv", fg.mv, np.matmul, mv_sample, NUMERIC, MM_TOL, grad_examples=10),
+    OpSpec("dot", fg.dot, np.dot, vv_sample(True), NUMERIC, MM_TOL, grad_examples=10),
+    OpSpec("outer", fg.outer, np.outer, vv_sample(False), NUMERIC, grad_examples=10),
+    OpSpec("linear", F.linear, np_linear, linear_sample, NUMERIC, MM_TOL, grad_examples=15),
     OpSpec(
         "einsum",
         lambda *ts, equation: fg.einsum(equation, *ts),
@@ -362,10 +377,15 @@ SPECS = [
         NUMERIC,
         MM_TOL,
         max_examples=80,
+        grad_examples=40,
     ),
-    OpSpec("conv2d", F.conv2d, np_conv2d, conv2d_sample, FLOATS, CONV_TOL, max_examples=40),
-    OpSpec("conv1d", F.conv1d, np_conv1d, conv1d_sample, FLOATS, CONV_TOL),
-    OpSpec("max_pool2d", F.max_pool2d, np_max_pool2d, max_pool_sample, FLOATS, max_examples=40),
-    OpSpec("avg_pool2d", F.avg_pool2d, np_avg_pool2d, avg_pool_sample, FLOATS, max_examples=40),
-    OpSpec("adaptive_avg_pool2d", F.adaptive_avg_pool2d, np_adaptive_avg_pool2d, adaptive_sample, FLOATS),
+    OpSpec("conv2d", F.conv2d, np_conv2d, conv2d_sample, FLOATS, CONV_TOL, max_examples=40,
+           grad_examples=20),
+    OpSpec("conv1d", F.conv1d, np_conv1d, conv1d_sample, FLOATS, CONV_TOL, grad_examples=15),
+    OpSpec("max_pool2d", F.max_pool2d, np_max_pool2d, max_pool_sample, FLOATS, max_examples=40,
+           grad_sample=max_pool_grad_sample, grad_examples=15),
+    OpSpec("avg_pool2d", F.avg_pool2d, np_avg_pool2d, avg_pool_sample, FLOATS, max_examples=40,
+           grad_examples=15),
+    OpSpec("adaptive_avg_pool2d", F.adaptive_avg_pool2d, np_adaptive_avg_pool2d, adaptive_sample, FLOATS,
+           grad_examples=12),
 ]

@@ -239,23 +239,36 @@ def _scan_sample(lo, hi):
 
 _ANY = st.sampled_from([0, 1])
 
+
+def _var_grad_sample(draw, dtype):
+    """var/std inputs whose reduced count exceeds the correction (else the value is NaN or inf)."""
+    (x,), kw = reduce_sample(nonempty=True, extra={"correction": _ANY})(draw, dtype)
+    dim = kw.get("dim")
+    if dim is None or x.ndim == 0:
+        n = x.size
+    else:
+        n = int(np.prod([x.shape[d] for d in np.atleast_1d(dim)]))
+    if n <= kw["correction"]:
+        kw["correction"] = 0
+    return [x], kw
+
 SPECS: list[OpSpec] = [
     _spec("sum", fg.sum, np_reduce(_np_sum), reduce_sample(), ALL,
           out_dtype=_int64_for_ints, tol=SUM_TOL),
     _spec("mean", fg.mean, np_reduce(np.mean), reduce_sample(), FLOATS, out_dtype=lambda d: d,
           tol=SUM_TOL),
     _spec("prod", fg.prod, np_reduce(_np_prod), reduce_sample(-1.6, 1.6, max_side=4), ALL,
-          out_dtype=_int64_for_ints, tol={"float32": (2e-5, 1e-6)}),
+          out_dtype=_int64_for_ints, tol={"float32": (2e-5, 1e-6)}, grad_examples=12),
     _spec("amax", fg.amax, np_reduce(np.max), reduce_sample(nonempty=True, specials=True), ALL,
-          out_dtype=lambda d: d),
+          out_dtype=lambda d: d, grad_examples=12),
     _spec("amin", fg.amin, np_reduce(np.min), reduce_sample(nonempty=True, specials=True), ALL,
-          out_dtype=lambda d: d),
+          out_dtype=lambda d: d, grad_examples=12),
     _spec("max", _max_fg("max"), _max_np("max"),
           reduce_sample(multi=False, nonempty=True, specials=True, ties=True), ALL,
-          out_dtype=_max_out("max")),
+          out_dtype=_max_out("max"), grad_examples=12),
     _spec("min", _max_fg("min"), _max_np("min"),
           reduce_sample(multi=False, nonempty=True, specials=True, ties=True), ALL,
-          out_dtype=_max_out("min")),
+          out_dtype=_max_out("min"), grad_examples=12),
     _spec("argmax", fg.argmax, _arg_np("argmax"),
           reduce_sample(multi=False, nonempty=True, specials=True, ties=True), ALL,
           out_dtype="int64"),
@@ -263,21 +276,22 @@ SPECS: list[OpSpec] = [
           reduce_sample(multi=False, nonempty=True, specials=True, ties=True), ALL,
           out_dtype="int64"),
     _spec("var", fg.var, np_reduce(_np_var), reduce_sample(extra={"correction": _ANY}), FLOATS,
-          out_dtype=lambda d: d, tol=SUM_TOL),
+          out_dtype=lambda d: d, tol=SUM_TOL, grad_sample=_var_grad_sample, grad_examples=12),
     _spec("std", fg.std, np_reduce(_np_std), reduce_sample(extra={"correction": _ANY}), FLOATS,
-          out_dtype=lambda d: d, tol=SUM_TOL),
+          out_dtype=lambda d: d, tol=SUM_TOL, grad_sample=_var_grad_sample, grad_examples=12),
     _spec("logsumexp", fg.logsumexp, np_reduce(_np_logsumexp),
-          reduce_sample(allow_none=False, specials=True), ALL, out_dtype=_float_for_ints),
+          reduce_sample(allow_none=False, specials=True), ALL, out_dtype=_float_for_ints,
+          grad_examples=12),
     _spec("all", fg.all, np_reduce(np.all), reduce_sample(-1, 1, specials=True), ALL,
           out_dtype="bool"),
     _spec("any", fg.any, np_reduce(np.any), reduce_sample(-1, 1, specials=True), ALL,
           out_dtype="bool"),
     _spec("softmax", F.softmax, lambda x, dim: _softmax_np(x, dim), _softmax_sample, FLOATS,
-          out_dtype=lambda d: d),
+          out_dtype=lambda d: d, grad_examples=12),
     _spec("log_softmax", F.log_softmax, lambda x, dim: _softmax_np(x, dim, log=True),
-          _softmax_sample, FLOATS, out_dtype=lambda d: d),
+          _softmax_sample, FLOATS, out_dtype=lambda d: d, grad_examples=12),
     _spec("cumsum", fg.cumsum, _scan_np(np.cumsum), _scan_sample(-3.0, 3.0), ALL,
-          out_dtype=_int64_for_ints, tol=SUM_TOL),
+          out_dtype=_int64_for_ints, tol=SUM_TOL, grad_examples=12),
     _spec("cumprod", fg.cumprod, _scan_np(np.cumprod), _scan_sample(-1.6, 1.6), ALL,
-          out_dtype=_int64_for_ints, tol={"float32": (2e-5, 1e-6)}),
+          out_dtype=_int64_for_ints, tol={"float32": (2e-5, 1e-6)}, grad_examples=12),
 ]

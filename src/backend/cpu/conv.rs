@@ -7,6 +7,11 @@
 //! multiplied by the group's `(O/g, C/g·kH·kW)` weight matrix straight into
 //! the output; a bias is written first and accumulated into. Samples are
 //! spread over threads, or the GEMM is threaded when there are few samples.
+//!
+//! Gradients: the input gradient forms `Wᵀ g` per sample and group by one GEMM
+//! and adds the columns back into the image (`col2im`); the weight gradient
+//! sums `g · colsᵀ` over samples (per-task accumulators when samples are
+//! threaded).
 
 use gemm::Parallelism;
 use rayon::prelude::*;
@@ -269,6 +274,314 @@ fn conv2d_t<T: GemmFloat>(
         let mut col = Vec::new();
         for s in 0..n {
             run(s, &mut col, par);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Convolution gradients
+// ---------------------------------------------------------------------------
+
+/// Add the columns of `col` (`kdim × npix`, row-major) back into the image
+/// positions they were unrolled from (the adjoint of [`im2col`]), for
+/// channels `c0..c0+cg` of one contiguous `(C, H, W)` sample at `dst`.
+///
+/// # Safety
+/// `dst` points at the sample's first element, valid for the geometry.
+unsafe fn col2im<T: Real>(col: &[T], g: &Geo, c0: usize, dst: *mut T, parallel: bool) {
+    let (kh, kw, oh, ow) = (g.kh, g.kw, g.oh, g.ow);
+    let [sh, sw] = g.p.stride;
+    let [dh, dw] = g.p.dilation;
+    let (pt, pl) = (g.p.pad[0] as isize, g.p.pad[2] as isize);
+    let npix = oh * ow;
+    let plane = g.h * g.w;
+    let dp = SendPtr(dst);
+    // Rows of one channel write the same plane: a channel is one task.
+    let channel = move |cl: usize| {
+        let dc = dp.get().add((c0 + cl) * plane);
+        for r in cl * kh * kw..(cl + 1) * kh * kw {
+            let i = (r / kw) % kh;
+            let j = r % kw;
+            let off_w = (j * dw) as isize - pl;
+            let lo = if off_w >= 0 {
+                0
+            } else {
+                ((-off_w) as usize).div_ceil(sw)
+            };
+            let hi = if (g.w as isize) <= off_w {
+                0
+            } else {
+                ((g.w as isize - off_w) as usize).div_ceil(sw).min(ow)
+            };
+            let lo = lo.min(hi);
+            for oy in 0..oh {
+                let iy = (oy * sh + i * dh) as isize - pt;
+                if iy < 0 || iy >= g.h as isize {
+                    continue;
+                }
+                let row = dc.offset(iy * g.w as isize);
+                let src = &col[r * npix + oy * ow..r * npix + (oy + 1) * ow];
+                for (ox, &v) in src.iter().enumerate().take(hi).skip(lo) {
+                    let d = row.offset((ox * sw) as isize + off_w);
+                    *d = *d + v;
+                }
+            }
+        }
+    };
+    if parallel {
+        (0..g.cg()).into_par_iter().for_each(channel);
+    } else {
+        (0..g.cg()).for_each(channel);
+    }
+}
+
+/// Geometry of a convolution whose input is `(N, C, H, W)` with strides `xs`,
+/// weight `(O, C/g, kH, kW)`, output `(oH, oW)`.
+#[allow(clippy::too_many_arguments)]
+fn geo(
+    c: usize,
+    h: usize,
+    w: usize,
+    xs: &[isize],
+    o: usize,
+    k: [usize; 2],
+    out: [usize; 2],
+    p: &Conv2dParams,
+) -> Geo {
+    Geo {
+        c,
+        h,
+        w,
+        xs: [xs[0], xs[1], xs[2], xs[3]],
+        o,
+        kh: k[0],
+        kw: k[1],
+        oh: out[0],
+        ow: out[1],
+        groups: p.groups,
+        p: *p,
+    }
+}
+
+/// Input gradient of a convolution (a transposed convolution): `out`
+/// `(N, C, H, W)` from the output gradient `g` `(N, O, oH, oW)` and the
+/// weight `w` `(O, C/g, kH, kW)`, all contiguous. Per sample and group the
+/// columns `Wᵀ g` are formed by one GEMM and added back into the image.
+pub fn conv2d_input_grad(g: &Tensor, w: &Tensor, p: &Conv2dParams, out: &Tensor) -> Result<()> {
+    match out.dtype() {
+        DType::F32 => conv_input_grad_t::<f32>(g, w, p, out),
+        DType::F64 => conv_input_grad_t::<f64>(g, w, p, out),
+        d => float_only("conv2d_backward", d),
+    }
+}
+
+fn conv_input_grad_t<T: GemmFloat>(
+    g: &Tensor,
+    w: &Tensor,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<()> {
+    debug_assert!(g.is_contiguous() && w.is_contiguous() && out.is_contiguous());
+    let s = out.shape();
+    let gm = geo(
+        s[1],
+        s[2],
+        s[3],
+        out.strides(),
+        w.shape()[0],
+        [w.shape()[2], w.shape()[3]],
+        [g.shape()[2], g.shape()[3]],
+        p,
+    );
+    let n = s[0];
+    let sample_in = gm.c * gm.h * gm.w;
+    // SAFETY: `out` is contiguous with `n * sample_in` elements.
+    unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<T>(), n * sample_in) }.fill(T::ZERO);
+    if n == 0 || sample_in == 0 || gm.o == 0 || gm.npix() == 0 {
+        return Ok(());
+    }
+    let (gp, wp, yp) = (
+        SendPtr(g.data_ptr::<T>()),
+        SendPtr(w.data_ptr::<T>()),
+        SendPtr(out.data_ptr::<T>()),
+    );
+    let (og, kdim, npix) = (gm.og(), gm.kdim(), gm.npix());
+    let run = |smp: usize, col: &mut Vec<T>, par: Parallelism| {
+        let threaded = matches!(par, Parallelism::Rayon(_));
+        // SAFETY: each sample writes only its own input-gradient block.
+        unsafe {
+            let gs = gp.get().add(smp * gm.o * npix);
+            let ys = yp.get().add(smp * sample_in);
+            for gi in 0..gm.groups {
+                let c0 = gi * gm.cg();
+                // (kdim × og) weight transpose times (og × npix) gradient.
+                let a = wp.get().add(gi * og * kdim);
+                let b = gs.add(gi * og * npix);
+                if gm.direct() {
+                    gemm_one(
+                        kdim,
+                        npix,
+                        og,
+                        a,
+                        1,
+                        kdim as isize,
+                        b,
+                        npix as isize,
+                        1,
+                        ys.add(c0 * npix),
+                        npix as isize,
+                        1,
+                        false,
+                        par,
+                    );
+                } else {
+                    col.resize(kdim * npix, T::ZERO);
+                    gemm_one(
+                        kdim,
+                        npix,
+                        og,
+                        a,
+                        1,
+                        kdim as isize,
+                        b,
+                        npix as isize,
+                        1,
+                        col.as_mut_ptr(),
+                        npix as isize,
+                        1,
+                        false,
+                        par,
+                    );
+                    col2im(col, &gm, c0, ys, threaded);
+                }
+            }
+        }
+    };
+    let per_sample = gm.o * npix * kdim.max(1);
+    let threads = rayon::current_num_threads();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        (0..n)
+            .into_par_iter()
+            .for_each_init(Vec::new, |col, smp| run(smp, col, Parallelism::None));
+    } else {
+        let par = gemm_parallelism(kdim, npix, og);
+        let mut col = Vec::new();
+        for smp in 0..n {
+            run(smp, &mut col, par);
+        }
+    }
+    Ok(())
+}
+
+/// Weight gradient of a convolution: `out` `(O, C/g, kH, kW)` (contiguous)
+/// `= Σ_samples g · colsᵀ` per group, from the contiguous output gradient `g`
+/// `(N, O, oH, oW)` and the input `x` `(N, C, H, W)` (any strides), whose
+/// receptive fields are unrolled as in the forward pass. Samples are spread
+/// over threads with one accumulator per task, or the GEMM is threaded.
+pub fn conv2d_weight_grad(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor) -> Result<()> {
+    match out.dtype() {
+        DType::F32 => conv_weight_grad_t::<f32>(g, x, p, out),
+        DType::F64 => conv_weight_grad_t::<f64>(g, x, p, out),
+        d => float_only("conv2d_backward", d),
+    }
+}
+
+fn conv_weight_grad_t<T: GemmFloat>(
+    g: &Tensor,
+    x: &Tensor,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<()> {
+    debug_assert!(g.is_contiguous() && out.is_contiguous());
+    let s = x.shape();
+    let gm = geo(
+        s[1],
+        s[2],
+        s[3],
+        x.strides(),
+        out.shape()[0],
+        [out.shape()[2], out.shape()[3]],
+        [g.shape()[2], g.shape()[3]],
+        p,
+    );
+    let n = s[0];
+    let (og, kdim, npix) = (gm.og(), gm.kdim(), gm.npix());
+    let total = gm.o * kdim;
+    // SAFETY: `out` is contiguous with `total` elements.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<T>(), total) };
+    dst.fill(T::ZERO);
+    if n == 0 || total == 0 || npix == 0 {
+        return Ok(());
+    }
+    let (gp, xp) = (SendPtr(g.data_ptr::<T>()), SendPtr(x.data_ptr::<T>()));
+    // acc (O × kdim) += g_sample (per group og × npix) @ colsᵀ (npix × kdim).
+    let run = |smp: usize, col: &mut Vec<T>, acc: *mut T, par: Parallelism| {
+        let threaded = matches!(par, Parallelism::Rayon(_));
+        // SAFETY: pointers valid for the geometry; `acc` is the caller's own buffer.
+        unsafe {
+            let xs = xp.get().offset(smp as isize * gm.xs[0]);
+            let gs = gp.get().add(smp * gm.o * npix);
+            for gi in 0..gm.groups {
+                let c0 = gi * gm.cg();
+                // The (kdim × npix) column matrix as (pointer, row stride, column stride).
+                let (bp, c_rs, c_cs) = if gm.direct() {
+                    (
+                        xs.offset(c0 as isize * gm.xs[1]) as *const T,
+                        gm.xs[1],
+                        gm.xs[3],
+                    )
+                } else {
+                    col.resize(kdim * npix, T::ZERO);
+                    im2col(xs, &gm, c0, col, threaded);
+                    (col.as_ptr(), npix as isize, 1)
+                };
+                gemm_one(
+                    og,
+                    kdim,
+                    npix,
+                    gs.add(gi * og * npix),
+                    npix as isize,
+                    1,
+                    bp,
+                    c_cs,
+                    c_rs,
+                    acc.add(gi * og * kdim),
+                    kdim as isize,
+                    1,
+                    true,
+                    par,
+                );
+            }
+        }
+    };
+    let per_sample = gm.o * npix * kdim;
+    let threads = rayon::current_num_threads();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        let sum = (0..n)
+            .into_par_iter()
+            .fold(
+                || (vec![T::ZERO; total], Vec::new()),
+                |(mut acc, mut col), smp| {
+                    run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
+                    (acc, col)
+                },
+            )
+            .map(|(acc, _)| acc)
+            .reduce(
+                || vec![T::ZERO; total],
+                |mut a, b| {
+                    a.iter_mut().zip(&b).for_each(|(x, &y)| *x = *x + y);
+                    a
+                },
+            );
+        dst.copy_from_slice(&sum);
+    } else {
+        let par = gemm_parallelism(og, kdim, npix);
+        let mut col = Vec::new();
+        let acc = dst.as_mut_ptr();
+        for smp in 0..n {
+            run(smp, &mut col, acc, par);
         }
     }
     Ok(())

@@ -60,6 +60,24 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         conv::conv2d(x, w, bias, p, out)
     }
+    fn conv2d_input_grad(
+        &self,
+        g: &Tensor,
+        w: &Tensor,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        conv::conv2d_input_grad(g, w, p, out)
+    }
+    fn conv2d_weight_grad(
+        &self,
+        g: &Tensor,
+        x: &Tensor,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        conv::conv2d_weight_grad(g, x, p, out)
+    }
     fn max_pool2d(
         &self,
         x: &Tensor,
