@@ -37,9 +37,31 @@ fn edge_eq(a: &Edge, b: &Edge) -> bool {
     }
 }
 
+/// Gradients reaching leaves during one run, summed per leaf (first-reached order).
+#[derive(Default)]
+struct LeafGrads {
+    index: HashMap<usize, usize>,
+    items: Vec<(Arc<AutogradMeta>, Tensor)>,
+}
+
+impl LeafGrads {
+    fn add(&mut self, m: &Arc<AutogradMeta>, g: Tensor) -> Result<()> {
+        match self.index.get(&(Arc::as_ptr(m) as usize)) {
+            Some(&i) => {
+                let slot = &mut self.items[i].1;
+                *slot = add_grads(Some(slot.clone()), g)?;
+            }
+            None => {
+                self.index.insert(Arc::as_ptr(m) as usize, self.items.len());
+                self.items.push((m.clone(), g));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Add `g` into a leaf's `.grad`, stealing `g` when nothing else holds its storage.
 fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Result<()> {
-    let g = if m.has_hooks() { m.run_hooks(g)? } else { g };
     let g = if create_graph {
         g
     } else if Arc::strong_count(g.storage()) == 1 && g.is_contiguous() {
@@ -102,6 +124,8 @@ pub fn run(
     }
     // 2. Seed the gradient buffers.
     let mut buffers: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
+    // Leaf gradients are summed first, so hooks see (and may replace) the total once.
+    let mut leaves = LeafGrads::default();
     let capture_of = |e: &Edge| -> Option<usize> {
         match &sink {
             Sink::Capture(es) => es.iter().position(|c| edge_eq(c, e)),
@@ -117,14 +141,7 @@ pub fn run(
                 let slot = &mut b[*nr as usize];
                 *slot = Some(add_grads(slot.take(), g)?);
             }
-            Edge::Leaf(m) => match &sink {
-                Sink::Accumulate => accumulate_leaf(m, g, create_graph)?,
-                Sink::Capture(_) => {
-                    if let Some(i) = capture_of(&e) {
-                        captured[i] = Some(add_grads(captured[i].take(), g)?);
-                    }
-                }
-            },
+            Edge::Leaf(m) => leaves.add(m, g)?,
         }
     }
     // 3. Process nodes whose every consumer has delivered.
@@ -211,15 +228,20 @@ pub fn run(
                 }
                 Edge::Leaf(m) => {
                     if let Some(g) = g {
-                        match &sink {
-                            Sink::Accumulate => accumulate_leaf(m, g, create_graph)?,
-                            Sink::Capture(_) => {
-                                if let Some(i) = capture_of(e) {
-                                    captured[i] = Some(add_grads(captured[i].take(), g)?);
-                                }
-                            }
-                        }
+                        leaves.add(m, g)?;
                     }
+                }
+            }
+        }
+    }
+    // 4. Leaves: hooks on the summed gradient, then accumulate or capture.
+    for (m, g) in leaves.items {
+        let g = if m.has_hooks() { m.run_hooks(g)? } else { g };
+        match &sink {
+            Sink::Accumulate => accumulate_leaf(&m, g, create_graph)?,
+            Sink::Capture(_) => {
+                if let Some(i) = capture_of(&Edge::Leaf(m.clone())) {
+                    captured[i] = Some(add_grads(captured[i].take(), g)?);
                 }
             }
         }
@@ -230,7 +252,7 @@ pub fn run(
 /// The edge gradients of `t` flow into, or an error if `t` has no history and needs no grad.
 pub fn edge_for(op: &'static str, t: &Tensor) -> Result<Edge> {
     match t.meta() {
-        Some(m) if m.requires_grad() => Ok(match m.grad_fn() {
+        Some(m) if m.requires_grad() => Ok(match super::grad_fn_of(t) {
             Some(e) => e,
             None => Edge::Leaf(m.clone()),
         }),

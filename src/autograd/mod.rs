@@ -61,6 +61,19 @@ pub struct AutogradMeta {
     grad_fn: Mutex<Option<Edge>>,
     retains_grad: AtomicBool,
     hooks: Mutex<Vec<(u64, Hook)>>,
+    /// Set for a differentiable view of a tensor that requires grad.
+    view: std::sync::OnceLock<ViewInfo>,
+}
+
+/// The link of a view to the tensor it views (the root of its chain of views).
+///
+/// In-place ops on the view rewrite the base's history (the write lands in the
+/// base's memory), and when the shared storage was written after the view's
+/// history was last set, the view's history is re-derived from the base's.
+struct ViewInfo {
+    base: Tensor,
+    /// Storage version at which the view's `grad_fn` was last set.
+    version: AtomicU64,
 }
 
 static HOOK_IDS: AtomicU64 = AtomicU64::new(1);
@@ -74,6 +87,7 @@ impl AutogradMeta {
             grad_fn: Mutex::new(None),
             retains_grad: AtomicBool::new(false),
             hooks: Mutex::new(vec![]),
+            view: std::sync::OnceLock::new(),
         }
     }
 
@@ -154,6 +168,9 @@ pub trait Backward: Send + Sync {
 
 struct SavedTensor {
     data: Tensor,
+    /// For saved non-leaf inputs: their history, kept apart from their
+    /// autograd state (which may link back to this node through a view's base).
+    edge: Option<Edge>,
     /// Saved outputs are stored without their autograd state (that would be
     /// a cycle) and re-linked to this node when unpacked.
     output_nr: Option<u32>,
@@ -230,10 +247,180 @@ fn edge_of(t: &Tensor) -> Option<Edge> {
     if !m.requires_grad() {
         return None;
     }
+    refresh_view(t, m);
     Some(match m.grad_fn() {
         Some(e) => e,
         None => Edge::Leaf(m.clone()),
     })
+}
+
+/// The node that produced `t` (None for leaves and tensors without history),
+/// re-deriving a view's history if its storage was written since.
+pub fn grad_fn_of(t: &Tensor) -> Option<Edge> {
+    let m = t.meta()?;
+    refresh_view(t, m);
+    m.grad_fn()
+}
+
+/// If `t` is a view whose storage was written after its history was set,
+/// make its history "this region of the base's current value".
+fn refresh_view(t: &Tensor, m: &Arc<AutogradMeta>) {
+    let Some(v) = m.view.get() else { return };
+    let now = t.version();
+    if v.version.load(Ordering::Acquire) == now || !v.base.requires_grad() {
+        return;
+    }
+    if let Ok(pos) = view_positions(&v.base, t) {
+        link_view(t, m, v, pos);
+    }
+}
+
+/// Set the history of view `t` to a gather of its positions from the base.
+fn link_view(t: &Tensor, m: &Arc<AutogradMeta>, v: &ViewInfo, positions: Tensor) {
+    let alias = t.detach();
+    record_impl(
+        ViewOfBaseBackward {
+            positions,
+            base_shape: Shape::from_slice(v.base.shape()),
+        },
+        &[&v.base],
+        &[&alias],
+        &[],
+        false,
+    );
+    m.requires_grad.store(true, Ordering::Relaxed);
+    m.set_grad_fn(alias.meta().and_then(|a| a.grad_fn()));
+    v.version.store(t.version(), Ordering::Release);
+}
+
+/// For each element of `view` (row-major), its row-major position in `base`
+/// (both over the same storage; `base` must not overlap itself).
+fn view_positions(base: &Tensor, view: &Tensor) -> Result<Tensor> {
+    let err = || {
+        Error::runtime(
+            "in-place",
+            format!(
+                "cannot relate a view of shape {:?} to the tensor of shape {:?} it views",
+                view.shape(),
+                base.shape()
+            ),
+        )
+    };
+    let bl = base.layout();
+    let (lo, hi) = bl.span();
+    let mut slot = vec![-1i64; (hi - lo).max(0) as usize];
+    for (i, off) in offsets(bl).enumerate() {
+        let k = (off - lo) as usize;
+        if slot[k] >= 0 {
+            return Err(err());
+        }
+        slot[k] = i as i64;
+    }
+    let mut pos = Vec::with_capacity(view.numel());
+    for off in offsets(view.layout()) {
+        let p = off
+            .checked_sub(lo)
+            .filter(|&k| k >= 0 && (k as usize) < slot.len())
+            .map(|k| slot[k as usize])
+            .filter(|&p| p >= 0)
+            .ok_or_else(err)?;
+        pos.push(p);
+    }
+    Tensor::from_vec(pos, &[view.numel()])
+}
+
+/// Element offsets of a layout in row-major order.
+fn offsets(l: &crate::tensor::layout::Layout) -> impl Iterator<Item = isize> + '_ {
+    let n = l.numel();
+    let nd = l.shape.len();
+    let mut idx = vec![0usize; nd];
+    let mut off = l.offset as isize;
+    (0..n).map(move |k| {
+        if k > 0 {
+            let mut d = nd;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                off += l.strides[d];
+                if idx[d] < l.shape[d] {
+                    break;
+                }
+                off -= l.strides[d] * l.shape[d] as isize;
+                idx[d] = 0;
+            }
+        }
+        off
+    })
+}
+
+/// Backward of a view re-derived from its base: scatter into zeros of the base's shape.
+struct ViewOfBaseBackward {
+    positions: Tensor,
+    base_shape: Shape,
+}
+
+impl Backward for ViewOfBaseBackward {
+    fn name(&self) -> &'static str {
+        "AsStridedBackward"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        _n: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &g[0] else {
+            return Ok(vec![None]);
+        };
+        let n = self.base_shape.iter().product::<usize>();
+        let z = Tensor::zeros(&[n], g.dtype(), g.device())?;
+        let flat = crate::ops::shape::reshape(g, &[-1])?;
+        let items = [crate::ops::index::IndexItem::Tensor(self.positions.clone())];
+        let full = crate::ops::index::index_put("in-place", &z, &items, &flat, true)?;
+        let dims: Vec<isize> = self.base_shape.iter().map(|&d| d as isize).collect();
+        Ok(vec![Some(crate::ops::shape::reshape(&full, &dims)?)])
+    }
+}
+
+/// Backward of an in-place write into a view, seen from the base: the old
+/// base gets the gradient outside the view, the written value the part inside.
+struct CopySlicesBackward {
+    positions: Tensor,
+    view_shape: Shape,
+}
+
+impl Backward for CopySlicesBackward {
+    fn name(&self) -> &'static str {
+        "CopySlices"
+    }
+    fn apply(
+        &self,
+        _s: &[Tensor],
+        g: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let Some(g) = &g[0] else {
+            return Ok(vec![None, None]);
+        };
+        let dims: Vec<isize> = g.shape().iter().map(|&d| d as isize).collect();
+        let flat = crate::ops::shape::reshape(g, &[-1])?;
+        let items = [crate::ops::index::IndexItem::Tensor(self.positions.clone())];
+        let old = if needs[0] {
+            let z = Tensor::zeros(&[], g.dtype(), g.device())?;
+            let cut = crate::ops::index::index_put("in-place", &flat, &items, &z, false)?;
+            Some(crate::ops::shape::reshape(&cut, &dims)?)
+        } else {
+            None
+        };
+        let new = if needs[1] {
+            let part = crate::ops::index::index_select(&flat, 0, &self.positions)?;
+            let vd: Vec<isize> = self.view_shape.iter().map(|&d| d as isize).collect();
+            Some(crate::ops::shape::reshape(&part, &vd)?)
+        } else {
+            None
+        };
+        Ok(vec![old, new])
+    }
 }
 
 /// Record `backward` as the node producing `outputs` from `inputs`.
@@ -246,16 +433,47 @@ pub fn record(
     outputs: &[&Tensor],
     save: &[Save<'_>],
 ) {
+    record_impl(backward, inputs, outputs, save, true)
+}
+
+/// [`record`] for a node whose output is a fresh alias of an input written in
+/// place (followed by [`rebase_history`]); the alias is not a view.
+pub fn record_alias(
+    backward: impl Backward + 'static,
+    inputs: &[&Tensor],
+    outputs: &[&Tensor],
+    save: &[Save<'_>],
+) {
+    record_impl(backward, inputs, outputs, save, false)
+}
+
+fn record_impl(
+    backward: impl Backward + 'static,
+    inputs: &[&Tensor],
+    outputs: &[&Tensor],
+    save: &[Save<'_>],
+    detect_views: bool,
+) {
     let mut saved = Vec::with_capacity(save.len());
     for s in save {
         saved.push(match s {
-            Save::Tensor(t) => SavedTensor {
-                data: (*t).clone(),
-                output_nr: None,
-                version: t.version(),
+            Save::Tensor(t) => match t.meta() {
+                Some(m) if m.requires_grad() && !m.is_leaf() => SavedTensor {
+                    data: t.detach(),
+                    edge: grad_fn_of(t),
+                    output_nr: None,
+                    version: t.version(),
+                },
+                _ => SavedTensor {
+                    data: (*t).clone(),
+                    edge: None,
+                    output_nr: None,
+                    version: t.version(),
+                },
             },
             Save::Output(i) => SavedTensor {
                 data: outputs[*i].detach(),
+                edge: None,
                 output_nr: Some(*i as u32),
                 version: outputs[*i].version(),
             },
@@ -289,13 +507,57 @@ pub fn record(
     for (i, m) in metas.iter().enumerate() {
         if let Some(m) = m {
             m.set_grad_fn(Some(Edge::Node(node.clone(), i as u32)));
+            if detect_views {
+                mark_view(outputs[i], m, inputs);
+            }
         }
     }
+}
+
+/// An output sharing storage with an input that requires grad is a view of it.
+fn mark_view(out: &Tensor, m: &Arc<AutogradMeta>, inputs: &[&Tensor]) {
+    let Some(src) = inputs
+        .iter()
+        .find(|t| t.requires_grad() && out.shares_storage(t))
+    else {
+        return;
+    };
+    let base = match src.meta().and_then(|sm| sm.view.get()) {
+        Some(v) => v.base.clone(),
+        None => (*src).clone(),
+    };
+    let _ = m.view.set(ViewInfo {
+        base,
+        version: AtomicU64::new(out.version()),
+    });
 }
 
 /// Make `t` the output of a node recorded for an in-place op: its history is
 /// replaced by `from`'s (the out-of-place result whose data was copied in).
 pub fn rebase_history(t: &Tensor, from: &Tensor) -> Result<()> {
+    if let Some((m, v)) = t.meta().and_then(|m| m.view.get().map(|v| (m, v))) {
+        if v.base.requires_grad() {
+            // The write landed in the base's memory: the base's new value is its
+            // old value outside the view and `from` inside.
+            let pos = view_positions(&v.base, t)?;
+            let base_alias = v.base.detach();
+            record_impl(
+                CopySlicesBackward {
+                    positions: pos.clone(),
+                    view_shape: Shape::from_slice(t.shape()),
+                },
+                &[&v.base, from],
+                &[&base_alias],
+                &[],
+                false,
+            );
+            if let Some(bm) = v.base.meta() {
+                bm.set_grad_fn(base_alias.meta().and_then(|a| a.grad_fn()));
+            }
+            link_view(t, m, v, pos);
+            return Ok(());
+        }
+    }
     let Some(src) = from.meta().and_then(|m| m.grad_fn()) else {
         return Ok(());
     };
@@ -309,6 +571,17 @@ pub fn rebase_history(t: &Tensor, from: &Tensor) -> Result<()> {
 pub fn check_inplace(op: &'static str, t: &Tensor) -> Result<()> {
     if is_grad_enabled() {
         if let Some(m) = t.meta() {
+            let of_leaf = m
+                .view
+                .get()
+                .and_then(|v| v.base.meta())
+                .is_some_and(|b| b.requires_grad() && b.is_leaf());
+            if of_leaf {
+                return Err(Error::runtime(
+                    op,
+                    "a view of a leaf tensor that requires grad is being used in an in-place operation; wrap the update in `with fg.no_grad():`",
+                ));
+            }
             if m.requires_grad() && m.is_leaf() {
                 return Err(Error::runtime(
                     op,
@@ -387,6 +660,12 @@ impl Node {
                         let t = s.data.detach();
                         let m = t.init_meta(|| AutogradMeta::leaf(true));
                         m.set_grad_fn(Some(Edge::Node(this.clone(), nr)));
+                        t
+                    }
+                    None if link_outputs && s.edge.is_some() => {
+                        let t = s.data.detach();
+                        let m = t.init_meta(|| AutogradMeta::leaf(true));
+                        m.set_grad_fn(s.edge.clone());
                         t
                     }
                     _ => s.data.clone(),

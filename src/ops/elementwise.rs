@@ -600,7 +600,15 @@ fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> R
     check_int_operand(op, b, op.compute_dtype(promoted)?)?;
     if ag::needs_grad(&[a, b]) {
         ag::check_inplace(name, a)?;
-        let r = binary_as(op, a, b, promoted)?;
+        // The VJP may save `a`; give it a copy (recorded, so gradients still reach
+        // `a`'s history) since `a` itself is overwritten below.
+        let a_in = clone(a)?;
+        let b_in = if b.shares_storage(a) {
+            clone(b)?
+        } else {
+            b.clone()
+        };
+        let r = binary_as(op, &a_in, &b_in, promoted)?;
         if r.shape() != a.shape() {
             return Err(Error::shape(
                 name,
@@ -846,7 +854,7 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
         // `src` is a constant: the new value still requires grad (as `dst` did),
         // and its history sends no gradient to `dst`'s old value.
         let out = dst.detach();
-        ag::record(OverwrittenBackward, &[dst], &[&out], &[]);
+        ag::record_alias(OverwrittenBackward, &[dst], &[&out], &[]);
         return ag::rebase_history(dst, &out);
     }
     let src = if src.shares_storage(dst) {

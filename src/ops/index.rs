@@ -521,7 +521,7 @@ fn record_inplace(
     saves: &[Save<'_>],
 ) -> Result<()> {
     let out = x.detach();
-    ag::record(bw, &[x, other], &[&out], saves);
+    ag::record_alias(bw, &[x, other], &[&out], saves);
     ag::rebase_history(x, &out)
 }
 

@@ -241,10 +241,7 @@ impl PyTensor {
     /// The node that produced this tensor (None for leaves).
     #[getter]
     fn grad_fn(&self) -> Option<PyNode> {
-        self.t
-            .meta()
-            .and_then(|m| m.grad_fn())
-            .map(|edge| PyNode { edge })
+        ag::grad_fn_of(&self.t).map(|edge| PyNode { edge })
     }
     /// Keep `.grad` for this non-leaf tensor during backward.
     fn retain_grad(&self) -> PyResult<()> {
