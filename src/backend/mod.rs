@@ -155,6 +155,25 @@ pub trait Backend: Send + Sync {
     fn softmax(&self, _x: &Tensor, _dim: usize, _log: bool, _out: &Tensor) -> Result<()> {
         unsupported(self, "softmax")
     }
+    /// Layer norm (RMS norm when `rms`) over rows of the contiguous `x`, whose
+    /// length is `weight`/`bias`'s element count (contiguous, same dtype as
+    /// `x`): `out = (x - μ)·r·w + b` with `r = 1/sqrt(var + eps)` (biased
+    /// variance; RMS: `μ = 0`, `var = mean(x²)`). The per-row `μ` and `r`
+    /// go to the contiguous `mean` and `rstd` (float32 for half inputs).
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm(
+        &self,
+        _x: &Tensor,
+        _weight: Option<&Tensor>,
+        _bias: Option<&Tensor>,
+        _eps: f64,
+        _rms: bool,
+        _out: &Tensor,
+        _mean: &Tensor,
+        _rstd: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "layer_norm")
+    }
     /// Inclusive scan along `dim` into contiguous `out` (int64 for integer inputs).
     fn cumulative(&self, _op: CumOp, _x: &Tensor, _dim: usize, _out: &Tensor) -> Result<()> {
         unsupported(self, "cumsum")

@@ -142,6 +142,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::linalg::OPS,
         super::conv::OPS,
         super::reduce::OPS,
+        super::norm::OPS,
         super::random::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()

@@ -9,6 +9,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use super::{as_tensor, run_heavy, PyTensor};
 use crate::ops::conv::{self, Padding};
 use crate::ops::linalg;
+use crate::ops::norm;
 use crate::tensor::Tensor;
 
 /// Rough multiply-add count of `a @ b` (decides whether to release the GIL).
@@ -383,7 +384,53 @@ fn adaptive_avg_pool2d(
     run_heavy(py, x.numel(), || conv::adaptive_avg_pool2d(&x, os)).map(PyTensor::new)
 }
 
+/// `normalized_shape`: an int or a tuple/list of ints.
+fn norm_shape(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    ints_arg(op, "normalized_shape", obj)
+}
+
+/// Layer normalisation over the trailing `normalized_shape` dims:
+/// `(x - mean) / sqrt(var + eps) * weight + bias` (biased variance), as one fused pass.
+#[pyfunction]
+#[pyo3(signature = (input, normalized_shape, weight=None, bias=None, eps=1e-5))]
+fn layer_norm(
+    py: Python<'_>,
+    input: &Bound<'_, PyAny>,
+    normalized_shape: &Bound<'_, PyAny>,
+    weight: Option<&Bound<'_, PyAny>>,
+    bias: Option<&Bound<'_, PyAny>>,
+    eps: f64,
+) -> PyResult<PyTensor> {
+    let x = as_tensor(input)?;
+    let ns = norm_shape("layer_norm", normalized_shape)?;
+    let w = opt_tensor(weight)?;
+    let b = opt_tensor(bias)?;
+    run_heavy(py, x.numel(), || {
+        norm::layer_norm(&x, &ns, w.as_ref(), b.as_ref(), eps)
+    })
+    .map(PyTensor::new)
+}
+
+/// RMS normalisation over the trailing `normalized_shape` dims:
+/// `x / sqrt(mean(x²) + eps) * weight`; `eps=None` uses the dtype's machine epsilon.
+#[pyfunction]
+#[pyo3(signature = (input, normalized_shape, weight=None, eps=None))]
+fn rms_norm(
+    py: Python<'_>,
+    input: &Bound<'_, PyAny>,
+    normalized_shape: &Bound<'_, PyAny>,
+    weight: Option<&Bound<'_, PyAny>>,
+    eps: Option<f64>,
+) -> PyResult<PyTensor> {
+    let x = as_tensor(input)?;
+    let ns = norm_shape("rms_norm", normalized_shape)?;
+    let w = opt_tensor(weight)?;
+    run_heavy(py, x.numel(), || norm::rms_norm(&x, &ns, w.as_ref(), eps)).map(PyTensor::new)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(einsum, m)?)?;
     m.add_function(wrap_pyfunction!(linear, m)?)?;
     m.add_function(wrap_pyfunction!(conv1d, m)?)?;

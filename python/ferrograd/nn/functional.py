@@ -7,8 +7,10 @@ from .._core import (
     avg_pool2d,
     conv1d,
     conv2d,
+    layer_norm,
     linear,
     max_pool2d,
+    rms_norm,
 )
 
 _T = _core.Tensor

@@ -24,6 +24,8 @@ pub trait Real:
     const HALF: Self;
     const NAN: Self;
     fn c(v: f64) -> Self;
+    /// The value as f64 (exact).
+    fn as_f64(self) -> f64;
     fn abs(self) -> Self;
     fn exp(self) -> Self;
     fn ln(self) -> Self;
@@ -79,6 +81,10 @@ macro_rules! real_common {
         #[inline(always)]
         fn c(v: f64) -> Self {
             v as $t
+        }
+        #[inline(always)]
+        fn as_f64(self) -> f64 {
+            self as f64
         }
         #[inline(always)]
         fn abs(self) -> Self {

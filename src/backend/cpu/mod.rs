@@ -116,6 +116,19 @@ impl Backend for CpuBackend {
     fn softmax(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
         reduce::softmax(x, dim, log, out)
     }
+    fn layer_norm(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        rms: bool,
+        out: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+    ) -> Result<()> {
+        reduce::layer_norm(x, weight, bias, eps, rms, out, mean, rstd)
+    }
     fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
         reduce::cumulative(op, x, dim, out)
     }

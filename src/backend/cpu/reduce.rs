@@ -1596,6 +1596,170 @@ fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tens
 }
 
 // ---------------------------------------------------------------------------
+// Layer norm / RMS norm
+// ---------------------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm(
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+    rms: bool,
+    out: &Tensor,
+    mean: &Tensor,
+    rstd: &Tensor,
+) -> Result<()> {
+    match x.dtype() {
+        DType::F32 => layer_norm_real::<f32>(x, weight, bias, eps, rms, out, mean, rstd),
+        DType::F64 => layer_norm_real::<f64>(x, weight, bias, eps, rms, out, mean, rstd),
+        DType::F16 | DType::BF16 => {
+            let f = |t: &Tensor| contiguous_as(t, DType::F32);
+            let xf = f(x)?;
+            let wf = weight.map(f).transpose()?;
+            let bf = bias.map(f).transpose()?;
+            let of = Tensor::empty(x.shape(), DType::F32, x.device())?;
+            layer_norm_real::<f32>(&xf, wf.as_ref(), bf.as_ref(), eps, rms, &of, mean, rstd)?;
+            cast_copy(&of, out)
+        }
+        d => Err(Error::dtype(
+            if rms { "rms_norm" } else { "layer_norm" },
+            format!("not implemented for dtype {d}"),
+        )),
+    }
+}
+
+/// Σ of `f(v)` over a row, with 16 accumulators per block and blocks combined in f64.
+#[inline(always)]
+fn row_sum<R: Real>(x: &[R], f: impl Fn(R) -> R) -> f64 {
+    const L: usize = 16;
+    let mut total = 0.0f64;
+    for xb in x.chunks(BLOCK) {
+        let mut acc = [R::ZERO; L];
+        let mut it = xb.chunks_exact(L);
+        for c in &mut it {
+            let c: &[R; L] = c.try_into().unwrap();
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a = *a + f(v);
+            }
+        }
+        for (a, &v) in acc.iter_mut().zip(it.remainder()) {
+            *a = *a + f(v);
+        }
+        let mut w = L;
+        while w > 1 {
+            w /= 2;
+            let (lo, hi) = acc.split_at_mut(w);
+            for (a, &b) in lo.iter_mut().zip(hi.iter()) {
+                *a = *a + b;
+            }
+        }
+        total += acc[0].as_f64();
+    }
+    total
+}
+
+/// The per-call constants of [`norm_rows`].
+struct NormCfg<'a, R> {
+    w: Option<&'a [R]>,
+    b: Option<&'a [R]>,
+    d: usize,
+    eps: f64,
+    rms: bool,
+}
+
+multiversion! {
+    /// Normalise consecutive rows of length `d` of `x` into `y`, writing each row's mean and 1/std.
+    fn norm_rows<R: Real>(x: &[R], cfg: &NormCfg<'_, R>, y: &mut [R], mean: &mut [R], rstd: &mut [R]) {
+        let NormCfg { w, b, d, eps, rms } = *cfg;
+        let n = d as f64;
+        for (((xr, yr), m), s) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)).zip(mean.iter_mut()).zip(rstd.iter_mut()) {
+            let mu = if rms { R::ZERO } else { R::c(row_sum(xr, |v| v) / n) };
+            let var = row_sum(xr, |v| (v - mu) * (v - mu)) / n;
+            let r = R::c(1.0 / (var + eps).sqrt());
+            *m = mu;
+            *s = r;
+            match (w, b) {
+                (Some(w), Some(b)) => {
+                    for (((o, &v), &wi), &bi) in yr.iter_mut().zip(xr).zip(w).zip(b) {
+                        *o = (v - mu) * r * wi + bi;
+                    }
+                }
+                (Some(w), None) => {
+                    for ((o, &v), &wi) in yr.iter_mut().zip(xr).zip(w) {
+                        *o = (v - mu) * r * wi;
+                    }
+                }
+                (None, Some(b)) => {
+                    for ((o, &v), &bi) in yr.iter_mut().zip(xr).zip(b) {
+                        *o = (v - mu) * r + bi;
+                    }
+                }
+                (None, None) => {
+                    for (o, &v) in yr.iter_mut().zip(xr) {
+                        *o = (v - mu) * r;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn layer_norm_real<R: Real + Element>(
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+    rms: bool,
+    out: &Tensor,
+    mean: &Tensor,
+    rstd: &Tensor,
+) -> Result<()> {
+    let x = contiguous_as(x, R::DTYPE)?;
+    let total = x.numel();
+    let rows = mean.numel();
+    if total == 0 || rows == 0 {
+        return Ok(());
+    }
+    let d = total / rows;
+    // SAFETY: weight and bias are contiguous with `d` elements of R, only read.
+    let param = |t: Option<&Tensor>| {
+        t.map(|t| unsafe { std::slice::from_raw_parts(t.data_ptr::<R>() as *const R, d) })
+    };
+    let cfg = NormCfg {
+        w: param(weight),
+        b: param(bias),
+        d,
+        eps,
+        rms,
+    };
+    let xp = SendPtr(x.data_ptr::<R>());
+    let yp = SendPtr(out.data_ptr::<R>());
+    let mp = SendPtr(mean.data_ptr::<R>());
+    let sp = SendPtr(rstd.data_ptr::<R>());
+    let tasks = if total < PAR_MIN / 4 {
+        1
+    } else {
+        threads() * 4
+    };
+    par_ranges(rows, tasks, |a, c| {
+        // SAFETY: rows a..c of the contiguous input and of the freshly
+        // allocated outputs, disjoint between tasks.
+        let (xs, ys, ms, ss) = unsafe {
+            (
+                std::slice::from_raw_parts(xp.get().add(a * d) as *const R, (c - a) * d),
+                std::slice::from_raw_parts_mut(yp.get().add(a * d), (c - a) * d),
+                std::slice::from_raw_parts_mut(mp.get().add(a), c - a),
+                std::slice::from_raw_parts_mut(sp.get().add(a), c - a),
+            )
+        };
+        norm_rows(xs, &cfg, ys, ms, ss);
+    });
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
 // cumsum / cumprod
 // ---------------------------------------------------------------------------
 
