@@ -143,6 +143,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::conv::OPS,
         super::reduce::OPS,
         super::random::OPS,
+        super::optim::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }
