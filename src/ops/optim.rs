@@ -1034,3 +1034,290 @@ pub mod cpu {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t32(v: &[f64], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape).unwrap()
+    }
+    fn t64(v: &[f64], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(v.to_vec(), shape).unwrap()
+    }
+    fn close(a: &[f64], b: &[f64], tol: f64) {
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * (1.0 + y.abs()),
+                "element {i}: {x} vs {y}"
+            );
+        }
+    }
+
+    const P: [f64; 6] = [0.5, -1.25, 2.0, 0.0, -3.0, 1.0];
+    const G: [f64; 6] = [0.1, 0.7, -0.4, 1.5, -0.05, 0.0];
+
+    /// The scalar reference of Adam/AdamW for one element over `steps` updates.
+    fn adam_ref(mut p: f64, g: f64, h: &AdamHyper, steps: u64) -> (f64, f64, f64) {
+        let (mut m, mut v, mut vmax) = (0.0f64, 0.0f64, 0.0f64);
+        for t in 1..=steps {
+            let mut g = if h.maximize { -g } else { g };
+            if h.weight_decay != 0.0 {
+                if h.decoupled {
+                    p *= 1.0 - h.lr * h.weight_decay;
+                } else {
+                    g += h.weight_decay * p;
+                }
+            }
+            m = h.beta1 * m + (1.0 - h.beta1) * g;
+            v = h.beta2 * v + (1.0 - h.beta2) * g * g;
+            vmax = vmax.max(v);
+            let d = if h.amsgrad { vmax } else { v };
+            let bc1 = 1.0 - h.beta1.powi(t as i32);
+            let bc2 = 1.0 - h.beta2.powi(t as i32);
+            p -= h.lr / bc1 * m / (d.sqrt() / bc2.sqrt() + h.eps);
+        }
+        (p, m, v)
+    }
+
+    fn adam_h(amsgrad: bool, decoupled: bool) -> AdamHyper {
+        AdamHyper {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            amsgrad,
+            maximize: false,
+            decoupled,
+        }
+    }
+
+    #[test]
+    fn adam_and_adamw_match_the_scalar_formulas() {
+        for (amsgrad, decoupled) in [(false, false), (true, false), (false, true), (true, true)] {
+            let h = adam_h(amsgrad, decoupled);
+            for f64_dtype in [false, true] {
+                let mk = if f64_dtype { t64 } else { t32 };
+                let p = mk(&P, &[2, 3]);
+                let g = mk(&G, &[2, 3]);
+                let m = mk(&[0.0; 6], &[2, 3]);
+                let v = mk(&[0.0; 6], &[2, 3]);
+                let x = mk(&[0.0; 6], &[2, 3]);
+                let xs = if amsgrad { vec![x] } else { vec![] };
+                for step in 1..=3 {
+                    adam_step(
+                        &[p.clone()],
+                        &[g.clone()],
+                        &[m.clone()],
+                        &[v.clone()],
+                        &xs,
+                        &[step],
+                        &h,
+                    )
+                    .unwrap();
+                }
+                let want: Vec<(f64, f64, f64)> = P
+                    .iter()
+                    .zip(G)
+                    .map(|(&p, g)| adam_ref(p, g, &h, 3))
+                    .collect();
+                let tol = if f64_dtype { 1e-12 } else { 1e-5 };
+                close(
+                    &p.to_f64_vec(),
+                    &want.iter().map(|w| w.0).collect::<Vec<_>>(),
+                    tol,
+                );
+                close(
+                    &m.to_f64_vec(),
+                    &want.iter().map(|w| w.1).collect::<Vec<_>>(),
+                    tol,
+                );
+                close(
+                    &v.to_f64_vec(),
+                    &want.iter().map(|w| w.2).collect::<Vec<_>>(),
+                    tol,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sgd_momentum_starts_from_the_gradient() {
+        let h = SgdHyper {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.5,
+            nesterov: false,
+            weight_decay: 0.0,
+            maximize: false,
+        };
+        let p = t64(&P, &[6]);
+        let g = t64(&G, &[6]);
+        let bufs = sgd_step(&[p.clone()], &[g.clone()], &[None], &h).unwrap();
+        let b = bufs[0].clone().unwrap();
+        close(&b.to_f64_vec(), &G, 0.0);
+        let want1: Vec<f64> = P.iter().zip(G).map(|(p, g)| p - 0.1 * g).collect();
+        close(&p.to_f64_vec(), &want1, 1e-15);
+        // Second step: b = 0.9 b + 0.5 g; p -= 0.1 b.
+        sgd_step(&[p.clone()], &[g.clone()], &[Some(b.clone())], &h).unwrap();
+        let b2: Vec<f64> = G.iter().map(|g| 0.9 * g + 0.5 * g).collect();
+        close(&b.to_f64_vec(), &b2, 1e-15);
+        let want2: Vec<f64> = want1.iter().zip(&b2).map(|(p, b)| p - 0.1 * b).collect();
+        close(&p.to_f64_vec(), &want2, 1e-15);
+        // Nesterov with weight decay and maximize, no buffer returned without momentum.
+        let hn = SgdHyper {
+            nesterov: true,
+            dampening: 0.0,
+            weight_decay: 0.2,
+            maximize: true,
+            ..h
+        };
+        let q = t64(&P, &[6]);
+        sgd_step(&[q.clone()], &[g.clone()], &[None], &hn).unwrap();
+        let want: Vec<f64> = P
+            .iter()
+            .zip(G)
+            .map(|(&p, g)| {
+                let d = -g + 0.2 * p;
+                p - 0.1 * (d + 0.9 * d)
+            })
+            .collect();
+        close(&q.to_f64_vec(), &want, 1e-15);
+        let plain = SgdHyper { momentum: 0.0, ..h };
+        let out = sgd_step(&[q.clone()], &[g], &[None], &plain).unwrap();
+        assert!(out[0].is_none());
+    }
+
+    #[test]
+    fn rmsprop_centered_with_momentum() {
+        let h = RmspropHyper {
+            lr: 0.01,
+            alpha: 0.9,
+            eps: 1e-6,
+            weight_decay: 0.1,
+            momentum: 0.5,
+            centered: true,
+            maximize: false,
+        };
+        let p = t64(&P, &[3, 2]);
+        let g = t64(&G, &[3, 2]);
+        let (s, b, a) = (
+            t64(&[0.0; 6], &[3, 2]),
+            t64(&[0.0; 6], &[3, 2]),
+            t64(&[0.0; 6], &[3, 2]),
+        );
+        for _ in 0..2 {
+            rmsprop_step(
+                &[p.clone()],
+                &[g.clone()],
+                &[s.clone()],
+                &[b.clone()],
+                &[a.clone()],
+                &h,
+            )
+            .unwrap();
+        }
+        let want: Vec<f64> = P
+            .iter()
+            .zip(G)
+            .map(|(&p0, g0)| {
+                let (mut p, mut s, mut b, mut a) = (p0, 0.0f64, 0.0f64, 0.0f64);
+                for _ in 0..2 {
+                    let g = g0 + 0.1 * p;
+                    s = 0.9 * s + 0.1 * g * g;
+                    a = 0.9 * a + 0.1 * g;
+                    let d = (s - a * a).sqrt() + 1e-6;
+                    b = 0.5 * b + g / d;
+                    p -= 0.01 * b;
+                }
+                p
+            })
+            .collect();
+        close(&p.to_f64_vec(), &want, 1e-12);
+    }
+
+    #[test]
+    fn strided_params_match_contiguous_ones() {
+        // A transposed parameter with a contiguous gradient, and a large one for the threaded path.
+        let n = 300 * 257;
+        let vals: Vec<f64> = (0..n)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 17.0)
+            .collect();
+        let grads: Vec<f64> = (0..n)
+            .map(|i| ((i * 13 % 89) as f64 - 44.0) / 23.0)
+            .collect();
+        let h = adam_h(true, false);
+        let run = |p: &Tensor| {
+            let g = t32(&grads, &[300, 257]);
+            let z = || t32(&vec![0.0; n], &[300, 257]);
+            let (m, v, x) = (z(), z(), z());
+            for step in 1..=2 {
+                adam_step(
+                    &[p.clone()],
+                    &[g.clone()],
+                    &[m.clone()],
+                    &[v.clone()],
+                    &[x.clone()],
+                    &[step],
+                    &h,
+                )
+                .unwrap();
+            }
+        };
+        let dense = t32(&vals, &[300, 257]);
+        run(&dense);
+        // The same values stored column-major, viewed as [300, 257].
+        let mut cm = vec![0.0; n];
+        for r in 0..300 {
+            for c in 0..257 {
+                cm[c * 300 + r] = vals[r * 257 + c];
+            }
+        }
+        let base = t32(&cm, &[257, 300]);
+        let strided = base.with_layout(base.layout().transpose("t", 0, 1).unwrap());
+        assert!(!strided.is_contiguous());
+        run(&strided);
+        assert_eq!(dense.to_f64_vec(), strided.to_f64_vec());
+    }
+
+    #[test]
+    fn refused_calls_write_nothing() {
+        let h = adam_h(false, false);
+        let ps = [t32(&P, &[6]), t32(&P, &[6])];
+        let gs = [t32(&G, &[6]), t32(&G, &[6])];
+        let ms = [t32(&[0.0; 6], &[6]), t32(&[0.0; 6], &[6])];
+        let bad_v = [t32(&[0.0; 6], &[6]), t32(&[0.0; 6], &[2, 3])];
+        let e = adam_step(&ps, &gs, &ms, &bad_v, &[], &[1, 1], &h).unwrap_err();
+        assert!(
+            matches!(e, Error::Shape { .. }) && e.to_string().contains("parameter 1"),
+            "{e}"
+        );
+        for t in ps.iter().chain(&ms) {
+            assert_eq!(t.version(), 0);
+        }
+        assert_eq!(ps[0].to_f64_vec(), t32(&P, &[6]).to_f64_vec());
+        // Two parameters overlapping in one storage.
+        let base = t32(&[0.0; 8], &[8]);
+        let a = base.with_layout(crate::tensor::Layout::contiguous(&[6]));
+        let mut l = crate::tensor::Layout::contiguous(&[6]);
+        l.offset = 2;
+        let b = base.with_layout(l);
+        let vs = [t32(&[0.0; 6], &[6]), t32(&[0.0; 6], &[6])];
+        let e = adam_step(&[a, b], &gs, &ms, &vs, &[], &[1, 1], &h).unwrap_err();
+        assert!(e.to_string().contains("share memory"), "{e}");
+        assert_eq!(base.version(), 0);
+    }
+
+    #[test]
+    fn self_overlap_detection() {
+        let t = t32(&[0.0; 6], &[2, 3]);
+        assert!(!overlaps_itself(&t));
+        let tr = t.with_layout(t.layout().transpose("t", 0, 1).unwrap());
+        assert!(!overlaps_itself(&tr));
+        let ex = t32(&[0.0; 3], &[1, 3]);
+        let ex = ex.with_layout(ex.layout().expand("e", &[4, 3]).unwrap());
+        assert!(overlaps_itself(&ex));
+    }
+}

@@ -245,7 +245,7 @@ class Optimizer:
                 id_map[k] = p
         new_groups = []
         for gi, (g, sg) in enumerate(zip(self.param_groups, saved_groups, strict=True)):
-            ng = {k: copy.deepcopy(v) for k, v in sg.items() if k != "params"}
+            ng = {k: (v if _is_tensor(v) else copy.deepcopy(v)) for k, v in sg.items() if k != "params"}
             for k, v in self.defaults.items():
                 ng.setdefault(k, v)
             try:
