@@ -157,6 +157,7 @@ NOT_DIFFERENTIABLE = {
         "random samples carry no gradient",
     ),
     "fill_": "overwrites its input with a constant",
+    **dict.fromkeys(["sgd_step", "adam_step", "rmsprop_step"], "optimizer updates write parameters in place, outside autograd"),
     "as_strided": "arbitrary (possibly overlapping) strides; refuses inputs that require grad",
 }
 # Differentiable ops whose VJP is not written yet. Each is an open gap (their

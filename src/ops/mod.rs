@@ -9,6 +9,7 @@ pub mod index;
 pub mod join;
 pub mod linalg;
 pub mod norm;
+pub mod optim;
 pub mod philox;
 pub mod random;
 pub mod reduce;

@@ -144,6 +144,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::reduce::OPS,
         super::norm::OPS,
         super::random::OPS,
+        super::optim::OPS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

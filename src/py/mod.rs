@@ -12,6 +12,7 @@ mod dlpack;
 mod index;
 mod linalg;
 mod methods;
+mod optim;
 mod random;
 mod reduce;
 
@@ -434,5 +435,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     random::register(m)?;
     dlpack::register(m)?;
     index::register(m)?;
+    optim::register(m)?;
     Ok(())
 }

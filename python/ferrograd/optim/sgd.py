@@ -1,0 +1,73 @@
+"""Stochastic gradient descent (with momentum, dampening, Nesterov and weight decay)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _core
+from .optimizer import Optimizer, ParamsT, Tensor, _check, _num
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    r"""Stochastic gradient descent, with PyTorch's update rule.
+
+    For each parameter ``p`` with gradient ``g`` (``-g`` when ``maximize``)::
+
+        g = g + weight_decay * p                          # if weight_decay != 0
+        b = g                                             # first step, if momentum != 0
+        b = momentum * b + (1 - dampening) * g            # later steps
+        g = g + momentum * b if nesterov else b           # if momentum != 0
+        p = p - lr * g
+
+    State per parameter: ``momentum_buffer`` (None while ``momentum == 0``).
+    All parameters of a group are updated by one fused Rust call.
+    """
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+            nesterov=nesterov, maximize=maximize,
+        )
+        self._validate_group(defaults)
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        lr, momentum, wd = _num(group, "lr"), _num(group, "momentum"), _num(group, "weight_decay")
+        dampening = _num(group, "dampening")
+        _check(lr >= 0.0, f"Invalid learning rate: {group['lr']}")
+        _check(momentum >= 0.0, f"Invalid momentum value: {group['momentum']}")
+        _check(wd >= 0.0, f"Invalid weight_decay value: {group['weight_decay']}")
+        if group["nesterov"]:
+            _check(momentum > 0 and dampening == 0, "Nesterov momentum requires a momentum and zero dampening")
+
+    def _update_group(
+        self,
+        group: dict[str, Any],
+        params: list[Tensor],
+        grads: list[Tensor],
+        states: list[dict[str, Any] | None],
+    ) -> list[dict[str, Any]]:
+        bufs = [None if s is None else s.get("momentum_buffer") for s in states]
+        new_bufs = _core._sgd_step(
+            params, grads, bufs,
+            float(group["lr"]), float(group["momentum"]), float(group["dampening"]),
+            bool(group["nesterov"]), float(group["weight_decay"]), bool(group["maximize"]),
+        )
+        out = []
+        for s, b in zip(states, new_bufs, strict=True):
+            s = {} if s is None else s
+            s["momentum_buffer"] = b
+            out.append(s)
+        return out

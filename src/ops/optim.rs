@@ -1,0 +1,1323 @@
+//! Optimizer updates: SGD, Adam/AdamW and RMSprop as multi-tensor ops.
+//!
+//! Each op takes lists of parameters, gradients and optimizer state and
+//! updates every parameter (and its state) in place in one call. The op
+//! layer validates *everything* first — list lengths, dtypes, shapes,
+//! devices, writability, leaf-ness and memory overlap — and only then
+//! writes, so a refused call leaves every tensor untouched. Writes bypass
+//! autograd (no history is recorded, as under `no_grad`) and bump the
+//! version counter of every written storage.
+//!
+//! The element math follows PyTorch's single-tensor formulas operation by
+//! operation (see [`SgdHyper`], [`AdamHyper`], [`RmspropHyper`]); the fused
+//! kernel does weight decay, moment updates, bias correction and the
+//! parameter update in one pass per element.
+//!
+//! Devices provide the update kernels through [`OptimKernels`]
+//! ([`kernels`] picks the implementation by device). The CPU kernels
+//! ([`cpu`]) split the parameters into chunks of about 16 Ki elements, run
+//! the chunks over the thread pool when the call's total is large, and walk
+//! each chunk with one inner loop compiled per SIMD level. Parameters and
+//! state may have any (non-overlapping) strides. float16 and bfloat16
+//! tensors compute in float32 and are rounded on store; their state has the
+//! parameter's dtype, as in PyTorch.
+//!
+//! Registry: `sgd_step`, `adam_step` (Adam and AdamW), `rmsprop_step`;
+//! family `optim`, kind fused (the reference is the composition of
+//! elementwise ops PyTorch runs per parameter). Input 0 (the parameter
+//! list) is the declared mutated input; the state lists are written too.
+//! None is differentiable.
+
+use std::collections::HashMap;
+
+use super::registry::{DTypes, OpInfo, OpKind};
+use crate::error::{Error, Result};
+use crate::tensor::{Device, Tensor};
+
+pub const OPS: &[OpInfo] = &[
+    OpInfo::prim("sgd_step", "optim", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .mutates(0),
+    OpInfo::prim("adam_step", "optim", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .mutates(0),
+    OpInfo::prim("rmsprop_step", "optim", DTypes::FLOAT)
+        .kind(OpKind::Fused)
+        .mutates(0),
+];
+
+/// SGD hyperparameters. Per element, with `g` the gradient and `b` the momentum buffer:
+///
+/// ```text
+/// g = maximize ? -g : g
+/// g = g + weight_decay * p                      (when weight_decay != 0)
+/// b = first step ? g : momentum * b + (1 - dampening) * g   (when momentum != 0)
+/// g = nesterov ? g + momentum * b : b           (when momentum != 0)
+/// p = p - lr * g
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct SgdHyper {
+    pub lr: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub nesterov: bool,
+    pub weight_decay: f64,
+    pub maximize: bool,
+}
+
+/// Adam / AdamW hyperparameters. Per element, at step `t` (1-based):
+///
+/// ```text
+/// g = maximize ? -g : g
+/// p = p * (1 - lr * weight_decay)                (AdamW: decoupled, weight_decay != 0)
+/// g = g + weight_decay * p                       (Adam: weight_decay != 0)
+/// m = lerp(m, g, 1 - beta1)
+/// v = beta2 * v + (1 - beta2) * g * g
+/// vmax = max(vmax, v); v' = amsgrad ? vmax : v
+/// p = p - lr / (1 - beta1^t) * m / (sqrt(v') / sqrt(1 - beta2^t) + eps)
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct AdamHyper {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub amsgrad: bool,
+    pub maximize: bool,
+    /// AdamW: decay the parameter directly instead of adding to the gradient.
+    pub decoupled: bool,
+}
+
+/// RMSprop hyperparameters. Per element, with `s` the square average, `a`
+/// the gradient average (centered) and `b` the momentum buffer:
+///
+/// ```text
+/// g = maximize ? -g : g
+/// g = g + weight_decay * p                      (when weight_decay != 0)
+/// s = alpha * s + (1 - alpha) * g * g
+/// a = lerp(a, g, 1 - alpha); d = sqrt(s - a * a) + eps    (centered)
+/// d = sqrt(s) + eps                                       (otherwise)
+/// b = momentum * b + g / d; p = p - lr * b      (when momentum > 0)
+/// p = p - lr * g / d                            (otherwise)
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct RmspropHyper {
+    pub lr: f64,
+    pub alpha: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub centered: bool,
+    pub maximize: bool,
+}
+
+/// What the update kernels of one device provide. Every tensor passed here
+/// has been validated by the op layer: same shape and dtype per parameter,
+/// float dtypes, the device's own memory, no overlap between written
+/// tensors. Each method writes parameters and state only.
+pub trait OptimKernels: Sync {
+    /// The device's name for error messages.
+    fn name(&self) -> String;
+
+    /// SGD over `params[i]`, `grads[i]` and (when `momentum != 0`) `bufs[i]`;
+    /// `first[i]` marks a buffer that starts from the gradient.
+    fn sgd(
+        &self,
+        _params: &[Tensor],
+        _grads: &[Tensor],
+        _bufs: &[Tensor],
+        _first: &[bool],
+        _h: &SgdHyper,
+    ) -> Result<()> {
+        Err(unsupported(self.name(), "sgd_step"))
+    }
+
+    /// Adam/AdamW; `steps[i]` is the step number (>= 1) of parameter `i`
+    /// after this update; `max_sqs` is empty unless `h.amsgrad`.
+    #[allow(clippy::too_many_arguments)]
+    fn adam(
+        &self,
+        _params: &[Tensor],
+        _grads: &[Tensor],
+        _exp_avgs: &[Tensor],
+        _exp_avg_sqs: &[Tensor],
+        _max_sqs: &[Tensor],
+        _steps: &[u64],
+        _h: &AdamHyper,
+    ) -> Result<()> {
+        Err(unsupported(self.name(), "adam_step"))
+    }
+
+    /// RMSprop; `bufs` is empty unless `h.momentum > 0`, `grad_avgs` empty unless `h.centered`.
+    fn rmsprop(
+        &self,
+        _params: &[Tensor],
+        _grads: &[Tensor],
+        _square_avgs: &[Tensor],
+        _bufs: &[Tensor],
+        _grad_avgs: &[Tensor],
+        _h: &RmspropHyper,
+    ) -> Result<()> {
+        Err(unsupported(self.name(), "rmsprop_step"))
+    }
+}
+
+fn unsupported(device: String, op: &'static str) -> Error {
+    Error::runtime(op, format!("not supported on the {device} device"))
+}
+
+/// Stand-in for devices without optimizer kernels yet.
+struct NoKernels;
+
+impl OptimKernels for NoKernels {
+    fn name(&self) -> String {
+        "gpu (WebGPU is not available in this build)".into()
+    }
+}
+
+static CPU_KERNELS: cpu::CpuOptim = cpu::CpuOptim;
+static NO_KERNELS: NoKernels = NoKernels;
+
+/// The optimizer kernels of `device`.
+pub fn kernels(device: Device) -> &'static dyn OptimKernels {
+    match device {
+        Device::Cpu => &CPU_KERNELS,
+        Device::Gpu(_) => &NO_KERNELS,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------
+
+/// One tensor list of an op call, for checks and messages. `None` entries
+/// (SGD buffers not created yet) are skipped.
+struct List<'a> {
+    /// Name in messages ("grad", "exp_avg", ...).
+    what: &'static str,
+    tensors: Vec<Option<&'a Tensor>>,
+    written: bool,
+}
+
+impl<'a> List<'a> {
+    fn new(what: &'static str, ts: &'a [Tensor], written: bool) -> List<'a> {
+        List {
+            what,
+            tensors: ts.iter().map(Some).collect(),
+            written,
+        }
+    }
+}
+
+fn check_len(op: &'static str, n: usize, what: &str, len: usize) -> Result<()> {
+    if len != n {
+        return Err(Error::value(
+            op,
+            format!(
+                "got {n} parameters but {len} {what} tensors; the lists must have equal lengths"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `[lo, hi)` in bytes of the storage a layout reaches (empty for no elements).
+fn byte_span(t: &Tensor) -> (isize, isize) {
+    if t.numel() == 0 {
+        return (0, 0);
+    }
+    let (lo, hi) = t.layout().span();
+    let w = t.dtype().itemsize() as isize;
+    (lo * w, hi * w)
+}
+
+/// True when two distinct elements of the layout may share memory
+/// (conservative: some interleaved layouts that do not are refused too).
+fn overlaps_itself(t: &Tensor) -> bool {
+    let mut dims: Vec<(usize, usize)> = t
+        .shape()
+        .iter()
+        .zip(t.strides())
+        .filter(|(&n, _)| n > 1)
+        .map(|(&n, &s)| (n, s.unsigned_abs()))
+        .collect();
+    dims.sort_by_key(|&(_, s)| s);
+    let mut extent = 0usize; // the largest offset the smaller dims reach
+    for (n, s) in dims {
+        if s <= extent {
+            return true;
+        }
+        extent += s * (n - 1);
+    }
+    false
+}
+
+fn describe(t: &Tensor) -> String {
+    format!("shape {:?} and dtype {}", t.shape(), t.dtype())
+}
+
+/// A byte range of one storage: `(lo, hi, list name, parameter index, written)`.
+type Span = (isize, isize, &'static str, usize, bool);
+
+/// Check every list against the parameters; see the module docs.
+fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<()> {
+    let n = params.len();
+    for l in lists {
+        check_len(op, n, l.what, l.tensors.len())?;
+    }
+    for (i, p) in params.iter().enumerate() {
+        if !p.dtype().is_floating_point() {
+            return Err(Error::dtype(
+                op,
+                format!(
+                    "parameter {i} has dtype {}; optimizers update floating-point tensors only",
+                    p.dtype()
+                ),
+            ));
+        }
+        if p.meta().is_some_and(|m| !m.is_leaf()) {
+            return Err(Error::value(
+                op,
+                format!(
+                    "parameter {i} (shape {:?}) is not a leaf tensor (it was produced by a recorded op); optimizers update leaf tensors only",
+                    p.shape()
+                ),
+            ));
+        }
+        if p.device() != params[0].device() {
+            return Err(Error::value(
+                op,
+                format!(
+                    "parameter {i} is on {}, but parameter 0 is on {}; one call updates tensors of one device",
+                    p.device(),
+                    params[0].device()
+                ),
+            ));
+        }
+        for l in lists {
+            let Some(t) = l.tensors[i] else { continue };
+            if t.dtype() != p.dtype() {
+                return Err(Error::dtype(
+                    op,
+                    format!(
+                        "parameter {i}: the {} has {}, but the parameter has {}",
+                        l.what,
+                        describe(t),
+                        describe(p)
+                    ),
+                ));
+            }
+            if t.shape() != p.shape() {
+                return Err(Error::shape(
+                    op,
+                    format!(
+                        "parameter {i}: the {} has {}, but the parameter has {}",
+                        l.what,
+                        describe(t),
+                        describe(p)
+                    ),
+                ));
+            }
+            if t.device() != p.device() {
+                return Err(Error::value(
+                    op,
+                    format!(
+                        "parameter {i}: the {} is on {}, but the parameter is on {}",
+                        l.what,
+                        t.device(),
+                        p.device()
+                    ),
+                ));
+            }
+        }
+    }
+    // Written tensors must be writable, must not overlap themselves or one
+    // another, and no gradient may overlap a written tensor.
+    let all = std::iter::once(("parameter", params.iter().map(Some).collect(), true))
+        .chain(lists.iter().map(|l| (l.what, l.tensors.clone(), l.written)));
+    let mut spans: HashMap<usize, Vec<Span>> = HashMap::new();
+    for (what, ts, written) in all {
+        for (i, t) in ts.into_iter().enumerate() {
+            let Some(t) = t else { continue };
+            if written {
+                if t.storage().is_readonly() {
+                    return Err(Error::value(
+                        op,
+                        format!(
+                            "parameter {i}: the {what} (shape {:?}) borrows read-only memory and cannot be updated in place",
+                            t.shape()
+                        ),
+                    ));
+                }
+                if overlaps_itself(t) {
+                    return Err(Error::value(
+                        op,
+                        format!(
+                            "parameter {i}: the {what} has overlapping memory (shape {:?}, strides {:?}) and cannot be updated in place",
+                            t.shape(),
+                            t.strides()
+                        ),
+                    ));
+                }
+            }
+            let (lo, hi) = byte_span(t);
+            if lo < hi {
+                spans
+                    .entry(t.storage().as_ptr() as usize)
+                    .or_default()
+                    .push((lo, hi, what, i, written));
+            }
+        }
+    }
+    for v in spans.values_mut() {
+        if v.len() < 2 || v.iter().all(|s| !s.4) {
+            continue;
+        }
+        v.sort_by_key(|s| s.0);
+        // The furthest-reaching span so far, and the furthest-reaching written one.
+        let mut reach: Option<(isize, &'static str, usize)> = None;
+        let mut wreach: Option<(isize, &'static str, usize)> = None;
+        for &(lo, hi, what, i, w) in v.iter() {
+            let seen = if w { reach } else { wreach };
+            if let Some((_, rwhat, ri)) = seen.filter(|r| lo < r.0) {
+                return Err(Error::value(
+                    op,
+                    format!(
+                        "the {rwhat} of parameter {ri} and the {what} of parameter {i} share memory; every parameter and state tensor needs memory of its own, and gradients must not overlap them"
+                    ),
+                ));
+            }
+            if reach.is_none_or(|r| hi > r.0) {
+                reach = Some((hi, what, i));
+            }
+            if w && wreach.is_none_or(|r| hi > r.0) {
+                wreach = Some((hi, what, i));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn bump(ts: &[Tensor]) {
+    for t in ts {
+        t.storage().bump_version();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The ops
+// ---------------------------------------------------------------------------
+
+/// SGD over a list of parameters. `bufs[i]` is the momentum buffer of
+/// parameter `i`, or None before its first step (a zeroed buffer is then
+/// allocated, after validation, and starts from the gradient). Returns the
+/// buffers (None everywhere when `momentum == 0`; given buffers are then
+/// ignored).
+pub fn sgd_step(
+    params: &[Tensor],
+    grads: &[Tensor],
+    bufs: &[Option<Tensor>],
+    h: &SgdHyper,
+) -> Result<Vec<Option<Tensor>>> {
+    const OP: &str = "sgd_step";
+    check_len(OP, params.len(), "momentum buffer", bufs.len())?;
+    if h.nesterov && (h.momentum <= 0.0 || h.dampening != 0.0) {
+        return Err(Error::value(
+            OP,
+            "Nesterov momentum requires a momentum and zero dampening",
+        ));
+    }
+    let use_buf = h.momentum != 0.0;
+    let mut lists = vec![List::new("grad", grads, false)];
+    if use_buf {
+        lists.push(List {
+            what: "momentum buffer",
+            tensors: bufs.iter().map(Option::as_ref).collect(),
+            written: true,
+        });
+    }
+    validate(OP, params, &lists)?;
+    if !use_buf {
+        if !params.is_empty() {
+            kernels(params[0].device()).sgd(params, grads, &[], &[], h)?;
+            bump(params);
+        }
+        return Ok(vec![None; params.len()]);
+    }
+    let mut first = Vec::with_capacity(params.len());
+    let mut full = Vec::with_capacity(params.len());
+    for (p, b) in params.iter().zip(bufs) {
+        match b {
+            Some(b) => {
+                first.push(false);
+                full.push(b.clone());
+            }
+            None => {
+                first.push(true);
+                full.push(Tensor::zeros(p.shape(), p.dtype(), p.device())?);
+            }
+        }
+    }
+    if !params.is_empty() {
+        kernels(params[0].device()).sgd(params, grads, &full, &first, h)?;
+        bump(params);
+        bump(&full);
+    }
+    Ok(full.into_iter().map(Some).collect())
+}
+
+/// Adam (or AdamW with `h.decoupled`) over a list of parameters.
+/// `steps[i]` is parameter `i`'s step count *after* this update (>= 1);
+/// `max_exp_avg_sqs` must be empty unless `h.amsgrad`.
+pub fn adam_step(
+    params: &[Tensor],
+    grads: &[Tensor],
+    exp_avgs: &[Tensor],
+    exp_avg_sqs: &[Tensor],
+    max_exp_avg_sqs: &[Tensor],
+    steps: &[u64],
+    h: &AdamHyper,
+) -> Result<()> {
+    const OP: &str = "adam_step";
+    check_len(OP, params.len(), "step", steps.len())?;
+    if let Some(i) = steps.iter().position(|&s| s == 0) {
+        return Err(Error::value(
+            OP,
+            format!("parameter {i}: the step count after the update must be at least 1, got 0"),
+        ));
+    }
+    if !h.amsgrad && !max_exp_avg_sqs.is_empty() {
+        return Err(Error::value(
+            OP,
+            "max_exp_avg_sq tensors were given but amsgrad is off; pass an empty list",
+        ));
+    }
+    let mut lists = vec![
+        List::new("grad", grads, false),
+        List::new("exp_avg", exp_avgs, true),
+        List::new("exp_avg_sq", exp_avg_sqs, true),
+    ];
+    if h.amsgrad {
+        lists.push(List::new("max_exp_avg_sq", max_exp_avg_sqs, true));
+    }
+    validate(OP, params, &lists)?;
+    if params.is_empty() {
+        return Ok(());
+    }
+    kernels(params[0].device()).adam(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        steps,
+        h,
+    )?;
+    bump(params);
+    bump(exp_avgs);
+    bump(exp_avg_sqs);
+    bump(max_exp_avg_sqs);
+    Ok(())
+}
+
+/// RMSprop over a list of parameters. `momentum_buffers` must be empty
+/// unless `h.momentum > 0`, `grad_avgs` empty unless `h.centered`.
+pub fn rmsprop_step(
+    params: &[Tensor],
+    grads: &[Tensor],
+    square_avgs: &[Tensor],
+    momentum_buffers: &[Tensor],
+    grad_avgs: &[Tensor],
+    h: &RmspropHyper,
+) -> Result<()> {
+    const OP: &str = "rmsprop_step";
+    let use_buf = h.momentum > 0.0;
+    if !use_buf && !momentum_buffers.is_empty() {
+        return Err(Error::value(
+            OP,
+            "momentum buffers were given but momentum is 0; pass an empty list",
+        ));
+    }
+    if !h.centered && !grad_avgs.is_empty() {
+        return Err(Error::value(
+            OP,
+            "grad_avg tensors were given but centered is off; pass an empty list",
+        ));
+    }
+    let mut lists = vec![
+        List::new("grad", grads, false),
+        List::new("square_avg", square_avgs, true),
+    ];
+    if use_buf {
+        lists.push(List::new("momentum buffer", momentum_buffers, true));
+    }
+    if h.centered {
+        lists.push(List::new("grad_avg", grad_avgs, true));
+    }
+    validate(OP, params, &lists)?;
+    if params.is_empty() {
+        return Ok(());
+    }
+    kernels(params[0].device()).rmsprop(
+        params,
+        grads,
+        square_avgs,
+        momentum_buffers,
+        grad_avgs,
+        h,
+    )?;
+    bump(params);
+    bump(square_avgs);
+    bump(momentum_buffers);
+    bump(grad_avgs);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// CPU kernels
+// ---------------------------------------------------------------------------
+
+/// The CPU implementation of [`OptimKernels`].
+pub mod cpu {
+    use half::{bf16, f16};
+    use rayon::prelude::*;
+
+    use super::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
+    use crate::backend::cpu::math::Real;
+    use crate::backend::cpu::simd::{level, Level};
+    use crate::backend::cpu::strided::{Plan, SendPtr, PAR_MIN};
+    use crate::error::Result;
+    use crate::tensor::{DType, Tensor};
+
+    /// Elements per task when a call is split over the thread pool.
+    const CHUNK: usize = 1 << 14;
+
+    /// A storage element type and the type it computes in.
+    pub trait Store: Copy + Send + Sync + 'static {
+        type C: Real;
+        fn load(self) -> Self::C;
+        fn store(c: Self::C) -> Self;
+    }
+
+    macro_rules! store_same {
+        ($t:ty) => {
+            impl Store for $t {
+                type C = $t;
+                #[inline(always)]
+                fn load(self) -> $t {
+                    self
+                }
+                #[inline(always)]
+                fn store(c: $t) -> $t {
+                    c
+                }
+            }
+        };
+    }
+    store_same!(f32);
+    store_same!(f64);
+
+    macro_rules! store_half {
+        ($t:ty) => {
+            impl Store for $t {
+                type C = f32;
+                #[inline(always)]
+                fn load(self) -> f32 {
+                    self.to_f32()
+                }
+                #[inline(always)]
+                fn store(c: f32) -> $t {
+                    <$t>::from_f32(c)
+                }
+            }
+        };
+    }
+    store_half!(f16);
+    store_half!(bf16);
+
+    /// One pass over `n` elements of `N` operands (index 1, the gradient, is
+    /// only read): load, `f`, store.
+    #[inline(always)]
+    unsafe fn row_body<T: Store, const N: usize, F: Fn(&mut [T::C; N])>(
+        p: [*mut T; N],
+        s: [isize; N],
+        n: usize,
+        f: &F,
+    ) {
+        if s.iter().all(|&x| x == 1) {
+            for i in 0..n {
+                let mut v: [T::C; N] = std::array::from_fn(|k| (*p[k].add(i)).load());
+                f(&mut v);
+                for k in 0..N {
+                    if k != 1 {
+                        *p[k].add(i) = T::store(v[k]);
+                    }
+                }
+            }
+        } else {
+            for i in 0..n as isize {
+                let mut v: [T::C; N] = std::array::from_fn(|k| (*p[k].offset(i * s[k])).load());
+                f(&mut v);
+                for k in 0..N {
+                    if k != 1 {
+                        *p[k].offset(i * s[k]) = T::store(v[k]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+    unsafe fn row_v4<T: Store, const N: usize, F: Fn(&mut [T::C; N])>(
+        p: [*mut T; N],
+        s: [isize; N],
+        n: usize,
+        f: &F,
+    ) {
+        row_body(p, s, n, f)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn row_v3<T: Store, const N: usize, F: Fn(&mut [T::C; N])>(
+        p: [*mut T; N],
+        s: [isize; N],
+        n: usize,
+        f: &F,
+    ) {
+        row_body(p, s, n, f)
+    }
+
+    /// [`row_body`] at the best SIMD level.
+    ///
+    /// # Safety
+    /// The pointers must be valid for `n` elements at their strides; written
+    /// operands (all but index 1) must not overlap one another.
+    #[inline(always)]
+    unsafe fn run_row<T: Store, const N: usize, F: Fn(&mut [T::C; N])>(
+        p: [*mut T; N],
+        s: [isize; N],
+        n: usize,
+        f: &F,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        match level() {
+            Level::Avx512 => return row_v4(p, s, n, f),
+            Level::Avx2 => return row_v3(p, s, n, f),
+            Level::Scalar => {}
+        }
+        row_body(p, s, n, f)
+    }
+
+    /// `lerp(a, b, w)` as PyTorch computes it (the form depends on `w`).
+    #[inline(always)]
+    fn lerp<C: Real>(a: C, b: C, w: C, low: bool) -> C {
+        if low {
+            a + w * (b - a)
+        } else {
+            b - (b - a) * (C::ONE - w)
+        }
+    }
+
+    /// An update rule over `N` operands: parameter, gradient, then state.
+    trait Rule<const N: usize>: Sync {
+        /// Update `n` elements of parameter `j` from the given element pointers.
+        ///
+        /// # Safety
+        /// As [`run_row`].
+        unsafe fn row<T: Store>(&self, j: usize, p: [*mut T; N], s: [isize; N], n: usize);
+    }
+
+    /// One task: rows `[r0, r1)` of parameter `j`'s plan, or elements
+    /// `[e0, e1)` when the plan is a single run.
+    struct Task {
+        j: usize,
+        r0: usize,
+        r1: usize,
+        e0: usize,
+        e1: usize,
+    }
+
+    struct Job<const N: usize> {
+        dtype: DType,
+        base: [SendPtr<u8>; N],
+        plan: Plan<N>,
+    }
+
+    unsafe fn exec<T: Store, const N: usize, R: Rule<N>>(rule: &R, job: &Job<N>, t: &Task) {
+        let base: [*mut T; N] = std::array::from_fn(|k| job.base[k].get() as *mut T);
+        let plan = &job.plan;
+        if plan.rows() == 1 {
+            let st = plan.inner_strides;
+            let p = std::array::from_fn(|k| base[k].offset(t.e0 as isize * st[k]));
+            rule.row(t.j, p, st, t.e1 - t.e0);
+        } else {
+            plan.run_rows(t.r0, t.r1, &mut |off, n, st| {
+                let p = std::array::from_fn(|k| base[k].offset(off[k]));
+                rule.row(t.j, p, st, n);
+            });
+        }
+    }
+
+    /// Run `rule` over every parameter: `ops[j]` are parameter `j`'s
+    /// operands (equal shapes and dtypes, validated by the op layer).
+    fn drive<const N: usize, R: Rule<N>>(ops: &[[&Tensor; N]], rule: &R) {
+        let jobs: Vec<Job<N>> = ops
+            .iter()
+            .map(|ts| Job {
+                dtype: ts[0].dtype(),
+                base: std::array::from_fn(|k| SendPtr(ts[k].byte_ptr())),
+                plan: Plan::new(ts[0].shape(), std::array::from_fn(|k| ts[k].strides())),
+            })
+            .collect();
+        let mut tasks = Vec::new();
+        let mut total = 0usize;
+        for (j, (job, ts)) in jobs.iter().zip(ops).enumerate() {
+            let numel = ts[0].numel();
+            if numel == 0 {
+                continue;
+            }
+            total += numel;
+            let (rows, inner) = (job.plan.rows(), job.plan.inner);
+            if rows == 1 {
+                for e0 in (0..inner).step_by(CHUNK) {
+                    let e1 = (e0 + CHUNK).min(inner);
+                    tasks.push(Task {
+                        j,
+                        r0: 0,
+                        r1: 1,
+                        e0,
+                        e1,
+                    });
+                }
+            } else {
+                let per = (CHUNK / inner.max(1)).max(1);
+                for r0 in (0..rows).step_by(per) {
+                    let r1 = (r0 + per).min(rows);
+                    tasks.push(Task {
+                        j,
+                        r0,
+                        r1,
+                        e0: 0,
+                        e1: 0,
+                    });
+                }
+            }
+        }
+        let run = |t: &Task| {
+            let job = &jobs[t.j];
+            // SAFETY: the op layer validated the operands (shapes, dtypes, no
+            // overlap between written tensors); tasks cover disjoint elements.
+            unsafe {
+                match job.dtype {
+                    DType::F32 => exec::<f32, N, R>(rule, job, t),
+                    DType::F64 => exec::<f64, N, R>(rule, job, t),
+                    DType::F16 => exec::<f16, N, R>(rule, job, t),
+                    DType::BF16 => exec::<bf16, N, R>(rule, job, t),
+                    d => unreachable!("optimizer kernel called with dtype {d}"),
+                }
+            }
+        };
+        if total < PAR_MIN || rayon::current_num_threads() <= 1 || tasks.len() < 2 {
+            tasks.iter().for_each(run);
+        } else {
+            tasks.par_iter().for_each(run);
+        }
+    }
+
+    fn operands<const N: usize>(lists: [&[Tensor]; N]) -> Vec<[&Tensor; N]> {
+        (0..lists[0].len())
+            .map(|j| std::array::from_fn(|k| &lists[k][j]))
+            .collect()
+    }
+
+    struct Sgd<'a> {
+        h: SgdHyper,
+        first: &'a [bool],
+    }
+
+    impl<const N: usize> Rule<N> for Sgd<'_> {
+        #[inline(always)]
+        unsafe fn row<T: Store>(&self, j: usize, p: [*mut T; N], s: [isize; N], n: usize) {
+            let h = &self.h;
+            let c = <T::C as Real>::c;
+            let (neg_lr, wd, mom, damp1) = (
+                c(-h.lr),
+                c(h.weight_decay),
+                c(h.momentum),
+                c(1.0 - h.dampening),
+            );
+            let (has_wd, nesterov, maximize) = (h.weight_decay != 0.0, h.nesterov, h.maximize);
+            let first = N == 3 && self.first[j];
+            let f = move |v: &mut [T::C; N]| {
+                let mut g = if maximize { -v[1] } else { v[1] };
+                if has_wd {
+                    g = g + wd * v[0];
+                }
+                if N == 3 {
+                    let b = if first { g } else { v[N - 1] * mom + damp1 * g };
+                    v[N - 1] = b;
+                    g = if nesterov { g + mom * b } else { b };
+                }
+                v[0] = v[0] + neg_lr * g;
+            };
+            run_row(p, s, n, &f)
+        }
+    }
+
+    struct Adam<'a> {
+        h: AdamHyper,
+        steps: &'a [u64],
+    }
+
+    impl<const N: usize> Rule<N> for Adam<'_> {
+        #[inline(always)]
+        unsafe fn row<T: Store>(&self, j: usize, p: [*mut T; N], s: [isize; N], n: usize) {
+            let h = &self.h;
+            let c = <T::C as Real>::c;
+            let t = self.steps[j] as f64;
+            let bc1 = 1.0 - h.beta1.powf(t);
+            let bc2 = 1.0 - h.beta2.powf(t);
+            let neg_step = c(-(h.lr / bc1));
+            let bc2_sqrt = c(bc2.sqrt());
+            let eps = c(h.eps);
+            let w1 = c(1.0 - h.beta1);
+            let low = 1.0 - h.beta1 < 0.5;
+            let (b2, omb2) = (c(h.beta2), c(1.0 - h.beta2));
+            let (wd, decay) = (c(h.weight_decay), c(1.0 - h.lr * h.weight_decay));
+            let (has_wd, decoupled, maximize) = (h.weight_decay != 0.0, h.decoupled, h.maximize);
+            let f = move |v: &mut [T::C; N]| {
+                let mut p = v[0];
+                let mut g = if maximize { -v[1] } else { v[1] };
+                if has_wd {
+                    if decoupled {
+                        p = p * decay;
+                    } else {
+                        g = g + wd * p;
+                    }
+                }
+                let m = lerp(v[2], g, w1, low);
+                let sq = v[3] * b2 + omb2 * g * g;
+                let d = if N == 5 {
+                    let mx = v[N - 1].max_nan(sq);
+                    v[N - 1] = mx;
+                    mx
+                } else {
+                    sq
+                };
+                let denom = d.sqrt() / bc2_sqrt + eps;
+                v[0] = p + neg_step * m / denom;
+                v[2] = m;
+                v[3] = sq;
+            };
+            run_row(p, s, n, &f)
+        }
+    }
+
+    struct Rmsprop {
+        h: RmspropHyper,
+    }
+
+    impl<const N: usize> Rule<N> for Rmsprop {
+        #[inline(always)]
+        unsafe fn row<T: Store>(&self, _j: usize, p: [*mut T; N], s: [isize; N], n: usize) {
+            let h = &self.h;
+            let c = <T::C as Real>::c;
+            let (neg_lr, wd, alpha, oma, eps, mom) = (
+                c(-h.lr),
+                c(h.weight_decay),
+                c(h.alpha),
+                c(1.0 - h.alpha),
+                c(h.eps),
+                c(h.momentum),
+            );
+            let low = 1.0 - h.alpha < 0.5;
+            let (has_wd, maximize, centered) = (h.weight_decay != 0.0, h.maximize, h.centered);
+            let use_buf = h.momentum > 0.0;
+            // Operand slots: 2 square_avg, then the momentum buffer, then grad_avg (last).
+            let buf = 3.min(N - 1);
+            let f = move |v: &mut [T::C; N]| {
+                let mut g = if maximize { -v[1] } else { v[1] };
+                if has_wd {
+                    g = g + wd * v[0];
+                }
+                let sq = v[2] * alpha + oma * g * g;
+                v[2] = sq;
+                let avg = if centered {
+                    let a = lerp(v[N - 1], g, oma, low);
+                    v[N - 1] = a;
+                    (sq + (-a) * a).sqrt()
+                } else {
+                    sq.sqrt()
+                } + eps;
+                if use_buf {
+                    let b = v[buf] * mom + g / avg;
+                    v[buf] = b;
+                    v[0] = v[0] + neg_lr * b;
+                } else {
+                    v[0] = v[0] + neg_lr * g / avg;
+                }
+            };
+            run_row(p, s, n, &f)
+        }
+    }
+
+    /// The CPU's optimizer kernels.
+    pub struct CpuOptim;
+
+    impl OptimKernels for CpuOptim {
+        fn name(&self) -> String {
+            "cpu".into()
+        }
+
+        fn sgd(
+            &self,
+            params: &[Tensor],
+            grads: &[Tensor],
+            bufs: &[Tensor],
+            first: &[bool],
+            h: &SgdHyper,
+        ) -> Result<()> {
+            let rule = Sgd { h: *h, first };
+            if bufs.is_empty() {
+                drive(&operands([params, grads]), &rule);
+            } else {
+                drive(&operands([params, grads, bufs]), &rule);
+            }
+            Ok(())
+        }
+
+        fn adam(
+            &self,
+            params: &[Tensor],
+            grads: &[Tensor],
+            exp_avgs: &[Tensor],
+            exp_avg_sqs: &[Tensor],
+            max_sqs: &[Tensor],
+            steps: &[u64],
+            h: &AdamHyper,
+        ) -> Result<()> {
+            let rule = Adam { h: *h, steps };
+            if h.amsgrad {
+                drive(
+                    &operands([params, grads, exp_avgs, exp_avg_sqs, max_sqs]),
+                    &rule,
+                );
+            } else {
+                drive(&operands([params, grads, exp_avgs, exp_avg_sqs]), &rule);
+            }
+            Ok(())
+        }
+
+        fn rmsprop(
+            &self,
+            params: &[Tensor],
+            grads: &[Tensor],
+            square_avgs: &[Tensor],
+            bufs: &[Tensor],
+            grad_avgs: &[Tensor],
+            h: &RmspropHyper,
+        ) -> Result<()> {
+            let rule = Rmsprop { h: *h };
+            match (h.momentum > 0.0, h.centered) {
+                (false, false) => drive(&operands([params, grads, square_avgs]), &rule),
+                (true, false) => drive(&operands([params, grads, square_avgs, bufs]), &rule),
+                (false, true) => drive(&operands([params, grads, square_avgs, grad_avgs]), &rule),
+                (true, true) => drive(
+                    &operands([params, grads, square_avgs, bufs, grad_avgs]),
+                    &rule,
+                ),
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t32(v: &[f64], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape).unwrap()
+    }
+    fn t64(v: &[f64], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(v.to_vec(), shape).unwrap()
+    }
+    fn close(a: &[f64], b: &[f64], tol: f64) {
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * (1.0 + y.abs()),
+                "element {i}: {x} vs {y}"
+            );
+        }
+    }
+
+    const P: [f64; 6] = [0.5, -1.25, 2.0, 0.0, -3.0, 1.0];
+    const G: [f64; 6] = [0.1, 0.7, -0.4, 1.5, -0.05, 0.0];
+
+    /// The scalar reference of Adam/AdamW for one element over `steps` updates.
+    fn adam_ref(mut p: f64, g: f64, h: &AdamHyper, steps: u64) -> (f64, f64, f64) {
+        let (mut m, mut v, mut vmax) = (0.0f64, 0.0f64, 0.0f64);
+        for t in 1..=steps {
+            let mut g = if h.maximize { -g } else { g };
+            if h.weight_decay != 0.0 {
+                if h.decoupled {
+                    p *= 1.0 - h.lr * h.weight_decay;
+                } else {
+                    g += h.weight_decay * p;
+                }
+            }
+            m = h.beta1 * m + (1.0 - h.beta1) * g;
+            v = h.beta2 * v + (1.0 - h.beta2) * g * g;
+            vmax = vmax.max(v);
+            let d = if h.amsgrad { vmax } else { v };
+            let bc1 = 1.0 - h.beta1.powi(t as i32);
+            let bc2 = 1.0 - h.beta2.powi(t as i32);
+            p -= h.lr / bc1 * m / (d.sqrt() / bc2.sqrt() + h.eps);
+        }
+        (p, m, v)
+    }
+
+    fn adam_h(amsgrad: bool, decoupled: bool) -> AdamHyper {
+        AdamHyper {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            amsgrad,
+            maximize: false,
+            decoupled,
+        }
+    }
+
+    #[test]
+    fn adam_and_adamw_match_the_scalar_formulas() {
+        for (amsgrad, decoupled) in [(false, false), (true, false), (false, true), (true, true)] {
+            let h = adam_h(amsgrad, decoupled);
+            for f64_dtype in [false, true] {
+                let mk = if f64_dtype { t64 } else { t32 };
+                let p = mk(&P, &[2, 3]);
+                let g = mk(&G, &[2, 3]);
+                let m = mk(&[0.0; 6], &[2, 3]);
+                let v = mk(&[0.0; 6], &[2, 3]);
+                let x = mk(&[0.0; 6], &[2, 3]);
+                let xs = if amsgrad { vec![x] } else { vec![] };
+                for step in 1..=3 {
+                    adam_step(
+                        &[p.clone()],
+                        &[g.clone()],
+                        &[m.clone()],
+                        &[v.clone()],
+                        &xs,
+                        &[step],
+                        &h,
+                    )
+                    .unwrap();
+                }
+                let want: Vec<(f64, f64, f64)> = P
+                    .iter()
+                    .zip(G)
+                    .map(|(&p, g)| adam_ref(p, g, &h, 3))
+                    .collect();
+                let tol = if f64_dtype { 1e-12 } else { 1e-5 };
+                close(
+                    &p.to_f64_vec(),
+                    &want.iter().map(|w| w.0).collect::<Vec<_>>(),
+                    tol,
+                );
+                close(
+                    &m.to_f64_vec(),
+                    &want.iter().map(|w| w.1).collect::<Vec<_>>(),
+                    tol,
+                );
+                close(
+                    &v.to_f64_vec(),
+                    &want.iter().map(|w| w.2).collect::<Vec<_>>(),
+                    tol,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sgd_momentum_starts_from_the_gradient() {
+        let h = SgdHyper {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.5,
+            nesterov: false,
+            weight_decay: 0.0,
+            maximize: false,
+        };
+        let p = t64(&P, &[6]);
+        let g = t64(&G, &[6]);
+        let bufs = sgd_step(&[p.clone()], &[g.clone()], &[None], &h).unwrap();
+        let b = bufs[0].clone().unwrap();
+        close(&b.to_f64_vec(), &G, 0.0);
+        let want1: Vec<f64> = P.iter().zip(G).map(|(p, g)| p - 0.1 * g).collect();
+        close(&p.to_f64_vec(), &want1, 1e-15);
+        // Second step: b = 0.9 b + 0.5 g; p -= 0.1 b.
+        sgd_step(&[p.clone()], &[g.clone()], &[Some(b.clone())], &h).unwrap();
+        let b2: Vec<f64> = G.iter().map(|g| 0.9 * g + 0.5 * g).collect();
+        close(&b.to_f64_vec(), &b2, 1e-15);
+        let want2: Vec<f64> = want1.iter().zip(&b2).map(|(p, b)| p - 0.1 * b).collect();
+        close(&p.to_f64_vec(), &want2, 1e-15);
+        // Nesterov with weight decay and maximize, no buffer returned without momentum.
+        let hn = SgdHyper {
+            nesterov: true,
+            dampening: 0.0,
+            weight_decay: 0.2,
+            maximize: true,
+            ..h
+        };
+        let q = t64(&P, &[6]);
+        sgd_step(&[q.clone()], &[g.clone()], &[None], &hn).unwrap();
+        let want: Vec<f64> = P
+            .iter()
+            .zip(G)
+            .map(|(&p, g)| {
+                let d = -g + 0.2 * p;
+                p - 0.1 * (d + 0.9 * d)
+            })
+            .collect();
+        close(&q.to_f64_vec(), &want, 1e-15);
+        let plain = SgdHyper { momentum: 0.0, ..h };
+        let out = sgd_step(&[q.clone()], &[g], &[None], &plain).unwrap();
+        assert!(out[0].is_none());
+    }
+
+    #[test]
+    fn rmsprop_centered_with_momentum() {
+        let h = RmspropHyper {
+            lr: 0.01,
+            alpha: 0.9,
+            eps: 1e-6,
+            weight_decay: 0.1,
+            momentum: 0.5,
+            centered: true,
+            maximize: false,
+        };
+        let p = t64(&P, &[3, 2]);
+        let g = t64(&G, &[3, 2]);
+        let (s, b, a) = (
+            t64(&[0.0; 6], &[3, 2]),
+            t64(&[0.0; 6], &[3, 2]),
+            t64(&[0.0; 6], &[3, 2]),
+        );
+        for _ in 0..2 {
+            rmsprop_step(
+                &[p.clone()],
+                &[g.clone()],
+                &[s.clone()],
+                &[b.clone()],
+                &[a.clone()],
+                &h,
+            )
+            .unwrap();
+        }
+        let want: Vec<f64> = P
+            .iter()
+            .zip(G)
+            .map(|(&p0, g0)| {
+                let (mut p, mut s, mut b, mut a) = (p0, 0.0f64, 0.0f64, 0.0f64);
+                for _ in 0..2 {
+                    let g = g0 + 0.1 * p;
+                    s = 0.9 * s + 0.1 * g * g;
+                    a = 0.9 * a + 0.1 * g;
+                    let d = (s - a * a).sqrt() + 1e-6;
+                    b = 0.5 * b + g / d;
+                    p -= 0.01 * b;
+                }
+                p
+            })
+            .collect();
+        close(&p.to_f64_vec(), &want, 1e-12);
+    }
+
+    #[test]
+    fn strided_params_match_contiguous_ones() {
+        // A transposed parameter with a contiguous gradient, and a large one for the threaded path.
+        let n = 300 * 257;
+        let vals: Vec<f64> = (0..n)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 17.0)
+            .collect();
+        let grads: Vec<f64> = (0..n)
+            .map(|i| ((i * 13 % 89) as f64 - 44.0) / 23.0)
+            .collect();
+        let h = adam_h(true, false);
+        let run = |p: &Tensor| {
+            let g = t32(&grads, &[300, 257]);
+            let z = || t32(&vec![0.0; n], &[300, 257]);
+            let (m, v, x) = (z(), z(), z());
+            for step in 1..=2 {
+                adam_step(
+                    &[p.clone()],
+                    &[g.clone()],
+                    &[m.clone()],
+                    &[v.clone()],
+                    &[x.clone()],
+                    &[step],
+                    &h,
+                )
+                .unwrap();
+            }
+        };
+        let dense = t32(&vals, &[300, 257]);
+        run(&dense);
+        // The same values stored column-major, viewed as [300, 257].
+        let mut cm = vec![0.0; n];
+        for r in 0..300 {
+            for c in 0..257 {
+                cm[c * 300 + r] = vals[r * 257 + c];
+            }
+        }
+        let base = t32(&cm, &[257, 300]);
+        let strided = base.with_layout(base.layout().transpose("t", 0, 1).unwrap());
+        assert!(!strided.is_contiguous());
+        run(&strided);
+        assert_eq!(dense.to_f64_vec(), strided.to_f64_vec());
+    }
+
+    #[test]
+    fn refused_calls_write_nothing() {
+        let h = adam_h(false, false);
+        let ps = [t32(&P, &[6]), t32(&P, &[6])];
+        let gs = [t32(&G, &[6]), t32(&G, &[6])];
+        let ms = [t32(&[0.0; 6], &[6]), t32(&[0.0; 6], &[6])];
+        let bad_v = [t32(&[0.0; 6], &[6]), t32(&[0.0; 6], &[2, 3])];
+        let e = adam_step(&ps, &gs, &ms, &bad_v, &[], &[1, 1], &h).unwrap_err();
+        assert!(
+            matches!(e, Error::Shape { .. }) && e.to_string().contains("parameter 1"),
+            "{e}"
+        );
+        for t in ps.iter().chain(&ms) {
+            assert_eq!(t.version(), 0);
+        }
+        assert_eq!(ps[0].to_f64_vec(), t32(&P, &[6]).to_f64_vec());
+        // Two parameters overlapping in one storage.
+        let base = t32(&[0.0; 8], &[8]);
+        let a = base.with_layout(crate::tensor::Layout::contiguous(&[6]));
+        let mut l = crate::tensor::Layout::contiguous(&[6]);
+        l.offset = 2;
+        let b = base.with_layout(l);
+        let vs = [t32(&[0.0; 6], &[6]), t32(&[0.0; 6], &[6])];
+        let e = adam_step(&[a, b], &gs, &ms, &vs, &[], &[1, 1], &h).unwrap_err();
+        assert!(e.to_string().contains("share memory"), "{e}");
+        assert_eq!(base.version(), 0);
+    }
+
+    #[test]
+    fn self_overlap_detection() {
+        let t = t32(&[0.0; 6], &[2, 3]);
+        assert!(!overlaps_itself(&t));
+        let tr = t.with_layout(t.layout().transpose("t", 0, 1).unwrap());
+        assert!(!overlaps_itself(&tr));
+        let ex = t32(&[0.0; 3], &[1, 3]);
+        let ex = ex.with_layout(ex.layout().expand("e", &[4, 3]).unwrap());
+        assert!(overlaps_itself(&ex));
+    }
+}
