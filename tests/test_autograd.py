@@ -456,3 +456,25 @@ def test_leaf_hook_sees_the_summed_gradient_once_and_runs_for_autograd_grad():
     (g,) = fg.autograd.grad((x * 7).sum(), x)
     assert len(seen) == 2
     np.testing.assert_array_equal(g.numpy(), [4, 4])
+
+
+def test_hook_on_dropped_non_leaf_still_runs():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    y = x * 2
+    y.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 10)
+    z = y.sum()
+    del y  # the hook lives on y's grad_fn, as in PyTorch
+    z.backward()
+    assert len(seen) == 1
+    np.testing.assert_allclose(seen[0], [1.0, 1.0])
+    np.testing.assert_allclose(x.grad.numpy(), [20.0, 20.0])
+
+
+def test_removed_non_leaf_hook_does_not_run():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    h = y.register_hook(lambda g: g * 100)
+    h.remove()
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])

@@ -159,8 +159,9 @@ pub fn run(
         // Hooks, retained grads and captures on this node's outputs.
         for (i, g) in grads.iter_mut().enumerate() {
             let Some(gi) = g.take() else { continue };
-            let mut gi = gi;
+            let mut gi = node.run_output_hooks(i, gi)?;
             if let Some(m) = node.outputs.get(i).and_then(|w| w.upgrade()) {
+                // Hooks registered while the tensor was a leaf of no history.
                 if m.has_hooks() {
                     gi = m.run_hooks(gi)?;
                 }

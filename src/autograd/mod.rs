@@ -116,13 +116,26 @@ impl AutogradMeta {
     pub fn set_retains_grad(&self) {
         self.retains_grad.store(true, Ordering::Relaxed);
     }
-    /// Register a hook; returns its id for removal.
+    /// Register a hook; returns its id for removal. A non-leaf's hooks live
+    /// on the node that produces it (as in PyTorch), so they still run when
+    /// the tensor itself has been dropped before `backward()`.
     pub fn add_hook(&self, h: Hook) -> u64 {
         let id = HOOK_IDS.fetch_add(1, Ordering::Relaxed);
-        self.hooks.lock().push((id, h));
+        match self.grad_fn() {
+            Some(Edge::Node(n, i)) => n.hooks.lock().push((i, id, h)),
+            _ => self.hooks.lock().push((id, h)),
+        }
         id
     }
     pub fn remove_hook(&self, id: u64) -> bool {
+        if let Some(Edge::Node(n, _)) = self.grad_fn() {
+            let mut hs = n.hooks.lock();
+            let len = hs.len();
+            hs.retain(|(_, i, _)| *i != id);
+            if hs.len() != len {
+                return true;
+            }
+        }
         let mut hs = self.hooks.lock();
         let n = hs.len();
         hs.retain(|(i, _)| *i != id);
@@ -186,6 +199,8 @@ pub struct Node {
     outputs: Vec<Weak<AutogradMeta>>,
     out_info: Vec<(Shape, DType)>,
     seq: u64,
+    /// Hooks registered on the outputs: (output number, hook id, hook).
+    hooks: Mutex<Vec<(u32, u64, Hook)>>,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -204,6 +219,22 @@ impl Node {
     /// Creation order (later nodes have larger numbers).
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+    /// Run the hooks of output `nr` on `g` in registration order.
+    pub fn run_output_hooks(&self, nr: usize, mut g: Tensor) -> Result<Tensor> {
+        let hooks: Vec<Hook> = self
+            .hooks
+            .lock()
+            .iter()
+            .filter(|(i, _, _)| *i as usize == nr)
+            .map(|(_, _, h)| h.clone())
+            .collect();
+        for h in hooks {
+            if let Some(r) = h(&g)? {
+                g = r;
+            }
+        }
+        Ok(g)
     }
 }
 
@@ -503,6 +534,7 @@ fn record_impl(
             .map(|o| (Shape::from_slice(o.shape()), o.dtype()))
             .collect(),
         seq: SEQ.fetch_add(1, Ordering::Relaxed),
+        hooks: Mutex::new(vec![]),
     });
     for (i, m) in metas.iter().enumerate() {
         if let Some(m) = m {
