@@ -478,3 +478,38 @@ def test_removed_non_leaf_hook_does_not_run():
     h.remove()
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_backward_releases_the_gil():
+    import threading
+    import time
+
+    a = fg.randn(700, 700, requires_grad=True)
+    b = fg.randn(700, 700)
+    loss = (a @ b @ b @ b).sum()
+    count = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.05)
+        c0, t0 = count[0], time.perf_counter()
+        time.sleep(0.2)
+        rate_free = (count[0] - c0) / (time.perf_counter() - t0)  # the spinner alone, main asleep
+        c0, t0 = count[0], time.perf_counter()
+        loss.backward()
+        dt = time.perf_counter() - t0
+        during = count[0] - c0
+    finally:
+        stop.set()
+        t.join()
+    assert a.grad is not None
+    # Holding the GIL for the whole backward would allow at most one switch
+    # interval (5 ms) of spinning; releasing it lets the spinner run throughout.
+    assert dt > 0.02, "backward too short to tell"
+    assert during > 0.2 * rate_free * dt, (during, rate_free, dt)

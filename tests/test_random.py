@@ -849,3 +849,12 @@ def test_dropout_zeroes_non_finite_inputs_it_drops():
     y = f64(F.dropout(x, 0.5))
     assert ((y == 0) | np.isnan(y)).all()
     assert 0.45 < (y == 0).mean() < 0.55
+
+
+def test_float_samplers_accept_requires_grad():
+    for t in (fg.rand(2, 3, requires_grad=True), fg.randn(4, requires_grad=True),
+              fg.normal(0.0, 1.0, size=(2,), requires_grad=True),
+              fg.rand_like(fg.zeros(3), requires_grad=True), fg.randn_like(fg.zeros(3), requires_grad=True)):
+        assert t.requires_grad and t.is_leaf
+    with pytest.raises((TypeError, RuntimeError), match="floating"):
+        fg.randn(2, dtype=fg.float32).long().requires_grad_()

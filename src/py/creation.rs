@@ -214,7 +214,8 @@ fn full_like(
 }
 
 /// Wrap a new tensor, marking it as requiring grad when asked.
-fn leaf(t: Tensor, requires_grad: bool) -> PyResult<PyTensor> {
+/// Wrap a fresh tensor, marking it a leaf that requires grad when asked.
+pub(crate) fn leaf(t: Tensor, requires_grad: bool) -> PyResult<PyTensor> {
     if requires_grad {
         run(|| crate::autograd::set_requires_grad(&t, true))?;
     }

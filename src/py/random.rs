@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyTuple};
 
+use super::creation::leaf;
 use super::{
     as_operand, as_scalar, parse_device, parse_dtype_opt, run, run_heavy, shape_args, PyDevice,
     PyTensor,
@@ -236,7 +237,8 @@ fn numel(shape: &[usize]) -> usize {
 /// Uniform samples in [0, 1): `rand(2, 3)`, `rand((2, 3))` or `rand(size=(2, 3))`.
 /// Floating dtypes only.
 #[pyfunction]
-#[pyo3(signature = (*shape, size=None, generator=None, dtype=None, device=None))]
+#[pyo3(signature = (*shape, size=None, generator=None, dtype=None, device=None, requires_grad=false))]
+#[allow(clippy::too_many_arguments)]
 fn rand(
     py: Python<'_>,
     shape: &Bound<'_, PyTuple>,
@@ -244,18 +246,21 @@ fn rand(
     generator: Gen<'_>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_or_size("rand", shape, size)?;
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
-    run_heavy(py, numel(&s), || rnd::rand(&s, d, dev, g.as_deref())).map(PyTensor::new)
+    run_heavy(py, numel(&s), || rnd::rand(&s, d, dev, g.as_deref()))
+        .and_then(|t| leaf(t, requires_grad))
 }
 
 /// Standard normal samples: `randn(2, 3)`, `randn((2, 3))` or `randn(size=(2, 3))`.
 /// Floating dtypes only.
 #[pyfunction]
-#[pyo3(signature = (*shape, size=None, generator=None, dtype=None, device=None))]
+#[pyo3(signature = (*shape, size=None, generator=None, dtype=None, device=None, requires_grad=false))]
+#[allow(clippy::too_many_arguments)]
 fn randn(
     py: Python<'_>,
     shape: &Bound<'_, PyTuple>,
@@ -263,12 +268,14 @@ fn randn(
     generator: Gen<'_>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_or_size("randn", shape, size)?;
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
-    run_heavy(py, numel(&s), || rnd::randn(&s, d, dev, g.as_deref())).map(PyTensor::new)
+    run_heavy(py, numel(&s), || rnd::randn(&s, d, dev, g.as_deref()))
+        .and_then(|t| leaf(t, requires_grad))
 }
 
 fn int_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
@@ -334,7 +341,7 @@ fn randint(
 /// Normal samples. With numbers `mean`, `std` a `size` is required; with
 /// tensors the result has their broadcast shape (one draw per element).
 #[pyfunction]
-#[pyo3(signature = (mean=None, std=None, size=None, *, generator=None, dtype=None, device=None))]
+#[pyo3(signature = (mean=None, std=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=false))]
 #[allow(clippy::too_many_arguments)]
 fn normal(
     py: Python<'_>,
@@ -344,6 +351,7 @@ fn normal(
     generator: Gen<'_>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let operand = |o: Option<&Bound<'_, PyAny>>, default: f64| -> PyResult<Operand> {
         match o {
@@ -365,7 +373,7 @@ fn normal(
     run_heavy(py, work, || {
         rnd::normal(&m, &sd, sz.as_deref(), d, dev, g.as_deref())
     })
-    .map(PyTensor::new)
+    .and_then(|t| leaf(t, requires_grad))
 }
 
 /// A random permutation of `0..n` (int64 unless `dtype` is given).
@@ -389,32 +397,36 @@ fn randperm(
 
 /// Uniform samples in [0, 1) shaped like `input` (its dtype unless given).
 #[pyfunction]
-#[pyo3(signature = (input, *, dtype=None, generator=None))]
+#[pyo3(signature = (input, *, dtype=None, generator=None, requires_grad=false))]
 fn rand_like(
     py: Python<'_>,
     input: &PyTensor,
     dtype: Option<&Bound<'_, PyAny>>,
     generator: Gen<'_>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let d = parse_dtype_opt(dtype)?;
     let g = gen_arc(&generator);
     let x = &input.t;
-    run_heavy(py, x.numel(), || rnd::rand_like(x, d, g.as_deref())).map(PyTensor::new)
+    run_heavy(py, x.numel(), || rnd::rand_like(x, d, g.as_deref()))
+        .and_then(|t| leaf(t, requires_grad))
 }
 
 /// Standard normal samples shaped like `input` (its dtype unless given).
 #[pyfunction]
-#[pyo3(signature = (input, *, dtype=None, generator=None))]
+#[pyo3(signature = (input, *, dtype=None, generator=None, requires_grad=false))]
 fn randn_like(
     py: Python<'_>,
     input: &PyTensor,
     dtype: Option<&Bound<'_, PyAny>>,
     generator: Gen<'_>,
+    requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let d = parse_dtype_opt(dtype)?;
     let g = gen_arc(&generator);
     let x = &input.t;
-    run_heavy(py, x.numel(), || rnd::randn_like(x, d, g.as_deref())).map(PyTensor::new)
+    run_heavy(py, x.numel(), || rnd::randn_like(x, d, g.as_deref()))
+        .and_then(|t| leaf(t, requires_grad))
 }
 
 /// Integers in `[low, high)` shaped like `input`: `randint_like(x, high)` or
