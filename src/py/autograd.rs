@@ -13,7 +13,7 @@ use crate::autograd::engine::{self, edge_for, Sink};
 use crate::autograd::{self as ag, AutogradMeta, Edge};
 use crate::error::Error;
 use crate::ops::creation;
-use crate::tensor::{Scalar, Tensor};
+use crate::tensor::{DType, Device, Scalar, Tensor};
 
 thread_local! {
     /// An exception raised by a Python hook while the engine ran; re-raised as is.
@@ -183,6 +183,22 @@ fn py_hook(f: Py<PyAny>) -> ag::Hook {
 
 #[pymethods]
 impl PyTensor {
+    /// `Tensor(data=None, requires_grad=False)`. A tensor `data` is aliased:
+    /// the result shares its storage without its history (a new leaf, as
+    /// `nn.Parameter(t)` needs); other data (nested lists, scalars, arrays)
+    /// is copied as by `fg.tensor`. With no data: an empty float32 tensor.
+    #[new]
+    #[pyo3(signature = (data=None, requires_grad=false))]
+    fn py_new(data: Option<&Bound<'_, PyAny>>, requires_grad: bool) -> PyResult<PyTensor> {
+        let t = match data {
+            Some(obj) => match obj.cast::<PyTensor>() {
+                Ok(t) => t.get().t.detach(),
+                Err(_) => super::convert::tensor_from_py(obj, None)?,
+            },
+            None => run(|| creation::full(&[0], Scalar::Float(0.0), DType::F32, Device::Cpu))?,
+        };
+        super::creation::leaf(t, requires_grad)
+    }
     /// Whether gradients are computed for this tensor.
     #[getter]
     fn get_requires_grad(&self) -> bool {

@@ -81,7 +81,7 @@ pub fn run_heavy<T: Send>(
 }
 
 /// The tensor type seen from Python (`ferrograd.Tensor`).
-#[pyclass(name = "Tensor", module = "ferrograd", frozen, weakref)]
+#[pyclass(name = "Tensor", module = "ferrograd", frozen, weakref, subclass)]
 pub struct PyTensor {
     pub t: Tensor,
 }
