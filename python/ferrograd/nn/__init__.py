@@ -1,5 +1,12 @@
-"""Neural-network building blocks (functional forms for now)."""
+"""Neural-network building blocks, as ``torch.nn``: ``Module``, layers, losses, ``init``, ``functional``.
 
-from . import functional
+Layers compose registry ops (their gradients come from the Rust core's
+VJPs); ``Parameter`` is a leaf ``Tensor`` subclass that modules register.
+"""
 
-__all__ = ["functional"]
+from . import functional, init, utils
+from .modules import *  # noqa: F403
+from .modules import __all__ as _modules_all
+from .parameter import Buffer, Parameter
+
+__all__ = ["Buffer", "Parameter", "functional", "init", "utils", *_modules_all]

@@ -1,0 +1,62 @@
+"""Affine layers: ``Identity`` and ``Linear``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import _core
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+Tensor = _core.Tensor
+
+__all__ = ["Identity", "Linear"]
+
+
+class Identity(Module):
+    """Returns its input unchanged (arguments to the constructor are ignored)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Return ``input``."""
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``.
+
+    Initialisation as PyTorch: ``kaiming_uniform_(weight, a=sqrt(5))`` (i.e.
+    U(-1/sqrt(in), 1/sqrt(in))) and bias U(-1/sqrt(in), 1/sqrt(in)).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        dtype = dtype or _core.float32
+        self.weight = Parameter(_core.empty((out_features, in_features), dtype=dtype))
+        if bias:
+            self.bias = Parameter(_core.empty((out_features,), dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-draw the weight and bias with the default initialisation."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Apply the affine map to the last dim of ``input``."""
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -1,0 +1,179 @@
+"""Loss modules: thin wrappers over the functional losses."""
+
+from __future__ import annotations
+
+from ... import _core
+from .. import functional as F
+from .module import Module
+
+Tensor = _core.Tensor
+
+__all__ = [
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "CrossEntropyLoss",
+    "HuberLoss",
+    "KLDivLoss",
+    "L1Loss",
+    "MSELoss",
+    "NLLLoss",
+    "SmoothL1Loss",
+]
+
+
+class _Loss(Module):
+    """Stores ``reduction`` (accepting the deprecated ``size_average``/``reduce`` flags)."""
+
+    def __init__(self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
+
+    def extra_repr(self) -> str:
+        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
+
+
+class _WeightedLoss(_Loss):
+    """A loss with an optional per-class ``weight`` buffer."""
+
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    """Cross entropy between logits and class indices or probabilities (see ``F.cross_entropy``)."""
+
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average: bool | None = None,
+        ignore_index: int = -100,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of logits ``input`` against ``target``."""
+        return F.cross_entropy(
+            input, target, weight=self.weight, ignore_index=self.ignore_index,
+            reduction=self.reduction, label_smoothing=self.label_smoothing,
+        )
+
+
+class NLLLoss(_WeightedLoss):
+    """Negative log-likelihood of class indices given log-probabilities (see ``F.nll_loss``)."""
+
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average: bool | None = None,
+        ignore_index: int = -100,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of log-probabilities ``input`` against class indices ``target``."""
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """Mean squared error (see ``F.mse_loss``)."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The squared error of ``input`` against ``target``, reduced."""
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """Mean absolute error (see ``F.l1_loss``)."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The absolute error of ``input`` against ``target``, reduced."""
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Smooth L1 loss with threshold ``beta`` (see ``F.smooth_l1_loss``)."""
+
+    def __init__(
+        self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean", beta: float = 1.0
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The smooth L1 loss of ``input`` against ``target``."""
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """Huber loss with threshold ``delta`` (see ``F.huber_loss``)."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The Huber loss of ``input`` against ``target``."""
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class KLDivLoss(_Loss):
+    """KL divergence with log-probability inputs (see ``F.kl_div``)."""
+
+    def __init__(
+        self,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+        log_target: bool = False,
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """KL(target || exp(input)), reduced."""
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross entropy of probabilities (see ``F.binary_cross_entropy``)."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The BCE of probabilities ``input`` against ``target``."""
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Sigmoid + binary cross entropy, numerically stable (see ``F.binary_cross_entropy_with_logits``)."""
+
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+        pos_weight: Tensor | None = None,
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The BCE of logits ``input`` against ``target``."""
+        return F.binary_cross_entropy_with_logits(
+            input, target, weight=self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )

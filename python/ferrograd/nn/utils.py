@@ -1,0 +1,102 @@
+"""Gradient clipping and parameter/vector conversion, as ``torch.nn.utils``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from .. import _core
+from .._grad_mode import no_grad
+
+Tensor = _core.Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector", "vector_to_parameters"]
+
+
+def _as_list(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    if isinstance(parameters, Tensor):
+        return [parameters]
+    return list(parameters)
+
+
+def get_total_norm(
+    tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, error_if_nonfinite: bool = False
+) -> Tensor:
+    """The ``norm_type``-norm of all ``tensors`` taken together (as one vector), a 0-d float tensor."""
+    ts = _as_list(tensors)
+    norm_type = float(norm_type)
+    if not ts:
+        return _core.tensor(0.0)
+    with no_grad():
+        if norm_type == math.inf:
+            total = _core.stack([t.detach().abs().amax().to(_core.float64) for t in ts]).amax()
+        elif norm_type == -math.inf:
+            total = _core.stack([t.detach().abs().amin().to(_core.float64) for t in ts]).amin()
+        elif norm_type == 0:
+            total = _core.stack([(t.detach() != 0).sum().to(_core.float64) for t in ts]).sum()
+        else:
+            total = _core.stack(
+                [t.detach().to(_core.float64).abs().pow(norm_type).sum() for t in ts]
+            ).sum().pow(1.0 / norm_type)
+        if error_if_nonfinite and not bool(total.isfinite()):
+            raise RuntimeError(
+                f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
+                "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
+                "anyway, set `error_if_nonfinite=False`"
+            )
+        return total.to(ts[0].dtype)
+
+
+def clip_grad_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+) -> Tensor:
+    """Scale the gradients of ``parameters`` in place so their joint norm is at most ``max_norm``.
+
+    The norm is taken over all gradients together, as if concatenated into
+    one vector; ``norm_type`` may be ``inf``. Gradients are multiplied by
+    ``min(1, max_norm / (total_norm + 1e-6))``. Returns the total norm
+    (before clipping) as a 0-d tensor. ``error_if_nonfinite`` raises if the
+    norm is NaN or infinite.
+    """
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if not grads:
+        return _core.tensor(0.0)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    with no_grad():
+        coef = (float(max_norm) / (total.to(_core.float64) + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.to(g.dtype))
+    return total
+
+
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
+    """Clamp every gradient of ``parameters`` into ``[-clip_value, clip_value]``, in place."""
+    clip_value = float(clip_value)
+    with no_grad():
+        for p in _as_list(parameters):
+            if p.grad is not None:
+                p.grad.clamp_(-clip_value, clip_value)
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """Concatenate the flattened ``parameters`` into one 1-D tensor (differentiable)."""
+    return _core.cat([p.reshape(-1) for p in _as_list(parameters)])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of the 1-D ``vec`` into ``parameters`` (in place, without gradient)."""
+    if not isinstance(vec, Tensor) or vec.dim() != 1:
+        raise TypeError(f"vector_to_parameters: expected a 1-D Tensor, got {type(vec).__name__}")
+    params = _as_list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.numel() != total:
+        raise ValueError(f"vector_to_parameters: vector has {vec.numel()} elements, the parameters {total}")
+    offset = 0
+    with no_grad():
+        for p in params:
+            n = p.numel()
+            p.copy_(vec.narrow(0, offset, n).reshape(tuple(p.shape)))
+            offset += n
