@@ -29,6 +29,22 @@ def npy(t: fg.Tensor) -> np.ndarray:
     return np.array(t.detach().double().numpy(), dtype=np.float64, copy=True)
 
 
+def call_with(module: nn.Module, name: str, fn):
+    """``fn(x)`` run with ``module``'s parameter ``name`` replaced by a gradcheck input: ``f(x, w)``."""
+    mod_path, _, pname = name.rpartition(".")
+    owner = module.get_submodule(mod_path)
+
+    def f(x, w):
+        old = owner._parameters[pname]
+        owner._parameters[pname] = w
+        try:
+            return fn(x)
+        finally:
+            owner._parameters[pname] = old
+
+    return f
+
+
 def np_log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     m = x.max(axis=axis, keepdims=True)
     z = x - m
@@ -496,3 +512,480 @@ def test_mlp_trains_with_sgd():
         acc = float((model(xt).argmax(1) == yt).float().mean())
     assert float(loss) < 0.3 * first
     assert acc >= 0.95
+
+
+# ---------------------------------------------------------------------------
+# Binary and regression losses
+# ---------------------------------------------------------------------------
+
+
+def _np_reduce(loss, reduction):
+    return {"none": loss, "sum": loss.sum(), "mean": loss.mean()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_vs_numpy(reduction):
+    p = RNG.uniform(0.01, 0.99, size=(5, 3))
+    p[0, 0], p[0, 1] = 0.0, 1.0  # log clamped at -100, as PyTorch
+    y = RNG.uniform(size=(5, 3))
+    w = RNG.uniform(0.5, 2.0, size=(3,))
+    ref = -w * (y * np.maximum(np.log(np.where(p > 0, p, 1e-300)), -100)
+                + (1 - y) * np.maximum(np.log(np.where(1 - p > 0, 1 - p, 1e-300)), -100))
+    out = F.binary_cross_entropy(t64(p), t64(y), weight=t64(w), reduction=reduction)
+    np.testing.assert_allclose(npy(out), _np_reduce(ref, reduction), rtol=1e-10)
+    np.testing.assert_allclose(npy(nn.BCELoss(weight=t64(w), reduction=reduction)(t64(p), t64(y))),
+                               _np_reduce(ref, reduction), rtol=1e-10)
+    # gradients stay finite at the clamped ends
+    pt = t64(p, requires_grad=True)
+    F.binary_cross_entropy(pt, t64(y)).backward()
+    assert np.all(np.isfinite(npy(pt.grad)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_vs_numpy(reduction):
+    x = RNG.standard_normal((6, 4)) * 5
+    x[0, :2] = [80.0, -80.0]  # far in the tails: must stay finite and exact
+    y = RNG.uniform(size=(6, 4))
+    pw = RNG.uniform(0.5, 3.0, size=(4,))
+    w = RNG.uniform(0.5, 2.0, size=(6, 1))
+    log_sig = -np.logaddexp(0, -x)
+    log_one_minus = -np.logaddexp(0, x)
+    ref = -w * (pw * y * log_sig + (1 - y) * log_one_minus)
+    out = F.binary_cross_entropy_with_logits(t64(x), t64(y), weight=t64(w), pos_weight=t64(pw), reduction=reduction)
+    np.testing.assert_allclose(npy(out), _np_reduce(ref, reduction), rtol=1e-10)
+    ref0 = -(y * log_sig + (1 - y) * log_one_minus)
+    out0 = nn.BCEWithLogitsLoss(reduction=reduction)(t64(x), t64(y))
+    np.testing.assert_allclose(npy(out0), _np_reduce(ref0, reduction), rtol=1e-10)
+
+
+def test_regression_losses_vs_numpy():
+    x, y = RNG.standard_normal((4, 5)) * 2, RNG.standard_normal((4, 5))
+    d = x - y
+    ad = np.abs(d)
+    for reduction in ("mean", "sum", "none"):
+        np.testing.assert_allclose(npy(F.mse_loss(t64(x), t64(y), reduction=reduction)), _np_reduce(d**2, reduction))
+        np.testing.assert_allclose(npy(nn.L1Loss(reduction=reduction)(t64(x), t64(y))), _np_reduce(ad, reduction))
+        sl1 = np.where(ad < 0.7, 0.5 * d**2 / 0.7, ad - 0.35)
+        np.testing.assert_allclose(npy(F.smooth_l1_loss(t64(x), t64(y), reduction=reduction, beta=0.7)),
+                                   _np_reduce(sl1, reduction))
+        hub = np.where(ad < 1.5, 0.5 * d**2, 1.5 * (ad - 0.75))
+        np.testing.assert_allclose(npy(nn.HuberLoss(reduction=reduction, delta=1.5)(t64(x), t64(y))),
+                                   _np_reduce(hub, reduction))
+    np.testing.assert_allclose(npy(nn.MSELoss()(t64(x), t64(y))), (d**2).mean())
+    # KL divergence with log-probability input
+    logq = np_log_softmax(x, 1)
+    p = np.exp(np_log_softmax(y, 1))
+    p[0, 0] = 0.0
+    kl = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1)) - logq), 0)
+    np.testing.assert_allclose(npy(F.kl_div(t64(logq), t64(p), reduction="batchmean")), kl.sum() / 4)
+    lp = np_log_softmax(y, 1)
+    np.testing.assert_allclose(npy(nn.KLDivLoss(reduction="sum", log_target=True)(t64(logq), t64(lp))),
+                               (np.exp(lp) * (lp - logq)).sum())
+
+
+def test_loss_gradchecks():
+    x = t64(RNG.standard_normal((3, 4)), requires_grad=True)
+    y = t64(RNG.uniform(size=(3, 4)), requires_grad=True)
+    pw = t64(RNG.uniform(0.5, 2, size=(4,)))
+    gradcheck(lambda x, y: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw), (x, y))
+    p = t64(RNG.uniform(0.1, 0.9, size=(3, 4)), requires_grad=True)
+    gradcheck(lambda p, y: F.binary_cross_entropy(p, y), (p, y))
+    gradcheck(lambda x, y: F.mse_loss(x, y, reduction="sum"), (x, y))
+    gradcheck(lambda x, y: F.smooth_l1_loss(x, y, beta=0.5), (x, y))
+    gradcheck(lambda x, y: F.l1_loss(x, y), (x, y))
+    logp = t64(np_log_softmax(RNG.standard_normal((3, 4)), 1), requires_grad=True)
+    gradcheck(lambda a: F.nll_loss(a, fg.tensor([0, 3, 1])), (logp,))
+
+
+def test_elementwise_loss_bad_input():
+    with pytest.raises(ValueError, match=r"mse_loss: target shape \(3,\) must match input shape \(2, 3\)"):
+        F.mse_loss(fg.randn(2, 3), fg.randn(3))
+    with pytest.raises(TypeError, match="l1_loss: target must have a floating point dtype"):
+        F.l1_loss(fg.randn(3), fg.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        F.binary_cross_entropy(fg.tensor([0.5, 1.5]), fg.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="binary_cross_entropy_with_logits: target shape"):
+        F.binary_cross_entropy_with_logits(fg.randn(4), fg.rand(4, 1))
+
+
+def test_one_hot():
+    t = np.array([[0, 3], [2, 1]])
+    for dt in (fg.int64, fg.int32):
+        out = F.one_hot(fg.tensor(t, dtype=dt), 5)
+        assert out.dtype == fg.int64
+        np.testing.assert_array_equal(npy(out), np.eye(5)[t])
+    np.testing.assert_array_equal(npy(F.one_hot(fg.tensor(t))), np.eye(4)[t])
+    with pytest.raises(IndexError, match="class value 3 is out of range for num_classes=3"):
+        F.one_hot(fg.tensor(t), 3)
+    with pytest.raises(TypeError, match="integer"):
+        F.one_hot(fg.tensor([1.0]))
+
+
+# ---------------------------------------------------------------------------
+# Normalisation, embedding, dropout
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls,shape", [(nn.BatchNorm2d, (4, 3, 5, 6)), (nn.BatchNorm1d, (8, 3)), (nn.BatchNorm1d, (4, 3, 7))])
+def test_batchnorm_train_eval_vs_numpy(cls, shape):
+    fg.manual_seed(7)
+    bn = cls(3, momentum=0.2, eps=1e-3).double()
+    with fg.no_grad():
+        bn.weight.copy_(t64([0.5, 1.0, 2.0]))
+        bn.bias.copy_(t64([0.1, -0.2, 0.3]))
+    axes = (0,) + tuple(range(2, len(shape)))
+    bshape = [1] * len(shape)
+    bshape[1] = 3
+    w, b = np.array([0.5, 1.0, 2.0]).reshape(bshape), np.array([0.1, -0.2, 0.3]).reshape(bshape)
+    rm, rv = np.zeros(3), np.ones(3)
+    n = np.prod(shape) // 3
+    for step in range(3):
+        x = RNG.standard_normal(shape) * (step + 1) + step
+        out = npy(bn(t64(x)))
+        mean, var = x.mean(axis=axes), x.var(axis=axes)
+        ref = (x - mean.reshape(bshape)) / np.sqrt(var.reshape(bshape) + 1e-3) * w + b
+        np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
+        rm = 0.8 * rm + 0.2 * mean
+        rv = 0.8 * rv + 0.2 * var * n / (n - 1)
+        np.testing.assert_allclose(npy(bn.running_mean), rm, rtol=1e-12)
+        np.testing.assert_allclose(npy(bn.running_var), rv, rtol=1e-12)
+    assert int(bn.num_batches_tracked) == 3
+    bn.eval()
+    x = RNG.standard_normal(shape)
+    ref = (x - rm.reshape(bshape)) / np.sqrt(rv.reshape(bshape) + 1e-3) * w + b
+    np.testing.assert_allclose(npy(bn(t64(x))), ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(npy(bn.running_mean), rm)  # eval does not update
+    assert int(bn.num_batches_tracked) == 3
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+
+
+def test_batchnorm_options():
+    x = RNG.standard_normal((6, 2, 3))
+    # cumulative average with momentum=None
+    bn = nn.BatchNorm1d(2, momentum=None).double()
+    xs = [RNG.standard_normal((6, 2)) + i for i in range(3)]
+    for xi in xs:
+        bn(t64(xi))
+    np.testing.assert_allclose(npy(bn.running_mean), np.mean([xi.mean(0) for xi in xs], axis=0), rtol=1e-12)
+    # no running stats: batch statistics in eval too; no affine parameters
+    bn2 = nn.BatchNorm1d(2, affine=False, track_running_stats=False).double().eval()
+    assert list(bn2.parameters()) == [] and list(bn2.buffers()) == []
+    ref = (x - x.mean((0, 2), keepdims=True)) / np.sqrt(x.var((0, 2), keepdims=True) + 1e-5)
+    np.testing.assert_allclose(npy(bn2(t64(x))), ref, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="expected 4D input"):
+        nn.BatchNorm2d(2)(fg.randn(2, 2, 3))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(2)(fg.randn(1, 2))
+    # gradient through the batch statistics
+    bn3 = nn.BatchNorm2d(2).double()
+    xin = t64(RNG.standard_normal((3, 2, 2, 2)), requires_grad=True)
+    gradcheck(lambda a, w, b: F.batch_norm(a, None, None, w, b, training=True), (xin, bn3.weight, bn3.bias))
+
+
+def test_layernorm_rmsnorm_vs_numpy():
+    x = RNG.standard_normal((3, 4, 5))
+    ln = nn.LayerNorm((4, 5), eps=1e-4).double()
+    with fg.no_grad():
+        ln.weight.copy_(t64(RNG.standard_normal((4, 5))))
+        ln.bias.copy_(t64(RNG.standard_normal((4, 5))))
+    m, v = x.mean((1, 2), keepdims=True), x.var((1, 2), keepdims=True)
+    ref = (x - m) / np.sqrt(v + 1e-4) * npy(ln.weight) + npy(ln.bias)
+    np.testing.assert_allclose(npy(ln(t64(x))), ref, rtol=1e-10, atol=1e-10)
+    rms = nn.RMSNorm(5, eps=1e-6).double()
+    with fg.no_grad():
+        rms.weight.copy_(t64(RNG.standard_normal(5)))
+    ref = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * npy(rms.weight)
+    np.testing.assert_allclose(npy(rms(t64(x))), ref, rtol=1e-10, atol=1e-10)
+    assert nn.LayerNorm(5, elementwise_affine=False).weight is None
+    assert [n for n, _ in nn.LayerNorm(5, bias=False).named_parameters()] == ["weight"]
+    xg = t64(RNG.standard_normal((2, 5)), requires_grad=True)
+    gradcheck(lambda a, w: F.layer_norm(a, (5,), w, None), (xg, t64(RNG.standard_normal(5), requires_grad=True)))
+
+
+def test_embedding():
+    fg.manual_seed(8)
+    emb = nn.Embedding(1000, 8, padding_idx=2)
+    w = npy(emb.weight)
+    assert np.all(w[2] == 0)
+    assert abs(w.mean()) < 0.05 and abs(w.std() - 1) < 0.05  # N(0, 1)
+    idx = np.array([[1, 2, 999], [2, 0, 1]])
+    for dt in (fg.int64, fg.int32):
+        out = emb(fg.tensor(idx, dtype=dt))
+        np.testing.assert_array_equal(npy(out), w[idx])
+    out.sum().backward()
+    grad = npy(emb.weight.grad)
+    np.testing.assert_array_equal(grad[1], np.full(8, 2.0))
+    np.testing.assert_array_equal(grad[999], np.ones(8))
+    np.testing.assert_array_equal(grad[2], np.zeros(8))  # padding row gets no gradient
+    assert np.all(grad[3:999] == 0)
+    with pytest.raises(IndexError, match=r"embedding: index 1000 is out of range for 1000 embeddings"):
+        emb(fg.tensor([1000]))
+    with pytest.raises(TypeError, match="integer"):
+        emb(fg.tensor([1.0]))
+    pre = nn.Embedding.from_pretrained(fg.ones(3, 2))
+    assert not pre.weight.requires_grad and tuple(pre(fg.tensor([0, 2])).shape) == (2, 2)
+
+
+def test_dropout_module():
+    fg.manual_seed(9)
+    d = nn.Dropout(0.3)
+    x = fg.ones(20000)
+    y = npy(d(x))
+    kept = y != 0
+    assert abs(kept.mean() - 0.7) < 0.02
+    np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-6)
+    d.eval()
+    assert d(x) is x
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.Dropout(1.5)
+
+
+# ---------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------
+
+
+def np_softmax(x, axis=-1):
+    return np.exp(np_log_softmax(x, axis))
+
+
+def np_sdpa(q, k, v, add_mask=None, scale=None):
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if add_mask is not None:
+        s = s + add_mask
+    a = np_softmax(s)
+    return a @ v, a
+
+
+def test_sdpa_vs_numpy():
+    q, k, v = RNG.standard_normal((2, 3, 4, 5)), RNG.standard_normal((2, 3, 6, 5)), RNG.standard_normal((2, 3, 6, 7))
+    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v))
+    np.testing.assert_allclose(npy(out), np_sdpa(q, k, v)[0], rtol=1e-10)
+    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), scale=0.3)
+    np.testing.assert_allclose(npy(out), np_sdpa(q, k, v, scale=0.3)[0], rtol=1e-10)
+    # causal: top-left aligned lower triangle of (L, S)
+    causal = np.where(np.tril(np.ones((4, 6), bool)), 0.0, -np.inf)
+    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), is_causal=True)
+    np.testing.assert_allclose(npy(out), np_sdpa(q, k, v, causal)[0], rtol=1e-10)
+    # bool mask: True takes part; float mask is added
+    bmask = RNG.uniform(size=(4, 6)) < 0.7
+    bmask[:, 0] = True
+    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), attn_mask=fg.tensor(bmask))
+    np.testing.assert_allclose(npy(out), np_sdpa(q, k, v, np.where(bmask, 0, -np.inf))[0], rtol=1e-10)
+    fmask = RNG.standard_normal((3, 1, 6))
+    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), attn_mask=t64(fmask))
+    np.testing.assert_allclose(npy(out), np_sdpa(q, k, v, fmask)[0], rtol=1e-10)
+    qg, kg, vg = (t64(RNG.standard_normal((2, 3, 4)), requires_grad=True) for _ in range(3))
+    gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), (qg, kg, vg))
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: query and key.*\(2, 4\).*\(2, 3\)"):
+        F.scaled_dot_product_attention(fg.randn(2, 4), fg.randn(2, 3), fg.randn(2, 3))
+    # dropout on the weights: p=1 drops everything
+    assert np.all(npy(F.scaled_dot_product_attention(t64(q), t64(k), t64(v), dropout_p=1.0)) == 0)
+
+
+def np_mha(mha, q, k, v, add_mask=None):
+    """Batch-first NumPy reference of MultiheadAttention with the module's weights."""
+    e, h = mha.embed_dim, mha.num_heads
+    hd = e // h
+    win, bin_ = npy(mha.in_proj_weight), npy(mha.in_proj_bias)
+    wo, bo = npy(mha.out_proj.weight), npy(mha.out_proj.bias)
+
+    def proj(x, i):
+        y = x @ win[i * e:(i + 1) * e].T + bin_[i * e:(i + 1) * e]
+        return y.reshape(x.shape[0], x.shape[1], h, hd).transpose(0, 2, 1, 3)
+
+    o, a = np_sdpa(proj(q, 0), proj(k, 1), proj(v, 2), add_mask)
+    o = o.transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], e) @ wo.T + bo
+    return o, a
+
+
+def test_multihead_attention_vs_numpy():
+    fg.manual_seed(10)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).double()
+    with fg.no_grad():  # non-zero biases so that they are checked
+        mha.in_proj_bias.copy_(t64(RNG.standard_normal(24)))
+        mha.out_proj.bias.copy_(t64(RNG.standard_normal(8)))
+    q, kv = RNG.standard_normal((3, 4, 8)), RNG.standard_normal((3, 5, 8))
+    out, w = mha(t64(q), t64(kv), t64(kv))
+    ref_o, ref_a = np_mha(mha, q, kv, kv)
+    np.testing.assert_allclose(npy(out), ref_o, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(npy(w), ref_a.mean(1), rtol=1e-10)
+    _, w_all = mha(t64(q), t64(kv), t64(kv), average_attn_weights=False)
+    np.testing.assert_allclose(npy(w_all), ref_a, rtol=1e-10)
+    # masks: bool True = may NOT attend; key_padding_mask per batch element
+    am = np.zeros((4, 5), bool)
+    am[:, 3] = True
+    kpm = np.zeros((3, 5), bool)
+    kpm[1, 0] = True
+    add = np.where(am, -np.inf, 0)[None, None] + np.where(kpm, -np.inf, 0)[:, None, None, :]
+    out, w = mha(t64(q), t64(kv), t64(kv), attn_mask=fg.tensor(am), key_padding_mask=fg.tensor(kpm))
+    ref_o, ref_a = np_mha(mha, q, kv, kv, add)
+    np.testing.assert_allclose(npy(out), ref_o, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(npy(w), ref_a.mean(1), rtol=1e-10)
+    # causal self-attention; need_weights=False
+    out, w = mha(t64(q), t64(q), t64(q), is_causal=True, need_weights=False)
+    causal = np.where(np.tril(np.ones((4, 4), bool)), 0.0, -np.inf)
+    np.testing.assert_allclose(npy(out), np_mha(mha, q, q, q, causal)[0], rtol=1e-10, atol=1e-12)
+    assert w is None
+    # sequence-first layout gives the same numbers; unbatched input too
+    mha_sf = nn.MultiheadAttention(8, 2).double()
+    mha_sf.load_state_dict(mha.state_dict())
+    out_sf, _ = mha_sf(t64(q.transpose(1, 0, 2)), t64(kv.transpose(1, 0, 2)), t64(kv.transpose(1, 0, 2)))
+    np.testing.assert_allclose(npy(out_sf).transpose(1, 0, 2), np_mha(mha, q, kv, kv)[0], rtol=1e-10, atol=1e-12)
+    out_u, w_u = mha(t64(q[0]), t64(kv[0]), t64(kv[0]))
+    np.testing.assert_allclose(npy(out_u), np_mha(mha, q, kv, kv)[0][0], rtol=1e-10, atol=1e-12)
+    assert tuple(w_u.shape) == (4, 5)
+    assert [n for n, _ in mha.named_parameters()] == ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+
+
+def test_multihead_attention_grad_and_init():
+    fg.manual_seed(11)
+    mha = nn.MultiheadAttention(4, 2, batch_first=True)
+    assert np.all(npy(mha.in_proj_bias) == 0) and np.all(npy(mha.out_proj.bias) == 0)
+    bound = math.sqrt(6 / (4 + 12))  # xavier_uniform_ on the (12, 4) in_proj_weight
+    assert np.abs(npy(mha.in_proj_weight)).max() <= bound
+    mha.double()
+    x = t64(RNG.standard_normal((2, 3, 4)), requires_grad=True)
+    gradcheck(call_with(mha, "in_proj_weight", lambda a: mha(a, a, a)[0]), (x, mha.in_proj_weight))
+    gradcheck(call_with(mha, "out_proj.bias", lambda a: mha(a, a, a)[0]), (x, mha.out_proj.bias))
+    with pytest.raises(ValueError, match="divisible by num_heads"):
+        nn.MultiheadAttention(6, 4)
+    kd = nn.MultiheadAttention(4, 2, kdim=3, vdim=5, batch_first=True)
+    out, _ = kd(fg.randn(2, 3, 4), fg.randn(2, 6, 3), fg.randn(2, 6, 5))
+    assert tuple(out.shape) == (2, 3, 4) and kd.in_proj_weight is None
+
+
+# ---------------------------------------------------------------------------
+# Recurrent layers
+# ---------------------------------------------------------------------------
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def np_cell(mode, x, h, c, wih, whh, bih, bhh):
+    gi, gh = x @ wih.T + bih, h @ whh.T + bhh
+    if mode == "rnn":
+        return np.tanh(gi + gh), None
+    if mode == "lstm":
+        i, f, g, o = np.split(gi + gh, 4, -1)
+        c2 = _sig(f) * c + _sig(i) * np.tanh(g)
+        return _sig(o) * np.tanh(c2), c2
+    xr, xz, xn = np.split(gi, 3, -1)
+    hr, hz, hn = np.split(gh, 3, -1)
+    r, z = _sig(xr + hr), _sig(xz + hz)
+    n = np.tanh(xn + r * hn)
+    return (1 - z) * n + z * h, None
+
+
+def np_rnn(mode, module, x, h0=None, c0=None):
+    """Reference of a (stacked, maybe bidirectional) recurrent layer over (L, N, I) input."""
+    dirs = 2 if module.bidirectional else 1
+    seq, n, _ = x.shape
+    hid = module.hidden_size
+    h0 = np.zeros((module.num_layers * dirs, n, hid)) if h0 is None else h0
+    c0 = np.zeros_like(h0) if c0 is None else c0
+    inp, hn, cn = x, [], []
+    for layer in range(module.num_layers):
+        outs = []
+        for d in range(dirs):
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            p = {k: npy(getattr(module, k + sfx)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+            h, c = h0[layer * dirs + d], c0[layer * dirs + d]
+            ys = [None] * seq
+            for t in (range(seq - 1, -1, -1) if d else range(seq)):
+                h, c = np_cell(mode, inp[t], h, c, p["weight_ih"], p["weight_hh"], p["bias_ih"], p["bias_hh"])
+                ys[t] = h
+            outs.append(np.stack(ys))
+            hn.append(h)
+            cn.append(c)
+        inp = np.concatenate(outs, -1)
+    return inp, np.stack(hn), (np.stack(cn) if mode == "lstm" else None)
+
+
+@pytest.mark.parametrize("mode", ["rnn", "lstm", "gru"])
+def test_cells_vs_numpy(mode):
+    fg.manual_seed(12)
+    cell = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}[mode](3, 4).double()
+    stdv = 1 / math.sqrt(4)
+    assert all(np.abs(npy(p)).max() <= stdv for p in cell.parameters())
+    x, h, c = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 4)), RNG.standard_normal((2, 4))
+    ps = [npy(p) for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)]
+    ref_h, ref_c = np_cell(mode, x, h, c, *ps)
+    if mode == "lstm":
+        out_h, out_c = cell(t64(x), (t64(h), t64(c)))
+        np.testing.assert_allclose(npy(out_c), ref_c, rtol=1e-10)
+        zero_h, _ = cell(t64(x))
+        np.testing.assert_allclose(npy(zero_h), np_cell(mode, x, 0 * h, 0 * c, *ps)[0], rtol=1e-10)
+    else:
+        out_h = cell(t64(x), t64(h))
+        unb = cell(t64(x[0]), t64(h[0]))
+        np.testing.assert_allclose(npy(unb), ref_h[0], rtol=1e-10)
+    np.testing.assert_allclose(npy(out_h), ref_h, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["rnn", "lstm", "gru"])
+def test_recurrent_layers_vs_numpy(mode):
+    fg.manual_seed(13)
+    cls = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}[mode]
+    net = cls(3, 4, num_layers=2, bidirectional=True).double()
+    names = [n for n, _ in net.named_parameters()]
+    assert names[:5] == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse"]
+    assert tuple(net.weight_ih_l1.shape) == ({"rnn": 1, "lstm": 4, "gru": 3}[mode] * 4, 8)
+    for seq in (5, 2):  # any sequence length
+        x = RNG.standard_normal((seq, 2, 3))
+        h0 = RNG.standard_normal((4, 2, 4))
+        c0 = RNG.standard_normal((4, 2, 4))
+        ref_o, ref_h, ref_c = np_rnn(mode, net, x, h0, c0)
+        if mode == "lstm":
+            out, (hn, cn) = net(t64(x), (t64(h0), t64(c0)))
+            np.testing.assert_allclose(npy(cn), ref_c, rtol=1e-10, atol=1e-12)
+        else:
+            out, hn = net(t64(x), t64(h0))
+        np.testing.assert_allclose(npy(out), ref_o, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(npy(hn), ref_h, rtol=1e-10, atol=1e-12)
+    # batch_first and unbatched layouts
+    bf = cls(3, 4, num_layers=2, bidirectional=True, batch_first=True).double()
+    bf.load_state_dict(net.state_dict())
+    x = RNG.standard_normal((2, 6, 3))
+    out = bf(t64(x))[0]
+    np.testing.assert_allclose(npy(out), np_rnn(mode, net, x.transpose(1, 0, 2))[0].transpose(1, 0, 2),
+                               rtol=1e-10, atol=1e-12)
+    out_u = net(t64(x[0]))[0]
+    np.testing.assert_allclose(npy(out_u), np_rnn(mode, net, x[:1].transpose(1, 0, 2))[0][:, 0], rtol=1e-10, atol=1e-12)
+
+
+def test_lstm_gradcheck_and_errors():
+    fg.manual_seed(14)
+    lstm = nn.LSTM(2, 3, batch_first=True).double()
+    x = t64(RNG.standard_normal((2, 4, 2)), requires_grad=True)
+    gradcheck(call_with(lstm, "weight_hh_l0", lambda a: lstm(a)[0]), (x, lstm.weight_hh_l0))
+    gru = nn.GRU(2, 3).double()
+    gradcheck(call_with(gru, "bias_hh_l0", lambda a: gru(a)[1]), (x, gru.bias_hh_l0))
+    with pytest.raises(ValueError, match="input_size. Expected 2, got 5"):
+        lstm(fg.randn(2, 4, 5, dtype=fg.float64))
+    with pytest.raises(ValueError, match=r"h_0 of shape \(1, 2, 3\)"):
+        gru(fg.randn(4, 2, 2, dtype=fg.float64), fg.zeros(2, 2, 3, dtype=fg.float64))
+
+
+def test_sequence_model_trains():
+    """A GRU learns to output the sign of the running sum of its input."""
+    fg.manual_seed(15)
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((64, 6, 1))
+    y = (x.sum(axis=(1, 2)) > 0).astype(np.int64)
+    xt, yt = fg.tensor(x, dtype=fg.float32), fg.tensor(y)
+    gru, head = nn.GRU(1, 8, batch_first=True), nn.Linear(8, 2)
+    params = list(gru.parameters()) + list(head.parameters())
+    opt = fg.optim.Adam(params, lr=0.05)
+    for _ in range(60):
+        opt.zero_grad()
+        loss = F.cross_entropy(head(gru(xt)[1][0]), yt)
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 5.0)
+        opt.step()
+    with fg.no_grad():
+        acc = float((head(gru(xt)[1][0]).argmax(1) == yt).float().mean())
+    assert acc >= 0.9

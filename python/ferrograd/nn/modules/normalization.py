@@ -1,0 +1,208 @@
+"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``RMSNorm``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ... import _core
+from ..._grad_mode import no_grad
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+Tensor = _core.Tensor
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm"]
+
+
+class _BatchNorm(Module):
+    """Batch normalisation with running statistics, as ``torch.nn.BatchNorm*d``.
+
+    In training mode (or when ``track_running_stats=False``) the batch
+    statistics normalise and, when tracked, update ``running_mean`` and
+    ``running_var`` (``momentum=None`` uses a cumulative average over
+    ``num_batches_tracked`` batches); in eval mode the running statistics
+    normalise.
+    """
+
+    _expected_dims: tuple[int, ...]
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        dtype = dtype or _core.float32
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(_core.empty((num_features,), dtype=dtype))
+            self.bias = Parameter(_core.empty((num_features,), dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _core.zeros((num_features,), dtype=dtype))
+            self.register_buffer("running_var", _core.ones((num_features,), dtype=dtype))
+            self.register_buffer("num_batches_tracked", _core.zeros((), dtype=_core.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1, no batches tracked."""
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """Reset the running statistics; weight 1, bias 0."""
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() not in self._expected_dims:
+            want = " or ".join(f"{d}D" for d in self._expected_dims)
+            raise ValueError(f"{type(self).__name__}: expected {want} input (got {input.dim()}D input)")
+        if input.shape[1] != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__}: expected {self.num_features} channels on dim 1, "
+                f"got input of shape {tuple(input.shape)}"
+            )
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise ``input`` (``(N, C, ...)``) per channel."""
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / int(self.num_batches_tracked)
+        use_batch = self.training or self.running_mean is None
+        return F.batch_norm(
+            input,
+            self.running_mean if not self.training or self.track_running_stats else None,
+            self.running_var if not self.training or self.track_running_stats else None,
+            self.weight, self.bias, use_batch, factor, self.eps,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation over ``(N, C)`` or ``(N, C, L)`` input (statistics per channel ``C``)."""
+
+    _expected_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation over ``(N, C, H, W)`` input (statistics per channel ``C``)."""
+
+    _expected_dims = (4,)
+
+
+def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the trailing ``normalized_shape`` dims (fused ``F.layer_norm``).
+
+    ``(x - mean) / sqrt(var + eps) * weight + bias`` with the biased
+    variance; ``weight`` starts at 1 and ``bias`` at 0.
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        dtype = dtype or _core.float32
+        self.normalized_shape = _shape(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_core.ones(self.normalized_shape, dtype=dtype))
+            if bias:
+                self.bias = Parameter(_core.zeros(self.normalized_shape, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        """Weight 1, bias 0."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise the trailing dims of ``input``."""
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class RMSNorm(Module):
+    """RMS normalisation over the trailing ``normalized_shape`` dims (fused ``F.rms_norm``).
+
+    ``x / sqrt(mean(x²) + eps) * weight``; ``eps=None`` uses the dtype's
+    machine epsilon.
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        dtype = dtype or _core.float32
+        self.normalized_shape = _shape(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_core.ones(self.normalized_shape, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self) -> None:
+        """Weight 1."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise the trailing dims of ``input``."""
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

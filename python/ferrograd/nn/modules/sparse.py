@@ -1,0 +1,89 @@
+"""``Embedding``: a lookup table of learnable vectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import _core
+from ..._grad_mode import no_grad
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+Tensor = _core.Tensor
+
+__all__ = ["Embedding"]
+
+
+class Embedding(Module):
+    """``weight[input]``: rows of a ``(num_embeddings, embedding_dim)`` table, initialised N(0, 1).
+
+    The row at ``padding_idx`` starts at zero and receives no gradient.
+    ``_weight`` supplies the table directly; ``from_pretrained`` builds a
+    (by default frozen) embedding from a tensor.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} must be within num_embeddings ({num_embeddings})"
+                )
+            padding_idx %= num_embeddings
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(
+                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.float32), requires_grad=not _freeze
+            )
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(
+                    f"Embedding: _weight must have shape {(num_embeddings, embedding_dim)}, got {tuple(_weight.shape)}"
+                )
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self) -> None:
+        """Draw the table from N(0, 1) and zero the padding row."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Look up the rows at the integer indices ``input``: shape ``input.shape + (embedding_dim,)``."""
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    @classmethod
+    def from_pretrained(
+        cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None, **kwargs: Any
+    ) -> Embedding:
+        """An embedding whose table is (a fresh leaf aliasing) ``embeddings``; frozen unless ``freeze=False``."""
+        if embeddings.dim() != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got {tuple(embeddings.shape)}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings.detach(), _freeze=freeze, **kwargs)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
