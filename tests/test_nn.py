@@ -989,3 +989,238 @@ def test_sequence_model_trains():
     with fg.no_grad():
         acc = float((head(gru(xt)[1][0]).argmax(1) == yt).float().mean())
     assert acc >= 0.9
+
+
+# ---------------------------------------------------------------------------
+# Layer gradients (float64 gradcheck)
+# ---------------------------------------------------------------------------
+
+
+def test_layer_gradchecks():
+    fg.manual_seed(16)
+    conv = nn.Conv2d(4, 2, 3, stride=2, padding=1, groups=2).to(fg.float64)
+    x = t64(RNG.standard_normal((1, 4, 5, 5)), requires_grad=True)
+    gradcheck(call_with(conv, "weight", conv), (x, conv.weight))
+    gradcheck(call_with(conv, "bias", conv), (x, conv.bias))
+    lin = nn.Linear(3, 2).to(fg.float64)
+    gradcheck(call_with(lin, "weight", lin), (t64(RNG.standard_normal((4, 3)), requires_grad=True), lin.weight))
+    bn = nn.BatchNorm2d(2).to(fg.float64)
+    xb = t64(RNG.standard_normal((3, 2, 2, 2)), requires_grad=True)
+    gradcheck(call_with(bn, "weight", bn), (xb, bn.weight))
+    emb = nn.Embedding(5, 3).to(fg.float64)  # (padding_idx blocks that row's gradient on purpose)
+    idx = fg.tensor([[0, 1], [4, 0]])
+    gradcheck(call_with(emb, "weight", lambda _: emb(idx)), (fg.zeros(1, dtype=fg.float64), emb.weight))
+    cell = nn.LSTMCell(2, 3).double()
+    xc = t64(RNG.standard_normal((2, 2)), requires_grad=True)
+    gradcheck(call_with(cell, "weight_ih", lambda a: cell(a)[1]), (xc, cell.weight_ih))
+
+
+# ---------------------------------------------------------------------------
+# init
+# ---------------------------------------------------------------------------
+
+
+def test_calculate_gain():
+    init = nn.init
+    assert init.calculate_gain("linear") == 1 and init.calculate_gain("conv2d") == 1
+    assert init.calculate_gain("sigmoid") == 1
+    assert init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    assert init.calculate_gain("relu") == pytest.approx(math.sqrt(2))
+    assert init.calculate_gain("leaky_relu") == pytest.approx(math.sqrt(2 / (1 + 0.01**2)))
+    assert init.calculate_gain("leaky_relu", math.sqrt(5)) == pytest.approx(math.sqrt(1 / 3))
+    assert init.calculate_gain("selu") == 0.75
+    with pytest.raises(ValueError, match="unsupported nonlinearity"):
+        init.calculate_gain("swish")
+
+
+def test_init_distributions():
+    init = nn.init
+    fg.manual_seed(17)
+    w = nn.Parameter(fg.empty(400, 300))
+    # kaiming_uniform_: U(-b, b), b = gain * sqrt(3 / fan_in)
+    init.kaiming_uniform_(w, nonlinearity="relu")
+    b = math.sqrt(2) * math.sqrt(3 / 300)
+    a = npy(w)
+    assert np.abs(a).max() <= b and np.abs(a).max() > 0.99 * b
+    assert abs(a.std() - b / math.sqrt(3)) < 0.02 * b
+    assert w.is_leaf and w.grad_fn is None and w.requires_grad
+    # kaiming_normal_ with fan_out
+    init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
+    assert abs(npy(w).std() - math.sqrt(2 / 400)) < 0.02 * math.sqrt(2 / 400)
+    # xavier
+    init.xavier_uniform_(w, gain=2.0)
+    b = 2.0 * math.sqrt(6 / 700)
+    assert np.abs(npy(w)).max() <= b and np.abs(npy(w)).max() > 0.99 * b
+    init.xavier_normal_(w)
+    assert abs(npy(w).std() - math.sqrt(2 / 700)) < 0.02 * math.sqrt(2 / 700)
+    # conv weights: fan_in includes the receptive field
+    cw = fg.empty(8, 4, 3, 3)
+    init.kaiming_uniform_(cw, a=math.sqrt(5))
+    assert np.abs(npy(cw)).max() <= 1 / math.sqrt(36)
+    # normal_, uniform_, trunc_normal_
+    init.normal_(w, 2.0, 0.5)
+    assert abs(npy(w).mean() - 2) < 0.01 and abs(npy(w).std() - 0.5) < 0.01
+    init.uniform_(w, -3, -1)
+    assert npy(w).min() >= -3 and npy(w).max() < -1
+    init.trunc_normal_(w, mean=0.5, std=1.0, a=0.0, b=1.0)
+    a = npy(w)
+    assert a.min() >= 0 and a.max() <= 1 and abs(a.mean() - 0.5) < 0.01 and a.std() > 0.25
+    # constants
+    np.testing.assert_array_equal(npy(init.constant_(fg.empty(2, 2), 0.25)), np.full((2, 2), 0.25))
+    np.testing.assert_array_equal(npy(init.ones_(fg.empty(3))), np.ones(3))
+    np.testing.assert_array_equal(npy(init.zeros_(fg.ones(3))), np.zeros(3))
+    np.testing.assert_array_equal(npy(init.eye_(fg.empty(2, 3))), np.eye(2, 3))
+    d = init.dirac_(fg.empty(2, 2, 3, 3))
+    x = RNG.standard_normal((1, 2, 5, 5))
+    np.testing.assert_allclose(npy(F.conv2d(fg.tensor(x, dtype=fg.float32), d, padding=1)), x, rtol=1e-6)
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        init.xavier_uniform_(fg.empty(3))
+
+
+def test_orthogonal_init():
+    for shape in ((6, 4), (3, 5), (4, 2, 3)):
+        w = nn.init.orthogonal_(fg.empty(*shape), gain=1.5)
+        m = npy(w).reshape(shape[0], -1)
+        gram = m.T @ m if m.shape[0] >= m.shape[1] else m @ m.T
+        np.testing.assert_allclose(gram, 2.25 * np.eye(min(m.shape)), atol=1e-5)
+
+
+def test_init_reproducible_with_manual_seed():
+    def build():
+        return nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 3),
+                             nn.Embedding(4, 2), nn.LSTM(2, 3), nn.MultiheadAttention(4, 2))
+
+    fg.manual_seed(42)
+    a = _snapshot(build())
+    fg.manual_seed(42)
+    b = _snapshot(build())
+    c = _snapshot(build())
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert any(not np.array_equal(a[k], c[k]) for k in a)
+    g1, g2 = fg.Generator(), fg.Generator()
+    g1.manual_seed(5)
+    g2.manual_seed(5)
+    np.testing.assert_array_equal(npy(nn.init.normal_(fg.empty(5), generator=g1)),
+                                  npy(nn.init.normal_(fg.empty(5), generator=g2)))
+
+
+# ---------------------------------------------------------------------------
+# utils
+# ---------------------------------------------------------------------------
+
+
+def _params_with_grads(grads):
+    ps = []
+    for g in grads:
+        p = nn.Parameter(fg.zeros(*g.shape, dtype=fg.float64))
+        p.grad = t64(g)
+        ps.append(p)
+    return ps
+
+
+def test_clip_grad_norm():
+    grads = [RNG.standard_normal((3, 4)), RNG.standard_normal(5)]
+    ps = _params_with_grads(grads)
+    total = math.sqrt(sum((g**2).sum() for g in grads))
+    out = nn.utils.clip_grad_norm_(ps, max_norm=1.0)
+    assert float(out) == pytest.approx(total, rel=1e-12)
+    coef = 1.0 / (total + 1e-6)
+    for p, g in zip(ps, grads, strict=True):
+        np.testing.assert_allclose(npy(p.grad), g * coef, rtol=1e-12)
+    # below the bound: unchanged
+    ps = _params_with_grads(grads)
+    nn.utils.clip_grad_norm_(ps, max_norm=100.0)
+    np.testing.assert_allclose(npy(ps[0].grad), grads[0], rtol=1e-12)
+    # inf- and 1-norms; parameters without gradient are skipped
+    ps = _params_with_grads(grads) + [nn.Parameter(fg.zeros(2))]
+    inf_norm = max(np.abs(g).max() for g in grads)
+    assert float(nn.utils.clip_grad_norm_(ps, 0.5, norm_type=math.inf)) == pytest.approx(inf_norm)
+    np.testing.assert_allclose(npy(ps[1].grad), grads[1] * 0.5 / (inf_norm + 1e-6), rtol=1e-12)
+    ps = _params_with_grads(grads)
+    l1 = sum(np.abs(g).sum() for g in grads)
+    assert float(nn.utils.clip_grad_norm_(ps, 1.0, norm_type=1)) == pytest.approx(l1)
+    # non-finite
+    ps = _params_with_grads([np.array([1.0, np.nan])])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_(ps, 1.0, error_if_nonfinite=True)
+    assert math.isnan(float(nn.utils.clip_grad_norm_(_params_with_grads([np.array([np.inf, 1.0])]), 1.0) * 0))
+
+
+def test_clip_grad_value_and_vectors():
+    grads = [RNG.standard_normal((3, 4)) * 3]
+    ps = _params_with_grads(grads)
+    nn.utils.clip_grad_value_(ps, 0.5)
+    np.testing.assert_array_equal(npy(ps[0].grad), np.clip(grads[0], -0.5, 0.5))
+    lin = nn.Linear(3, 2)
+    vec = nn.utils.parameters_to_vector(lin.parameters())
+    np.testing.assert_array_equal(npy(vec), np.concatenate([npy(lin.weight).ravel(), npy(lin.bias)]))
+    nn.utils.vector_to_parameters(fg.arange(8).float(), lin.parameters())
+    np.testing.assert_array_equal(npy(lin.bias), [6.0, 7.0])
+    with pytest.raises(ValueError, match="9 elements"):
+        nn.utils.vector_to_parameters(fg.zeros(9), lin.parameters())
+
+
+def test_deepcopy_module():
+    import copy
+
+    net = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    net(fg.randn(4, 2)).sum().backward()
+    dup = copy.deepcopy(net)
+    assert isinstance(dup[0].weight, nn.Parameter) and not dup[0].weight._shares_storage(net[0].weight)
+    np.testing.assert_array_equal(npy(dup[0].weight), npy(net[0].weight))
+    np.testing.assert_array_equal(npy(dup[0].weight.grad), npy(net[0].weight.grad))
+    with fg.no_grad():
+        dup[1].running_mean.fill_(5.0)
+    assert not np.any(npy(net[1].running_mean) == 5.0)
+
+
+# ---------------------------------------------------------------------------
+# PyTorch parity (only where torch is installed)
+# ---------------------------------------------------------------------------
+
+
+def test_parity_with_torch():
+    torch = pytest.importorskip("torch", reason="torch is not installed: parity tests skipped (NumPy references above run)")
+    tnn = torch.nn
+
+    def load(fg_mod, t_mod):
+        sd = {k: t64(v.detach().double().numpy()) for k, v in t_mod.state_dict().items()}
+        fg_mod.load_state_dict(sd)
+
+    torch.manual_seed(0)
+    x = RNG.standard_normal((2, 3, 6, 6))
+    pairs = [
+        (nn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1), tnn.Conv2d(3, 4, 3, stride=2, padding=1), x),
+        (nn.BatchNorm2d(3), tnn.BatchNorm2d(3), x),
+        (nn.Linear(6, 5), tnn.Linear(6, 5), x),
+        (nn.LayerNorm(6), tnn.LayerNorm(6), x),
+    ]
+    for fm, tm, inp in pairs:
+        fm.double()
+        tm.double()
+        load(fm, tm)
+        np.testing.assert_allclose(npy(fm(t64(inp))), tm(torch.from_numpy(inp)).detach().numpy(), rtol=1e-9, atol=1e-9)
+    seq = RNG.standard_normal((5, 2, 3))
+    for fm, tm in ((nn.LSTM(3, 4, 2, bidirectional=True), tnn.LSTM(3, 4, 2, bidirectional=True)),
+                   (nn.GRU(3, 4), tnn.GRU(3, 4))):
+        fm.double()
+        tm.double()
+        load(fm, tm)
+        np.testing.assert_allclose(npy(fm(t64(seq))[0]), tm(torch.from_numpy(seq))[0].detach().numpy(),
+                                   rtol=1e-9, atol=1e-9)
+    mha_f, mha_t = nn.MultiheadAttention(8, 2, batch_first=True).double(), tnn.MultiheadAttention(8, 2, batch_first=True).double()
+    load(mha_f, mha_t)
+    q = RNG.standard_normal((2, 4, 8))
+    of, wf = mha_f(t64(q), t64(q), t64(q))
+    ot, wt = mha_t(*(torch.from_numpy(q),) * 3)
+    np.testing.assert_allclose(npy(of), ot.detach().numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(npy(wf), wt.detach().numpy(), rtol=1e-9, atol=1e-9)
+    logits = RNG.standard_normal((6, 5))
+    tgt = np.array([0, 4, 2, -100, 1, 1])
+    w = RNG.uniform(0.5, 2, 5)
+    ref = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(tgt),
+                                            weight=torch.from_numpy(w), label_smoothing=0.1)
+    out = F.cross_entropy(t64(logits), fg.tensor(tgt), weight=t64(w), label_smoothing=0.1)
+    assert float(out) == pytest.approx(float(ref), rel=1e-10)

@@ -40,6 +40,8 @@ class Parameter(Tensor):
         if id(self) in memo:
             return memo[id(self)]
         out = type(self)(self.detach().clone(), self.requires_grad)
+        if self.grad is not None:
+            out.grad = self.grad.detach().clone()
         memo[id(self)] = out
         return out
 

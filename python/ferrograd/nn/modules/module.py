@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, TypeVar
@@ -520,6 +521,22 @@ class Module:
                 if k in state_dict:
                     dst.copy_(state_dict[k])
         return _IncompatibleKeys(missing, unexpected)
+
+    # ---------------------------------------------------------------- copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Module:
+        """A deep copy with cloned parameters (with their gradients) and buffers."""
+        if id(self) in memo:
+            return memo[id(self)]
+        for m in self.modules():  # tensors that are not parameters are cloned here
+            for b in m._buffers.values():
+                if b is not None and id(b) not in memo:
+                    memo[id(b)] = b.detach().clone()
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            object.__setattr__(new, k, copy.deepcopy(v, memo))
+        return new
 
     # ---------------------------------------------------------------- repr
 
