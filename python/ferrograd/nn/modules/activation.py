@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ... import _core
 from .. import functional as F
 from .module import Module
 
 Tensor = _core.Tensor
+
+
+def _inplace(input: Tensor, fn: Callable[[Tensor], Tensor], native: str | None = None) -> Tensor:
+    """Write ``fn(input)`` into ``input`` and return it (the ``inplace=True`` path).
+
+    Without autograd recording, the core's native in-place op (``native``,
+    e.g. ``relu_``) is used when there is one. When the result will be
+    differentiated, ``fn`` runs on a clone and the result is copied back:
+    the core's unary in-place ops save their (overwritten) input for the
+    backward pass, so differentiating through ``relu_``/``silu_`` raises
+    (a core bug, see tests/test_nn.py::test_core_unary_inplace_backward),
+    and ``leaky_relu``/``elu`` have no in-place op.
+    """
+    if native is not None and not (input.requires_grad and _core.is_grad_enabled()):
+        return getattr(input, native)()
+    return input.copy_(fn(input.clone()))
 
 __all__ = [
     "ELU",
@@ -31,7 +49,7 @@ class ReLU(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         """Apply ReLU."""
-        return input.relu_() if self.inplace else input.relu()
+        return _inplace(input, F.relu, "relu_") if self.inplace else input.relu()
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -47,10 +65,9 @@ class LeakyReLU(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         """Apply leaky ReLU."""
-        out = F.leaky_relu(input, self.negative_slope)
         if self.inplace:
-            return input.copy_(out)
-        return out
+            return _inplace(input, lambda x: F.leaky_relu(x, self.negative_slope))
+        return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -66,10 +83,9 @@ class ELU(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         """Apply ELU."""
-        out = F.elu(input, self.alpha)
         if self.inplace:
-            return input.copy_(out)
-        return out
+            return _inplace(input, lambda x: F.elu(x, self.alpha))
+        return F.elu(input, self.alpha)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -117,7 +133,7 @@ class SiLU(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         """Apply SiLU."""
-        return input.silu_() if self.inplace else input.silu()
+        return _inplace(input, F.silu, "silu_") if self.inplace else input.silu()
 
 
 class Softplus(Module):

@@ -465,7 +465,7 @@ class Module:
         """
         if destination is None:
             destination = OrderedDict()
-        for name, mod in self.named_modules(prefix=prefix.rstrip(".")):
+        for name, mod in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
             pre = name + "." if name else ""
             for k, p in mod._parameters.items():
                 if p is not None:
