@@ -94,6 +94,9 @@ def test_registration_and_iteration():
     seq = nn.Sequential(net.fc1, net.fc1)
     assert len(list(seq.parameters())) == 2
     assert list(seq.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias"]  # as PyTorch
+    assert net.get_parameter("fc1.weight") is net.fc1.weight and net.get_submodule("fc2") is net.fc2
+    net.extra = nn.Buffer(fg.ones(3), persistent=False)
+    assert net.get_buffer("extra") is net._buffers["extra"] and "extra" not in net.state_dict()
     del net.scale
     assert "scale" not in dict(net.named_parameters())
     with pytest.raises(AttributeError):
@@ -781,6 +784,11 @@ def test_sdpa_vs_numpy():
     gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), (qg, kg, vg))
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention: query and key.*\(2, 4\).*\(2, 3\)"):
         F.scaled_dot_product_attention(fg.randn(2, 4), fg.randn(2, 3), fg.randn(2, 3))
+    # grouped-query attention: 4 query heads share 2 key/value heads
+    qh = RNG.standard_normal((2, 4, 3, 5))
+    out = F.scaled_dot_product_attention(t64(qh), t64(k[:, :2]), t64(v[:, :2]), enable_gqa=True)
+    ref = np_sdpa(qh, np.repeat(k[:, :2], 2, axis=1), np.repeat(v[:, :2], 2, axis=1))[0]
+    np.testing.assert_allclose(npy(out), ref, rtol=1e-10)
     # dropout on the weights: p=1 drops everything
     assert np.all(npy(F.scaled_dot_product_attention(t64(q), t64(k), t64(v), dropout_p=1.0)) == 0)
 

@@ -621,6 +621,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> Tensor:
     """``softmax(query @ key.T * scale + mask) @ value`` over ``(..., L, E)``/``(..., S, E)``/``(..., S, Ev)``.
 
@@ -629,7 +630,21 @@ def scaled_dot_product_attention(
     ``(..., L, S)``; ``is_causal`` masks future positions (top-left
     aligned lower triangle). ``dropout_p`` applies dropout to the weights.
     A fully masked row gives NaN, as PyTorch's reference implementation.
+    With ``enable_gqa``, key/value heads (dim -3) are shared by groups of
+    query heads (grouped-query attention).
     """
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hq % hk or value.shape[-3] != hk:
+            raise ValueError(
+                f"scaled_dot_product_attention: with enable_gqa the query heads ({hq}) must be a multiple "
+                f"of the key/value heads ({hk}, {value.shape[-3]})"
+            )
+        key, value = (
+            t.unsqueeze(-3).expand(*t.shape[:-2], hq // hk, *t.shape[-2:]).reshape(
+                tuple(t.shape[:-3]) + (hq,) + tuple(t.shape[-2:]))
+            for t in (key, value)
+        )
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
                       "scaled_dot_product_attention")[0]
 
