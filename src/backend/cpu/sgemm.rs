@@ -1,7 +1,8 @@
-//! A float32 GEMM for x86-64 with AVX2 and FMA, in the classic packed
-//! layout: `B` is packed into `KC × 16` column panels, `A` into `6 × KC` row
-//! panels, and a 6×16 register-blocked micro-kernel (12 accumulators)
-//! updates `C`. Several threads each take a slab of rows (or columns) of `C`
+//! A float32 GEMM for x86-64 in the classic packed layout: `B` is packed
+//! into `KC × NR` column panels, `A` into `MR × KC` row panels, and a
+//! register-blocked micro-kernel updates `C`. Two micro-kernels share the
+//! blocking code: 6×16 with AVX2+FMA (12 ymm accumulators) and 12×32 with
+//! AVX-512 (24 zmm accumulators), picked by the CPU level in use. Several threads each take a slab of rows (or columns) of `C`
 //! and run the whole blocked loop on it with their own packing buffers.
 //!
 //! Operands may have any strides (transposed views are packed directly);
@@ -14,11 +15,81 @@ use std::arch::x86_64::*;
 
 use rayon::prelude::*;
 
-const MR: usize = 6;
-const NR: usize = 16;
 const KC: usize = 256;
-const MC: usize = 144;
 const NC: usize = 3072;
+
+/// A register-blocked micro-kernel and the tile shape it computes.
+trait Micro {
+    /// Rows of C per tile (the A panel height).
+    const MR: usize;
+    /// Columns of C per tile (the B panel width; a multiple of 8).
+    const NR: usize;
+    /// Rows of A packed per block (a multiple of `MR`).
+    const MC: usize;
+    /// `C[0..mr, 0..nr] (+)= Ap · Bp` over `kc` steps.
+    ///
+    /// # Safety
+    /// The CPU has the kernel's features; packed panels hold `kc` steps;
+    /// C is valid for `mr × nr` elements at the given strides.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn kernel(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        rs: isize,
+        cs: isize,
+        add: bool,
+        mr: usize,
+        nr: usize,
+    );
+}
+
+/// The 6×16 AVX2+FMA kernel.
+struct Avx2;
+/// The 12×32 AVX-512 kernel.
+struct Avx512;
+
+impl Micro for Avx2 {
+    const MR: usize = 6;
+    const NR: usize = 16;
+    const MC: usize = 144;
+    unsafe fn kernel(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        rs: isize,
+        cs: isize,
+        add: bool,
+        mr: usize,
+        nr: usize,
+    ) {
+        kernel_6x16(kc, a, b, c, rs, cs, add, mr, nr)
+    }
+}
+
+impl Micro for Avx512 {
+    const MR: usize = 12;
+    const NR: usize = 32;
+    // A 432×256 block (432 KiB) sits well inside a 1–2 MiB L2 and re-reads
+    // each packed B panel from L1 over 36 tiles (measured: 144 rows left
+    // large squares ~20% slower).
+    const MC: usize = 432;
+    unsafe fn kernel(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        rs: isize,
+        cs: isize,
+        add: bool,
+        mr: usize,
+        nr: usize,
+    ) {
+        kernel_12x32(kc, a, b, c, rs, cs, add, mr, nr)
+    }
+}
 
 /// Below this many multiply-adds a product runs on one thread.
 const PAR_MIN: usize = 1 << 20;
@@ -97,6 +168,67 @@ pub unsafe fn sgemm(
     accumulate: bool,
     threads: usize,
 ) {
+    let args = (m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs);
+    if avx512() {
+        sgemm_k::<Avx512>(args, accumulate, threads)
+    } else {
+        sgemm_k::<Avx2>(args, accumulate, threads)
+    }
+}
+
+/// Whether the AVX-512 kernel is usable and allowed by the CPU level in use.
+fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::simd::level() >= super::simd::Level::Avx512 && is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Operands of one product: `(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs)`.
+type Args = (
+    usize,
+    usize,
+    usize,
+    *const f32,
+    isize,
+    isize,
+    *const f32,
+    isize,
+    isize,
+    *mut f32,
+    isize,
+    isize,
+);
+
+/// [`sgemm`] with a given micro-kernel.
+unsafe fn sgemm_k<K: Micro>(args: Args, accumulate: bool, threads: usize) {
+    let (m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs) = args;
+    sgemm_body::<K>(
+        m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, accumulate, threads,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm_body<K: Micro>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    a_rs: isize,
+    a_cs: isize,
+    b: *const f32,
+    b_rs: isize,
+    b_cs: isize,
+    c: *mut f32,
+    c_rs: isize,
+    c_cs: isize,
+    accumulate: bool,
+    threads: usize,
+) {
     let a = M {
         p: a as *mut f32,
         rs: a_rs,
@@ -118,13 +250,13 @@ pub unsafe fn sgemm(
     let work = m.saturating_mul(n).saturating_mul(k);
     let t = threads.max(1);
     if t == 1 || work < PAR_MIN {
-        return serial(m, n, k, a, b, c, accumulate);
+        return serial::<K>(m, n, k, a, b, c, accumulate);
     }
     // Split the longer side of C into one slab per thread (whole micro-tiles).
-    if m >= n || n < 2 * NR {
+    if m >= n || n < 2 * K::NR {
         if k == 0 || work < SHARED_MIN {
             // Small: independent slabs, one fork-join in all.
-            let per = m.div_ceil(t).div_ceil(MR) * MR;
+            let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
             (0..m.div_ceil(per)).into_par_iter().for_each(|i| {
                 // whole structs are captured (not their raw-pointer fields)
                 let (a, b, c) = (a, b, c);
@@ -137,7 +269,7 @@ pub unsafe fn sgemm(
                     p: c.p.wrapping_offset(r0 as isize * c.rs),
                     ..c
                 };
-                serial(per.min(m - r0), n, k, a2, b, c2, accumulate)
+                serial::<K>(per.min(m - r0), n, k, a2, b, c2, accumulate)
             });
             return;
         }
@@ -149,8 +281,8 @@ pub unsafe fn sgemm(
                 Ok(b) => b,
                 Err(_) => &mut own,
             };
-            let bp = buf.get(KC * NC.min(n.div_ceil(NR) * NR));
-            rows_shared_b(
+            let bp = buf.get(KC * NC.min(n.div_ceil(K::NR) * K::NR));
+            rows_shared_b::<K>(
                 m,
                 n,
                 k,
@@ -167,7 +299,7 @@ pub unsafe fn sgemm(
             );
         });
     } else {
-        let per = n.div_ceil(t).div_ceil(NR) * NR;
+        let per = n.div_ceil(t).div_ceil(K::NR) * K::NR;
         let slabs = n.div_ceil(per);
         (0..slabs).into_par_iter().for_each(|i| {
             let (a, b, c) = (a, b, c);
@@ -181,12 +313,12 @@ pub unsafe fn sgemm(
                 p: c.p.wrapping_offset(c0 as isize * c.cs),
                 ..c
             };
-            serial(m, cols, k, a, b2, c2, accumulate)
+            serial::<K>(m, cols, k, a, b2, c2, accumulate)
         });
     }
 }
 
-fn serial(m: usize, n: usize, k: usize, a: M, b: M, c: M, accumulate: bool) {
+fn serial<K: Micro>(m: usize, n: usize, k: usize, a: M, b: M, c: M, accumulate: bool) {
     if k == 0 {
         if !accumulate {
             for i in 0..m as isize {
@@ -205,17 +337,17 @@ fn serial(m: usize, n: usize, k: usize, a: M, b: M, c: M, accumulate: bool) {
             Ok(v) => v,
             Err(_) => &mut own,
         };
-        let ap = ab.get(MC * KC);
-        let bp = bb.get(KC * NC.min(n.div_ceil(NR) * NR));
+        let ap = ab.get(K::MC * KC);
+        let bp = bb.get(KC * NC.min(n.div_ceil(K::NR) * K::NR));
         // SAFETY: buffers sized for the blocks; operand ranges from the caller.
-        unsafe { blocked(m, n, k, a, b, c, accumulate, ap, bp) }
+        unsafe { blocked::<K>(m, n, k, a, b, c, accumulate, ap, bp) }
     })
 }
 
 /// Threads take slabs of rows; each `KC × NC` block of B is packed once,
 /// split over the threads, into the shared buffer `bp`.
 #[allow(clippy::too_many_arguments)]
-fn rows_shared_b(
+fn rows_shared_b<K: Micro>(
     m: usize,
     n: usize,
     k: usize,
@@ -227,23 +359,23 @@ fn rows_shared_b(
     bp: M,
 ) {
     let kcb = k.div_ceil(k.div_ceil(KC));
-    let per = m.div_ceil(t).div_ceil(MR) * MR;
+    let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
     let slabs = m.div_ceil(per);
     let mut jc = 0;
     while jc < n {
         let nc = NC.min(n - jc);
-        let panels = nc.div_ceil(NR);
+        let panels = nc.div_ceil(K::NR);
         let pp = panels.div_ceil(t);
         let mut pc = 0;
         while pc < k {
             let kc = kcb.min(k - pc);
             (0..panels.div_ceil(pp)).into_par_iter().for_each(|i| {
                 let (b, bp) = (b, bp);
-                let c0 = i * pp * NR;
-                let cols = (pp * NR).min(nc - c0);
+                let c0 = i * pp * K::NR;
+                let cols = (pp * K::NR).min(nc - c0);
                 // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
                 unsafe {
-                    pack_b(
+                    pack_b::<K>(
                         kc,
                         cols,
                         b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
@@ -258,7 +390,7 @@ fn rows_shared_b(
                 let (a, c, bp) = (a, c, bp);
                 let r0 = i * per;
                 let rows = per.min(m - r0);
-                let mcb = rows.div_ceil(rows.div_ceil(MC)).div_ceil(MR) * MR;
+                let mcb = rows.div_ceil(rows.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
                 PACK.with(|bufs| {
                     let mut own = Buf::new();
                     let mut guard = bufs.try_borrow_mut();
@@ -266,13 +398,13 @@ fn rows_shared_b(
                         Ok((ab, _)) => ab,
                         Err(_) => &mut own,
                     };
-                    let ap = ab.get(MC * KC);
+                    let ap = ab.get(K::MC * KC);
                     let mut ic = r0;
                     while ic < r0 + rows {
                         let mc = mcb.min(r0 + rows - ic);
                         // SAFETY: this slab's rows of A and C; packed B is complete.
                         unsafe {
-                            pack_a(
+                            pack_a::<K>(
                                 mc,
                                 kc,
                                 a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
@@ -280,7 +412,7 @@ fn rows_shared_b(
                                 a.cs,
                                 ap,
                             );
-                            macro_kernel(
+                            macro_kernel::<K>(
                                 mc,
                                 nc,
                                 kc,
@@ -305,7 +437,7 @@ fn rows_shared_b(
 /// All micro-tiles of one packed `mc × kc` A block against one packed `kc × nc` B block.
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn macro_kernel(
+unsafe fn macro_kernel<K: Micro>(
     mc: usize,
     nc: usize,
     kc: usize,
@@ -318,11 +450,11 @@ unsafe fn macro_kernel(
 ) {
     let mut jr = 0;
     while jr < nc {
-        let nr = NR.min(nc - jr);
+        let nr = K::NR.min(nc - jr);
         let mut ir = 0;
         while ir < mc {
-            let mr = MR.min(mc - ir);
-            kernel(
+            let mr = K::MR.min(mc - ir);
+            K::kernel(
                 kc,
                 ap.add(ir * kc),
                 bp.add(jr * kc),
@@ -333,15 +465,15 @@ unsafe fn macro_kernel(
                 mr,
                 nr,
             );
-            ir += MR;
+            ir += K::MR;
         }
-        jr += NR;
+        jr += K::NR;
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn blocked(
+unsafe fn blocked<K: Micro>(
     m: usize,
     n: usize,
     k: usize,
@@ -354,14 +486,14 @@ unsafe fn blocked(
 ) {
     // Even block sizes: no thin last block along k or m.
     let kcb = k.div_ceil(k.div_ceil(KC));
-    let mcb = m.div_ceil(m.div_ceil(MC)).div_ceil(MR) * MR;
+    let mcb = m.div_ceil(m.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
     let mut jc = 0;
     while jc < n {
         let nc = NC.min(n - jc);
         let mut pc = 0;
         while pc < k {
             let kc = kcb.min(k - pc);
-            pack_b(
+            pack_b::<K>(
                 kc,
                 nc,
                 b.p.offset(pc as isize * b.rs + jc as isize * b.cs),
@@ -373,7 +505,7 @@ unsafe fn blocked(
             let mut ic = 0;
             while ic < m {
                 let mc = mcb.min(m - ic);
-                pack_a(
+                pack_a::<K>(
                     mc,
                     kc,
                     a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
@@ -381,7 +513,7 @@ unsafe fn blocked(
                     a.cs,
                     ap,
                 );
-                macro_kernel(
+                macro_kernel::<K>(
                     mc,
                     nc,
                     kc,
@@ -402,30 +534,37 @@ unsafe fn blocked(
 
 /// Pack an `mc × kc` block of A into `MR`-row panels (`[kc][MR]` each), zero-padded.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn pack_a(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+unsafe fn pack_a<K: Micro>(
+    mc: usize,
+    kc: usize,
+    a: *const f32,
+    rs: isize,
+    cs: isize,
+    dst: *mut f32,
+) {
     let mut r0 = 0;
     while r0 < mc {
-        let rows = MR.min(mc - r0);
+        let rows = K::MR.min(mc - r0);
         let d = dst.add(r0 * kc);
         let src = a.offset(r0 as isize * rs);
-        if rows == MR && cs == 1 {
-            for r in 0..MR {
+        if rows == K::MR && cs == 1 {
+            for r in 0..K::MR {
                 let s = src.offset(r as isize * rs);
                 for kk in 0..kc {
-                    *d.add(kk * MR + r) = *s.add(kk);
+                    *d.add(kk * K::MR + r) = *s.add(kk);
                 }
             }
-        } else if rows == MR && rs == 1 {
+        } else if rows == K::MR && rs == 1 {
             for kk in 0..kc {
                 let s = src.offset(kk as isize * cs);
-                for r in 0..MR {
-                    *d.add(kk * MR + r) = *s.add(r);
+                for r in 0..K::MR {
+                    *d.add(kk * K::MR + r) = *s.add(r);
                 }
             }
         } else {
             for kk in 0..kc {
-                for r in 0..MR {
-                    *d.add(kk * MR + r) = if r < rows {
+                for r in 0..K::MR {
+                    *d.add(kk * K::MR + r) = if r < rows {
                         *src.offset(r as isize * rs + kk as isize * cs)
                     } else {
                         0.0
@@ -433,47 +572,58 @@ unsafe fn pack_a(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst:
                 }
             }
         }
-        r0 += MR;
+        r0 += K::MR;
     }
 }
 
 /// Pack a `kc × nc` block of B into `NR`-column panels (`[kc][NR]` each), zero-padded.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn pack_b(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+unsafe fn pack_b<K: Micro>(
+    kc: usize,
+    nc: usize,
+    b: *const f32,
+    rs: isize,
+    cs: isize,
+    dst: *mut f32,
+) {
     let mut c0 = 0;
     while c0 < nc {
-        let cols = NR.min(nc - c0);
+        let cols = K::NR.min(nc - c0);
         let d = dst.add(c0 * kc);
         let src = b.offset(c0 as isize * cs);
-        if cols == NR && cs == 1 {
+        if cols == K::NR && cs == 1 {
             for kk in 0..kc {
-                std::ptr::copy_nonoverlapping(src.offset(kk as isize * rs), d.add(kk * NR), NR);
+                std::ptr::copy_nonoverlapping(
+                    src.offset(kk as isize * rs),
+                    d.add(kk * K::NR),
+                    K::NR,
+                );
             }
-        } else if cols == NR && rs == 1 {
+        } else if cols == K::NR && rs == 1 {
             // Columns are contiguous along k: transpose 8×8 blocks in registers.
             let mut kk = 0;
             #[cfg(target_arch = "x86_64")]
             while kk + 8 <= kc {
-                for jb in [0, 8] {
+                for jb in (0..K::NR).step_by(8) {
                     transpose8(
                         src.offset(jb as isize * cs).add(kk),
                         cs,
-                        d.add(kk * NR + jb),
-                        NR,
+                        d.add(kk * K::NR + jb),
+                        K::NR,
                     );
                 }
                 kk += 8;
             }
-            for j in 0..NR {
+            for j in 0..K::NR {
                 let s = src.offset(j as isize * cs);
                 for k2 in kk..kc {
-                    *d.add(k2 * NR + j) = *s.add(k2);
+                    *d.add(k2 * K::NR + j) = *s.add(k2);
                 }
             }
         } else {
             for kk in 0..kc {
-                for j in 0..NR {
-                    *d.add(kk * NR + j) = if j < cols {
+                for j in 0..K::NR {
+                    *d.add(kk * K::NR + j) = if j < cols {
                         *src.offset(kk as isize * rs + j as isize * cs)
                     } else {
                         0.0
@@ -481,7 +631,7 @@ unsafe fn pack_b(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst:
                 }
             }
         }
-        c0 += NR;
+        c0 += K::NR;
     }
 }
 
@@ -523,7 +673,7 @@ unsafe fn transpose8(src: *const f32, ld_src: isize, dst: *mut f32, ld_dst: usiz
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel(
+unsafe fn kernel_6x16(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -534,8 +684,8 @@ unsafe fn kernel(
     mr: usize,
     nr: usize,
 ) {
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    for r in 0..MR.min(mr) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+    for r in 0..6.min(mr) {
         _mm_prefetch::<_MM_HINT_T0>(c.offset(r as isize * rs) as *const i8);
     }
     let (mut a, mut b) = (a, b);
@@ -561,8 +711,8 @@ unsafe fn kernel(
             let x = _mm256_broadcast_ss(&*a.add(5));
             acc[5][0] = _mm256_fmadd_ps(x, b0, acc[5][0]);
             acc[5][1] = _mm256_fmadd_ps(x, b1, acc[5][1]);
-            a = a.add(MR);
-            b = b.add(NR);
+            a = a.add(6);
+            b = b.add(16);
         }};
     }
     let mut p = 0;
@@ -577,7 +727,7 @@ unsafe fn kernel(
         step!();
         p += 1;
     }
-    if mr == MR && nr == NR && cs == 1 {
+    if mr == 6 && nr == 16 && cs == 1 {
         for (r, row) in acc.iter().enumerate() {
             let cp = c.offset(r as isize * rs);
             let (mut v0, mut v1) = (row[0], row[1]);
@@ -589,15 +739,94 @@ unsafe fn kernel(
             _mm256_storeu_ps(cp.add(8), v1);
         }
     } else {
-        let mut tile = [0f32; MR * NR];
+        let mut tile = [0f32; 6 * 16];
         for (r, row) in acc.iter().enumerate() {
-            _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR), row[0]);
-            _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR + 8), row[1]);
+            _mm256_storeu_ps(tile.as_mut_ptr().add(r * 16), row[0]);
+            _mm256_storeu_ps(tile.as_mut_ptr().add(r * 16 + 8), row[1]);
         }
         for r in 0..mr {
             for j in 0..nr {
                 let cp = c.offset(r as isize * rs + j as isize * cs);
-                let v = tile[r * NR + j];
+                let v = tile[r * 16 + j];
+                *cp = if add { *cp + v } else { v };
+            }
+        }
+    }
+}
+
+/// The 12×32 AVX-512 micro-kernel: `C[0..mr, 0..nr] (+)= Ap · Bp` over `kc` steps.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_12x32(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    rs: isize,
+    cs: isize,
+    add: bool,
+    mr: usize,
+    nr: usize,
+) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; 12];
+    for r in 0..12.min(mr) {
+        _mm_prefetch::<_MM_HINT_T0>(c.offset(r as isize * rs) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(c.offset(r as isize * rs + 16 * cs) as *const i8);
+    }
+    let (mut a, mut b) = (a, b);
+    macro_rules! rows {
+        ($b0:ident, $b1:ident; $($r:literal)*) => {{
+            $(
+                let x = _mm512_set1_ps(*a.add($r));
+                acc[$r][0] = _mm512_fmadd_ps(x, $b0, acc[$r][0]);
+                acc[$r][1] = _mm512_fmadd_ps(x, $b1, acc[$r][1]);
+            )*
+        }};
+    }
+    macro_rules! step {
+        () => {{
+            let b0 = _mm512_loadu_ps(b);
+            let b1 = _mm512_loadu_ps(b.add(16));
+            rows!(b0, b1; 0 1 2 3 4 5 6 7 8 9 10 11);
+            a = a.add(12);
+            b = b.add(32);
+        }};
+    }
+    let mut p = 0;
+    while p + 4 <= kc {
+        _mm_prefetch::<_MM_HINT_T0>(b.add(32 * 8) as *const i8);
+        step!();
+        step!();
+        step!();
+        step!();
+        p += 4;
+    }
+    while p < kc {
+        step!();
+        p += 1;
+    }
+    if mr == 12 && nr == 32 && cs == 1 {
+        for (r, row) in acc.iter().enumerate() {
+            let cp = c.offset(r as isize * rs);
+            let (mut v0, mut v1) = (row[0], row[1]);
+            if add {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cp));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cp.add(16)));
+            }
+            _mm512_storeu_ps(cp, v0);
+            _mm512_storeu_ps(cp.add(16), v1);
+        }
+    } else {
+        let mut tile = [0f32; 12 * 32];
+        for (r, row) in acc.iter().enumerate() {
+            _mm512_storeu_ps(tile.as_mut_ptr().add(r * 32), row[0]);
+            _mm512_storeu_ps(tile.as_mut_ptr().add(r * 32 + 16), row[1]);
+        }
+        for r in 0..mr {
+            for j in 0..nr {
+                let cp = c.offset(r as isize * rs + j as isize * cs);
+                let v = tile[r * 32 + j];
                 *cp = if add { *cp + v } else { v };
             }
         }
@@ -606,7 +835,23 @@ unsafe fn kernel(
 
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel(
+unsafe fn kernel_6x16(
+    _kc: usize,
+    _a: *const f32,
+    _b: *const f32,
+    _c: *mut f32,
+    _rs: isize,
+    _cs: isize,
+    _add: bool,
+    _mr: usize,
+    _nr: usize,
+) {
+    unreachable!("sgemm::available() is false off x86-64")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_12x32(
     _kc: usize,
     _a: *const f32,
     _b: *const f32,
@@ -646,6 +891,23 @@ mod tests {
         c
     }
 
+    /// Every (kernel, threads, accumulate) combination this CPU can run.
+    fn kernels_threads_acc() -> Vec<(u32, usize, bool)> {
+        let mut kernels = vec![256];
+        if is_x86_feature_detected!("avx512f") {
+            kernels.push(512);
+        }
+        let mut v = vec![];
+        for kern in kernels {
+            for threads in [1, 2] {
+                for acc in [false, true] {
+                    v.push((kern, threads, acc));
+                }
+            }
+        }
+        v
+    }
+
     #[test]
     fn matches_naive_for_layouts_edges_and_threads() {
         if !available() {
@@ -659,6 +921,9 @@ mod tests {
             (7, 3100, 20),
             (200, 300, 100),
             (301, 200, 400),
+            (12, 32, 9),
+            (25, 65, 257),
+            (290, 700, 300),
             (0, 3, 4),
             (3, 4, 0),
         ];
@@ -673,33 +938,37 @@ mod tests {
                 let (ar, ac) = if ta { (1, m) } else { (k, 1) };
                 let (br, bc) = if tb { (1, k) } else { (n, 1) };
                 let want = naive(m, n, k, &a, ar, ac, &b, br, bc);
-                for threads in [1, 2] {
-                    for acc in [false, true] {
+                for (kern, threads, acc) in kernels_threads_acc() {
+                    {
                         let mut c = vec![1f32; m * n];
-                        // SAFETY: buffers sized for the described matrices.
+                        let args = (
+                            m,
+                            n,
+                            k,
+                            a.as_ptr(),
+                            ar as isize,
+                            ac as isize,
+                            b.as_ptr(),
+                            br as isize,
+                            bc as isize,
+                            c.as_mut_ptr(),
+                            n as isize,
+                            1,
+                        );
+                        // SAFETY: buffers sized for the described matrices;
+                        // the AVX-512 kernel only where the CPU has it.
                         unsafe {
-                            sgemm(
-                                m,
-                                n,
-                                k,
-                                a.as_ptr(),
-                                ar as isize,
-                                ac as isize,
-                                b.as_ptr(),
-                                br as isize,
-                                bc as isize,
-                                c.as_mut_ptr(),
-                                n as isize,
-                                1,
-                                acc,
-                                threads,
-                            )
+                            if kern == 512 {
+                                sgemm_k::<Avx512>(args, acc, threads)
+                            } else {
+                                sgemm_k::<Avx2>(args, acc, threads)
+                            }
                         };
                         for (x, w) in c.iter().zip(&want) {
                             let w = w + if acc { 1.0 } else { 0.0 };
                             assert!(
                                 (*x as f64 - w).abs() < 1e-3 * (1.0 + w.abs()),
-                                "{m}x{n}x{k} ta={ta} tb={tb} t={threads} acc={acc}: {x} vs {w}"
+                                "{m}x{n}x{k} kernel={kern} ta={ta} tb={tb} t={threads} acc={acc}: {x} vs {w}"
                             );
                         }
                     }
