@@ -199,5 +199,6 @@ def _dtype_from_name(name: str) -> dtype:
 
 from . import autograd, func, nn, optim, viz  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 __all__ = [n for n in dir() if not n.startswith("_")]
