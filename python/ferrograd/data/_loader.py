@@ -1,0 +1,320 @@
+"""``DataLoader``: batches of a dataset, optionally shuffled, prepared ahead by a background thread."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from .. import _core
+from ._dataset import Dataset, Subset, TensorDataset
+
+Tensor = _core.Tensor
+T = TypeVar("T")
+
+__all__ = ["DataLoader", "default_collate"]
+
+_OK, _END, _ERR = 0, 1, 2
+# How long the consumer waits on the queue before checking that the producer thread is still alive.
+_POLL_SECONDS = 0.25
+# How long closing an iterator waits for its thread to finish the batch it is preparing.
+_JOIN_SECONDS = 10.0
+
+
+def default_collate(batch: Sequence[Any]) -> Any:
+    """Combine a list of samples into a batch, following the samples' structure.
+
+    Tensors are stacked along a new dim 0 (they must share shape and dtype);
+    NumPy arrays and scalars are stacked and converted with
+    ``fg.from_numpy``; Python ``bool``/``int``/``float`` become a 1-D
+    ``bool``/``int64``/``float64`` tensor (as in PyTorch); ``str`` and
+    ``bytes`` stay a list. Dicts are collated key by key, tuples and lists
+    position by position (named tuples keep their type).
+    """
+    if len(batch) == 0:
+        raise ValueError("default_collate: the batch is empty")
+    elem = batch[0]
+    if isinstance(elem, Tensor):
+        shapes = {tuple(t.shape) for t in batch}
+        if len(shapes) > 1:
+            raise ValueError(f"default_collate: tensors in a batch must have equal shapes, got {sorted(shapes)[:4]}")
+        dtypes = {str(t.dtype) for t in batch}
+        if len(dtypes) > 1:
+            raise ValueError(f"default_collate: tensors in a batch must have one dtype, got {sorted(dtypes)}")
+        return _core.stack(list(batch))
+    if isinstance(elem, np.ndarray | np.generic):
+        if elem.dtype.kind in "OSUV":
+            return list(batch)
+        return _core.from_numpy(np.stack([np.asarray(b) for b in batch]))
+    if isinstance(elem, bool):
+        return _core.tensor(list(batch), dtype=_core.bool)
+    if isinstance(elem, int):
+        return _core.tensor(list(batch), dtype=_core.int64)
+    if isinstance(elem, float):
+        return _core.tensor(list(batch), dtype=_core.float64)
+    if isinstance(elem, str | bytes):
+        return list(batch)
+    if isinstance(elem, Mapping):
+        keys = list(elem)
+        for b in batch:
+            if not isinstance(b, Mapping) or set(b) != set(keys):
+                raise ValueError(f"default_collate: samples in a batch must be dicts with the same keys {keys}")
+        return {k: default_collate([b[k] for b in batch]) for k in keys}
+    if isinstance(elem, tuple | list):
+        n = len(elem)
+        if any(not isinstance(b, tuple | list) or len(b) != n for b in batch):
+            raise ValueError(f"default_collate: samples in a batch must be sequences of equal length ({n})")
+        columns = [default_collate([b[i] for b in batch]) for i in range(n)]
+        if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a named tuple
+            return type(elem)(*columns)
+        return tuple(columns) if isinstance(elem, tuple) else columns
+    raise TypeError(
+        f"default_collate: don't know how to batch samples of type {type(elem).__name__}; "
+        "samples must be tensors, NumPy arrays, numbers, strings, or dicts/tuples/lists of them "
+        "(pass collate_fn= for anything else)"
+    )
+
+
+def _tensor_source(dataset: Any) -> tuple[tuple[Tensor, ...], Tensor | None] | None:
+    """``(tensors, index)`` when ``dataset`` is a TensorDataset or Subsets of one, else None.
+
+    ``dataset[i] == tuple(t[index[i]] for t in tensors)`` (``index`` None meaning the identity).
+    """
+    if type(dataset) is TensorDataset:
+        return dataset.tensors, None
+    if type(dataset) is Subset:
+        inner = _tensor_source(dataset.dataset)
+        if inner is None:
+            return None
+        tensors, base = inner
+        idx = _core.tensor(dataset.indices, dtype=_core.int64)
+        if base is not None:
+            idx = base.index_select(0, idx)
+        return tensors, idx
+    return None
+
+
+class DataLoader(Generic[T]):
+    """Iterate over a dataset in batches.
+
+    Each ``iter(loader)`` is one epoch: ``len(loader)`` batches of
+    ``batch_size`` samples (the last one smaller unless ``drop_last``). With
+    ``shuffle=True`` every epoch draws a new order from
+    ``fg.randperm(len(dataset), generator=generator)`` (the default generator
+    when ``generator`` is None), so seeding makes epochs reproducible.
+
+    A :class:`TensorDataset` (or a :class:`Subset` of one, as made by
+    :func:`random_split`) with the default collation yields a tuple of
+    tensors per batch, gathered with one ``index_select`` per tensor. Other
+    datasets are indexed sample by sample and combined by ``collate_fn``
+    (:func:`default_collate` unless given).
+
+    With ``prefetch=True`` a background thread prepares up to
+    ``num_prefetch`` batches ahead while the loop runs; an exception raised
+    by the dataset or ``collate_fn`` is re-raised in the loop at the batch
+    where it happened, and the thread stops as soon as the iterator is
+    exhausted, closed (``it.close()``), or garbage-collected (for instance
+    after a ``break``). The thread runs in the grad mode of the thread that
+    started the epoch. Note that sampling the default generator inside a
+    dataset's ``__getitem__`` then runs concurrently with the training loop;
+    give such a dataset its own ``fg.Generator`` (or use ``prefetch=False``)
+    to keep runs reproducible.
+
+    ``num_workers`` must be 0 (worker processes are not implemented).
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int = 1,
+        shuffle: bool = False,
+        *,
+        drop_last: bool = False,
+        generator: _core.Generator | None = None,
+        collate_fn: Callable[[list[Any]], T] | None = None,
+        num_workers: int = 0,
+        prefetch: bool = True,
+        num_prefetch: int = 2,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
+        if num_workers != 0:
+            raise NotImplementedError(
+                f"DataLoader: num_workers={num_workers!r} is not supported yet; use num_workers=0 "
+                "(batches are still prepared ahead by a background thread when prefetch=True)"
+            )
+        if isinstance(num_prefetch, bool) or not isinstance(num_prefetch, int) or num_prefetch < 1:
+            raise ValueError(f"DataLoader: num_prefetch must be a positive integer, got {num_prefetch!r}")
+        if generator is not None and not isinstance(generator, _core.Generator):
+            raise TypeError(f"DataLoader: generator must be a ferrograd Generator, got {type(generator).__name__}")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError("DataLoader: collate_fn must be callable")
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.generator = generator
+        self.collate_fn = collate_fn
+        self.num_workers = num_workers
+        self.prefetch = bool(prefetch)
+        self.num_prefetch = num_prefetch
+
+    def _num_samples(self) -> int:
+        try:
+            return len(self.dataset)  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"DataLoader: the dataset ({type(self.dataset).__name__}) must define __len__") from None
+
+    def __len__(self) -> int:
+        """The number of batches per epoch."""
+        n = self._num_samples()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> _LoaderIter[T]:
+        """Start an epoch: draw the order (if shuffling) and start the prefetch thread."""
+        n = self._num_samples()
+        num_batches = len(self)
+        bs = self.batch_size
+        order: Tensor | None = None
+        if self.shuffle and n > 0:
+            order = _core.randperm(n, generator=self.generator)
+        source = _tensor_source(self.dataset) if self.collate_fn is None else None
+        make_batch: Callable[[int], Any]
+        if source is not None:
+            tensors, base = source
+
+            def make_batch(b: int) -> Any:
+                start, stop = b * bs, min(n, (b + 1) * bs)
+                idx = order[start:stop] if order is not None else _core.arange(start, stop)
+                if base is not None:
+                    idx = base.index_select(0, idx)
+                return tuple(t.index_select(0, idx) for t in tensors)
+
+        else:
+            dataset = self.dataset
+            collate = self.collate_fn or default_collate
+            indices: list[int] | range = order.tolist() if order is not None else range(n)
+
+            def make_batch(b: int) -> Any:
+                return collate([dataset[i] for i in indices[b * bs : (b + 1) * bs]])
+
+        return _LoaderIter(make_batch, num_batches, self.prefetch, self.num_prefetch)
+
+    def __repr__(self) -> str:
+        return (
+            f"DataLoader({type(self.dataset).__name__}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+            f"drop_last={self.drop_last})"
+        )
+
+
+def _produce(
+    make_batch: Callable[[int], Any],
+    num_batches: int,
+    q: queue.Queue[tuple[int, Any]],
+    stop: threading.Event,
+    grad_enabled: bool,
+) -> None:
+    """The prefetch thread: put ``(_OK, batch)`` for each batch, then ``(_END, None)`` or ``(_ERR, exc)``.
+
+    It holds no reference to the iterator, so dropping the iterator finalizes it, which sets ``stop``
+    and drains the queue; the thread checks ``stop`` after every put (a put never blocks after a drain,
+    since at most one item goes in before the check).
+    """
+    item: tuple[int, Any]
+    try:
+        _core._set_grad_enabled(grad_enabled)
+        for b in range(num_batches):
+            if stop.is_set():
+                return
+            batch = make_batch(b)
+            if stop.is_set():
+                return
+            q.put((_OK, batch))
+            del batch
+        item = (_END, None)
+    except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
+        item = (_ERR, e)
+    if not stop.is_set():
+        q.put(item)
+
+
+def _shutdown(q: queue.Queue[tuple[int, Any]], stop: threading.Event, thread: threading.Thread) -> None:
+    """Stop the prefetch thread: set the flag, unblock its put, and wait for it."""
+    stop.set()
+    try:
+        while True:
+            q.get_nowait()
+    except queue.Empty:
+        pass
+    if thread is not threading.current_thread() and thread.ident is not None:
+        thread.join(_JOIN_SECONDS)
+
+
+class _LoaderIter(Iterator[T]):
+    """One epoch of a :class:`DataLoader`."""
+
+    def __init__(self, make_batch: Callable[[int], Any], num_batches: int, prefetch: bool, num_prefetch: int) -> None:
+        self._make_batch = make_batch
+        self._num_batches = num_batches
+        self._next_batch = 0
+        self._done = num_batches == 0
+        self._thread: threading.Thread | None = None
+        self._finalizer: weakref.finalize | None = None
+        if prefetch and not self._done:
+            self._queue: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=num_prefetch)
+            stop = threading.Event()
+            self._thread = threading.Thread(
+                target=_produce,
+                args=(make_batch, num_batches, self._queue, stop, _core.is_grad_enabled()),
+                name="ferrograd-DataLoader-prefetch",
+                daemon=True,
+            )
+            self._finalizer = weakref.finalize(self, _shutdown, self._queue, stop, self._thread)
+            self._thread.start()
+
+    def __iter__(self) -> _LoaderIter[T]:
+        return self
+
+    def __len__(self) -> int:
+        return self._num_batches
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        if self._thread is None:
+            b = self._next_batch
+            self._next_batch += 1
+            if self._next_batch >= self._num_batches:
+                self._done = True
+            return self._make_batch(b)
+        while True:
+            try:
+                kind, value = self._queue.get(timeout=_POLL_SECONDS)
+                break
+            except queue.Empty:
+                if self._thread.is_alive():
+                    continue
+                try:  # it may have put its last item just before exiting
+                    kind, value = self._queue.get_nowait()
+                    break
+                except queue.Empty:
+                    self.close()
+                    raise RuntimeError("DataLoader: the prefetch thread stopped without delivering a batch") from None
+        if kind == _OK:
+            self._next_batch += 1
+            return value
+        self.close()
+        if kind == _END:
+            raise StopIteration
+        value.add_note(f"(raised while the DataLoader prefetch thread prepared batch {self._next_batch})")
+        raise value
+
+    def close(self) -> None:
+        """End the epoch early: stop the prefetch thread and wait for it; further ``next`` raises StopIteration."""
+        self._done = True
+        if self._finalizer is not None:
+            self._finalizer()
