@@ -663,3 +663,11 @@ def test_undeclared_dtypes_raise_type_error(name, dtype):
         else:
             getattr(fg.Tensor, name)(t, t)
     assert_unchanged(t, snap)
+
+
+def test_from_numpy_rejects_bool_bytes_other_than_0_and_1():
+    raw = np.array([0, 2, 0, 1], np.uint8)
+    with pytest.raises(ValueError, match="byte 2"):
+        fg.from_numpy(raw.view(np.bool_))
+    ok = fg.from_numpy(np.array([[0, 1], [1, 7]], np.uint8).view(np.bool_)[:, :1])  # strided, 7 not an element
+    assert ok.tolist() == [[False], [True]]

@@ -415,7 +415,9 @@ pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
     }
     if ag::needs_grad(&[x]) {
         ag::check_inplace(op.name(), x)?;
-        let r = unary(op, x)?;
+        // The VJP may save its input; it gets a (recorded) copy, since `x`
+        // itself is overwritten below.
+        let r = unary(op, &clone(x)?)?;
         copy_data(x, &r)?;
         return ag::rebase_history(x, &r);
     }
@@ -507,6 +509,16 @@ fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Te
     let dt = op.compute_dtype(promoted)?;
     check_int_operand(op, b, dt)?;
     let record = !op.is_predicate() && dt.is_floating_point() && ag::needs_grad(&[a, b]);
+    if a.shape() == b.shape() && a.dtype() == dt && b.dtype() == dt && a.device() == b.device() {
+        // Same shape and dtype: nothing to broadcast or cast (the common
+        // small-op case, where preparing views would cost more than the kernel).
+        let out = Tensor::empty(a.shape(), op.out_dtype(dt), a.device())?;
+        backend(a.device()).binary(op, a, b, &out)?;
+        if record {
+            record_binary(op, a, b, &out);
+        }
+        return Ok(out);
+    }
     let (ea, eb, shape) = if record {
         let _no = GradMode::set(false);
         prepare_binary(op.name(), a, b, dt)?

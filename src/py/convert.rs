@@ -96,10 +96,53 @@ pub fn from_array_interface(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         offset: (-lo) as usize,
         ..lay
     };
+    if dtype == DType::Bool {
+        // Kernels rely on bools being 0 or 1; an array reinterpreted as bool
+        // (`u8_array.view(bool)`) may hold other bytes.
+        // SAFETY: every element offset lies inside the array's span.
+        if let Some(v) = unsafe { first_bad_bool(base, &lay) } {
+            return Err(PyValueError::new_err(format!(
+                "from_numpy: bool array holds the byte {v} (bools must be 0 or 1)"
+            )));
+        }
+    }
     let owner = Box::new(PyOwner(obj.clone().unbind()));
     // SAFETY: the array owns [base, base+nbytes) and is kept alive by `owner`.
     let st = unsafe { Storage::from_foreign(base, nbytes, readonly, owner) };
     run(|| Tensor::from_parts(Arc::new(st), lay, dtype))
+}
+
+/// The first byte other than 0 or 1 among the elements of a bool layout whose
+/// element `[0, ...]` sits at `base + offset`.
+///
+/// # Safety
+/// Every element of `lay` must be readable memory.
+unsafe fn first_bad_bool(base: *const u8, lay: &Layout) -> Option<u8> {
+    let n: usize = lay.shape.iter().product();
+    if n == 0 {
+        return None;
+    }
+    let mut idx = vec![0usize; lay.shape.len()];
+    for _ in 0..n {
+        let off = lay.offset as isize
+            + idx
+                .iter()
+                .zip(&lay.strides)
+                .map(|(&i, &s)| i as isize * s)
+                .sum::<isize>();
+        let v = *base.offset(off);
+        if v > 1 {
+            return Some(v);
+        }
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < lay.shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    None
 }
 
 fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
