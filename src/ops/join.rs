@@ -638,7 +638,7 @@ impl PadMode {
 /// last dim first, then of the one before, ...; negative amounts crop.
 pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<Tensor> {
     let op = "pad";
-    if pads.len() % 2 != 0 || pads.len() / 2 > x.ndim() {
+    if !pads.len().is_multiple_of(2) || pads.len() / 2 > x.ndim() {
         return Err(Error::value(
             op,
             format!(

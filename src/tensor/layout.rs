@@ -476,7 +476,7 @@ pub fn infer_shape(
     }
     let mut out: Shape = spec.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
-        if prod == 0 || numel % prod != 0 {
+        if prod == 0 || !numel.is_multiple_of(prod) {
             return Err(Error::shape(
                 op,
                 format!(
