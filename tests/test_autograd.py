@@ -529,3 +529,10 @@ def test_unary_inplace_on_non_leaf_is_differentiable(name):
     (z * z).sum().backward()
     np.testing.assert_allclose(y.detach().numpy(), z.detach().numpy())
     np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-12)
+
+
+def test_repr_shows_requires_grad_and_grad_fn():
+    x = fg.ones(2, requires_grad=True)
+    assert repr(x).endswith("requires_grad=True)")
+    assert "grad_fn=<MulBackward" in repr(x * 2)
+    assert "requires_grad" not in repr(fg.ones(2)) and "grad_fn" not in repr((x * 2).detach())

@@ -39,5 +39,10 @@ def tensor_repr(t) -> str:
         suffix.append(f"dtype=ferrograd.{dt}")
     if str(t.device) != "cpu":
         suffix.append(f"device='{t.device}'")
+    fn = t.grad_fn
+    if fn is not None:
+        suffix.append(f"grad_fn=<{fn.name()}>")
+    elif t.requires_grad:
+        suffix.append("requires_grad=True")
     extra = "".join(", " + s for s in suffix)
     return f"tensor({body}{extra})"
