@@ -2,9 +2,8 @@
 
 import time
 
-import numpy as np
-
 import ferrograd as fg
+import numpy as np
 
 
 def main() -> None:
