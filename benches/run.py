@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field  # noqa: E402
 
 import ferrograd as fg  # noqa: E402
 import numpy as np  # noqa: E402
+import workloads_train  # noqa: E402 - W4–W7 (benches/ is on sys.path when this file runs)
 
 F32 = np.float32
 MiB = 1 << 20
@@ -138,34 +139,36 @@ class Ctx:
     roofline_sources: dict[str, str] = field(default_factory=dict)
 
 
+def na_note(e: BaseException) -> str:
+    """The note for an implementation that could not run: ``n/a (op missing: …)`` or ``n/a (Error: …)``."""
+    msg = (str(e).strip().splitlines() or [""])[0][:100]
+    if isinstance(e, (Missing, AttributeError)):
+        return f"n/a (op missing: {msg})"
+    return f"n/a ({type(e).__name__}: {msg})"
+
+
 def run_variant(ctx: Ctx, row: Row, impls: dict[str, Callable[[], Callable[[], object]]],
                 scale: Callable[[float], float], check: Callable[[dict], None] | None = None,
                 target: float = 0.02) -> Row:
     """Build each implementation (a setup returning the timed callable), time them together.
 
-    ``scale`` turns seconds per call into the row's unit. A setup raising
-    :class:`Missing` / ``AttributeError`` marks that implementation "n/a (op missing)".
+    ``scale`` turns seconds per call into the row's unit. A setup or first call raising
+    :class:`Missing` / ``AttributeError`` marks that implementation "n/a (op missing: …)",
+    any other exception "n/a (ExceptionType: message)".
     """
     fns: dict[str, Callable[[], object]] = {}
     for name, setup in impls.items():
         try:
             fns[name] = setup()
-        except (Missing, AttributeError) as e:
-            row.values[name] = None
-            row.notes[name] = f"n/a (op missing: {e})" if isinstance(e, Missing) else "n/a (op missing)"
         except Exception as e:  # noqa: BLE001 - report, do not crash the suite
-            row.values[name] = None
-            row.notes[name] = f"error: {type(e).__name__}: {e}"
+            row.values[name], row.notes[name] = None, na_note(e)
     # one call each to catch run-time errors and check results before timing
     outs = {}
     for name in list(fns):
         try:
             outs[name] = fns[name]()
-        except (Missing, AttributeError) as e:
-            row.values[name], row.notes[name] = None, f"n/a (op missing: {e})"
-            del fns[name]
         except Exception as e:  # noqa: BLE001
-            row.values[name], row.notes[name] = None, f"error: {type(e).__name__}: {e}"
+            row.values[name], row.notes[name] = None, na_note(e)
             del fns[name]
     if check is not None and "ferrograd" in outs and "numpy" in outs:
         try:
@@ -531,12 +534,9 @@ WORKLOADS: dict[str, Callable[[Ctx], None]] = {
     "W3c": lambda c: w3(c, "W3c"),
     "W3d": lambda c: w3(c, "W3d"),
     "W3e": lambda c: w3(c, "W3e"),
+    **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_train.WORKLOADS.items()},
 }
 NOT_YET = {
-    "W4": "MLP training step: needs autograd, matmul and an optimizer",
-    "W5": "MNIST CNN: needs conv2d, max_pool2d and autograd",
-    "W6": "GPT decoder: needs attention, layer_norm, AdamW and autograd",
-    "W7": "50 x (Linear + tanh): needs autograd",
     "W8": "graph capture and compile: not in this build",
     "W9": "WebGPU device: not in this build",
 }
@@ -561,8 +561,10 @@ def ratio_text(row: Row, peer: str) -> str:
     if not a or not b:
         return "—"
     r = a / b
-    faster = r > 1 if row.higher_is_better else r < 1
-    return f"{r:.2f} {'faster' if faster else 'slower'}"
+    better = r > 1 if row.higher_is_better else r < 1
+    if row.unit == "MB":
+        return f"{r:.2f} {'smaller' if better else 'larger'}"
+    return f"{r:.2f} {'faster' if better else 'slower'}"
 
 
 def fill_fractions(ctx: Ctx):
@@ -641,7 +643,7 @@ def machine_info():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="comma-separated workload ids (e.g. W1a,W2,W3c)")
+    ap.add_argument("--only", help="comma-separated workload ids (e.g. W1a,W2,W3c,W4)")
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats per figure (median; at least 5)")
     args = ap.parse_args(argv)
