@@ -304,3 +304,17 @@ def test_small_cnn_gradcheck():
         return F.linear(h.reshape(2, -1)[:, :8], w2)
 
     fg.autograd.gradcheck(net, [x, w1, b1, w2])
+
+
+def test_conv2d_weight_grad_is_bitwise_repeatable():
+    # The threaded weight gradient sums per-chunk partials in a fixed order.
+    rng = np.random.default_rng(0)
+    x = fg.from_numpy(rng.standard_normal((64, 8, 8, 8), dtype=np.float32))
+    w0 = rng.standard_normal((16, 8, 3, 3), dtype=np.float32)
+    g = fg.from_numpy(rng.standard_normal((64, 16, 8, 8), dtype=np.float32))
+    seen = set()
+    for _ in range(12):
+        w = fg.from_numpy(w0.copy()).requires_grad_()
+        fg.nn.functional.conv2d(x, w, padding=1).backward(g)
+        seen.add(w.grad.numpy().tobytes())
+    assert len(seen) == 1

@@ -97,12 +97,6 @@ def test_cnn_digits_checkpoint_round_trip(tmp_path: Path) -> None:
     assert ckpt.is_file()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="core bug: conv2d's weight gradient adds per-thread partial sums in a scheduling-dependent "
-    "order (rayon fold/reduce over samples in src/backend/cpu/conv.rs), so CNN training is not "
-    "bitwise reproducible with more than one thread",
-)
 def test_digits_cnn_is_bitwise_reproducible(tmp_path: Path) -> None:
     need_demo_extra()
     for d in ("a", "b"):

@@ -487,6 +487,9 @@ pub fn conv2d_weight_grad(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor
     }
 }
 
+/// Sample chunks of the threaded weight gradient (each has its own accumulator).
+const WGRAD_CHUNKS: usize = 8;
+
 fn conv_weight_grad_t<T: GemmFloat>(
     g: &Tensor,
     x: &Tensor,
@@ -558,24 +561,24 @@ fn conv_weight_grad_t<T: GemmFloat>(
     let per_sample = gm.o * npix * kdim;
     let threads = rayon::current_num_threads();
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        let sum = (0..n)
+        // Fixed chunks of samples, summed in chunk order: the result does not
+        // depend on how the pool schedules the chunks (a work-stealing fold
+        // would group the samples differently from run to run).
+        let per = n.div_ceil(n.min(WGRAD_CHUNKS));
+        let parts: Vec<Vec<T>> = (0..n.div_ceil(per))
             .into_par_iter()
-            .fold(
-                || (vec![T::ZERO; total], Vec::new()),
-                |(mut acc, mut col), smp| {
+            .map(|ci| {
+                let mut acc = vec![T::ZERO; total];
+                let mut col = Vec::new();
+                for smp in ci * per..((ci + 1) * per).min(n) {
                     run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
-                    (acc, col)
-                },
-            )
-            .map(|(acc, _)| acc)
-            .reduce(
-                || vec![T::ZERO; total],
-                |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(x, &y)| *x = *x + y);
-                    a
-                },
-            );
-        dst.copy_from_slice(&sum);
+                }
+                acc
+            })
+            .collect();
+        for part in &parts {
+            dst.iter_mut().zip(part).for_each(|(x, &y)| *x = *x + y);
+        }
     } else {
         let par = gemm_parallelism(og, kdim, npix);
         let mut col = Vec::new();

@@ -645,15 +645,33 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()>
             [cond.strides(), a.strides(), b.strides(), out.strides()],
             PAR_MIN,
             |[oc, oa, ob, oy], n, [sc, sa, sb, sy]| {
-                for i in 0..n as isize {
-                    // SAFETY: offsets from the layouts; disjoint rows per task.
-                    unsafe {
-                        let c = *cp.get().offset(oc + i * sc);
-                        *yp.get().offset(oy + i * sy) = if c != 0 {
-                            *ap.get().offset(oa + i * sa)
-                        } else {
-                            *bp.get().offset(ob + i * sb)
-                        };
+                // Both operands are read and one is selected without a branch:
+                // a data-dependent branch per element mispredicts on random
+                // masks (ReLU's gradient) and costs ~10x the memory traffic.
+                // SAFETY: offsets from the layouts; disjoint rows per task.
+                unsafe {
+                    let (c, a, b, y) = (
+                        cp.get().offset(oc),
+                        ap.get().offset(oa),
+                        bp.get().offset(ob),
+                        yp.get().offset(oy),
+                    );
+                    if sc == 1 && sa == 1 && sy == 1 && sb == 0 {
+                        let bv = *b;
+                        for i in 0..n {
+                            let x = *a.add(i);
+                            *y.add(i) = if *c.add(i) != 0 { x } else { bv };
+                        }
+                    } else if sc == 1 && sa == 1 && sb == 1 && sy == 1 {
+                        for i in 0..n {
+                            let (x, z) = (*a.add(i), *b.add(i));
+                            *y.add(i) = if *c.add(i) != 0 { x } else { z };
+                        }
+                    } else {
+                        for i in 0..n as isize {
+                            let (x, z) = (*a.offset(i * sa), *b.offset(i * sb));
+                            *y.offset(i * sy) = if *c.offset(i * sc) != 0 { x } else { z };
+                        }
                     }
                 }
             },
