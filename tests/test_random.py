@@ -858,3 +858,15 @@ def test_float_samplers_accept_requires_grad():
         assert t.requires_grad and t.is_leaf
     with pytest.raises((TypeError, RuntimeError), match="floating"):
         fg.randn(2, dtype=fg.float32).long().requires_grad_()
+
+
+def test_randint_keyword_bounds_are_used_or_refused():
+    x = fg.randint(1, high=5, size=(200,))
+    v = x.numpy()
+    assert v.min() >= 1 and v.max() < 5 and len(set(v.tolist())) > 1
+    y = fg.randint(high=3, size=(50,), low=2)
+    assert set(y.tolist()) == {2}
+    with pytest.raises(TypeError, match="high"):
+        fg.randint(1, 5, (3,), high=7)
+    with pytest.raises(TypeError, match="high"):
+        fg.randint(5, (3,), high=7)

@@ -304,19 +304,54 @@ fn randint(
 ) -> PyResult<PyTensor> {
     const OP: &str = "randint";
     let a: Vec<Bound<'_, PyAny>> = args.iter().collect();
+    let twice = |name: &str| {
+        PyTypeError::new_err(format!(
+            "randint: `{name}` given both by position and by keyword"
+        ))
+    };
     let (lo, hi, sz) = match (a.len(), size) {
-        (3, None) => (
-            int_arg(OP, "low", &a[0])?,
-            int_arg(OP, "high", &a[1])?,
-            a[2].clone(),
-        ),
-        (2, None) => (low.unwrap_or(0), int_arg(OP, "high", &a[0])?, a[1].clone()),
-        (2, Some(s)) => (
-            int_arg(OP, "low", &a[0])?,
-            int_arg(OP, "high", &a[1])?,
-            s.clone(),
-        ),
-        (1, Some(s)) => (low.unwrap_or(0), int_arg(OP, "high", &a[0])?, s.clone()),
+        (3, None) => {
+            if low.is_some() {
+                return Err(twice("low"));
+            }
+            if high.is_some() {
+                return Err(twice("high"));
+            }
+            (
+                int_arg(OP, "low", &a[0])?,
+                int_arg(OP, "high", &a[1])?,
+                a[2].clone(),
+            )
+        }
+        (2, None) => {
+            if high.is_some() {
+                return Err(twice("high"));
+            }
+            (low.unwrap_or(0), int_arg(OP, "high", &a[0])?, a[1].clone())
+        }
+        (2, Some(s)) => {
+            if low.is_some() {
+                return Err(twice("low"));
+            }
+            if high.is_some() {
+                return Err(twice("high"));
+            }
+            (
+                int_arg(OP, "low", &a[0])?,
+                int_arg(OP, "high", &a[1])?,
+                s.clone(),
+            )
+        }
+        // `randint(low, high=h, size=s)` or `randint(high, size=s)`.
+        (1, Some(s)) => match high {
+            Some(h) => {
+                if low.is_some() {
+                    return Err(twice("low"));
+                }
+                (int_arg(OP, "low", &a[0])?, h, s.clone())
+            }
+            None => (low.unwrap_or(0), int_arg(OP, "high", &a[0])?, s.clone()),
+        },
         (0, Some(s)) => {
             let h = high
                 .ok_or_else(|| PyTypeError::new_err("randint: missing the upper bound `high`"))?;
