@@ -163,19 +163,92 @@ impl std::fmt::Debug for Storage {
 // CPU caching allocator
 // ---------------------------------------------------------------------------
 
-/// Allocations at least this big go through the cache (smaller ones are cheap
-/// from malloc and never page-fault on reuse).
+/// Blocks at least this big are kept by size class (four per power of two).
 const CACHE_MIN: usize = 1 << 16;
+/// Smaller blocks (multiples of 64 bytes) are kept per exact size, at most
+/// this many of each size and [`SMALL_MAX_BYTES`] in all: an aligned
+/// `malloc`/`free` pair costs about as much as a small op's whole kernel.
+const SMALL_PER_CLASS: usize = 64;
+const SMALL_MAX_BYTES: usize = 16 << 20;
 
+#[derive(Default)]
 struct Cache {
+    /// Blocks of at least [`CACHE_MIN`] bytes by size class.
     free: HashMap<usize, Vec<usize>>,
+    /// Smaller blocks by size (index `cap / ALIGN - 1`).
+    small: Vec<Vec<usize>>,
+    /// Bytes held in `free` and `small`.
     cached_bytes: usize,
+    /// Bytes held in `small`.
+    small_bytes: usize,
+}
+
+impl Cache {
+    /// A cached block of exactly `cap` bytes (a size class), if any.
+    fn take(&mut self, cap: usize) -> Option<usize> {
+        let p = if cap >= CACHE_MIN {
+            self.free.get_mut(&cap).and_then(|v| v.pop())
+        } else {
+            let p = self.small.get_mut(cap / ALIGN - 1).and_then(|v| v.pop());
+            if p.is_some() {
+                self.small_bytes -= cap;
+            }
+            p
+        };
+        if p.is_some() {
+            self.cached_bytes -= cap;
+        }
+        p
+    }
+
+    /// Keep a freed block if the limits allow; `false` when it must go back to the system.
+    fn keep(&mut self, p: usize, cap: usize) -> bool {
+        if self.cached_bytes + cap > CACHE_CAP.load(Ordering::Relaxed) {
+            return false;
+        }
+        if cap >= CACHE_MIN {
+            self.free.entry(cap).or_default().push(p);
+        } else {
+            let i = cap / ALIGN - 1;
+            if self.small_bytes + cap > SMALL_MAX_BYTES
+                || self.small.get(i).is_some_and(|v| v.len() >= SMALL_PER_CLASS)
+            {
+                return false;
+            }
+            if self.small.len() <= i {
+                self.small.resize_with(i + 1, Vec::new);
+            }
+            self.small[i].push(p);
+            self.small_bytes += cap;
+        }
+        self.cached_bytes += cap;
+        true
+    }
+
+    /// Every cached block as (pointer, size), leaving the cache empty.
+    fn drain(&mut self) -> Vec<(usize, usize)> {
+        self.cached_bytes = 0;
+        self.small_bytes = 0;
+        let mut out: Vec<(usize, usize)> = self
+            .free
+            .drain()
+            .flat_map(|(cap, v)| v.into_iter().map(move |p| (p, cap)))
+            .collect();
+        for (i, v) in self.small.iter_mut().enumerate() {
+            out.extend(v.drain(..).map(|p| (p, (i + 1) * ALIGN)));
+        }
+        out
+    }
 }
 
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 static CACHE_CAP: AtomicUsize = AtomicUsize::new(2 << 30);
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
+    f(CACHE.lock().get_or_insert_with(Cache::default))
+}
 
 /// Round a request to its size class: multiples of 64 bytes below the cache
 /// threshold, four classes per power of two above it (≤ 25% slack).
@@ -191,28 +264,14 @@ pub fn size_class(n: usize) -> usize {
 
 fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
     let cap = size_class(nbytes);
-    if cap >= CACHE_MIN {
-        let hit = {
-            let mut g = CACHE.lock();
-            let c = g.get_or_insert_with(|| Cache {
-                free: HashMap::new(),
-                cached_bytes: 0,
-            });
-            let p = c.free.get_mut(&cap).and_then(|v| v.pop());
-            if p.is_some() {
-                c.cached_bytes -= cap;
-            }
-            p
-        };
-        if let Some(p) = hit {
-            let ptr = NonNull::new(p as *mut u8).expect("cached pointer is non-null");
-            if zeroed {
-                // SAFETY: the block is `cap >= nbytes` bytes and exclusively ours.
-                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
-            }
-            note_alloc(cap);
-            return Ok((ptr, cap));
+    if let Some(p) = with_cache(|c| c.take(cap)) {
+        let ptr = NonNull::new(p as *mut u8).expect("cached pointer is non-null");
+        if zeroed {
+            // SAFETY: the block is `cap >= nbytes` bytes and exclusively ours.
+            unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
         }
+        note_alloc(cap);
+        return Ok((ptr, cap));
     }
     let layout = AllocLayout::from_size_align(cap, ALIGN).map_err(|_| Error::Memory {
         op: "alloc",
@@ -255,17 +314,8 @@ fn note_alloc(cap: usize) {
 
 fn cpu_free(ptr: NonNull<u8>, cap: usize) {
     IN_USE.fetch_sub(cap, Ordering::Relaxed);
-    if cap >= CACHE_MIN {
-        let mut g = CACHE.lock();
-        let c = g.get_or_insert_with(|| Cache {
-            free: HashMap::new(),
-            cached_bytes: 0,
-        });
-        if c.cached_bytes + cap <= CACHE_CAP.load(Ordering::Relaxed) {
-            c.free.entry(cap).or_default().push(ptr.as_ptr() as usize);
-            c.cached_bytes += cap;
-            return;
-        }
+    if with_cache(|c| c.keep(ptr.as_ptr() as usize, cap)) {
+        return;
     }
     // SAFETY: allocated by `cpu_alloc` with exactly this layout.
     unsafe {
@@ -278,19 +328,7 @@ fn cpu_free(ptr: NonNull<u8>, cap: usize) {
 
 /// Return every cached block to the system.
 pub fn empty_cache() {
-    let blocks: Vec<(usize, usize)> = {
-        let mut g = CACHE.lock();
-        match g.as_mut() {
-            None => return,
-            Some(c) => {
-                c.cached_bytes = 0;
-                c.free
-                    .drain()
-                    .flat_map(|(cap, v)| v.into_iter().map(move |p| (p, cap)))
-                    .collect()
-            }
-        }
-    };
+    let blocks = with_cache(Cache::drain);
     for (p, cap) in blocks {
         // SAFETY: allocated by `cpu_alloc` with this layout and no longer referenced.
         unsafe {
@@ -304,7 +342,7 @@ pub fn empty_cache() {
 
 /// Memory statistics of the CPU allocator: (bytes in use, bytes cached, peak bytes in use).
 pub fn memory_stats() -> (usize, usize, usize) {
-    let cached = CACHE.lock().as_ref().map_or(0, |c| c.cached_bytes);
+    let cached = with_cache(|c| c.cached_bytes);
     (
         IN_USE.load(Ordering::Relaxed),
         cached,
@@ -315,10 +353,7 @@ pub fn memory_stats() -> (usize, usize, usize) {
 /// Set the maximum number of bytes the cache may hold (excess frees go to the system).
 pub fn set_cache_limit(bytes: usize) {
     CACHE_CAP.store(bytes, Ordering::Relaxed);
-    let over = CACHE
-        .lock()
-        .as_ref()
-        .is_some_and(|c| c.cached_bytes > bytes);
+    let over = with_cache(|c| c.cached_bytes > bytes);
     if over {
         empty_cache();
     }
@@ -363,6 +398,20 @@ mod tests {
         let z = Storage::zeroed_cpu(1 << 20).unwrap();
         let bytes = unsafe { std::slice::from_raw_parts(z.as_ptr(), 1 << 20) };
         assert!(bytes.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn reused_small_blocks_are_zeroed_on_request() {
+        for n in [1usize, 64, 100, 4000] {
+            let s = Storage::new_cpu(n).unwrap();
+            assert_eq!(s.as_ptr() as usize % ALIGN, 0);
+            // SAFETY: the block holds n bytes and is ours.
+            unsafe { std::ptr::write_bytes(s.as_ptr(), 0xAB, n) };
+            drop(s);
+            let z = Storage::zeroed_cpu(n).unwrap();
+            let bytes = unsafe { std::slice::from_raw_parts(z.as_ptr(), n) };
+            assert!(bytes.iter().all(|&b| b == 0), "{n} bytes");
+        }
     }
 
     #[test]
