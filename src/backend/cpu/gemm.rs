@@ -307,6 +307,25 @@ fn run_float<T: GemmFloat>(
         SendPtr(b.data_ptr::<T>()),
         SendPtr(out.data_ptr::<T>()),
     );
+    if d.m.saturating_mul(d.n).saturating_mul(d.k) <= DIRECT_MAX {
+        let one = |o: &[isize; 3]| {
+            // SAFETY: as below.
+            let (pa, pb, pc) = unsafe {
+                (
+                    SendPtr(ap.get().offset(o[0])),
+                    SendPtr(bp.get().offset(o[1])),
+                    SendPtr(cp.get().offset(o[2])),
+                )
+            };
+            direct_mv(d, pa, ma, pb, mb, pc, mc, accumulate);
+        };
+        if plan(offs.len(), d) == Plan::Serial {
+            offs.iter().for_each(one);
+        } else {
+            offs.par_iter().for_each(one);
+        }
+        return;
+    }
     let one = |o: &[isize; 3], par: Parallelism| {
         // SAFETY: offsets and strides come from the layouts; `out` was
         // allocated by the op, so it overlaps neither input.
@@ -336,6 +355,105 @@ fn run_float<T: GemmFloat>(
             let par = Parallelism::Rayon(rayon::current_num_threads());
             offs.iter().for_each(|o| one(o, par))
         }
+    }
+}
+
+/// Products with at most this many multiply-adds run [`direct`]: packing
+/// operands and dispatching into a blocked GEMM costs more than the product.
+const DIRECT_MAX: usize = 1 << 15;
+
+/// Output columns accumulated per register block of [`direct`].
+const DIRECT_JB: usize = 32;
+
+/// `acc[j] += av · b[j]` over a fixed-size block (kept in registers).
+#[inline(always)]
+fn axpy_block<T: Real>(acc: &mut [T; DIRECT_JB], av: T, b: &[T; DIRECT_JB]) {
+    for (s, &bv) in acc.iter_mut().zip(b) {
+        *s = *s + av * bv;
+    }
+}
+
+/// `c (+)= a @ b` for small products: each row of `c` is built `DIRECT_JB`
+/// columns at a time in registers as `Σ_p a[i,p] · b[p,:]`, the inner loop
+/// running over contiguous columns of `b` (copied to a row-major buffer first
+/// unless its rows are contiguous). Products are summed in `p` order with
+/// separate multiplies and adds, so every SIMD level gives the same bits.
+///
+/// # Safety
+/// Pointers valid for the strided `m×k`, `k×n`, `m×n` ranges; `c` overlaps neither input.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn direct<T: Real>(
+    d: Dims,
+    a: *const T,
+    ma: Mat,
+    b: *const T,
+    mb: Mat,
+    c: *mut T,
+    mc: Mat,
+    accumulate: bool,
+) {
+    let (m, n, k) = (d.m, d.n, d.k);
+    let packed: Vec<T>;
+    let (bp, brs) = if mb.cs == 1 || n == 1 {
+        (b, mb.rs)
+    } else {
+        let mut v = Vec::with_capacity(k * n);
+        for p in 0..k as isize {
+            let src = b.offset(p * mb.rs);
+            v.extend((0..n as isize).map(|j| *src.offset(j * mb.cs)));
+        }
+        packed = v;
+        (packed.as_ptr(), n as isize)
+    };
+    let store = |i: usize, j0: usize, vals: &[T]| {
+        let crow = c.offset(i as isize * mc.rs);
+        for (j, &v) in vals.iter().enumerate() {
+            let cp = crow.offset((j0 + j) as isize * mc.cs);
+            *cp = if accumulate { *cp + v } else { v };
+        }
+    };
+    for i in 0..m {
+        let arow = a.offset(i as isize * ma.rs);
+        let mut j0 = 0;
+        while j0 + DIRECT_JB <= n {
+            let mut acc = [T::ZERO; DIRECT_JB];
+            for p in 0..k as isize {
+                let bs = &*(bp.offset(p * brs + j0 as isize) as *const [T; DIRECT_JB]);
+                axpy_block(&mut acc, *arow.offset(p * ma.cs), bs);
+            }
+            store(i, j0, &acc);
+            j0 += DIRECT_JB;
+        }
+        if j0 < n {
+            let jn = n - j0;
+            let mut acc = [T::ZERO; DIRECT_JB];
+            for p in 0..k as isize {
+                let av = *arow.offset(p * ma.cs);
+                let bs = std::slice::from_raw_parts(bp.offset(p * brs + j0 as isize), jn);
+                for (s, &bv) in acc.iter_mut().zip(bs) {
+                    *s = *s + av * bv;
+                }
+            }
+            store(i, j0, &acc[..jn]);
+        }
+    }
+}
+
+crate::multiversion! {
+    #[allow(clippy::too_many_arguments)]
+    fn direct_mv<T: Real>(
+        d: Dims,
+        a: SendPtr<T>,
+        ma: Mat,
+        b: SendPtr<T>,
+        mb: Mat,
+        c: SendPtr<T>,
+        mc: Mat,
+        accumulate: bool,
+    ) {
+        // SAFETY: the caller passes pointers valid for the described matrices.
+        unsafe { direct(d, a.get(), ma, b.get(), mb, c.get(), mc, accumulate) }
     }
 }
 

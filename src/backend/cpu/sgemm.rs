@@ -337,7 +337,7 @@ fn serial<K: Micro>(m: usize, n: usize, k: usize, a: M, b: M, c: M, accumulate: 
             Ok(v) => v,
             Err(_) => &mut own,
         };
-        let ap = ab.get(K::MC * KC);
+        let ap = ab.get(K::MC * KC + A_SLACK);
         let bp = bb.get(KC * NC.min(n.div_ceil(K::NR) * K::NR));
         // SAFETY: buffers sized for the blocks; operand ranges from the caller.
         unsafe { blocked::<K>(m, n, k, a, b, c, accumulate, ap, bp) }
@@ -398,7 +398,7 @@ fn rows_shared_b<K: Micro>(
                         Ok((ab, _)) => ab,
                         Err(_) => &mut own,
                     };
-                    let ap = ab.get(K::MC * KC);
+                    let ap = ab.get(K::MC * KC + A_SLACK);
                     let mut ic = r0;
                     while ic < r0 + rows {
                         let mc = mcb.min(r0 + rows - ic);
@@ -532,7 +532,12 @@ unsafe fn blocked<K: Micro>(
     }
 }
 
+/// Floats after a packed A block that [`pack_a`] may scribble on.
+const A_SLACK: usize = 8;
+
 /// Pack an `mc × kc` block of A into `MR`-row panels (`[kc][MR]` each), zero-padded.
+///
+/// The destination needs [`A_SLACK`] floats of room after the block.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
 unsafe fn pack_a<K: Micro>(
     mc: usize,
@@ -548,9 +553,17 @@ unsafe fn pack_a<K: Micro>(
         let d = dst.add(r0 * kc);
         let src = a.offset(r0 as isize * rs);
         if rows == K::MR && cs == 1 {
+            let mut k0 = 0;
+            #[cfg(target_arch = "x86_64")]
+            if K::MR == 6 {
+                while k0 + 8 <= kc {
+                    pack_a6_x8(src.add(k0), rs, d.add(k0 * 6));
+                    k0 += 8;
+                }
+            }
             for r in 0..K::MR {
                 let s = src.offset(r as isize * rs);
-                for kk in 0..kc {
+                for kk in k0..kc {
                     *d.add(kk * K::MR + r) = *s.add(kk);
                 }
             }
@@ -641,7 +654,34 @@ unsafe fn pack_b<K: Micro>(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn transpose8(src: *const f32, ld_src: isize, dst: *mut f32, ld_dst: usize) {
     let r = |j: isize| _mm256_loadu_ps(src.offset(j * ld_src));
-    let (r0, r1, r2, r3, r4, r5, r6, r7) = (r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7));
+    let t = transpose8_regs([r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7)]);
+    for (i, v) in t.into_iter().enumerate() {
+        _mm256_storeu_ps(dst.add(i * ld_dst), v);
+    }
+}
+
+/// Pack 8 steps of a 6-row A panel whose rows (`src + r*rs`) are contiguous
+/// along k: `dst[kk*6 + r] = src[r*rs + kk]` for `kk < 8`. Rows are
+/// transposed in registers and stored as overlapping 8-float rows in
+/// increasing `kk`, so each store's two extra lanes are overwritten by the
+/// next; the last one writes 2 floats past `dst + 48` (the caller leaves
+/// room, and anything there is written later).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_a6_x8(src: *const f32, rs: isize, dst: *mut f32) {
+    let r = |j: isize| _mm256_loadu_ps(src.offset(j * rs));
+    let r5 = r(5);
+    let t = transpose8_regs([r(0), r(1), r(2), r(3), r(4), r5, r5, r5]);
+    for (i, v) in t.into_iter().enumerate() {
+        _mm256_storeu_ps(dst.add(i * 6), v);
+    }
+}
+
+/// The 8×8 transpose of eight row registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transpose8_regs(r: [__m256; 8]) -> [__m256; 8] {
+    let [r0, r1, r2, r3, r4, r5, r6, r7] = r;
     let t0 = _mm256_unpacklo_ps(r0, r1);
     let t1 = _mm256_unpackhi_ps(r0, r1);
     let t2 = _mm256_unpacklo_ps(r2, r3);
@@ -658,15 +698,16 @@ unsafe fn transpose8(src: *const f32, ld_src: isize, dst: *mut f32, ld_dst: usiz
     let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
     let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
     let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-    let w = |i: usize, v: __m256| _mm256_storeu_ps(dst.add(i * ld_dst), v);
-    w(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
-    w(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
-    w(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
-    w(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
-    w(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
-    w(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
-    w(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
-    w(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+    [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ]
 }
 
 /// The 6×16 micro-kernel: `C[0..mr, 0..nr] (+)= Ap · Bp` over `kc` steps.
