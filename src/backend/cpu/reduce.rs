@@ -631,7 +631,7 @@ fn threads() -> usize {
 }
 
 /// Split `0..n` into about `tasks` contiguous ranges and run them on the pool.
-fn par_ranges(n: usize, tasks: usize, f: impl Fn(usize, usize) + Sync) {
+pub(super) fn par_ranges(n: usize, tasks: usize, f: impl Fn(usize, usize) + Sync) {
     let tasks = tasks.clamp(1, n.max(1));
     if tasks == 1 {
         f(0, n);
@@ -771,7 +771,6 @@ where
             let tasks = ko_count * nj;
             // Fold reduced positions [ra, ra + rn) of column chunk `t` into `wout`.
             let rs_inner = g.rstr.last().copied().unwrap_or(0);
-            let zeros = [R::C::default(); JC];
             // Fold reduced positions [ra, ra + rn) of column chunk `t` into `wout`.
             let chunk = |t: usize, ra: usize, rn: usize, wout: &mut [R::W], buf: &mut Vec<R::C>| {
                 let (ko, jc) = (t / nj, t % nj);
@@ -781,27 +780,27 @@ where
                 let obase = ko * ki + j0;
                 // Narrow rows that follow each other in memory are folded
                 // `pack` at a time, lane l accumulating column l % len.
+                // (no more lanes than there are rows: unused lanes would be
+                // initialised and flushed for nothing)
                 let pack = if rs_inner == len as isize {
-                    JC / len
+                    (JC / len).min(rn).max(1)
                 } else {
                     1
                 };
-                let mut shp = [R::C::default(); JC];
-                let shp = &mut shp[..pack * len];
-                for (i, v) in shp.iter_mut().enumerate() {
-                    *v = match shifts {
-                        Some(s) => s[obase + i % len],
-                        None => zeros[0],
-                    };
-                }
-                let mut lacc = [r.id(); JC];
-                let lacc = &mut lacc[..pack * len];
+                // (sized to the chunk: whole-JC stack arrays cost a large
+                // memset per call on small reductions)
+                let shp: Vec<R::C> = (0..pack * len)
+                    .map(|i| shifts.map_or(R::C::default(), |s| s[obase + i % len]))
+                    .collect();
+                let mut lacc = vec![r.id(); pack * len];
+                let lacc = &mut lacc[..];
                 let mut cnt = 0;
                 let flush = |lacc: &mut [R::C], wout: &mut [R::W]| {
-                    for (l, v) in lacc.iter_mut().enumerate() {
-                        let w = &mut wout[l % len];
-                        *w = r.wmerge(*w, r.widen(*v));
-                        *v = r.id();
+                    for lanes in lacc.chunks_mut(len) {
+                        for (w, v) in wout.iter_mut().zip(lanes) {
+                            *w = r.wmerge(*w, r.widen(*v));
+                            *v = r.id();
+                        }
                     }
                 };
                 walk_runs(&g.rshape, &g.rstr, ra, rn, |off, run| {
@@ -839,7 +838,7 @@ where
             let len_of = |t: usize| JC.min(ki - (t % nj) * JC);
             let whole = |t0: usize, t1: usize| {
                 let mut buf = Vec::new();
-                let mut wout = [r.wid(); JC];
+                let mut wout = vec![r.wid(); JC.min(ki)];
                 for t in t0..t1 {
                     let w = &mut wout[..len_of(t)];
                     w.iter_mut().for_each(|v| *v = r.wid());
@@ -887,6 +886,9 @@ pub fn reduce(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<(
     if out.numel() == 0 {
         return Ok(());
     }
+    if small_sum(op, x, mask, out) {
+        return Ok(());
+    }
     let g = Geo::new(x, mask)?;
     debug_assert_eq!(g.k, out.numel());
     match x.dtype() {
@@ -898,6 +900,74 @@ pub fn reduce(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<(
         DType::I64 => int_reduce::<i64>(op, &g, out),
         DType::Bool => int_reduce::<u8>(op, &g, out),
     }
+}
+
+/// Inputs up to this many elements take [`small_sum`]'s direct loops.
+const SMALL_SUM: usize = 1 << 14;
+
+multiversion! {
+    /// `acc[j] += Σ_i x[i, j]` over the rows of `cols` elements of `x`, in f64.
+    fn sum_cols<R: Real>(x: &[R], cols: usize, acc: &mut [f64]) {
+        for row in x.chunks_exact(cols) {
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a += v.as_f64();
+            }
+        }
+    }
+}
+
+/// Sum or mean of a small dense float32/float64 tensor over its leading dims
+/// (a column sum: the bias gradient of a linear layer) or its trailing dims,
+/// with f64 accumulators; `false` (nothing written) for anything else.
+/// Small reductions are dominated by the general planner's bookkeeping.
+fn small_sum(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> bool {
+    let n = x.numel();
+    if !matches!(op, ReduceOp::Sum | ReduceOp::Mean)
+        || !matches!(x.dtype(), DType::F32 | DType::F64)
+        || out.dtype() != x.dtype()
+        || n == 0
+        || n > SMALL_SUM
+        || !super::strided::is_dense(x.shape(), x.strides())
+    {
+        return false;
+    }
+    // Reduced dims must be a prefix or a suffix of the (size > 1) dims.
+    let dims: Vec<(usize, bool)> = x
+        .shape()
+        .iter()
+        .zip(mask)
+        .filter(|(&d, _)| d != 1)
+        .map(|(&d, &m)| (d, m))
+        .collect();
+    let flips = dims.windows(2).filter(|w| w[0].1 != w[1].1).count();
+    if flips > 1 {
+        return false;
+    }
+    let r: usize = dims.iter().filter(|d| d.1).map(|d| d.0).product();
+    let k = n / r;
+    let leading = dims.first().is_some_and(|d| d.1);
+    let scale = if op == ReduceOp::Mean { 1.0 / r as f64 } else { 1.0 };
+    fn run<R: Real + Element>(x: &Tensor, out: &Tensor, r: usize, k: usize, leading: bool, scale: f64) {
+        // SAFETY: `x` is dense with r·k elements of R; `out` is contiguous with k.
+        let xs = unsafe { std::slice::from_raw_parts(x.data_ptr::<R>() as *const R, r * k) };
+        let os = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<R>(), k) };
+        let mut acc = vec![0.0f64; k];
+        if leading || k == 1 {
+            sum_cols(xs, k, &mut acc);
+        } else {
+            for (a, row) in acc.iter_mut().zip(xs.chunks_exact(r)) {
+                *a = row.iter().fold(0.0f64, |s, v| s + v.as_f64());
+            }
+        }
+        for (o, a) in os.iter_mut().zip(acc) {
+            *o = R::c(a * scale);
+        }
+    }
+    match x.dtype() {
+        DType::F32 => run::<f32>(x, out, r, k, leading, scale),
+        _ => run::<f64>(x, out, r, k, leading, scale),
+    }
+    true
 }
 
 fn bad_out(op: ReduceOp, x: DType, out: DType) -> Error {
@@ -1297,7 +1367,7 @@ fn arg_typed<T, R>(
 // ---------------------------------------------------------------------------
 
 /// A contiguous version of `x` (the tensor itself when already contiguous).
-fn contiguous_as(x: &Tensor, dtype: DType) -> Result<Tensor> {
+pub(super) fn contiguous_as(x: &Tensor, dtype: DType) -> Result<Tensor> {
     if x.is_contiguous() && x.dtype() == dtype {
         return Ok(x.clone());
     }
