@@ -2,13 +2,35 @@
 //! leaves without recursion, in dependency order, summing gradients that
 //! meet at a node and calling each node's VJP once.
 
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use super::{AutogradMeta, Edge, GradMode, Node};
 use crate::error::{Error, Result};
 use crate::ops::elementwise::{self as ew, BinaryOp};
 use crate::tensor::Tensor;
+
+/// Hashes a pointer key with one multiply (the maps below are keyed by
+/// node and leaf addresses; SipHash costs more than the rest of a small step).
+#[derive(Default)]
+struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<PtrHasher>>;
 
 fn key(n: &Arc<Node>) -> usize {
     Arc::as_ptr(n) as usize
@@ -100,8 +122,8 @@ pub fn run(
         Sink::Accumulate => vec![],
     };
     // 1. Discover the graph and count, for each node, the edges that reach it.
-    let mut nodes: HashMap<usize, Arc<Node>> = HashMap::new();
-    let mut deps: HashMap<usize, usize> = HashMap::new();
+    let mut nodes: HashMap<usize, Arc<Node>> = HashMap::default();
+    let mut deps: HashMap<usize, usize> = HashMap::default();
     let mut stack: Vec<Arc<Node>> = vec![];
     for (e, _) in &roots {
         if let Edge::Node(n, _) = e {
@@ -123,7 +145,7 @@ pub fn run(
         }
     }
     // 2. Seed the gradient buffers.
-    let mut buffers: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
+    let mut buffers: HashMap<usize, Vec<Option<Tensor>>> = HashMap::default();
     // Leaf gradients are summed first, so hooks see (and may replace) the total once.
     let mut leaves = LeafGrads::default();
     let capture_of = |e: &Edge| -> Option<usize> {

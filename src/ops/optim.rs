@@ -28,7 +28,6 @@
 //! list) is the declared mutated input; the state lists are written too.
 //! None is differentiable.
 
-use std::collections::HashMap;
 
 use super::registry::{DTypes, OpInfo, OpKind};
 use crate::error::{Error, Result};
@@ -336,7 +335,8 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
     // another, and no gradient may overlap a written tensor.
     let all = std::iter::once(("parameter", params.iter().map(Some).collect(), true))
         .chain(lists.iter().map(|l| (l.what, l.tensors.clone(), l.written)));
-    let mut spans: HashMap<usize, Vec<Span>> = HashMap::new();
+    // (storage, span) pairs; sorted below so each storage's spans are adjacent.
+    let mut spans: Vec<(usize, Span)> = Vec::new();
     for (what, ts, written) in all {
         for (i, t) in ts.into_iter().enumerate() {
             let Some(t) = t else { continue };
@@ -363,18 +363,16 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
             }
             let (lo, hi) = byte_span(t);
             if lo < hi {
-                spans
-                    .entry(t.storage().as_ptr() as usize)
-                    .or_default()
-                    .push((lo, hi, what, i, written));
+                spans.push((t.storage().as_ptr() as usize, (lo, hi, what, i, written)));
             }
         }
     }
-    for v in spans.values_mut() {
-        if v.len() < 2 || v.iter().all(|s| !s.4) {
+    spans.sort_by_key(|&(p, s)| (p, s.0));
+    for group in spans.chunk_by(|a, b| a.0 == b.0) {
+        if group.len() < 2 || group.iter().all(|s| !s.1 .4) {
             continue;
         }
-        v.sort_by_key(|s| s.0);
+        let v: Vec<Span> = group.iter().map(|&(_, s)| s).collect();
         // The furthest-reaching span so far, and the furthest-reaching written one.
         let mut reach: Option<(isize, &'static str, usize)> = None;
         let mut wreach: Option<(isize, &'static str, usize)> = None;
@@ -586,12 +584,16 @@ pub mod cpu {
     use super::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
     use crate::backend::cpu::math::Real;
     use crate::backend::cpu::simd::{level, Level};
-    use crate::backend::cpu::strided::{Plan, SendPtr, PAR_MIN};
+    use crate::backend::cpu::strided::{Plan, SendPtr};
     use crate::error::Result;
     use crate::tensor::{DType, Tensor};
 
     /// Elements per task when a call is split over the thread pool.
     const CHUNK: usize = 1 << 14;
+    /// Below this many elements in all a call runs on the calling thread: an
+    /// update costs about a nanosecond per element, less than waking the
+    /// pool for a model of many small parameters.
+    const PAR_MIN: usize = 1 << 18;
 
     /// A storage element type and the type it computes in.
     pub trait Store: Copy + Send + Sync + 'static {

@@ -161,16 +161,22 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        table = self.state._d  # (the state mapping's own dict: one lookup per parameter)
         with no_grad():
             for group in self.param_groups:
-                params = [p for p in group["params"] if p.grad is not None]
+                params, grads, states = [], [], []
+                for p in group["params"]:
+                    g = p.grad
+                    if g is not None:
+                        params.append(p)
+                        grads.append(g)
+                        entry = table.get(id(p))
+                        states.append(None if entry is None else entry[1])
                 if not params:
                     continue
-                grads = [p.grad for p in params]
-                states = [self.state.get(p) for p in params]
                 new_states = self._update_group(group, params, grads, states)
                 for p, st in zip(params, new_states, strict=True):
-                    self.state[p] = st
+                    table[id(p)] = (p, st)
         return loss
 
     def _update_group(

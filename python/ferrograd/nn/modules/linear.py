@@ -56,7 +56,8 @@ class Linear(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         """Apply the affine map to the last dim of ``input``."""
-        return F.linear(input, self.weight, self.bias)
+        p = self._parameters  # (a plain dict lookup: cheaper than Module.__getattr__)
+        return F.linear(input, p["weight"], p["bias"])
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

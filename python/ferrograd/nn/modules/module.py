@@ -114,6 +114,8 @@ class Module:
     forward = _forward_unimplemented
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
             res = hook(self, args)
             if res is not None:
