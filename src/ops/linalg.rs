@@ -128,8 +128,54 @@ fn matmul_impl(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) 
     Ok(out)
 }
 
+/// The common eager case of [`matmul_raw`] with less bookkeeping: 2-D
+/// operands of one float32/float64 dtype and device, and an initial value
+/// (bias) of that dtype with at most 2 dims. `None` when it does not apply.
+fn matmul_2d(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    init: Option<&Tensor>,
+) -> Option<Result<Tensor>> {
+    let dt = a.dtype();
+    let simple = a.ndim() == 2
+        && b.ndim() == 2
+        && matches!(dt, DType::F32 | DType::F64)
+        && b.dtype() == dt
+        && b.device() == a.device()
+        && a.shape()[1] == b.shape()[0]
+        && init.is_none_or(|t| t.dtype() == dt && t.ndim() <= 2 && t.device() == a.device());
+    if !simple {
+        return None;
+    }
+    let shape = [a.shape()[0], b.shape()[1]];
+    let run = || {
+        let out = Tensor::empty(&shape, dt, a.device())?;
+        let be = backend(a.device());
+        if let Some(init) = init {
+            let l = init.layout().expand(op, &shape).map_err(|_| {
+                Error::shape(
+                    op,
+                    format!(
+                        "bias of shape {} cannot be broadcast to the output shape {}",
+                        fmt_shape(init.shape()),
+                        fmt_shape(&shape)
+                    ),
+                )
+            })?;
+            be.cast_copy(&init.with_layout(l), &out)?;
+        }
+        be.matmul(a, b, &out, init.is_some())?;
+        Ok(out)
+    };
+    Some(run())
+}
+
 /// [`matmul_impl`] without recording.
 fn matmul_raw(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -> Result<Tensor> {
+    if let Some(r) = matmul_2d(op, a, b, init) {
+        return r;
+    }
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(Error::shape(
             op,
