@@ -832,6 +832,14 @@ def rms_norm(
     weight: Tensor | None = None,
     eps: _float | None = None,
 ) -> Tensor: ...
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: _int = -100,
+    reduction: str = "mean",
+    label_smoothing: _float = 0.0,
+) -> Tensor: ...
 @overload
 def einsum(equation: str, operands: Sequence[Tensor], /) -> Tensor: ...
 @overload

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::index::IndexArgs;
+use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
@@ -53,6 +54,91 @@ pub trait Backend: Send + Sync {
     /// `out[i] = cond[i] ? a[i] : b[i]`.
     fn where_(&self, _cond: &Tensor, _a: &Tensor, _b: &Tensor, _out: &Tensor) -> Result<()> {
         unsupported(self, "where")
+    }
+
+    /// Fused gradient of a unary op: `out[i] = g[i] · op'(x[i])` with
+    /// `y = op(x)` (`x`, `y`, `g`, `out` share a floating dtype and shape).
+    /// Returns `false`, writing nothing, when the device has no fused kernel
+    /// for `op`; the caller then composes the gradient from primitives.
+    fn unary_grad(
+        &self,
+        _op: UnaryOp,
+        _x: &Tensor,
+        _y: &Tensor,
+        _g: &Tensor,
+        _out: &Tensor,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Fused softmax (log-softmax when `log`) gradient along `dim` into the
+    /// contiguous `out`, from the forward output `y` and the output gradient
+    /// `g` (same shape and floating dtype). `false` (nothing written) when
+    /// the device has no fused kernel for this case.
+    fn softmax_grad(
+        &self,
+        _y: &Tensor,
+        _g: &Tensor,
+        _dim: usize,
+        _log: bool,
+        _out: &Tensor,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Fused layer-norm (RMS-norm when `rms`) gradient, rows as in
+    /// [`Backend::layer_norm`]: any of `dx` (the input's shape), `dw`, `db`
+    /// (the weight's shape), all contiguous. `false` (nothing written) when
+    /// the device has no fused kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_grad(
+        &self,
+        _x: &Tensor,
+        _g: &Tensor,
+        _mean: &Tensor,
+        _rstd: &Tensor,
+        _weight: Option<&Tensor>,
+        _rms: bool,
+        _dx: Option<&Tensor>,
+        _dw: Option<&Tensor>,
+        _db: Option<&Tensor>,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Cross entropy (log-softmax + NLL) of contiguous `(rows, C)` logits
+    /// against class indices, see [`crate::ops::loss`]: per-row `loss`,
+    /// `lse` and target weight `wt` (contiguous `(rows,)`). Out-of-range
+    /// targets are an index error and nothing is written.
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy(
+        &self,
+        _x: &Tensor,
+        _target: &Tensor,
+        _weight: Option<&Tensor>,
+        _cfg: CeCfg,
+        _shape: &[usize],
+        _loss: &Tensor,
+        _lse: &Tensor,
+        _wt: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "cross_entropy")
+    }
+
+    /// Gradient of [`Backend::cross_entropy`] for the logits into the
+    /// contiguous `out` `(rows, C)`, from the per-row output gradient `g`.
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy_grad(
+        &self,
+        _x: &Tensor,
+        _target: &Tensor,
+        _weight: Option<&Tensor>,
+        _lse: &Tensor,
+        _g: &Tensor,
+        _cfg: CeCfg,
+        _out: &Tensor,
+    ) -> Result<()> {
+        unsupported(self, "cross_entropy")
     }
 
     // ---- further primitive families add their methods below this line ----

@@ -46,6 +46,33 @@ fn zeros_like(x: &Tensor) -> Result<Tensor> {
     Tensor::zeros(x.shape(), x.dtype(), x.device())
 }
 
+/// `g · op'(x)` from the device's fused kernel (one pass, no temporaries),
+/// when the gradient is not itself recorded (no `create_graph`), the operands
+/// share a floating dtype and shape and the device fuses `op`; `None` otherwise.
+fn fused_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+    if crate::autograd::is_grad_enabled() && (x.requires_grad() || g.requires_grad()) {
+        return Ok(None);
+    }
+    let dt = x.dtype();
+    if !dt.is_floating_point()
+        || y.dtype() != dt
+        || g.dtype() != dt
+        || y.shape() != x.shape()
+        || g.shape() != x.shape()
+        || y.device() != x.device()
+        || g.device() != x.device()
+    {
+        return Ok(None);
+    }
+    let out = Tensor::empty(x.shape(), dt, x.device())?;
+    if out.numel() == 0 {
+        return Ok(Some(out));
+    }
+    Ok(crate::backend::backend(x.device())
+        .unary_grad(op, x, y, g, &out)?
+        .then_some(out))
+}
+
 /// Backward of a unary op. Saved: `[x, y]` (input and output).
 pub struct UnaryBackward {
     pub op: UnaryOp,
@@ -100,6 +127,9 @@ impl Backward for UnaryBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None]);
         };
+        if let Some(gx) = fused_unary_grad(self.op, x, y, g)? {
+            return Ok(vec![Some(gx)]);
+        }
         let gx = match self.op {
             Neg => unary(Neg, g)?,
             Abs => mul(g, &unary(Sign, x)?)?,

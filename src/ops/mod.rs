@@ -8,6 +8,7 @@ pub mod elementwise_grad;
 pub mod index;
 pub mod join;
 pub mod linalg;
+pub mod loss;
 pub mod norm;
 pub mod optim;
 pub mod philox;

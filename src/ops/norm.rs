@@ -207,6 +207,53 @@ struct NormBackward {
     in_dtype: DType,
 }
 
+impl NormBackward {
+    /// All the gradients from the device's fused kernel, when it has one.
+    fn fused(
+        &self,
+        saved: &[Tensor],
+        g: &Tensor,
+        needs: &[bool],
+    ) -> Result<Option<Vec<Option<Tensor>>>> {
+        let x = &saved[0];
+        if g.dtype() != x.dtype() || g.shape() != x.shape() || g.device() != x.device() {
+            return Ok(None);
+        }
+        let n_in = 1 + self.has_w as usize + self.has_b as usize;
+        let pshape = &x.shape()[x.ndim() - self.k..];
+        let (dev, dt) = (x.device(), x.dtype());
+        let dx = needs[0].then(|| Tensor::empty(x.shape(), dt, dev)).transpose()?;
+        let dw = (self.has_w && needs[1])
+            .then(|| Tensor::empty(pshape, dt, dev))
+            .transpose()?;
+        let db = (self.has_b && needs[n_in - 1])
+            .then(|| Tensor::empty(pshape, dt, dev))
+            .transpose()?;
+        let w = self.has_w.then(|| &saved[3]);
+        if !backend(dev).layer_norm_grad(
+            x,
+            g,
+            &saved[1],
+            &saved[2],
+            w,
+            self.rms,
+            dx.as_ref(),
+            dw.as_ref(),
+            db.as_ref(),
+        )? {
+            return Ok(None);
+        }
+        let mut out = vec![dx];
+        if self.has_w {
+            out.push(dw);
+        }
+        if self.has_b {
+            out.push(db);
+        }
+        Ok(Some(out))
+    }
+}
+
 impl Backward for NormBackward {
     fn name(&self) -> &'static str {
         if self.rms {
@@ -225,6 +272,11 @@ impl Backward for NormBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None; n_in]);
         };
+        if !(ag::is_grad_enabled() && (saved[0].requires_grad() || g.requires_grad())) {
+            if let Some(out) = self.fused(saved, g, needs)? {
+                return Ok(out);
+            }
+        }
         let sd = stats_dtype(self.in_dtype);
         let x = elementwise::to_dtype(&saved[0], sd)?;
         let g = elementwise::to_dtype(g, sd)?;

@@ -899,6 +899,16 @@ impl Backward for SoftmaxBackward {
             return Ok(vec![None]);
         };
         let y = &saved[0];
+        let fused = !(ag::is_grad_enabled() && (y.requires_grad() || g.requires_grad()))
+            && g.dtype() == y.dtype()
+            && g.shape() == y.shape()
+            && g.device() == y.device();
+        if fused {
+            let out = Tensor::empty(y.shape(), y.dtype(), y.device())?;
+            if backend(y.device()).softmax_grad(y, g, self.dim as usize, self.log, &out)? {
+                return Ok(vec![Some(elementwise::to_dtype(&out, self.in_dtype)?)]);
+            }
+        }
         let d = [self.dim];
         let gx = if self.log {
             let s = sum(g, Some(&d), true, None)?;

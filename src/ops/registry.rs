@@ -143,6 +143,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::conv::OPS,
         super::reduce::OPS,
         super::norm::OPS,
+        super::loss::OPS,
         super::random::OPS,
         super::optim::OPS,
     ];

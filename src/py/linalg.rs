@@ -9,6 +9,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use super::{as_tensor, run_heavy, PyTensor};
 use crate::ops::conv::{self, Padding};
 use crate::ops::linalg;
+use crate::ops::loss;
 use crate::ops::norm;
 use crate::tensor::Tensor;
 
@@ -428,7 +429,33 @@ fn rms_norm(
     run_heavy(py, x.numel(), || norm::rms_norm(&x, &ns, w.as_ref(), eps)).map(PyTensor::new)
 }
 
+/// Cross entropy of logits `input` (classes on dim 1, or dim 0 when 1-D)
+/// against class indices `target`, with class `weight`s, `ignore_index`,
+/// `label_smoothing` and a `'mean'`/`'sum'`/`'none'` reduction: log-softmax
+/// and NLL fused in one pass, and a fused gradient.
+#[pyfunction]
+#[pyo3(signature = (input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0))]
+fn cross_entropy(
+    py: Python<'_>,
+    input: &Bound<'_, PyAny>,
+    target: &Bound<'_, PyAny>,
+    weight: Option<&Bound<'_, PyAny>>,
+    ignore_index: i64,
+    reduction: &str,
+    label_smoothing: f64,
+) -> PyResult<PyTensor> {
+    let x = as_tensor(input)?;
+    let t = as_tensor(target)?;
+    let w = opt_tensor(weight)?;
+    let r = loss::Reduction::parse("cross_entropy", reduction).map_err(super::to_pyerr)?;
+    run_heavy(py, x.numel(), || {
+        loss::cross_entropy(&x, &t, w.as_ref(), ignore_index, r, label_smoothing)
+    })
+    .map(PyTensor::new)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cross_entropy, m)?)?;
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(einsum, m)?)?;

@@ -100,8 +100,11 @@ def _safe_log(x: Tensor) -> Tensor:
     return _core.where(pos, safe.log(), -100.0).clamp(min=-100.0)
 
 
-def _check_class_targets(fn: str, input: Tensor, target: Tensor, ignore_index: int) -> int:
-    """Validate class-index ``target`` for ``input`` (classes on dim 1, or dim 0 when 1-D); return C."""
+def _check_class_targets(fn: str, input: Tensor, target: Tensor, ignore_index: int, bounds: bool = True) -> int:
+    """Validate class-index ``target`` for ``input`` (classes on dim 1, or dim 0 when 1-D); return C.
+
+    ``bounds=False`` leaves the range check of the values to a fused op that makes it itself.
+    """
     if input.dim() == 0:
         raise ValueError(f"{fn}: input must have at least 1 dimension (the classes), got a 0-d tensor")
     if target.dtype not in _INT_DTYPES:
@@ -117,7 +120,7 @@ def _check_class_targets(fn: str, input: Tensor, target: Tensor, ignore_index: i
             f"(classes on dim {cdim}), got target of shape {tuple(target.shape)}"
         )
     n_classes = shape[cdim]
-    if target.numel():
+    if bounds and target.numel():
         bad = ((target < 0).logical_or(target >= n_classes)).logical_and(target != ignore_index)
         if bool(bad.any()):
             first = int(target.masked_select(bad)[0])
@@ -230,6 +233,12 @@ def cross_entropy(
         raise ValueError(f"{fn}: input must have at least 1 dimension (the classes), got a 0-d tensor")
     cdim = 1 if input.dim() >= 2 else 0
     n_classes = input.shape[cdim]
+    if not target.dtype.is_floating_point and (weight is None or not weight.requires_grad):
+        # Class indices: the fused registry op (log-softmax + NLL and its
+        # gradient in one pass each), which also checks the target bounds.
+        _check_class_targets(fn, input, target, ignore_index, bounds=False)
+        _check_weight(fn, weight, n_classes)
+        return _core.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     logp = input.log_softmax(cdim)
 
     if target.dtype.is_floating_point:  # class probabilities

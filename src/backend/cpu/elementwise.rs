@@ -719,3 +719,203 @@ pub fn fill(dst: &Tensor, value: Scalar) -> Result<()> {
     });
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// Fused unary gradients: out = g · op'(x), one pass over (x, y, g)
+// ---------------------------------------------------------------------------
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn zip3_body<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    c: *const T,
+    sc: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    if sa == 1 && sb == 1 && sc == 1 && sy == 1 {
+        for i in 0..n {
+            *y.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+        }
+    } else {
+        for i in 0..n as isize {
+            *y.offset(i * sy) = f(*a.offset(i * sa), *b.offset(i * sb), *c.offset(i * sc));
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn zip3_v4<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    c: *const T,
+    sc: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    zip3_body(a, sa, b, sb, c, sc, y, sy, n, f)
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn zip3_v3<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    c: *const T,
+    sc: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    zip3_body(a, sa, b, sb, c, sc, y, sy, n, f)
+}
+
+/// Run `f` over `(a, b, c)` into `out` (all the same shape), threaded above `grain` elements.
+pub fn run_zip3<T: Copy, U: Copy, F: Fn(T, T, T) -> U + Sync>(
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    out: &Tensor,
+    grain: usize,
+    f: F,
+) {
+    let ap = SendPtr(a.data_ptr::<T>());
+    let bp = SendPtr(b.data_ptr::<T>());
+    let cp = SendPtr(c.data_ptr::<T>());
+    let yp = SendPtr(out.data_ptr::<U>());
+    par_for_each_row(
+        out.shape(),
+        [a.strides(), b.strides(), c.strides(), out.strides()],
+        grain,
+        |[oa, ob, oc, oy], n, [sa, sb, sc, sy]| {
+            // SAFETY: offsets come from the layouts; each row is written by one task.
+            unsafe {
+                let (a, b, c, y) = (
+                    ap.get().offset(oa),
+                    bp.get().offset(ob),
+                    cp.get().offset(oc),
+                    yp.get().offset(oy),
+                );
+                #[cfg(target_arch = "x86_64")]
+                match level() {
+                    Level::Avx512 => return zip3_v4(a, sa, b, sb, c, sc, y, sy, n, &f),
+                    Level::Avx2 => return zip3_v3(a, sa, b, sb, c, sc, y, sy, n, &f),
+                    Level::Scalar => {}
+                }
+                zip3_body(a, sa, b, sb, c, sc, y, sy, n, &f)
+            }
+        },
+    );
+}
+
+/// Expand to a `match` over the unary ops with a fused gradient, calling
+/// `$run!(grain, closure (x, y, g) -> g·op'(x) over $C)`; evaluates to
+/// `false` for the other ops.
+macro_rules! float_unary_grad {
+    ($op:expr, $C:ty, $run:ident) => {{
+        use UnaryOp::*;
+        let one = <$C>::ONE;
+        let zero = <$C>::ZERO;
+        match $op {
+            Tanh => $run!(PAR_MIN, move |_x: $C, y: $C, g: $C| g * (one - y * y)),
+            Sigmoid => $run!(PAR_MIN, move |_x: $C, y: $C, g: $C| g * (y * (one - y))),
+            Relu => $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero { g } else { zero }),
+            LeakyRelu(s) => {
+                let s = <$C>::c(s);
+                $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero { g } else { g * s })
+            }
+            Elu(a) => {
+                let a = <$C>::c(a);
+                $run!(PAR_MIN, move |x: $C, y: $C, g: $C| if x > zero {
+                    g
+                } else {
+                    g * (y + a)
+                })
+            }
+            Gelu => $run!(PAR_MIN_HEAVY, |x: $C, _y: $C, g: $C| g * x.gelu_grad()),
+            GeluTanh => $run!(PAR_MIN_HEAVY, |x: $C, _y: $C, g: $C| g * x.gelu_tanh_grad()),
+            Silu => $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
+                let s = x.sigmoid();
+                g * (s * (x * (one - s) + one))
+            }),
+            Softplus { beta, threshold } => {
+                let (b, t) = (<$C>::c(beta), <$C>::c(threshold));
+                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
+                    let bx = x * b;
+                    if bx > t {
+                        g
+                    } else {
+                        g * bx.sigmoid()
+                    }
+                })
+            }
+            Erf => {
+                let k = <$C>::c(std::f64::consts::FRAC_2_SQRT_PI);
+                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| g * (Real::exp(-(x * x)) * k))
+            }
+            _ => return false,
+        }
+        true
+    }};
+}
+
+/// `out = g · op'(x)` in one pass (`y = op(x)`; `x`, `y`, `g`, `out` share a
+/// floating dtype and shape). Returns `false`, writing nothing, for ops
+/// without a fused gradient.
+pub fn unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor, out: &Tensor) -> bool {
+    match x.dtype() {
+        DType::F32 => {
+            macro_rules! run {
+                ($grain:expr, $f:expr) => {
+                    run_zip3::<f32, f32, _>(x, y, g, out, $grain, $f)
+                };
+            }
+            float_unary_grad!(op, f32, run)
+        }
+        DType::F64 => {
+            macro_rules! run {
+                ($grain:expr, $f:expr) => {
+                    run_zip3::<f64, f64, _>(x, y, g, out, $grain, $f)
+                };
+            }
+            float_unary_grad!(op, f64, run)
+        }
+        DType::F16 => {
+            macro_rules! run {
+                ($grain:expr, $f:expr) => {{
+                    let f = $f;
+                    run_zip3::<f16, f16, _>(x, y, g, out, $grain, move |a: f16, b: f16, c: f16| {
+                        f16::from_f32(f(a.to_f32(), b.to_f32(), c.to_f32()))
+                    })
+                }};
+            }
+            float_unary_grad!(op, f32, run)
+        }
+        DType::BF16 => {
+            macro_rules! run {
+                ($grain:expr, $f:expr) => {{
+                    let f = $f;
+                    run_zip3::<bf16, bf16, _>(x, y, g, out, $grain, move |a: bf16, b: bf16, c: bf16| {
+                        bf16::from_f32(f(a.to_f32(), b.to_f32(), c.to_f32()))
+                    })
+                }};
+            }
+            float_unary_grad!(op, f32, run)
+        }
+        _ => false,
+    }
+}

@@ -41,6 +41,10 @@ pub trait Real:
     fn erf_fn(self) -> Self;
     fn gelu(self) -> Self;
     fn gelu_tanh(self) -> Self;
+    /// Derivative of exact GELU.
+    fn gelu_grad(self) -> Self;
+    /// Derivative of tanh-approximated GELU.
+    fn gelu_tanh_grad(self) -> Self;
     fn floor(self) -> Self;
     fn ceil(self) -> Self;
     fn round_even(self) -> Self;
@@ -187,6 +191,14 @@ impl Real for f32 {
     fn gelu_tanh(self) -> Self {
         vmath::gelu_tanh_f32(self)
     }
+    #[inline(always)]
+    fn gelu_grad(self) -> Self {
+        vmath::gelu_grad_f32(self)
+    }
+    #[inline(always)]
+    fn gelu_tanh_grad(self) -> Self {
+        vmath::gelu_tanh_grad_f32(self)
+    }
 }
 
 impl Real for f64 {
@@ -231,5 +243,13 @@ impl Real for f64 {
     #[inline(always)]
     fn gelu_tanh(self) -> Self {
         vmath::gelu_tanh_f64(self)
+    }
+    #[inline(always)]
+    fn gelu_grad(self) -> Self {
+        vmath::gelu_grad_f64(self)
+    }
+    #[inline(always)]
+    fn gelu_tanh_grad(self) -> Self {
+        vmath::gelu_tanh_grad_f64(self)
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod fused;
 pub mod gemm;
 pub mod index;
 pub mod math;
@@ -17,6 +18,7 @@ use crate::error::Result;
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::index::IndexArgs;
+use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
@@ -43,6 +45,67 @@ impl Backend for CpuBackend {
     }
     fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         elementwise::where_(cond, a, b, out)
+    }
+
+    fn unary_grad(
+        &self,
+        op: UnaryOp,
+        x: &Tensor,
+        y: &Tensor,
+        g: &Tensor,
+        out: &Tensor,
+    ) -> Result<bool> {
+        Ok(elementwise::unary_grad(op, x, y, g, out))
+    }
+
+    fn softmax_grad(
+        &self,
+        y: &Tensor,
+        g: &Tensor,
+        dim: usize,
+        log: bool,
+        out: &Tensor,
+    ) -> Result<bool> {
+        fused::softmax_grad(y, g, dim, log, out)
+    }
+    fn layer_norm_grad(
+        &self,
+        x: &Tensor,
+        g: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+        weight: Option<&Tensor>,
+        rms: bool,
+        dx: Option<&Tensor>,
+        dw: Option<&Tensor>,
+        db: Option<&Tensor>,
+    ) -> Result<bool> {
+        fused::layer_norm_grad(x, g, mean, rstd, weight, rms, dx, dw, db)
+    }
+    fn cross_entropy(
+        &self,
+        x: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        cfg: CeCfg,
+        shape: &[usize],
+        loss: &Tensor,
+        lse: &Tensor,
+        wt: &Tensor,
+    ) -> Result<()> {
+        fused::cross_entropy(x, target, weight, cfg, shape, loss, lse, wt)
+    }
+    fn cross_entropy_grad(
+        &self,
+        x: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        lse: &Tensor,
+        g: &Tensor,
+        cfg: CeCfg,
+        out: &Tensor,
+    ) -> Result<()> {
+        fused::cross_entropy_grad(x, target, weight, lse, g, cfg, out)
     }
 
     // ---- further primitive families add their methods below this line ----
