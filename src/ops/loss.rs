@@ -217,7 +217,10 @@ pub fn cross_entropy(
             Reduction::Sum => (sum(&loss, None, false, None)?, None),
             Reduction::Mean => {
                 let den = sum(&wt, None, false, None)?;
-                (ew::binary(BinaryOp::Div, &sum(&loss, None, false, None)?, &den)?, Some(den))
+                (
+                    ew::binary(BinaryOp::Div, &sum(&loss, None, false, None)?, &den)?,
+                    Some(den),
+                )
             }
         };
         (x2, t2, w2, lse, ew::to_dtype(&out, input.dtype())?, den)
@@ -348,7 +351,8 @@ impl CrossEntropyBackward {
         // a_r, b_r per row, the one-hot targets and the smoothing term.
         let (a, b, onehot, smooth) = {
             let _no = GradMode::set(false);
-            let keep = ew::binary_scalar(BinaryOp::Ne, t2, Scalar::Int(self.cfg.ignore_index), false)?;
+            let keep =
+                ew::binary_scalar(BinaryOp::Ne, t2, Scalar::Int(self.cfg.ignore_index), false)?;
             let drop_ = ew::unary(ew::UnaryOp::LogicalNot, &keep)?;
             let safe = ew::masked_fill(t2, &drop_, Scalar::Int(0))?;
             let classes = crate::ops::creation::arange(
@@ -366,10 +370,17 @@ impl CrossEntropyBackward {
             let keepf = ew::to_dtype(&keep, cd)?;
             let (wt, wsum) = match w {
                 Some(w) => (
-                    ew::binary(BinaryOp::Mul, &crate::ops::index::index_select(w, 0, &safe)?, &keepf)?,
+                    ew::binary(
+                        BinaryOp::Mul,
+                        &crate::ops::index::index_select(w, 0, &safe)?,
+                        &keepf,
+                    )?,
                     sum(w, None, false, None)?,
                 ),
-                None => (keepf.clone(), ew::scalar_tensor(Scalar::Float(c as f64), cd, t2.device())?),
+                None => (
+                    keepf.clone(),
+                    ew::scalar_tensor(Scalar::Float(c as f64), cd, t2.device())?,
+                ),
             };
             let b = ew::binary_scalar(BinaryOp::Mul, &wt, Scalar::Float(1.0 - eps), false)?;
             let es = ew::binary_scalar(BinaryOp::Mul, &wsum, Scalar::Float(eps / c as f64), false)?;
@@ -380,7 +391,8 @@ impl CrossEntropyBackward {
                 Some(w) => ew::binary(BinaryOp::Mul, &shape::unsqueeze(w, 0)?, &kcol)?,
                 None => kcol,
             };
-            let smooth = ew::binary_scalar(BinaryOp::Mul, &sm, Scalar::Float(eps / c as f64), false)?;
+            let smooth =
+                ew::binary_scalar(BinaryOp::Mul, &sm, Scalar::Float(eps / c as f64), false)?;
             (a, b, ew::to_dtype(&onehot, cd)?, smooth)
         };
         let mut inner = ew::binary(

@@ -222,7 +222,9 @@ impl NormBackward {
         let n_in = 1 + self.has_w as usize + self.has_b as usize;
         let pshape = &x.shape()[x.ndim() - self.k..];
         let (dev, dt) = (x.device(), x.dtype());
-        let dx = needs[0].then(|| Tensor::empty(x.shape(), dt, dev)).transpose()?;
+        let dx = needs[0]
+            .then(|| Tensor::empty(x.shape(), dt, dev))
+            .transpose()?;
         let dw = (self.has_w && needs[1])
             .then(|| Tensor::empty(pshape, dt, dev))
             .transpose()?;

@@ -28,7 +28,6 @@
 //! list) is the declared mutated input; the state lists are written too.
 //! None is differentiable.
 
-
 use super::registry::{DTypes, OpInfo, OpKind};
 use crate::error::{Error, Result};
 use crate::tensor::{Device, Tensor};

@@ -211,7 +211,10 @@ impl Cache {
         } else {
             let i = cap / ALIGN - 1;
             if self.small_bytes + cap > SMALL_MAX_BYTES
-                || self.small.get(i).is_some_and(|v| v.len() >= SMALL_PER_CLASS)
+                || self
+                    .small
+                    .get(i)
+                    .is_some_and(|v| v.len() >= SMALL_PER_CLASS)
             {
                 return false;
             }

@@ -833,10 +833,18 @@ macro_rules! float_unary_grad {
         match $op {
             Tanh => $run!(PAR_MIN, move |_x: $C, y: $C, g: $C| g * (one - y * y)),
             Sigmoid => $run!(PAR_MIN, move |_x: $C, y: $C, g: $C| g * (y * (one - y))),
-            Relu => $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero { g } else { zero }),
+            Relu => $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero {
+                g
+            } else {
+                zero
+            }),
             LeakyRelu(s) => {
                 let s = <$C>::c(s);
-                $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero { g } else { g * s })
+                $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero {
+                    g
+                } else {
+                    g * s
+                })
             }
             Elu(a) => {
                 let a = <$C>::c(a);
@@ -865,7 +873,8 @@ macro_rules! float_unary_grad {
             }
             Erf => {
                 let k = <$C>::c(std::f64::consts::FRAC_2_SQRT_PI);
-                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| g * (Real::exp(-(x * x)) * k))
+                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| g
+                    * (Real::exp(-(x * x)) * k))
             }
             _ => return false,
         }
@@ -909,9 +918,16 @@ pub fn unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor, out: &Tensor)
             macro_rules! run {
                 ($grain:expr, $f:expr) => {{
                     let f = $f;
-                    run_zip3::<bf16, bf16, _>(x, y, g, out, $grain, move |a: bf16, b: bf16, c: bf16| {
-                        bf16::from_f32(f(a.to_f32(), b.to_f32(), c.to_f32()))
-                    })
+                    run_zip3::<bf16, bf16, _>(
+                        x,
+                        y,
+                        g,
+                        out,
+                        $grain,
+                        move |a: bf16, b: bf16, c: bf16| {
+                            bf16::from_f32(f(a.to_f32(), b.to_f32(), c.to_f32()))
+                        },
+                    )
                 }};
             }
             float_unary_grad!(op, f32, run)

@@ -77,7 +77,10 @@ fn compute_copy(x: &Tensor) -> Result<Tensor> {
 
 /// Run `f` with float32 stand-ins for half-precision outputs, then round
 /// them into the real outputs.
-fn with_f32_outputs(outs: &[Option<&Tensor>], f: impl FnOnce(&[Option<Tensor>]) -> Result<()>) -> Result<()> {
+fn with_f32_outputs(
+    outs: &[Option<&Tensor>],
+    f: impl FnOnce(&[Option<Tensor>]) -> Result<()>,
+) -> Result<()> {
     let tmp: Vec<Option<Tensor>> = outs
         .iter()
         .map(|o| {
@@ -138,7 +141,13 @@ fn softmax_grad_real<R: Real + Element>(y: &Tensor, g: &Tensor, d: usize, log: b
         // freshly allocated output belong to this task only.
         unsafe {
             let o = std::slice::from_raw_parts_mut(op.get().add(a * d), (b - a) * d);
-            softmax_grad_rows(rows_of::<R>(y, a, b, d), rows_of::<R>(g, a, b, d), o, d, log);
+            softmax_grad_rows(
+                rows_of::<R>(y, a, b, d),
+                rows_of::<R>(g, a, b, d),
+                o,
+                d,
+                log,
+            );
         }
     });
 }
@@ -287,7 +296,9 @@ fn norm_grad_real<R: Real + Element>(
             );
         }
     };
-    par_ranges(units, tasks_for(x.numel()), |a, b| (a..b).for_each(run_unit));
+    par_ranges(units, tasks_for(x.numel()), |a, b| {
+        (a..b).for_each(run_unit)
+    });
     if sums {
         for (t, p) in [(dw, &pw), (db, &pb)] {
             if let Some(t) = t {
@@ -329,7 +340,10 @@ pub fn layer_norm_grad(
     }
     let (xc, gc) = (compute_copy(x)?, compute_copy(g)?);
     let wc = w.map(compute_copy).transpose()?;
-    let (mc, rc) = (contiguous_as(mean, xc.dtype())?, contiguous_as(rstd, xc.dtype())?);
+    let (mc, rc) = (
+        contiguous_as(mean, xc.dtype())?,
+        contiguous_as(rstd, xc.dtype())?,
+    );
     with_f32_outputs(&[dx, dw, db], |o| {
         let (dx, dw, db) = (o[0].as_ref(), o[1].as_ref(), o[2].as_ref());
         match xc.dtype() {
@@ -451,17 +465,37 @@ multiversion! {
     }
 }
 
-fn ce_real<R: Real + Element>(x: &Tensor, t: &[i64], w: Option<&Tensor>, cfg: CeCfg, loss: &Tensor, lse: &Tensor, wt: &Tensor) {
+fn ce_real<R: Real + Element>(
+    x: &Tensor,
+    t: &[i64],
+    w: Option<&Tensor>,
+    cfg: CeCfg,
+    loss: &Tensor,
+    lse: &Tensor,
+    wt: &Tensor,
+) {
     let rows = t.len();
     let c = cfg.c;
     // SAFETY: contiguous weight of `c` elements of R, only read.
     let wv = w.map(|w| unsafe { rows_of::<R>(w, 0, 1, c) });
-    let (lp, sp, wp) = (SendPtr(loss.data_ptr::<R>()), SendPtr(lse.data_ptr::<R>()), SendPtr(wt.data_ptr::<R>()));
+    let (lp, sp, wp) = (
+        SendPtr(loss.data_ptr::<R>()),
+        SendPtr(lse.data_ptr::<R>()),
+        SendPtr(wt.data_ptr::<R>()),
+    );
     par_ranges(rows, tasks_for(rows * c), |a, b| {
         // SAFETY: rows a..b of the contiguous input and of the fresh outputs.
         unsafe {
             let part = |p: SendPtr<R>| std::slice::from_raw_parts_mut(p.get().add(a), b - a);
-            ce_rows(rows_of::<R>(x, a, b, c), &t[a..b], wv, cfg, part(lp), part(sp), part(wp));
+            ce_rows(
+                rows_of::<R>(x, a, b, c),
+                &t[a..b],
+                wv,
+                cfg,
+                part(lp),
+                part(sp),
+                part(wp),
+            );
         }
     });
 }
@@ -503,7 +537,12 @@ pub fn cross_entropy(
     match x.dtype() {
         DType::F64 => ce_real::<f64>(&xc, tv, wc.as_ref(), cfg, loss, lse, wt),
         DType::F32 => ce_real::<f32>(&xc, tv, wc.as_ref(), cfg, loss, lse, wt),
-        d => return Err(Error::dtype("cross_entropy", format!("the CPU kernel has no {d} path (the op computes it in float32)"))),
+        d => {
+            return Err(Error::dtype(
+                "cross_entropy",
+                format!("the CPU kernel has no {d} path (the op computes it in float32)"),
+            ))
+        }
     }
     Ok(())
 }
@@ -527,9 +566,21 @@ pub fn cross_entropy_grad(
         return Ok(());
     }
     let dt = x.dtype();
-    let (xc, lc, gc) = (contiguous_as(x, dt)?, contiguous_as(lse, dt)?, contiguous_as(g, dt)?);
+    let (xc, lc, gc) = (
+        contiguous_as(x, dt)?,
+        contiguous_as(lse, dt)?,
+        contiguous_as(g, dt)?,
+    );
     let wc = w.map(|w| contiguous_as(w, dt)).transpose()?;
-    fn run<R: Real + Element>(xc: &Tensor, ti: &Tensor, wc: Option<&Tensor>, lc: &Tensor, gc: &Tensor, cfg: CeCfg, out: &Tensor) {
+    fn run<R: Real + Element>(
+        xc: &Tensor,
+        ti: &Tensor,
+        wc: Option<&Tensor>,
+        lc: &Tensor,
+        gc: &Tensor,
+        cfg: CeCfg,
+        out: &Tensor,
+    ) {
         let (rows, c) = (ti.numel(), cfg.c);
         // SAFETY: contiguous operands of the documented sizes, only read.
         let (tv, wv, lv, gv) = unsafe {
@@ -546,14 +597,28 @@ pub fn cross_entropy_grad(
             // SAFETY: rows a..b of the fresh output belong to this task.
             unsafe {
                 let o = std::slice::from_raw_parts_mut(op.get().add(a * c), (b - a) * c);
-                ce_grad_rows(rows_of::<R>(xc, a, b, c), &tv[a..b], wv, wsum, &lv[a..b], &gv[a..b], cfg, o);
+                ce_grad_rows(
+                    rows_of::<R>(xc, a, b, c),
+                    &tv[a..b],
+                    wv,
+                    wsum,
+                    &lv[a..b],
+                    &gv[a..b],
+                    cfg,
+                    o,
+                );
             }
         });
     }
     match dt {
         DType::F64 => run::<f64>(&xc, &ti, wc.as_ref(), &lc, &gc, cfg, out),
         DType::F32 => run::<f32>(&xc, &ti, wc.as_ref(), &lc, &gc, cfg, out),
-        d => return Err(Error::dtype("cross_entropy", format!("the CPU kernel has no {d} path (the op computes it in float32)"))),
+        d => {
+            return Err(Error::dtype(
+                "cross_entropy",
+                format!("the CPU kernel has no {d} path (the op computes it in float32)"),
+            ))
+        }
     }
     Ok(())
 }

@@ -946,8 +946,19 @@ fn small_sum(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> bool {
     let r: usize = dims.iter().filter(|d| d.1).map(|d| d.0).product();
     let k = n / r;
     let leading = dims.first().is_some_and(|d| d.1);
-    let scale = if op == ReduceOp::Mean { 1.0 / r as f64 } else { 1.0 };
-    fn run<R: Real + Element>(x: &Tensor, out: &Tensor, r: usize, k: usize, leading: bool, scale: f64) {
+    let scale = if op == ReduceOp::Mean {
+        1.0 / r as f64
+    } else {
+        1.0
+    };
+    fn run<R: Real + Element>(
+        x: &Tensor,
+        out: &Tensor,
+        r: usize,
+        k: usize,
+        leading: bool,
+        scale: f64,
+    ) {
         // SAFETY: `x` is dense with r·k elements of R; `out` is contiguous with k.
         let xs = unsafe { std::slice::from_raw_parts(x.data_ptr::<R>() as *const R, r * k) };
         let os = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<R>(), k) };
