@@ -72,6 +72,7 @@ __all__ = [
     "_scalar",
     "layer_norm",
     "rms_norm",
+    "cross_entropy",
     "einsum",
     "linear",
     "conv1d",
@@ -836,7 +837,7 @@ def cross_entropy(
     input: Tensor,
     target: Tensor,
     weight: Tensor | None = None,
-    ignore_index: _int = -100,
+    ignore_index: _int = ...,  # the runtime default is -100 (its text signature cannot show it)
     reduction: str = "mean",
     label_smoothing: _float = 0.0,
 ) -> Tensor: ...
