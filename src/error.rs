@@ -18,6 +18,9 @@ pub enum Error {
     Memory { op: &'static str, bytes: usize },
     /// Anything else (→ RuntimeError).
     Runtime { op: &'static str, msg: String },
+    /// A value needed in Python while a graph is being captured (→
+    /// `ferrograd.TraceError`, a RuntimeError).
+    Symbolic { op: &'static str, msg: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -53,6 +56,45 @@ impl Error {
             msg: msg.into(),
         }
     }
+    pub fn symbolic(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::Symbolic {
+            op,
+            msg: msg.into(),
+        }
+    }
+
+    /// The same error with `note` appended to its message (e.g. where a graph
+    /// node was captured).
+    pub fn with_note(self, note: &str) -> Error {
+        match self {
+            Error::Shape { op, msg } => Error::Shape {
+                op,
+                msg: format!("{msg}{note}"),
+            },
+            Error::DType { op, msg } => Error::DType {
+                op,
+                msg: format!("{msg}{note}"),
+            },
+            Error::Index { op, msg } => Error::Index {
+                op,
+                msg: format!("{msg}{note}"),
+            },
+            Error::Value { op, msg } => Error::Value {
+                op,
+                msg: format!("{msg}{note}"),
+            },
+            Error::Runtime { op, msg } => Error::Runtime {
+                op,
+                msg: format!("{msg}{note}"),
+            },
+            Error::Symbolic { op, msg } => Error::Symbolic {
+                op,
+                msg: format!("{msg}{note}"),
+            },
+            // Keeps its class (MemoryError); the size says what failed.
+            Error::Memory { .. } => self,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -62,7 +104,8 @@ impl fmt::Display for Error {
             | Error::DType { op, msg }
             | Error::Index { op, msg }
             | Error::Value { op, msg }
-            | Error::Runtime { op, msg } => write!(f, "{op}: {msg}"),
+            | Error::Runtime { op, msg }
+            | Error::Symbolic { op, msg } => write!(f, "{op}: {msg}"),
             Error::Memory { op, bytes } => {
                 if *bytes == usize::MAX {
                     write!(f, "{op}: the requested size overflows")

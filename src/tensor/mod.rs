@@ -142,6 +142,7 @@ impl Tensor {
         let nbytes = nbytes_for("empty", shape, dtype)?;
         let storage = match device {
             Device::Cpu => Storage::new_cpu(nbytes)?,
+            Device::Meta => Storage::new_meta(nbytes),
             Device::Gpu(_) => {
                 return Err(Error::runtime(
                     "empty",
@@ -159,9 +160,15 @@ impl Tensor {
 
     /// Zero-filled contiguous tensor.
     pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        // Zeros made at the top level of a captured computation (by a VJP,
+        // say) are part of the graph.
+        if crate::graph::trace::active() {
+            return crate::ops::creation::zeros(shape, dtype, device);
+        }
         let nbytes = nbytes_for("zeros", shape, dtype)?;
         let storage = match device {
             Device::Cpu => Storage::zeroed_cpu(nbytes)?,
+            Device::Meta => Storage::new_meta(nbytes),
             Device::Gpu(_) => {
                 return Err(Error::runtime(
                     "zeros",
@@ -175,6 +182,32 @@ impl Tensor {
             dtype,
             meta: OnceLock::new(),
         })
+    }
+
+    /// A contiguous tensor holding `data`, for `device`: on the `Meta`
+    /// device (a graph being captured) only the shape is kept.
+    pub fn from_vec_on<T: Element>(
+        data: Vec<T>,
+        shape: &[usize],
+        device: Device,
+    ) -> Result<Tensor> {
+        if device == Device::Meta {
+            let n: usize = shape.iter().product();
+            if n != data.len() {
+                return Err(Error::shape(
+                    "tensor",
+                    format!("{} values do not fill shape {:?}", data.len(), shape),
+                ));
+            }
+            if crate::graph::trace::tracing() {
+                // Data an op builds from sizes (an index for padding, say)
+                // while it is captured: a constant of the graph, so that the
+                // graph has it when the op, or its gradient, runs.
+                return crate::graph::trace::constant(&Tensor::from_vec(data, shape)?);
+            }
+            return Tensor::empty(shape, T::DTYPE, device);
+        }
+        Tensor::from_vec(data, shape)
     }
 
     /// A contiguous CPU tensor holding `data`.
@@ -244,6 +277,21 @@ impl Tensor {
         self.meta.get()
     }
 
+    /// A tensor over `storage` with this layout and dtype that shares this
+    /// tensor's autograd state (gradients reaching it reach this tensor).
+    pub fn twin_with_storage(&self, storage: Arc<Storage>) -> Tensor {
+        let t = Tensor {
+            storage,
+            layout: self.layout.clone(),
+            dtype: self.dtype,
+            meta: OnceLock::new(),
+        };
+        if let Some(m) = self.meta.get() {
+            let _ = t.meta.set(m.clone());
+        }
+        t
+    }
+
     /// Attach autograd state (once). Returns the state now attached.
     pub fn init_meta(&self, make: impl FnOnce() -> AutogradMeta) -> &Arc<AutogradMeta> {
         self.meta.get_or_init(|| Arc::new(make()))
@@ -308,6 +356,22 @@ impl Tensor {
         Ok(())
     }
 
+    /// Error unless the tensor holds readable values (not a symbolic `Meta`
+    /// tensor of a graph being captured).
+    pub fn check_has_data(&self, op: &'static str) -> Result<()> {
+        if self.device().has_data() {
+            return Ok(());
+        }
+        Err(Error::Symbolic {
+            op,
+            msg: format!(
+                "the value of a tensor being captured into a graph (shape {:?}, dtype {}) is not known until the graph runs; for control flow that depends on values use fg.cond / fg.while_loop, or fg.compile(..., fallback=\"eager\") to run such a function eagerly",
+                self.shape(),
+                self.dtype
+            ),
+        })
+    }
+
     /// Copy out the elements in logical (row-major) order, converted to f64.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         let mut out = Vec::with_capacity(self.numel());
@@ -323,6 +387,7 @@ impl Tensor {
 
     /// The single element of a one-element tensor, as a [`Scalar`].
     pub fn item(&self) -> Result<Scalar> {
+        self.check_has_data("item")?;
         if self.numel() != 1 {
             return Err(Error::value(
                 "item",

@@ -26,6 +26,9 @@ pub enum Device {
     Cpu,
     /// A WebGPU adapter, by index.
     Gpu(u32),
+    /// Shape and dtype only, no memory: the values of a graph being captured.
+    /// Kernels on this device do nothing; reading its data is an error.
+    Meta,
 }
 
 impl Device {
@@ -34,7 +37,14 @@ impl Device {
             Device::Cpu => "cpu".to_string(),
             Device::Gpu(0) => "gpu".to_string(),
             Device::Gpu(i) => format!("gpu:{i}"),
+            Device::Meta => "meta".to_string(),
         }
+    }
+
+    /// Whether tensors on this device hold readable values (false for `Meta`).
+    #[inline]
+    pub fn has_data(&self) -> bool {
+        !matches!(self, Device::Meta)
     }
 }
 
@@ -52,6 +62,8 @@ enum Kind {
         #[allow(dead_code)]
         owner: Box<dyn Any + Send + Sync>,
     },
+    /// No memory at all (the `Meta` device): `ptr` is dangling and never read.
+    Meta,
 }
 
 /// A block of bytes on one device.
@@ -81,6 +93,18 @@ impl Storage {
     pub fn zeroed_cpu(nbytes: usize) -> Result<Storage> {
         let (ptr, cap) = cpu_alloc(nbytes, true)?;
         Ok(Storage::from_owned(ptr, nbytes, cap))
+    }
+
+    /// A storage of `nbytes` on the `Meta` device: size bookkeeping only.
+    pub fn new_meta(nbytes: usize) -> Storage {
+        Storage {
+            ptr: NonNull::dangling(),
+            nbytes,
+            kind: Kind::Meta,
+            readonly: false,
+            version: AtomicU64::new(0),
+            device: Device::Meta,
+        }
     }
 
     fn from_owned(ptr: NonNull<u8>, nbytes: usize, cap: usize) -> Storage {
@@ -115,8 +139,16 @@ impl Storage {
         }
     }
 
+    /// The address of the bytes. Panics for storage without memory (the
+    /// `Meta` device): kernels and data readers never reach such storage,
+    /// and a panic is caught at the Python boundary rather than reading
+    /// through a dangling pointer.
     #[inline]
     pub fn as_ptr(&self) -> *mut u8 {
+        assert!(
+            !matches!(self.kind, Kind::Meta),
+            "the data of a symbolic (meta) tensor was read"
+        );
         self.ptr.as_ptr()
     }
     #[inline]
