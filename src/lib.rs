@@ -7,9 +7,28 @@
 
 #[macro_use]
 pub mod tensor;
+
+/// Capture point at the top of an op function: while a graph is being
+/// captured, record the call (op, non-tensor arguments, tensor inputs) and
+/// return its shape-only outputs through the adapter `$out`.
+/// `capture!(OpCall::X { .. }, [a, b] + extra_iter, one)`.
+macro_rules! capture {
+    ($call:expr, [$($t:expr),* $(,)?] $(+ $extra:expr)?, $out:ident) => {
+        if let Some(r) = $crate::graph::trace::intercept(|| {
+            #[allow(unused_mut)]
+            let mut v: Vec<$crate::tensor::Tensor> = vec![$(($t).clone()),*];
+            $( v.extend($extra); )?
+            ($call, v)
+        }) {
+            return r.and_then($crate::graph::trace::$out);
+        }
+    };
+}
+
 pub mod autograd;
 pub mod backend;
 pub mod error;
+pub mod graph;
 pub mod ops;
 
 #[cfg(feature = "python")]

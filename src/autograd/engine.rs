@@ -84,6 +84,28 @@ impl LeafGrads {
 
 /// Add `g` into a leaf's `.grad`, stealing `g` when nothing else holds its storage.
 fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Result<()> {
+    if crate::graph::trace::tracing() && crate::graph::trace::tracks(m) {
+        // Inside a captured graph: the update is an effect of the graph.
+        let old = crate::graph::trace::current_grad(m)?;
+        let g = if create_graph {
+            g
+        } else {
+            ew::clone(&g.detach())?
+        };
+        let new = match old {
+            None => g,
+            Some(o) => {
+                let _mode = GradMode::set(create_graph);
+                let s = ew::binary(BinaryOp::Add, &o, &g)?;
+                if create_graph {
+                    s
+                } else {
+                    s.detach()
+                }
+            }
+        };
+        return crate::graph::trace::set_grad(m, Some(new));
+    }
     let g = if create_graph {
         g
     } else if Arc::strong_count(g.storage()) == 1 && g.is_contiguous() {
@@ -211,7 +233,11 @@ pub fn run(
             let needs: Vec<bool> = node.next.iter().map(|e| e.is_some()).collect();
             let r = {
                 let _mode = GradMode::set(create_graph);
-                node.backward.apply(&saved, &grads, &needs)?
+                if crate::graph::trace::active() {
+                    crate::graph::trace::vjp(&node, &saved, &grads, &needs)?
+                } else {
+                    node.backward.apply(&saved, &grads, &needs)?
+                }
             };
             if r.len() != node.next.len() {
                 return Err(Error::runtime(

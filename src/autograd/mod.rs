@@ -205,9 +205,31 @@ pub struct Node {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The creation number the next recorded node will get.
+pub fn next_seq() -> u64 {
+    SEQ.load(Ordering::Relaxed)
+}
+
 impl Node {
     pub fn name(&self) -> &'static str {
         self.backward.name()
+    }
+    /// The tensors this node saved (empty once released).
+    pub fn saved_tensors(&self) -> Vec<Tensor> {
+        self.saved
+            .lock()
+            .as_ref()
+            .map(|v| v.iter().map(|s| s.data.clone()).collect())
+            .unwrap_or_default()
+    }
+    /// Apply this node's vector-Jacobian product (see [`Backward::apply`]).
+    pub fn apply_backward(
+        &self,
+        saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.backward.apply(saved, grads, needs)
     }
     pub fn next_edges(&self) -> &[Option<Edge>] {
         &self.next

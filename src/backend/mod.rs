@@ -11,6 +11,7 @@
 //! target) and may be strided. Kernels never allocate user-visible tensors.
 
 pub mod cpu;
+pub mod meta;
 
 use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
@@ -334,6 +335,16 @@ pub trait Backend: Send + Sync {
     fn nonzero_fill(&self, _x: &Tensor, _out: &Tensor) -> Result<()> {
         unsupported(self, "nonzero")
     }
+    /// Run a fused elementwise kernel: `ins` broadcast to `k.shape`, `outs`
+    /// allocated with `k.shape` and the kernel's output dtypes.
+    fn fused(
+        &self,
+        _k: &crate::graph::fused::FusedKernel,
+        _ins: &[Tensor],
+        _outs: &[Tensor],
+    ) -> Result<()> {
+        unsupported(self, "fused")
+    }
     /// Keep the lower (`j - i <= k`) or upper (`j - i >= k`) triangle of the last two dims.
     fn tri(&self, _x: &Tensor, _out: &Tensor, _k: i64, upper: bool) -> Result<()> {
         unsupported(self, if upper { "triu" } else { "tril" })
@@ -349,12 +360,14 @@ pub fn unsupported<T, B: Backend + ?Sized>(b: &B, op: &'static str) -> Result<T>
 }
 
 static CPU: cpu::CpuBackend = cpu::CpuBackend;
+static META: meta::MetaBackend = meta::MetaBackend;
 
 /// The backend that owns `device`.
 pub fn backend(device: Device) -> &'static dyn Backend {
     match device {
         Device::Cpu => &CPU,
         Device::Gpu(_) => &NO_GPU,
+        Device::Meta => &META,
     }
 }
 

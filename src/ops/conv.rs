@@ -107,6 +107,17 @@ pub fn conv2d(
     dilation: &[usize],
     groups: usize,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Conv2d {
+            stride: stride.to_vec(),
+            padding: padding.clone(),
+            dilation: dilation.to_vec(),
+            groups,
+            bias: bias.is_some()
+        },
+        [x, w] + bias.cloned(),
+        one
+    );
     let op = "conv2d";
     if x.ndim() != 3 && x.ndim() != 4 {
         return Err(Error::shape(
@@ -156,6 +167,17 @@ pub fn conv1d(
     dilation: &[usize],
     groups: usize,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Conv1d {
+            stride: stride.to_vec(),
+            padding: padding.clone(),
+            dilation: dilation.to_vec(),
+            groups,
+            bias: bias.is_some()
+        },
+        [x, w] + bias.cloned(),
+        one
+    );
     let op = "conv1d";
     if x.ndim() != 2 && x.ndim() != 3 {
         return Err(Error::shape(
@@ -514,6 +536,18 @@ pub fn max_pool2d(
     ceil_mode: bool,
     return_indices: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
+    capture!(
+        crate::graph::call::OpCall::MaxPool2d {
+            kernel: kernel.to_vec(),
+            stride: stride.map(|s| s.to_vec()),
+            padding: padding.to_vec(),
+            dilation: dilation.to_vec(),
+            ceil_mode,
+            return_indices
+        },
+        [x],
+        one_and_optional
+    );
     let op = "max_pool2d";
     let record = ag::needs_grad(&[x]);
     // Only the op-level node is recorded.
@@ -525,7 +559,7 @@ pub fn max_pool2d(
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(&x4, cd)?;
     let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
-    let idx = if return_indices || record {
+    let idx = if return_indices || record || crate::graph::trace::aux_replay() {
         Some(Tensor::empty(&[n, c, oh, ow], DType::I64, x.device())?)
     } else {
         None
@@ -540,6 +574,9 @@ pub fn max_pool2d(
         }
     };
     let out = fix(out)?;
+    if let Some(i) = &idx {
+        crate::graph::trace::push_aux(i, record);
+    }
     if record {
         let i = idx.as_ref().expect("indices computed");
         let bw = MaxPoolBackward {
@@ -562,6 +599,18 @@ pub fn avg_pool2d(
     count_include_pad: bool,
     divisor_override: Option<usize>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::AvgPool2d {
+            kernel: kernel.to_vec(),
+            stride: stride.map(|s| s.to_vec()),
+            padding: padding.to_vec(),
+            ceil_mode,
+            count_include_pad,
+            divisor_override
+        },
+        [x],
+        one
+    );
     let op = "avg_pool2d";
     let record = ag::needs_grad(&[x]);
     // Only the op-level node is recorded.
@@ -601,6 +650,11 @@ pub fn avg_pool2d(
 /// `adaptive_avg_pool2d`: mean over windows `[floor(i*H/oH), ceil((i+1)*H/oH))`;
 /// `None` in `output_size` keeps the input's size.
 pub fn adaptive_avg_pool2d(x: &Tensor, output_size: [Option<usize>; 2]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::AdaptiveAvgPool2d { output_size },
+        [x],
+        one
+    );
     let op = "adaptive_avg_pool2d";
     let record = ag::needs_grad(&[x]);
     // Only the op-level node is recorded.
@@ -691,7 +745,15 @@ fn record_conv(
 }
 
 /// A 4-D convolution with resolved geometry (possibly asymmetric padding), recorded.
-fn conv2d_p(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: Conv2dParams) -> Result<Tensor> {
+pub fn conv2d_p(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: Conv2dParams) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Conv2dP {
+            p,
+            bias: bias.is_some()
+        },
+        [x, w] + bias.cloned(),
+        one
+    );
     let out = {
         let _no = GradMode::set(false);
         conv_run(x, w, bias, &p)?
@@ -716,7 +778,17 @@ fn spec(s: &[usize]) -> Vec<isize> {
 /// Gradient of a convolution's input `(N, C, H, W)` (`hw = [H, W]`) for the
 /// output gradient `g` `(N, O, oH, oW)` and weight `w` `(O, C/groups, kH, kW)`:
 /// the transposed convolution (backend primitive), recorded.
-fn conv2d_input_grad(g: &Tensor, w: &Tensor, hw: [usize; 2], p: &Conv2dParams) -> Result<Tensor> {
+pub fn conv2d_input_grad(
+    g: &Tensor,
+    w: &Tensor,
+    hw: [usize; 2],
+    p: &Conv2dParams,
+) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Conv2dInputGrad { hw, p: *p },
+        [g, w],
+        one
+    );
     let out = {
         let _no = GradMode::set(false);
         let dt = DType::promote(g.dtype(), w.dtype());
@@ -751,7 +823,17 @@ fn conv2d_input_grad(g: &Tensor, w: &Tensor, hw: [usize; 2], p: &Conv2dParams) -
 /// Gradient of a convolution's weight (`k = [kH, kW]`) for the output
 /// gradient `g` `(N, O, oH, oW)` and input `x` `(N, C, H, W)` (backend
 /// primitive), recorded.
-fn conv2d_weight_grad(g: &Tensor, x: &Tensor, k: [usize; 2], p: &Conv2dParams) -> Result<Tensor> {
+pub fn conv2d_weight_grad(
+    g: &Tensor,
+    x: &Tensor,
+    k: [usize; 2],
+    p: &Conv2dParams,
+) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Conv2dWeightGrad { k, p: *p },
+        [g, x],
+        one
+    );
     let out = {
         let _no = GradMode::set(false);
         let dt = DType::promote(g.dtype(), x.dtype());
@@ -929,7 +1011,8 @@ impl Backward for ConvBackward {
 }
 
 /// `out[p, i] = x[p, idx[p, i]]` for a 2-D `x` and int64 `idx` (recorded).
-fn plane_gather(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+pub fn plane_gather(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::PlaneGather, [x, idx], one);
     let out = Tensor::empty(idx.shape(), x.dtype(), x.device())?;
     backend(x.device()).gather(x, 1, idx, &out)?;
     if ag::needs_grad(&[x]) {
@@ -940,7 +1023,12 @@ fn plane_gather(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
 }
 
 /// `out[p, idx[p, i]] += g[p, i]` into zeros `(P, len)` (recorded).
-fn plane_scatter(g: &Tensor, idx: &Tensor, len: usize) -> Result<Tensor> {
+pub fn plane_scatter(g: &Tensor, idx: &Tensor, len: usize) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::PlaneScatter { len },
+        [g, idx],
+        one
+    );
     let out = Tensor::zeros(&[g.shape()[0], len], g.dtype(), g.device())?;
     backend(g.device()).scatter("max_pool2d", &out, 1, idx, g, true)?;
     if ag::needs_grad(&[g]) {
@@ -1028,8 +1116,10 @@ impl Backward for MaxPoolBackward {
             Scalar::Int(0),
             false,
         )?;
-        let all_valid =
-            crate::ops::reduce::all_any(true, &valid, None, false)?.to_f64_vec()[0] != 0.0;
+        // (Reading the mask is a shortcut only for real values; a captured
+        // graph takes the general path.)
+        let all_valid = idx2.device().has_data()
+            && crate::ops::reduce::all_any(true, &valid, None, false)?.to_f64_vec()[0] != 0.0;
         let idx2 = if all_valid {
             idx2
         } else {
@@ -1094,7 +1184,7 @@ impl Backward for AvgPoolBackward {
                 inv.push(if div > 0 { 1.0 / div as f64 } else { 0.0 });
             }
         }
-        let inv = ew::to_dtype(&Tensor::from_vec(inv, &[oh, ow])?, g.dtype())?;
+        let inv = ew::to_dtype(&Tensor::from_vec_on(inv, &[oh, ow], g.device())?, g.dtype())?;
         let g4 = shape::reshape(g, &spec(&self.out4))?;
         let gs = ew::binary(crate::ops::elementwise::BinaryOp::Mul, &g4, &inv)?;
         let ones =

@@ -21,7 +21,37 @@ pub const OPS: &[OpInfo] = &[
     factory("tensor"),
 ];
 
+/// An uninitialised tensor (`fg.empty`).
+pub fn empty(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Empty {
+            shape: shape.to_vec(),
+            dtype,
+            device
+        },
+        [],
+        one
+    );
+    Tensor::empty(shape, dtype, device)
+}
+
+/// A tensor of zeros (`fg.zeros`).
+pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+    full(shape, Scalar::Int(0), dtype, device)
+}
+
+/// A tensor filled with `value` (`fg.full`, `fg.ones`).
 pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Full {
+            shape: shape.to_vec(),
+            value,
+            dtype,
+            device
+        },
+        [],
+        one
+    );
     if let Scalar::Float(f) = value {
         if !dtype.is_floating_point() && !f.is_finite() {
             return Err(Error::value(
@@ -43,6 +73,17 @@ pub fn arange(
     dtype: Option<DType>,
     device: Device,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Arange {
+            start,
+            end,
+            step,
+            dtype,
+            device
+        },
+        [],
+        one
+    );
     let all_int = [start, end, step]
         .iter()
         .all(|s| !matches!(s, Scalar::Float(_)));
@@ -70,6 +111,9 @@ pub fn arange(
     }
     .max(0) as usize;
     let t = Tensor::empty(&[n], dtype, device)?;
+    if !device.has_data() {
+        return Ok(t);
+    }
     with_dtype!(dtype, T => {
         let p = t.data_ptr::<T>();
         for i in 0..n {
@@ -92,7 +136,21 @@ pub fn linspace(
     dtype: DType,
     device: Device,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Linspace {
+            start,
+            end,
+            steps,
+            dtype,
+            device
+        },
+        [],
+        one
+    );
     let t = Tensor::empty(&[steps], dtype, device)?;
+    if !device.has_data() {
+        return Ok(t);
+    }
     let step = if steps > 1 {
         (end - start) / (steps - 1) as f64
     } else {
@@ -118,7 +176,20 @@ pub fn linspace(
 }
 
 pub fn eye(n: usize, m: usize, dtype: DType, device: Device) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Eye {
+            n,
+            m,
+            dtype,
+            device
+        },
+        [],
+        one
+    );
     let t = Tensor::zeros(&[n, m], dtype, device)?;
+    if !device.has_data() {
+        return Ok(t);
+    }
     with_dtype!(dtype, T => {
         let p = t.data_ptr::<T>();
         for i in 0..n.min(m) {

@@ -328,6 +328,7 @@ fn check_dtype(op: &'static str, dtypes: DTypes, d: DType) -> Result<()> {
 
 /// Convert `x` to `dtype` (a copy unless it already has it).
 pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::ToDtype { dtype }, [x], one);
     if x.dtype() == dtype {
         return Ok(x.clone());
     }
@@ -341,6 +342,7 @@ pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
 
 /// A contiguous copy (or `x` itself when already contiguous).
 pub fn contiguous(x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Contiguous, [x], one);
     if x.is_contiguous() {
         return Ok(x.clone());
     }
@@ -349,6 +351,7 @@ pub fn contiguous(x: &Tensor) -> Result<Tensor> {
 
 /// A fresh contiguous copy.
 pub fn clone(x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Clone, [x], one);
     let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
     backend(x.device()).cast_copy(x, &out)?;
     if ag::needs_grad(&[x]) {
@@ -366,6 +369,7 @@ pub fn clone(x: &Tensor) -> Result<Tensor> {
 
 /// Apply a unary op.
 pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Unary { op }, [x], one);
     check_dtype(op.name(), op.dtypes(), x.dtype())?;
     let (cx, out_dt) = match op.out_kind() {
         UnaryOut::Same => (x.clone(), x.dtype()),
@@ -396,6 +400,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
 
 /// Apply a unary op in place (`x.relu_()`, ...).
 pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
+    capture!(crate::graph::call::OpCall::UnaryInplace { op }, [x], unit);
     x.check_writable(op.name())?;
     check_no_internal_overlap(op.name(), x)?;
     check_dtype(op.name(), op.dtypes(), x.dtype())?;
@@ -427,7 +432,8 @@ pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
 }
 
 /// Copy `src`'s values into `dst` (same shape) without recording.
-fn copy_data(dst: &Tensor, src: &Tensor) -> Result<()> {
+pub fn copy_data(dst: &Tensor, src: &Tensor) -> Result<()> {
+    capture!(crate::graph::call::OpCall::CopyData, [dst, src], unit);
     backend(dst.device()).cast_copy(src, dst)?;
     dst.storage().bump_version();
     Ok(())
@@ -470,6 +476,7 @@ fn prepare_binary(
 
 /// `a <op> b` with broadcasting and promotion.
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Binary { op }, [a, b], one);
     binary_as(op, a, b, promote_tensors(a, b))
 }
 
@@ -485,7 +492,11 @@ pub fn promote_tensors(a: &Tensor, b: &Tensor) -> DType {
 
 /// Integer floor division / remainder by zero and negative integer powers are errors (as in PyTorch).
 fn check_int_operand(op: BinaryOp, b: &Tensor, dt: DType) -> Result<()> {
-    if !dt.is_integer() || !matches!(op, BinaryOp::FloorDiv | BinaryOp::Remainder | BinaryOp::Pow) {
+    if !dt.is_integer()
+        || !matches!(op, BinaryOp::FloorDiv | BinaryOp::Remainder | BinaryOp::Pow)
+        || !b.device().has_data()
+    {
+        // (Values of a graph being captured are checked when it runs.)
         return Ok(());
     }
     let vals = b.to_f64_vec();
@@ -576,6 +587,17 @@ pub fn scalar_promote(t: DType, s: Scalar) -> DType {
 
 /// A 0-d tensor holding `s` as `dtype`.
 pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> Result<Tensor> {
+    if crate::graph::trace::active() {
+        // Made at the top level of a captured computation (by a VJP): part of the graph.
+        return crate::ops::creation::full(&[], s, dtype, device);
+    }
+    if device == crate::tensor::Device::Meta && crate::graph::trace::tracing() {
+        // Made inside an op being captured (and maybe saved for its
+        // gradient): a constant of the graph, since its value is known.
+        let real =
+            crate::graph::trace::suspended(|| scalar_tensor(s, dtype, crate::tensor::Device::Cpu))?;
+        return crate::graph::trace::constant(&real);
+    }
     let t = Tensor::empty(&[], dtype, device)?;
     backend(device).fill(&t, s)?;
     Ok(t)
@@ -583,6 +605,11 @@ pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> 
 
 /// `a <op> s` (or `s <op> a` when `reflected`), with the scalar weak in promotion.
 pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::BinaryScalar { op, s, reflected },
+        [a],
+        one
+    );
     let promoted = scalar_promote(a.dtype(), s);
     let st = scalar_tensor(s, promoted, a.device())?;
     if reflected {
@@ -594,12 +621,22 @@ pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Re
 
 /// In-place `a <op>= b`: `b` broadcasts to `a`'s shape, the result must be storable in `a`'s dtype.
 pub fn binary_(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::BinaryInplace { op },
+        [a, b],
+        unit
+    );
     let promoted = promote_tensors(a, b);
     binary_inplace_as(op, a, b, promoted)
 }
 
 /// In-place `a <op>= s`.
 pub fn binary_scalar_(op: BinaryOp, a: &Tensor, s: Scalar) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::BinaryScalarInplace { op, s },
+        [a],
+        unit
+    );
     let promoted = scalar_promote(a.dtype(), s);
     let st = scalar_tensor(s, promoted, a.device())?;
     binary_inplace_as(op, a, &st, promoted)
@@ -714,6 +751,7 @@ pub fn can_cast(from: DType, to: DType) -> bool {
 
 /// `where(cond, a, b)` with three-way broadcasting.
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Where, [cond, a, b], one);
     let op = "where";
     let dt = DType::promote(a.dtype(), b.dtype());
     where_as(cond, a, b, dt, op)
@@ -764,6 +802,18 @@ fn where_as(cond: &Tensor, a: &Tensor, b: &Tensor, dt: DType, op: &'static str) 
 
 /// `where` with scalar branches (`None` means "use the tensor").
 pub fn where_scalar(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::WhereScalar {
+            a: crate::graph::call::Arg::of(&a).0,
+            b: crate::graph::call::Arg::of(&b).0
+        },
+        [cond]
+            + crate::graph::call::Arg::of(&a)
+                .1
+                .into_iter()
+                .chain(crate::graph::call::Arg::of(&b).1),
+        one
+    );
     let dt = match (&a, &b) {
         (Operand::T(x), Operand::T(y)) => DType::promote(x.dtype(), y.dtype()),
         (Operand::T(x), Operand::S(s)) | (Operand::S(s), Operand::T(x)) => {
@@ -801,6 +851,11 @@ impl Operand {
 
 /// `masked_fill(x, mask, value)`: a composite of `where`.
 pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::MaskedFill { value },
+        [x, mask],
+        one
+    );
     if mask.dtype() != DType::Bool {
         return Err(Error::dtype(
             "masked_fill",
@@ -830,6 +885,7 @@ pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
 
 /// Fill `x` with `value` in place.
 pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
+    capture!(crate::graph::call::OpCall::Fill { value }, [x], unit);
     x.check_writable("fill_")?;
     backend(x.device()).fill(x, value)?;
     x.storage().bump_version();
@@ -838,6 +894,7 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
 
 /// Copy `src` into `dst` in place (broadcasting `src`, converting dtype).
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
+    capture!(crate::graph::call::OpCall::Copy, [dst, src], unit);
     dst.check_writable("copy_")?;
     check_no_internal_overlap("copy_", dst)?;
     let shape = broadcast_shapes("copy_", dst.shape(), src.shape())?;
@@ -899,6 +956,14 @@ impl ag::Backward for OverwrittenBackward {
 
 /// `clamp` with optional tensor bounds: composite of maximum/minimum.
 pub fn clamp_tensor(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::ClampTensor {
+            min: min.is_some(),
+            max: max.is_some()
+        },
+        [x] + min.cloned().into_iter().chain(max.cloned()),
+        one
+    );
     let mut y = x.clone();
     if let Some(lo) = min {
         y = binary(BinaryOp::Maximum, &y, lo)?;

@@ -228,7 +228,11 @@ impl AdvKey {
             match it {
                 IndexItem::Int(i) => {
                     adv_items.push(pos);
-                    adv.push((d, src, Tensor::from_vec(vec![*i as i64], &[])?));
+                    adv.push((
+                        d,
+                        src,
+                        Tensor::from_vec_on(vec![*i as i64], &[], x.device())?,
+                    ));
                     d += 1;
                     src += 1;
                 }
@@ -251,9 +255,9 @@ impl AdvKey {
                     if t.ndim() == 0 {
                         layout = layout.unsqueeze(op, d as isize)?;
                         let idx = if t.item()?.to_i64() != 0 {
-                            Tensor::from_vec(vec![0i64], &[1])?
+                            Tensor::from_vec_on(vec![0i64], &[1], x.device())?
                         } else {
-                            Tensor::from_vec(Vec::<i64>::new(), &[0])?
+                            Tensor::from_vec_on(Vec::<i64>::new(), &[0], x.device())?
                         };
                         adv.push((d, src, idx));
                         d += 1;
@@ -370,6 +374,13 @@ impl AdvKey {
 /// The gradient of an advanced key is `index_put` with `accumulate=True` of
 /// the output gradient into zeros (repeated positions add up).
 pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Index {
+            key: crate::graph::call::KeyItem::split(items).0
+        },
+        [x] + crate::graph::call::KeyItem::split(items).1,
+        one
+    );
     if !has_tensor(items) {
         let v = basic_view("getitem", x, items)?;
         if ag::needs_grad(&[x]) {
@@ -539,6 +550,18 @@ pub fn index_put_with(
     value: &Tensor,
     accumulate: bool,
 ) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::IndexPutInplace {
+            op,
+            key: crate::graph::call::KeyItem::split(items).0,
+            accumulate
+        },
+        [x] + crate::graph::call::KeyItem::split(items)
+            .1
+            .into_iter()
+            .chain([value.clone()]),
+        unit
+    );
     x.check_writable(op)?;
     check_same_device(op, x, value)?;
     let grad = x.dtype().is_floating_point() && ag::needs_grad(&[x, value]);
@@ -606,6 +629,18 @@ pub fn index_put(
     value: &Tensor,
     accumulate: bool,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::IndexPut {
+            op,
+            key: crate::graph::call::KeyItem::split(items).0,
+            accumulate
+        },
+        [x] + crate::graph::call::KeyItem::split(items)
+            .1
+            .into_iter()
+            .chain([value.clone()]),
+        one
+    );
     check_same_device(op, x, value)?;
     let out = {
         let _no = GradMode::set(false);
@@ -697,6 +732,7 @@ impl Backward for IndexPutBackward {
 
 /// Indices of non-zero elements: an int64 tensor of shape `[n, ndim]`, in row-major order.
 pub fn nonzero(x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Nonzero, [x], one);
     let be = backend(x.device());
     let n = be.nonzero_count(x)?;
     let out = Tensor::empty(&[n, x.ndim()], DType::I64, x.device())?;
@@ -706,6 +742,7 @@ pub fn nonzero(x: &Tensor) -> Result<Tensor> {
 
 /// `x[mask]` with `mask` broadcast against `x`: a 1-D copy of the selected elements.
 pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::MaskedSelect, [x, mask], one);
     let op = "masked_select";
     if mask.dtype() != DType::Bool {
         return Err(Error::dtype(
@@ -751,6 +788,11 @@ fn same_device(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// `index_select(x, dim, index)`: entries of `x` along `dim` at `index` (1-D;
 /// negative indices count from the end).
 pub fn index_select(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::IndexSelect { dim },
+        [x, index],
+        one
+    );
     let op = "index_select";
     check_index_dtype(op, index)?;
     same_device(op, x, index)?;
@@ -858,6 +900,7 @@ fn at_least_1d(t: &Tensor) -> Result<Tensor> {
 
 /// `gather(x, dim, index)`: `out[i][j] = x[index[i][j]][j]` for `dim = 0`, and so on.
 pub fn gather(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Gather { dim }, [x, index], one);
     let op = "gather";
     check_index_dtype(op, index)?;
     same_device(op, x, index)?;
@@ -932,6 +975,11 @@ impl Backward for GatherBackward {
 /// `take_along_dim(x, indices, dim)`: `gather` after broadcasting `x` and
 /// `indices` in every dim but `dim`; with no dim, on the flattened tensors.
 pub fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<isize>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::TakeAlongDim { dim },
+        [x, indices],
+        one
+    );
     let op = "take_along_dim";
     check_index_dtype(op, indices)?;
     let Some(dim) = dim else {
@@ -974,6 +1022,7 @@ pub fn rename(e: Error, op: &'static str) -> Error {
         Error::Index { msg, .. } => Error::Index { op, msg },
         Error::Value { msg, .. } => Error::Value { op, msg },
         Error::Runtime { msg, .. } => Error::Runtime { op, msg },
+        Error::Symbolic { msg, .. } => Error::Symbolic { op, msg },
         Error::Memory { bytes, .. } => Error::Memory { op, bytes },
     }
 }
@@ -1044,22 +1093,42 @@ fn scatter_into(
 
 /// `x.scatter_add_(dim, index, src)`: `x[index[i][j]][j] += src[i][j]` (for `dim = 0`).
 pub fn scatter_add_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::ScatterAddInplace { dim },
+        [x, index, src],
+        unit
+    );
     scatter_inplace("scatter_add_", x, dim, index, src, true)
 }
 
 /// Out-of-place `scatter_add`: a copy of `x` with `src` added at `index` along `dim`.
 pub fn scatter_add(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::ScatterAdd { dim },
+        [x, index, src],
+        one
+    );
     scatter_out("scatter_add", x, dim, index, src, true)
 }
 
 /// `x.scatter_(dim, index, src)`: `x[index[i][j]][j] = src[i][j]` (for `dim = 0`);
 /// for repeated positions the last in row-major order of `index` wins.
 pub fn scatter_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::ScatterInplace { dim },
+        [x, index, src],
+        unit
+    );
     scatter_inplace("scatter_", x, dim, index, src, false)
 }
 
 /// Out-of-place `scatter`.
 pub fn scatter(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Scatter { dim },
+        [x, index, src],
+        one
+    );
     scatter_out("scatter", x, dim, index, src, false)
 }
 

@@ -69,6 +69,11 @@ fn shapes_list(ts: &[Tensor]) -> String {
 /// `cat(tensors, dim)`: join along an existing dim. The result dtype promotes
 /// over all inputs; 1-D tensors of size 0 are skipped (as torch does).
 pub fn cat(ts: &[Tensor], dim: isize) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Cat { dim },
+        [] + ts.iter().cloned(),
+        one
+    );
     let op = "cat";
     let Some(first) = ts.first() else {
         return Err(Error::value(op, "expected a non-empty list of tensors"));
@@ -213,6 +218,11 @@ impl Backward for CatBackward {
 
 /// `stack(tensors, dim)`: join along a new dim; all shapes must be equal.
 pub fn stack(ts: &[Tensor], dim: isize) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Stack { dim },
+        [] + ts.iter().cloned(),
+        one
+    );
     let op = "stack";
     let Some(first) = ts.first() else {
         return Err(Error::value(op, "expected a non-empty list of tensors"));
@@ -248,6 +258,14 @@ pub enum SplitArg {
 
 /// `split(x, split_size_or_sections, dim)`: views along `dim`.
 pub fn split(x: &Tensor, arg: &SplitArg, dim: isize) -> Result<Vec<Tensor>> {
+    capture!(
+        crate::graph::call::OpCall::Split {
+            sizes: crate::graph::call::SplitSpec::of(arg),
+            dim
+        },
+        [x],
+        all
+    );
     let op = "split";
     if x.ndim() == 0 {
         return Err(Error::shape(op, "cannot split a 0-d tensor"));
@@ -361,6 +379,7 @@ impl Backward for PiecesBackward {
 
 /// `chunk(x, chunks, dim)`: at most `chunks` views of size `ceil(n / chunks)`.
 pub fn chunk(x: &Tensor, chunks: isize, dim: isize) -> Result<Vec<Tensor>> {
+    capture!(crate::graph::call::OpCall::Chunk { chunks, dim }, [x], all);
     let op = "chunk";
     if chunks <= 0 {
         return Err(Error::value(
@@ -387,6 +406,7 @@ pub fn chunk(x: &Tensor, chunks: isize, dim: isize) -> Result<Vec<Tensor>> {
 
 /// `unbind(x, dim)`: the slices along `dim`, as views with that dim removed.
 pub fn unbind(x: &Tensor, dim: isize) -> Result<Vec<Tensor>> {
+    capture!(crate::graph::call::OpCall::Unbind { dim }, [x], all);
     let op = "unbind";
     if x.ndim() == 0 {
         return Err(Error::shape(
@@ -414,6 +434,11 @@ pub fn unbind(x: &Tensor, dim: isize) -> Result<Vec<Tensor>> {
 /// `diagonal(x, offset, dim1, dim2)`: a view of the diagonal of the planes
 /// `(dim1, dim2)`, moved to the last dim. `offset > 0` is above the main diagonal.
 pub fn diagonal(x: &Tensor, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Diagonal { offset, dim1, dim2 },
+        [x],
+        one
+    );
     let op = "diagonal";
     if x.ndim() < 2 {
         return Err(Error::shape(
@@ -473,6 +498,7 @@ pub fn diagonal(x: &Tensor, offset: isize, dim1: isize, dim2: isize) -> Result<T
 /// `diag(x, diagonal)`: a 1-D tensor becomes a square matrix with it on the
 /// given diagonal; a 2-D tensor gives a copy of that diagonal.
 pub fn diag(x: &Tensor, k: isize) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Diag { k }, [x], one);
     let op = "diag";
     match x.ndim() {
         1 => {
@@ -522,6 +548,13 @@ impl Backward for DiagBackward {
 
 /// `repeat(*sizes)`: tile `x` `sizes[i]` times along each dim (leading new dims allowed).
 pub fn repeat(x: &Tensor, sizes: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Repeat {
+            sizes: sizes.to_vec()
+        },
+        [x],
+        one
+    );
     let op = "repeat";
     if sizes.len() < x.ndim() {
         return Err(Error::shape(
@@ -564,6 +597,14 @@ pub fn repeat(x: &Tensor, sizes: &[isize]) -> Result<Tensor> {
 
 /// `roll(x, shifts, dims)`: rotate elements along dims; with no dims, over the flattened tensor.
 pub fn roll(x: &Tensor, shifts: &[isize], dims: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Roll {
+            shifts: shifts.to_vec(),
+            dims: dims.to_vec()
+        },
+        [x],
+        one
+    );
     let op = "roll";
     if dims.is_empty() {
         if shifts.len() != 1 {
@@ -637,6 +678,15 @@ impl PadMode {
 /// `pad(x, pad, mode, value)` with torch's pad order: `(left, right)` of the
 /// last dim first, then of the one before, ...; negative amounts crop.
 pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Pad {
+            pads: pads.to_vec(),
+            mode,
+            value
+        },
+        [x],
+        one
+    );
     let op = "pad";
     if !pads.len().is_multiple_of(2) || pads.len() / 2 > x.ndim() {
         return Err(Error::value(
@@ -749,7 +799,7 @@ pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<T
             })
             .collect();
         let len = idx.len();
-        let it = Tensor::from_vec(idx, &[len])?;
+        let it = Tensor::from_vec_on(idx, &[len], x.device())?;
         y = index_select(&y, d as isize, &it).map_err(|e| rename(e, op))?;
     }
     if y.shares_storage(x) {
@@ -820,21 +870,28 @@ impl Backward for TriBackward {
         grads: &[Option<Tensor>],
         _needs: &[bool],
     ) -> Result<Vec<Option<Tensor>>> {
-        let op = if self.upper { "triu" } else { "tril" };
         Ok(vec![grads[0]
             .as_ref()
-            .map(|g| tri(op, g, self.k, self.upper))
+            .map(|g| {
+                if self.upper {
+                    triu(g, self.k)
+                } else {
+                    tril(g, self.k)
+                }
+            })
             .transpose()?])
     }
 }
 
 /// `tril(x, diagonal)`: the lower triangle of the last two dims (`j - i <= diagonal`), zeros elsewhere.
 pub fn tril(x: &Tensor, diagonal: i64) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Tril { k: diagonal }, [x], one);
     tri("tril", x, diagonal, false)
 }
 
 /// `triu(x, diagonal)`: the upper triangle of the last two dims (`j - i >= diagonal`), zeros elsewhere.
 pub fn triu(x: &Tensor, diagonal: i64) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Triu { k: diagonal }, [x], one);
     tri("triu", x, diagonal, true)
 }
 

@@ -55,6 +55,16 @@ pub fn layer_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::LayerNorm {
+            normalized_shape: normalized_shape.to_vec(),
+            weight: weight.is_some(),
+            bias: bias.is_some(),
+            eps
+        },
+        [x] + weight.cloned().into_iter().chain(bias.cloned()),
+        one
+    );
     norm("layer_norm", false, x, normalized_shape, weight, bias, eps)
 }
 
@@ -66,6 +76,15 @@ pub fn rms_norm(
     weight: Option<&Tensor>,
     eps: Option<f64>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::RmsNorm {
+            normalized_shape: normalized_shape.to_vec(),
+            weight: weight.is_some(),
+            eps
+        },
+        [x] + weight.cloned(),
+        one
+    );
     let eps = eps.unwrap_or(match x.dtype() {
         DType::F64 => f64::EPSILON,
         DType::F16 => 0.000_976_562_5,
@@ -178,7 +197,10 @@ fn norm(
         )?;
     }
     let inputs: Vec<&Tensor> = [Some(x), weight, bias].into_iter().flatten().collect();
-    if ag::needs_grad(&inputs) {
+    let record = ag::needs_grad(&inputs);
+    crate::graph::trace::push_aux(&mu, record);
+    crate::graph::trace::push_aux(&rstd, record);
+    if record {
         let bw = NormBackward {
             rms,
             eps,

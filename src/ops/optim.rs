@@ -174,14 +174,58 @@ impl OptimKernels for NoKernels {
     }
 }
 
+/// The `Meta` device's updates: nothing to write (graph capture only needs the checks).
+struct MetaKernels;
+
+impl OptimKernels for MetaKernels {
+    fn name(&self) -> String {
+        "meta".into()
+    }
+    fn sgd(
+        &self,
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[bool],
+        _: &SgdHyper,
+    ) -> Result<()> {
+        Ok(())
+    }
+    fn adam(
+        &self,
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[u64],
+        _: &AdamHyper,
+    ) -> Result<()> {
+        Ok(())
+    }
+    fn rmsprop(
+        &self,
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &[Tensor],
+        _: &RmspropHyper,
+    ) -> Result<()> {
+        Ok(())
+    }
+}
+
 static CPU_KERNELS: cpu::CpuOptim = cpu::CpuOptim;
 static NO_KERNELS: NoKernels = NoKernels;
+static META_KERNELS: MetaKernels = MetaKernels;
 
 /// The optimizer kernels of `device`.
 pub fn kernels(device: Device) -> &'static dyn OptimKernels {
     match device {
         Device::Cpu => &CPU_KERNELS,
         Device::Gpu(_) => &NO_KERNELS,
+        Device::Meta => &META_KERNELS,
     }
 }
 
@@ -362,7 +406,8 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
             }
             let (lo, hi) = byte_span(t);
             if lo < hi {
-                spans.push((t.storage().as_ptr() as usize, (lo, hi, what, i, written)));
+                // By storage identity (shape-only storages have no address).
+                spans.push((std::sync::Arc::as_ptr(t.storage()) as usize, (lo, hi, what, i, written)));
             }
         }
     }
@@ -417,6 +462,34 @@ pub fn sgd_step(
     bufs: &[Option<Tensor>],
     h: &SgdHyper,
 ) -> Result<Vec<Option<Tensor>>> {
+    if let Some(r) = crate::graph::trace::intercept(|| {
+        let call = crate::graph::call::OpCall::SgdStep {
+            n: params.len(),
+            bufs: bufs.iter().map(|b| b.is_some()).collect(),
+            h: *h,
+            dynamic: vec![],
+        };
+        let ins = params
+            .iter()
+            .chain(grads)
+            .chain(bufs.iter().flatten())
+            .cloned()
+            .collect();
+        (call, ins)
+    }) {
+        // The captured node's outputs are the buffers it creates (for `None` entries).
+        let mut created = r?.into_iter();
+        return Ok(bufs
+            .iter()
+            .map(|b| {
+                if h.momentum == 0.0 {
+                    None
+                } else {
+                    b.clone().or_else(|| created.next())
+                }
+            })
+            .collect());
+    }
     const OP: &str = "sgd_step";
     check_len(OP, params.len(), "momentum buffer", bufs.len())?;
     if h.nesterov && (h.momentum <= 0.0 || h.dampening != 0.0) {
@@ -464,6 +537,42 @@ pub fn sgd_step(
     Ok(full.into_iter().map(Some).collect())
 }
 
+/// SGD with every momentum buffer given and `first[i]` marking a buffer
+/// that starts from the gradient (a captured graph's form of [`sgd_step`],
+/// whose state tensors exist before the first update).
+pub fn sgd_step_first(
+    params: &[Tensor],
+    grads: &[Tensor],
+    bufs: &[Tensor],
+    first: &[bool],
+    h: &SgdHyper,
+) -> Result<()> {
+    const OP: &str = "sgd_step";
+    check_len(OP, params.len(), "momentum buffer", bufs.len())?;
+    check_len(OP, params.len(), "first flag", first.len())?;
+    if h.momentum == 0.0 || first.iter().all(|f| !f) {
+        let b: Vec<Option<Tensor>> = bufs.iter().cloned().map(Some).collect();
+        return sgd_step(params, grads, &b, h).map(|_| ());
+    }
+    if h.nesterov && h.dampening != 0.0 {
+        return Err(Error::value(
+            OP,
+            "Nesterov momentum requires a momentum and zero dampening",
+        ));
+    }
+    let lists = vec![
+        List::new("grad", grads, false),
+        List::new("momentum buffer", bufs, true),
+    ];
+    validate(OP, params, &lists)?;
+    if !params.is_empty() {
+        kernels(params[0].device()).sgd(params, grads, bufs, first, h)?;
+        bump(params);
+        bump(bufs);
+    }
+    Ok(())
+}
+
 /// Adam (or AdamW with `h.decoupled`) over a list of parameters.
 /// `steps[i]` is parameter `i`'s step count *after* this update (>= 1);
 /// `max_exp_avg_sqs` must be empty unless `h.amsgrad`.
@@ -476,6 +585,22 @@ pub fn adam_step(
     steps: &[u64],
     h: &AdamHyper,
 ) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::AdamStep {
+            n: params.len(),
+            steps: steps.to_vec(),
+            h: *h,
+            dynamic: vec![]
+        },
+        [] + params
+            .iter()
+            .chain(grads)
+            .chain(exp_avgs)
+            .chain(exp_avg_sqs)
+            .chain(max_exp_avg_sqs)
+            .cloned(),
+        unit
+    );
     const OP: &str = "adam_step";
     check_len(OP, params.len(), "step", steps.len())?;
     if let Some(i) = steps.iter().position(|&s| s == 0) {
@@ -528,6 +653,21 @@ pub fn rmsprop_step(
     grad_avgs: &[Tensor],
     h: &RmspropHyper,
 ) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::RmspropStep {
+            n: params.len(),
+            h: *h,
+            dynamic: vec![]
+        },
+        [] + params
+            .iter()
+            .chain(grads)
+            .chain(square_avgs)
+            .chain(momentum_buffers)
+            .chain(grad_avgs)
+            .cloned(),
+        unit
+    );
     const OP: &str = "rmsprop_step";
     let use_buf = h.momentum > 0.0;
     if !use_buf && !momentum_buffers.is_empty() {
@@ -1109,10 +1249,10 @@ mod tests {
                 let xs = if amsgrad { vec![x] } else { vec![] };
                 for step in 1..=3 {
                     adam_step(
-                        &[p.clone()],
-                        &[g.clone()],
-                        &[m.clone()],
-                        &[v.clone()],
+                        std::slice::from_ref(&p),
+                        std::slice::from_ref(&g),
+                        std::slice::from_ref(&m),
+                        std::slice::from_ref(&v),
                         &xs,
                         &[step],
                         &h,
@@ -1156,13 +1296,25 @@ mod tests {
         };
         let p = t64(&P, &[6]);
         let g = t64(&G, &[6]);
-        let bufs = sgd_step(&[p.clone()], &[g.clone()], &[None], &h).unwrap();
+        let bufs = sgd_step(
+            std::slice::from_ref(&p),
+            std::slice::from_ref(&g),
+            &[None],
+            &h,
+        )
+        .unwrap();
         let b = bufs[0].clone().unwrap();
         close(&b.to_f64_vec(), &G, 0.0);
         let want1: Vec<f64> = P.iter().zip(G).map(|(p, g)| p - 0.1 * g).collect();
         close(&p.to_f64_vec(), &want1, 1e-15);
         // Second step: b = 0.9 b + 0.5 g; p -= 0.1 b.
-        sgd_step(&[p.clone()], &[g.clone()], &[Some(b.clone())], &h).unwrap();
+        sgd_step(
+            std::slice::from_ref(&p),
+            std::slice::from_ref(&g),
+            &[Some(b.clone())],
+            &h,
+        )
+        .unwrap();
         let b2: Vec<f64> = G.iter().map(|g| 0.9 * g + 0.5 * g).collect();
         close(&b.to_f64_vec(), &b2, 1e-15);
         let want2: Vec<f64> = want1.iter().zip(&b2).map(|(p, b)| p - 0.1 * b).collect();
@@ -1176,7 +1328,13 @@ mod tests {
             ..h
         };
         let q = t64(&P, &[6]);
-        sgd_step(&[q.clone()], &[g.clone()], &[None], &hn).unwrap();
+        sgd_step(
+            std::slice::from_ref(&q),
+            std::slice::from_ref(&g),
+            &[None],
+            &hn,
+        )
+        .unwrap();
         let want: Vec<f64> = P
             .iter()
             .zip(G)
@@ -1187,7 +1345,7 @@ mod tests {
             .collect();
         close(&q.to_f64_vec(), &want, 1e-15);
         let plain = SgdHyper { momentum: 0.0, ..h };
-        let out = sgd_step(&[q.clone()], &[g], &[None], &plain).unwrap();
+        let out = sgd_step(std::slice::from_ref(&q), &[g], &[None], &plain).unwrap();
         assert!(out[0].is_none());
     }
 
@@ -1211,11 +1369,11 @@ mod tests {
         );
         for _ in 0..2 {
             rmsprop_step(
-                &[p.clone()],
-                &[g.clone()],
-                &[s.clone()],
-                &[b.clone()],
-                &[a.clone()],
+                std::slice::from_ref(&p),
+                std::slice::from_ref(&g),
+                std::slice::from_ref(&s),
+                std::slice::from_ref(&b),
+                std::slice::from_ref(&a),
                 &h,
             )
             .unwrap();
@@ -1256,11 +1414,11 @@ mod tests {
             let (m, v, x) = (z(), z(), z());
             for step in 1..=2 {
                 adam_step(
-                    &[p.clone()],
-                    &[g.clone()],
-                    &[m.clone()],
-                    &[v.clone()],
-                    &[x.clone()],
+                    std::slice::from_ref(p),
+                    std::slice::from_ref(&g),
+                    std::slice::from_ref(&m),
+                    std::slice::from_ref(&v),
+                    std::slice::from_ref(&x),
                     &[step],
                     &h,
                 )

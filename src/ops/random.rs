@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::ops::elementwise::{self as ew, BinaryOp, Operand};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{DType, Device, Layout, Tensor};
+use crate::tensor::{DType, Device, Layout, Scalar, Tensor};
 
 const fn rnd(name: &'static str, dtypes: DTypes) -> OpInfo {
     OpInfo::prim(name, "random", dtypes)
@@ -166,14 +166,35 @@ pub fn default_generator() -> &'static Arc<Generator> {
     G.get_or_init(|| Arc::new(Generator::new(Device::Cpu)))
 }
 
+/// Seed `gen` (or the default generator). Inside a captured graph the seeding
+/// is an op of the graph: each run seeds again, as the eager code does.
+pub fn manual_seed(gen: Option<&Arc<Generator>>, seed: u64) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::ManualSeed {
+            seed,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [],
+        unit
+    );
+    gen.map_or_else(|| default_generator().as_ref(), |g| g.as_ref())
+        .manual_seed(seed);
+    Ok(())
+}
+
 /// Reserve `blocks` from `gen` (or the default generator) for an output on `device`.
 fn stream(
     op: &'static str,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
     device: Device,
     blocks: u64,
 ) -> Result<PhiloxStream> {
-    let g = gen.unwrap_or_else(|| default_generator().as_ref());
+    let g: &Generator = gen.map_or_else(|| default_generator().as_ref(), |g| g.as_ref());
+    if device == Device::Meta {
+        // A graph being captured draws nothing: the generator advances when
+        // the captured op runs.
+        return Ok(PhiloxStream::new(0, 0));
+    }
     if gen.is_some() && g.device() != device {
         return Err(Error::value(
             op,
@@ -236,7 +257,7 @@ fn fill_contiguous(
     op: &'static str,
     out: &Tensor,
     dist: RandomDist,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<()> {
     debug_assert!(out.is_contiguous());
     let blocks = blocks_for(out.numel(), dist.draw(out.dtype()));
@@ -251,7 +272,7 @@ fn sample(
     dtype: DType,
     device: Device,
     dist: RandomDist,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     let out = Tensor::empty(shape, dtype, device)?;
     fill_contiguous(op, &out, dist, gen)?;
@@ -328,8 +349,18 @@ pub fn rand(
     shape: &[usize],
     dtype: DType,
     device: Device,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Rand {
+            shape: shape.to_vec(),
+            dtype,
+            device,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [],
+        one
+    );
     require_float("rand", dtype)?;
     sample(
         "rand",
@@ -349,8 +380,18 @@ pub fn randn(
     shape: &[usize],
     dtype: DType,
     device: Device,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Randn {
+            shape: shape.to_vec(),
+            dtype,
+            device,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [],
+        one
+    );
     require_float("randn", dtype)?;
     sample(
         "randn",
@@ -397,8 +438,20 @@ pub fn randint(
     shape: &[usize],
     dtype: DType,
     device: Device,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Randint {
+            low,
+            high,
+            shape: shape.to_vec(),
+            dtype,
+            device,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [],
+        one
+    );
     check_int_range("randint", low, high, dtype)?;
     let range = (high as i128 - low as i128) as u64;
     sample(
@@ -419,8 +472,23 @@ pub fn normal(
     size: Option<&[usize]>,
     dtype: Option<DType>,
     device: Device,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Normal {
+            mean: crate::graph::call::Arg::of(mean).0,
+            std: crate::graph::call::Arg::of(std).0,
+            size: size.map(|s| s.to_vec()),
+            dtype,
+            device,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [] + crate::graph::call::Arg::of(mean)
+            .1
+            .into_iter()
+            .chain(crate::graph::call::Arg::of(std).1),
+        one
+    );
     const OP: &str = "normal";
     match (mean, std) {
         (Operand::S(m), Operand::S(s)) => {
@@ -504,7 +572,16 @@ pub fn normal(
 }
 
 /// Fill `x` in place with values uniform in `[low, high)`.
-pub fn uniform_(x: &Tensor, low: f64, high: f64, gen: Option<&Generator>) -> Result<()> {
+pub fn uniform_(x: &Tensor, low: f64, high: f64, gen: Option<&Arc<Generator>>) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::UniformInplace {
+            low,
+            high,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        unit
+    );
     require_float("uniform_", x.dtype())?;
     check_uniform_range("uniform_", low, high)?;
     write_inplace("uniform_", x, |t| {
@@ -513,7 +590,16 @@ pub fn uniform_(x: &Tensor, low: f64, high: f64, gen: Option<&Generator>) -> Res
 }
 
 /// Fill `x` in place with normal samples.
-pub fn normal_(x: &Tensor, mean: f64, std: f64, gen: Option<&Generator>) -> Result<()> {
+pub fn normal_(x: &Tensor, mean: f64, std: f64, gen: Option<&Arc<Generator>>) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::NormalInplace {
+            mean,
+            std,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        unit
+    );
     require_float("normal_", x.dtype())?;
     check_finite("normal_", "mean", mean)?;
     check_finite("normal_", "std", std)?;
@@ -534,7 +620,14 @@ fn check_p(op: &'static str, p: f64) -> Result<()> {
 }
 
 /// 0/1 samples, success probability `p[i]` per element; dtype and shape of `p`.
-pub fn bernoulli(p: &Tensor, gen: Option<&Generator>) -> Result<Tensor> {
+pub fn bernoulli(p: &Tensor, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Bernoulli {
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [p],
+        one
+    );
     require_float("bernoulli", p.dtype())?;
     let out = Tensor::empty(p.shape(), p.dtype(), p.device())?;
     let pc = ew::contiguous(p)?;
@@ -549,7 +642,15 @@ pub fn bernoulli(p: &Tensor, gen: Option<&Generator>) -> Result<Tensor> {
 }
 
 /// 0/1 samples of probability `p` with the shape and (floating) dtype of `like`.
-pub fn bernoulli_p(like: &Tensor, p: f64, gen: Option<&Generator>) -> Result<Tensor> {
+pub fn bernoulli_p(like: &Tensor, p: f64, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::BernoulliP {
+            p,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [like],
+        one
+    );
     require_float("bernoulli", like.dtype())?;
     check_p("bernoulli", p)?;
     sample(
@@ -564,7 +665,15 @@ pub fn bernoulli_p(like: &Tensor, p: f64, gen: Option<&Generator>) -> Result<Ten
 
 /// Fill `x` in place with 0/1 samples of probability `p` (a number, or a
 /// floating tensor broadcast to `x`'s shape).
-pub fn bernoulli_(x: &Tensor, p: &Operand, gen: Option<&Generator>) -> Result<()> {
+pub fn bernoulli_(x: &Tensor, p: &Operand, gen: Option<&Arc<Generator>>) -> Result<()> {
+    capture!(
+        crate::graph::call::OpCall::BernoulliInplace {
+            p: crate::graph::call::Arg::of(p).0,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x] + crate::graph::call::Arg::of(p).1,
+        unit
+    );
     const OP: &str = "bernoulli_";
     match p {
         Operand::S(s) => {
@@ -598,7 +707,22 @@ pub fn bernoulli_(x: &Tensor, p: &Operand, gen: Option<&Generator>) -> Result<()
 }
 
 /// A random permutation of `0..n`.
-pub fn randperm(n: usize, dtype: DType, device: Device, gen: Option<&Generator>) -> Result<Tensor> {
+pub fn randperm(
+    n: usize,
+    dtype: DType,
+    device: Device,
+    gen: Option<&Arc<Generator>>,
+) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Randperm {
+            n,
+            dtype,
+            device,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [],
+        one
+    );
     let max_exact: u64 = match dtype {
         DType::Bool => {
             return Err(Error::dtype(
@@ -635,8 +759,17 @@ pub fn multinomial(
     probs: &Tensor,
     num_samples: usize,
     replacement: bool,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Multinomial {
+            num_samples,
+            replacement,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [probs],
+        one
+    );
     const OP: &str = "multinomial";
     require_float(OP, probs.dtype())?;
     let (rows, m) = match probs.shape() {
@@ -681,14 +814,34 @@ pub fn multinomial(
 }
 
 /// `rand` with `x`'s shape (and dtype unless given).
-pub fn rand_like(x: &Tensor, dtype: Option<DType>, gen: Option<&Generator>) -> Result<Tensor> {
+pub fn rand_like(x: &Tensor, dtype: Option<DType>, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::RandLike {
+            dtype,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        one
+    );
     let d = dtype.unwrap_or(x.dtype());
     require_float("rand_like", d)?;
     rand(x.shape(), d, x.device(), gen)
 }
 
 /// `randn` with `x`'s shape (and dtype unless given).
-pub fn randn_like(x: &Tensor, dtype: Option<DType>, gen: Option<&Generator>) -> Result<Tensor> {
+pub fn randn_like(
+    x: &Tensor,
+    dtype: Option<DType>,
+    gen: Option<&Arc<Generator>>,
+) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::RandnLike {
+            dtype,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        one
+    );
     let d = dtype.unwrap_or(x.dtype());
     require_float("randn_like", d)?;
     randn(x.shape(), d, x.device(), gen)
@@ -700,8 +853,18 @@ pub fn randint_like(
     low: i64,
     high: i64,
     dtype: Option<DType>,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::RandintLike {
+            low,
+            high,
+            dtype,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        one
+    );
     let d = dtype.unwrap_or(x.dtype());
     check_int_range("randint_like", low, high, d)?;
     randint(low, high, x.shape(), d, x.device(), gen)
@@ -722,8 +885,26 @@ pub fn dropout(
     x: &Tensor,
     p: f64,
     training: bool,
-    gen: Option<&Generator>,
+    gen: Option<&Arc<Generator>>,
 ) -> Result<Option<Tensor>> {
+    if crate::graph::trace::active() && training && p > 0.0 && p < 1.0 && x.numel() > 0 {
+        // Captured as keep-mask (the same draws as the kernel) times scale,
+        // so the gradient nodes can read the mask the forward used.
+        require_float("dropout", x.dtype())?;
+        let keep = dropout_keep(x, p, gen)?;
+        let scaled = ew::binary_scalar(BinaryOp::Mul, x, Scalar::Float(1.0 / (1.0 - p)), false)?;
+        return ew::where_scalar(&keep, Operand::T(scaled), Operand::S(Scalar::Float(0.0)))
+            .map(Some);
+    }
+    capture!(
+        crate::graph::call::OpCall::Dropout {
+            p,
+            training,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        optional
+    );
     const OP: &str = "dropout";
     require_float(OP, x.dtype())?;
     check_p(OP, p)?;
@@ -739,6 +920,27 @@ pub fn dropout(
     }
     let s = stream(OP, gen, x.device(), blocks_for(x.numel(), Draw::Bits32))?;
     dropout_with(x, p, s).map(Some)
+}
+
+/// The keep mask dropout of `x` with probability `p` would draw (bool, `x`'s
+/// shape): the same draws, from the same stream position, as [`dropout`].
+pub fn dropout_keep(x: &Tensor, p: f64, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::DropoutKeep {
+            p,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        one
+    );
+    const OP: &str = "dropout";
+    check_p(OP, p)?;
+    let s = stream(OP, gen, x.device(), blocks_for(x.numel(), Draw::Bits32))?;
+    let _no = crate::autograd::GradMode::set(false);
+    let ones = crate::ops::creation::full(x.shape(), Scalar::Float(1.0), DType::F32, x.device())?;
+    let out = Tensor::empty(x.shape(), DType::F32, x.device())?;
+    backend(x.device()).dropout(&ones, &out, p, s)?;
+    ew::binary_scalar(BinaryOp::Ne, &out, Scalar::Float(0.0), false)
 }
 
 /// Dropout of `x` with the mask of stream `s` (`0 < p < 1`); recorded.
@@ -785,7 +987,23 @@ impl crate::autograd::Backward for DropoutBackward {
 }
 
 /// In-place dropout on `x` (same numbers as [`dropout`]).
-pub fn dropout_(x: &Tensor, p: f64, training: bool, gen: Option<&Generator>) -> Result<()> {
+pub fn dropout_(x: &Tensor, p: f64, training: bool, gen: Option<&Arc<Generator>>) -> Result<()> {
+    if crate::graph::trace::active() {
+        // Captured as the out-of-place form and a copy.
+        if let Some(y) = dropout(x, p, training, gen)? {
+            ew::copy_(x, &y)?;
+        }
+        return Ok(());
+    }
+    capture!(
+        crate::graph::call::OpCall::DropoutInplace {
+            p,
+            training,
+            gen: crate::graph::call::Gen(gen.cloned())
+        },
+        [x],
+        unit
+    );
     x.check_writable("dropout")?;
     check_no_overlap("dropout", x)?;
     if crate::autograd::needs_grad(&[x]) {

@@ -231,6 +231,15 @@ pub fn sum(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Sum {
+            dims: dims.map(|d| d.to_vec()),
+            keepdim,
+            dtype
+        },
+        [x],
+        one
+    );
     let out = {
         let _no = crate::autograd::GradMode::set(false);
         sum_like(ReduceOp::Sum, x, dims, keepdim, dtype)?
@@ -266,11 +275,8 @@ fn record_sum_mean(
             in_shape: x.shape().into(),
             in_dtype: x.dtype(),
             kept_shape: if keepdim { None } else { Some(kept) },
-            scale: if mean {
-                Some(1.0 / count.max(1) as f64)
-            } else {
-                None
-            },
+            // An integer divisor: a size, which a captured graph can make symbolic.
+            divisor: mean.then_some(count.max(1)),
             mean,
         };
         crate::autograd::record(bw, &[x], &[out], &[]);
@@ -282,7 +288,7 @@ struct SumBackward {
     in_shape: Shape,
     in_dtype: DType,
     kept_shape: Option<Vec<isize>>,
-    scale: Option<f64>,
+    divisor: Option<usize>,
     mean: bool,
 }
 
@@ -307,8 +313,8 @@ impl crate::autograd::Backward for SumBackward {
             Some(k) => crate::ops::shape::reshape(g, k)?,
             None => g.clone(),
         };
-        let g = match self.scale {
-            Some(s) => elementwise::binary_scalar(BinaryOp::Mul, &g, Scalar::Float(s), false)?,
+        let g = match self.divisor {
+            Some(n) => elementwise::binary_scalar(BinaryOp::Div, &g, Scalar::Int(n as i64), false)?,
             None => g,
         };
         let g = crate::ops::shape::broadcast_to(&g, &self.in_shape)?;
@@ -323,6 +329,15 @@ pub fn prod(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Prod {
+            dims: dims.map(|d| d.to_vec()),
+            keepdim,
+            dtype
+        },
+        [x],
+        one
+    );
     let out = {
         let _no = GradMode::set(false);
         sum_like(ReduceOp::Prod, x, dims, keepdim, dtype)?
@@ -364,6 +379,15 @@ pub fn mean(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Mean {
+            dims: dims.map(|d| d.to_vec()),
+            keepdim,
+            dtype
+        },
+        [x],
+        one
+    );
     let mask = reduce_mask("mean", dims, x.ndim())?;
     let d = dtype.unwrap_or(x.dtype());
     if !d.is_floating_point() {
@@ -390,6 +414,15 @@ pub fn mean(
 
 /// NaN-propagating maximum (`Max`) or minimum (`Min`) over `dims`.
 pub fn amax_amin(op: ArgOp, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::AmaxAmin {
+            op,
+            dims: dims.map(|d| d.to_vec()),
+            keepdim
+        },
+        [x],
+        one
+    );
     amax_named(
         op,
         if op == ArgOp::Max { "amax" } else { "amin" },
@@ -431,12 +464,18 @@ fn amax_named(
 
 /// `max()` / `min()` with no dim: a 0-d tensor.
 pub fn max_all(op: ArgOp, x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::MaxAll { op }, [x], one);
     let name = if op == ArgOp::Max { "max" } else { "min" };
     amax_named(op, name, x, None, false)
 }
 
 /// `max(dim)` / `min(dim)`: (values, int64 indices of the first extremum; NaN counts as extreme).
 pub fn max_dim(op: ArgOp, x: &Tensor, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+    capture!(
+        crate::graph::call::OpCall::MaxDim { op, dim, keepdim },
+        [x],
+        pair
+    );
     let name = if op == ArgOp::Max { "max" } else { "min" };
     let d = norm_dim(name, dim, x.ndim())?;
     let mask = reduce_mask(name, Some(&[dim]), x.ndim())?;
@@ -469,6 +508,11 @@ pub fn max_dim(op: ArgOp, x: &Tensor, dim: isize, keepdim: bool) -> Result<(Tens
 
 /// `argmax` / `argmin` over `dim`, or over the flattened tensor when `dim` is None.
 pub fn argmax_argmin(op: ArgOp, x: &Tensor, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::ArgMaxMin { op, dim, keepdim },
+        [x],
+        one
+    );
     let name = if op == ArgOp::Max { "argmax" } else { "argmin" };
     match dim {
         Some(dim) => {
@@ -505,6 +549,16 @@ pub fn var(
     keepdim: bool,
     std: bool,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Var {
+            dims: dims.map(|d| d.to_vec()),
+            correction,
+            keepdim,
+            std
+        },
+        [x],
+        one
+    );
     let name = if std { "std" } else { "var" };
     let mask = reduce_mask(name, dims, x.ndim())?;
     if !x.dtype().is_floating_point() {
@@ -541,6 +595,14 @@ pub fn var(
 
 /// `log Σ exp(x)` over `dims`, shifted by the maximum for stability.
 pub fn logsumexp(x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Logsumexp {
+            dims: dims.map(|d| d.to_vec()),
+            keepdim
+        },
+        [x],
+        one
+    );
     let mask = reduce_mask("logsumexp", dims, x.ndim())?;
     let xf = {
         let _no = GradMode::set(false);
@@ -558,6 +620,15 @@ pub fn logsumexp(x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Te
 
 /// `all` (`any` when `!all`): whether every (some) element is nonzero, as bool.
 pub fn all_any(all: bool, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::AllAny {
+            all,
+            dims: dims.map(|d| d.to_vec()),
+            keepdim
+        },
+        [x],
+        one
+    );
     let op = if all { ReduceOp::All } else { ReduceOp::Any };
     let mask = reduce_mask(op.name(), dims, x.ndim())?;
     let b = if x.dtype() == DType::Bool {
@@ -570,6 +641,11 @@ pub fn all_any(all: bool, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> 
 
 /// `softmax` (or `log_softmax` when `log`) along `dim`, optionally computing in `dtype`.
 pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Softmax { dim, log, dtype },
+        [x],
+        one
+    );
     let name = if log { "log_softmax" } else { "softmax" };
     let d = norm_dim(name, dim, x.ndim())?;
     let xc = {
@@ -595,6 +671,11 @@ pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Resul
 
 /// Inclusive scan along `dim`; bool and integers scan in int64 unless `dtype` is given.
 pub fn cumulative(op: CumOp, x: &Tensor, dim: isize, dtype: Option<DType>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Cumulative { op, dim, dtype },
+        [x],
+        one
+    );
     let name = match op {
         CumOp::Sum => "cumsum",
         CumOp::Prod => "cumprod",
@@ -796,7 +877,8 @@ impl Backward for ProdBackward {
         let x = elementwise::to_dtype(&saved[0], g.dtype())?;
         let (gk, yk) = (self.r.keep(g)?, self.r.keep(&saved[1])?);
         let zero = cmp_s(BinaryOp::Eq, &x, Scalar::Float(0.0))?;
-        if !any_set(&zero)? {
+        // (The fast path reads values: a captured graph takes the general one.)
+        if x.device().has_data() && !any_set(&zero)? {
             return self.r.done(&div(&mul(&gk, &yk)?, &x)?);
         }
         let xs = elementwise::where_(&zero, &scalar_like(1.0, &x)?, &x)?;
@@ -845,7 +927,14 @@ impl Backward for VarBackward {
         }
         let xm = sub(x, &mean(x, Some(&self.r.dims), true, None)?)?;
         let denom = (self.r.count as f64 - self.correction).max(0.0);
-        self.r.done(&mul(&muls(&xm, 2.0 / denom)?, &gv)?)
+        let scaled = if self.correction.fract() == 0.0 && denom > 0.0 {
+            // An integer divisor: a size, which a captured graph can make symbolic.
+            let d = Scalar::Int(self.r.count as i64 - self.correction as i64);
+            elementwise::binary_scalar(BinaryOp::Div, &muls(&xm, 2.0)?, d, false)?
+        } else {
+            muls(&xm, 2.0 / denom)?
+        };
+        self.r.done(&mul(&scaled, &gv)?)
     }
 }
 
@@ -969,7 +1058,7 @@ impl Backward for CumBackward {
         let y = &saved[1];
         let zero = cmp_s(BinaryOp::Eq, &x, Scalar::Float(0.0))?;
         let gy = rev_cumsum(&mul(g, y)?, d)?;
-        if !any_set(&zero)? {
+        if x.device().has_data() && !any_set(&zero)? {
             return done(&div(&gy, &x)?);
         }
         let one = scalar_like(1.0, &x)?;

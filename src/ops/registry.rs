@@ -127,6 +127,8 @@ impl OpInfo {
         match device {
             Device::Cpu => self.dtypes.contains(dtype),
             Device::Gpu(_) => false,
+            // Capture runs an op's rules wherever the op can run.
+            Device::Meta => self.dtypes.contains(dtype),
         }
     }
 }

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use crate::autograd::{self as ag, sum_to, Backward, GradMode};
-use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::ops::elementwise;
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
@@ -48,6 +47,13 @@ pub const OPS: &[OpInfo] = &[
 
 /// `view`: a reshape that must not copy.
 pub fn view(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::View {
+            spec: spec.to_vec()
+        },
+        [x],
+        one
+    );
     let shape = infer_shape("view", spec, x.numel(), x.shape())?;
     match x.layout().reshape_view(&shape) {
         Some(l) => Ok(finish(x, x.with_layout(l), || reshape_bw(x))),
@@ -65,6 +71,13 @@ pub fn view(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 
 /// `reshape`: a view when possible, else a copy.
 pub fn reshape(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Reshape {
+            spec: spec.to_vec()
+        },
+        [x],
+        one
+    );
     let shape = infer_shape("reshape", spec, x.numel(), x.shape())?;
     let out = match x.layout().reshape_view(&shape) {
         Some(l) => x.with_layout(l),
@@ -80,6 +93,13 @@ pub fn reshape(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 }
 
 pub fn permute(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Permute {
+            dims: dims.to_vec()
+        },
+        [x],
+        one
+    );
     let out = x.with_layout(x.layout().permute("permute", dims)?);
     Ok(finish(x, out, || {
         let n = x.ndim().max(1);
@@ -93,18 +113,21 @@ pub fn permute(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
 }
 
 pub fn transpose(x: &Tensor, d0: isize, d1: isize) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Transpose { d0, d1 }, [x], one);
     let out = x.with_layout(x.layout().transpose("transpose", d0, d1)?);
     Ok(finish(x, out, || TransposeBackward { d0, d1 }))
 }
 
 /// `.T`: reverse all dims (PyTorch deprecates it beyond 2-D; we reverse like NumPy).
 pub fn t_all(x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::TAll, [x], one);
     let dims: Vec<isize> = (0..x.ndim() as isize).rev().collect();
     permute(x, &dims)
 }
 
 /// `.mT`: swap the last two dims.
 pub fn mt(x: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::MT, [x], one);
     if x.ndim() < 2 {
         return Err(Error::shape(
             "mT",
@@ -115,17 +138,32 @@ pub fn mt(x: &Tensor) -> Result<Tensor> {
 }
 
 pub fn squeeze(x: &Tensor, dims: Option<&[isize]>) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Squeeze {
+            dims: dims.map(|d| d.to_vec())
+        },
+        [x],
+        one
+    );
     let out = x.with_layout(x.layout().squeeze("squeeze", dims)?);
     Ok(finish(x, out, || reshape_bw(x)))
 }
 
 pub fn unsqueeze(x: &Tensor, dim: isize) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Unsqueeze { dim }, [x], one);
     let out = x.with_layout(x.layout().unsqueeze("unsqueeze", dim)?);
     Ok(finish(x, out, || reshape_bw(x)))
 }
 
 /// `expand(*sizes)`: `-1` keeps a dim.
 pub fn expand(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Expand {
+            spec: spec.to_vec()
+        },
+        [x],
+        one
+    );
     let n = spec.len();
     if n < x.ndim() {
         return Err(Error::shape(
@@ -158,6 +196,13 @@ pub fn expand(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 }
 
 pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::BroadcastTo {
+            shape: shape.to_vec()
+        },
+        [x],
+        one
+    );
     let out = x.with_layout(x.layout().expand("broadcast_to", shape)?);
     Ok(finish(x, out, || ExpandBackward {
         in_shape: x.shape().into(),
@@ -165,6 +210,7 @@ pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
 }
 
 pub fn flatten(x: &Tensor, start: isize, end: isize) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Flatten { start, end }, [x], one);
     if x.ndim() == 0 {
         return reshape(x, &[1]);
     }
@@ -183,6 +229,11 @@ pub fn flatten(x: &Tensor, start: isize, end: isize) -> Result<Tensor> {
 }
 
 pub fn narrow(x: &Tensor, dim: isize, start: isize, length: usize) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Narrow { dim, start, length },
+        [x],
+        one
+    );
     let out = x.with_layout(x.layout().narrow("narrow", dim, start, length)?);
     Ok(finish(x, out, || {
         slice_bw(x, "NarrowBackward", move |t| narrow(t, dim, start, length))
@@ -190,6 +241,7 @@ pub fn narrow(x: &Tensor, dim: isize, start: isize, length: usize) -> Result<Ten
 }
 
 pub fn select(x: &Tensor, dim: isize, index: isize) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::Select { dim, index }, [x], one);
     if x.ndim() == 0 {
         return Err(Error::index("select", "invalid index of a 0-dim tensor"));
     }
@@ -208,6 +260,16 @@ pub fn slice(
     stop: Option<isize>,
     step: isize,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Slice {
+            dim,
+            start,
+            stop,
+            step
+        },
+        [x],
+        one
+    );
     if step <= 0 {
         return Err(Error::value(
             "slice",
@@ -237,6 +299,13 @@ pub fn slice(
 
 /// Reverse the given dims (a view with negative strides, as NumPy's `flip`).
 pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::Flip {
+            dims: dims.to_vec()
+        },
+        [x],
+        one
+    );
     let mut l = x.layout().clone();
     let mut seen = vec![false; x.ndim()];
     for &d in dims {
@@ -262,6 +331,15 @@ pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
 
 /// `as_strided(size, stride, offset)`: a checked raw view.
 pub fn as_strided(x: &Tensor, size: &[usize], stride: &[isize], offset: usize) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::AsStrided {
+            size: size.to_vec(),
+            stride: stride.to_vec(),
+            offset
+        },
+        [x],
+        one
+    );
     if size.len() != stride.len() {
         return Err(Error::shape(
             "as_strided",
@@ -428,7 +506,7 @@ pub fn view_scatter(g: &Tensor, shape: &[usize], replay: &Replay) -> Result<Tens
     {
         let _no = GradMode::set(false);
         let v = replay(&z)?;
-        backend(g.device()).cast_copy(g, &v)?;
+        crate::ops::elementwise::copy_data(&v, g)?;
     }
     if ag::needs_grad(&[g]) {
         ag::record(

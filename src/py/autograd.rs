@@ -224,8 +224,18 @@ impl PyTensor {
     }
     /// The accumulated gradient (None until a backward pass reaches this tensor).
     #[getter]
-    fn get_grad(&self) -> Option<PyTensor> {
-        self.t.meta().and_then(|m| m.grad()).map(PyTensor::new)
+    fn get_grad(&self) -> PyResult<Option<PyTensor>> {
+        if crate::graph::trace::tracing() {
+            if let Some(m) = self.t.meta().filter(|m| m.is_leaf()) {
+                // The gradient as the captured graph will see it when it runs.
+                return run(|| {
+                    crate::graph::trace::bind_leaf(&self.t)?;
+                    crate::graph::trace::current_grad(m)
+                })
+                .map(|g| g.map(PyTensor::new));
+            }
+        }
+        Ok(self.t.meta().and_then(|m| m.grad()).map(PyTensor::new))
     }
     #[setter]
     fn set_grad(&self, value: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
@@ -244,6 +254,14 @@ impl PyTensor {
                 Some(g)
             }
         };
+        if crate::graph::trace::tracing() {
+            if let Some(m) = self.t.meta().filter(|m| m.is_leaf()) {
+                return run(|| {
+                    crate::graph::trace::bind_leaf(&self.t)?;
+                    crate::graph::trace::set_grad(m, g)
+                });
+            }
+        }
         match self.t.meta() {
             Some(m) => m.set_grad(g),
             None => {
@@ -328,6 +346,9 @@ impl PyTensor {
             _ => run(|| implicit_grad("backward", t))?,
         };
         let retain = retain_graph.unwrap_or(create_graph);
+        if crate::graph::trace::tracing() {
+            crate::graph::trace::note_backward();
+        }
         match inputs {
             None => {
                 run_engine(py, || {

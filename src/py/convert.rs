@@ -251,8 +251,10 @@ pub fn tensor_from_py(obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<
         let t = from_array_interface(obj)?;
         let d = dtype.unwrap_or(t.dtype());
         return run(|| {
-            let c = crate::ops::elementwise::clone(&t)?;
-            to_dtype(&c, d)
+            captured_constant(crate::graph::trace::suspended(|| {
+                let c = crate::ops::elementwise::clone(&t)?;
+                to_dtype(&c, d)
+            })?)
         });
     }
     let mut shape = vec![];
@@ -281,7 +283,20 @@ pub fn tensor_from_py(obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<
             }
         }
     }
-    run(|| fill_from_scalars(&vals, &shape, d))
+    run(|| {
+        captured_constant(crate::graph::trace::suspended(|| {
+            fill_from_scalars(&vals, &shape, d)
+        })?)
+    })
+}
+
+/// Data converted from Python while a graph is captured is a constant of the graph.
+fn captured_constant(t: Tensor) -> crate::Result<Tensor> {
+    if crate::graph::trace::active() {
+        crate::graph::trace::constant(&t)
+    } else {
+        Ok(t)
+    }
 }
 
 /// `fg.tensor(data, dtype=None, device=None)`: a new tensor copying `data`.
@@ -363,6 +378,7 @@ impl PyTensor {
     #[getter]
     fn __array_interface__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let t = &self.t;
+        run(|| t.check_has_data("numpy"))?;
         if t.device() != Device::Cpu {
             return Err(PyTypeError::new_err(format!(
                 "can't convert a {} tensor to NumPy; call .cpu() first",
@@ -417,6 +433,7 @@ impl PyTensor {
 
     /// The values as (nested) Python lists.
     fn tolist(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        run(|| self.t.check_has_data("tolist"))?;
         to_list(py, &self.t)
     }
 

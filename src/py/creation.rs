@@ -29,7 +29,7 @@ fn empty(
 ) -> PyResult<PyTensor> {
     let s = shape_args("empty", shape)?;
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| Tensor::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
+    run(|| creation::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Tensor of zeros.
@@ -43,7 +43,7 @@ fn zeros(
 ) -> PyResult<PyTensor> {
     let s = shape_args("zeros", shape)?;
     let (d, dev) = dt_dev(dtype, device, DType::F32)?;
-    run(|| Tensor::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
+    run(|| creation::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Tensor of ones.
@@ -169,7 +169,7 @@ fn zeros_like(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (s, d, dev) = like(input, dtype, device)?;
-    run(|| Tensor::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
+    run(|| creation::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// Ones with the shape of `input`.
@@ -195,7 +195,7 @@ fn empty_like(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let (s, d, dev) = like(input, dtype, device)?;
-    run(|| Tensor::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
+    run(|| creation::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
 /// `fill_value` with the shape of `input`.

@@ -9,6 +9,7 @@ mod autograd;
 mod convert;
 mod creation;
 mod dlpack;
+mod graph;
 mod index;
 mod linalg;
 mod methods;
@@ -28,6 +29,13 @@ use crate::tensor::{DType, Device, Scalar, Tensor};
 
 pub use convert::tensor_from_py;
 
+pyo3::create_exception!(
+    ferrograd,
+    TraceError,
+    pyo3::exceptions::PyRuntimeError,
+    "A tensor's value was needed in Python while a graph was being captured (e.g. `bool(t)`, `t.item()`, data-dependent control flow)."
+);
+
 /// Map a core error to the Python exception class users expect.
 pub fn to_pyerr(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -37,6 +45,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Index { .. } => PyIndexError::new_err(msg),
         Error::Memory { .. } => PyMemoryError::new_err(msg),
         Error::Runtime { .. } => PyRuntimeError::new_err(msg),
+        Error::Symbolic { .. } => TraceError::new_err(msg),
     }
 }
 
@@ -217,6 +226,7 @@ pub fn parse_device_str(s: &str) -> PyResult<Device> {
     match name {
         "cpu" => Ok(Device::Cpu),
         "gpu" | "webgpu" | "wgpu" => Ok(Device::Gpu(idx)),
+        "meta" => Ok(Device::Meta),
         _ => Err(PyValueError::new_err(format!(
             "unknown device {s:?}; expected 'cpu' or 'gpu' (alias 'webgpu')"
         ))),
@@ -251,12 +261,13 @@ impl PyDevice {
         match self.d {
             Device::Cpu => "cpu",
             Device::Gpu(_) => "gpu",
+            Device::Meta => "meta",
         }
     }
     #[getter]
     fn index(&self) -> Option<u32> {
         match self.d {
-            Device::Cpu => None,
+            Device::Cpu | Device::Meta => None,
             Device::Gpu(i) => Some(i),
         }
     }
@@ -416,6 +427,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;
     m.add_class::<PyDevice>()?;
+    m.add("TraceError", m.py().get_type::<TraceError>())?;
     for d in DType::ALL {
         m.add(d.name(), PyDType { d })?;
     }
@@ -436,5 +448,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlpack::register(m)?;
     index::register(m)?;
     optim::register(m)?;
+    graph::register(m)?;
     Ok(())
 }

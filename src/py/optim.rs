@@ -9,6 +9,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use super::{run_heavy, PyTensor};
+use crate::graph::call::{Dyn, DynField, OpCall};
 use crate::ops::optim::{self, AdamHyper, RmspropHyper, SgdHyper};
 use crate::tensor::Tensor;
 
@@ -53,6 +54,26 @@ fn tensors(op: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>
     )
 }
 
+/// `dynamic=[(field, index or None, slot), ...]`: arguments a captured graph
+/// reads from scalar slots at every run (only used while capturing).
+fn parse_dyn(op: &str, d: Option<Vec<(String, Option<usize>, usize)>>) -> PyResult<Vec<Dyn>> {
+    d.unwrap_or_default()
+        .into_iter()
+        .map(|(name, idx, slot)| {
+            DynField::parse(&name, idx)
+                .map(|field| Dyn { field, slot })
+                .ok_or_else(|| {
+                    PyTypeError::new_err(format!("{op}: unknown dynamic argument {name:?}"))
+                })
+        })
+        .collect()
+}
+
+/// Record an optimizer call with dynamic arguments into the graph being captured.
+fn record_dyn(call: OpCall, ins: Vec<Tensor>) -> PyResult<()> {
+    super::run(|| crate::graph::trace::record(call, &ins).map(|_| ()))
+}
+
 fn work(ts: &[Tensor]) -> usize {
     ts.iter().map(|t| t.numel()).sum()
 }
@@ -61,7 +82,7 @@ fn work(ts: &[Tensor]) -> usize {
 /// weight_decay, maximize)` → the momentum buffers (a list; None entries start
 /// from the gradient and are returned allocated; all None when momentum is 0).
 #[pyfunction]
-#[pyo3(name = "_sgd_step")]
+#[pyo3(name = "_sgd_step", signature = (params, grads, momentum_buffers, lr, momentum, dampening, nesterov, weight_decay, maximize, dynamic=None))]
 #[allow(clippy::too_many_arguments)]
 fn sgd_step(
     py: Python<'_>,
@@ -74,6 +95,7 @@ fn sgd_step(
     nesterov: bool,
     weight_decay: f64,
     maximize: bool,
+    dynamic: Option<Vec<(String, Option<usize>, usize)>>,
 ) -> PyResult<Vec<Option<PyTensor>>> {
     const OP: &str = "sgd_step";
     let ps = tensors(OP, "params", params)?;
@@ -99,6 +121,23 @@ fn sgd_step(
         weight_decay,
         maximize,
     };
+    if dynamic.is_some() && crate::graph::trace::active() {
+        let dynamic = parse_dyn(OP, dynamic)?;
+        let call = OpCall::SgdStep {
+            n: ps.len(),
+            bufs: bs.iter().map(|b| b.is_some()).collect(),
+            h,
+            dynamic,
+        };
+        let ins: Vec<Tensor> = ps
+            .iter()
+            .chain(&gs)
+            .chain(bs.iter().flatten())
+            .cloned()
+            .collect();
+        record_dyn(call, ins)?;
+        return Ok(bs.into_iter().map(|b| b.map(PyTensor::new)).collect());
+    }
     let out = run_heavy(py, work(&ps), || optim::sgd_step(&ps, &gs, &bs, &h))?;
     Ok(out.into_iter().map(|b| b.map(PyTensor::new)).collect())
 }
@@ -107,7 +146,7 @@ fn sgd_step(
 /// beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled)`; `steps` are
 /// the step counts after this update; `decoupled` selects AdamW's weight decay.
 #[pyfunction]
-#[pyo3(name = "_adam_step")]
+#[pyo3(name = "_adam_step", signature = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled, dynamic=None))]
 #[allow(clippy::too_many_arguments)]
 fn adam_step(
     py: Python<'_>,
@@ -125,6 +164,7 @@ fn adam_step(
     amsgrad: bool,
     maximize: bool,
     decoupled: bool,
+    dynamic: Option<Vec<(String, Option<usize>, usize)>>,
 ) -> PyResult<()> {
     const OP: &str = "adam_step";
     let ps = tensors(OP, "params", params)?;
@@ -142,6 +182,24 @@ fn adam_step(
         maximize,
         decoupled,
     };
+    if dynamic.is_some() && crate::graph::trace::active() {
+        let dynamic = parse_dyn(OP, dynamic)?;
+        let call = OpCall::AdamStep {
+            n: ps.len(),
+            steps,
+            h,
+            dynamic,
+        };
+        let ins: Vec<Tensor> = ps
+            .iter()
+            .chain(&gs)
+            .chain(&ms)
+            .chain(&vs)
+            .chain(&xs)
+            .cloned()
+            .collect();
+        return record_dyn(call, ins);
+    }
     run_heavy(py, work(&ps), || {
         optim::adam_step(&ps, &gs, &ms, &vs, &xs, &steps, &h)
     })
@@ -151,7 +209,7 @@ fn adam_step(
 /// alpha, eps, weight_decay, momentum, centered, maximize)`; `momentum_buffers`
 /// is empty unless momentum > 0, `grad_avgs` empty unless centered.
 #[pyfunction]
-#[pyo3(name = "_rmsprop_step")]
+#[pyo3(name = "_rmsprop_step", signature = (params, grads, square_avgs, momentum_buffers, grad_avgs, lr, alpha, eps, weight_decay, momentum, centered, maximize, dynamic=None))]
 #[allow(clippy::too_many_arguments)]
 fn rmsprop_step(
     py: Python<'_>,
@@ -167,6 +225,7 @@ fn rmsprop_step(
     momentum: f64,
     centered: bool,
     maximize: bool,
+    dynamic: Option<Vec<(String, Option<usize>, usize)>>,
 ) -> PyResult<()> {
     const OP: &str = "rmsprop_step";
     let ps = tensors(OP, "params", params)?;
@@ -183,6 +242,23 @@ fn rmsprop_step(
         centered,
         maximize,
     };
+    if dynamic.is_some() && crate::graph::trace::active() {
+        let dynamic = parse_dyn(OP, dynamic)?;
+        let call = OpCall::RmspropStep {
+            n: ps.len(),
+            h,
+            dynamic,
+        };
+        let ins: Vec<Tensor> = ps
+            .iter()
+            .chain(&gs)
+            .chain(&ss)
+            .chain(&bs)
+            .chain(&avgs)
+            .cloned()
+            .collect();
+        return record_dyn(call, ins);
+    }
     run_heavy(py, work(&ps), || {
         optim::rmsprop_step(&ps, &gs, &ss, &bs, &avgs, &h)
     })

@@ -98,7 +98,9 @@ impl PyGenerator {
         slf: &Bound<'py, Self>,
         seed: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, Self>> {
-        slf.get().g.manual_seed(parse_seed(seed)?);
+        let s = parse_seed(seed)?;
+        let g = slf.get().g.clone();
+        super::run(|| rnd::manual_seed(Some(&g), s))?;
         Ok(slf.clone())
     }
 
@@ -161,7 +163,8 @@ fn default_gen(py: Python<'_>) -> PyResult<Py<PyGenerator>> {
 /// Seed the default generator; returns it.
 #[pyfunction]
 fn manual_seed(py: Python<'_>, seed: &Bound<'_, PyAny>) -> PyResult<Py<PyGenerator>> {
-    rnd::default_generator().manual_seed(parse_seed(seed)?);
+    let s = parse_seed(seed)?;
+    super::run(|| rnd::manual_seed(None, s))?;
     default_gen(py)
 }
 
@@ -252,7 +255,7 @@ fn rand(
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
-    run_heavy(py, numel(&s), || rnd::rand(&s, d, dev, g.as_deref()))
+    run_heavy(py, numel(&s), || rnd::rand(&s, d, dev, g.as_ref()))
         .and_then(|t| leaf(t, requires_grad))
 }
 
@@ -274,7 +277,7 @@ fn randn(
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
-    run_heavy(py, numel(&s), || rnd::randn(&s, d, dev, g.as_deref()))
+    run_heavy(py, numel(&s), || rnd::randn(&s, d, dev, g.as_ref()))
         .and_then(|t| leaf(t, requires_grad))
 }
 
@@ -368,7 +371,7 @@ fn randint(
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
     run_heavy(py, numel(&s), || {
-        rnd::randint(lo, hi, &s, d, dev, g.as_deref())
+        rnd::randint(lo, hi, &s, d, dev, g.as_ref())
     })
     .map(PyTensor::new)
 }
@@ -406,7 +409,7 @@ fn normal(
     let g = gen_arc(&generator);
     let work = sz.as_deref().map(numel).unwrap_or(0);
     run_heavy(py, work, || {
-        rnd::normal(&m, &sd, sz.as_deref(), d, dev, g.as_deref())
+        rnd::normal(&m, &sd, sz.as_deref(), d, dev, g.as_ref())
     })
     .and_then(|t| leaf(t, requires_grad))
 }
@@ -427,7 +430,7 @@ fn randperm(
     let d = parse_dtype_opt(dtype)?.unwrap_or(DType::I64);
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
-    run_heavy(py, n, || rnd::randperm(n, d, dev, g.as_deref())).map(PyTensor::new)
+    run_heavy(py, n, || rnd::randperm(n, d, dev, g.as_ref())).map(PyTensor::new)
 }
 
 /// Uniform samples in [0, 1) shaped like `input` (its dtype unless given).
@@ -443,7 +446,7 @@ fn rand_like(
     let d = parse_dtype_opt(dtype)?;
     let g = gen_arc(&generator);
     let x = &input.t;
-    run_heavy(py, x.numel(), || rnd::rand_like(x, d, g.as_deref()))
+    run_heavy(py, x.numel(), || rnd::rand_like(x, d, g.as_ref()))
         .and_then(|t| leaf(t, requires_grad))
 }
 
@@ -460,7 +463,7 @@ fn randn_like(
     let d = parse_dtype_opt(dtype)?;
     let g = gen_arc(&generator);
     let x = &input.t;
-    run_heavy(py, x.numel(), || rnd::randn_like(x, d, g.as_deref()))
+    run_heavy(py, x.numel(), || rnd::randn_like(x, d, g.as_ref()))
         .and_then(|t| leaf(t, requires_grad))
 }
 
@@ -484,7 +487,7 @@ fn randint_like(
     let g = gen_arc(&generator);
     let x = &input.t;
     run_heavy(py, x.numel(), || {
-        rnd::randint_like(x, lo, hi, d, g.as_deref())
+        rnd::randint_like(x, lo, hi, d, g.as_ref())
     })
     .map(PyTensor::new)
 }
@@ -531,12 +534,10 @@ fn dropout<'py>(
     let x = &input.get().t;
     let g = gen_arc(&generator);
     if inplace {
-        run_heavy(py, x.numel(), || {
-            rnd::dropout_(x, p, training, g.as_deref())
-        })?;
+        run_heavy(py, x.numel(), || rnd::dropout_(x, p, training, g.as_ref()))?;
         return Ok(input.clone().into_any());
     }
-    match run_heavy(py, x.numel(), || rnd::dropout(x, p, training, g.as_deref()))? {
+    match run_heavy(py, x.numel(), || rnd::dropout(x, p, training, g.as_ref()))? {
         None => Ok(input.clone().into_any()),
         Some(t) => Ok(Bound::new(py, PyTensor::new(t))?.into_any()),
     }
@@ -554,7 +555,7 @@ impl PyTensor {
     ) -> PyResult<Bound<'py, Self>> {
         let x = &slf.get().t;
         let g = gen_arc(&generator);
-        run_heavy(slf.py(), x.numel(), || rnd::uniform_(x, a, b, g.as_deref()))?;
+        run_heavy(slf.py(), x.numel(), || rnd::uniform_(x, a, b, g.as_ref()))?;
         Ok(slf.clone())
     }
 
@@ -569,7 +570,7 @@ impl PyTensor {
         let x = &slf.get().t;
         let g = gen_arc(&generator);
         run_heavy(slf.py(), x.numel(), || {
-            rnd::normal_(x, mean, std, g.as_deref())
+            rnd::normal_(x, mean, std, g.as_ref())
         })?;
         Ok(slf.clone())
     }
@@ -592,7 +593,7 @@ impl PyTensor {
             },
         };
         let g = gen_arc(&generator);
-        run_heavy(slf.py(), x.numel(), || rnd::bernoulli_(x, &p, g.as_deref()))?;
+        run_heavy(slf.py(), x.numel(), || rnd::bernoulli_(x, &p, g.as_ref()))?;
         Ok(slf.clone())
     }
 
@@ -603,8 +604,8 @@ impl PyTensor {
         let x = &self.t;
         let g = gen_arc(&generator);
         run_heavy(py, x.numel(), || match p {
-            Some(p) => rnd::bernoulli_p(x, p, g.as_deref()),
-            None => rnd::bernoulli(x, g.as_deref()),
+            Some(p) => rnd::bernoulli_p(x, p, g.as_ref()),
+            None => rnd::bernoulli(x, g.as_ref()),
         })
         .map(PyTensor::new)
     }
@@ -624,7 +625,7 @@ impl PyTensor {
         let g = gen_arc(&generator);
         let work = x.numel().max(num_samples);
         run_heavy(py, work, || {
-            rnd::multinomial(x, num_samples, replacement, g.as_deref())
+            rnd::multinomial(x, num_samples, replacement, g.as_ref())
         })
         .map(PyTensor::new)
     }

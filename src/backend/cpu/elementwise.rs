@@ -328,6 +328,8 @@ macro_rules! float_unary {
     }};
 }
 
+pub(crate) use float_unary;
+
 /// Same, for integer types (only the ops that keep an integer dtype).
 macro_rules! int_unary {
     ($op:expr, $T:ty, $x:expr, $out:expr) => {{
@@ -434,7 +436,7 @@ pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
 // ---------------------------------------------------------------------------
 
 #[inline(always)]
-fn py_fmod<R: Real>(a: R, b: R) -> R {
+pub(crate) fn py_fmod<R: Real>(a: R, b: R) -> R {
     let r = a % b;
     if r != R::ZERO && ((r < R::ZERO) != (b < R::ZERO)) {
         r + b
@@ -472,6 +474,8 @@ macro_rules! float_binary {
         }
     }};
 }
+
+pub(crate) use float_binary;
 
 macro_rules! int_binary {
     ($op:expr, $T:ty, $a:expr, $b:expr, $out:expr) => {{

@@ -4,6 +4,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod fused;
 pub mod gemm;
+pub mod graph_kernel;
 pub mod index;
 pub mod math;
 pub mod random;
@@ -238,5 +239,13 @@ impl Backend for CpuBackend {
     }
     fn tri(&self, x: &Tensor, out: &Tensor, k: i64, upper: bool) -> Result<()> {
         index::tri(x, out, k, upper)
+    }
+    fn fused(
+        &self,
+        k: &crate::graph::fused::FusedKernel,
+        ins: &[Tensor],
+        outs: &[Tensor],
+    ) -> Result<()> {
+        graph_kernel::run(k, ins, outs)
     }
 }

@@ -910,6 +910,7 @@ unsafe fn kernel_12x32(
 mod tests {
     use super::*;
 
+    #[allow(clippy::too_many_arguments)]
     fn naive(
         m: usize,
         n: usize,

@@ -1,0 +1,534 @@
+//! Running a captured graph on real tensors.
+//!
+//! [`Plan::new`] specialises a graph to the sizes its symbols take for one
+//! set of argument shapes and checks it: every node's shape rules run again
+//! on shape-only tensors, and each result must match the type captured for
+//! it. Only then does [`Plan::run`] execute — so an argument that does not
+//! fit is refused before any kernel writes anything. A run binds the inputs,
+//! calls each node's op in program order (the same op functions eager mode
+//! uses), releases each value after its last use, and finally applies the
+//! graph's `.grad` effects.
+
+use crate::autograd::{self as ag, GradMode};
+use crate::error::{Error, Result};
+use crate::tensor::{Device, Layout, Storage, Tensor};
+
+use super::sym;
+use super::{Graph, InputKind, OpCall, ValueId};
+
+/// A graph specialised to concrete sizes, ready to run.
+pub struct Plan {
+    pub graph: Graph,
+    /// Sizes of the symbols this plan was specialised for.
+    pub env: Vec<usize>,
+    /// For each node, the values whose last use it is.
+    free_after: Vec<Vec<ValueId>>,
+    /// Constants some node writes into (copied afresh for every run).
+    mutated_consts: Vec<bool>,
+    /// Record autograd while running (a forward-only graph whose outputs need grad).
+    pub record_autograd: bool,
+}
+
+/// What [`Plan::memory_plan`] reports (bytes).
+#[derive(Clone, Debug)]
+pub struct MemoryPlan {
+    /// Most bytes of node-made buffers alive at once.
+    pub peak_bytes: usize,
+    /// Bytes of all node-made buffers (the need without any release or reuse).
+    pub total_bytes: usize,
+    /// Bytes of the graph's inputs (arguments, captured tensors, constants).
+    pub input_bytes: usize,
+    /// Bytes of the outputs' buffers.
+    pub output_bytes: usize,
+    /// Buffers allocated per run.
+    pub allocations: usize,
+    /// Bytes of node-made buffers alive after each node.
+    pub live_after: Vec<usize>,
+}
+
+/// Rewrite every size in a call's arguments for symbol sizes `env`.
+fn rebind_call(call: &OpCall, g: &Graph, env: &[usize]) -> OpCall {
+    if g.symbols.is_empty() {
+        return call.clone();
+    }
+    let mut c = call.clone();
+    c.map_ints(&mut |v| sym::rebind(v, &g.symbols, env));
+    c
+}
+
+fn type_error(g: &Graph, node: usize, v: ValueId, got: &Tensor, want: &[usize]) -> Error {
+    let n = &g.nodes[node];
+    Error::runtime(
+        "graph",
+        format!(
+            "node {node} ({}) produced a value of shape {:?} and dtype {} where the captured graph has shape {:?} and dtype {}; the graph is not valid for these argument shapes{}",
+            n.call.name(),
+            got.shape(),
+            got.dtype(),
+            want,
+            g.values[v].dtype,
+            n.loc.as_deref().map(|l| format!(" (captured at {l})")).unwrap_or_default()
+        ),
+    )
+}
+
+impl Plan {
+    /// Specialise `graph` to symbol sizes `env` and check it by shape inference.
+    pub fn new(graph: &Graph, env: &[usize]) -> Result<Plan> {
+        let mut g = graph.clone();
+        if !g.symbols.is_empty() {
+            for v in &mut g.values {
+                for d in &mut v.shape {
+                    *d = sym::rebind(*d as i64, &graph.symbols, env).max(0) as usize;
+                }
+            }
+            for n in &mut g.nodes {
+                n.call = rebind_call(&n.call, graph, env);
+            }
+            g.symbols.clear();
+        }
+        // Shape inference on shape-only tensors: every node must reproduce its captured types.
+        let mut twins: Vec<Option<Tensor>> = vec![None; g.values.len()];
+        for inp in &g.inputs {
+            let info = &g.values[inp.value];
+            let t = match &inp.kind {
+                // Same layout as the tensor read (some ops care about strides).
+                InputKind::Ref(r) | InputKind::Const(r) => Tensor::from_parts(
+                    std::sync::Arc::new(Storage::new_meta(r.storage().nbytes())),
+                    r.layout().clone(),
+                    r.dtype(),
+                )?,
+                _ => meta_tensor(&info.shape, info.dtype)?,
+            };
+            twins[inp.value] = Some(t);
+        }
+        {
+            let _no = GradMode::set(false);
+            for (i, n) in g.nodes.iter().enumerate() {
+                let ins: Vec<Tensor> = n
+                    .inputs
+                    .iter()
+                    .map(|&v| twins[v].clone().expect("value defined before use"))
+                    .collect();
+                let outs = exec_node(n, &n.call.on_device(Device::Meta), &ins, true)
+                    .map_err(|e| e.with_note(&node_note(&g, i)))?;
+                check_outputs(&g, i, &outs)?;
+                for (&v, t) in n.outputs.iter().zip(outs) {
+                    twins[v] = Some(t);
+                }
+            }
+        }
+        // Liveness: release each value after its last reader.
+        let mut last: Vec<Option<usize>> = vec![None; g.values.len()];
+        for (i, n) in g.nodes.iter().enumerate() {
+            for &v in n.inputs.iter().chain(&n.outputs) {
+                last[v] = Some(i);
+            }
+        }
+        let mut keep = vec![false; g.values.len()];
+        for &o in &g.outputs {
+            keep[o] = true;
+        }
+        for s in &g.set_grads {
+            keep[s.target] = true;
+            if let Some(v) = s.value {
+                keep[v] = true;
+            }
+        }
+        let mut free_after = vec![vec![]; g.nodes.len()];
+        for (v, l) in last.iter().enumerate() {
+            if let Some(l) = l {
+                if !keep[v] {
+                    free_after[*l].push(v);
+                }
+            }
+        }
+        let mut mutated = vec![false; g.values.len()];
+        for n in &g.nodes {
+            for i in n.call.written_inputs(n.inputs.len()) {
+                mutated[g.storage_root(n.inputs[i])] = true;
+            }
+        }
+        let mutated_consts = g
+            .inputs
+            .iter()
+            .map(|inp| matches!(inp.kind, InputKind::Const(_)) && mutated[inp.value])
+            .collect();
+        let record_autograd =
+            !g.has_backward && g.outputs.iter().any(|&o| g.values[o].requires_grad);
+        Ok(Plan {
+            graph: g,
+            env: env.to_vec(),
+            free_after,
+            mutated_consts,
+            record_autograd,
+        })
+    }
+
+    /// Run on `args` (one tensor per `Arg` input position) with the scalar
+    /// slot values `scalars` (dynamic optimizer arguments); returns the outputs.
+    pub fn run_with(&self, args: &[Tensor], scalars: &[f64]) -> Result<Vec<Tensor>> {
+        super::call::with_slots(scalars, || self.run(args))
+    }
+
+    /// Run on `args` (one tensor per `Arg` input position); returns the outputs.
+    pub fn run(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.run_timed(args, None)
+    }
+
+    /// [`run_with`](Self::run_with), also returning each node's wall time in seconds.
+    pub fn profile(&self, args: &[Tensor], scalars: &[f64]) -> Result<(Vec<Tensor>, Vec<f64>)> {
+        let mut times = Vec::with_capacity(self.graph.nodes.len());
+        let outs = super::call::with_slots(scalars, || self.run_timed(args, Some(&mut times)))?;
+        Ok((outs, times))
+    }
+
+    /// The memory this plan uses, by the liveness of its buffers: a node's
+    /// new buffer (anything but a view or an in-place write) is allocated
+    /// when the node runs and released after the last node that reads it or
+    /// any view of it; outputs and gradients stay alive to the end.
+    pub fn memory_plan(&self) -> MemoryPlan {
+        let g = &self.graph;
+        let bytes = |v: ValueId| -> usize {
+            let info = &g.values[v];
+            info.shape.iter().product::<usize>() * info.dtype.itemsize()
+        };
+        // The root of each value's storage, and when that storage is last needed.
+        let roots: Vec<ValueId> = (0..g.values.len()).map(|v| g.storage_root(v)).collect();
+        let mut release: Vec<Option<usize>> = vec![None; g.values.len()];
+        let end = g.nodes.len();
+        for (i, frees) in self.free_after.iter().enumerate() {
+            for &v in frees {
+                let r = roots[v];
+                release[r] = Some(release[r].map_or(i, |x: usize| x.max(i)));
+            }
+        }
+        let mut pinned = vec![false; g.values.len()];
+        for &o in &g.outputs {
+            pinned[roots[o]] = true;
+        }
+        for s in &g.set_grads {
+            if let Some(v) = s.value {
+                pinned[roots[v]] = true;
+            }
+        }
+        let mut input_bytes = 0;
+        for inp in &g.inputs {
+            input_bytes += bytes(inp.value);
+        }
+        let mut live = 0usize;
+        let mut peak = 0usize;
+        let mut total = 0usize;
+        let mut allocations = 0usize;
+        let mut live_after = Vec::with_capacity(end);
+        let mut freeing: Vec<Vec<usize>> = vec![vec![]; end];
+        for (i, n) in g.nodes.iter().enumerate() {
+            // In-place ops return the buffer they wrote (the SGD step returns
+            // the momentum buffers it creates on the first step).
+            let in_place = n.call.effect() == super::Effect::Mutates
+                && !matches!(n.call, OpCall::SgdStep { .. });
+            for &o in &n.outputs {
+                if roots[o] != o || in_place {
+                    continue; // a view, or a write into an existing buffer
+                }
+                let b = bytes(o);
+                live += b;
+                total += b;
+                allocations += 1;
+                if !pinned[o] {
+                    // Unread results are released as soon as their node is done.
+                    freeing[release[o].unwrap_or(i)].push(b);
+                }
+            }
+            peak = peak.max(live);
+            for b in freeing[i].drain(..) {
+                live -= b;
+            }
+            live_after.push(live);
+        }
+        let output_bytes = g.outputs.iter().map(|&o| bytes(roots[o])).sum();
+        MemoryPlan {
+            peak_bytes: peak,
+            total_bytes: total,
+            input_bytes,
+            output_bytes,
+            allocations,
+            live_after,
+        }
+    }
+
+    fn run_timed(&self, args: &[Tensor], mut times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
+        let g = &self.graph;
+        let mut vals: Vec<Option<Tensor>> = vec![None; g.values.len()];
+        for (k, inp) in g.inputs.iter().enumerate() {
+            let t = match &inp.kind {
+                InputKind::Arg(i) => {
+                    let t = args.get(*i).ok_or_else(|| {
+                        Error::value(
+                            "graph",
+                            format!(
+                                "the graph takes at least {} tensor arguments, got {}",
+                                i + 1,
+                                args.len()
+                            ),
+                        )
+                    })?;
+                    check_arg(g, inp.value, inp.name.as_deref(), t)?;
+                    t.clone()
+                }
+                InputKind::Ref(t) => t.clone(),
+                InputKind::Const(t) => {
+                    if self.mutated_consts[k] {
+                        let _no = GradMode::set(false);
+                        crate::ops::elementwise::clone(t)?
+                    } else {
+                        t.clone()
+                    }
+                }
+                InputKind::Grad(b) => {
+                    let owner = vals[*b].as_ref().expect("grad input after its tensor");
+                    owner.meta().and_then(|m| m.grad()).ok_or_else(|| {
+                        Error::runtime(
+                            "graph",
+                            format!(
+                                "the captured graph reads the .grad of a tensor of shape {:?}, which has no gradient now",
+                                owner.shape()
+                            ),
+                        )
+                    })?
+                }
+            };
+            vals[inp.value] = Some(t);
+        }
+        let _mode = GradMode::set(self.record_autograd && ag::is_grad_enabled());
+        for (i, n) in g.nodes.iter().enumerate() {
+            let ins: Vec<Tensor> = n
+                .inputs
+                .iter()
+                .map(|&v| vals[v].clone().expect("value defined before use"))
+                .collect();
+            let t0 = times.as_ref().map(|_| std::time::Instant::now());
+            let outs =
+                exec_node(n, &n.call, &ins, false).map_err(|e| e.with_note(&node_note(g, i)))?;
+            if let (Some(ts), Some(t0)) = (times.as_deref_mut(), t0) {
+                ts.push(t0.elapsed().as_secs_f64());
+            }
+            if outs.len() != n.outputs.len() {
+                return Err(Error::runtime(
+                    "graph",
+                    format!(
+                        "node {i} ({}) produced {} outputs where {} were captured",
+                        n.call.name(),
+                        outs.len(),
+                        n.outputs.len()
+                    ),
+                ));
+            }
+            for (&v, t) in n.outputs.iter().zip(outs) {
+                vals[v] = Some(t);
+            }
+            for &v in &self.free_after[i] {
+                vals[v] = None;
+            }
+        }
+        for s in &g.set_grads {
+            let target = vals[s.target].as_ref().expect("grad target bound");
+            let m = target.init_meta(|| ag::AutogradMeta::leaf(true));
+            m.set_grad(
+                s.value
+                    .map(|v| vals[v].clone().expect("grad value computed").detach()),
+            );
+        }
+        Ok(g.outputs
+            .iter()
+            .map(|&o| vals[o].clone().expect("output computed"))
+            .collect())
+    }
+}
+
+/// Run a node's call (`dry`: on shape-only tensors), with its aux outputs.
+fn exec_node(n: &super::Node, call: &OpCall, ins: &[Tensor], dry: bool) -> Result<Vec<Tensor>> {
+    let run = || {
+        if dry {
+            super::call::dry_run(|| call.exec(ins))
+        } else {
+            call.exec(ins)
+        }
+    };
+    if n.aux == 0 {
+        return run();
+    }
+    let (outs, aux) = super::trace::with_aux(true, run);
+    let mut outs = outs?;
+    outs.extend(aux);
+    Ok(outs)
+}
+
+fn node_note(g: &Graph, i: usize) -> String {
+    let n = &g.nodes[i];
+    match &n.loc {
+        Some(l) => format!(" (in captured op {} at {l})", n.call.name()),
+        None => format!(" (in captured op {}, node {i})", n.call.name()),
+    }
+}
+
+fn meta_tensor(shape: &[usize], dtype: crate::tensor::DType) -> Result<Tensor> {
+    let nbytes = crate::tensor::nbytes_for("graph", shape, dtype)?;
+    Tensor::from_parts(
+        std::sync::Arc::new(Storage::new_meta(nbytes)),
+        Layout::contiguous(shape),
+        dtype,
+    )
+}
+
+fn check_outputs(g: &Graph, node: usize, outs: &[Tensor]) -> Result<()> {
+    let n = &g.nodes[node];
+    if outs.len() != n.outputs.len() {
+        return Err(Error::runtime(
+            "graph",
+            format!(
+                "node {node} ({}) produced {} outputs where {} were captured",
+                n.call.name(),
+                outs.len(),
+                n.outputs.len()
+            ),
+        ));
+    }
+    for (&v, t) in n.outputs.iter().zip(outs) {
+        let want = &g.values[v];
+        if t.shape() != want.shape.as_slice() || t.dtype() != want.dtype {
+            return Err(type_error(g, node, v, t, &want.shape));
+        }
+    }
+    Ok(())
+}
+
+/// Check an argument against its input's captured type (symbols already bound).
+fn check_arg(g: &Graph, v: ValueId, name: Option<&str>, t: &Tensor) -> Result<()> {
+    let want = &g.values[v];
+    if t.shape() != want.shape.as_slice() || t.dtype() != want.dtype {
+        let who = name
+            .map(|n| format!("'{n}'"))
+            .unwrap_or_else(|| "argument".into());
+        return Err(Error::value(
+            "graph",
+            format!(
+                "{who} expects shape {:?} and dtype {}, got shape {:?} and dtype {}",
+                want.shape,
+                want.dtype,
+                t.shape(),
+                t.dtype()
+            ),
+        ));
+    }
+    if t.device() != Device::Cpu {
+        return Err(Error::runtime(
+            "graph",
+            format!(
+                "argument on device {} where the graph runs on cpu",
+                t.device()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Bind the graph's symbols from the shapes of `args`: each symbolic dim of
+/// an argument input gives its symbol's size. Errors name the input and
+/// both shapes when an argument's rank or fixed dims do not fit.
+pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
+    let mut env: Vec<Option<usize>> = vec![None; g.symbols.len()];
+    for inp in &g.inputs {
+        let InputKind::Arg(i) = inp.kind else {
+            continue;
+        };
+        let Some(t) = args.get(i) else {
+            return Err(Error::value(
+                "graph",
+                format!(
+                    "missing argument {i} ({})",
+                    inp.name.as_deref().unwrap_or("unnamed")
+                ),
+            ));
+        };
+        let info = &g.values[inp.value];
+        let who = inp
+            .name
+            .as_deref()
+            .map(|n| format!("'{n}'"))
+            .unwrap_or_else(|| format!("argument {i}"));
+        let shown = || {
+            format!(
+                "({})",
+                info.shape
+                    .iter()
+                    .map(|&d| match sym::decompose(d as i64, &g.symbols) {
+                        Some(_) => "None".to_string(),
+                        None => d.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        if t.dtype() != info.dtype {
+            return Err(Error::dtype(
+                "graph",
+                format!(
+                    "{who} expects dtype {}, got {} (shape {:?})",
+                    info.dtype,
+                    t.dtype(),
+                    t.shape()
+                ),
+            ));
+        }
+        if t.ndim() != info.shape.len() {
+            return Err(Error::shape(
+                "graph",
+                format!("{who} expects shape {}, got shape {:?}", shown(), t.shape()),
+            ));
+        }
+        for (&d, &got) in info.shape.iter().zip(t.shape()) {
+            match sym::decompose(d as i64, &g.symbols) {
+                Some(e) if e.syms.len() == 1 && e.coef == 1 && e.offset == 0 => {
+                    let s = e.syms[0];
+                    match env[s] {
+                        None => env[s] = Some(got),
+                        Some(b) if b == got => {}
+                        Some(b) => {
+                            return Err(Error::shape(
+                                "graph",
+                                format!(
+                                    "{who}: dimension {} is {got} but the same symbolic dimension is {b} elsewhere (shape {:?})",
+                                    g.symbols[s].name,
+                                    t.shape()
+                                ),
+                            ))
+                        }
+                    }
+                }
+                Some(_) => {}
+                None if d == got => {}
+                None => {
+                    return Err(Error::shape(
+                        "graph",
+                        format!("{who} expects shape {}, got shape {:?}", shown(), t.shape()),
+                    ))
+                }
+            }
+        }
+    }
+    env.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            e.ok_or_else(|| {
+                Error::value(
+                    "graph",
+                    format!(
+                        "symbolic dimension {} is not given by any argument",
+                        g.symbols[i].name
+                    ),
+                )
+            })
+        })
+        .collect()
+}

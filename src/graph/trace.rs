@@ -1,0 +1,1051 @@
+//! Capturing a graph: every op called while a trace is active on this thread
+//! is run on shape-only tensors and recorded.
+//!
+//! Each public op function starts with [`intercept`]: outside a trace it is
+//! one thread-local read. Inside one, the op's arguments are mapped to graph
+//! values (tensors the trace produced are found by their storage and
+//! layout; any other tensor becomes an input, read by reference), the op
+//! runs on their `Meta` twins — so its own shape, dtype and argument rules
+//! decide the result — and a [`Node`] is appended. Ops an op calls
+//! internally are not recorded (the trace is inactive while one runs), while
+//! the ops a backward pass runs at the top level (the VJP rules) are: a
+//! training step's gradient computation is captured as ordinary nodes.
+//!
+//! Autograd: the twin of a leaf tensor shares that tensor's autograd state,
+//! so `backward()` inside a trace reaches the real parameters; gradient
+//! updates then go through [`accumulate_grad`], which records them as
+//! [`SetGrad`] effects instead of storing shape-only tensors for good (the
+//! original gradients are restored when the trace ends).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use super::call::OpCall;
+use super::sym::{Symbol, SENTINELS};
+use super::{Graph, Input, InputKind, Node, Producer, SetGrad, ValueId, ValueInfo};
+use crate::autograd::AutogradMeta;
+use crate::error::{Error, Result};
+use crate::tensor::{Layout, Storage, Tensor};
+
+/// How ops report tensors they save for their gradient (see [`push_aux`]).
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum AuxMode {
+    Off,
+    /// Capturing: an op pushes the tensors its recorded gradient saves.
+    Capture,
+    /// Running a captured node that has them: the op pushes them again.
+    Replay,
+}
+
+thread_local! {
+    /// Set to capture the next op through its inner ops instead of as one node.
+    static BYPASS: Cell<bool> = const { Cell::new(false) };
+    /// Set when a computation escaped the capture (see [`note_gap`]).
+    static GAP: Cell<bool> = const { Cell::new(false) };
+    static AUX_MODE: Cell<AuxMode> = const { Cell::new(AuxMode::Off) };
+    static AUX: RefCell<Vec<Tensor>> = const { RefCell::new(Vec::new()) };
+    /// True while a trace is active on this thread and no op is running inside it.
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    /// The trace, and above it the traces of control-flow bodies being captured.
+    static TRACER: RefCell<Vec<Tracer>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Supplies the user's source location (`file:line`) of the op being captured.
+pub type LocFn = fn() -> Option<String>;
+static LOCATION: OnceLock<LocFn> = OnceLock::new();
+
+/// Install the function that reports the user's source line (the Python layer does).
+pub fn set_location_provider(f: LocFn) {
+    let _ = LOCATION.set(f);
+}
+
+/// Whether ops on this thread are being captured (cheap; checked by every op).
+#[inline(always)]
+pub fn active() -> bool {
+    ACTIVE.with(|a| a.get())
+}
+
+/// Whether a trace exists on this thread (active or inside an op).
+pub fn tracing() -> bool {
+    TRACER.with(|t| !t.borrow().is_empty())
+}
+
+/// Identity of a tensor as a graph value: its storage, layout and dtype.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    storage: usize,
+    layout: Layout,
+    dtype: u8,
+}
+
+fn key(t: &Tensor) -> Key {
+    Key {
+        storage: Arc::as_ptr(t.storage()) as usize,
+        layout: t.layout().clone(),
+        dtype: t.dtype() as u8,
+    }
+}
+
+/// A leaf's autograd state, its gradient before the trace, and the value
+/// standing for its gradient now (None: no gradient).
+type GradRecord = (Arc<AutogradMeta>, Option<Tensor>, Option<ValueId>);
+
+struct Tracer {
+    graph: Graph,
+    /// Value of each tensor seen so far.
+    values: HashMap<Key, ValueId>,
+    /// The shape-only tensor standing for each value.
+    twins: Vec<Tensor>,
+    /// Storages referenced by `values` (kept alive so addresses stay unique).
+    keep: Vec<Arc<Storage>>,
+    /// The first value seen on each storage (for views made inside ops).
+    by_storage: HashMap<usize, ValueId>,
+    /// Input value bound to each leaf's autograd state.
+    leaf_of_meta: HashMap<usize, ValueId>,
+    /// Gradients set during the trace (by leaf autograd state), and the
+    /// original gradient to restore when the trace ends.
+    grads: HashMap<usize, GradRecord>,
+    /// Inputs standing for the pre-trace `.grad` of a bound input.
+    grad_inputs: HashMap<ValueId, ValueId>,
+    /// For the body of a control-flow op: values of the enclosing trace
+    /// (read by the body, they become extra arguments), the number of the
+    /// body's own arguments, and the enclosing tensors captured so far.
+    outer: Option<HashMap<Key, ValueId>>,
+    n_args: usize,
+    captures: Vec<Tensor>,
+}
+
+/// Note that a computation ran outside the captured ops (a kernel called
+/// at the top level of a trace, or a shape-only tensor the trace did not
+/// produce): the code that did it cannot be captured op by op.
+pub fn note_gap() {
+    GAP.with(|g| g.set(true));
+}
+
+/// How far the capture has got, to undo what follows ([`rollback`]).
+#[derive(Clone, Copy)]
+pub struct Checkpoint {
+    values: usize,
+    inputs: usize,
+    nodes: usize,
+    set_grads: usize,
+}
+
+/// The current position of the capture.
+pub fn checkpoint() -> Result<Checkpoint> {
+    with(|tr| {
+        Ok(Checkpoint {
+            values: tr.graph.values.len(),
+            inputs: tr.graph.inputs.len(),
+            nodes: tr.graph.nodes.len(),
+            set_grads: tr.graph.set_grads.len(),
+        })
+    })
+}
+
+/// Forget everything captured after `cp`.
+pub fn rollback(cp: Checkpoint) -> Result<()> {
+    with(|tr| {
+        let g = &mut tr.graph;
+        g.values.truncate(cp.values);
+        g.inputs.truncate(cp.inputs);
+        g.nodes.truncate(cp.nodes);
+        g.set_grads.truncate(cp.set_grads);
+        tr.twins.truncate(cp.values);
+        tr.values.retain(|_, v| *v < cp.values);
+        tr.by_storage.retain(|_, v| *v < cp.values);
+        // Keys a later value had taken over point again at the latest earlier value.
+        for (v, t) in tr.twins.iter().enumerate() {
+            tr.values.insert(key(t), v);
+        }
+        tr.leaf_of_meta.retain(|_, v| *v < cp.values);
+        tr.grad_inputs
+            .retain(|b, v| *b < cp.values && *v < cp.values);
+        Ok(())
+    })
+}
+
+/// Capture a vector-Jacobian product run by the backward engine: its ops
+/// are captured one by one (so passes see and fuse them); if it computes
+/// something outside the captured ops, that is undone and the whole
+/// product becomes one node that calls the same rule when the graph runs.
+pub fn vjp(
+    node: &Arc<crate::autograd::Node>,
+    saved: &[Tensor],
+    grads: &[Option<Tensor>],
+    needs: &[bool],
+) -> Result<Vec<Option<Tensor>>> {
+    let cp = checkpoint()?;
+    GAP.with(|g| g.set(false));
+    let r = node.apply_backward(saved, grads, needs);
+    let gap = GAP.with(|g| g.replace(false));
+    match r {
+        Ok(r) if !gap => return Ok(r),
+        Err(e) if !gap => return Err(e),
+        _ => {}
+    }
+    rollback(cp)?;
+    let present: Vec<bool> = grads.iter().map(|g| g.is_some()).collect();
+    let call = OpCall::Vjp {
+        node: super::call::NodeRef(node.clone()),
+        n_saved: saved.len(),
+        present: present.clone(),
+        needs: needs.to_vec(),
+        produced: vec![],
+    };
+    let mut ins: Vec<Tensor> = saved.to_vec();
+    ins.extend(grads.iter().flatten().cloned());
+    // Which inputs get a gradient: known from the rule run on shape-only tensors.
+    let probe = suspended(|| super::call::dry_run(|| call.exec_vjp_probe(&ins)))?;
+    let call = match call {
+        OpCall::Vjp {
+            node,
+            n_saved,
+            present,
+            needs,
+            ..
+        } => OpCall::Vjp {
+            node,
+            n_saved,
+            present,
+            needs,
+            produced: probe.clone(),
+        },
+        _ => unreachable!(),
+    };
+    let outs = record(call, &ins)?;
+    let mut it = outs.into_iter();
+    Ok(probe
+        .iter()
+        .map(|&p| if p { it.next() } else { None })
+        .collect())
+}
+
+/// Whether an op should compute the tensors it would save for its gradient
+/// even though it records none (a captured node that has them is running).
+pub fn aux_replay() -> bool {
+    AUX_MODE.with(|m| m.get()) == AuxMode::Replay
+}
+
+/// An op computed `t` to save it for its gradient (`saved`: it recorded a
+/// gradient). A captured node gets such tensors as extra outputs, so the
+/// gradient nodes captured later can read them; running the node makes the
+/// op push them again.
+pub fn push_aux(t: &Tensor, saved: bool) {
+    let push = match AUX_MODE.with(|m| m.get()) {
+        AuxMode::Off => false,
+        AuxMode::Capture => saved,
+        AuxMode::Replay => true,
+    };
+    if push {
+        AUX.with(|a| a.borrow_mut().push(t.clone()));
+    }
+}
+
+/// Run `f` collecting the tensors ops push with [`push_aux`] (`replay`:
+/// re-running a captured node).
+pub fn with_aux<R>(replay: bool, f: impl FnOnce() -> R) -> (R, Vec<Tensor>) {
+    let prev_mode = AUX_MODE.with(|m| {
+        m.replace(if replay {
+            AuxMode::Replay
+        } else {
+            AuxMode::Capture
+        })
+    });
+    let prev = AUX.with(|a| std::mem::take(&mut *a.borrow_mut()));
+    let r = f();
+    let got = AUX.with(|a| std::mem::replace(&mut *a.borrow_mut(), prev));
+    AUX_MODE.with(|m| m.set(prev_mode));
+    (r, got)
+}
+
+/// Run `f` with capture suspended (ops run normally on real tensors).
+pub fn suspended<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ACTIVE.with(|a| a.set(self.0));
+        }
+    }
+    let _r = Restore(ACTIVE.with(|a| a.replace(false)));
+    f()
+}
+
+/// Turn recording on or off while a trace exists (for code that must run
+/// on real tensors in the middle of a capture); returns the previous state.
+pub fn set_active(on: bool) -> bool {
+    let on = on && tracing();
+    ACTIVE.with(|a| a.replace(on))
+}
+
+/// Start capturing on this thread.
+pub fn begin() -> Result<()> {
+    TRACER.with(|t| {
+        let mut t = t.borrow_mut();
+        if !t.is_empty() {
+            return Err(Error::runtime(
+                "capture",
+                "a graph is already being captured on this thread",
+            ));
+        }
+        t.push(Tracer {
+            graph: Graph::default(),
+            values: HashMap::new(),
+            twins: vec![],
+            keep: vec![],
+            by_storage: HashMap::new(),
+            leaf_of_meta: HashMap::new(),
+            grads: HashMap::new(),
+            grad_inputs: HashMap::new(),
+            outer: None,
+            n_args: 0,
+            captures: vec![],
+        });
+        Ok(())
+    })?;
+    ACTIVE.with(|a| a.set(true));
+    Ok(())
+}
+
+/// Finds the graph value of a tensor the trace produced, after the trace ended.
+pub struct Lookup {
+    values: HashMap<Key, ValueId>,
+    _keep: Vec<Arc<Storage>>,
+}
+
+impl Lookup {
+    /// The value `t` stands for, if the trace produced or bound it.
+    pub fn get(&self, t: &Tensor) -> Option<ValueId> {
+        self.values.get(&key(t)).copied()
+    }
+}
+
+/// Stop capturing; returns the graph whose outputs are `outputs`.
+pub fn end(outputs: &[Tensor]) -> Result<Graph> {
+    end_with_lookup(outputs).map(|(g, _)| g)
+}
+
+/// [`end`], also returning a [`Lookup`] from captured tensors to values.
+pub fn end_with_lookup(outputs: &[Tensor]) -> Result<(Graph, Lookup)> {
+    let r = with(|tr| {
+        let mut outs = vec![];
+        for t in outputs {
+            outs.push(tr.value_of(t)?);
+        }
+        tr.graph.outputs = outs;
+        Ok(())
+    });
+    let tracer = finish();
+    r?;
+    let mut g = tracer.graph;
+    // Only the last gradient written to each tensor matters.
+    let mut seen = std::collections::HashSet::new();
+    let mut sg: Vec<SetGrad> = g
+        .set_grads
+        .iter()
+        .rev()
+        .filter(|s| seen.insert(s.target))
+        .cloned()
+        .collect();
+    sg.reverse();
+    g.set_grads = sg;
+    Ok((
+        g,
+        Lookup {
+            values: tracer.values,
+            _keep: tracer.keep,
+        },
+    ))
+}
+
+/// Abandon the capture (after an error), restoring gradients it touched.
+pub fn abort() {
+    while tracing() {
+        finish();
+    }
+}
+
+fn finish() -> Tracer {
+    let tr = pop();
+    ACTIVE.with(|a| a.set(false));
+    tr
+}
+
+/// Remove the innermost trace, restoring the gradients it touched.
+fn pop() -> Tracer {
+    let tr = TRACER
+        .with(|t| t.borrow_mut().pop())
+        .expect("a trace is active");
+    for (m, orig, _) in tr.grads.values() {
+        m.set_grad(orig.clone());
+    }
+    tr
+}
+
+/// Start capturing the body of a control-flow op (a branch of `cond`, the
+/// condition or body of `while_loop`) as a graph of its own, inside the
+/// current trace. `args` (values of the current trace) become the body's
+/// arguments; returns the tensors standing for them inside the body.
+/// Values of the enclosing trace the body reads become further arguments.
+pub fn begin_sub(args: &[Tensor]) -> Result<Vec<Tensor>> {
+    for a in args {
+        with(|tr| tr.value_of(a).map(|_| ()))?;
+    }
+    TRACER.with(|t| {
+        let mut t = t.borrow_mut();
+        let Some(parent) = t.last() else {
+            return Err(Error::runtime("capture", "no graph is being captured"));
+        };
+        if parent.outer.is_some() {
+            return Err(Error::value(
+                "capture",
+                "control flow nested inside the body of another fg.cond/fg.while_loop is not supported; \
+                 move the inner loop or branch out, or use Python control flow (unrolled at trace time)",
+            ));
+        }
+        let mut sub = Tracer {
+            graph: Graph::default(),
+            values: HashMap::new(),
+            twins: vec![],
+            keep: vec![],
+            by_storage: HashMap::new(),
+            leaf_of_meta: HashMap::new(),
+            grads: HashMap::new(),
+            grad_inputs: HashMap::new(),
+            outer: Some(parent.values.clone()),
+            n_args: args.len(),
+            captures: vec![],
+        };
+        sub.graph.symbols = parent.graph.symbols.clone();
+        let mut twins = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            let storage = Arc::new(Storage::new_meta(crate::tensor::nbytes_for("capture", a.shape(), a.dtype())?));
+            let twin = Tensor::from_parts(storage, Layout::contiguous(a.shape()), a.dtype())?;
+            let v = sub.add_input(InputKind::Arg(i), twin, None);
+            twins.push(sub.twin(v));
+        }
+        t.push(sub);
+        Ok(twins)
+    })
+}
+
+/// A control-flow body captured by [`begin_sub`]/[`end_sub`]: its graph
+/// (arguments first, then the enclosing values it reads) and those
+/// enclosing values.
+pub struct SubCapture {
+    pub graph: Graph,
+    pub captures: Vec<Tensor>,
+}
+
+/// Stop capturing a control-flow body; `outputs` are its results.
+pub fn end_sub(outputs: &[Tensor]) -> Result<SubCapture> {
+    let is_sub = TRACER.with(|t| t.borrow().last().is_some_and(|tr| tr.outer.is_some()));
+    if !is_sub {
+        return Err(Error::runtime(
+            "capture",
+            "no control-flow body is being captured",
+        ));
+    }
+    let r = with(|tr| {
+        let mut outs = vec![];
+        for t in outputs {
+            outs.push(tr.value_of(t)?);
+        }
+        tr.graph.outputs = outs;
+        Ok(())
+    });
+    let tr = pop();
+    r?;
+    let g = tr.graph;
+    if g.has_backward || !g.set_grads.is_empty() || !tr.grads.is_empty() {
+        return Err(Error::value(
+            "capture",
+            "a control-flow body cannot run backward() or change .grad; compute gradients outside fg.cond/fg.while_loop",
+        ));
+    }
+    for n in &g.nodes {
+        for i in n.call.written_inputs(n.inputs.len()) {
+            let root = g.storage_root(n.inputs[i]);
+            if matches!(g.values[root].producer, Producer::Input(_)) {
+                return Err(Error::value(
+                    "capture",
+                    format!(
+                        "a control-flow body may not update a tensor from outside it in place ({}{}); return the new value instead",
+                        n.call.name(),
+                        n.loc.as_deref().map(|l| format!(" at {l}")).unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(SubCapture {
+        graph: g,
+        captures: tr.captures,
+    })
+}
+
+/// Abandon the capture of a control-flow body (after an error in it).
+pub fn abort_sub() {
+    let is_sub = TRACER.with(|t| t.borrow().last().is_some_and(|tr| tr.outer.is_some()));
+    if is_sub {
+        pop();
+    }
+}
+
+fn with<R>(f: impl FnOnce(&mut Tracer) -> Result<R>) -> Result<R> {
+    TRACER.with(|t| match t.borrow_mut().last_mut() {
+        Some(tr) => f(tr),
+        None => Err(Error::runtime("capture", "no graph is being captured")),
+    })
+}
+
+fn location() -> Option<Arc<str>> {
+    LOCATION.get().and_then(|f| f()).map(Arc::from)
+}
+
+impl Tracer {
+    fn add_value(&mut self, twin: Tensor, producer: Producer) -> ValueId {
+        let id = self.graph.values.len();
+        self.graph.values.push(ValueInfo {
+            shape: twin.shape().to_vec(),
+            dtype: twin.dtype(),
+            requires_grad: twin.requires_grad(),
+            producer,
+        });
+        self.keep.push(twin.storage().clone());
+        self.values.insert(key(&twin), id);
+        self.by_storage
+            .entry(Arc::as_ptr(twin.storage()) as usize)
+            .or_insert(id);
+        self.twins.push(twin);
+        id
+    }
+
+    fn add_input(&mut self, kind: InputKind, twin: Tensor, name: Option<String>) -> ValueId {
+        let idx = self.graph.inputs.len();
+        let v = self.add_value(twin, Producer::Input(idx));
+        self.graph.inputs.push(Input {
+            kind,
+            value: v,
+            name,
+        });
+        v
+    }
+
+    /// A shape-only tensor with `t`'s layout and dtype, sharing its autograd
+    /// state when `t` is a leaf (so gradients reach it).
+    fn twin_of(t: &Tensor) -> Tensor {
+        let storage = Arc::new(Storage::new_meta(t.storage().nbytes()));
+        match t.meta() {
+            Some(m) if m.is_leaf() => t.twin_with_storage(storage),
+            _ => {
+                let tw = t.detach().twin_with_storage(storage);
+                if t.requires_grad() {
+                    tw.init_meta(|| AutogradMeta::leaf(true));
+                }
+                tw
+            }
+        }
+    }
+
+    /// Bind a real tensor as an input of `kind`.
+    fn bind(&mut self, t: &Tensor, kind: InputKind, name: Option<String>) -> ValueId {
+        let twin = Self::twin_of(t);
+        let leaf = t.meta().filter(|m| m.is_leaf()).cloned();
+        // The real tensor's storage stays alive with the graph (kind holds it).
+        let v = self.add_input(kind, twin, name);
+        self.values.insert(key(t), v);
+        self.keep.push(t.storage().clone());
+        if let Some(m) = leaf {
+            self.leaf_of_meta
+                .entry(Arc::as_ptr(&m) as usize)
+                .or_insert(v);
+        }
+        v
+    }
+
+    /// The value `t` stands for, binding unseen real tensors as by-reference inputs.
+    fn value_of(&mut self, t: &Tensor) -> Result<ValueId> {
+        if let Some(&v) = self.values.get(&key(t)) {
+            return Ok(v);
+        }
+        if !t.device().has_data() {
+            if self.outer.as_ref().is_some_and(|o| o.contains_key(&key(t))) {
+                // A value of the enclosing trace read by a control-flow body.
+                let pos = self.n_args + self.captures.len();
+                self.captures.push(t.clone());
+                return Ok(self.add_input(InputKind::Arg(pos), t.clone(), None));
+            }
+            note_gap();
+            return Err(Error::runtime(
+                "capture",
+                format!(
+                    "internal error: a symbolic tensor of shape {:?} ({}) was produced outside the captured graph (please report)",
+                    t.shape(),
+                    t.dtype()
+                ),
+            ));
+        }
+        Ok(self.bind(t, InputKind::Ref(t.clone()), None))
+    }
+
+    fn twin(&self, v: ValueId) -> Tensor {
+        self.twins[v].clone()
+    }
+}
+
+/// Called at the top of every op function: `None` when not capturing (run
+/// the op), else the op's captured (shape-only) outputs.
+#[inline(always)]
+pub fn intercept(f: impl FnOnce() -> (OpCall, Vec<Tensor>)) -> Option<Result<Vec<Tensor>>> {
+    if !active() {
+        return None;
+    }
+    if BYPASS.with(|b| b.replace(false)) {
+        // This op is being captured through its inner ops (see `record`).
+        return None;
+    }
+    let (call, ins) = f();
+    Some(record(call, &ins))
+}
+
+/// Record `call` on `ins`; returns the shape-only outputs.
+pub fn record(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
+    // A view an op made of a captured value (and saved for its gradient, say)
+    // becomes a view node of that value.
+    for t in ins {
+        if t.device().has_data() {
+            continue;
+        }
+        let base = with(|tr| {
+            if tr.values.contains_key(&key(t)) {
+                return Ok(None);
+            }
+            Ok(tr
+                .by_storage
+                .get(&(Arc::as_ptr(t.storage()) as usize))
+                .map(|&v| tr.twin(v))
+                .filter(|b| {
+                    b.dtype() == t.dtype()
+                        && b.device() == t.device()
+                        && tr.values.contains_key(&key(b))
+                }))
+        })?;
+        if let Some(base) = base {
+            let call = OpCall::Restride {
+                size: t.shape().to_vec(),
+                stride: t.strides().to_vec(),
+                offset: t.offset(),
+                base: base.layout().clone(),
+            };
+            record(call, &[base])?;
+            with(|tr| {
+                if !tr.values.contains_key(&key(t)) {
+                    // Left for the unknown-input error below.
+                    note_gap();
+                }
+                Ok(())
+            })?;
+        }
+    }
+    let cp = checkpoint()?;
+    let seq0 = crate::autograd::next_seq();
+    let outs = record_node(call.clone(), ins)?;
+    if !opaque_saved(&outs, seq0)? {
+        return Ok(outs);
+    }
+    // The op's gradient saved values computed inside it, which the graph
+    // cannot reproduce: capture the op through the ops it is made of.
+    rollback(cp)?;
+    BYPASS.with(|b| b.set(true));
+    GAP.with(|g| g.set(false));
+    let r = call.exec(ins);
+    BYPASS.with(|b| b.set(false));
+    if GAP.with(|g| g.replace(false)) {
+        // Its inner ops cannot be captured either: keep it as one node (its
+        // gradient, if needed, is then refused when captured).
+        rollback(cp)?;
+        return record_node(call, ins);
+    }
+    r
+}
+
+/// Whether an autograd node the just-captured op recorded (creation number
+/// `>= seq0`, reachable from `outs`) saved a shape-only tensor the graph has
+/// no value for (not a value, nor a view of one).
+fn opaque_saved(outs: &[Tensor], seq0: u64) -> Result<bool> {
+    let mut stack: Vec<Arc<crate::autograd::Node>> = vec![];
+    for o in outs {
+        if let Some(crate::autograd::Edge::Node(n, _)) = crate::autograd::grad_fn_of(o) {
+            stack.push(n);
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    while let Some(n) = stack.pop() {
+        if n.seq() < seq0 || !seen.insert(Arc::as_ptr(&n) as usize) {
+            continue;
+        }
+        for t in n.saved_tensors() {
+            if t.device().has_data() || t.numel() == 0 {
+                continue;
+            }
+            let known = with(|tr| {
+                Ok(tr.values.contains_key(&key(&t))
+                    || tr
+                        .by_storage
+                        .contains_key(&(Arc::as_ptr(t.storage()) as usize)))
+            })?;
+            if !known {
+                return Ok(true);
+            }
+        }
+        for e in n.next_edges().iter().flatten() {
+            if let crate::autograd::Edge::Node(c, _) = e {
+                stack.push(c.clone());
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Record one node for `call` on `ins` (see [`record`]).
+fn record_node(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
+    let loc = location();
+    // A factory asked for the device of a captured value (`zeros_like(x)`)
+    // creates its output where the graph runs.
+    let call = match call.factory_device() {
+        Some(crate::tensor::Device::Meta) => call.on_device(crate::tensor::Device::Cpu),
+        _ => call,
+    };
+    let (ids, twins) = with(|tr| {
+        let mut ids = Vec::with_capacity(ins.len());
+        let mut twins = Vec::with_capacity(ins.len());
+        for t in ins {
+            let v = tr
+                .value_of(t)
+                .map_err(|e| e.with_note(&format!(" (an input of {})", call.name())))?;
+            ids.push(v);
+            // A captured tensor is its own twin (keeping the autograd state it
+            // has now); a real tensor is replaced by its bound twin.
+            twins.push(if t.device().has_data() {
+                tr.twin(v)
+            } else {
+                t.clone()
+            });
+        }
+        Ok((ids, twins))
+    })?;
+    let meta_call = call.on_device(crate::tensor::Device::Meta);
+    let (outs, aux) = with_aux(false, || {
+        suspended(|| super::call::dry_run(|| meta_call.exec(&twins)))
+    });
+    let outs = match outs {
+        Ok(o) => o,
+        Err(e) => return Err(e.with_note(&loc_note(&loc))),
+    };
+    with(|tr| {
+        let node = tr.graph.nodes.len();
+        let mut out_ids = Vec::with_capacity(outs.len() + aux.len());
+        for (i, o) in outs.iter().chain(&aux).enumerate() {
+            out_ids.push(tr.add_value(o.clone(), Producer::Node { node, out: i }));
+        }
+        tr.graph.nodes.push(Node {
+            call,
+            inputs: ids,
+            outputs: out_ids,
+            aux: aux.len(),
+            loc,
+        });
+        Ok(())
+    })?;
+    Ok(outs)
+}
+
+fn loc_note(loc: &Option<Arc<str>>) -> String {
+    match loc {
+        Some(l) => format!(" (captured at {l})"),
+        None => String::new(),
+    }
+}
+
+/// Bind the tensor argument at `position`; dims listed in `symbolic` become
+/// symbols (a named symbol is shared by every dim naming it). Returns the
+/// tensor standing for it in the traced code.
+pub fn arg(
+    t: &Tensor,
+    position: usize,
+    symbolic: &[(usize, Option<String>)],
+    name: Option<String>,
+) -> Result<Tensor> {
+    with(|tr| {
+        let mut shape = t.shape().to_vec();
+        for (d, sym_name) in symbolic {
+            let d = *d;
+            if d >= shape.len() {
+                return Err(Error::value(
+                    "capture",
+                    format!(
+                        "dim {d} is out of range for an argument of shape {:?}",
+                        t.shape()
+                    ),
+                ));
+            }
+            shape[d] = match sym_name {
+                Some(n) => named_symbol(tr, n, d)?,
+                None => new_symbol(tr, name.as_deref(), d)?,
+            };
+        }
+        let v = if shape == t.shape() {
+            tr.bind(t, InputKind::Arg(position), name)
+        } else {
+            let storage = Arc::new(Storage::new_meta(crate::tensor::nbytes_for(
+                "capture",
+                &shape,
+                t.dtype(),
+            )?));
+            let twin = Tensor::from_parts(storage, Layout::contiguous(&shape), t.dtype())?;
+            if t.requires_grad() {
+                crate::autograd::set_requires_grad(&twin, true)?;
+            }
+            let meta = twin.meta().cloned();
+            let v = tr.add_input(InputKind::Arg(position), twin, name);
+            if let Some(m) = meta {
+                tr.leaf_of_meta.insert(Arc::as_ptr(&m) as usize, v);
+            }
+            v
+        };
+        Ok(tr.twin(v))
+    })
+}
+
+/// A dimension of a placeholder.
+pub enum PDim {
+    Fixed(usize),
+    /// A new symbol of its own.
+    New,
+    /// The symbol of this name (created on first use; shared by every dim naming it).
+    Named(String),
+}
+
+/// A placeholder: an argument of the given shape and dtype.
+pub fn placeholder(
+    shape: &[PDim],
+    dtype: crate::tensor::DType,
+    position: usize,
+    name: Option<String>,
+) -> Result<Tensor> {
+    with(|tr| {
+        let mut dims = Vec::with_capacity(shape.len());
+        for (i, d) in shape.iter().enumerate() {
+            dims.push(match d {
+                PDim::Fixed(n) => *n,
+                PDim::New => new_symbol(tr, name.as_deref(), i)?,
+                PDim::Named(s) => named_symbol(tr, s, i)?,
+            });
+        }
+        let storage = Arc::new(Storage::new_meta(crate::tensor::nbytes_for(
+            "placeholder",
+            &dims,
+            dtype,
+        )?));
+        let twin = Tensor::from_parts(storage, Layout::contiguous(&dims), dtype)?;
+        let v = tr.add_input(InputKind::Arg(position), twin, name);
+        Ok(tr.twin(v))
+    })
+}
+
+fn named_symbol(tr: &mut Tracer, name: &str, axis: usize) -> Result<usize> {
+    if let Some(x) = tr.graph.symbols.iter().find(|x| x.name == name) {
+        return Ok(x.sentinel);
+    }
+    let v = new_symbol(tr, None, axis)?;
+    tr.graph.symbols.last_mut().expect("just added").name = name.to_string();
+    Ok(v)
+}
+
+fn new_symbol(tr: &mut Tracer, name: Option<&str>, axis: usize) -> Result<usize> {
+    let k = tr.graph.symbols.len();
+    let Some(&sentinel) = SENTINELS.get(k) else {
+        return Err(Error::value(
+            "capture",
+            format!(
+                "at most {} symbolic dimensions are supported",
+                SENTINELS.len()
+            ),
+        ));
+    };
+    tr.graph.symbols.push(Symbol {
+        name: match name {
+            Some(n) => format!("{n}.{axis}"),
+            None => format!("s{k}"),
+        },
+        sentinel,
+    });
+    Ok(sentinel)
+}
+
+/// A constant: `t`'s current data becomes part of the graph.
+pub fn constant(t: &Tensor) -> Result<Tensor> {
+    with(|tr| {
+        let v = tr.bind(t, InputKind::Const(t.clone()), None);
+        Ok(tr.twin(v))
+    })
+}
+
+/// Bind `t` (a real tensor) by reference under `name`, as a captured variable.
+pub fn reference(t: &Tensor, name: Option<String>) -> Result<Tensor> {
+    with(|tr| {
+        if let Some(&v) = tr.values.get(&key(t)) {
+            return Ok(tr.twin(v));
+        }
+        let v = tr.bind(t, InputKind::Ref(t.clone()), name);
+        Ok(tr.twin(v))
+    })
+}
+
+/// Make sure the leaf tensor `t` is bound to the graph (by reference when unseen).
+pub fn bind_leaf(t: &Tensor) -> Result<()> {
+    with(|tr| tr.value_of(t).map(|_| ()))
+}
+
+/// Mark that a backward pass ran inside the trace.
+pub fn note_backward() {
+    let _ = with(|tr| {
+        tr.graph.has_backward = true;
+        Ok(())
+    });
+}
+
+/// The input value whose tensor owns the leaf autograd state `m`.
+fn binding_of(tr: &Tracer, m: &Arc<AutogradMeta>) -> Result<ValueId> {
+    tr.leaf_of_meta
+        .get(&(Arc::as_ptr(m) as usize))
+        .copied()
+        .ok_or_else(|| {
+            Error::runtime(
+                "capture",
+                "internal error: a gradient reached a tensor that is not an input of the captured graph",
+            )
+        })
+}
+
+/// The current `.grad` of the leaf with autograd state `m`, as seen by the
+/// traced code: a value set earlier in the trace, or (bound as an input) the
+/// gradient the tensor holds when the graph runs.
+pub fn current_grad(m: &Arc<AutogradMeta>) -> Result<Option<Tensor>> {
+    with(|tr| {
+        let k = Arc::as_ptr(m) as usize;
+        if let Some((_, _, v)) = tr.grads.get(&k) {
+            return Ok(v.map(|v| tr.twin(v)));
+        }
+        let Some(g) = m.grad() else {
+            return Ok(None);
+        };
+        if !g.device().has_data() {
+            // Set by the traced code itself (e.g. a retained grad).
+            return Ok(Some(g));
+        }
+        let b = binding_of(tr, m)?;
+        let v = match tr.grad_inputs.get(&b) {
+            Some(&v) => v,
+            None => {
+                let twin = Tracer::twin_of(&g.detach());
+                let v = tr.add_input(InputKind::Grad(b), twin, None);
+                tr.grad_inputs.insert(b, v);
+                v
+            }
+        };
+        Ok(Some(tr.twin(v)))
+    })
+}
+
+/// Set the `.grad` of the leaf `m` to `g` inside the trace: recorded as an
+/// effect of the graph (the real tensor's gradient is restored when the
+/// trace ends and set when the graph runs).
+pub fn set_grad(m: &Arc<AutogradMeta>, g: Option<Tensor>) -> Result<()> {
+    with(|tr| {
+        let b = binding_of(tr, m)?;
+        let v = match &g {
+            Some(t) => Some(tr.value_of(t)?),
+            None => None,
+        };
+        let k = Arc::as_ptr(m) as usize;
+        match tr.grads.get_mut(&k) {
+            Some(e) => e.2 = v,
+            None => {
+                tr.grads.insert(k, (m.clone(), m.grad(), v));
+            }
+        }
+        tr.graph.set_grads.push(SetGrad {
+            target: b,
+            value: v,
+        });
+        Ok(())
+    })?;
+    m.set_grad(g);
+    Ok(())
+}
+
+/// Whether `m` is a leaf whose gradient the trace tracks (a bound input).
+pub fn tracks(m: &Arc<AutogradMeta>) -> bool {
+    TRACER.with(|t| {
+        t.borrow()
+            .last()
+            .is_some_and(|tr| tr.leaf_of_meta.contains_key(&(Arc::as_ptr(m) as usize)))
+    })
+}
+
+/// The graph value of `t` in the current trace, if it is one.
+pub fn value_id(t: &Tensor) -> Option<ValueId> {
+    TRACER.with(|tr| {
+        tr.borrow()
+            .last()
+            .and_then(|tr| tr.values.get(&key(t)).copied())
+    })
+}
+
+/// The graph captured so far (for inspection while tracing).
+pub fn snapshot() -> Option<Graph> {
+    TRACER.with(|tr| tr.borrow().last().map(|tr| tr.graph.clone()))
+}
+
+// ---- result adapters for `capture!` (the captured outputs as the op's return type)
+
+/// The single output.
+pub fn one(v: Vec<Tensor>) -> Result<Tensor> {
+    v.into_iter()
+        .next()
+        .ok_or_else(|| Error::runtime("capture", "internal error: op captured without output"))
+}
+/// No output (in-place ops).
+pub fn unit(_: Vec<Tensor>) -> Result<()> {
+    Ok(())
+}
+/// All outputs.
+pub fn all(v: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    Ok(v)
+}
+/// Two outputs.
+pub fn pair(v: Vec<Tensor>) -> Result<(Tensor, Tensor)> {
+    let mut it = v.into_iter();
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(Error::runtime(
+            "capture",
+            "internal error: op captured without two outputs",
+        )),
+    }
+}
+/// An optional output.
+pub fn optional(v: Vec<Tensor>) -> Result<Option<Tensor>> {
+    Ok(v.into_iter().next())
+}
+/// An output and an optional second one.
+pub fn one_and_optional(v: Vec<Tensor>) -> Result<(Tensor, Option<Tensor>)> {
+    let mut it = v.into_iter();
+    let a = it
+        .next()
+        .ok_or_else(|| Error::runtime("capture", "internal error: op captured without output"))?;
+    Ok((a, it.next()))
+}

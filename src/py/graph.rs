@@ -1,0 +1,608 @@
+//! Bindings for graph capture: starting and ending a trace, binding
+//! arguments/placeholders/constants, and the captured graph object.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::{parse_dtype, run, PyTensor};
+use crate::graph::call::Sub;
+use crate::graph::control::SubGraph;
+use crate::graph::exec::{bind_symbols, Plan};
+use crate::graph::{sym, trace, Graph, InputKind, OpCall, Producer};
+use crate::tensor::Tensor;
+
+/// The user's source line of the op being captured, from the Python stack.
+fn py_location() -> Option<String> {
+    Python::attach(|py| {
+        let f = py
+            .import("ferrograd._capture")
+            .ok()?
+            .getattr("_user_location")
+            .ok()?;
+        f.call0().ok()?.extract::<Option<String>>().ok()?
+    })
+}
+
+fn tensors(list: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
+    list.try_iter()?
+        .map(|o| Ok(o?.cast::<PyTensor>()?.get().t.clone()))
+        .collect()
+}
+
+/// Start capturing the ops this thread runs.
+#[pyfunction]
+fn _trace_begin() -> PyResult<()> {
+    trace::set_location_provider(py_location);
+    run(trace::begin)
+}
+
+/// Stop capturing; the graph returns `outputs`.
+#[pyfunction]
+fn _trace_end(outputs: &Bound<'_, PyAny>) -> PyResult<PyGraph> {
+    let outs = match tensors(outputs) {
+        Ok(o) => o,
+        Err(e) => {
+            trace::abort();
+            return Err(e);
+        }
+    };
+    let (g, lookup) = run(|| trace::end_with_lookup(&outs))?;
+    let mut pg = PyGraph::new(g);
+    pg.lookup = Some(Arc::new(lookup));
+    Ok(pg)
+}
+
+/// Abandon the current capture (if any).
+#[pyfunction]
+fn _trace_abort() {
+    trace::abort();
+}
+
+/// Whether this thread is capturing a graph.
+#[pyfunction]
+fn _tracing() -> bool {
+    trace::tracing()
+}
+
+/// Turn recording on or off while a trace exists; returns the previous state.
+#[pyfunction]
+fn _trace_set_active(on: bool) -> bool {
+    trace::set_active(on)
+}
+
+/// Bind tensor argument `position`; `symbolic` lists `(dim, symbol name or None)`.
+#[pyfunction]
+#[pyo3(signature = (t, position, symbolic=vec![], name=None))]
+fn _trace_arg(
+    t: &PyTensor,
+    position: usize,
+    symbolic: Vec<(usize, Option<String>)>,
+    name: Option<String>,
+) -> PyResult<PyTensor> {
+    run(|| trace::arg(&t.t, position, &symbolic, name)).map(PyTensor::new)
+}
+
+/// A placeholder of `shape` (ints; `None` = a new symbolic dim; a string =
+/// the symbolic dim of that name, shared) and `dtype`.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype, position, name=None))]
+fn _trace_placeholder(
+    shape: &Bound<'_, PyAny>,
+    dtype: &Bound<'_, PyAny>,
+    position: usize,
+    name: Option<String>,
+) -> PyResult<PyTensor> {
+    let d = parse_dtype(dtype)?;
+    let mut dims = vec![];
+    for item in shape.try_iter()? {
+        let item = item?;
+        dims.push(if item.is_none() {
+            trace::PDim::New
+        } else if let Ok(s) = item.extract::<String>() {
+            trace::PDim::Named(s)
+        } else {
+            trace::PDim::Fixed(item.extract::<usize>().map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "placeholder: dims must be non-negative ints, None or names, got {}",
+                    item.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            })?)
+        });
+    }
+    let shape = dims;
+    run(|| trace::placeholder(&shape, d, position, name)).map(PyTensor::new)
+}
+
+/// `t`'s current values as a constant of the graph being captured.
+#[pyfunction]
+fn _trace_constant(t: &PyTensor) -> PyResult<PyTensor> {
+    run(|| trace::constant(&t.t)).map(PyTensor::new)
+}
+
+/// Bind `t` by reference (a variable of the graph being captured).
+#[pyfunction]
+#[pyo3(signature = (t, name=None))]
+fn _trace_reference(t: &PyTensor, name: Option<String>) -> PyResult<PyTensor> {
+    run(|| trace::reference(&t.t, name)).map(PyTensor::new)
+}
+
+/// Number of nodes captured so far by this thread's trace.
+#[pyfunction]
+fn _trace_num_nodes() -> usize {
+    trace::snapshot().map_or(0, |g| g.nodes.len())
+}
+
+/// The graph value number of a captured tensor (None when it is not one).
+#[pyfunction]
+fn _trace_value_id(t: &PyTensor) -> Option<usize> {
+    trace::value_id(&t.t)
+}
+
+/// A captured graph (see `ferrograd.Graph` for the user-facing object).
+#[pyclass(name = "_Graph", module = "ferrograd", frozen)]
+pub struct PyGraph {
+    pub g: Arc<Graph>,
+    plans: Mutex<HashMap<Vec<usize>, Arc<Plan>>>,
+    /// Maps tensors captured by the trace to values (graphs made by a trace).
+    lookup: Option<Arc<trace::Lookup>>,
+}
+
+impl PyGraph {
+    pub fn new(g: Graph) -> PyGraph {
+        PyGraph {
+            g: Arc::new(g),
+            plans: Mutex::new(HashMap::new()),
+            lookup: None,
+        }
+    }
+
+    fn plan_for(&self, args: &[Tensor]) -> crate::Result<Arc<Plan>> {
+        let env = bind_symbols(&self.g, args)?;
+        if let Some(p) = self.plans.lock().get(&env) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Plan::new(&self.g, &env)?);
+        self.plans.lock().insert(env, p.clone());
+        Ok(p)
+    }
+
+    /// The plan for `args`, or, with no arguments, for a graph without symbols.
+    fn plan_for_opt(&self, args: Option<&Bound<'_, PyAny>>) -> PyResult<Arc<Plan>> {
+        let a = match args {
+            Some(a) => tensors(a)?,
+            None if self.g.symbols.is_empty() => {
+                if let Some(p) = self.plans.lock().get(&Vec::new()) {
+                    return Ok(p.clone());
+                }
+                let p = Arc::new(run(|| Plan::new(&self.g, &[]))?);
+                self.plans.lock().insert(vec![], p.clone());
+                return Ok(p);
+            }
+            None => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the graph has symbolic dimensions ({}): pass example arguments to fix their sizes",
+                self.g
+                    .symbols
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+            }
+        };
+        run(|| self.plan_for(&a))
+    }
+}
+
+fn dims(g: &Graph, shape: &[usize]) -> Vec<String> {
+    shape.iter().map(|&d| sym::dim_str(d, &g.symbols)).collect()
+}
+
+#[pymethods]
+impl PyGraph {
+    /// A readable listing of the graph.
+    fn dump(&self) -> String {
+        self.g.dump()
+    }
+    /// Number of op nodes.
+    #[getter]
+    fn num_nodes(&self) -> usize {
+        self.g.nodes.len()
+    }
+    /// Whether the graph computes gradients itself (a captured backward pass).
+    #[getter]
+    fn has_backward(&self) -> bool {
+        self.g.has_backward
+    }
+    /// Names of the symbolic dimensions.
+    #[getter]
+    fn symbols(&self) -> Vec<String> {
+        self.g.symbols.iter().map(|s| s.name.clone()).collect()
+    }
+    /// Output value numbers.
+    #[getter]
+    fn outputs(&self) -> Vec<usize> {
+        self.g.outputs.clone()
+    }
+    /// Each value: `{"shape": [...str], "dtype": str, "requires_grad": bool, "producer": ...}`.
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let l = PyList::empty(py);
+        for v in &self.g.values {
+            let d = PyDict::new(py);
+            d.set_item("shape", dims(&self.g, &v.shape))?;
+            d.set_item("dtype", v.dtype.name())?;
+            d.set_item("requires_grad", v.requires_grad)?;
+            match v.producer {
+                Producer::Input(i) => d.set_item("input", i)?,
+                Producer::Node { node, out } => {
+                    d.set_item("node", node)?;
+                    d.set_item("out", out)?;
+                }
+                Producer::Removed => d.set_item("removed", true)?,
+            }
+            l.append(d)?;
+        }
+        Ok(l)
+    }
+    /// Each input: `{"kind": "arg"|"ref"|"const"|"grad", "value": int, "name": str|None, "position": int}`.
+    fn inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let l = PyList::empty(py);
+        for inp in &self.g.inputs {
+            let d = PyDict::new(py);
+            let (kind, extra): (&str, Option<usize>) = match &inp.kind {
+                InputKind::Arg(i) => ("arg", Some(*i)),
+                InputKind::Ref(_) => ("ref", None),
+                InputKind::Const(_) => ("const", None),
+                InputKind::Grad(v) => ("grad", Some(*v)),
+            };
+            d.set_item("kind", kind)?;
+            d.set_item("value", inp.value)?;
+            d.set_item("name", inp.name.clone())?;
+            d.set_item("position", extra)?;
+            if let InputKind::Ref(t) | InputKind::Const(t) = &inp.kind {
+                d.set_item("tensor", PyTensor::new(t.clone()))?;
+            }
+            l.append(d)?;
+        }
+        Ok(l)
+    }
+    /// Each node: `{"op", "attrs", "inputs", "outputs", "loc", "effect"}`.
+    fn nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let l = PyList::empty(py);
+        for n in &self.g.nodes {
+            let d = PyDict::new(py);
+            d.set_item("op", n.call.name())?;
+            d.set_item("attrs", crate::graph::attrs(&n.call))?;
+            d.set_item("inputs", n.inputs.clone())?;
+            d.set_item("outputs", n.outputs.clone())?;
+            d.set_item("loc", n.loc.as_deref())?;
+            d.set_item("effect", format!("{:?}", n.call.effect()).to_lowercase())?;
+            l.append(d)?;
+        }
+        Ok(l)
+    }
+    /// Gradient effects: `[(target value, new value or None)]`.
+    fn set_grads(&self) -> Vec<(usize, Option<usize>)> {
+        self.g
+            .set_grads
+            .iter()
+            .map(|s| (s.target, s.value))
+            .collect()
+    }
+    /// Check `args` against the graph's inputs (shapes, dtypes, symbols) and
+    /// prepare a plan for their sizes, without running anything.
+    fn check(&self, args: &Bound<'_, PyAny>) -> PyResult<()> {
+        let a = tensors(args)?;
+        run(|| self.plan_for(&a).map(|_| ()))
+    }
+    /// Run the graph on `args` (tensors for its argument inputs, in position
+    /// order) with `scalars` for its dynamic optimizer arguments.
+    #[pyo3(signature = (args, scalars=vec![]))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyAny>,
+        scalars: Vec<f64>,
+    ) -> PyResult<Vec<PyTensor>> {
+        let a = tensors(args)?;
+        let plan = run(|| self.plan_for(&a))?;
+        let outs = py.detach(|| run(|| plan.run_with(&a, &scalars)))?;
+        Ok(outs.into_iter().map(PyTensor::new).collect())
+    }
+    /// Run like `run`, also returning each node's wall time in seconds.
+    #[pyo3(signature = (args, scalars=vec![]))]
+    fn profile(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyAny>,
+        scalars: Vec<f64>,
+    ) -> PyResult<(Vec<PyTensor>, Vec<f64>)> {
+        let a = tensors(args)?;
+        let plan = run(|| self.plan_for(&a))?;
+        let (outs, times) = py.detach(|| run(|| plan.profile(&a, &scalars)))?;
+        Ok((outs.into_iter().map(PyTensor::new).collect(), times))
+    }
+    /// Memory the graph needs per run, by buffer liveness: `{"peak_bytes",
+    /// "total_bytes", "input_bytes", "output_bytes", "allocations", "live_after"}`.
+    /// `args` fix the sizes of symbolic dimensions (not needed without symbols).
+    #[pyo3(signature = (args=None))]
+    fn memory_plan<'py>(
+        &self,
+        py: Python<'py>,
+        args: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.plan_for_opt(args)?.memory_plan();
+        let d = PyDict::new(py);
+        d.set_item("peak_bytes", m.peak_bytes)?;
+        d.set_item("total_bytes", m.total_bytes)?;
+        d.set_item("input_bytes", m.input_bytes)?;
+        d.set_item("output_bytes", m.output_bytes)?;
+        d.set_item("allocations", m.allocations)?;
+        d.set_item("live_after", m.live_after)?;
+        Ok(d)
+    }
+    /// The value number of a tensor captured by this graph's trace (None if it is not one).
+    fn value_id(&self, t: &PyTensor) -> Option<usize> {
+        self.lookup.as_ref().and_then(|l| l.get(&t.t))
+    }
+    /// The sub-graph needed for `outputs` (value numbers) and the nodes `keep_nodes`.
+    /// With `keep_effects`, writes visible outside and `.grad` effects are kept too.
+    #[pyo3(signature = (outputs, keep_nodes=vec![], keep_effects=true))]
+    fn prune(
+        &self,
+        outputs: Vec<usize>,
+        keep_nodes: Vec<usize>,
+        keep_effects: bool,
+    ) -> PyResult<PyGraph> {
+        for &o in &outputs {
+            if o >= self.g.values.len() {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "no value %{o} in the graph"
+                )));
+            }
+        }
+        let g = crate::graph::passes::prune(&self.g, &outputs, &keep_nodes, keep_effects);
+        run(|| crate::graph::passes::verify(&g))?;
+        let mut pg = PyGraph::new(g);
+        pg.lookup = self.lookup.clone();
+        Ok(pg)
+    }
+    /// The graph after the optimisation passes, and one report per pass run:
+    /// `(graph, [{"pass", "nodes_before", "nodes_after", "detail"}])`.
+    #[pyo3(signature = (dce=true, cse=true, fold=true, simplify=true, fuse=true, verify=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn optimize<'py>(
+        &self,
+        py: Python<'py>,
+        dce: bool,
+        cse: bool,
+        fold: bool,
+        simplify: bool,
+        fuse: bool,
+        verify: bool,
+    ) -> PyResult<(PyGraph, Bound<'py, PyList>)> {
+        let opts = crate::graph::passes::PassOptions {
+            dce,
+            cse,
+            fold,
+            simplify,
+            fuse,
+            verify,
+        };
+        let (g, reports) = run(|| crate::graph::passes::optimize(&self.g, &opts))?;
+        let l = PyList::empty(py);
+        for r in reports {
+            let d = PyDict::new(py);
+            d.set_item("pass", r.pass)?;
+            d.set_item("nodes_before", r.nodes_before)?;
+            d.set_item("nodes_after", r.nodes_after)?;
+            d.set_item("detail", r.detail)?;
+            l.append(d)?;
+        }
+        let mut pg = PyGraph::new(g);
+        pg.lookup = self.lookup.clone();
+        Ok((pg, l))
+    }
+    /// Check the graph's structural invariants (raises on a violation).
+    fn verify(&self) -> PyResult<()> {
+        run(|| crate::graph::passes::verify(&self.g))
+    }
+    /// Number of plans (specialisations for distinct symbol sizes) built so far.
+    #[getter]
+    fn num_plans(&self) -> usize {
+        self.plans.lock().len()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "<graph: {} inputs, {} nodes, {} outputs>",
+            self.g.inputs.len(),
+            self.g.nodes.len(),
+            self.g.outputs.len()
+        )
+    }
+}
+
+/// A captured control-flow body (branch, loop condition or loop body).
+#[pyclass(name = "_SubGraph", module = "ferrograd", frozen)]
+pub struct PySubGraph {
+    sub: Arc<SubGraph>,
+    captures: Vec<Tensor>,
+}
+
+#[pymethods]
+impl PySubGraph {
+    /// Number of outputs.
+    #[getter]
+    fn num_outputs(&self) -> usize {
+        self.sub.graph.outputs.len()
+    }
+    /// Number of op nodes.
+    #[getter]
+    fn num_nodes(&self) -> usize {
+        self.sub.graph.nodes.len()
+    }
+    /// Whether any output depends on a tensor that requires grad.
+    #[getter]
+    fn requires_grad(&self) -> bool {
+        self.sub
+            .graph
+            .outputs
+            .iter()
+            .any(|&o| self.sub.graph.values[o].requires_grad)
+    }
+    /// A readable listing.
+    fn dump(&self) -> String {
+        self.sub.graph.dump()
+    }
+}
+
+/// Start capturing a control-flow body whose arguments stand for `args`;
+/// returns the tensors to call the body with.
+#[pyfunction]
+fn _trace_sub_begin(args: &Bound<'_, PyAny>) -> PyResult<Vec<PyTensor>> {
+    let a = tensors(args)?;
+    let twins = run(|| trace::begin_sub(&a))?;
+    Ok(twins.into_iter().map(PyTensor::new).collect())
+}
+
+/// End a control-flow body's capture; `outputs` are its results.
+#[pyfunction]
+fn _trace_sub_end(outputs: &Bound<'_, PyAny>, n_args: usize) -> PyResult<PySubGraph> {
+    let outs = tensors(outputs)?;
+    let c = run(|| trace::end_sub(&outs))?;
+    let n_caps = c.captures.len();
+    Ok(PySubGraph {
+        sub: Arc::new(SubGraph::new(c.graph, n_args, n_caps)),
+        captures: c.captures,
+    })
+}
+
+/// Abandon a control-flow body's capture.
+#[pyfunction]
+fn _trace_sub_abort() {
+    trace::abort_sub();
+}
+
+fn type_list(g: &Graph) -> Vec<(Vec<String>, &'static str)> {
+    g.outputs
+        .iter()
+        .map(|&o| (dims(g, &g.values[o].shape), g.values[o].dtype.name()))
+        .collect()
+}
+
+fn fmt_types(t: &[(Vec<String>, &'static str)]) -> String {
+    let parts: Vec<String> = t
+        .iter()
+        .map(|(s, d)| format!("{d}[{}]", s.join(", ")))
+        .collect();
+    format!("({})", parts.join(", "))
+}
+
+/// Record a `cond` node: `then_g` or `else_g` runs on `operands` by `pred`'s value.
+#[pyfunction]
+fn _trace_cond(
+    pred: &PyTensor,
+    operands: &Bound<'_, PyAny>,
+    then_g: &PySubGraph,
+    else_g: &PySubGraph,
+) -> PyResult<Vec<PyTensor>> {
+    let ops = tensors(operands)?;
+    let (tt, et) = (type_list(&then_g.sub.graph), type_list(&else_g.sub.graph));
+    if tt != et {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "fg.cond: the branches must return the same number of tensors with the same shapes and dtypes; true_fn returned {}, false_fn returned {}",
+            fmt_types(&tt),
+            fmt_types(&et)
+        )));
+    }
+    if pred.t.numel() != 1 {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "fg.cond: the condition must have one element, got shape {:?} ({})",
+            pred.t.shape(),
+            pred.t.dtype()
+        )));
+    }
+    let mut ins = vec![pred.t.clone()];
+    ins.extend(ops);
+    ins.extend(then_g.captures.iter().cloned());
+    ins.extend(else_g.captures.iter().cloned());
+    let call = OpCall::Cond {
+        then_g: Sub(then_g.sub.clone()),
+        else_g: Sub(else_g.sub.clone()),
+    };
+    let outs = run(|| trace::record(call, &ins))?;
+    Ok(outs.into_iter().map(PyTensor::new).collect())
+}
+
+/// Record a `while_loop` node over the loop variables `carry`.
+#[pyfunction]
+fn _trace_while(
+    carry: &Bound<'_, PyAny>,
+    cond: &PySubGraph,
+    body: &PySubGraph,
+) -> PyResult<Vec<PyTensor>> {
+    let carry = tensors(carry)?;
+    let ct = type_list(&cond.sub.graph);
+    let shape_ok = ct.len() == 1 && {
+        let v = &cond.sub.graph.values[cond.sub.graph.outputs[0]];
+        v.shape.iter().product::<usize>() == 1
+    };
+    if !shape_ok {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "fg.while_loop: cond_fn must return one tensor with one element, got {}",
+            fmt_types(&ct)
+        )));
+    }
+    let bt = type_list(&body.sub.graph);
+    let want: Vec<(Vec<String>, &'static str)> = trace::suspended(|| {
+        carry
+            .iter()
+            .map(|t| {
+                let shape: Vec<usize> = t.shape().to_vec();
+                (dims(&body.sub.graph, &shape), t.dtype().name())
+            })
+            .collect()
+    });
+    if bt != want {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "fg.while_loop: body_fn must return the loop variables with unchanged shapes and dtypes; they are {}, body_fn returned {}",
+            fmt_types(&want),
+            fmt_types(&bt)
+        )));
+    }
+    let mut ins = carry;
+    ins.extend(cond.captures.iter().cloned());
+    ins.extend(body.captures.iter().cloned());
+    let call = OpCall::While {
+        cond: Sub(cond.sub.clone()),
+        body: Sub(body.sub.clone()),
+    };
+    let outs = run(|| trace::record(call, &ins))?;
+    Ok(outs.into_iter().map(PyTensor::new).collect())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyGraph>()?;
+    m.add_class::<PySubGraph>()?;
+    m.add_function(wrap_pyfunction!(_trace_sub_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_sub_end, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_sub_abort, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_cond, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_while, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_end, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
+    m.add_function(wrap_pyfunction!(_tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_set_active, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_arg, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_placeholder, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_constant, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_reference, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_value_id, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_num_nodes, m)?)?;
+    Ok(())
+}
