@@ -1,0 +1,423 @@
+//! The CPU interpreter of fused elementwise kernels ([`FusedKernel`]).
+//!
+//! The output index space is walked as rows (dims coalesced jointly over
+//! every operand); each row is cut into chunks of [`CHUNK`] elements, and
+//! the program runs chunk by chunk: each instruction is one SIMD loop over
+//! the chunk (the same multiversioned loops and per-element functions as the
+//! unfused kernels), its result kept in a small per-thread register buffer
+//! that stays in L1 — or written straight into the output when the register
+//! is an output. Inputs are read in place (never copied unless they must be
+//! converted), so each input is read once and each output written once.
+
+use rayon::prelude::*;
+
+use super::elementwise::{map_run, py_fmod, zip_run};
+use super::math::Real;
+use super::strided::{SendPtr, PAR_MIN};
+use crate::error::{Error, Result};
+use crate::graph::fused::{FInstr, FusedKernel};
+use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::tensor::{DType, Element, Tensor};
+
+/// Elements per chunk: registers of this many elements stay in L1.
+pub const CHUNK: usize = 512;
+/// Unused by the chunk loops; the shared op tables name a grain.
+const PAR_MIN_HEAVY: usize = PAR_MIN;
+
+/// Run `k` on `ins` (any layouts broadcastable to `k.shape`; dtypes the
+/// compute dtype or bool) into `outs` (shape `k.shape`, any layouts).
+pub fn run(k: &FusedKernel, ins: &[Tensor], outs: &[Tensor]) -> Result<()> {
+    if ins.len() != k.n_inputs || outs.len() != k.outputs.len() {
+        return Err(Error::runtime(
+            "fused",
+            format!(
+                "kernel takes {} inputs and {} outputs, got {} and {}",
+                k.n_inputs,
+                k.outputs.len(),
+                ins.len(),
+                outs.len()
+            ),
+        ));
+    }
+    match k.compute {
+        DType::F32 => run_typed::<f32>(k, ins, outs),
+        DType::F64 => run_typed::<f64>(k, ins, outs),
+        d => Err(Error::dtype(
+            "fused",
+            format!("fused kernels compute in float32 or float64, not {d}"),
+        )),
+    }
+}
+
+/// Operand strides over the output shape, and the jointly coalesced dims.
+struct Walk {
+    /// Sizes of the coalesced dims (last = the row).
+    shape: Vec<usize>,
+    /// Per operand: strides per coalesced dim.
+    strides: Vec<Vec<isize>>,
+    /// Per operand: element offset of `[0, ..]`.
+    base: Vec<isize>,
+}
+
+impl Walk {
+    fn new(shape: &[usize], ops: &[(&[isize], isize)]) -> Walk {
+        let mut dims: Vec<usize> = vec![];
+        let mut strides: Vec<Vec<isize>> = vec![vec![]; ops.len()];
+        for (d, &n) in shape.iter().enumerate() {
+            if n == 1 {
+                continue;
+            }
+            let can_merge = !dims.is_empty()
+                && ops.iter().enumerate().all(|(j, (s, _))| {
+                    let prev = *strides[j].last().expect("dims non-empty");
+                    prev == s[d] * n as isize
+                });
+            if can_merge {
+                let last = dims.len() - 1;
+                dims[last] *= n;
+                for (j, (s, _)) in ops.iter().enumerate() {
+                    *strides[j].last_mut().expect("dims non-empty") = s[d];
+                }
+            } else {
+                dims.push(n);
+                for (j, (s, _)) in ops.iter().enumerate() {
+                    strides[j].push(s[d]);
+                }
+            }
+        }
+        if dims.is_empty() {
+            dims.push(1);
+            for s in &mut strides {
+                s.push(0);
+            }
+        }
+        Walk {
+            shape: dims,
+            strides,
+            base: ops.iter().map(|(_, o)| *o).collect(),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.shape[..self.shape.len() - 1].iter().product()
+    }
+    fn inner(&self) -> usize {
+        *self.shape.last().expect("at least one dim")
+    }
+    /// Offsets of row `r` (row-major over the outer dims) for every operand.
+    fn row_offsets(&self, r: usize, out: &mut [isize]) {
+        let nd = self.shape.len() - 1;
+        out.copy_from_slice(&self.base);
+        let mut rem = r;
+        for d in (0..nd).rev() {
+            let i = rem % self.shape[d];
+            rem /= self.shape[d];
+            for (j, o) in out.iter_mut().enumerate() {
+                *o += i as isize * self.strides[j][d];
+            }
+        }
+    }
+}
+
+fn run_typed<C: Real + Element + Send + Sync>(
+    k: &FusedKernel,
+    ins: &[Tensor],
+    outs: &[Tensor],
+) -> Result<()> {
+    let n_el: usize = k.shape.iter().product();
+    if n_el == 0 {
+        return Ok(());
+    }
+    // Broadcast every input to the kernel's shape.
+    let mut layouts = Vec::with_capacity(ins.len() + outs.len());
+    for t in ins {
+        layouts.push(t.layout().expand("fused", &k.shape)?);
+    }
+    for t in outs {
+        if t.shape() != k.shape.as_slice() {
+            return Err(Error::shape(
+                "fused",
+                format!(
+                    "output of shape {:?} for a kernel of shape {:?}",
+                    t.shape(),
+                    k.shape
+                ),
+            ));
+        }
+        layouts.push(t.layout().clone());
+    }
+    for (t, want) in ins.iter().zip(std::iter::repeat(k.compute)) {
+        if t.dtype() != want && t.dtype() != DType::Bool {
+            return Err(Error::dtype(
+                "fused",
+                format!(
+                    "input of dtype {} for a kernel computing in {want}",
+                    t.dtype()
+                ),
+            ));
+        }
+    }
+    // Strides relative to each tensor's data pointer (which includes its offset).
+    let ops: Vec<(&[isize], isize)> = layouts.iter().map(|l| (&l.strides[..], 0)).collect();
+    let walk = Walk::new(&k.shape, &ops);
+    let in_ptrs: Vec<(SendPtr<u8>, DType)> = ins
+        .iter()
+        .map(|t| (SendPtr(t.byte_ptr()), t.dtype()))
+        .collect();
+    let out_ptrs: Vec<(SendPtr<u8>, DType)> = outs
+        .iter()
+        .map(|t| (SendPtr(t.byte_ptr()), t.dtype()))
+        .collect();
+    // Which register is computed straight into which output.
+    let mut direct: Vec<Option<usize>> = vec![None; k.instrs.len()];
+    for (j, &(r, d)) in k.outputs.iter().enumerate() {
+        let computed = !matches!(k.instrs[r], FInstr::Load(_) | FInstr::Const(_));
+        if computed && d == k.compute && direct[r].is_none() {
+            direct[r] = Some(j);
+        }
+    }
+    let rows = walk.rows();
+    let inner = walk.inner();
+    let nops = ins.len() + outs.len();
+    let job = |r0: usize, r1: usize, c0: usize, c1: usize| {
+        let mut regs: Vec<C> = vec![C::ZERO; k.instrs.len() * CHUNK];
+        let mut offs = vec![0isize; nops];
+        for r in r0..r1 {
+            walk.row_offsets(r, &mut offs);
+            let mut start = c0;
+            while start < c1 {
+                let n = CHUNK.min(c1 - start);
+                // SAFETY: offsets come from the operands' layouts (expanded
+                // inputs, outputs of the kernel's shape); each output element
+                // is written by exactly one task; registers are this task's.
+                unsafe {
+                    exec_chunk::<C>(
+                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &mut regs,
+                    )
+                };
+                start += n;
+            }
+        }
+    };
+    let threads = rayon::current_num_threads();
+    let heavy = k
+        .instrs
+        .iter()
+        .filter(|i| matches!(i, FInstr::Unary(..)))
+        .count()
+        .max(1);
+    let grain = (1usize << 15) / heavy.min(8);
+    if n_el < grain * 2 || threads <= 1 {
+        job(0, rows, 0, inner);
+    } else if rows >= threads * 4 {
+        let tasks = (threads * 4).min(rows);
+        let per = rows.div_ceil(tasks);
+        (0..tasks).into_par_iter().for_each(|t| {
+            let (s, e) = (t * per, ((t + 1) * per).min(rows));
+            if s < e {
+                job(s, e, 0, inner);
+            }
+        });
+    } else {
+        // Few long rows: split each row into segments of whole chunks.
+        let seg = (inner.div_ceil(threads * 2)).div_ceil(CHUNK).max(1) * CHUNK;
+        let nseg = inner.div_ceil(seg);
+        (0..rows * nseg).into_par_iter().for_each(|u| {
+            let (r, sg) = (u / nseg, u % nseg);
+            let s = sg * seg;
+            job(r, r + 1, s, (s + seg).min(inner));
+        });
+    }
+    Ok(())
+}
+
+/// Run the program on elements `start..start+n` of the row whose operand
+/// offsets are `offs` (inputs first, then outputs).
+///
+/// # Safety
+/// Pointers and offsets must describe valid operands of the kernel's shape.
+#[allow(clippy::too_many_arguments)]
+unsafe fn exec_chunk<C: Real + Element>(
+    k: &FusedKernel,
+    walk: &Walk,
+    offs: &[isize],
+    start: usize,
+    n: usize,
+    ins: &[(SendPtr<u8>, DType)],
+    outs: &[(SendPtr<u8>, DType)],
+    direct: &[Option<usize>],
+    regs: &mut [C],
+) {
+    let inner = walk.shape.len() - 1;
+    let ni = ins.len();
+    // (pointer, stride) of each register.
+    let mut view: Vec<(*const C, isize)> = Vec::with_capacity(k.instrs.len());
+    let buf = regs.as_mut_ptr();
+    for (i, ins_i) in k.instrs.iter().enumerate() {
+        let own = buf.add(i * CHUNK);
+        let (dst, sd): (*mut C, isize) = match direct[i] {
+            Some(j) => {
+                let s = walk.strides[ni + j][inner];
+                let p = outs[j].0.get() as *mut C;
+                (p.offset(offs[ni + j] + start as isize * s), s)
+            }
+            None => (own, 1),
+        };
+        match *ins_i {
+            FInstr::Load(kx) => {
+                let s = walk.strides[kx][inner];
+                let (p, d) = ins[kx];
+                let off = offs[kx] + start as isize * s;
+                if d == C::DTYPE {
+                    view.push(((p.get() as *const C).offset(off), s));
+                } else {
+                    // bool as 0/1
+                    let b = (p.get() as *const u8).offset(off);
+                    for e in 0..n {
+                        *own.add(e) = if *b.offset(e as isize * s) != 0 {
+                            C::ONE
+                        } else {
+                            C::ZERO
+                        };
+                    }
+                    view.push((own, 1));
+                }
+                continue;
+            }
+            FInstr::Const(c) => {
+                *own = C::c(c.to_f64());
+                view.push((own, 0));
+                continue;
+            }
+            FInstr::Unary(op, a) => {
+                let (pa, sa) = view[a];
+                unary_into::<C>(op, pa, sa, dst, sd, n);
+            }
+            FInstr::Binary(op, a, b) => {
+                let (pa, sa) = view[a];
+                let (pb, sb) = view[b];
+                binary_into::<C>(op, pa, sa, pb, sb, dst, sd, n);
+            }
+            FInstr::Where(c, a, b) => {
+                let (pc, sc) = view[c];
+                let (pa, sa) = view[a];
+                let (pb, sb) = view[b];
+                for e in 0..n as isize {
+                    *dst.offset(e * sd) = if *pc.offset(e * sc) != C::ZERO {
+                        *pa.offset(e * sa)
+                    } else {
+                        *pb.offset(e * sb)
+                    };
+                }
+            }
+        }
+        view.push((dst as *const C, sd));
+    }
+    // Store the outputs not computed in place.
+    for (j, &(r, d)) in k.outputs.iter().enumerate() {
+        if direct[r] == Some(j) {
+            continue;
+        }
+        let s = walk.strides[ni + j][inner];
+        let (pr, sr) = view[r];
+        let base = outs[j].0.get();
+        if d == C::DTYPE {
+            let dst = (base as *mut C).offset(offs[ni + j] + start as isize * s);
+            map_run(pr, sr, dst, s, n, &|v: C| v);
+        } else {
+            let dst = base.offset(offs[ni + j] + start as isize * s);
+            map_run(pr, sr, dst, s, n, &|v: C| (v != C::ZERO) as u8);
+        }
+    }
+}
+
+/// `y = op(x)` over `n` strided elements with the unfused kernels' functions.
+unsafe fn unary_into<C: Real + Element>(
+    op: UnaryOp,
+    x: *const C,
+    sx: isize,
+    y: *mut C,
+    sy: isize,
+    n: usize,
+) {
+    use UnaryOp::*;
+    match op {
+        LogicalNot => map_run(x, sx, y, sy, n, &|v: C| {
+            if v == C::ZERO {
+                C::ONE
+            } else {
+                C::ZERO
+            }
+        }),
+        IsNan => map_run(x, sx, y, sy, n, &|v: C| {
+            if v.is_nan() {
+                C::ONE
+            } else {
+                C::ZERO
+            }
+        }),
+        IsInf => map_run(x, sx, y, sy, n, &|v: C| {
+            if v.to_f64().is_infinite() {
+                C::ONE
+            } else {
+                C::ZERO
+            }
+        }),
+        IsFinite => map_run(x, sx, y, sy, n, &|v: C| {
+            if v.to_f64().is_finite() {
+                C::ONE
+            } else {
+                C::ZERO
+            }
+        }),
+        BitwiseNot => map_run(x, sx, y, sy, n, &|v: C| {
+            if v == C::ZERO {
+                C::ONE
+            } else {
+                C::ZERO
+            }
+        }),
+        _ => {
+            macro_rules! run {
+                ($g:expr, $f:expr) => {{
+                    let _ = $g;
+                    map_run(x, sx, y, sy, n, &$f)
+                }};
+            }
+            super::elementwise::float_unary!(op, C, run)
+        }
+    }
+}
+
+/// `y = a op b` over `n` strided elements; predicates give 0/1.
+#[allow(clippy::too_many_arguments)]
+unsafe fn binary_into<C: Real + Element>(
+    op: BinaryOp,
+    a: *const C,
+    sa: isize,
+    b: *const C,
+    sb: isize,
+    y: *mut C,
+    sy: isize,
+    n: usize,
+) {
+    macro_rules! run {
+        ($g:expr, $f:expr) => {{
+            let _ = $g;
+            zip_run(a, sa, b, sb, y, sy, n, &$f)
+        }};
+    }
+    macro_rules! pred {
+        ($f:expr) => {{
+            let f = $f;
+            zip_run(a, sa, b, sb, y, sy, n, &move |p: C, q: C| {
+                if f(p, q) {
+                    C::ONE
+                } else {
+                    C::ZERO
+                }
+            })
+        }};
+    }
+    super::elementwise::float_binary!(op, C, run, pred)
+}

@@ -1,0 +1,144 @@
+//! Dead-code elimination: keep only the nodes an observable result needs.
+//!
+//! Observable: the requested outputs, the nodes explicitly asked for (a
+//! static graph's fetched operations), and — when `keep_effects` — every
+//! write into memory the caller can see (arguments, tensors read by
+//! reference, gradients), every `.grad` effect and every random draw (which
+//! advances a generator the caller can see). A node that writes in place
+//! is needed when a needed node reads the written memory later; reads
+//! through views count as reads of the memory they alias.
+
+use std::collections::HashSet;
+
+use crate::graph::{Effect, Graph, InputKind, Producer, ValueId};
+
+/// The part of `g` needed for `outputs` and the nodes `keep_nodes`
+/// (indices into `g.nodes`); see the module docs. Unneeded inputs are dropped.
+pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects: bool) -> Graph {
+    let mut needed_val = vec![false; g.values.len()];
+    let mut read_roots: HashSet<ValueId> = HashSet::new();
+    for &o in outputs {
+        needed_val[o] = true;
+        read_roots.insert(g.storage_root(o));
+    }
+    let mut visible_roots: HashSet<ValueId> = HashSet::new();
+    if keep_effects {
+        for inp in &g.inputs {
+            if !matches!(inp.kind, InputKind::Const(_)) {
+                visible_roots.insert(inp.value);
+            }
+        }
+        for s in &g.set_grads {
+            needed_val[s.target] = true;
+            if let Some(v) = s.value {
+                needed_val[v] = true;
+                read_roots.insert(g.storage_root(v));
+            }
+        }
+    }
+    for &o in outputs {
+        visible_roots.insert(g.storage_root(o));
+    }
+    let keep_set: HashSet<usize> = keep_nodes.iter().copied().collect();
+    let mut needed_node = vec![false; g.nodes.len()];
+    // A needed random draw needs the seeding that precedes it.
+    let mut draws_later = false;
+    for (i, n) in g.nodes.iter().enumerate().rev() {
+        let effect = n.call.effect();
+        let seeds = matches!(n.call, crate::graph::OpCall::ManualSeed { .. });
+        let writes: Vec<ValueId> = n
+            .call
+            .written_inputs(n.inputs.len())
+            .into_iter()
+            .map(|k| g.storage_root(n.inputs[k]))
+            .collect();
+        let need = keep_set.contains(&i)
+            || n.outputs.iter().any(|&o| needed_val[o])
+            || writes
+                .iter()
+                .any(|r| read_roots.contains(r) || visible_roots.contains(r))
+            || (keep_effects && effect == Effect::Random && n.call.is_random())
+            || (seeds && draws_later);
+        if !need {
+            continue;
+        }
+        needed_node[i] = true;
+        if n.call.is_random() && !seeds {
+            draws_later = true;
+        }
+        for &v in &n.inputs {
+            needed_val[v] = true;
+            read_roots.insert(g.storage_root(v));
+        }
+        // A needed view's output reads its base's memory.
+        if effect == Effect::View {
+            for &o in &n.outputs {
+                read_roots.insert(g.storage_root(o));
+            }
+        }
+    }
+    // Rebuild with the kept nodes and inputs, renumbering producers.
+    let mut out = Graph {
+        values: g.values.clone(),
+        inputs: vec![],
+        nodes: vec![],
+        outputs: outputs.to_vec(),
+        set_grads: if keep_effects {
+            g.set_grads.clone()
+        } else {
+            vec![]
+        },
+        symbols: g.symbols.clone(),
+        has_backward: g.has_backward,
+    };
+    for inp in &g.inputs {
+        let used = needed_val[inp.value]
+            || matches!(inp.kind, InputKind::Grad(b) if needed_val[b])
+            || outputs.contains(&inp.value);
+        if used {
+            out.values[inp.value].producer = Producer::Input(out.inputs.len());
+            out.inputs.push(inp.clone());
+        }
+    }
+    // A kept gradient input needs the input whose gradient it reads.
+    let bound: HashSet<ValueId> = out.inputs.iter().map(|i| i.value).collect();
+    let mut extra = vec![];
+    for inp in &out.inputs {
+        if let InputKind::Grad(b) = inp.kind {
+            if !bound.contains(&b) {
+                extra.push(b);
+            }
+        }
+    }
+    if !extra.is_empty() {
+        let mut inputs = vec![];
+        for inp in &g.inputs {
+            if bound.contains(&inp.value) || extra.contains(&inp.value) {
+                inputs.push(inp.clone());
+            }
+        }
+        for (k, inp) in inputs.iter().enumerate() {
+            out.values[inp.value].producer = Producer::Input(k);
+        }
+        out.inputs = inputs;
+    }
+    for inp in &g.inputs {
+        if !out.inputs.iter().any(|i| i.value == inp.value) {
+            out.values[inp.value].producer = Producer::Removed;
+        }
+    }
+    for (i, n) in g.nodes.iter().enumerate() {
+        if needed_node[i] {
+            let k = out.nodes.len();
+            for (j, &o) in n.outputs.iter().enumerate() {
+                out.values[o].producer = Producer::Node { node: k, out: j };
+            }
+            out.nodes.push(n.clone());
+        } else {
+            for &o in &n.outputs {
+                out.values[o].producer = Producer::Removed;
+            }
+        }
+    }
+    out
+}

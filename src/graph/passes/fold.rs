@@ -1,0 +1,86 @@
+//! Constant folding: a pure node whose inputs are all constants (or that
+//! has no inputs, like `zeros` or `arange`) is evaluated once, when the graph
+//! is optimised, and its outputs become constants.
+//!
+//! Tensors read by reference (parameters) are not constants — their values
+//! change between runs. Random draws, uninitialised allocations, writes and
+//! views are not folded; nor are nodes with symbolic sizes (their sizes are
+//! known only when the graph runs), nor constants that the graph writes.
+
+use std::collections::HashMap;
+
+use super::{add_const, mutated_roots, remove_nodes, substitute};
+use crate::autograd::GradMode;
+use crate::graph::{sym, Effect, Graph, InputKind, ValueId};
+use crate::tensor::{Device, Tensor};
+
+/// Largest output (elements) folded: bigger constants would bloat the graph.
+const MAX_FOLD: usize = 1 << 20;
+
+/// Fold constant subexpressions; returns a summary.
+pub fn run(g: &mut Graph) -> String {
+    let mutated = mutated_roots(g);
+    let mut known: HashMap<ValueId, Tensor> = HashMap::new();
+    for inp in &g.inputs {
+        if let InputKind::Const(t) = &inp.kind {
+            if !mutated.contains(&inp.value) {
+                known.insert(inp.value, t.clone());
+            }
+        }
+    }
+    let symbolic = |shape: &[usize]| {
+        shape
+            .iter()
+            .any(|&d| sym::decompose(d as i64, &g.symbols).is_some())
+    };
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut dead = vec![false; g.nodes.len()];
+    let mut new_consts: Vec<(usize, Vec<(ValueId, Tensor)>)> = vec![];
+    let _no = GradMode::set(false);
+    for (i, n) in g.nodes.iter().enumerate() {
+        if n.call.effect() != Effect::Pure || n.call.is_random() || n.aux != 0 {
+            continue;
+        }
+        if n.call.factory_device().is_some_and(|d| d != Device::Cpu) {
+            continue;
+        }
+        if !n.inputs.iter().all(|v| known.contains_key(v)) {
+            continue;
+        }
+        if n.outputs.iter().any(|&o| {
+            let info = &g.values[o];
+            mutated.contains(&g.storage_root(o))
+                || symbolic(&info.shape)
+                || info.shape.iter().product::<usize>() > MAX_FOLD
+        }) {
+            continue;
+        }
+        let ins: Vec<Tensor> = n.inputs.iter().map(|v| known[v].clone()).collect();
+        let Ok(outs) = n.call.exec(&ins) else {
+            continue; // an error is raised when the graph runs, at this node
+        };
+        if outs.len() != n.outputs.len() {
+            continue;
+        }
+        for (&o, t) in n.outputs.iter().zip(&outs) {
+            known.insert(o, t.clone());
+        }
+        new_consts.push((i, n.outputs.iter().copied().zip(outs).collect()));
+        dead[i] = true;
+    }
+    let folded = new_consts.len();
+    for (_, outs) in new_consts {
+        for (o, t) in outs {
+            // Own memory: a folded output may alias a constant input (a view).
+            let t = match crate::ops::elementwise::clone(&t) {
+                Ok(c) => c,
+                Err(_) => t,
+            };
+            let c = add_const(g, t);
+            map.insert(o, c);
+        }
+    }
+    substitute(g, &map);
+    remove_nodes(g, &dead);
+    format!("folded {folded} constant nodes")
+}

@@ -1,0 +1,434 @@
+//! Elementwise fusion: connected groups of elementwise nodes of one shape
+//! become one [`FusedKernel`] node that reads each input once and writes
+//! each needed result once (intermediates never reach memory).
+//!
+//! Fusible: unary ops, binary ops (with a tensor or a scalar operand),
+//! `where`, `masked_fill` and bool→float casts whose values are float32 or
+//! float64 (one compute dtype per group) or bool, and whose output has the
+//! group's shape (inputs may broadcast). A node joins the group of a node
+//! whose output it reads when the merged group would not depend on itself
+//! through a node outside it — the dependencies include ordering between
+//! in-place writes and reads of the same memory. The fused node is
+//! scheduled by a topological sort of the contracted graph.
+//!
+//! When a graph records autograd while it runs (`record_autograd`), values
+//! that need grad are left unfused: a fused kernel has no gradient rule.
+
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::graph::call::Arg;
+use crate::graph::fused::{FInstr, FusedKernel};
+use crate::graph::{Effect, Graph, Node, OpCall, Producer, ValueId};
+use crate::ops::elementwise::UnaryOp;
+use crate::tensor::{DType, Scalar};
+
+fn float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F64)
+}
+
+/// The compute dtype a node would run in, if it is fusible.
+fn fusible(g: &Graph, n: &Node, record_autograd: bool) -> Option<DType> {
+    if n.outputs.len() != 1 || n.aux != 0 {
+        return None;
+    }
+    let out = &g.values[n.outputs[0]];
+    if record_autograd && out.requires_grad {
+        return None;
+    }
+    let in_types: Vec<DType> = n.inputs.iter().map(|&v| g.values[v].dtype).collect();
+    let compute = match &n.call {
+        OpCall::Unary { op } => {
+            if matches!(op, UnaryOp::BitwiseNot) {
+                return None;
+            }
+            in_types[0]
+        }
+        OpCall::Binary { op } => {
+            if matches!(
+                op,
+                crate::ops::elementwise::BinaryOp::BitAnd
+                    | crate::ops::elementwise::BinaryOp::BitOr
+                    | crate::ops::elementwise::BinaryOp::BitXor
+            ) {
+                return None;
+            }
+            if in_types[0] != in_types[1] && !(in_types.contains(&DType::Bool)) {
+                return None;
+            }
+            *in_types.iter().find(|d| float(**d)).unwrap_or(&in_types[0])
+        }
+        OpCall::BinaryScalar { .. } => in_types[0],
+        OpCall::Where => in_types[1],
+        OpCall::WhereScalar {
+            a: Arg::Tensor,
+            b: Arg::Tensor,
+        } => in_types[1],
+        OpCall::WhereScalar { .. } => out.dtype,
+        OpCall::MaskedFill { .. } => in_types[0],
+        OpCall::ToDtype { dtype } if in_types[0] == DType::Bool && float(*dtype) => *dtype,
+        _ => return None,
+    };
+    if !float(compute) {
+        return None;
+    }
+    // Every value involved is the compute dtype or bool.
+    if !(in_types
+        .iter()
+        .chain([&out.dtype])
+        .all(|&d| d == compute || d == DType::Bool))
+    {
+        return None;
+    }
+    Some(compute)
+}
+
+/// Fuse elementwise groups; returns a summary.
+pub fn run(g: &mut Graph, record_autograd: bool) -> String {
+    let nn = g.nodes.len();
+    let kinds: Vec<Option<DType>> = g
+        .nodes
+        .iter()
+        .map(|n| fusible(g, n, record_autograd))
+        .collect();
+    // Dependencies: data edges plus ordering between writes and reads of one memory.
+    let mut preds: Vec<HashSet<usize>> = vec![HashSet::new(); nn];
+    let mut last_writer: HashMap<ValueId, usize> = HashMap::new();
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &v in &n.inputs {
+            if let Producer::Node { node, .. } = g.values[v].producer {
+                preds[i].insert(node);
+            }
+            let r = g.storage_root(v);
+            if let Some(&w) = last_writer.get(&r) {
+                preds[i].insert(w);
+            }
+            readers.entry(r).or_default().push(i);
+        }
+        for k in n.call.written_inputs(n.inputs.len()) {
+            let r = g.storage_root(n.inputs[k]);
+            for &rd in readers.get(&r).map(|v| v.as_slice()).unwrap_or(&[]) {
+                if rd != i {
+                    preds[i].insert(rd);
+                }
+            }
+            last_writer.insert(r, i);
+        }
+        // Random draws and other effects keep their relative order.
+        if matches!(n.call.effect(), Effect::Random) || n.call.is_random() {
+            if let Some(&w) = last_writer.get(&usize::MAX) {
+                preds[i].insert(w);
+            }
+            last_writer.insert(usize::MAX, i);
+        }
+        preds[i].remove(&i);
+    }
+    let mut succs: Vec<Vec<usize>> = vec![vec![]; nn];
+    for (i, p) in preds.iter().enumerate() {
+        for &q in p {
+            succs[q].push(i);
+        }
+    }
+    // Greedy grouping in program order.
+    let mut group: Vec<usize> = (0..nn).collect(); // representative = first member
+    let mut members: HashMap<usize, Vec<usize>> = (0..nn).map(|i| (i, vec![i])).collect();
+    let find = |group: &Vec<usize>, i: usize| group[i];
+    for v in 0..nn {
+        let Some(cv) = kinds[v] else { continue };
+        let vshape = &g.values[g.nodes[v].outputs[0]].shape;
+        let mut candidates: Vec<usize> = g.nodes[v]
+            .inputs
+            .iter()
+            .filter_map(|&x| match g.values[x].producer {
+                Producer::Node { node, .. } => Some(find(&group, node)),
+                _ => None,
+            })
+            .collect();
+        candidates.sort();
+        candidates.dedup();
+        for gr in candidates {
+            if find(&group, v) == gr {
+                continue;
+            }
+            let first = members[&gr][0];
+            if kinds[first] != Some(cv) || &g.values[g.nodes[first].outputs[0]].shape != vshape {
+                continue;
+            }
+            // Merging is valid when no path leaves the group and comes back to v.
+            let mine: HashSet<usize> = members[&find(&group, v)].iter().copied().collect();
+            let theirs: HashSet<usize> = members[&gr].iter().copied().collect();
+            if creates_cycle(&theirs, &mine, &succs) {
+                continue;
+            }
+            // Merge v's group into gr.
+            let vg = find(&group, v);
+            let moved = members.remove(&vg).expect("group exists");
+            for &m in &moved {
+                group[m] = gr;
+            }
+            members.get_mut(&gr).expect("group exists").extend(moved);
+        }
+    }
+    // Build fused nodes for groups of two or more.
+    let mut fused_groups: Vec<Vec<usize>> = members
+        .values()
+        .filter(|m| m.len() >= 2)
+        .map(|m| {
+            let mut m = m.clone();
+            m.sort();
+            m
+        })
+        .collect();
+    fused_groups.sort();
+    if fused_groups.is_empty() {
+        return "fused 0 groups".into();
+    }
+    let total: usize = fused_groups.iter().map(|m| m.len()).sum();
+    let mut uses: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &v in &n.inputs {
+            uses.entry(v).or_default().push(i);
+        }
+    }
+    let mut external_use: HashSet<ValueId> = g.outputs.iter().copied().collect();
+    for s in &g.set_grads {
+        external_use.extend(s.value);
+    }
+    let mut new_nodes: Vec<(usize, Node)> = vec![]; // (rank = first member, node)
+    let mut in_group = vec![usize::MAX; nn];
+    for (k, m) in fused_groups.iter().enumerate() {
+        for &i in m {
+            in_group[i] = k;
+        }
+    }
+    for (k, m) in fused_groups.iter().enumerate() {
+        let node = build(
+            g,
+            m,
+            kinds[m[0]].expect("fusible"),
+            &uses,
+            &external_use,
+            &in_group,
+            k,
+        );
+        new_nodes.push((m[0], node));
+    }
+    // Schedule: topological order of the contracted graph, original order as tie-break.
+    let mut dead = vec![false; nn];
+    for m in &fused_groups {
+        for &i in m {
+            dead[i] = true;
+        }
+    }
+    let unit = |i: usize| -> usize {
+        if in_group[i] != usize::MAX {
+            nn + in_group[i]
+        } else {
+            i
+        }
+    };
+    let n_units = nn + fused_groups.len();
+    let mut indeg = vec![0usize; n_units];
+    let mut edges: Vec<HashSet<usize>> = vec![HashSet::new(); n_units];
+    for (i, p) in preds.iter().enumerate() {
+        for &q in p {
+            let (a, b) = (unit(q), unit(i));
+            if a != b && edges[a].insert(b) {
+                indeg[b] += 1;
+            }
+        }
+    }
+    let rank = |u: usize| -> usize {
+        if u >= nn {
+            fused_groups[u - nn][0]
+        } else {
+            u
+        }
+    };
+    let mut heap = BinaryHeap::new();
+    for u in 0..n_units {
+        let live = u >= nn || !dead[u];
+        if live && indeg[u] == 0 {
+            heap.push(std::cmp::Reverse((rank(u), u)));
+        }
+    }
+    let mut order = vec![];
+    while let Some(std::cmp::Reverse((_, u))) = heap.pop() {
+        order.push(u);
+        for &w in &edges[u] {
+            indeg[w] -= 1;
+            if indeg[w] == 0 && (w >= nn || !dead[w]) {
+                heap.push(std::cmp::Reverse((rank(w), w)));
+            }
+        }
+    }
+    let expected = dead.iter().filter(|&&d| !d).count() + fused_groups.len();
+    if order.len() != expected {
+        // The grouping left a cycle (should not happen): keep the graph as it is.
+        return "fused 0 groups (no valid schedule)".into();
+    }
+    let mut fused_nodes: Vec<Option<Node>> = new_nodes.into_iter().map(|(_, n)| Some(n)).collect();
+    let mut old: Vec<Option<Node>> = std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
+    for (i, n) in old.iter().enumerate() {
+        if dead[i] {
+            for &o in &n.as_ref().expect("present").outputs {
+                g.values[o].producer = Producer::Removed;
+            }
+        }
+    }
+    for u in order {
+        let n = if u >= nn {
+            fused_nodes[u - nn].take().expect("each group once")
+        } else {
+            old[u].take().expect("each node once")
+        };
+        g.nodes.push(n);
+    }
+    for (k, n) in g.nodes.iter().enumerate() {
+        for (j, &o) in n.outputs.iter().enumerate() {
+            g.values[o].producer = Producer::Node { node: k, out: j };
+        }
+    }
+    format!("fused {total} nodes into {} kernels", fused_groups.len())
+}
+
+/// Whether joining `a` and `b` makes the group depend on itself: some path
+/// from a member leaves the union and reaches a member again.
+fn creates_cycle(a: &HashSet<usize>, b: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
+    let union: HashSet<usize> = a.union(b).copied().collect();
+    let lo = *union.iter().min().expect("non-empty");
+    let hi = *union.iter().max().expect("non-empty");
+    // Nodes outside the union reachable from a member (only indices < hi can lead back).
+    let mut stack: Vec<usize> = vec![];
+    let mut seen: HashSet<usize> = HashSet::new();
+    for &m in &union {
+        for &s in &succs[m] {
+            if !union.contains(&s) && s < hi && s > lo && seen.insert(s) {
+                stack.push(s);
+            }
+        }
+    }
+    while let Some(x) = stack.pop() {
+        for &s in &succs[x] {
+            if union.contains(&s) {
+                return true;
+            }
+            if s < hi && seen.insert(s) {
+                stack.push(s);
+            }
+        }
+    }
+    false
+}
+
+/// The fused node for the group `m` (node indices, in program order).
+fn build(
+    g: &Graph,
+    m: &[usize],
+    compute: DType,
+    uses: &HashMap<ValueId, Vec<usize>>,
+    external_use: &HashSet<ValueId>,
+    in_group: &[usize],
+    k: usize,
+) -> Node {
+    let mut instrs: Vec<FInstr> = vec![];
+    let mut reg: HashMap<ValueId, usize> = HashMap::new();
+    let mut inputs: Vec<ValueId> = vec![];
+    let mut ops = vec![];
+    let mut load =
+        |v: ValueId, instrs: &mut Vec<FInstr>, reg: &mut HashMap<ValueId, usize>| -> usize {
+            if let Some(&r) = reg.get(&v) {
+                return r;
+            }
+            let idx = match inputs.iter().position(|&x| x == v) {
+                Some(p) => p,
+                None => {
+                    inputs.push(v);
+                    inputs.len() - 1
+                }
+            };
+            instrs.push(FInstr::Load(idx));
+            reg.insert(v, instrs.len() - 1);
+            instrs.len() - 1
+        };
+    let push = |instrs: &mut Vec<FInstr>, i: FInstr| -> usize {
+        instrs.push(i);
+        instrs.len() - 1
+    };
+    let konst = |s: &Scalar| -> Scalar { *s };
+    for &i in m {
+        let n = &g.nodes[i];
+        ops.push(n.call.name());
+        let ins: Vec<usize> = n
+            .inputs
+            .iter()
+            .map(|&v| load(v, &mut instrs, &mut reg))
+            .collect();
+        let r = match &n.call {
+            OpCall::Unary { op } => push(&mut instrs, FInstr::Unary(*op, ins[0])),
+            OpCall::Binary { op } => push(&mut instrs, FInstr::Binary(*op, ins[0], ins[1])),
+            OpCall::BinaryScalar { op, s, reflected } => {
+                let c = push(&mut instrs, FInstr::Const(konst(s)));
+                if *reflected {
+                    push(&mut instrs, FInstr::Binary(*op, c, ins[0]))
+                } else {
+                    push(&mut instrs, FInstr::Binary(*op, ins[0], c))
+                }
+            }
+            OpCall::Where => push(&mut instrs, FInstr::Where(ins[0], ins[1], ins[2])),
+            OpCall::WhereScalar { a, b } => {
+                let mut it = ins[1..].iter();
+                let ra = match a {
+                    Arg::Tensor => *it.next().expect("tensor operand"),
+                    Arg::Scalar(s) => push(&mut instrs, FInstr::Const(konst(s))),
+                };
+                let rb = match b {
+                    Arg::Tensor => *it.next().expect("tensor operand"),
+                    Arg::Scalar(s) => push(&mut instrs, FInstr::Const(konst(s))),
+                };
+                push(&mut instrs, FInstr::Where(ins[0], ra, rb))
+            }
+            OpCall::MaskedFill { value } => {
+                let c = push(&mut instrs, FInstr::Const(konst(value)));
+                push(&mut instrs, FInstr::Where(ins[1], c, ins[0]))
+            }
+            // bool -> float: the register already holds 0/1.
+            OpCall::ToDtype { .. } => ins[0],
+            other => unreachable!("not fusible: {other:?}"),
+        };
+        reg.insert(n.outputs[0], r);
+    }
+    // Outputs: member results read outside the group.
+    let mut outputs = vec![];
+    let mut out_values = vec![];
+    for &i in m {
+        let o = g.nodes[i].outputs[0];
+        let outside = external_use.contains(&o)
+            || uses
+                .get(&o)
+                .is_some_and(|us| us.iter().any(|&u| in_group[u] != k));
+        if outside {
+            outputs.push((reg[&o], g.values[o].dtype));
+            out_values.push(o);
+        }
+    }
+    let first_out = g.nodes[m[0]].outputs[0];
+    let kernel = FusedKernel {
+        instrs,
+        outputs,
+        shape: g.values[first_out].shape.clone(),
+        compute,
+        n_inputs: inputs.len(),
+        ops,
+    };
+    Node {
+        call: OpCall::Fused {
+            kernel: Arc::new(kernel),
+        },
+        inputs,
+        outputs: out_values,
+        aux: 0,
+        loc: g.nodes[m[0]].loc.clone(),
+    }
+}

@@ -1,0 +1,179 @@
+//! Algebraic simplification: rewrites that remove work without changing
+//! any value.
+//!
+//! - identities: `x + 0`, `x - 0`, `x * 1`, `x / 1`, `x ** 1`, a cast to the
+//!   dtype `x` has, a reshape/view/expand/broadcast to `x`'s own shape, a
+//!   `neg(neg(x))`, a transpose (or permute) undone by the next one — each
+//!   result is replaced by `x` when its type equals `x`'s;
+//! - chains: `reshape(reshape(x, a), b)` becomes `reshape(x, b)`;
+//! - scalars: a binary op with a one-element constant becomes the
+//!   scalar form of the op (PyTorch's promotion treats a 0-d tensor and a
+//!   Python scalar alike).
+//!
+//! A replaced value must be *replaceable* (its memory is never written in
+//! place and belongs to no graph input): otherwise a later in-place write
+//! would reach another tensor.
+
+use std::collections::HashMap;
+
+use super::{mutated_roots, remove_nodes, replaceable, substitute};
+use crate::graph::{Graph, InputKind, OpCall, Producer, ValueId};
+use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::tensor::Scalar;
+
+fn scalar_is(s: &Scalar, v: f64) -> bool {
+    s.to_f64() == v
+}
+
+/// The node producing `v`, if a node does.
+fn producer(g: &Graph, v: ValueId) -> Option<usize> {
+    match g.values[v].producer {
+        Producer::Node { node, .. } => Some(node),
+        _ => None,
+    }
+}
+
+/// Apply the rewrites; returns a summary.
+// Nodes are rewritten in place while earlier ones are read: indices, not iterators.
+#[allow(clippy::needless_range_loop)]
+pub fn run(g: &mut Graph) -> String {
+    let mutated = mutated_roots(g);
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut dead = vec![false; g.nodes.len()];
+    let (mut ids, mut chains, mut scalars) = (0, 0, 0);
+    let resolve = |map: &HashMap<ValueId, ValueId>, v: ValueId| {
+        let mut v = v;
+        while let Some(&w) = map.get(&v) {
+            v = w;
+        }
+        v
+    };
+    for i in 0..g.nodes.len() {
+        let inputs: Vec<ValueId> = g.nodes[i]
+            .inputs
+            .iter()
+            .map(|&v| resolve(&map, v))
+            .collect();
+        g.nodes[i].inputs.clone_from(&inputs);
+        let n = &g.nodes[i];
+        if n.outputs.len() != 1 || inputs.is_empty() {
+            continue;
+        }
+        let out = n.outputs[0];
+        let x = inputs[0];
+        let same_type = |g: &Graph, a: ValueId, b: ValueId| {
+            g.values[a].shape == g.values[b].shape && g.values[a].dtype == g.values[b].dtype
+        };
+        // 1. Identities.
+        let identity = match &n.call {
+            OpCall::BinaryScalar {
+                op,
+                s,
+                reflected: false,
+            } => match op {
+                BinaryOp::Add | BinaryOp::Sub => scalar_is(s, 0.0),
+                BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow => scalar_is(s, 1.0),
+                _ => false,
+            },
+            OpCall::BinaryScalar {
+                op: BinaryOp::Add | BinaryOp::Mul,
+                s,
+                reflected: true,
+            } => scalar_is(
+                s,
+                if matches!(
+                    n.call,
+                    OpCall::BinaryScalar {
+                        op: BinaryOp::Add,
+                        ..
+                    }
+                ) {
+                    0.0
+                } else {
+                    1.0
+                },
+            ),
+            OpCall::ToDtype { dtype } => *dtype == g.values[x].dtype,
+            OpCall::Reshape { .. }
+            | OpCall::View { .. }
+            | OpCall::Expand { .. }
+            | OpCall::BroadcastTo { .. } => true,
+            OpCall::Unary { op: UnaryOp::Neg } => {
+                matches!(
+                    producer(g, x).map(|p| &g.nodes[p].call),
+                    Some(OpCall::Unary { op: UnaryOp::Neg })
+                )
+            }
+            OpCall::Transpose { d0, d1 } => match producer(g, x).map(|p| (&g.nodes[p].call, p)) {
+                Some((OpCall::Transpose { d0: e0, d1: e1 }, _)) => {
+                    (d0 == e0 && d1 == e1) || (d0 == e1 && d1 == e0)
+                }
+                _ => false,
+            },
+            OpCall::MT | OpCall::TAll => {
+                matches!(producer(g, x).map(|p| &g.nodes[p].call), Some(c) if *c == n.call)
+            }
+            _ => false,
+        };
+        if identity {
+            // For undo pairs the result equals the *inner* input.
+            let target = match &n.call {
+                OpCall::Unary { .. } | OpCall::Transpose { .. } | OpCall::MT | OpCall::TAll => {
+                    let p = producer(g, x).expect("checked above");
+                    resolve(&map, g.nodes[p].inputs[0])
+                }
+                _ => x,
+            };
+            if same_type(g, out, target)
+                && replaceable(g, &mutated, out)
+                && !g.values[out].requires_grad
+            {
+                map.insert(out, target);
+                dead[i] = true;
+                ids += 1;
+                continue;
+            }
+        }
+        // 2. Reshape chains: the inner reshape is skipped.
+        if let OpCall::Reshape { .. } = &n.call {
+            if let Some(p) = producer(g, x) {
+                if matches!(
+                    g.nodes[p].call,
+                    OpCall::Reshape { .. } | OpCall::View { .. } | OpCall::Flatten { .. }
+                ) {
+                    let inner = resolve(&map, g.nodes[p].inputs[0]);
+                    if g.nodes[i].inputs[0] != inner {
+                        g.nodes[i].inputs[0] = inner;
+                        chains += 1;
+                    }
+                }
+            }
+        }
+        // 3. A one-element constant operand becomes a scalar.
+        if let OpCall::Binary { op } = g.nodes[i].call {
+            let (a, b) = (g.nodes[i].inputs[0], g.nodes[i].inputs[1]);
+            // Same promotion only when `a` is not 0-d and the constant's kind
+            // (bool < int < float) does not exceed `a`'s.
+            let same_rule = !g.values[a].shape.is_empty()
+                && g.values[b].dtype.category() <= g.values[a].dtype.category();
+            if let (true, Producer::Input(k)) = (same_rule, &g.values[b].producer) {
+                if let InputKind::Const(t) = &g.inputs[*k].kind {
+                    if t.ndim() == 0 && !mutated.contains(&b) {
+                        if let Ok(s) = t.item() {
+                            g.nodes[i].call = OpCall::BinaryScalar {
+                                op,
+                                s,
+                                reflected: false,
+                            };
+                            g.nodes[i].inputs.truncate(1);
+                            scalars += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    substitute(g, &map);
+    remove_nodes(g, &dead);
+    format!("{ids} identities removed, {chains} reshape chains shortened, {scalars} constant operands made scalars")
+}

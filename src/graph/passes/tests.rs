@@ -1,0 +1,196 @@
+//! Tests of the passes on graphs captured from small functions: each pass
+//! must change the graph as described and leave every result unchanged.
+
+use super::*;
+use crate::graph::exec::Plan;
+use crate::graph::{trace, Graph, OpCall};
+use crate::ops::elementwise::{self as ew, BinaryOp, UnaryOp};
+use crate::ops::{reduce, shape};
+use crate::tensor::{Scalar, Tensor};
+
+fn t(v: &[f32], s: &[usize]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), s).unwrap()
+}
+
+/// Capture `f` on `args` (bound as arguments) and return the graph.
+fn capture(args: &[Tensor], f: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> Graph {
+    trace::begin().unwrap();
+    let twins: Vec<Tensor> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| trace::arg(a, i, &[], None).unwrap())
+        .collect();
+    let outs = f(&twins);
+    trace::end(&outs).unwrap()
+}
+
+fn run(g: &Graph, args: &[Tensor]) -> Vec<Vec<f64>> {
+    let p = Plan::new(g, &[]).unwrap();
+    p.run(args)
+        .unwrap()
+        .iter()
+        .map(|t| t.to_f64_vec())
+        .collect()
+}
+
+fn count(g: &Graph, pred: impl Fn(&OpCall) -> bool) -> usize {
+    g.nodes.iter().filter(|n| pred(&n.call)).count()
+}
+
+fn only(opts: impl FnOnce(&mut PassOptions)) -> PassOptions {
+    let mut o = PassOptions::none();
+    o.verify = true;
+    opts(&mut o);
+    o
+}
+
+#[test]
+fn cse_merges_repeated_nodes() {
+    let x = t(&[0.5, -1.0, 2.0], &[3]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let e1 = ew::unary(UnaryOp::Exp, &a[0]).unwrap();
+        let e2 = ew::unary(UnaryOp::Exp, &a[0]).unwrap();
+        vec![ew::binary(BinaryOp::Add, &e1, &e2).unwrap()]
+    });
+    assert_eq!(
+        count(&g, |c| matches!(c, OpCall::Unary { op: UnaryOp::Exp })),
+        2
+    );
+    let (h, rep) = optimize(&g, &only(|o| o.cse = true)).unwrap();
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Unary { op: UnaryOp::Exp })),
+        1,
+        "{rep:?}"
+    );
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, &[x]));
+}
+
+#[test]
+fn cse_keeps_reads_around_a_write() {
+    // exp(x) before and after x += 1 must not merge.
+    let x = t(&[0.5, 1.0], &[2]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let c = ew::clone(&a[0]).unwrap();
+        let e1 = ew::unary(UnaryOp::Exp, &c).unwrap();
+        ew::binary_scalar_(BinaryOp::Add, &c, Scalar::Float(1.0)).unwrap();
+        let e2 = ew::unary(UnaryOp::Exp, &c).unwrap();
+        vec![e1, e2]
+    });
+    let (h, _) = optimize(&g, &only(|o| o.cse = true)).unwrap();
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Unary { op: UnaryOp::Exp })),
+        2
+    );
+    let r = run(&h, &[x]);
+    assert!((r[0][0] - 0.5f64.exp()).abs() < 1e-6 && (r[1][0] - 1.5f64.exp()).abs() < 1e-6);
+}
+
+#[test]
+fn dce_drops_unused_work_but_keeps_visible_writes() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let state = t(&[0.0, 0.0], &[2]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let _unused = ew::unary(UnaryOp::Exp, &a[0]).unwrap();
+        // A write into a tensor read by reference is visible: kept.
+        ew::binary_(BinaryOp::Add, &state, &a[0]).unwrap();
+        vec![ew::unary(UnaryOp::Neg, &a[0]).unwrap()]
+    });
+    let (h, _) = optimize(&g, &only(|o| o.dce = true)).unwrap();
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Unary { op: UnaryOp::Exp })),
+        0
+    );
+    assert_eq!(count(&h, |c| matches!(c, OpCall::BinaryInplace { .. })), 1);
+    assert_eq!(run(&h, std::slice::from_ref(&x)), vec![vec![-1.0, -2.0]]);
+    assert_eq!(state.to_f64_vec(), vec![1.0, 2.0]);
+}
+
+#[test]
+fn fold_evaluates_constant_subexpressions() {
+    let x = t(&[1.0, 2.0, 3.0], &[3]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let c = crate::ops::creation::arange(
+            Scalar::Int(0),
+            Scalar::Int(3),
+            Scalar::Int(1),
+            Some(crate::tensor::DType::F32),
+            crate::tensor::Device::Cpu,
+        )
+        .unwrap();
+        let c2 = ew::binary_scalar(BinaryOp::Mul, &c, Scalar::Float(2.0), false).unwrap();
+        vec![ew::binary(BinaryOp::Add, &a[0], &c2).unwrap()]
+    });
+    assert_eq!(g.nodes.len(), 3);
+    let (h, _) = optimize(
+        &g,
+        &only(|o| {
+            o.fold = true;
+            o.dce = true;
+        }),
+    )
+    .unwrap();
+    assert_eq!(h.nodes.len(), 1, "{}", h.dump());
+    assert_eq!(run(&h, &[x]), vec![vec![1.0, 4.0, 7.0]]);
+}
+
+#[test]
+fn simplify_removes_identities_and_chains() {
+    let x = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let y = ew::binary_scalar(BinaryOp::Mul, &a[0], Scalar::Float(1.0), false).unwrap();
+        let y = ew::binary_scalar(BinaryOp::Add, &y, Scalar::Float(0.0), false).unwrap();
+        let y = shape::transpose(&shape::transpose(&y, 0, 1).unwrap(), 0, 1).unwrap();
+        let r = shape::reshape(&shape::reshape(&y, &[4]).unwrap(), &[1, 4]).unwrap();
+        vec![ew::unary(UnaryOp::Exp, &r).unwrap()]
+    });
+    let (h, rep) = optimize(
+        &g,
+        &only(|o| {
+            o.simplify = true;
+            o.dce = true;
+        }),
+    )
+    .unwrap();
+    assert_eq!(
+        count(&h, |c| matches!(
+            c,
+            OpCall::BinaryScalar { .. } | OpCall::Transpose { .. }
+        )),
+        0,
+        "{rep:?}\n{}",
+        h.dump()
+    );
+    assert_eq!(count(&h, |c| matches!(c, OpCall::Reshape { .. })), 1);
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, &[x]));
+}
+
+#[test]
+fn fuse_makes_one_kernel_with_the_same_results() {
+    let n = 3000;
+    let xs: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+    let ys: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+    let x = t(&xs, &[n / 3, 3]);
+    let y = t(&ys, &[n / 3, 3]);
+    let b = t(&[0.5, -0.25, 1.0], &[3]);
+    let g = capture(&[x.clone(), y.clone(), b.clone()], |a| {
+        let p = ew::binary(BinaryOp::Mul, &a[0], &a[1]).unwrap();
+        let q = ew::binary(BinaryOp::Add, &p, &a[2]).unwrap();
+        let r = ew::unary(UnaryOp::Tanh, &q).unwrap();
+        let m = ew::binary_scalar(BinaryOp::Gt, &r, Scalar::Float(0.0), false).unwrap();
+        let w = ew::where_(&m, &r, &p).unwrap();
+        vec![reduce::sum(&w, Some(&[1]), false, None).unwrap(), r]
+    });
+    let (h, rep) = optimize(&g, &only(|o| o.fuse = true)).unwrap();
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Fused { .. })),
+        1,
+        "{rep:?}\n{}",
+        h.dump()
+    );
+    assert_eq!(h.nodes.len(), 2, "{}", h.dump());
+    // Same per-element functions as the unfused kernels: identical results.
+    assert_eq!(
+        run(&g, &[x.clone(), y.clone(), b.clone()]),
+        run(&h, &[x, y, b])
+    );
+}

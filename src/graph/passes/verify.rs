@@ -1,0 +1,95 @@
+//! The IR verifier: the invariants every pass keeps.
+//!
+//! - every value a node or the graph reads is defined earlier (inputs first,
+//!   then nodes in order) — so the graph is acyclic and nothing dangles;
+//! - each value has exactly one producer, and its recorded producer is it;
+//! - gradient inputs and `.grad` effects refer to bound inputs;
+//! - shapes and dtypes: checked by shape inference when a plan is built
+//!   (`Plan::new` re-runs every node's rules on shape-only tensors).
+
+use crate::error::{Error, Result};
+use crate::graph::{Graph, InputKind, Producer};
+
+fn bad(msg: String) -> Error {
+    Error::runtime("graph verifier", msg)
+}
+
+/// Check `g`'s structural invariants.
+pub fn verify(g: &Graph) -> Result<()> {
+    let mut defined = vec![false; g.values.len()];
+    let mut inputs_bound = vec![false; g.values.len()];
+    for (k, inp) in g.inputs.iter().enumerate() {
+        let v = inp.value;
+        if v >= g.values.len() {
+            return Err(bad(format!(
+                "input {k} names value %{v}, which does not exist"
+            )));
+        }
+        if defined[v] {
+            return Err(bad(format!("value %{v} is defined twice")));
+        }
+        if g.values[v].producer != Producer::Input(k) {
+            return Err(bad(format!(
+                "value %{v} is input {k} but records {:?}",
+                g.values[v].producer
+            )));
+        }
+        if let InputKind::Grad(b) = inp.kind {
+            if !inputs_bound.get(b).copied().unwrap_or(false) {
+                return Err(bad(format!(
+                    "input {k} reads the gradient of %{b}, which is not an earlier input"
+                )));
+            }
+        }
+        defined[v] = true;
+        inputs_bound[v] = true;
+    }
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &v in &n.inputs {
+            if v >= g.values.len() || !defined[v] {
+                return Err(bad(format!(
+                    "node {i} ({}) reads %{v} before it is defined",
+                    n.call.name()
+                )));
+            }
+        }
+        for (j, &o) in n.outputs.iter().enumerate() {
+            if o >= g.values.len() {
+                return Err(bad(format!("node {i} writes %{o}, which does not exist")));
+            }
+            if defined[o] {
+                return Err(bad(format!(
+                    "value %{o} is defined twice (again by node {i})"
+                )));
+            }
+            if g.values[o].producer != (Producer::Node { node: i, out: j }) {
+                return Err(bad(format!(
+                    "value %{o} is output {j} of node {i} but records {:?}",
+                    g.values[o].producer
+                )));
+            }
+            defined[o] = true;
+        }
+    }
+    for &o in &g.outputs {
+        if o >= g.values.len() || !defined[o] {
+            return Err(bad(format!("output %{o} is never defined")));
+        }
+    }
+    for s in &g.set_grads {
+        if !inputs_bound.get(s.target).copied().unwrap_or(false) {
+            return Err(bad(format!(
+                "a .grad effect targets %{}, which is not an input",
+                s.target
+            )));
+        }
+        if let Some(v) = s.value {
+            if !defined.get(v).copied().unwrap_or(false) {
+                return Err(bad(format!(
+                    "a .grad effect uses %{v}, which is never defined"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
