@@ -284,9 +284,9 @@ def test_one_rust_call_per_group(kind, monkeypatch):
     calls = []
     real = getattr(_core, name)
 
-    def counting(params, *args):
+    def counting(params, *args, **kwargs):
         calls.append(len(params))
-        return real(params, *args)
+        return real(params, *args, **kwargs)
 
     monkeypatch.setattr(_core, name, counting)
     groups = [

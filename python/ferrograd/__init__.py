@@ -198,7 +198,11 @@ def _dtype_from_name(name: str) -> dtype:
 
 
 from . import autograd, data, func, nn, optim, viz  # noqa: E402
+from ._compile import compile, set_graph_passes  # noqa: E402, A004
+from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from .control import cond, while_loop  # noqa: E402
+from .graph import Graph, Operation, Session, Variable, gradients, placeholder  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 __all__ = [n for n in dir() if not n.startswith("_")]

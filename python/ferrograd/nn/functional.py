@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .. import _core
+from .. import _capture, _core
 from .._core import (
     adaptive_avg_pool2d,
     avg_pool2d,
@@ -120,7 +120,8 @@ def _check_class_targets(fn: str, input: Tensor, target: Tensor, ignore_index: i
             f"(classes on dim {cdim}), got target of shape {tuple(target.shape)}"
         )
     n_classes = shape[cdim]
-    if bounds and target.numel():
+    # (Inside a captured graph the values are unknown here; the gather kernel checks them at run time.)
+    if bounds and target.numel() and not _capture.is_capturing():
         bad = ((target < 0).logical_or(target >= n_classes)).logical_and(target != ignore_index)
         if bool(bad.any()):
             first = int(target.masked_select(bad)[0])
@@ -291,7 +292,7 @@ def binary_cross_entropy(
     _check_float(fn, "input", input)
     _check_float(fn, "target", target)
     _check_same_shape(fn, input, target)
-    if input.numel() and bool(((input < 0).logical_or(input > 1)).any()):
+    if input.numel() and not _capture.is_capturing() and bool(((input < 0).logical_or(input > 1)).any()):
         raise ValueError(f"{fn}: all elements of input should be between 0 and 1")
     loss = (target * _safe_log(input) + (1 - target) * _safe_log(1 - input)).neg()
     if weight is not None:
@@ -452,7 +453,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(tensor.max()) + 1
     elif num_classes < 1:
         raise ValueError(f"{fn}: num_classes must be positive or -1, got {num_classes}")
-    if tensor.numel():
+    if tensor.numel() and not _capture.is_capturing():
         bad = (tensor < 0).logical_or(tensor >= num_classes)
         if bool(bad.any()):
             raise IndexError(
@@ -486,7 +487,7 @@ def embedding(
     if weight.dim() != 2:
         raise ValueError(f"{fn}: weight must be 2-D (num_embeddings, embedding_dim), got {tuple(weight.shape)}")
     n = weight.shape[0]
-    if input.numel():
+    if input.numel() and not _capture.is_capturing():
         bad = (input < 0).logical_or(input >= n)
         if bool(bad.any()):
             raise IndexError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .. import _core
+from .. import _capture, _core
 from .._grad_mode import no_grad
 
 Tensor = _core.Tensor
@@ -38,7 +38,7 @@ def get_total_norm(
             total = _core.stack(
                 [t.detach().to(_core.float64).abs().pow(norm_type).sum() for t in ts]
             ).sum().pow(1.0 / norm_type)
-        if error_if_nonfinite and not bool(total.isfinite()):
+        if error_if_nonfinite and not _capture.is_capturing() and not bool(total.isfinite()):
             raise RuntimeError(
                 f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
                 "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "

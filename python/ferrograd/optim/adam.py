@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _core
+from .. import _capture, _core
 from .optimizer import Optimizer, ParamsT, Tensor, _check, _num
 
 __all__ = ["Adam", "AdamW"]
@@ -69,13 +69,23 @@ class Adam(Optimizer):
             s = dict(s) if s else {}
             if "step" not in s:
                 s["step"] = 0
-                s["exp_avg"] = _core.zeros_like(p)
-                s["exp_avg_sq"] = _core.zeros_like(p)
+                s["exp_avg"] = self._zeros_like(p)
+                s["exp_avg_sq"] = self._zeros_like(p)
             if amsgrad and "max_exp_avg_sq" not in s:
-                s["max_exp_avg_sq"] = _core.zeros_like(p)
+                s["max_exp_avg_sq"] = self._zeros_like(p)
             new_states.append(s)
         beta1, beta2 = group["betas"]
         steps = [int(s["step"]) + 1 for s in new_states]
+        dyn = self._dynamic(group, {
+            "lr": lambda g: float(g["lr"]), "beta1": lambda g: float(g["betas"][0]),
+            "beta2": lambda g: float(g["betas"][1]), "eps": lambda g: float(g["eps"]),
+            "weight_decay": lambda g: float(g["weight_decay"]),
+        })
+        if dyn is not None:
+            # Captured: step counts are read at every run and advanced after it.
+            st = _capture.current()
+            for i, p in enumerate(params):
+                dyn.append(("step", i, st.slot(lambda p=p: self.state[p]["step"] + 1)))
         _core._adam_step(
             params, grads,
             [s["exp_avg"] for s in new_states],
@@ -84,10 +94,18 @@ class Adam(Optimizer):
             steps,
             float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
             float(group["weight_decay"]), amsgrad, bool(group["maximize"]), self._decoupled,
+            dynamic=dyn,
         )
+        if dyn is not None:
+            self._after_run(lambda ps=list(params): self._advance_steps(ps))
+            return new_states
         for s, t in zip(new_states, steps, strict=True):
             s["step"] = t
         return new_states
+
+    def _advance_steps(self, params: list[Tensor]) -> None:
+        for p in params:
+            self.state[p]["step"] += 1
 
 
 class AdamW(Adam):

@@ -12,7 +12,7 @@ import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from .. import _core
+from .. import _capture, _core
 from .._grad_mode import enable_grad, no_grad
 
 Tensor = _core.Tensor
@@ -74,6 +74,9 @@ class Optimizer:
     learning-rate scheduler doing so) takes effect at the next step.
     """
 
+    #: Bumped when state tensors are replaced wholesale (load_state_dict, new groups).
+    _state_version: int = 0
+
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults: dict[str, Any] = dict(defaults)
         self.state: _ParamState = _ParamState()
@@ -131,6 +134,7 @@ class Optimizer:
         self._validate_group(group)
         group["params"] = params
         self.param_groups.append(group)
+        self._state_version += 1
 
     # ------------------------------------------------------------------ steps
 
@@ -162,6 +166,10 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         table = self.state._d  # (the state mapping's own dict: one lookup per parameter)
+        st = _capture.current()
+        if st is not None:
+            # A captured step reads this optimizer's state tensors by reference.
+            st.guard(self, "_state_version")
         with no_grad():
             for group in self.param_groups:
                 params, grads, states = [], [], []
@@ -178,6 +186,33 @@ class Optimizer:
                 for p, st in zip(params, new_states, strict=True):
                     table[id(p)] = (p, st)
         return loss
+
+    # ------------------------------------------------------- graph capture
+
+    @staticmethod
+    def _zeros_like(p: Tensor) -> Tensor:
+        """A zero state tensor shaped like ``p`` (real, also while a graph is captured)."""
+        with _capture.suspended():
+            return _core.zeros_like(p)
+
+    @staticmethod
+    def _dynamic(group: dict[str, Any], getters: dict[str, Callable[[dict[str, Any]], float]]) -> list | None:
+        """While capturing a graph: the ``dynamic=`` argument making the named
+        hyperparameters graph inputs read from ``group`` at every run (a
+        scheduler's changes take effect); None when not capturing."""
+        st = _capture.current()
+        if st is None or not _capture.is_capturing():
+            return None
+        return [(name, None, st.slot(lambda g=group, f=f: f(g))) for name, f in getters.items()]
+
+    @staticmethod
+    def _after_run(fn: Callable[[], None]) -> bool:
+        """While capturing, run ``fn`` after each run of the graph instead of now."""
+        st = _capture.current()
+        if st is None or not _capture.is_capturing():
+            return False
+        st.after_run.append(fn)
+        return True
 
     def _update_group(
         self,
@@ -294,6 +329,7 @@ class Optimizer:
             new_state[p] = d
         self.state = new_state
         self.param_groups = new_groups
+        self._state_version += 1
 
     # ----------------------------------------------------------------- misc
 

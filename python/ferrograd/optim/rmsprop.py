@@ -69,12 +69,16 @@ class RMSprop(Optimizer):
             s = dict(s) if s else {}
             if "step" not in s:
                 s["step"] = 0
-                s["square_avg"] = _core.zeros_like(p)
+                s["square_avg"] = self._zeros_like(p)
             if use_buf and "momentum_buffer" not in s:
-                s["momentum_buffer"] = _core.zeros_like(p)
+                s["momentum_buffer"] = self._zeros_like(p)
             if centered and "grad_avg" not in s:
-                s["grad_avg"] = _core.zeros_like(p)
+                s["grad_avg"] = self._zeros_like(p)
             new_states.append(s)
+        dyn = self._dynamic(group, {
+            "lr": lambda g: float(g["lr"]), "alpha": lambda g: float(g["alpha"]),
+            "eps": lambda g: float(g["eps"]), "weight_decay": lambda g: float(g["weight_decay"]),
+        })
         _core._rmsprop_step(
             params, grads,
             [s["square_avg"] for s in new_states],
@@ -82,7 +86,15 @@ class RMSprop(Optimizer):
             [s["grad_avg"] for s in new_states] if centered else [],
             float(group["lr"]), float(group["alpha"]), float(group["eps"]),
             float(group["weight_decay"]), float(group["momentum"]), centered, bool(group["maximize"]),
+            dynamic=dyn,
         )
+        if dyn is not None:
+            self._after_run(lambda ps=list(params): self._advance_steps(ps))
+            return new_states
         for s in new_states:
             s["step"] = int(s["step"]) + 1
         return new_states
+
+    def _advance_steps(self, params: list[Tensor]) -> None:
+        for p in params:
+            self.state[p]["step"] += 1

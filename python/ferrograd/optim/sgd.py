@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _core
+from .. import _capture, _core
 from .optimizer import Optimizer, ParamsT, Tensor, _check, _num
 
 __all__ = ["SGD"]
@@ -60,10 +60,30 @@ class SGD(Optimizer):
         states: list[dict[str, Any] | None],
     ) -> list[dict[str, Any]]:
         bufs = [None if s is None else s.get("momentum_buffer") for s in states]
+        dyn = self._dynamic(group, {
+            "lr": lambda g: float(g["lr"]), "momentum": lambda g: float(g["momentum"]),
+            "dampening": lambda g: float(g["dampening"]), "weight_decay": lambda g: float(g["weight_decay"]),
+        })
+        if dyn is not None and float(group["momentum"]) != 0:
+            # Captured: buffers must exist before the graph runs; a fresh one
+            # starts from the gradient at the first run (a slot says which are fresh).
+            fresh = getattr(self, "_fresh_buffers", None)
+            if fresh is None:
+                fresh = self._fresh_buffers = set()
+            st = _capture.current()
+            for i, (p, b) in enumerate(zip(params, bufs, strict=True)):
+                if b is None:
+                    bufs[i] = self._zeros_like(p)
+                    fresh.add(id(p))
+                pid = id(p)
+                dyn.append(("first", i, st.slot(lambda pid=pid, fr=fresh: 1.0 if pid in fr else 0.0)))
+            ids = [id(p) for p in params]
+            st.after_run.append(lambda fr=fresh, ids=ids: fr.difference_update(ids))
         new_bufs = _core._sgd_step(
             params, grads, bufs,
             float(group["lr"]), float(group["momentum"]), float(group["dampening"]),
             bool(group["nesterov"]), float(group["weight_decay"]), bool(group["maximize"]),
+            dynamic=dyn,
         )
         out = []
         for s, b in zip(states, new_bufs, strict=True):

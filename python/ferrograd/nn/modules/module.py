@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, TypeVar
 
-from ... import _core
+from ... import _capture, _core
 from ..._grad_mode import no_grad
 from ..parameter import Buffer, Parameter
 
@@ -95,6 +95,10 @@ class Module:
 
     training: bool
 
+    #: Bumped by every attribute change of any module (parameters, submodules,
+    #: buffers, ``training``): compiled graphs re-check their guards only then.
+    _structure_version: int = 0
+
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -114,6 +118,10 @@ class Module:
     forward = _forward_unimplemented
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        st = _capture.current()
+        if st is not None:
+            # A captured graph depends on the mode this module ran in.
+            st.guard(self, "training")
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
@@ -153,6 +161,7 @@ class Module:
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add a parameter (or ``None``, a declared-but-absent parameter) under ``name``."""
+        Module._structure_version += 1
         self._check_name("parameter", name)
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
@@ -167,6 +176,7 @@ class Module:
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Add a buffer: state saved in ``state_dict`` (unless ``persistent=False``) but not trained."""
+        Module._structure_version += 1
         self._check_name("buffer", name)
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
@@ -182,6 +192,7 @@ class Module:
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module under ``name`` (also reachable as an attribute)."""
+        Module._structure_version += 1
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name("module", name)
@@ -192,6 +203,7 @@ class Module:
     register_module = add_module
 
     def __setattr__(self, name: str, value: Any) -> None:
+        Module._structure_version += 1
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -235,10 +247,15 @@ class Module:
         for key in ("_parameters", "_buffers", "_modules"):
             store = d.get(key)
             if store is not None and name in store:
+                st = _capture.current()
+                if st is not None:
+                    # Captured graphs read this object by reference: guard its identity.
+                    st.guard(self, name)
                 return store[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
+        Module._structure_version += 1
         for key in ("_parameters", "_buffers", "_modules"):
             store = self.__dict__.get(key)
             if store is not None and name in store:

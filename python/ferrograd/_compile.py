@@ -1,0 +1,524 @@
+"""``fg.compile``: trace a function once per input signature, then run the graph.
+
+The first call with a new *signature* (each tensor argument's dtype, shape,
+``requires_grad`` and device; every non-tensor argument's value; grad mode)
+runs the function once on captured stand-ins, which records every op into a
+graph (forward, a ``loss.backward()`` inside it, an optimizer step: one
+graph), then runs that graph on the real arguments. Later calls with the
+same signature run the graph directly. Python code in the function runs
+only while tracing: its control flow is decided then, and using a tensor's
+value in Python (``bool(t)``, ``t.item()``) is an error that names the line
+(use :func:`ferrograd.cond` / :func:`ferrograd.while_loop`, or
+``fallback="eager"``).
+
+State read through closures and objects is not frozen: parameters,
+buffers and optimizer state are read by reference; optimizer
+hyperparameters (a scheduler's learning rate) are read at every call;
+modules' ``training`` flags and the identity of the globals and closure
+variables the function uses are guarded — a change retraces
+(``explain=True`` says why).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _capture, _core
+from ._grad_mode import is_grad_enabled
+
+Tensor = _core.Tensor
+
+__all__ = ["compile", "CompiledFunction", "CompileStats", "set_graph_passes"]
+
+_RETRACE_WARN = 8
+
+#: The graph passes ``fg.compile`` and ``fg.Session`` run unless told otherwise
+#: (see :func:`set_graph_passes`). ``FG_GRAPH_PASSES=off`` starts with all off.
+PASSES = ("dce", "cse", "fold", "simplify", "fuse")
+_default_passes: dict[str, bool] = {
+    p: os.environ.get("FG_GRAPH_PASSES", "on").lower() not in ("off", "none", "0") for p in PASSES
+}
+
+
+def set_graph_passes(**flags: bool) -> dict[str, bool]:
+    """Switch graph passes on or off for graphs traced from now on; returns the previous settings.
+
+    ``fg.set_graph_passes(fuse=False)``; names: ``dce``, ``cse``, ``fold``,
+    ``simplify``, ``fuse``. ``fg.set_graph_passes(all=False)`` turns every pass off.
+    """
+    old = dict(_default_passes)
+    if "all" in flags:
+        v = bool(flags.pop("all"))
+        for p in PASSES:
+            _default_passes[p] = v
+    for k, v in flags.items():
+        if k not in _default_passes:
+            raise ValueError(f"unknown graph pass {k!r}; passes: {', '.join(PASSES)}")
+        _default_passes[k] = bool(v)
+    return old
+
+
+def optimize(graph: Any, passes: dict[str, bool] | None = None) -> tuple[Any, list[dict]]:
+    """Run the enabled passes on a captured graph; returns (graph, reports)."""
+    flags = dict(_default_passes)
+    flags.update(passes or {})
+    return graph.optimize(**{k: flags[k] for k in PASSES}, verify=_VERIFY)
+
+
+#: Verify the IR after every pass (tests and debugging: ``FG_GRAPH_VERIFY=1``).
+_VERIFY = os.environ.get("FG_GRAPH_VERIFY", "0") not in ("0", "")
+
+
+@dataclass
+class CompileStats:
+    """Counters of a compiled function (``f.stats``)."""
+
+    calls: int = 0
+    traces: int = 0
+    #: Signatures that could not be captured and run eagerly (``fallback="eager"``).
+    graph_breaks: int = 0
+    #: Op nodes (kernels) run by the last call's graph.
+    kernels_per_call: int = 0
+    #: Buffers the last call's graph allocates per run (views and in-place writes excluded).
+    allocations_per_call: int = 0
+    #: Graph nodes of each trace.
+    nodes: list[int] = field(default_factory=list)
+    #: Seconds spent capturing (tracing + building) per trace.
+    capture_seconds: list[float] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------
+# Argument trees
+# ---------------------------------------------------------------------------
+
+
+class _Leaf:
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    def __repr__(self) -> str:
+        return f"<tensor {self.i}>"
+
+
+def _flatten(obj: Any, out: list[Tensor]) -> Any:
+    """Replace tensors in nested lists/tuples/dicts by ``_Leaf`` markers (collected in ``out``)."""
+    if isinstance(obj, Tensor):
+        out.append(obj)
+        return _Leaf(len(out) - 1)
+    if isinstance(obj, (list, tuple)):
+        items = [_flatten(o, out) for o in obj]
+        return type(obj)(items) if not hasattr(obj, "_fields") else type(obj)(*items)
+    if isinstance(obj, dict):
+        return {k: _flatten(v, out) for k, v in obj.items()}
+    return obj
+
+
+def _unflatten(tree: Any, leaves: list[Any]) -> Any:
+    if isinstance(tree, _Leaf):
+        return leaves[tree.i]
+    if isinstance(tree, (list, tuple)):
+        items = [_unflatten(o, leaves) for o in tree]
+        return type(tree)(items) if not hasattr(tree, "_fields") else type(tree)(*items)
+    if isinstance(tree, dict):
+        return {k: _unflatten(v, leaves) for k, v in tree.items()}
+    return tree
+
+
+def _key_of(obj: Any, dynamic_dims: dict[int, list[int]], tensors: list[Tensor]) -> Hashable:
+    """The part of the cache key for one argument (tensors by type, values by value)."""
+    if isinstance(obj, Tensor):
+        i = len(tensors)
+        tensors.append(obj)
+        shape = list(obj.shape)
+        for d in dynamic_dims.get(i, ()):
+            shape[d] = None
+        return ("T", obj.dtype.name, tuple(shape), obj.requires_grad, str(obj.device), obj.is_leaf)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, tuple(_key_of(o, dynamic_dims, tensors) for o in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple((k, _key_of(v, dynamic_dims, tensors)) for k, v in obj.items()))
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes, complex)):
+        return (type(obj).__name__, obj)
+    try:
+        hash(obj)
+    except TypeError:
+        return ("id", id(obj))
+    return ("obj", type(obj).__qualname__, id(obj))
+
+
+def _describe_change(old: Hashable, new: Hashable) -> str:
+    """What differs between two cache keys, for ``explain=True``."""
+    if old == new:
+        return "nothing (a guard failed)"
+    if isinstance(old, tuple) and isinstance(new, tuple) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            if a != b:
+                inner = _describe_change(a, b)
+                return f"[{i}] {inner}" if inner else f"[{i}]: {a!r} -> {b!r}"
+    return f"{old!r} -> {new!r}"
+
+
+# ---------------------------------------------------------------------------
+# Guards on what the function reads from Python
+# ---------------------------------------------------------------------------
+
+
+def _free_names(fn: Callable) -> list[tuple[str, Any]]:
+    """(name, getter) for the globals and closure cells the function's own code reads."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    out: list[tuple[str, Any]] = []
+    g = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in g:
+            out.append((f"global {name}", (g, name)))
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        out.append((f"closure variable {name}", cell))
+    return out
+
+
+def _read(src: Any) -> Any:
+    if isinstance(src, tuple):
+        d, name = src
+        return d.get(name, _capture._MISSING)
+    try:
+        return src.cell_contents
+    except ValueError:  # empty cell
+        return _capture._MISSING
+
+
+def _snapshot(names: list[tuple[str, Any]]) -> list[tuple[str, Any, Any]]:
+    """Identity snapshots of what the names refer to now."""
+    return [(n, src, _read(src)) for n, src in names]
+
+
+def _changed(snap: list[tuple[str, Any, Any]]) -> str | None:
+    for n, src, val in snap:
+        now = _read(src)
+        if now is not val:
+            if isinstance(val, (int, float, str, bool, bytes)) and type(now) is type(val) and now == val:
+                continue
+            return f"{n} now refers to another object"
+    return None
+
+
+def _raise_site(e: BaseException) -> str:
+    """``file:line`` of the innermost frame outside ferrograd in ``e``'s traceback."""
+    tb = e.__traceback__
+    site = "an unknown line"
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not fn.startswith(_capture._PKG_DIR):
+            site = f"{fn}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return site
+
+
+# ---------------------------------------------------------------------------
+# Compiled functions
+# ---------------------------------------------------------------------------
+
+
+class _Entry:
+    """One traced signature: the graph, how to rebuild outputs, what to re-check."""
+
+    __slots__ = ("graph", "raw", "reports", "out_tree", "state", "snapshot", "eager", "key", "module_version", "n_args", "allocations")
+
+    def __init__(self) -> None:
+        self.graph: Any = None
+        self.raw: Any = None
+        self.reports: list[dict] = []
+        self.out_tree: Any = None
+        self.state: _capture.TraceState | None = None
+        self.snapshot: list = []
+        self.eager = False
+        self.key: Hashable = None
+        self.module_version = -1
+        self.n_args = 0
+        self.allocations: int | None = None
+
+
+class CompiledFunction:
+    """A function run as captured graphs (see :func:`compile`)."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        *,
+        dynamic: bool | dict[int, list[int]] = False,
+        fallback: str = "error",
+        debug: bool = False,
+        explain: bool = False,
+        passes: dict[str, bool] | None = None,
+    ) -> None:
+        if fallback not in ("error", "eager"):
+            raise ValueError(f"fallback must be 'error' or 'eager', got {fallback!r}")
+        self.fn = fn
+        self.dynamic = dynamic
+        self.fallback = fallback
+        self.debug = debug
+        self.explain = explain
+        self.passes = dict(passes or {})
+        for k in self.passes:
+            if k not in PASSES:
+                raise ValueError(f"unknown graph pass {k!r}; passes: {', '.join(PASSES)}")
+        self.stats = CompileStats()
+        self._cache: dict[Hashable, _Entry] = {}
+        self._last_key: Hashable = None
+        self._names = _free_names(fn)
+        functools.update_wrapper(self, fn)
+
+    # -- signatures -------------------------------------------------------
+
+    def _dyn_dims(self, tensors: list[Tensor]) -> dict[int, list[int]]:
+        if self.dynamic is False or self.dynamic is None:
+            return {}
+        if self.dynamic is True:
+            return {i: [0] for i, t in enumerate(tensors) if t.ndim >= 1}
+        return {int(k): list(v) for k, v in dict(self.dynamic).items()}
+
+    @staticmethod
+    def _symbols(tensors: list[Tensor], dyn: dict[int, list[int]]) -> dict[int, list[tuple[int, str]]]:
+        """Symbol names for the dynamic dims: dims of equal size share a symbol."""
+        names: dict[int, str] = {}
+        out: dict[int, list[tuple[int, str]]] = {}
+        for i, dims in dyn.items():
+            for d in dims:
+                size = tensors[i].shape[d]
+                names.setdefault(size, f"s{len(names)}")
+                out.setdefault(i, []).append((d, names[size]))
+        return out
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[Hashable, list[Tensor], dict[int, list[int]]]:
+        tensors: list[Tensor] = []
+        flat: list[Tensor] = []
+        _flatten((args, kwargs), flat)
+        dyn = self._dyn_dims(flat)
+        key = (_key_of((args, kwargs), dyn, tensors), is_grad_enabled())
+        return key, tensors, dyn
+
+    # -- calls ------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.debug or _core._tracing():
+            # Debugging, or called from another function being traced: run inline.
+            return self.fn(*args, **kwargs)
+        self.stats.calls += 1
+        key, tensors, dyn = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        why = None
+        if entry is not None:
+            why = self._stale(entry)
+            if why is not None:
+                del self._cache[key]
+                entry = None
+        if entry is None:
+            entry = self._trace(key, args, kwargs, tensors, dyn, why)
+        if entry.eager:
+            return self.fn(*args, **kwargs)
+        return self._run(entry, tensors)
+
+    def _stale(self, entry: _Entry) -> str | None:
+        from .nn.modules.module import Module
+
+        if entry.module_version != Module._structure_version:
+            why = entry.state.guards_hold() if entry.state else None
+            if why is not None:
+                return why
+            entry.module_version = Module._structure_version
+        if entry.state is not None:
+            why = entry.state.guards_hold()
+            if why is not None:
+                return why
+        return _changed(entry.snapshot)
+
+    def _run(self, entry: _Entry, tensors: list[Tensor]) -> Any:
+        st = entry.state
+        if st is not None:
+            for f in st.before_run:
+                f()
+        outs = entry.graph.run(tensors[: entry.n_args], st.scalar_values() if st is not None else [])
+        if st is not None:
+            for f in st.after_run:
+                f()
+        self.stats.kernels_per_call = entry.graph.num_nodes
+        if entry.allocations is None:
+            entry.allocations = entry.graph.memory_plan(tensors[: entry.n_args])["allocations"]
+        self.stats.allocations_per_call = entry.allocations
+        return _unflatten(entry.out_tree, outs)
+
+    def _trace(
+        self,
+        key: Hashable,
+        args: tuple,
+        kwargs: dict,
+        tensors: list[Tensor],
+        dyn: dict[int, list[int]],
+        why: str | None,
+    ) -> _Entry:
+        import time
+
+        from .nn.modules.module import Module
+
+        if self.explain or len(self._cache) + 1 == _RETRACE_WARN:
+            if self._last_key is None:
+                reason = "first call"
+            elif why is not None:
+                reason = why
+            else:
+                reason = "signature changed: " + _describe_change(self._last_key, key)
+            msg = f"fg.compile({getattr(self.fn, '__qualname__', self.fn)}): tracing ({reason})"
+            if self.explain:
+                print(msg)
+            if len(self._cache) + 1 >= _RETRACE_WARN:
+                warnings.warn(
+                    f"{msg}; {len(self._cache) + 1} signatures traced so far — pass dynamic=True "
+                    "for varying sizes, or explain=True to see what changes",
+                    stacklevel=3,
+                )
+        self._last_key = key
+        t0 = time.perf_counter()
+        entry = _Entry()
+        entry.key = key
+        entry.snapshot = _snapshot(self._names)
+        entry.module_version = Module._structure_version
+        state = _capture.TraceState()
+        _core._trace_begin()
+        try:
+            with _capture.capturing(state):
+                syms = self._symbols(tensors, dyn)
+                captured = [
+                    _core._trace_arg(t, i, syms.get(i, []), None) for i, t in enumerate(tensors)
+                ]
+                flat: list[Tensor] = []
+                tree = _flatten((args, kwargs), flat)
+                cargs, ckwargs = _unflatten(tree, captured)
+                out = self.fn(*cargs, **ckwargs)
+                out_flat: list[Tensor] = []
+                out_tree = _flatten(out, out_flat)
+            graph = _core._trace_end(out_flat)
+        except _core.TraceError as e:
+            _core._trace_abort()
+            if self.fallback == "eager":
+                self.stats.graph_breaks += 1
+                entry.eager = True
+                self._cache[key] = entry
+                return entry
+            where = _raise_site(e)
+            raise _core.TraceError(
+                f"{e} — at {where}, while tracing {getattr(self.fn, '__qualname__', self.fn)}"
+            ) from None
+        except BaseException:
+            _core._trace_abort()
+            raise
+        entry.raw = graph
+        entry.graph, entry.reports = optimize(graph, self.passes)
+        entry.out_tree = out_tree
+        entry.state = state
+        entry.n_args = len(tensors)
+        self.stats.traces += 1
+        self.stats.nodes.append(graph.num_nodes)
+        self.stats.capture_seconds.append(time.perf_counter() - t0)
+        self._cache[key] = entry
+        return entry
+
+    # -- inspection --------------------------------------------------------
+
+    def graph(self, *args: Any, **kwargs: Any):
+        """The graph captured for these arguments (tracing it if needed, without running it)."""
+        from .graph import Graph
+
+        key, tensors, dyn = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None or self._stale(entry) is not None:
+            entry = self._trace(key, args, kwargs, tensors, dyn, None)
+        if entry.eager:
+            raise _core.TraceError("this signature could not be captured and runs eagerly (fallback='eager')")
+        scalars = entry.state.scalar_values if entry.state is not None else None
+        return Graph._wrap(entry.graph, raw=entry.raw, reports=entry.reports, scalars=scalars)
+
+    def reset(self) -> None:
+        """Forget every traced signature."""
+        self._cache.clear()
+        self._last_key = None
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+
+def compile(
+    fn: Callable | None = None,
+    *,
+    dynamic: bool | dict[int, list[int]] = False,
+    fallback: str = "error",
+    debug: bool = False,
+    explain: bool = False,
+    passes: dict[str, bool] | None = None,
+) -> Any:
+    """Compile a function (or a module) into captured graphs.
+
+    Usable as ``@fg.compile``, ``@fg.compile(dynamic=True)`` or
+    ``fg.compile(model)`` (which compiles the module's forward and returns
+    an object that otherwise behaves like the module).
+
+    - ``dynamic``: ``True`` makes dim 0 of every tensor argument symbolic
+      (one graph for every batch size; equal sizes share a symbol), or a
+      dict ``{tensor argument index: [dims]}``; ``False`` retraces per shape.
+    - ``fallback``: ``"error"`` (default) raises when the function cannot
+      be captured (its Python code needs a tensor's value); ``"eager"``
+      runs such signatures eagerly and counts them in ``stats.graph_breaks``.
+    - ``debug``: run the function eagerly every time (for pdb and prints).
+    - ``explain``: print why each trace happens.
+    - ``passes``: switch graph passes on/off for this function, e.g.
+      ``{"cse": False}`` (defaults: :func:`set_graph_passes`).
+    """
+
+    def wrap(f: Callable) -> Any:
+        from .nn.modules.module import Module
+
+        if isinstance(f, Module):
+            opts = dict(dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes)
+            return _CompiledModule(f, opts)
+        return CompiledFunction(f, dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes)
+
+    if fn is None:
+        return wrap
+    return wrap(fn)
+
+
+class _CompiledModule:
+    """A module whose calls run its forward as captured graphs; other attributes pass through."""
+
+    def __init__(self, module: Any, opts: dict) -> None:
+        object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "_compiled", CompiledFunction(module.__call__, **opts))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiled(*args, **kwargs)
+
+    def graph(self, *args: Any, **kwargs: Any):
+        """The graph captured for these arguments."""
+        return self._compiled.graph(*args, **kwargs)
+
+    @property
+    def stats(self) -> CompileStats:
+        return self._compiled.stats
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._module, name, value)
+
+    def __repr__(self) -> str:
+        return f"Compiled({self._module!r})"

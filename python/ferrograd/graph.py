@@ -1,0 +1,462 @@
+"""Explicit define-and-run graphs, in TensorFlow 1.x's vocabulary.
+
+::
+
+    g = fg.Graph()
+    with g:
+        x = fg.placeholder(fg.float32, shape=(None, 3), name="x")
+        y = fg.placeholder(fg.float32, shape=(None, 3), name="y")
+        loss = (x * y).sum()
+        dx, dy = fg.gradients(loss, [x, y])
+    out, gx = fg.Session(g).run([loss, dx], feed={x: [[1., 2., 3.]], y: [[4., 5., 6.]]})
+
+Inside ``with g:`` every op is recorded, not run: tensors are *captured*
+values with a dtype and a shape (``None`` dims of placeholders are
+symbolic: one graph serves every size). ``Session.run`` runs just the part
+of the graph its fetches need, with the feeds bound to the placeholders.
+:class:`Variable` holds state that persists between runs; ``assign`` and
+friends return an :class:`Operation` to fetch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import _capture, _core
+
+Tensor = _core.Tensor
+
+__all__ = ["Graph", "Operation", "Session", "Variable", "gradients", "placeholder", "get_default_graph"]
+
+_stack: list[Graph] = []
+
+
+def get_default_graph() -> Graph | None:
+    """The graph being built by the innermost ``with graph:`` block, if any."""
+    return _stack[-1] if _stack else None
+
+
+class Operation:
+    """A recorded op run for its effect (e.g. ``Variable.assign``); fetch it to run it."""
+
+    def __init__(self, graph: Graph, node: int, name: str) -> None:
+        self.graph = graph
+        self.node = node
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.name!r} (node {self.node})>"
+
+
+class Graph:
+    """A captured computation graph.
+
+    Built explicitly (``with fg.Graph() as g: ...``) or returned by a
+    compiled function (``f.graph(*args)``). ``dump()`` lists it; the graph
+    object itself runs through :class:`Session` (explicit graphs) or the
+    compiled function.
+    """
+
+    def __init__(self) -> None:
+        self._g: Any = None  # the Rust graph once capture has ended
+        self._placeholders: list[tuple[Tensor, str | None, tuple, str | None]] = []
+        self._building = False
+        self._state: _capture.TraceState | None = None
+        self._ctx: Any = None
+        self._sessions_cache: dict = {}
+        self._scalars: Any = None  # dynamic scalar arguments of a compiled graph
+        self._times: list[float] | None = None  # node times of the last profile()
+
+    @classmethod
+    def _wrap(cls, g: Any, raw: Any = None, reports: list[dict] | None = None, scalars: Any = None) -> Graph:
+        obj = cls()
+        obj._g = g
+        obj._scalars = scalars
+        obj._raw = raw
+        obj._reports = reports or []
+        return obj
+
+    # -- building ----------------------------------------------------------
+
+    def __enter__(self) -> Graph:
+        if self._g is not None:
+            raise RuntimeError("this graph is already built; create a new fg.Graph() to record another")
+        if _core._tracing():
+            raise RuntimeError("a graph is already being recorded on this thread")
+        _core._trace_begin()
+        self._building = True
+        self._state = _capture.TraceState()
+        self._ctx = _capture.capturing(self._state)
+        self._ctx.__enter__()
+        _stack.append(self)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        _stack.pop()
+        self._ctx.__exit__(exc_type, exc, tb)
+        self._building = False
+        if exc_type is not None:
+            _core._trace_abort()
+            return
+        self._g = _core._trace_end([])
+
+    def _built(self) -> Any:
+        if self._g is None:
+            raise RuntimeError("the graph is still being recorded: run it after its `with` block")
+        return self._g
+
+    # -- inspection -------------------------------------------------------
+
+    def dump(self, optimized: bool = True) -> str:
+        """A readable listing: inputs, nodes (op, attributes, types, source line), outputs.
+
+        ``optimized=False`` shows the graph as captured, before the passes.
+        """
+        if not optimized and getattr(self, "_raw", None) is not None:
+            return self._raw.dump()
+        return self._built().dump()
+
+    @property
+    def passes(self) -> list[dict]:
+        """What each graph pass did: ``[{"pass", "nodes_before", "nodes_after", "detail"}]``."""
+        return list(getattr(self, "_reports", []))
+
+    def __str__(self) -> str:
+        return self.dump() if self._g is not None else "<graph being recorded>"
+
+    def __repr__(self) -> str:
+        return repr(self._g) if self._g is not None else "<graph being recorded>"
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of op nodes."""
+        return self._built().num_nodes
+
+    def nodes(self) -> list[dict]:
+        """Each node as a dict: op, attrs, inputs, outputs (value numbers), loc, effect."""
+        return self._built().nodes()
+
+    def values(self) -> list[dict]:
+        """Each value as a dict: shape (symbolic dims by name), dtype, producer."""
+        return self._built().values()
+
+    def inputs(self) -> list[dict]:
+        """Each input as a dict: kind (arg, ref, const, grad), value, name."""
+        return self._built().inputs()
+
+    @property
+    def outputs(self) -> list[int]:
+        """Output value numbers."""
+        return self._built().outputs
+
+    def verify(self) -> None:
+        """Check the graph's structural invariants (raises on a violation)."""
+        self._built().verify()
+
+    # -- running for inspection ------------------------------------------
+
+    def _args(self, args: tuple, feed: Mapping[Any, Any] | None) -> list[Tensor]:
+        """Tensor arguments in input-position order, from positional tensors or a placeholder feed."""
+        if feed is None:
+            return [a if isinstance(a, Tensor) else _core.tensor(a) for a in args]
+        if args:
+            raise TypeError("pass either tensors in argument order or feed={placeholder: value}, not both")
+        fed = {id(k): v for k, v in feed.items()}
+        out: list[Tensor] = []
+        for pos, (ph, name, shape, _loc) in enumerate(self._placeholders):
+            if id(ph) not in fed:
+                raise ValueError(f"placeholder {name or pos!r} with shape {_fmt_shape(shape)} must be fed")
+            v = fed[id(ph)]
+            out.append(v if isinstance(v, Tensor) else _core.tensor(v, dtype=ph.dtype))
+        return out
+
+    def profile(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> list[dict]:
+        """Run the graph once, timing every node; returns ``[{"node", "op", "seconds", "loc"}]``
+        (also kept for :meth:`to_html` and :meth:`to_dot`).
+
+        Arguments: the tensors in argument order (a compiled function's
+        tensor arguments), or ``feed={placeholder: value}`` for an explicit graph.
+        A graph that updates state (an optimizer step) updates it when profiled, as when run.
+        """
+        from ._grad_mode import no_grad
+
+        g = self._built()
+        scalars = self._scalars() if self._scalars is not None else []
+        with no_grad():
+            _, times = g.profile(self._args(args, feed), scalars)
+        self._times = times
+        return [
+            {"node": i, "op": n["op"], "seconds": t, "loc": n["loc"]}
+            for i, (n, t) in enumerate(zip(g.nodes(), times, strict=True))
+        ]
+
+    def memory_plan(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> dict:
+        """Bytes the graph needs per run, by liveness of its buffers.
+
+        ``{"peak_bytes", "total_bytes", "input_bytes", "output_bytes",
+        "allocations", "live_after"}``: ``peak_bytes`` is the most memory
+        held by node-made buffers at once when each is released after its
+        last use (as the executor does); ``total_bytes`` is what they would
+        take without any release. Arguments (as for :meth:`profile`) are
+        needed only to fix the sizes of symbolic dimensions.
+        """
+        g = self._built()
+        if not args and feed is None:
+            return g.memory_plan()
+        return g.memory_plan(self._args(args, feed))
+
+    def to_dot(self) -> str:
+        """The graph as Graphviz DOT text (node times included after :meth:`profile`)."""
+        from ._graphview import to_dot
+
+        return to_dot(self._built(), self._times)
+
+    def to_html(self, path: str | None = None, title: str = "ferrograd graph") -> str:
+        """A self-contained HTML page (inline SVG, no network) drawing the graph —
+        op names, shapes, dtypes, fused kernels, source lines, and node times
+        after :meth:`profile` — written to ``path`` if given; returns the page."""
+        from ._graphview import to_html
+
+        return to_html(self._built(), path, self._times, title)
+
+
+def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str | None = None) -> Tensor:
+    """A graph input fed at ``Session.run``.
+
+    ``shape`` entries: an int (fixed), ``None`` (any size) or a string (a
+    named symbolic dimension: every dim with that name has the same size,
+    e.g. ``("batch", 784)`` and ``("batch",)``). ``None`` dims at the same
+    axis of different placeholders are one symbol (``"?0"`` for axis 0...):
+    like a batch dimension, they must agree at each run (name dims to tell
+    them apart). ``shape=None`` declares a vector, ``(None,)``. Float
+    placeholders require grad inside the graph, so :func:`gradients` can
+    differentiate with respect to them (as TensorFlow's ``tf.gradients`` can).
+    """
+    g = get_default_graph()
+    if g is None or not g._building:
+        raise RuntimeError("fg.placeholder must be called inside a `with fg.Graph():` block")
+    if shape is None:
+        shape = (None,)
+    shape = tuple(d if d is None or isinstance(d, str) else int(d) for d in shape)
+    pos = len(g._placeholders)
+    loc = _capture._user_location()
+    # Unnamed symbolic dims at the same axis share a symbol ("?0", "?1", ...):
+    # the batch dims of several placeholders are assumed equal.
+    dims = [f"?{i}" if d is None else d for i, d in enumerate(shape)]
+    t = _core._trace_placeholder(dims, dtype, pos, name)
+    if t.dtype.is_floating_point:
+        t.requires_grad_(True)
+    g._placeholders.append((t, name, shape, loc))
+    return t
+
+
+class Variable(Tensor):
+    """State kept between runs of a graph (TensorFlow's ``tf.Variable``).
+
+    A tensor (aliasing ``initial_value``'s data when given a tensor, else a
+    new tensor from it) that graphs read by reference: each run sees its
+    current value. Trainable float variables require grad.
+    ``assign``/``assign_add``/``assign_sub`` update it in place — inside a
+    graph they are recorded and return an :class:`Operation` to fetch.
+    """
+
+    def __new__(cls, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> Variable:
+        with _capture.suspended():
+            if isinstance(initial_value, Tensor) and dtype is None:
+                data = initial_value.detach()
+            else:
+                data = _core.tensor(initial_value, dtype=dtype)
+        return super().__new__(cls, data, bool(trainable and data.dtype.is_floating_point))
+
+    def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
+        self.name = name
+        self.trainable = trainable
+
+    def _assign(self, op: str, value: Any) -> Operation | None:
+        from ._grad_mode import no_grad
+
+        g = get_default_graph()
+        with no_grad():
+            getattr(self, op)(value)
+        if g is None or not g._building:
+            return None
+        return Operation(g, g._state_last_node(), f"{self.name or 'variable'}.{op}")
+
+    def assign(self, value: Any) -> Operation | None:
+        """Set the variable to ``value`` (recorded when inside a graph)."""
+        return self._assign("copy_", value)
+
+    def assign_add(self, value: Any) -> Operation | None:
+        """Add ``value`` to the variable in place."""
+        return self._assign("add_", value)
+
+    def assign_sub(self, value: Any) -> Operation | None:
+        """Subtract ``value`` from the variable in place."""
+        return self._assign("sub_", value)
+
+    def __repr__(self) -> str:
+        return f"<fg.Variable {self.name or ''} shape={tuple(self.shape)} dtype={self.dtype}>"
+
+
+def _last_node(self: Graph) -> int:
+    return _core._trace_num_nodes() - 1
+
+
+Graph._state_last_node = _last_node  # type: ignore[attr-defined]
+
+
+def gradients(ys: Any, xs: Any, grad_ys: Any = None) -> list[Tensor | None]:
+    """Symbolic gradients ``d(sum ys)/d xs`` inside a graph (TensorFlow's ``tf.gradients``).
+
+    ``ys``: a tensor or a list; ``grad_ys`` weights each (ones by default).
+    Returns one gradient per ``x`` (None when ``ys`` does not depend on it).
+    Outside a graph it differentiates eagerly with the same rule.
+    """
+    from .autograd import grad
+
+    ys_l = [y for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
+    xs_l = [x for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+    if grad_ys is None:
+        gys = [_core.ones_like(y) for y in ys_l]
+    else:
+        gys = [g for g in (grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys])]
+    return list(grad(ys_l, xs_l, grad_outputs=gys, allow_unused=True))
+
+
+class Session:
+    """Runs a :class:`Graph`: ``Session(g).run(fetches, feed={placeholder: value})``."""
+
+    def __init__(self, graph: Graph | None = None) -> None:
+        self.graph = graph if graph is not None else get_default_graph()
+        if self.graph is None:
+            raise ValueError("Session needs a graph")
+        self._pruned: dict[tuple, tuple[Any, list[int]]] = {}
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the cached sub-graphs."""
+        self._pruned.clear()
+
+    def run(self, fetches: Any, feed: Mapping[Any, Any] | None = None, feed_dict: Mapping[Any, Any] | None = None) -> Any:
+        """Run what ``fetches`` need and return their values in the same structure.
+
+        ``fetches``: a tensor, an :class:`Operation`, a :class:`Variable`, or a
+        list/tuple/dict of those (Operations give None). ``feed`` (alias
+        ``feed_dict``): ``{placeholder: value}``; values are tensors, NumPy
+        arrays or nested lists.
+        """
+        from ._grad_mode import no_grad
+
+        g = self.graph._built()
+        feed = dict(feed or {}) if feed_dict is None else dict(feed_dict)
+        flat: list[Any] = []
+
+        def collect(f: Any) -> Any:
+            if isinstance(f, (list, tuple)):
+                return type(f)(collect(x) for x in f)
+            if isinstance(f, dict):
+                return {k: collect(v) for k, v in f.items()}
+            flat.append(f)
+            return len(flat) - 1
+
+        tree = collect(fetches)
+        out_vals: list[int] = []
+        ops: list[int] = []
+        slots: list[tuple[str, int]] = []
+        for f in flat:
+            if isinstance(f, Operation):
+                if f.graph is not self.graph:
+                    raise ValueError(f"{f!r} belongs to another graph")
+                ops.append(f.node)
+                slots.append(("op", -1))
+                continue
+            if isinstance(f, Variable):
+                slots.append(("var", len(out_vals)))
+                out_vals.append(-1)
+                continue
+            if not isinstance(f, Tensor):
+                raise TypeError(f"cannot fetch {type(f).__name__}; fetch tensors, Variables or Operations")
+            vid = g.value_id(f)
+            if vid is None:
+                raise ValueError("a fetched tensor does not belong to this session's graph")
+            slots.append(("val", len(out_vals)))
+            out_vals.append(vid)
+        real_vals = [v for v in out_vals if v >= 0]
+        key = (tuple(real_vals), tuple(ops))
+        cached = self._pruned.get(key)
+        if cached is None:
+            from ._compile import optimize
+
+            sub = g.prune(real_vals, ops, False)
+            sub, _ = optimize(sub)
+            positions = sorted(i["position"] for i in sub.inputs() if i["kind"] == "arg")
+            cached = (sub, positions)
+            self._pruned[key] = cached
+        sub, positions = cached
+        fed = {id(k): v for k, v in feed.items()}
+        # One slot per placeholder position (positions the sub-graph does not read stay empty).
+        args: list[Any] = [_EMPTY] * (max(positions) + 1 if positions else 0)
+        for pos in positions:
+            ph, name, shape, loc = self.graph._placeholders[pos]
+            if id(ph) not in fed:
+                where = f" (created at {loc})" if loc else ""
+                raise ValueError(
+                    f"Session.run: placeholder {name or pos!r} with shape {_fmt_shape(shape)} "
+                    f"must be fed{where}"
+                )
+            v = fed[id(ph)]
+            if not isinstance(v, Tensor):
+                v = _core.tensor(v, dtype=ph.dtype)
+            args[pos] = v
+        try:
+            with no_grad():
+                results = sub.run(args)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"Session.run: {e}{_placeholder_notes(self.graph, positions)}") from None
+        values: list[Any] = []
+        it = iter(results)
+        res_by_slot = {}
+        k = 0
+        for kind, idx in slots:
+            if kind == "val" and out_vals[idx] >= 0:
+                res_by_slot[k] = next(it)
+            k += 1
+        for i, (kind, _) in enumerate(slots):
+            if kind == "op":
+                values.append(None)
+            elif kind == "var":
+                values.append(flat[i].detach().clone())
+            else:
+                values.append(res_by_slot[i])
+
+        def rebuild(t: Any) -> Any:
+            if isinstance(t, (list, tuple)):
+                return type(t)(rebuild(x) for x in t)
+            if isinstance(t, dict):
+                return {k: rebuild(v) for k, v in t.items()}
+            return values[t]
+
+        return rebuild(tree)
+
+
+_EMPTY = _core.empty(0)
+
+
+def _fmt_shape(shape: tuple) -> str:
+    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+
+def _placeholder_notes(g: Graph, positions: list[int]) -> str:
+    notes = []
+    for pos in positions:
+        _, name, shape, loc = g._placeholders[pos]
+        if loc:
+            notes.append(f"placeholder {name or pos!r} {_fmt_shape(shape)} created at {loc}")
+    return ("; " + "; ".join(notes)) if notes else ""
