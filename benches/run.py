@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field  # noqa: E402
 
 import ferrograd as fg  # noqa: E402
 import numpy as np  # noqa: E402
+import workloads_compiled  # noqa: E402 - compiled rows and W8
 import workloads_train  # noqa: E402 - W4–W7 (benches/ is on sys.path when this file runs)
 
 F32 = np.float32
@@ -535,9 +536,9 @@ WORKLOADS: dict[str, Callable[[Ctx], None]] = {
     "W3d": lambda c: w3(c, "W3d"),
     "W3e": lambda c: w3(c, "W3e"),
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_train.WORKLOADS.items()},
+    **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_compiled.WORKLOADS.items()},
 }
 NOT_YET = {
-    "W8": "graph capture and compile: not in this build",
     "W9": "WebGPU device: not in this build",
 }
 
