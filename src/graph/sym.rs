@@ -21,10 +21,12 @@ pub struct Symbol {
     pub sentinel: usize,
 }
 
-/// Sentinels: primes near 2^23 (far from powers of two and ten, larger than
-/// any dimension a real argument is expected to hold), one per symbol.
+/// Sentinels: primes a little above 2^23 (far from powers of two and ten,
+/// larger than any dimension a real argument is expected to hold), one per
+/// symbol, about 2^14 apart so that `s_i + k` and `s_j + l` never meet for
+/// offsets within `MAX_OFF`.
 pub const SENTINELS: [usize; 8] = [
-    8_388_593, 8_388_617, 8_388_659, 8_388_677, 8_388_733, 8_388_757, 8_388_761, 8_388_791,
+    8_396_807, 8_413_187, 8_429_573, 8_445_961, 8_462_339, 8_478_727, 8_495_117, 8_511_491,
 ];
 
 /// Largest coefficient and offset recognised in a symbolic expression.
@@ -55,16 +57,20 @@ pub fn decompose(v: i64, symbols: &[Symbol]) -> Option<Expr> {
             ));
         }
     }
-    // Larger monomials first: a multiple of s*t must not be read as a huge multiple of s.
-    monos.sort_by_key(|(_, m)| std::cmp::Reverse(*m));
+    // Of the readings within bounds, the one with the smallest offset, then
+    // the smallest coefficient (`s*t` rather than a huge multiple of `s`).
+    let mut best: Option<(i64, i64, Expr)> = None;
     for (syms, m) in monos {
         let coef = (v + m / 2).div_euclid(m);
         let offset = v - coef * m;
         if coef != 0 && coef.abs() <= MAX_COEF && offset.abs() <= MAX_OFF {
-            return Some(Expr { coef, syms, offset });
+            let rank = (offset.abs(), coef.abs());
+            if best.as_ref().is_none_or(|(o, c, _)| rank < (*o, *c)) {
+                best = Some((rank.0, rank.1, Expr { coef, syms, offset }));
+            }
         }
     }
-    None
+    best.map(|(_, _, e)| e)
 }
 
 /// The value of `v` once symbol `i` has size `env[i]` (unchanged when `v`
@@ -137,6 +143,10 @@ mod tests {
             (p * q, 35),
             (4 * p * q, 140),
             (-p, -5),
+            (q - 30, -23),
+            (p + 30, 35),
+            (128 * p, 640),
+            (127 * q + 3, 892),
         ];
         for (v, want) in cases {
             assert_eq!(rebind(v, &s, &[5, 7]), want, "{v}");

@@ -137,7 +137,9 @@ fn fold_evaluates_constant_subexpressions() {
 fn simplify_removes_identities_and_chains() {
     let x = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
     let g = capture(std::slice::from_ref(&x), |a| {
-        let y = ew::binary_scalar(BinaryOp::Mul, &a[0], Scalar::Float(1.0), false).unwrap();
+        // A value the graph computes (identities on an input itself must keep a copy).
+        let y = ew::unary(UnaryOp::Neg, &a[0]).unwrap();
+        let y = ew::binary_scalar(BinaryOp::Mul, &y, Scalar::Float(1.0), false).unwrap();
         let y = ew::binary_scalar(BinaryOp::Add, &y, Scalar::Float(0.0), false).unwrap();
         let y = shape::transpose(&shape::transpose(&y, 0, 1).unwrap(), 0, 1).unwrap();
         let r = shape::reshape(&shape::reshape(&y, &[4]).unwrap(), &[1, 4]).unwrap();
