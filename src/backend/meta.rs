@@ -119,6 +119,31 @@ impl Backend for MetaBackend {
     fn softmax(&self, _: &Tensor, _: usize, _: bool, _: &Tensor) -> Result<()> {
         outside("softmax")
     }
+    fn cross_entropy(
+        &self,
+        _: &Tensor,
+        _: &Tensor,
+        _: Option<&Tensor>,
+        _: crate::ops::loss::CeCfg,
+        _: &[usize],
+        _: &Tensor,
+        _: &Tensor,
+        _: &Tensor,
+    ) -> Result<()> {
+        outside("cross_entropy")
+    }
+    fn cross_entropy_grad(
+        &self,
+        _: &Tensor,
+        _: &Tensor,
+        _: Option<&Tensor>,
+        _: &Tensor,
+        _: &Tensor,
+        _: crate::ops::loss::CeCfg,
+        _: &Tensor,
+    ) -> Result<()> {
+        outside("cross_entropy")
+    }
     fn layer_norm(
         &self,
         _: &Tensor,

@@ -497,6 +497,12 @@ pub enum OpCall {
         bias: bool,
         eps: f64,
     },
+    CrossEntropy {
+        weight: bool,
+        ignore_index: i64,
+        reduction: crate::ops::loss::Reduction,
+        label_smoothing: f64,
+    },
     RmsNorm {
         normalized_shape: Vec<usize>,
         weight: bool,
@@ -883,6 +889,7 @@ impl OpCall {
             } => "cumprod",
             LayerNorm { .. } => "layer_norm",
             RmsNorm { .. } => "rms_norm",
+            CrossEntropy { .. } => "cross_entropy",
             Rand { .. } => "rand",
             Randn { .. } => "randn",
             Randint { .. } => "randint",
@@ -1374,6 +1381,19 @@ impl OpCall {
                 let b = if *bias { it.next() } else { None };
                 one(norm::layer_norm(&ins[0], normalized_shape, w, b, *eps)?)
             }
+            CrossEntropy {
+                weight,
+                ignore_index,
+                reduction,
+                label_smoothing,
+            } => one(crate::ops::loss::cross_entropy(
+                &ins[0],
+                &ins[1],
+                weight.then(|| &ins[2]),
+                *ignore_index,
+                *reduction,
+                *label_smoothing,
+            )?),
             RmsNorm {
                 normalized_shape,
                 weight,

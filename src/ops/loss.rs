@@ -190,6 +190,16 @@ pub fn cross_entropy(
     reduction: Reduction,
     label_smoothing: f64,
 ) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::CrossEntropy {
+            weight: weight.is_some(),
+            ignore_index,
+            reduction,
+            label_smoothing
+        },
+        [input, target] + weight.cloned(),
+        one
+    );
     let c = check(input, target, weight, label_smoothing)?;
     let cfg = CeCfg {
         c,

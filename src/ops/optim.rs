@@ -407,7 +407,10 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
             let (lo, hi) = byte_span(t);
             if lo < hi {
                 // By storage identity (shape-only storages have no address).
-                spans.push((std::sync::Arc::as_ptr(t.storage()) as usize, (lo, hi, what, i, written)));
+                spans.push((
+                    std::sync::Arc::as_ptr(t.storage()) as usize,
+                    (lo, hi, what, i, written),
+                ));
             }
         }
     }
