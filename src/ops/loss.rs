@@ -235,7 +235,15 @@ pub fn cross_entropy(
         };
         (x2, t2, w2, lse, ew::to_dtype(&out, input.dtype())?, den)
     };
-    if ag::needs_grad(&[input]) {
+    let record = ag::needs_grad(&[input]);
+    // A captured node outputs what its gradient reads (see `trace::push_aux`).
+    for t in [Some(&x2), Some(&t2), Some(&lse), w2.as_ref(), den.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        crate::graph::trace::push_aux(t, record);
+    }
+    if record {
         let bw = CrossEntropyBackward {
             cfg,
             reduction,

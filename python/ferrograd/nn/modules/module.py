@@ -120,8 +120,13 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         st = _capture.current()
         if st is not None:
-            # A captured graph depends on the mode this module ran in.
+            # A captured graph depends on the mode this module ran in and reads
+            # its parameters and buffers by reference (forward may read them
+            # from the dicts directly): guard their identity.
             st.guard(self, "training")
+            d = self.__dict__
+            for name in (*d["_parameters"], *d["_buffers"]):
+                st.guard(self, name)
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
