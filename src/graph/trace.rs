@@ -289,19 +289,7 @@ pub fn begin() -> Result<()> {
                 "a graph is already being captured on this thread",
             ));
         }
-        t.push(Tracer {
-            graph: Graph::default(),
-            values: HashMap::new(),
-            twins: vec![],
-            keep: vec![],
-            by_storage: HashMap::new(),
-            leaf_of_meta: HashMap::new(),
-            grads: HashMap::new(),
-            grad_inputs: HashMap::new(),
-            outer: None,
-            n_args: 0,
-            captures: vec![],
-        });
+        t.push(Tracer::new(None, 0));
         Ok(())
     })?;
     ACTIVE.with(|a| a.set(true));
@@ -328,14 +316,7 @@ pub fn end(outputs: &[Tensor]) -> Result<Graph> {
 
 /// [`end`], also returning a [`Lookup`] from captured tensors to values.
 pub fn end_with_lookup(outputs: &[Tensor]) -> Result<(Graph, Lookup)> {
-    let r = with(|tr| {
-        let mut outs = vec![];
-        for t in outputs {
-            outs.push(tr.value_of(t)?);
-        }
-        tr.graph.outputs = outs;
-        Ok(())
-    });
+    let r = set_outputs(outputs);
     let tracer = finish();
     r?;
     let mut g = tracer.graph;
@@ -404,19 +385,7 @@ pub fn begin_sub(args: &[Tensor]) -> Result<Vec<Tensor>> {
                  move the inner loop or branch out, or use Python control flow (unrolled at trace time)",
             ));
         }
-        let mut sub = Tracer {
-            graph: Graph::default(),
-            values: HashMap::new(),
-            twins: vec![],
-            keep: vec![],
-            by_storage: HashMap::new(),
-            leaf_of_meta: HashMap::new(),
-            grads: HashMap::new(),
-            grad_inputs: HashMap::new(),
-            outer: Some(parent.values.clone()),
-            n_args: args.len(),
-            captures: vec![],
-        };
+        let mut sub = Tracer::new(Some(parent.values.clone()), args.len());
         sub.graph.symbols = parent.graph.symbols.clone();
         let mut twins = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
@@ -447,14 +416,7 @@ pub fn end_sub(outputs: &[Tensor]) -> Result<SubCapture> {
             "no control-flow body is being captured",
         ));
     }
-    let r = with(|tr| {
-        let mut outs = vec![];
-        for t in outputs {
-            outs.push(tr.value_of(t)?);
-        }
-        tr.graph.outputs = outs;
-        Ok(())
-    });
+    let r = set_outputs(outputs);
     let tr = pop();
     r?;
     let g = tr.graph;
@@ -493,6 +455,17 @@ pub fn abort_sub() {
     }
 }
 
+/// Make `outputs` the current trace's graph outputs.
+fn set_outputs(outputs: &[Tensor]) -> Result<()> {
+    with(|tr| {
+        tr.graph.outputs = outputs
+            .iter()
+            .map(|t| tr.value_of(t))
+            .collect::<Result<_>>()?;
+        Ok(())
+    })
+}
+
 fn with<R>(f: impl FnOnce(&mut Tracer) -> Result<R>) -> Result<R> {
     TRACER.with(|t| match t.borrow_mut().last_mut() {
         Some(tr) => f(tr),
@@ -505,6 +478,23 @@ fn location() -> Option<Arc<str>> {
 }
 
 impl Tracer {
+    /// An empty trace; `outer`: the enclosing trace's values, for a control-flow body with `n_args` arguments.
+    fn new(outer: Option<HashMap<Key, ValueId>>, n_args: usize) -> Tracer {
+        Tracer {
+            graph: Graph::default(),
+            values: HashMap::new(),
+            twins: vec![],
+            keep: vec![],
+            by_storage: HashMap::new(),
+            leaf_of_meta: HashMap::new(),
+            grads: HashMap::new(),
+            grad_inputs: HashMap::new(),
+            outer,
+            n_args,
+            captures: vec![],
+        }
+    }
+
     fn add_value(&mut self, twin: Tensor, producer: Producer) -> ValueId {
         let id = self.graph.values.len();
         self.graph.values.push(ValueInfo {
