@@ -13,6 +13,9 @@ echo "== Rust unit tests (pure-Rust core, release) =="
 cargo test --release --no-default-features -q
 echo "== Rust unit tests, scalar kernels (FG_CPU=scalar) =="
 FG_CPU=scalar cargo test --release --no-default-features -q
+echo "== Rust-only graph runner (example binary, for the saved-graph tests) =="
+cargo build --release --no-default-features -q --example run_graph
+export FG_RUN_GRAPH_BIN="$PWD/target/release/examples/run_graph"
 echo "== Python tests (best SIMD level) =="
 python -m pytest -n 2 -q "$@"
 echo "== Op table with scalar kernels (FG_CPU=scalar) =="

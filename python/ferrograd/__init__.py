@@ -202,7 +202,16 @@ from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from .control import cond, while_loop  # noqa: E402
-from .graph import Graph, Operation, Session, Variable, gradients, placeholder  # noqa: E402
+from .graph import (  # noqa: E402
+    Graph,
+    GraphFileError,
+    Operation,
+    Session,
+    Variable,
+    gradients,
+    load_graph,
+    placeholder,
+)
 from .serialization import load, save  # noqa: E402
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -27,7 +27,21 @@ from . import _capture, _core
 
 Tensor = _core.Tensor
 
-__all__ = ["Graph", "Operation", "Session", "Variable", "gradients", "placeholder", "get_default_graph"]
+__all__ = [
+    "Graph",
+    "GraphFileError",
+    "Operation",
+    "Session",
+    "Variable",
+    "gradients",
+    "placeholder",
+    "get_default_graph",
+    "load_graph",
+]
+
+
+class GraphFileError(ValueError):
+    """A saved-graph file is malformed: truncated, corrupt, of another version, or not a saved graph."""
 
 _stack: list[Graph] = []
 
@@ -205,6 +219,120 @@ class Graph:
         if not args and feed is None:
             return g.memory_plan()
         return g.memory_plan(self._args(args, feed))
+
+    # -- saving and running saved graphs ---------------------------------
+
+    def save(self, path: Any, outputs: Any = None, metadata: Mapping[str, str] | None = None) -> None:
+        """Write the graph and the tensors it reads to ``path``, a versioned
+        file that :func:`load_graph` (or the crate's Rust-only ``run_graph``
+        example) runs without the code that built it.
+
+        The file is a safetensors file (so safetensors readers list its
+        weights) whose metadata holds the graph; nothing in it is executable
+        and no pickle is used. Tensors read by reference (parameters, buffers,
+        optimizer state) are stored with their current values. ``outputs``
+        (required for an explicit ``fg.Graph``, which has no outputs of its
+        own) lists the tensors to compute and the :class:`Operation` objects to keep,
+        as ``Session.run``'s fetches; a compiled function's graph keeps its
+        outputs. ``metadata``: extra strings stored in the file.
+        """
+        import os
+
+        g = self._built()
+        if outputs is not None:
+            from ._compile import optimize
+
+            outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+            vals: list[int] = []
+            ops: list[int] = []
+            for o in outs:
+                if isinstance(o, Operation):
+                    ops.append(o.node)
+                    continue
+                vid = g.value_id(o) if isinstance(o, Tensor) else None
+                if vid is None:
+                    raise ValueError("Graph.save: every output must be a tensor or Operation of this graph")
+                vals.append(vid)
+            g, _ = optimize(g.prune(vals, ops, False))
+        elif not g.outputs:
+            raise ValueError("Graph.save: an explicit graph has no outputs of its own; pass outputs=[tensors]")
+        scalars = list(self._scalars()) if self._scalars is not None else []
+        meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+        names = [ph_name for (_, ph_name, _, _) in self._placeholders]
+        if names and "placeholders" not in meta:
+            import json
+
+            meta["placeholders"] = json.dumps(names)
+        _core._graph_save(g, os.fspath(path), scalars, meta)
+
+    def __call__(self, *args: Any, scalars: Sequence[float] | None = None, **named: Any) -> Any:
+        """Run the graph: tensors (or arrays/lists) for its arguments in
+        position order, or by placeholder name as keywords; returns its one
+        output, or a tuple of them.
+
+        A graph that updates state (a saved training step) updates the
+        tensors it holds (see :meth:`state_dict`). A graph whose optimizer
+        arguments change between runs (learning rate, Adam step counts)
+        needs ``scalars=`` at every run, one value per slot (see
+        :attr:`scalar_slots`).
+        """
+        from ._grad_mode import no_grad
+
+        g = self._built()
+        arg_inputs = [i for i in g.inputs() if i["kind"] == "arg"]
+        n = max((i["position"] for i in arg_inputs), default=-1) + 1
+        by_name = {i["name"]: i["position"] for i in arg_inputs if i.get("name")}
+        dtypes = {i["position"]: g.values()[i["value"]]["dtype"] for i in arg_inputs}
+        vals: list[Any] = list(args) + [_EMPTY] * max(0, n - len(args))
+        if len(args) > n:
+            raise TypeError(f"the graph takes {n} arguments, {len(args)} were given")
+        for k, v in named.items():
+            if k not in by_name:
+                raise TypeError(f"the graph has no argument named {k!r} (it has {sorted(by_name)})")
+            if by_name[k] < len(args):
+                raise TypeError(f"argument {k!r} given by position and by name")
+            vals[by_name[k]] = v
+        missing = [p for p in sorted(dtypes) if vals[p] is _EMPTY]
+        if missing:
+            raise TypeError(f"the graph needs arguments at positions {missing}")
+        tensors = [
+            v if isinstance(v, Tensor) else _core.tensor(v, dtype=_dtype_named(dtypes.get(p, "float32")))
+            for p, v in enumerate(vals)
+        ]
+        slots = g.scalar_slots()
+        if scalars is None:
+            if self._scalars is not None:
+                scal = list(self._scalars())
+            elif slots:
+                raise ValueError(
+                    f"the graph reads {len(slots)} scalar arguments at every run ({', '.join(slots)}); "
+                    f"pass scalars=[...] (their values when saved: {getattr(self, '_saved_scalars', [])})"
+                )
+            else:
+                scal = []
+        else:
+            scal = [float(x) for x in scalars]
+            if len(scal) != len(slots):
+                raise ValueError(f"the graph reads {len(slots)} scalar arguments ({', '.join(slots)}), got {len(scal)}")
+        with no_grad():
+            outs = g.run(tensors, scal)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The tensors the graph reads by reference (parameters, buffers,
+        optimizer state), by name (unnamed ones as ``ref<k>``). For a loaded
+        graph they are its own tensors: a saved training step updates them."""
+        return {name or f"ref{k}": t for k, (name, t) in enumerate(self._built().references())}
+
+    @property
+    def scalar_slots(self) -> list[str]:
+        """What each scalar argument of the graph supplies, by slot (empty for most graphs)."""
+        return self._built().scalar_slots()
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """Extra strings stored with a loaded graph (empty otherwise)."""
+        return dict(getattr(self, "_metadata", {}))
 
     def to_dot(self) -> str:
         """The graph as Graphviz DOT text (node times included after :meth:`profile`)."""
@@ -446,6 +574,33 @@ class Session:
 
 
 _EMPTY = _core.empty(0)
+
+
+def _dtype_named(name: str) -> Any:
+    return getattr(_core, name)
+
+
+def load_graph(path: Any) -> Graph:
+    """Load a graph written by :meth:`Graph.save`; call the result to run it.
+
+    Everything is checked before use (sizes, offsets, dtypes, the graph's
+    structure, and its shapes when first run); a malformed, truncated or
+    wrong-version file raises :class:`GraphFileError`. The loaded graph holds
+    its own copies of the tensors it reads (see :meth:`Graph.state_dict`).
+    """
+    import os
+
+    try:
+        if isinstance(path, (bytes, bytearray, memoryview)):
+            g, scalars, _slots, meta = _core._graph_loads(bytes(path))
+        else:
+            g, scalars, _slots, meta = _core._graph_load(os.fspath(path))
+    except ValueError as e:
+        raise GraphFileError(str(e)) from None
+    obj = Graph._wrap(g)
+    obj._saved_scalars = scalars
+    obj._metadata = meta
+    return obj
 
 
 def _fmt_shape(shape: tuple) -> str:

@@ -22,7 +22,7 @@ use crate::ops::{creation, linalg, norm, optim, shape};
 use crate::tensor::{DType, Device, Scalar, Tensor};
 
 /// One element of an indexing key; tensors are node inputs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum KeyItem {
     Int(isize),
     Slice {
@@ -84,7 +84,7 @@ impl KeyItem {
 }
 
 /// A scalar-or-tensor argument; a tensor is the next node input.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Arg {
     Scalar(Scalar),
     Tensor,
@@ -141,8 +141,13 @@ impl Gen {
     }
 }
 
+/// An op name carried as an argument (an alias, so that serde reads it as an
+/// owned name mapped back to the registry's, not as borrowed text).
+pub type OpName = &'static str;
+
 /// A registry op with its non-tensor arguments (see the module docs).
-#[derive(Clone, Debug, PartialEq)]
+/// Serialisable for saved graphs (see [`crate::graph::save`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum OpCall {
     // ---- elementwise
     ToDtype {
@@ -257,12 +262,14 @@ pub enum OpCall {
         key: Vec<KeyItem>,
     },
     IndexPutInplace {
-        op: &'static str,
+        #[serde(with = "crate::graph::save::static_name")]
+        op: OpName,
         key: Vec<KeyItem>,
         accumulate: bool,
     },
     IndexPut {
-        op: &'static str,
+        #[serde(with = "crate::graph::save::static_name")]
+        op: OpName,
         key: Vec<KeyItem>,
         accumulate: bool,
     },
@@ -508,6 +515,14 @@ pub enum OpCall {
         weight: bool,
         eps: Option<f64>,
     },
+    /// Logit-row gradients of `cross_entropy` (internal, its VJP); inputs
+    /// `[x2, t2, lse, gr]` then the class weights when `weight`.
+    CrossEntropyGradRows {
+        c: usize,
+        ignore_index: i64,
+        smoothing: f64,
+        weight: bool,
+    },
     // ---- random
     Rand {
         shape: Vec<usize>,
@@ -665,14 +680,14 @@ impl PartialEq for Sub {
 /// An optimizer argument that a captured graph reads at every run from a
 /// scalar slot (a learning rate a scheduler changes, a step count, whether
 /// a momentum buffer is still fresh) instead of fixing it at capture.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Dyn {
     pub field: DynField,
     pub slot: usize,
 }
 
 /// Which optimizer argument a [`Dyn`] supplies.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum DynField {
     Lr,
     Momentum,
@@ -747,7 +762,7 @@ pub fn dry_run<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// `split`'s second argument.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SplitSpec {
     Size(isize),
     Sections(Vec<isize>),
@@ -890,6 +905,7 @@ impl OpCall {
             LayerNorm { .. } => "layer_norm",
             RmsNorm { .. } => "rms_norm",
             CrossEntropy { .. } => "cross_entropy",
+            CrossEntropyGradRows { .. } => "cross_entropy_grad",
             Rand { .. } => "rand",
             Randn { .. } => "randn",
             Randint { .. } => "randint",
@@ -1393,6 +1409,23 @@ impl OpCall {
                 *ignore_index,
                 *reduction,
                 *label_smoothing,
+            )?),
+            CrossEntropyGradRows {
+                c,
+                ignore_index,
+                smoothing,
+                weight,
+            } => one(crate::ops::loss::cross_entropy_grad_rows(
+                &ins[0],
+                &ins[1],
+                weight.then(|| &ins[4]),
+                &ins[2],
+                &ins[3],
+                crate::ops::loss::CeCfg {
+                    c: *c,
+                    ignore_index: *ignore_index,
+                    smoothing: *smoothing,
+                },
             )?),
             RmsNorm {
                 normalized_shape,

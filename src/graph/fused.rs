@@ -16,7 +16,7 @@ use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::tensor::{DType, Scalar};
 
 /// One instruction; instruction `i` defines register `i`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum FInstr {
     /// Kernel input `k`, converted to the compute dtype (bool as 0/1).
     Load(usize),
@@ -29,7 +29,7 @@ pub enum FInstr {
 }
 
 /// A fused elementwise program (see the module docs).
-#[derive(Clone, PartialEq)]
+#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FusedKernel {
     pub instrs: Vec<FInstr>,
     /// Registers stored to the kernel's outputs, with each output's dtype
@@ -42,6 +42,7 @@ pub struct FusedKernel {
     /// Number of kernel inputs.
     pub n_inputs: usize,
     /// The names of the fused ops, in order (for listings).
+    #[serde(with = "crate::graph::save::static_names")]
     pub ops: Vec<&'static str>,
 }
 

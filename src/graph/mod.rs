@@ -20,6 +20,7 @@ pub mod control;
 pub mod exec;
 pub mod fused;
 pub mod passes;
+pub mod save;
 pub mod sym;
 pub mod trace;
 
@@ -34,7 +35,7 @@ use crate::tensor::{DType, Tensor};
 pub type ValueId = usize;
 
 /// Where a value comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Producer {
     /// The graph input with this index.
     Input(usize),

@@ -13,7 +13,7 @@
 //! that is not shape-generic is refused with an error, never run wrongly.
 
 /// A symbolic dimension.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Symbol {
     /// Display name (`s0`, or the placeholder's name and axis).
     pub name: String,

@@ -33,7 +33,7 @@ pub const OPS: &[OpInfo] = &[
 ];
 
 /// The `padding=` argument of a convolution.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Padding {
     /// Per spatial dim (one value is repeated for every dim).
     Explicit(Vec<usize>),
@@ -44,7 +44,7 @@ pub enum Padding {
 }
 
 /// Resolved 2-D convolution geometry.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Conv2dParams {
     pub stride: [usize; 2],
     /// Padding as (top, bottom, left, right).

@@ -16,7 +16,7 @@ use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{Category, DType, Scalar, Tensor};
 
 /// Unary elementwise primitives.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum UnaryOp {
     Neg,
     Abs,
@@ -141,7 +141,7 @@ impl UnaryOp {
 }
 
 /// Binary elementwise primitives.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum BinaryOp {
     Add,
     Sub,

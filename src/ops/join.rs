@@ -648,7 +648,7 @@ pub fn roll(x: &Tensor, shifts: &[isize], dims: &[isize]) -> Result<Tensor> {
 }
 
 /// Padding modes of [`pad`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PadMode {
     Constant,
     Reflect,

@@ -45,7 +45,7 @@ pub struct CeCfg {
 }
 
 /// How a loss over many elements is reduced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Reduction {
     None,
     Mean,
@@ -336,17 +336,64 @@ impl Backward for CrossEntropyBackward {
         let den = self.has_den.then(|| &saved[4 + self.has_w as usize]);
         let cd = x2.dtype();
         let rows = t2.numel();
-        let c = self.cfg.c;
         if ag::is_grad_enabled() && (input.requires_grad() || g.requires_grad()) {
             return Ok(vec![Some(self.composed(input, t2, w, den, g)?)]);
         }
         let gr = self.row_grad(g, den, rows, cd)?;
-        let out = Tensor::empty(&[rows, c], cd, x2.device())?;
-        if rows > 0 && c > 0 {
-            backend(x2.device()).cross_entropy_grad(x2, t2, w, lse, &gr, self.cfg, &out)?;
-        }
+        let out = cross_entropy_grad_rows(x2, t2, w, lse, &gr, self.cfg)?;
         Ok(vec![Some(self.to_input(&out)?)])
     }
+}
+
+/// The fused kernel of [`cross_entropy`]'s gradient as an op of its own
+/// (internal; not differentiable): `(rows, C)` logit-row gradients from the
+/// logit rows `x2`, flat targets `t2`, class weights `w`, the rows'
+/// log-sum-exp `lse` and the per-row output gradient `gr` (all contiguous,
+/// in the compute dtype). Captured graphs record it as one node, so a
+/// captured training step with this loss is made of ops only.
+pub fn cross_entropy_grad_rows(
+    x2: &Tensor,
+    t2: &Tensor,
+    w: Option<&Tensor>,
+    lse: &Tensor,
+    gr: &Tensor,
+    cfg: CeCfg,
+) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::CrossEntropyGradRows {
+            c: cfg.c,
+            ignore_index: cfg.ignore_index,
+            smoothing: cfg.smoothing,
+            weight: w.is_some(),
+        },
+        [x2, t2, lse, gr] + w.cloned(),
+        one
+    );
+    let rows = t2.numel();
+    if x2.shape() != [rows, cfg.c] || lse.numel() != rows || gr.numel() != rows {
+        return Err(Error::shape(
+            "cross_entropy_grad",
+            format!(
+                "logit rows {:?}, {rows} targets, lse {:?} and row gradients {:?} do not agree with {} classes",
+                x2.shape(),
+                lse.shape(),
+                gr.shape(),
+                cfg.c
+            ),
+        ));
+    }
+    let out = Tensor::empty(&[rows, cfg.c], x2.dtype(), x2.device())?;
+    if rows > 0 && cfg.c > 0 {
+        let _no = GradMode::set(false);
+        let (x2, lse, gr) = (
+            ew::contiguous(x2)?,
+            ew::contiguous(lse)?,
+            ew::contiguous(gr)?,
+        );
+        let t2 = ew::contiguous(t2)?;
+        backend(x2.device()).cross_entropy_grad(&x2, &t2, w, &lse, &gr, cfg, &out)?;
+    }
+    Ok(out)
 }
 
 impl CrossEntropyBackward {

@@ -53,7 +53,7 @@ pub const OPS: &[OpInfo] = &[
 /// g = nesterov ? g + momentum * b : b           (when momentum != 0)
 /// p = p - lr * g
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SgdHyper {
     pub lr: f64,
     pub momentum: f64,
@@ -74,7 +74,7 @@ pub struct SgdHyper {
 /// vmax = max(vmax, v); v' = amsgrad ? vmax : v
 /// p = p - lr / (1 - beta1^t) * m / (sqrt(v') / sqrt(1 - beta2^t) + eps)
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AdamHyper {
     pub lr: f64,
     pub beta1: f64,
@@ -99,7 +99,7 @@ pub struct AdamHyper {
 /// b = momentum * b + g / d; p = p - lr * b      (when momentum > 0)
 /// p = p - lr * g / d                            (otherwise)
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RmspropHyper {
     pub lr: f64,
     pub alpha: f64,

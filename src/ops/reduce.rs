@@ -104,14 +104,14 @@ impl ReduceOp {
 }
 
 /// Index-returning reductions (`argmax`, `argmin`, `max(dim)`, `min(dim)`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ArgOp {
     Max,
     Min,
 }
 
 /// Inclusive scans along one dim.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CumOp {
     Sum,
     Prod,

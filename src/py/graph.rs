@@ -407,6 +407,22 @@ impl PyGraph {
         pg.lookup = self.lookup.clone();
         Ok((pg, l))
     }
+    /// The tensors the graph reads by reference (parameters, buffers,
+    /// optimizer state), as `(name or None, tensor)` in input order.
+    fn references(&self) -> Vec<(Option<String>, PyTensor)> {
+        self.g
+            .inputs
+            .iter()
+            .filter_map(|i| match &i.kind {
+                InputKind::Ref(t) => Some((i.name.clone(), PyTensor::new(t.clone()))),
+                _ => None,
+            })
+            .collect()
+    }
+    /// What each dynamic scalar slot supplies, by slot number.
+    fn scalar_slots(&self) -> Vec<String> {
+        crate::graph::save::scalar_slots(&self.g)
+    }
     /// Check the graph's structural invariants (raises on a violation).
     fn verify(&self) -> PyResult<()> {
         run(|| crate::graph::passes::verify(&self.g))
@@ -585,7 +601,58 @@ fn _trace_while(
     Ok(outs.into_iter().map(PyTensor::new).collect())
 }
 
+/// Write graph `g` to `path` (see `crate::graph::save`): `scalars` are its
+/// dynamic scalar slots' current values, `metadata` extra strings.
+#[pyfunction]
+#[pyo3(signature = (g, path, scalars=vec![], metadata=std::collections::BTreeMap::new()))]
+fn _graph_save(
+    py: Python<'_>,
+    g: &PyGraph,
+    path: std::path::PathBuf,
+    scalars: Vec<f64>,
+    metadata: std::collections::BTreeMap<String, String>,
+) -> PyResult<()> {
+    let graph = g.g.clone();
+    py.detach(|| run(|| crate::graph::save::save(&graph, &scalars, &metadata, &path)))
+}
+
+/// Read a saved graph: `(graph, scalars when saved, slot descriptions, metadata)`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn _graph_load(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+) -> PyResult<(
+    PyGraph,
+    Vec<f64>,
+    Vec<String>,
+    std::collections::BTreeMap<String, String>,
+)> {
+    let l = py.detach(|| run(|| crate::graph::save::load(&path)))?;
+    let slots = crate::graph::save::scalar_slots(&l.graph);
+    Ok((PyGraph::new(l.graph), l.scalars, slots, l.metadata))
+}
+
+/// Read a saved graph from bytes (as `_graph_load`).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn _graph_loads(
+    data: &[u8],
+) -> PyResult<(
+    PyGraph,
+    Vec<f64>,
+    Vec<String>,
+    std::collections::BTreeMap<String, String>,
+)> {
+    let l = run(|| crate::graph::save::from_bytes(data))?;
+    let slots = crate::graph::save::scalar_slots(&l.graph);
+    Ok((PyGraph::new(l.graph), l.scalars, slots, l.metadata))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_graph_save, m)?)?;
+    m.add_function(wrap_pyfunction!(_graph_load, m)?)?;
+    m.add_function(wrap_pyfunction!(_graph_loads, m)?)?;
     m.add_class::<PyGraph>()?;
     m.add_class::<PySubGraph>()?;
     m.add_function(wrap_pyfunction!(_trace_sub_begin, m)?)?;

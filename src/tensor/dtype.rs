@@ -14,7 +14,9 @@
 use half::{bf16, f16};
 
 /// The element types a tensor can hold.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[repr(u8)]
 pub enum DType {
     Bool = 0,

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 pub const ALIGN: usize = 64;
 
 /// Where a storage lives.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Device {
     Cpu,
     /// A WebGPU adapter, by index.
