@@ -694,7 +694,7 @@ pub fn to_bytes(g: &Graph, scalars: &[f64], extra: &BTreeMap<String, String>) ->
     }
     let mut h = serde_json::to_vec(&serde_json::Value::Object(header)).expect("plain json");
     // Pad the header with spaces to a multiple of 8 bytes (as safetensors writers do).
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = Vec::with_capacity(8 + h.len() + data.len());
