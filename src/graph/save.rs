@@ -932,6 +932,16 @@ pub fn load(path: &std::path::Path) -> Result<Loaded> {
     from_bytes(&bytes)
 }
 
+/// `g` as the JSON the file format stores (see the module docs) and the
+/// tensors it names `t0`, `t1`, ... in order (for exporters).
+pub fn to_json(g: &Graph) -> Result<(String, Vec<Tensor>)> {
+    let (json, table) = with_installed(Table::default(), || {
+        GraphRepr::of(g).and_then(|r| serde_json::to_string(&r).map_err(|e| e.to_string()))
+    });
+    let json = json.map_err(|e| Error::value("graph_json", e))?;
+    Ok((json, table.tensors_out))
+}
+
 /// What each dynamic scalar slot of `g` supplies (`"lr"`, `"step of parameter 2"`,
 /// ...), by slot number: a graph with slots needs their values at every run.
 pub fn scalar_slots(g: &Graph) -> Vec<String> {

@@ -419,6 +419,11 @@ impl PyGraph {
             })
             .collect()
     }
+    /// The graph as the saved-graph JSON and the tensors it names `t0`, `t1`, ...
+    fn to_json(&self) -> PyResult<(String, Vec<PyTensor>)> {
+        let (j, ts) = run(|| crate::graph::save::to_json(&self.g))?;
+        Ok((j, ts.into_iter().map(PyTensor::new).collect()))
+    }
     /// What each dynamic scalar slot supplies, by slot number.
     fn scalar_slots(&self) -> Vec<String> {
         crate::graph::save::scalar_slots(&self.g)
