@@ -8,7 +8,9 @@
 //! - chains: `reshape(reshape(x, a), b)` becomes `reshape(x, b)`;
 //! - scalars: a binary op with a one-element constant becomes the
 //!   scalar form of the op (PyTorch's promotion treats a 0-d tensor and a
-//!   Python scalar alike).
+//!   Python scalar alike);
+//! - copies: `clone(x)` of a node's fresh result that nothing else reads
+//!   is `x` (gradients handed to `.grad` are such copies).
 //!
 //! A replaced value must be *replaceable* (its memory is never written in
 //! place and belongs to no graph input): otherwise a later in-place write
@@ -175,5 +177,74 @@ pub fn run(g: &mut Graph) -> String {
     }
     substitute(g, &map);
     remove_nodes(g, &dead);
-    format!("{ids} identities removed, {chains} reshape chains shortened, {scalars} constant operands made scalars")
+    let copies = drop_copies(g);
+    format!("{ids} identities removed, {chains} reshape chains shortened, {scalars} constant operands made scalars, {copies} copies of dying values removed")
+}
+
+/// Ops whose outputs are always newly allocated (never an input returned as is).
+fn allocates(c: &OpCall) -> bool {
+    matches!(
+        c,
+        OpCall::Matmul
+            | OpCall::Mm
+            | OpCall::Bmm
+            | OpCall::Mv
+            | OpCall::Linear { .. }
+            | OpCall::Binary { .. }
+            | OpCall::BinaryScalar { .. }
+            | OpCall::Unary { .. }
+            | OpCall::Fused { .. }
+            | OpCall::Sum { .. }
+            | OpCall::Mean { .. }
+            | OpCall::Softmax { .. }
+            | OpCall::Where
+            | OpCall::WhereScalar { .. }
+            | OpCall::MaskedFill { .. }
+            | OpCall::Conv2dP { .. }
+            | OpCall::Conv2dInputGrad { .. }
+            | OpCall::Conv2dWeightGrad { .. }
+            | OpCall::CrossEntropyGradRows { .. }
+            | OpCall::PlaneScatter { .. }
+    )
+}
+
+/// `clone(x)` where `x` is fresh memory of a node that nothing else reads
+/// (no other node, view, output or effect): the copy is `x` itself. Backward
+/// passes make such copies when they hand a gradient to `.grad`.
+fn drop_copies(g: &mut Graph) -> usize {
+    let uses = g.use_counts();
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut dead = vec![false; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        if !matches!(n.call, OpCall::Clone) || n.outputs.len() != 1 || n.inputs.len() != 1 {
+            continue;
+        }
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        // `x` itself, or a view of a value `r` that only that view reads.
+        let root = match g.values[x].producer {
+            Producer::Node { node, .. } if g.nodes[node].call.effect() == crate::graph::Effect::View => {
+                let r = g.nodes[node].inputs[0];
+                (g.nodes[node].outputs.len() == 1 && uses[r] == 1).then_some(r)
+            }
+            _ => Some(x),
+        };
+        let fresh = root.is_some_and(|r| match g.values[r].producer {
+            Producer::Node { node, .. } => allocates(&g.nodes[node].call),
+            _ => false,
+        });
+        if fresh
+            && uses[x] == 1
+            && !g.values[out].requires_grad
+            && !g.values[x].requires_grad
+            && g.values[out].shape == g.values[x].shape
+            && g.values[out].dtype == g.values[x].dtype
+        {
+            map.insert(out, x);
+            dead[i] = true;
+        }
+    }
+    let n = map.len();
+    substitute(g, &map);
+    remove_nodes(g, &dead);
+    n
 }

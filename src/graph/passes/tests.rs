@@ -196,3 +196,29 @@ fn fuse_makes_one_kernel_with_the_same_results() {
         run(&h, &[x, y, b])
     );
 }
+
+#[test]
+fn simplify_drops_copies_of_dying_values_only() {
+    let x = t(&[0.5, -1.0, 2.0, 4.0], &[2, 2]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        // A copy of a fresh value nothing else reads: removed.
+        let e = ew::unary(UnaryOp::Exp, &a[0]).unwrap();
+        let c1 = ew::clone(&e).unwrap();
+        // A copy of a view of a fresh value: removed.
+        let s = reduce::sum(&a[0], Some(&[0]), true, None).unwrap();
+        let r = shape::reshape(&s, &[2]).unwrap();
+        let c2 = ew::clone(&r).unwrap();
+        // A copy of a value read again later: kept.
+        let m = ew::unary(UnaryOp::Tanh, &a[0]).unwrap();
+        let c3 = ew::clone(&m).unwrap();
+        let m2 = ew::binary(BinaryOp::Add, &m, &c3).unwrap();
+        // A copy of the argument itself: kept.
+        let c4 = ew::clone(&a[0]).unwrap();
+        vec![c1, c2, m2, c4]
+    });
+    assert_eq!(count(&g, |c| matches!(c, OpCall::Clone)), 4);
+    let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert_eq!(count(&h, |c| matches!(c, OpCall::Clone)), 2, "{}", h.dump());
+    assert!(rep[0].detail.contains("2 copies"), "{}", rep[0].detail);
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, std::slice::from_ref(&x)));
+}
