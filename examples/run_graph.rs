@@ -201,11 +201,13 @@ fn main_inner() -> Result<(), String> {
             ))
         }
         None if slots.is_empty() => vec![],
-        None => return Err(format!(
+        None => {
+            return Err(format!(
             "the graph reads scalars at every run ({}); pass --scalars (values when saved: {:?})",
             slots.join(", "),
             loaded.scalars
-        )),
+        ))
+        }
     };
     let env = ferrograd::graph::exec::bind_symbols(&g, &args).map_err(|e| e.to_string())?;
     let plan = Plan::new(&g, &env).map_err(|e| e.to_string())?;

@@ -222,7 +222,9 @@ fn drop_copies(g: &mut Graph) -> usize {
         let (x, out) = (n.inputs[0], n.outputs[0]);
         // `x` itself, or a view of a value `r` that only that view reads.
         let root = match g.values[x].producer {
-            Producer::Node { node, .. } if g.nodes[node].call.effect() == crate::graph::Effect::View => {
+            Producer::Node { node, .. }
+                if g.nodes[node].call.effect() == crate::graph::Effect::View =>
+            {
                 let r = g.nodes[node].inputs[0];
                 (g.nodes[node].outputs.len() == 1 && uses[r] == 1).then_some(r)
             }

@@ -220,5 +220,8 @@ fn simplify_drops_copies_of_dying_values_only() {
     let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
     assert_eq!(count(&h, |c| matches!(c, OpCall::Clone)), 2, "{}", h.dump());
     assert!(rep[0].detail.contains("2 copies"), "{}", rep[0].detail);
-    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, std::slice::from_ref(&x)));
+    assert_eq!(
+        run(&g, std::slice::from_ref(&x)),
+        run(&h, std::slice::from_ref(&x))
+    );
 }
