@@ -969,24 +969,12 @@ impl OpCall {
             | SgdStep { .. }
             | AdamStep { .. }
             | RmspropStep { .. } => Effect::Mutates,
-            Rand { .. }
-            | Randn { .. }
-            | Randint { .. }
-            | Normal { .. }
-            | Bernoulli { .. }
-            | BernoulliP { .. }
-            | Randperm { .. }
-            | Multinomial { .. }
-            | RandLike { .. }
-            | RandnLike { .. }
-            | RandintLike { .. }
-            | Dropout { .. }
-            | ManualSeed { .. }
-            | DropoutKeep { .. } => Effect::Random,
+            // Draws: in place into their input, or into fresh outputs.
             UniformInplace { .. }
             | NormalInplace { .. }
             | BernoulliInplace { .. }
             | DropoutInplace { .. } => Effect::Mutates,
+            _ if self.is_random() => Effect::Random,
             // Uninitialised memory: never merged with another allocation.
             Empty { .. } => Effect::Random,
             // Data-dependent work: never merged, folded or reordered.
