@@ -621,37 +621,31 @@ fn _graph_save(
     py.detach(|| run(|| crate::graph::save::save(&graph, &scalars, &metadata, &path)))
 }
 
-/// Read a saved graph: `(graph, scalars when saved, slot descriptions, metadata)`.
-#[pyfunction]
-#[allow(clippy::type_complexity)]
-fn _graph_load(
-    py: Python<'_>,
-    path: std::path::PathBuf,
-) -> PyResult<(
+/// A loaded graph as Python sees it: `(graph, scalars when saved, slot
+/// descriptions, metadata)`.
+type LoadedTuple = (
     PyGraph,
     Vec<f64>,
     Vec<String>,
     std::collections::BTreeMap<String, String>,
-)> {
-    let l = py.detach(|| run(|| crate::graph::save::load(&path)))?;
+);
+
+fn loaded_tuple(l: crate::graph::save::Loaded) -> LoadedTuple {
     let slots = crate::graph::save::scalar_slots(&l.graph);
-    Ok((PyGraph::new(l.graph), l.scalars, slots, l.metadata))
+    (PyGraph::new(l.graph), l.scalars, slots, l.metadata)
+}
+
+/// Read a saved graph from `path` (see `LoadedTuple`).
+#[pyfunction]
+fn _graph_load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<LoadedTuple> {
+    let l = py.detach(|| run(|| crate::graph::save::load(&path)))?;
+    Ok(loaded_tuple(l))
 }
 
 /// Read a saved graph from bytes (as `_graph_load`).
 #[pyfunction]
-#[allow(clippy::type_complexity)]
-fn _graph_loads(
-    data: &[u8],
-) -> PyResult<(
-    PyGraph,
-    Vec<f64>,
-    Vec<String>,
-    std::collections::BTreeMap<String, String>,
-)> {
-    let l = run(|| crate::graph::save::from_bytes(data))?;
-    let slots = crate::graph::save::scalar_slots(&l.graph);
-    Ok((PyGraph::new(l.graph), l.scalars, slots, l.metadata))
+fn _graph_loads(data: &[u8]) -> PyResult<LoadedTuple> {
+    Ok(loaded_tuple(run(|| crate::graph::save::from_bytes(data))?))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
