@@ -398,16 +398,33 @@ fn set_cpu_level(level: &str) -> PyResult<&'static str> {
     Ok(set_level(l).name())
 }
 
-/// CPU allocator statistics: bytes in use, cached, and peak.
+/// CPU allocator statistics: bytes in use, cached and peak, the cache's
+/// limit, allocations and cache hits.
 #[pyfunction]
 fn memory_stats(py: Python<'_>) -> PyResult<Py<PyAny>> {
     use pyo3::types::PyDict;
-    let (used, cached, peak) = crate::tensor::storage::memory_stats();
+    let s = crate::tensor::storage::memory_stats();
     let d = PyDict::new(py);
-    d.set_item("cpu.in_use_bytes", used)?;
-    d.set_item("cpu.cached_bytes", cached)?;
-    d.set_item("cpu.peak_bytes", peak)?;
+    d.set_item("cpu.in_use_bytes", s.in_use)?;
+    d.set_item("cpu.cached_bytes", s.cached)?;
+    d.set_item("cpu.peak_bytes", s.peak)?;
+    d.set_item("cpu.cache_limit_bytes", s.cache_limit)?;
+    d.set_item("cpu.allocations", s.allocations)?;
+    d.set_item("cpu.cache_hits", s.cache_hits)?;
     Ok(d.into_any().unbind())
+}
+
+/// Restart peak tracking (`cpu.peak_bytes`) from the bytes in use now.
+#[pyfunction]
+fn reset_peak_memory_stats() {
+    crate::tensor::storage::reset_peak();
+}
+
+/// Limit the bytes the CPU cache keeps for reuse (0 keeps nothing); blocks
+/// over the limit are returned to the system at once.
+#[pyfunction]
+fn set_cache_limit(nbytes: usize) {
+    crate::tensor::storage::set_cache_limit(nbytes);
 }
 
 /// Return cached CPU blocks to the system.
@@ -437,6 +454,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_cpu_level, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(set_cache_limit, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     autograd::register(m)?;
     convert::register(m)?;

@@ -280,6 +280,9 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 static CACHE_CAP: AtomicUsize = AtomicUsize::new(2 << 30);
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Allocations made, and how many of them the cache served.
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+static CACHE_HITS: AtomicUsize = AtomicUsize::new(0);
 
 fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
     f(CACHE.lock().get_or_insert_with(Cache::default))
@@ -300,6 +303,7 @@ pub fn size_class(n: usize) -> usize {
 fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
     let cap = size_class(nbytes);
     if let Some(p) = with_cache(|c| c.take(cap)) {
+        CACHE_HITS.fetch_add(1, Ordering::Relaxed);
         let ptr = NonNull::new(p as *mut u8).expect("cached pointer is non-null");
         if zeroed {
             // SAFETY: the block is `cap >= nbytes` bytes and exclusively ours.
@@ -345,6 +349,7 @@ fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
 fn note_alloc(cap: usize) {
     let now = IN_USE.fetch_add(cap, Ordering::Relaxed) + cap;
     PEAK.fetch_max(now, Ordering::Relaxed);
+    ALLOCS.fetch_add(1, Ordering::Relaxed);
 }
 
 fn cpu_free(ptr: NonNull<u8>, cap: usize) {
@@ -375,14 +380,38 @@ pub fn empty_cache() {
     }
 }
 
-/// Memory statistics of the CPU allocator: (bytes in use, bytes cached, peak bytes in use).
-pub fn memory_stats() -> (usize, usize, usize) {
+/// Statistics of the CPU allocator (bytes count whole size-class blocks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of blocks held by live storages.
+    pub in_use: usize,
+    /// Bytes of freed blocks kept for reuse.
+    pub cached: usize,
+    /// Most bytes in use at once since start or the last [`reset_peak`].
+    pub peak: usize,
+    /// The cache's limit in bytes.
+    pub cache_limit: usize,
+    /// Allocations made, and those served from the cache.
+    pub allocations: usize,
+    pub cache_hits: usize,
+}
+
+/// Statistics of the CPU allocator.
+pub fn memory_stats() -> MemoryStats {
     let cached = with_cache(|c| c.cached_bytes);
-    (
-        IN_USE.load(Ordering::Relaxed),
+    MemoryStats {
+        in_use: IN_USE.load(Ordering::Relaxed),
         cached,
-        PEAK.load(Ordering::Relaxed),
-    )
+        peak: PEAK.load(Ordering::Relaxed),
+        cache_limit: CACHE_CAP.load(Ordering::Relaxed),
+        allocations: ALLOCS.load(Ordering::Relaxed),
+        cache_hits: CACHE_HITS.load(Ordering::Relaxed),
+    }
+}
+
+/// Restart peak tracking from the bytes in use now.
+pub fn reset_peak() {
+    PEAK.store(IN_USE.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
 /// Set the maximum number of bytes the cache may hold (excess frees go to the system).
