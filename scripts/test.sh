@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Build ferrograd (release, once), install it with the test extras into .venv,
-# then run the Rust unit tests and the Python test suite.
+# Build ferrograd once (release, one abi3 wheel), install that wheel (not
+# editable) with the test extras into .venv, then: the Rust unit tests, the
+# Python test suite against the installed package, the type-stub check, and a
+# smoke test of the wheel alone in a fresh virtual environment outside the
+# source tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL=0
@@ -8,7 +11,13 @@ python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q maturin
-python -m pip install -q -e ".[test]"
+echo "== Build the wheel (release, abi3) =="
+rm -rf dist
+maturin build --release -q --out dist
+WHEEL="$(ls dist/ferrograd-*.whl)"
+echo "built $(basename "$WHEEL")"
+python -m pip install -q --force-reinstall --no-deps "$WHEEL"
+python -m pip install -q "$WHEEL[test]" mypy
 echo "== Rust unit tests (pure-Rust core, release) =="
 cargo test --release --no-default-features -q
 echo "== Rust unit tests, scalar kernels (FG_CPU=scalar) =="
@@ -16,7 +25,15 @@ FG_CPU=scalar cargo test --release --no-default-features -q
 echo "== Rust-only graph runner (example binary, for the saved-graph tests) =="
 cargo build --release --no-default-features -q --example run_graph
 export FG_RUN_GRAPH_BIN="$PWD/target/release/examples/run_graph"
-echo "== Python tests (best SIMD level) =="
+echo "== Python tests (best SIMD level, the installed wheel) =="
 python -m pytest -n 2 -q "$@"
 echo "== Op table with scalar kernels (FG_CPU=scalar) =="
 FG_CPU=scalar python -m pytest -n 2 -q --no-optable-matrix tests/test_optable.py
+echo "== Type stubs against the built module (mypy stubtest) =="
+bash scripts/stubtest.sh
+echo "== The wheel alone in a fresh virtual environment =="
+SMOKE="$(mktemp -d)"
+python3 -m venv "$SMOKE/venv"
+"$SMOKE/venv/bin/python" -m pip install -q "$WHEEL"
+(cd "$SMOKE" && "$SMOKE/venv/bin/python" "$OLDPWD/scripts/smoke.py")
+rm -rf "$SMOKE"
