@@ -203,6 +203,7 @@ from . import autograd, data, func, nn, onnx, optim, tensorboard, viz  # noqa: E
 from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from ._pickling import install as _install_pickling  # noqa: E402
 from .control import cond, while_loop  # noqa: E402
 from .graph import (  # noqa: E402
     Graph,
@@ -215,5 +216,7 @@ from .graph import (  # noqa: E402
     placeholder,
 )
 from .serialization import load, save  # noqa: E402
+
+_install_pickling()
 
 __all__ = [n for n in dir() if not n.startswith("_")]
