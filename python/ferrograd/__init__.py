@@ -215,7 +215,7 @@ from .graph import (  # noqa: E402
     load_graph,
     placeholder,
 )
-from .serialization import load, save  # noqa: E402
+from .serialization import CheckpointError, load, save  # noqa: E402
 
 _install_pickling()
 

@@ -1636,7 +1636,10 @@ impl OpCall {
 }
 
 fn missing(c: &OpCall) -> Error {
-    Error::runtime(c.name(), "internal error: a graph node has too few inputs")
+    Error::runtime(
+        c.name(),
+        "a graph node has too few inputs for its op (a corrupt or hand-edited graph)",
+    )
 }
 
 /// Inputs for an op call with an optional tensor argument.

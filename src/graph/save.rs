@@ -888,6 +888,7 @@ pub fn from_bytes(buf: &[u8]) -> Result<Loaded> {
             .and_then(GraphRepr::into_graph)
     });
     let graph = g.map_err(bad)?;
+    type_check(&graph)?;
     let metadata = meta
         .iter()
         .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
@@ -902,6 +903,46 @@ pub fn from_bytes(buf: &[u8]) -> Result<Loaded> {
         scalars,
         metadata,
     })
+}
+
+thread_local! {
+    /// Set while a loaded graph is type-checked: a panic then is reported as
+    /// a malformed file, without the default hook's message.
+    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Install (once) a panic hook that stays silent on threads checking a graph.
+fn quiet_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(|q| q.get()) {
+                prev(info);
+            }
+        }));
+    });
+}
+
+/// Re-derive every node's output types by shape inference (symbols at their
+/// capture-time sentinel sizes), as a plan does before running: a node whose
+/// inputs, attributes or recorded types do not fit its op makes the file
+/// malformed — found here, not when the graph first runs.
+fn type_check(g: &Graph) -> Result<()> {
+    let env: Vec<usize> = g.symbols.iter().map(|s| s.sentinel).collect();
+    quiet_hook();
+    QUIET_PANICS.with(|q| q.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::exec::Plan::new(g, &env).map(|_| ())
+    }));
+    QUIET_PANICS.with(|q| q.set(false));
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(bad(format!("the graph does not type-check: {e}"))),
+        Err(_) => Err(bad(
+            "the graph does not type-check: a node's inputs do not fit its op",
+        )),
+    }
 }
 
 /// Write `g` to `path` (atomically: a temporary file renamed into place).
