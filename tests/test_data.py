@@ -281,8 +281,10 @@ def test_tensor_dataset_gathers_with_index_select(monkeypatch):
 
 def test_loader_arguments():
     _, _, ds = _xy(4)
-    with pytest.raises(NotImplementedError, match="num_workers=2 is not supported"):
-        DataLoader(ds, num_workers=2)
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(ds, num_workers=1.5)
+    with pytest.raises(TypeError, match="worker_init_fn"):
+        DataLoader(ds, num_workers=1, worker_init_fn=3)
     with pytest.raises(ValueError, match="batch_size"):
         DataLoader(ds, batch_size=0)
     with pytest.raises(ValueError, match="num_prefetch"):

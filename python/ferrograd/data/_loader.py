@@ -124,7 +124,17 @@ class DataLoader(Generic[T]):
     give such a dataset its own ``fg.Generator`` (or use ``prefetch=False``)
     to keep runs reproducible.
 
-    ``num_workers`` must be 0 (worker processes are not implemented).
+    With ``num_workers=k > 0`` batches are made by ``k`` worker processes
+    (``multiprocessing`` with the ``"spawn"`` start method unless
+    ``multiprocessing_context`` says otherwise — safe with the process's
+    thread pool), up to ``2k`` batches ahead, delivered in order: the same
+    batches as with ``num_workers=0`` for the same seed. The dataset and
+    ``collate_fn`` are pickled into each worker; each worker seeds its default
+    generator with ``base_seed + worker_id`` (``base_seed`` drawn from
+    ``generator`` at the start of the epoch) and then calls
+    ``worker_init_fn(worker_id)``. An exception in a worker is re-raised in
+    the loop with the worker's traceback attached; the workers stop when the
+    epoch ends, the iterator is closed or garbage-collected.
     """
 
     def __init__(
@@ -139,14 +149,15 @@ class DataLoader(Generic[T]):
         num_workers: int = 0,
         prefetch: bool = True,
         num_prefetch: int = 2,
+        worker_init_fn: Callable[[int], Any] | None = None,
+        multiprocessing_context: Any = None,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
-        if num_workers != 0:
-            raise NotImplementedError(
-                f"DataLoader: num_workers={num_workers!r} is not supported yet; use num_workers=0 "
-                "(batches are still prepared ahead by a background thread when prefetch=True)"
-            )
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
+        if worker_init_fn is not None and not callable(worker_init_fn):
+            raise TypeError("DataLoader: worker_init_fn must be callable")
         if isinstance(num_prefetch, bool) or not isinstance(num_prefetch, int) or num_prefetch < 1:
             raise ValueError(f"DataLoader: num_prefetch must be a positive integer, got {num_prefetch!r}")
         if generator is not None and not isinstance(generator, _core.Generator):
@@ -160,6 +171,8 @@ class DataLoader(Generic[T]):
         self.generator = generator
         self.collate_fn = collate_fn
         self.num_workers = num_workers
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
         self.prefetch = bool(prefetch)
         self.num_prefetch = num_prefetch
 
@@ -182,6 +195,11 @@ class DataLoader(Generic[T]):
         order: Tensor | None = None
         if self.shuffle and n > 0:
             order = _core.randperm(n, generator=self.generator)
+        if self.num_workers > 0:
+            idx = order.tolist() if order is not None else list(range(n))
+            batches = [idx[b * bs : (b + 1) * bs] for b in range(num_batches)]
+            base_seed = int(_core.randint(0, 2**62, (1,), generator=self.generator).item())
+            return _WorkerIter(self, batches, base_seed)  # type: ignore[return-value]
         source = _tensor_source(self.dataset) if self.collate_fn is None else None
         make_batch: Callable[[int], Any]
         if source is not None:
@@ -315,6 +333,96 @@ class _LoaderIter(Iterator[T]):
 
     def close(self) -> None:
         """End the epoch early: stop the prefetch thread and wait for it; further ``next`` raises StopIteration."""
+        self._done = True
+        if self._finalizer is not None:
+            self._finalizer()
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+_worker_state: dict[str, Any] = {}
+
+
+def _worker_init(dataset: Any, collate: Any, init_fn: Any, base_seed: int, counter: Any) -> None:
+    """Runs once in each worker process: keep the dataset, number and seed the worker."""
+    with counter.get_lock():
+        wid = counter.value
+        counter.value += 1
+    _worker_state.update(dataset=dataset, collate=collate or default_collate, id=wid)
+    _core.manual_seed(base_seed + wid)
+    if init_fn is not None:
+        init_fn(wid)
+
+
+def _worker_batch(indices: list[int]) -> Any:
+    ds = _worker_state["dataset"]
+    return _worker_state["collate"]([ds[i] for i in indices])
+
+
+def _stop_pool(pool: Any) -> None:
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _WorkerIter(Iterator[T]):
+    """One epoch of a :class:`DataLoader` with worker processes."""
+
+    def __init__(self, loader: DataLoader[T], batches: list[list[int]], base_seed: int) -> None:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = loader.multiprocessing_context or "spawn"
+        if isinstance(ctx, str):
+            ctx = mp.get_context(ctx)
+        self._batches = batches
+        self._ahead = 2 * loader.num_workers
+        self._futures: list[Any] = []
+        self._next = 0
+        self._done = not batches
+        self._pool = None
+        self._finalizer: weakref.finalize | None = None
+        if self._done:
+            return
+        counter = ctx.Value("i", 0)
+        self._pool = ProcessPoolExecutor(
+            max_workers=loader.num_workers,
+            mp_context=ctx,
+            initializer=_worker_init,
+            initargs=(loader.dataset, loader.collate_fn, loader.worker_init_fn, base_seed, counter),
+        )
+        self._finalizer = weakref.finalize(self, _stop_pool, self._pool)
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._futures) < self._ahead and self._next + len(self._futures) < len(self._batches):
+            b = self._batches[self._next + len(self._futures)]
+            self._futures.append(self._pool.submit(_worker_batch, b))  # type: ignore[union-attr]
+
+    def __iter__(self) -> _WorkerIter[T]:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        fut = self._futures.pop(0)
+        try:
+            batch = fut.result()
+        except BaseException as e:
+            b = self._next
+            self.close()
+            e.add_note(f"(raised in a DataLoader worker process while it made batch {b})")
+            raise
+        self._next += 1
+        if self._next >= len(self._batches):
+            self.close()
+        else:
+            self._fill()
+        return batch
+
+    def close(self) -> None:
+        """End the epoch early: cancel pending batches and stop the worker processes."""
         self._done = True
         if self._finalizer is not None:
             self._finalizer()
