@@ -264,6 +264,8 @@ class Tensor:
     __array_priority__: ClassVar[_float]
 
     def __new__(cls, data: _ArrayLike | None = None, requires_grad: _bool = False) -> Self: ...
+    # Installed at import by ferrograd._pickling (pickle support is __reduce_ex__).
+    def __deepcopy__(self, memo: dict[_int, Any]) -> Tensor: ...
 
     # --- metadata ---
     @property
