@@ -251,9 +251,14 @@ def _sum_loss(out):
     return out.sum()
 
 
-def eager_step(fw, make, params, batches, opt: str, loss: Callable):
-    """A step closure (zero_grad, forward, loss, backward, optimiser step) returning the loss tensor."""
+def eager_step(fw, make, params, batches, opt: str, loss: Callable, device: str | None = None):
+    """A step closure (zero_grad, forward, loss, backward, optimiser step) returning the loss tensor.
+
+    With ``device``, the model and the batches are moved there first (the optimiser is built after).
+    """
     model = _loaded(fw, make, params)
+    if device is not None:
+        model = model.to(device)
     if opt == "sgd_momentum":
         o = fw.optim.SGD(model.parameters(), lr=SGD_LR, momentum=MOMENTUM)
     elif opt == "sgd":
@@ -261,7 +266,8 @@ def eager_step(fw, make, params, batches, opt: str, loss: Callable):
     else:
         o = fw.optim.AdamW(model.parameters(), lr=ADAMW_LR, betas=ADAMW_BETAS, eps=ADAMW_EPS,
                            weight_decay=ADAMW_WD)
-    data = itertools.cycle([tuple(_to_fw(fw, a) for a in b) for b in batches])
+    data = itertools.cycle([tuple(_to_fw(fw, a) if device is None else _to_fw(fw, a).to(device) for a in b)
+                            for b in batches])
 
     def step():
         x, *y = next(data)

@@ -16,6 +16,11 @@ rm -rf dist
 maturin build --release -q --out dist
 WHEEL="$(ls dist/ferrograd-*.whl)"
 echo "built $(basename "$WHEEL")"
+# One portable wheel: the stable ABI (abi3) and a manylinux platform tag.
+case "$(uname -s)-$(basename "$WHEEL")" in
+  Linux-*-abi3-manylinux*) ;;
+  Linux-*) echo "expected an abi3 manylinux wheel, got $(basename "$WHEEL")" >&2; exit 1 ;;
+esac
 python -m pip install -q --force-reinstall --no-deps "$WHEEL"
 python -m pip install -q "$WHEEL[test]" mypy
 echo "== Rust unit tests (pure-Rust core, release) =="

@@ -21,6 +21,9 @@ pub enum Error {
     /// A value needed in Python while a graph is being captured (→
     /// `ferrograd.TraceError`, a RuntimeError).
     Symbolic { op: &'static str, msg: String },
+    /// The work was stopped by an interrupt (Ctrl-C) before it finished (→
+    /// KeyboardInterrupt); its outputs are discarded.
+    Interrupted { op: &'static str },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -92,7 +95,7 @@ impl Error {
                 msg: format!("{msg}{note}"),
             },
             // Keeps its class (MemoryError); the size says what failed.
-            Error::Memory { .. } => self,
+            Error::Memory { .. } | Error::Interrupted { .. } => self,
         }
     }
 }
@@ -113,6 +116,7 @@ impl fmt::Display for Error {
                     write!(f, "{op}: cannot allocate {bytes} bytes")
                 }
             }
+            Error::Interrupted { op } => write!(f, "{op}: interrupted"),
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod backend;
 pub mod error;
 pub mod graph;
 pub mod ops;
+pub mod par;
 
 #[cfg(feature = "python")]
 mod py;

@@ -94,3 +94,36 @@ def test_heavy_kernels_release_the_gil():
     # Were the GIL held through a matmul, this loop would stall for a whole
     # matmul at least once; released, it only waits for the OS scheduler.
     assert gap < 0.5 * single, (gap, single)
+
+
+def test_thread_pool_works_in_a_forked_child():
+    """A child made by fork() after the pool ran inherits no pool threads:
+    its first parallel kernel builds a new pool instead of hanging."""
+    import os
+    import signal
+    import time
+
+    if not hasattr(os, "fork"):
+        import pytest
+
+        pytest.skip("os.fork is not available on this platform")
+    x = fg.ones(1 << 22)
+    assert x.sum().item() == float(1 << 22)  # the parent's pool is running
+    pid = os.fork()
+    if pid == 0:  # the child: exit status says whether the kernels ran right
+        try:
+            ok = x.sum().item() == float(1 << 22) and float((x * 2).mean().item()) == 2.0
+            os._exit(0 if ok else 1)
+        except BaseException:  # noqa: BLE001 - any failure is a non-zero status
+            os._exit(2)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung in a parallel kernel")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

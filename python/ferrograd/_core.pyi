@@ -51,6 +51,9 @@ __all__ = [
     "reset_peak_memory_stats",
     "set_cache_limit",
     "get_num_threads",
+    "set_num_threads",
+    "use_deterministic_algorithms",
+    "are_deterministic_algorithms_enabled",
     "Node",
     "RemovableHandle",
     "autograd_grad",
@@ -695,7 +698,13 @@ def memory_stats() -> dict[str, _int]: ...
 def empty_cache() -> None: ...
 def reset_peak_memory_stats() -> None: ...
 def set_cache_limit(nbytes: _int) -> None: ...
-def get_num_threads() -> _int: ...
+def get_num_threads() -> _int:
+    """Number of CPU threads kernels run on."""
+def set_num_threads(n: _int) -> None:
+    """Set the number of CPU threads kernels run on (at least 1)."""
+def use_deterministic_algorithms(mode: _bool, *, warn_only: _bool = False) -> None:
+    """Make CPU results bit-identical run to run and independent of the thread count."""
+def are_deterministic_algorithms_enabled() -> _bool: ...
 
 # ----- autograd ---------------------------------------------------------------
 

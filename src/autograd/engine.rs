@@ -196,6 +196,9 @@ pub fn run(
         .collect();
     ready.sort_by_key(|n| n.seq);
     while let Some(node) = ready.pop() {
+        // Leaf gradients are only written after the loop: stopping here
+        // leaves every `.grad` as it was.
+        crate::par::poll("backward")?;
         let k = key(&node);
         let mut grads = buffers
             .remove(&k)

@@ -301,7 +301,15 @@ impl Plan {
             vals[inp.value] = Some(t);
         }
         let _mode = GradMode::set(self.record_autograd && ag::is_grad_enabled());
+        // Interrupts are taken between nodes until the first node that writes
+        // to existing tensors (an optimizer step): from there the run finishes,
+        // so an interrupted step never leaves parameters half-updated.
+        let mut wrote = false;
         for (i, n) in g.nodes.iter().enumerate() {
+            if !wrote {
+                crate::par::poll("graph")?;
+                wrote = n.call.effect() == super::Effect::Mutates;
+            }
             let ins: Vec<Tensor> = n
                 .inputs
                 .iter()

@@ -1024,6 +1024,7 @@ pub fn rename(e: Error, op: &'static str) -> Error {
         Error::Runtime { msg, .. } => Error::Runtime { op, msg },
         Error::Symbolic { msg, .. } => Error::Symbolic { op, msg },
         Error::Memory { bytes, .. } => Error::Memory { op, bytes },
+        Error::Interrupted { .. } => Error::Interrupted { op },
     }
 }
 

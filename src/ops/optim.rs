@@ -964,10 +964,10 @@ pub mod cpu {
                 }
             }
         };
-        if total < PAR_MIN || rayon::current_num_threads() <= 1 || tasks.len() < 2 {
+        if total < PAR_MIN || crate::par::split() <= 1 || tasks.len() < 2 {
             tasks.iter().for_each(run);
         } else {
-            tasks.par_iter().for_each(run);
+            crate::par::install(|| tasks.par_iter().for_each(run));
         }
     }
 

@@ -22,7 +22,7 @@ thread_local! {
 
 /// Run the engine without the GIL; a Python exception from a hook is re-raised unchanged.
 fn run_engine<T: Send>(py: Python<'_>, f: impl FnOnce() -> crate::Result<T> + Send) -> PyResult<T> {
-    let r = py.detach(|| run(f));
+    let r = super::run_detached(py, f);
     if let Some(e) = HOOK_ERROR.with(|h| h.borrow_mut().take()) {
         return Err(e);
     }

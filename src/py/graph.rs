@@ -310,7 +310,7 @@ impl PyGraph {
     ) -> PyResult<Vec<PyTensor>> {
         let a = tensors(args)?;
         let plan = run(|| self.plan_for(&a))?;
-        let outs = py.detach(|| run(|| plan.run_with(&a, &scalars)))?;
+        let outs = super::run_detached(py, || plan.run_with(&a, &scalars))?;
         Ok(outs.into_iter().map(PyTensor::new).collect())
     }
     /// Run like `run`, also returning each node's wall time in seconds.
@@ -323,7 +323,7 @@ impl PyGraph {
     ) -> PyResult<(Vec<PyTensor>, Vec<f64>)> {
         let a = tensors(args)?;
         let plan = run(|| self.plan_for(&a))?;
-        let (outs, times) = py.detach(|| run(|| plan.profile(&a, &scalars)))?;
+        let (outs, times) = super::run_detached(py, || plan.profile(&a, &scalars))?;
         Ok((outs.into_iter().map(PyTensor::new).collect(), times))
     }
     /// Memory the graph needs per run, by buffer liveness: `{"peak_bytes",

@@ -19,7 +19,9 @@ mod reduce;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyIndexError, PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
@@ -46,6 +48,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Memory { .. } => PyMemoryError::new_err(msg),
         Error::Runtime { .. } => PyRuntimeError::new_err(msg),
         Error::Symbolic { .. } => TraceError::new_err(msg),
+        Error::Interrupted { .. } => PyKeyboardInterrupt::new_err(msg),
     }
 }
 
@@ -83,10 +86,47 @@ pub fn run_heavy<T: Send>(
     f: impl FnOnce() -> crate::Result<T> + Send,
 ) -> PyResult<T> {
     if work >= GIL_RELEASE_MIN {
-        py.detach(|| run(f))
+        run_detached(py, f)
     } else {
         run(f)
     }
+}
+
+thread_local! {
+    /// The exception a signal handler raised while core work ran detached.
+    static PENDING_SIGNAL: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The core's signal hook: run Python's signal handlers (main thread only);
+/// an exception they raise (KeyboardInterrupt) is kept to be raised when the
+/// core work returns, and stops that work.
+fn signal_hook() -> bool {
+    Python::attach(|py| match py.check_signals() {
+        Ok(()) => false,
+        Err(e) => {
+            PENDING_SIGNAL.with(|p| *p.borrow_mut() = Some(e));
+            true
+        }
+    })
+}
+
+/// The exception a signal handler raised during core work, if any, in place
+/// of the work's result.
+pub fn with_pending_signal<T>(r: PyResult<T>) -> PyResult<T> {
+    match PENDING_SIGNAL.with(|p| p.borrow_mut().take()) {
+        Some(e) => Err(e),
+        None => r,
+    }
+}
+
+/// Run core work with the GIL released; `Ctrl-C` meanwhile stops it at a
+/// check point (see [`crate::par`]) and raises KeyboardInterrupt in place of
+/// its result.
+pub fn run_detached<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> crate::Result<T> + Send,
+) -> PyResult<T> {
+    with_pending_signal(py.detach(|| run(f)))
 }
 
 /// The tensor type seen from Python (`ferrograd.Tensor`).
@@ -436,11 +476,36 @@ fn empty_cache() {
 /// Number of threads in the CPU pool.
 #[pyfunction]
 fn get_num_threads() -> usize {
-    rayon::current_num_threads()
+    crate::par::threads()
+}
+
+/// Set the number of CPU threads kernels run on (at least 1).
+#[pyfunction]
+fn set_num_threads(n: usize) -> PyResult<()> {
+    run(|| crate::par::set_threads(n))
+}
+
+/// Make every CPU result independent of the thread count and bit-identical
+/// run to run (work is partitioned the same way whatever the pool's size,
+/// and partial results are combined in a fixed order). `warn_only` is
+/// accepted as in PyTorch; no op here lacks a deterministic form, so it
+/// changes nothing.
+#[pyfunction]
+#[pyo3(signature = (mode, *, warn_only = false))]
+fn use_deterministic_algorithms(mode: bool, warn_only: bool) {
+    let _ = warn_only;
+    crate::par::set_deterministic(mode);
+}
+
+/// Whether [`use_deterministic_algorithms`] is on.
+#[pyfunction]
+fn are_deterministic_algorithms_enabled() -> bool {
+    crate::par::deterministic()
 }
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::par::set_signal_hook(signal_hook);
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;
     m.add_class::<PyDevice>()?;
@@ -457,6 +522,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(set_cache_limit, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(use_deterministic_algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(are_deterministic_algorithms_enabled, m)?)?;
     autograd::register(m)?;
     convert::register(m)?;
     creation::register(m)?;

@@ -142,9 +142,11 @@ unsafe fn im2col<T: Real>(x: *const T, g: &Geo, c0: usize, col: &mut [T], parall
         }
     };
     if parallel {
-        col.par_chunks_mut(npix)
-            .enumerate()
-            .for_each(|(r, dst)| row(r, dst));
+        crate::par::install(|| {
+            col.par_chunks_mut(npix)
+                .enumerate()
+                .for_each(|(r, dst)| row(r, dst))
+        });
     } else {
         col.chunks_mut(npix)
             .enumerate()
@@ -249,7 +251,7 @@ fn conv2d_t<T: GemmFloat>(
     };
     let yp = SendPtr(out.data_ptr::<T>());
     let per_sample = g.o * g.npix() * g.kdim().max(1);
-    let threads = rayon::current_num_threads();
+    let threads = crate::par::split();
     let sample_block = g.o * g.npix();
     let run = |s: usize, col: &mut Vec<T>, par: Parallelism| {
         // SAFETY: each sample writes only its own output block.
@@ -266,17 +268,24 @@ fn conv2d_t<T: GemmFloat>(
         }
     };
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        (0..n)
-            .into_par_iter()
-            .for_each_init(Vec::new, |col, s| run(s, col, Parallelism::None));
+        crate::par::install(|| {
+            (0..n)
+                .into_par_iter()
+                .for_each_init(Vec::new, |col, s| run(s, col, Parallelism::None))
+        });
     } else {
         let par = gemm_parallelism(g.og(), g.npix(), g.kdim());
-        let mut col = Vec::new();
-        for s in 0..n {
-            run(s, &mut col, par);
-        }
+        crate::par::install_if(!matches!(par, Parallelism::None), || {
+            let mut col = Vec::new();
+            for s in 0..n {
+                if crate::par::cancelled() {
+                    break;
+                }
+                run(s, &mut col, par);
+            }
+        });
     }
-    Ok(())
+    crate::par::check("conv2d")
 }
 
 // ---------------------------------------------------------------------------
@@ -330,7 +339,7 @@ unsafe fn col2im<T: Real>(col: &[T], g: &Geo, c0: usize, dst: *mut T, parallel: 
         }
     };
     if parallel {
-        (0..g.cg()).into_par_iter().for_each(channel);
+        crate::par::install(|| (0..g.cg()).into_par_iter().for_each(channel));
     } else {
         (0..g.cg()).for_each(channel);
     }
@@ -459,19 +468,26 @@ fn conv_input_grad_t<T: GemmFloat>(
         }
     };
     let per_sample = gm.o * npix * kdim.max(1);
-    let threads = rayon::current_num_threads();
+    let threads = crate::par::split();
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        (0..n)
-            .into_par_iter()
-            .for_each_init(Vec::new, |col, smp| run(smp, col, Parallelism::None));
+        crate::par::install(|| {
+            (0..n)
+                .into_par_iter()
+                .for_each_init(Vec::new, |col, smp| run(smp, col, Parallelism::None))
+        });
     } else {
         let par = gemm_parallelism(kdim, npix, og);
-        let mut col = Vec::new();
-        for smp in 0..n {
-            run(smp, &mut col, par);
-        }
+        crate::par::install_if(!matches!(par, Parallelism::None), || {
+            let mut col = Vec::new();
+            for smp in 0..n {
+                if crate::par::cancelled() {
+                    break;
+                }
+                run(smp, &mut col, par);
+            }
+        });
     }
-    Ok(())
+    crate::par::check("conv2d_backward")
 }
 
 /// Weight gradient of a convolution: `out` `(O, C/g, kH, kW)` (contiguous)
@@ -559,35 +575,42 @@ fn conv_weight_grad_t<T: GemmFloat>(
         }
     };
     let per_sample = gm.o * npix * kdim;
-    let threads = rayon::current_num_threads();
+    let threads = crate::par::split();
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
         // Fixed chunks of samples, summed in chunk order: the result does not
         // depend on how the pool schedules the chunks (a work-stealing fold
         // would group the samples differently from run to run).
         let per = n.div_ceil(n.min(WGRAD_CHUNKS));
-        let parts: Vec<Vec<T>> = (0..n.div_ceil(per))
-            .into_par_iter()
-            .map(|ci| {
-                let mut acc = vec![T::ZERO; total];
-                let mut col = Vec::new();
-                for smp in ci * per..((ci + 1) * per).min(n) {
-                    run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
-                }
-                acc
-            })
-            .collect();
+        let parts: Vec<Vec<T>> = crate::par::install(|| {
+            (0..n.div_ceil(per))
+                .into_par_iter()
+                .map(|ci| {
+                    let mut acc = vec![T::ZERO; total];
+                    let mut col = Vec::new();
+                    for smp in ci * per..((ci + 1) * per).min(n) {
+                        run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
+                    }
+                    acc
+                })
+                .collect()
+        });
         for part in &parts {
             dst.iter_mut().zip(part).for_each(|(x, &y)| *x = *x + y);
         }
     } else {
         let par = gemm_parallelism(og, kdim, npix);
-        let mut col = Vec::new();
-        let acc = dst.as_mut_ptr();
-        for smp in 0..n {
-            run(smp, &mut col, acc, par);
-        }
+        let acc = SendPtr(dst.as_mut_ptr());
+        crate::par::install_if(!matches!(par, Parallelism::None), || {
+            let mut col = Vec::new();
+            for smp in 0..n {
+                if crate::par::cancelled() {
+                    break;
+                }
+                run(smp, &mut col, acc.get(), par);
+            }
+        });
     }
-    Ok(())
+    crate::par::check("conv2d_backward")
 }
 
 // ---------------------------------------------------------------------------
@@ -613,7 +636,7 @@ fn for_planes<T: Real>(x: &Tensor, out: &Tensor, f: impl Fn(*const T, &mut [T], 
         f(src, y, pi);
     };
     if n * c * plane >= POOL_GRAIN && n * c > 1 {
-        ys.par_chunks_mut(plane).enumerate().for_each(body);
+        crate::par::install(|| ys.par_chunks_mut(plane).enumerate().for_each(body));
     } else {
         ys.chunks_mut(plane).enumerate().for_each(body);
     }

@@ -62,7 +62,7 @@ fn tasks_for(total: usize) -> usize {
     if total < PAR_MIN {
         1
     } else {
-        rayon::current_num_threads() * 4
+        crate::par::split() * 4
     }
 }
 

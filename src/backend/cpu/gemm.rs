@@ -150,7 +150,7 @@ enum Plan {
 fn plan(nb: usize, d: Dims) -> Plan {
     let per = d.m.saturating_mul(d.n).saturating_mul(d.k.max(1));
     let total = per.saturating_mul(nb);
-    if total < SERIAL_MAX || rayon::current_num_threads() <= 1 {
+    if total < SERIAL_MAX || crate::par::split() <= 1 {
         Plan::Serial
     } else if nb > 1 && per < SMALL_MATRIX {
         Plan::OverBatch
@@ -283,10 +283,10 @@ pub unsafe fn gemm_one<T: GemmFloat>(
 
 /// The parallelism to hand gemm for one product of this size run on its own.
 pub fn gemm_parallelism(m: usize, n: usize, k: usize) -> Parallelism {
-    if m.saturating_mul(n).saturating_mul(k) < SERIAL_MAX || rayon::current_num_threads() <= 1 {
+    if m.saturating_mul(n).saturating_mul(k) < SERIAL_MAX || crate::par::split() <= 1 {
         Parallelism::None
     } else {
-        Parallelism::Rayon(rayon::current_num_threads())
+        Parallelism::Rayon(crate::par::split())
     }
 }
 
@@ -322,7 +322,7 @@ fn run_float<T: GemmFloat>(
         if plan(offs.len(), d) == Plan::Serial {
             offs.iter().for_each(one);
         } else {
-            offs.par_iter().for_each(one);
+            crate::par::install(|| offs.par_iter().for_each(one));
         }
         return;
     }
@@ -350,10 +350,12 @@ fn run_float<T: GemmFloat>(
     };
     match plan(offs.len(), d) {
         Plan::Serial => offs.iter().for_each(|o| one(o, Parallelism::None)),
-        Plan::OverBatch => offs.par_iter().for_each(|o| one(o, Parallelism::None)),
+        Plan::OverBatch => {
+            crate::par::install(|| offs.par_iter().for_each(|o| one(o, Parallelism::None)))
+        }
         Plan::InsideGemm => {
-            let par = Parallelism::Rayon(rayon::current_num_threads());
-            offs.iter().for_each(|o| one(o, par))
+            let par = Parallelism::Rayon(crate::par::split());
+            crate::par::install(|| offs.iter().for_each(|o| one(o, par)))
         }
     }
 }
@@ -576,16 +578,18 @@ fn run_int<T: IntElem>(
         int_rows_mv(rows, d, pa, ma, pb, mb, pc, mc, accumulate);
     };
     let total = offs.len() * d.m * d.n * d.k.max(1);
-    if total < SERIAL_MAX || rayon::current_num_threads() <= 1 {
+    if total < SERIAL_MAX || crate::par::split() <= 1 {
         (0..offs.len()).for_each(|bi| task(bi, 0..d.m));
     } else {
         // Tasks of a few rows each, over all batches.
         let rows_per = (SERIAL_MAX / (d.n * d.k.max(1)).max(1)).clamp(1, d.m);
         let per_batch = d.m.div_ceil(rows_per);
-        (0..offs.len() * per_batch).into_par_iter().for_each(|t| {
-            let (bi, r) = (t / per_batch, t % per_batch);
-            let r0 = r * rows_per;
-            task(bi, r0..(r0 + rows_per).min(d.m));
+        crate::par::install(|| {
+            (0..offs.len() * per_batch).into_par_iter().for_each(|t| {
+                let (bi, r) = (t / per_batch, t % per_batch);
+                let r0 = r * rows_per;
+                task(bi, r0..(r0 + rows_per).min(d.m));
+            })
         });
     }
 }

@@ -199,7 +199,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
             }
         }
     };
-    let threads = rayon::current_num_threads();
+    let threads = crate::par::split();
     let heavy = k
         .instrs
         .iter()
@@ -212,20 +212,24 @@ fn run_typed<C: Real + Element + Send + Sync>(
     } else if rows >= threads * 4 {
         let tasks = (threads * 4).min(rows);
         let per = rows.div_ceil(tasks);
-        (0..tasks).into_par_iter().for_each(|t| {
-            let (s, e) = (t * per, ((t + 1) * per).min(rows));
-            if s < e {
-                job(s, e, 0, inner);
-            }
+        crate::par::install(|| {
+            (0..tasks).into_par_iter().for_each(|t| {
+                let (s, e) = (t * per, ((t + 1) * per).min(rows));
+                if s < e {
+                    job(s, e, 0, inner);
+                }
+            })
         });
     } else {
         // Few long rows: split each row into segments of whole chunks.
         let seg = (inner.div_ceil(threads * 2)).div_ceil(CHUNK).max(1) * CHUNK;
         let nseg = inner.div_ceil(seg);
-        (0..rows * nseg).into_par_iter().for_each(|u| {
-            let (r, sg) = (u / nseg, u % nseg);
-            let s = sg * seg;
-            job(r, r + 1, s, (s + seg).min(inner));
+        crate::par::install(|| {
+            (0..rows * nseg).into_par_iter().for_each(|u| {
+                let (r, sg) = (u / nseg, u % nseg);
+                let s = sg * seg;
+                job(r, r + 1, s, (s + seg).min(inner));
+            })
         });
     }
     Ok(())

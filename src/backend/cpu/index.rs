@@ -85,7 +85,7 @@ impl Accumulate for u8 {
 }
 
 fn threads() -> usize {
-    rayon::current_num_threads().max(1)
+    crate::par::split().max(1)
 }
 
 /// Split `n` elements into contiguous ranges for the thread pool (one range for small work).
@@ -137,7 +137,8 @@ fn first_bad_index(idx: &Tensor, size: usize, wrap: bool) -> Option<BadIndex> {
     let n = size as i64;
     with_index_dtype!(idx.dtype(), I => {
         let p = SendPtr(idx.data_ptr::<I>());
-        elem_tasks(idx.numel())
+        let tasks = elem_tasks(idx.numel());
+        crate::par::install_if(tasks.len() > 1, || tasks
             .into_par_iter()
             .map(|(e0, e1)| {
                 let mut bad = None;
@@ -163,7 +164,7 @@ fn first_bad_index(idx: &Tensor, size: usize, wrap: bool) -> Option<BadIndex> {
             .into_iter()
             .flatten()
             .next()
-    })
+    )})
 }
 
 fn out_of_bounds(op: &'static str, v: i64, dim: usize, size: usize) -> Error {
@@ -193,7 +194,7 @@ fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> 
     let per = tasks.first().map_or(1, |t| t.1 - t.0).max(1);
     with_index_dtype!(idx.dtype(), I => {
         let p = SendPtr(idx.data_ptr::<I>());
-        offs.par_chunks_mut(per).enumerate().all(|(t, chunk)| {
+        crate::par::install_if(tasks.len() > 1, || offs.par_chunks_mut(per).enumerate().all(|(t, chunk)| {
             let mut ok = true;
             let mut pos = 0usize;
             run_elems(&plan, t * per, t * per + chunk.len(), &mut |[o], len, [s]| {
@@ -210,7 +211,7 @@ fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> 
             });
             ok
         })
-    })
+    )})
 }
 
 /// Validate the indices of `a` against `src` and return the element offset
@@ -300,9 +301,9 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
             };
             if big {
                 let per = nb.div_ceil(threads() * 4);
-                (0..nb.div_ceil(per))
+                crate::par::install(|| (0..nb.div_ceil(per))
                     .into_par_iter()
-                    .for_each(|t| run(t * per, ((t + 1) * per).min(nb)));
+                    .for_each(|t| run(t * per, ((t + 1) * per).min(nb))));
             } else {
                 run(0, nb);
             }
@@ -323,17 +324,17 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
             (0..nb).for_each(|b| copy_rows(b, 0, rows));
         } else if nb >= threads() * 4 || rows < threads() * 2 {
             let per = nb.div_ceil(threads() * 8).max(1);
-            (0..nb.div_ceil(per)).into_par_iter().for_each(|t| {
+            crate::par::install(|| (0..nb.div_ceil(per)).into_par_iter().for_each(|t| {
                 for b in t * per..((t + 1) * per).min(nb) {
                     copy_rows(b, 0, rows);
                 }
-            });
+            }));
         } else {
             let per = rows.div_ceil(threads() * 4).max(1);
             for b in 0..nb {
-                (0..rows.div_ceil(per)).into_par_iter().for_each(|t| {
+                crate::par::install(|| (0..rows.div_ceil(per)).into_par_iter().for_each(|t| {
                     copy_rows(b, t * per, ((t + 1) * per).min(rows));
-                });
+                }));
             }
         }
     });
@@ -497,9 +498,9 @@ pub fn index_put(a: &IndexArgs, dst: &Tensor, values: &Tensor, accumulate: bool)
             put_rows(0, rows);
         } else {
             let per = rows.div_ceil(threads() * 4).max(1);
-            (0..rows.div_ceil(per))
+            crate::par::install(|| (0..rows.div_ceil(per))
                 .into_par_iter()
-                .for_each(|t| put_rows(t * per, ((t + 1) * per).min(rows)));
+                .for_each(|t| put_rows(t * per, ((t + 1) * per).min(rows))));
         }
     });
     Ok(())
@@ -607,7 +608,7 @@ fn nz_counts(x: &Tensor, plan: &Plan<1>, tasks: &[(usize, usize)]) -> Vec<usize>
     with_dtype!(x.dtype(), T => {
         let p = SendPtr(x.data_ptr::<T>());
         let zero = T::zero();
-        tasks
+        crate::par::install_if(tasks.len() > 1, || tasks
             .par_iter()
             .map(|&(e0, e1)| {
                 let mut c = 0usize;
@@ -629,7 +630,7 @@ fn nz_counts(x: &Tensor, plan: &Plan<1>, tasks: &[(usize, usize)]) -> Vec<usize>
                 c
             })
             .collect()
-    })
+    )})
 }
 
 /// Number of non-zero elements of `x`.
@@ -670,7 +671,7 @@ pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
         let p = SendPtr(x.data_ptr::<T>());
         let q = SendPtr(out.data_ptr::<i64>());
         let zero = T::zero();
-        tasks.par_iter().enumerate().for_each(|(t, &(e0, e1))| {
+        crate::par::install_if(tasks.len() > 1, || tasks.par_iter().enumerate().for_each(|(t, &(e0, e1))| {
             if counts[t] == 0 {
                 return;
             }
@@ -737,7 +738,7 @@ pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
                 w = wl;
                 j = jl;
             });
-        });
+        }));
     });
     Ok(())
 }
@@ -787,7 +788,7 @@ pub fn tri(x: &Tensor, out: &Tensor, diagonal: i64, upper: bool) -> Result<()> {
         if rows * n < 2 * PAR_MIN || threads() == 1 {
             (0..rows).for_each(row_job);
         } else {
-            (0..rows).into_par_iter().with_min_len((PAR_MIN / n).max(1)).for_each(row_job);
+            crate::par::install(|| (0..rows).into_par_iter().with_min_len((PAR_MIN / n).max(1)).for_each(row_job));
         }
     });
     Ok(())

@@ -112,7 +112,10 @@ impl Backend for CpuBackend {
     // ---- further primitive families add their methods below this line ----
 
     fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
-        gemm::matmul(a, b, out, accumulate)
+        let k = a.shape().last().copied().unwrap_or(1);
+        long_kernel("matmul", out.numel().saturating_mul(k), || {
+            gemm::matmul(a, b, out, accumulate)
+        })
     }
     fn conv2d(
         &self,
@@ -122,7 +125,11 @@ impl Backend for CpuBackend {
         p: &Conv2dParams,
         out: &Tensor,
     ) -> Result<()> {
-        conv::conv2d(x, w, bias, p, out)
+        long_kernel(
+            "conv2d",
+            out.numel().saturating_mul(w.numel() / w.shape()[0].max(1)),
+            || conv::conv2d(x, w, bias, p, out),
+        )
     }
     fn conv2d_input_grad(
         &self,
@@ -131,7 +138,11 @@ impl Backend for CpuBackend {
         p: &Conv2dParams,
         out: &Tensor,
     ) -> Result<()> {
-        conv::conv2d_input_grad(g, w, p, out)
+        long_kernel(
+            "conv2d_backward",
+            g.numel().saturating_mul(w.numel() / w.shape()[0].max(1)),
+            || conv::conv2d_input_grad(g, w, p, out),
+        )
     }
     fn conv2d_weight_grad(
         &self,
@@ -140,7 +151,12 @@ impl Backend for CpuBackend {
         p: &Conv2dParams,
         out: &Tensor,
     ) -> Result<()> {
-        conv::conv2d_weight_grad(g, x, p, out)
+        long_kernel(
+            "conv2d_backward",
+            g.numel()
+                .saturating_mul(out.numel() / out.shape()[0].max(1)),
+            || conv::conv2d_weight_grad(g, x, p, out),
+        )
     }
     fn max_pool2d(
         &self,
@@ -247,5 +263,25 @@ impl Backend for CpuBackend {
         outs: &[Tensor],
     ) -> Result<()> {
         graph_kernel::run(k, ins, outs)
+    }
+}
+
+/// Multiply-adds above which a kernel runs on the pool while the calling
+/// thread watches for Ctrl-C (the hand-off costs microseconds; such kernels
+/// take tens of milliseconds).
+const INTERRUPTIBLE_MIN: usize = 1 << 26;
+
+/// Run a long kernel interruptibly (see [`crate::par::run_interruptible`]);
+/// an interrupted kernel's output is incomplete, so it is reported as
+/// [`crate::Error::Interrupted`], never returned.
+fn long_kernel(op: &'static str, work: usize, f: impl FnOnce() -> Result<()> + Send) -> Result<()> {
+    if work >= INTERRUPTIBLE_MIN {
+        let (r, interrupted) = crate::par::run_interruptible(f);
+        if interrupted {
+            return Err(crate::Error::Interrupted { op });
+        }
+        r
+    } else {
+        f()
     }
 }

@@ -153,12 +153,14 @@ fn fill_blocks<T: Copy + Send + Sync, const K: usize>(
     let outp = SendPtr(out);
     // SAFETY: `out` holds `n` elements the op owns; ranges of blocks are disjoint.
     let run = |b0: usize, b1: usize| unsafe { run_blocks(outp.get(), n, s, &f, b0, b1) };
-    if n < PAR_MIN || rayon::current_num_threads() <= 1 {
+    if n < PAR_MIN || crate::par::split() <= 1 {
         run(0, nblocks);
     } else {
         let chunks = nblocks.div_ceil(CHUNK_BLOCKS);
-        (0..chunks).into_par_iter().for_each(|c| {
-            run(c * CHUNK_BLOCKS, ((c + 1) * CHUNK_BLOCKS).min(nblocks));
+        crate::par::install(|| {
+            (0..chunks).into_par_iter().for_each(|c| {
+                run(c * CHUNK_BLOCKS, ((c + 1) * CHUNK_BLOCKS).min(nblocks));
+            })
         });
     }
 }
@@ -412,12 +414,14 @@ pub fn randperm(out: &Tensor, s: PhiloxStream) -> Result<()> {
             *slot = (word64(x, i % 2), i as u64);
         }
     };
-    let big = n >= PAR_MIN && rayon::current_num_threads() > 1;
+    let big = n >= PAR_MIN && crate::par::split() > 1;
     if big {
-        keys.par_chunks_mut(2 * CHUNK_BLOCKS)
-            .enumerate()
-            .for_each(|(c, ch)| fill_chunk(c, ch));
-        keys.par_sort_unstable();
+        crate::par::install(|| {
+            keys.par_chunks_mut(2 * CHUNK_BLOCKS)
+                .enumerate()
+                .for_each(|(c, ch)| fill_chunk(c, ch))
+        });
+        crate::par::install(|| keys.par_sort_unstable());
     } else {
         keys.chunks_mut(2 * CHUNK_BLOCKS)
             .enumerate()
@@ -519,8 +523,8 @@ pub fn multinomial(probs: &Tensor, out: &Tensor, replacement: bool, s: PhiloxStr
         }
     };
     let work = rows * m.max(k);
-    if rows > 1 && work >= PAR_MIN && rayon::current_num_threads() > 1 {
-        (0..rows).into_par_iter().for_each(do_row);
+    if rows > 1 && work >= PAR_MIN && crate::par::split() > 1 {
+        crate::par::install(|| (0..rows).into_par_iter().for_each(do_row));
     } else {
         (0..rows).for_each(do_row);
     }

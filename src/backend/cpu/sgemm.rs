@@ -257,19 +257,21 @@ unsafe fn sgemm_body<K: Micro>(
         if k == 0 || work < SHARED_MIN {
             // Small: independent slabs, one fork-join in all.
             let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
-            (0..m.div_ceil(per)).into_par_iter().for_each(|i| {
-                // whole structs are captured (not their raw-pointer fields)
-                let (a, b, c) = (a, b, c);
-                let r0 = i * per;
-                let a2 = M {
-                    p: a.p.wrapping_offset(r0 as isize * a.rs),
-                    ..a
-                };
-                let c2 = M {
-                    p: c.p.wrapping_offset(r0 as isize * c.rs),
-                    ..c
-                };
-                serial::<K>(per.min(m - r0), n, k, a2, b, c2, accumulate)
+            crate::par::install(|| {
+                (0..m.div_ceil(per)).into_par_iter().for_each(|i| {
+                    // whole structs are captured (not their raw-pointer fields)
+                    let (a, b, c) = (a, b, c);
+                    let r0 = i * per;
+                    let a2 = M {
+                        p: a.p.wrapping_offset(r0 as isize * a.rs),
+                        ..a
+                    };
+                    let c2 = M {
+                        p: c.p.wrapping_offset(r0 as isize * c.rs),
+                        ..c
+                    };
+                    serial::<K>(per.min(m - r0), n, k, a2, b, c2, accumulate)
+                })
             });
             return;
         }
@@ -301,19 +303,21 @@ unsafe fn sgemm_body<K: Micro>(
     } else {
         let per = n.div_ceil(t).div_ceil(K::NR) * K::NR;
         let slabs = n.div_ceil(per);
-        (0..slabs).into_par_iter().for_each(|i| {
-            let (a, b, c) = (a, b, c);
-            let c0 = i * per;
-            let cols = per.min(n - c0);
-            let b2 = M {
-                p: b.p.wrapping_offset(c0 as isize * b.cs),
-                ..b
-            };
-            let c2 = M {
-                p: c.p.wrapping_offset(c0 as isize * c.cs),
-                ..c
-            };
-            serial::<K>(m, cols, k, a, b2, c2, accumulate)
+        crate::par::install(|| {
+            (0..slabs).into_par_iter().for_each(|i| {
+                let (a, b, c) = (a, b, c);
+                let c0 = i * per;
+                let cols = per.min(n - c0);
+                let b2 = M {
+                    p: b.p.wrapping_offset(c0 as isize * b.cs),
+                    ..b
+                };
+                let c2 = M {
+                    p: c.p.wrapping_offset(c0 as isize * c.cs),
+                    ..c
+                };
+                serial::<K>(m, cols, k, a, b2, c2, accumulate)
+            })
         });
     }
 }
@@ -361,77 +365,86 @@ fn rows_shared_b<K: Micro>(
     let kcb = k.div_ceil(k.div_ceil(KC));
     let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
     let slabs = m.div_ceil(per);
-    let mut jc = 0;
-    while jc < n {
-        let nc = NC.min(n - jc);
-        let panels = nc.div_ceil(K::NR);
-        let pp = panels.div_ceil(t);
-        let mut pc = 0;
-        while pc < k {
-            let kc = kcb.min(k - pc);
-            (0..panels.div_ceil(pp)).into_par_iter().for_each(|i| {
-                let (b, bp) = (b, bp);
-                let c0 = i * pp * K::NR;
-                let cols = (pp * K::NR).min(nc - c0);
-                // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
-                unsafe {
-                    pack_b::<K>(
-                        kc,
-                        cols,
-                        b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
-                        b.rs,
-                        b.cs,
-                        bp.p.add(c0 * kc),
-                    )
+    crate::par::install(|| {
+        let mut jc = 0;
+        while jc < n {
+            let nc = NC.min(n - jc);
+            let panels = nc.div_ceil(K::NR);
+            let pp = panels.div_ceil(t);
+            let mut pc = 0;
+            while pc < k {
+                if crate::par::cancelled() {
+                    return;
                 }
-            });
-            let add = accumulate || pc > 0;
-            (0..slabs).into_par_iter().for_each(|i| {
-                let (a, c, bp) = (a, c, bp);
-                let r0 = i * per;
-                let rows = per.min(m - r0);
-                let mcb = rows.div_ceil(rows.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
-                PACK.with(|bufs| {
-                    let mut own = Buf::new();
-                    let mut guard = bufs.try_borrow_mut();
-                    let ab = match guard.as_deref_mut() {
-                        Ok((ab, _)) => ab,
-                        Err(_) => &mut own,
-                    };
-                    let ap = ab.get(K::MC * KC + A_SLACK);
-                    let mut ic = r0;
-                    while ic < r0 + rows {
-                        let mc = mcb.min(r0 + rows - ic);
-                        // SAFETY: this slab's rows of A and C; packed B is complete.
+                let kc = kcb.min(k - pc);
+                crate::par::install(|| {
+                    (0..panels.div_ceil(pp)).into_par_iter().for_each(|i| {
+                        let (b, bp) = (b, bp);
+                        let c0 = i * pp * K::NR;
+                        let cols = (pp * K::NR).min(nc - c0);
+                        // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
                         unsafe {
-                            pack_a::<K>(
-                                mc,
+                            pack_b::<K>(
                                 kc,
-                                a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
-                                a.rs,
-                                a.cs,
-                                ap,
-                            );
-                            macro_kernel::<K>(
-                                mc,
-                                nc,
-                                kc,
-                                ap,
-                                bp.p,
-                                c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
-                                c.rs,
-                                c.cs,
-                                add,
-                            );
+                                cols,
+                                b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
+                                b.rs,
+                                b.cs,
+                                bp.p.add(c0 * kc),
+                            )
                         }
-                        ic += mcb;
-                    }
+                    })
                 });
-            });
-            pc += kcb;
+                let add = accumulate || pc > 0;
+                crate::par::install(|| {
+                    (0..slabs).into_par_iter().for_each(|i| {
+                        let (a, c, bp) = (a, c, bp);
+                        let r0 = i * per;
+                        let rows = per.min(m - r0);
+                        let mcb = rows.div_ceil(rows.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
+                        PACK.with(|bufs| {
+                            let mut own = Buf::new();
+                            let mut guard = bufs.try_borrow_mut();
+                            let ab = match guard.as_deref_mut() {
+                                Ok((ab, _)) => ab,
+                                Err(_) => &mut own,
+                            };
+                            let ap = ab.get(K::MC * KC + A_SLACK);
+                            let mut ic = r0;
+                            while ic < r0 + rows {
+                                let mc = mcb.min(r0 + rows - ic);
+                                // SAFETY: this slab's rows of A and C; packed B is complete.
+                                unsafe {
+                                    pack_a::<K>(
+                                        mc,
+                                        kc,
+                                        a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
+                                        a.rs,
+                                        a.cs,
+                                        ap,
+                                    );
+                                    macro_kernel::<K>(
+                                        mc,
+                                        nc,
+                                        kc,
+                                        ap,
+                                        bp.p,
+                                        c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
+                                        c.rs,
+                                        c.cs,
+                                        add,
+                                    );
+                                }
+                                ic += mcb;
+                            }
+                        });
+                    })
+                });
+                pc += kcb;
+            }
+            jc += NC;
         }
-        jc += NC;
-    }
+    });
 }
 
 /// All micro-tiles of one packed `mc × kc` A block against one packed `kc × nc` B block.

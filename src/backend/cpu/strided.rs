@@ -167,7 +167,7 @@ pub fn par_for_each_row<const N: usize>(
     let plan = Plan::new(shape, strides);
     let rows = plan.rows();
     let total = rows * plan.inner;
-    let threads = rayon::current_num_threads();
+    let threads = crate::par::split();
     if total < grain.max(1) * 2 || threads <= 1 {
         plan.run_rows(0, rows, &mut |o, n, s| f(o, n, s));
         return;
@@ -176,25 +176,29 @@ pub fn par_for_each_row<const N: usize>(
         // Split rows into ~4 tasks per thread.
         let tasks = (threads * 4).min(rows).max(1);
         let per = rows.div_ceil(tasks);
-        (0..tasks).into_par_iter().for_each(|t| {
-            let s = t * per;
-            let e = ((t + 1) * per).min(rows);
-            plan.run_rows(s, e, &mut |o, n, st| f(o, n, st));
+        crate::par::install(|| {
+            (0..tasks).into_par_iter().for_each(|t| {
+                let s = t * per;
+                let e = ((t + 1) * per).min(rows);
+                plan.run_rows(s, e, &mut |o, n, st| f(o, n, st));
+            })
         });
     } else {
         // Few long rows: split each row into segments.
         let nseg = plan.inner.div_ceil(SEG);
-        (0..rows * nseg).into_par_iter().for_each(|u| {
-            let (r, sg) = (u / nseg, u % nseg);
-            let start = sg * SEG;
-            let len = SEG.min(plan.inner - start);
-            plan.run_rows(r, r + 1, &mut |o, _n, st| {
-                let mut o2 = o;
-                for k in 0..N {
-                    o2[k] += start as isize * st[k];
-                }
-                f(o2, len, st)
-            });
+        crate::par::install(|| {
+            (0..rows * nseg).into_par_iter().for_each(|u| {
+                let (r, sg) = (u / nseg, u % nseg);
+                let start = sg * SEG;
+                let len = SEG.min(plan.inner - start);
+                plan.run_rows(r, r + 1, &mut |o, _n, st| {
+                    let mut o2 = o;
+                    for k in 0..N {
+                        o2[k] += start as isize * st[k];
+                    }
+                    f(o2, len, st)
+                });
+            })
         });
     }
 }
