@@ -7,7 +7,8 @@ works here, else eager PyTorch, named in the row's notes).
 
 W8 times capture + compile (tracing, the passes and the first run's plan) of
 W4's and W6's training steps on their first call, and the capture time of a
-chain of N elementwise ops (N = 1k, 10k, 100k) to show it grows linearly.
+chain of N elementwise ops (N = 2k, 20k, 200k) to show it grows linearly,
+with the passes off and on (on, the chain fuses into one kernel).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def _first_call_seconds(fw, make, params, batches, opt, loss) -> tuple[float, fl
     return total, fn.stats.capture_seconds[0], fn.stats.nodes[0]
 
 
-def _chain_capture_seconds(fg, n: int) -> float:
+def _chain_capture_seconds(fg, n: int, passes: bool = False) -> float:
     x = fg.ones(4)
 
     def chain(v):
@@ -155,7 +156,8 @@ def _chain_capture_seconds(fg, n: int) -> float:
             v = v * 1.0001 + 0.5
         return v
 
-    f = fg.compile(chain, passes={"fuse": False, "cse": False, "fold": False, "simplify": False, "dce": False})
+    off = {"fuse": False, "cse": False, "fold": False, "simplify": False, "dce": False}
+    f = fg.compile(chain) if passes else fg.compile(chain, passes=off)
     t0 = time.perf_counter()
     f.graph(x)
     return time.perf_counter() - t0
@@ -181,10 +183,12 @@ def w8(rt, ctx):
             step()
             row.values["jax"] = time.perf_counter() - t0
         ctx.rows.append(row)
-    for n in (1_000, 10_000, 100_000):
-        row = rt.Row("W8", f"capture a chain of {2 * n} elementwise nodes", "s", False)
-        row.values["ferrograd"] = _chain_capture_seconds(fg, n)
-        ctx.rows.append(row)
+    for passes in (False, True):
+        for n in (1_000, 10_000, 100_000):
+            what = "capture + all passes (one fused kernel)" if passes else "capture"
+            row = rt.Row("W8", f"{what}: chain of {2 * n} elementwise nodes", "s", False)
+            row.values["ferrograd"] = _chain_capture_seconds(fg, n, passes)
+            ctx.rows.append(row)
 
 
 WORKLOADS = {

@@ -275,17 +275,24 @@ fn conv2d_t<T: GemmFloat>(
         });
     } else {
         let par = gemm_parallelism(g.og(), g.npix(), g.kdim());
-        crate::par::install_if(!matches!(par, Parallelism::None), || {
-            let mut col = Vec::new();
-            for s in 0..n {
-                if crate::par::cancelled() {
-                    break;
-                }
-                run(s, &mut col, par);
-            }
-        });
+        let mut col = Vec::new();
+        each_sample(n, par, |s| run(s, &mut col, par));
     }
     crate::par::check("conv2d")
+}
+
+/// `one(sample)` for samples `0..n` in order on this thread, whose GEMMs
+/// split over the pool when `par` says so (the pool is entered once);
+/// stops early when the work is interrupted (the caller then reports it).
+fn each_sample(n: usize, par: Parallelism, mut one: impl FnMut(usize) + Send) {
+    crate::par::install_if(!matches!(par, Parallelism::None), || {
+        for s in 0..n {
+            if crate::par::cancelled() {
+                break;
+            }
+            one(s);
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -477,15 +484,8 @@ fn conv_input_grad_t<T: GemmFloat>(
         });
     } else {
         let par = gemm_parallelism(kdim, npix, og);
-        crate::par::install_if(!matches!(par, Parallelism::None), || {
-            let mut col = Vec::new();
-            for smp in 0..n {
-                if crate::par::cancelled() {
-                    break;
-                }
-                run(smp, &mut col, par);
-            }
-        });
+        let mut col = Vec::new();
+        each_sample(n, par, |smp| run(smp, &mut col, par));
     }
     crate::par::check("conv2d_backward")
 }
@@ -600,15 +600,8 @@ fn conv_weight_grad_t<T: GemmFloat>(
     } else {
         let par = gemm_parallelism(og, kdim, npix);
         let acc = SendPtr(dst.as_mut_ptr());
-        crate::par::install_if(!matches!(par, Parallelism::None), || {
-            let mut col = Vec::new();
-            for smp in 0..n {
-                if crate::par::cancelled() {
-                    break;
-                }
-                run(smp, &mut col, acc.get(), par);
-            }
-        });
+        let mut col = Vec::new();
+        each_sample(n, par, |smp| run(smp, &mut col, acc.get(), par));
     }
     crate::par::check("conv2d_backward")
 }

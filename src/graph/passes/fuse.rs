@@ -130,10 +130,16 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
             succs[q].push(i);
         }
     }
-    // Greedy grouping in program order.
-    let mut group: Vec<usize> = (0..nn).collect(); // representative = first member
+    // Greedy grouping in program order. Per group (keyed by its
+    // representative): its members, the lowest and highest member index, and
+    // the nodes outside it that read it (so the cycle check never walks the
+    // members: merging stays linear on long chains).
+    let mut group: Vec<usize> = (0..nn).collect();
     let mut members: HashMap<usize, Vec<usize>> = (0..nn).map(|i| (i, vec![i])).collect();
-    let find = |group: &Vec<usize>, i: usize| group[i];
+    let mut span: Vec<(usize, usize)> = (0..nn).map(|i| (i, i)).collect();
+    let mut ext: HashMap<usize, HashSet<usize>> = (0..nn)
+        .map(|i| (i, succs[i].iter().copied().collect()))
+        .collect();
     for v in 0..nn {
         let Some(cv) = kinds[v] else { continue };
         let vshape = &g.values[g.nodes[v].outputs[0]].shape;
@@ -141,14 +147,15 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
             .inputs
             .iter()
             .filter_map(|&x| match g.values[x].producer {
-                Producer::Node { node, .. } => Some(find(&group, node)),
+                Producer::Node { node, .. } => Some(group[node]),
                 _ => None,
             })
             .collect();
         candidates.sort();
         candidates.dedup();
         for gr in candidates {
-            if find(&group, v) == gr {
+            let vg = group[v];
+            if vg == gr {
                 continue;
             }
             let first = members[&gr][0];
@@ -156,18 +163,28 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
                 continue;
             }
             // Merging is valid when no path leaves the group and comes back to v.
-            let mine: HashSet<usize> = members[&find(&group, v)].iter().copied().collect();
-            let theirs: HashSet<usize> = members[&gr].iter().copied().collect();
-            if creates_cycle(&theirs, &mine, &succs) {
+            if creates_cycle(gr, vg, &group, &span, &ext, &succs) {
                 continue;
             }
-            // Merge v's group into gr.
-            let vg = find(&group, v);
-            let moved = members.remove(&vg).expect("group exists");
+            // Merge the smaller group into the larger one.
+            let (keep, gone) = if members[&gr].len() >= members[&vg].len() {
+                (gr, vg)
+            } else {
+                (vg, gr)
+            };
+            let moved = members.remove(&gone).expect("group exists");
             for &m in &moved {
-                group[m] = gr;
+                group[m] = keep;
             }
-            members.get_mut(&gr).expect("group exists").extend(moved);
+            members.get_mut(&keep).expect("group exists").extend(moved);
+            span[keep] = (
+                span[keep].0.min(span[gone].0),
+                span[keep].1.max(span[gone].1),
+            );
+            let gone_ext = ext.remove(&gone).unwrap_or_default();
+            let e = ext.get_mut(&keep).expect("group exists");
+            e.extend(gone_ext);
+            e.retain(|&x| group[x] != keep);
         }
     }
     // Build fused nodes for groups of two or more.
@@ -293,25 +310,34 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
     format!("fused {total} nodes into {} kernels", fused_groups.len())
 }
 
-/// Whether joining `a` and `b` makes the group depend on itself: some path
-/// from a member leaves the union and reaches a member again.
-fn creates_cycle(a: &HashSet<usize>, b: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
-    let union: HashSet<usize> = a.union(b).copied().collect();
-    let lo = *union.iter().min().expect("non-empty");
-    let hi = *union.iter().max().expect("non-empty");
-    // Nodes outside the union reachable from a member (only indices < hi can lead back).
+/// Whether joining groups `a` and `b` (representatives) makes the group
+/// depend on itself: some path from a member leaves the union and reaches a
+/// member again. Walks only from the groups' outside readers, between the
+/// union's lowest and highest member (nodes are in program order, so no
+/// path from beyond the highest member leads back).
+fn creates_cycle(
+    a: usize,
+    b: usize,
+    group: &[usize],
+    span: &[(usize, usize)],
+    ext: &HashMap<usize, HashSet<usize>>,
+    succs: &[Vec<usize>],
+) -> bool {
+    let inside = |x: usize| group[x] == a || group[x] == b;
+    let lo = span[a].0.min(span[b].0);
+    let hi = span[a].1.max(span[b].1);
     let mut stack: Vec<usize> = vec![];
     let mut seen: HashSet<usize> = HashSet::new();
-    for &m in &union {
-        for &s in &succs[m] {
-            if !union.contains(&s) && s < hi && s > lo && seen.insert(s) {
+    for e in [a, b].iter().filter_map(|g| ext.get(g)) {
+        for &s in e {
+            if !inside(s) && s < hi && s > lo && seen.insert(s) {
                 stack.push(s);
             }
         }
     }
     while let Some(x) = stack.pop() {
         for &s in &succs[x] {
-            if union.contains(&s) {
+            if inside(s) {
                 return true;
             }
             if s < hi && seen.insert(s) {

@@ -198,6 +198,29 @@ fn fuse_makes_one_kernel_with_the_same_results() {
 }
 
 #[test]
+fn fuse_takes_a_long_chain_whole_but_never_across_a_path_that_leaves_it() {
+    // 4000 elementwise nodes fuse into one kernel; `d` reads the chain both
+    // directly and through a reduction of it, so joining it would make the
+    // kernel depend on itself.
+    let x = t(&[0.5, -1.0, 2.0, 0.25], &[4]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let mut c = a[0].clone();
+        for _ in 0..2000 {
+            c = ew::binary_scalar(BinaryOp::Mul, &c, Scalar::Float(1.0001), false).unwrap();
+            c = ew::binary_scalar(BinaryOp::Add, &c, Scalar::Float(0.5), false).unwrap();
+        }
+        let s = reduce::sum(&c, None, false, None).unwrap();
+        let d = ew::binary(BinaryOp::Mul, &c, &s).unwrap();
+        vec![d]
+    });
+    assert_eq!(g.nodes.len(), 4002);
+    let (h, rep) = optimize(&g, &only(|o| o.fuse = true)).unwrap();
+    assert_eq!(h.nodes.len(), 3, "{rep:?}\n{}", h.dump());
+    assert_eq!(count(&h, |c| matches!(c, OpCall::Fused { .. })), 1);
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, &[x]));
+}
+
+#[test]
 fn simplify_drops_copies_of_dying_values_only() {
     let x = t(&[0.5, -1.0, 2.0, 4.0], &[2, 2]);
     let g = capture(std::slice::from_ref(&x), |a| {
