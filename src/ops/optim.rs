@@ -170,7 +170,7 @@ struct NoKernels;
 
 impl OptimKernels for NoKernels {
     fn name(&self) -> String {
-        "gpu (WebGPU is not available in this build)".into()
+        "gpu".into()
     }
 }
 
