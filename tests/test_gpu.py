@@ -274,3 +274,37 @@ def test_host_only_accessors_refuse_gpu_tensors():
     with pytest.raises(TypeError, match=r"\.cpu\(\)"):
         np.asarray(g)  # no zero-copy view of device memory (as PyTorch)
     np.testing.assert_array_equal(g.numpy(), np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: fg.optim.SGD(ps, lr=0.1),
+        lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+        lambda ps: fg.optim.Adam(ps, lr=0.01),
+        lambda ps: fg.optim.AdamW(ps, lr=0.01, weight_decay=0.1, amsgrad=True),
+    ],
+    ids=["sgd", "sgd-nesterov-wd", "adam", "adamw-amsgrad"],
+)
+def test_training_steps_match_cpu(make):
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((16, 4)).astype(np.float32)
+    ys = rng.standard_normal((16, 1)).astype(np.float32)
+
+    def train(device):
+        fg.manual_seed(0)
+        m = fg.nn.Sequential(fg.nn.Linear(4, 8), fg.nn.Tanh(), fg.nn.Linear(8, 1)).to(device)
+        opt = make(list(m.parameters()))
+        x, y = fg.tensor(xs, device=device), fg.tensor(ys, device=device)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+        return [p.detach().cpu().numpy() for p in m.parameters()], loss.item()
+
+    pc, lc = train("cpu")
+    pg, lg = train("gpu")
+    np.testing.assert_allclose(lg, lc, rtol=1e-4)
+    for a, b in zip(pg, pc, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -74,12 +74,13 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
         return "factory op (no tensor inputs): device placement is tested in test_gpu.py"
     if any(isinstance(a, fg.Tensor) and a.dtype not in (fg.float32, fg.int32, fg.int64, fg.bool) for a in cpu_args):
         return "an input's dtype (float64/float16/bfloat16) has no GPU storage"
+    # Moved before the CPU run: in-place ops write their CPU inputs.
+    gpu_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
     try:
         want = spec.fg_fn(*cpu_args, **kwargs)
         cpu_err = None
     except Exception as e:  # noqa: BLE001 - the GPU must then fail the same way
         want, cpu_err = None, e
-    gpu_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
     before = fg.gpu.stats()["downloads"]
     try:
         got = spec.fg_fn(*gpu_args, **kwargs)

@@ -112,7 +112,7 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
         }
     }
     if bytes.is_empty() {
-        bytes.extend_from_slice(&[0; 4]);
+        bytes.extend_from_slice(&[0; 8]);
     }
     if device != Device::Gpu(0) {
         return Err(Error::runtime(
@@ -182,12 +182,12 @@ fn words_of_strides(s: &[isize]) -> impl Iterator<Item = u32> + '_ {
     s.iter().map(|&v| v as i32 as u32)
 }
 
-/// Elementwise metadata for `ops` (all of `shape`), with up to four parameter words.
+/// Elementwise metadata for `ts` (all of `shape`), with up to eight parameter words.
 fn ew_meta(
     op: &'static str,
     shape: &[usize],
     ts: &[&Tensor],
-    params: [u32; 4],
+    params: [u32; 8],
 ) -> Result<Vec<u32>> {
     let n: usize = shape.iter().product();
     if n > u32::MAX as usize {
@@ -198,7 +198,7 @@ fn ew_meta(
     }
     let strides: Vec<&[isize]> = ts.iter().map(|t| t.strides()).collect();
     let (cs, cst) = Layout::coalesce(shape, &strides);
-    let mut m = Vec::with_capacity(6 + cs.len() * (1 + ts.len()) + ts.len());
+    let mut m = Vec::with_capacity(shaders::EW_SHAPE + cs.len() * (1 + ts.len()) + ts.len());
     m.push(n as u32);
     m.push(cs.len() as u32);
     m.extend_from_slice(&params);
@@ -244,7 +244,7 @@ fn run_ew(
     src: &str,
     ts: &[&Tensor],
     bufs: &[Arc<GpuBuffer>],
-    params: [u32; 4],
+    params: [u32; 8],
 ) -> Result<()> {
     let out = ts[ts.len() - 1];
     let n = out.numel();
@@ -503,7 +503,7 @@ impl Backend for WgpuBackend {
             &shaders::cast(&b, from, to),
             &[&src, dst],
             &bufs,
-            [0; 4],
+            [0; 8],
         )
     }
 
@@ -516,7 +516,7 @@ impl Backend for WgpuBackend {
             &shaders::fill(&b, ty),
             &[dst],
             &bufs,
-            [scalar_bits(value, ty), 0, 0, 0],
+            [scalar_bits(value, ty), 0, 0, 0, 0, 0, 0, 0],
         )
     }
 
@@ -533,8 +533,26 @@ impl Backend for WgpuBackend {
         })?;
         let p = shaders::unary_params(uop);
         let params = match ti {
-            GTy::F32 => [(p[0] as f32).to_bits(), (p[1] as f32).to_bits(), 0, 0],
-            _ => [p[0] as i64 as i32 as u32, p[1] as i64 as i32 as u32, 0, 0],
+            GTy::F32 => [
+                (p[0] as f32).to_bits(),
+                (p[1] as f32).to_bits(),
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ],
+            _ => [
+                p[0] as i64 as i32 as u32,
+                p[1] as i64 as i32 as u32,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ],
         };
         run_ew(op, &src, &[x, out], &bufs, params)
     }
@@ -550,7 +568,7 @@ impl Backend for WgpuBackend {
                 format!("not supported on the gpu device for dtype {}", a.dtype()),
             )
         })?;
-        run_ew(op, &src, &[a, b, out], &bufs, [0; 4])
+        run_ew(op, &src, &[a, b, out], &bufs, [0; 8])
     }
 
     fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
@@ -563,7 +581,7 @@ impl Backend for WgpuBackend {
             &shaders::where_(&bd, GTy::U32),
             &[&c, a, b, out],
             &bufs,
-            [0; 4],
+            [0; 8],
         )
     }
 
@@ -733,5 +751,126 @@ impl Backend for WgpuBackend {
             &meta,
             (total as u64).div_ceil(shaders::WG as u64),
         )
+    }
+}
+
+/// Optimizer updates on the GPU: one elementwise kernel per parameter.
+pub struct WgpuOptim;
+
+fn f32s(v: [f64; 8]) -> [u32; 8] {
+    v.map(|x| (x as f32).to_bits())
+}
+
+fn optim_check(op: &'static str, ts: &[&Tensor]) -> Result<()> {
+    for t in ts {
+        if t.dtype() != DType::F32 {
+            gty(op, t.dtype())?;
+            return Err(Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", t.dtype()),
+            ));
+        }
+    }
+    check_same_device(op, ts)
+}
+
+/// Bind (param, grad, state...) with every operand but the gradient written.
+fn optim_bind(op: &'static str, ts: &[&Tensor]) -> Result<(Bindings, Vec<Arc<GpuBuffer>>)> {
+    let (mut bd, bufs) = bind(op, ts)?;
+    for k in 0..ts.len() {
+        if k != 1 {
+            let j = bd.operand[k];
+            bd.bufs[j].1 = true;
+        }
+    }
+    Ok((bd, bufs))
+}
+
+impl crate::ops::optim::OptimKernels for WgpuOptim {
+    fn name(&self) -> String {
+        "gpu".into()
+    }
+
+    fn sgd(
+        &self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        bufs: &[Tensor],
+        first: &[bool],
+        h: &crate::ops::optim::SgdHyper,
+    ) -> Result<()> {
+        let op = "sgd_step";
+        let p = f32s([
+            -h.lr,
+            h.weight_decay,
+            h.momentum,
+            1.0 - h.dampening,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ]);
+        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
+            let mut ts = vec![x, g];
+            if let Some(b) = bufs.get(j) {
+                ts.push(b);
+            }
+            optim_check(op, &ts)?;
+            let (bd, bb) = optim_bind(op, &ts)?;
+            let src = shaders::sgd(
+                &bd,
+                ts.len() == 3,
+                first.get(j).copied().unwrap_or(false),
+                h.nesterov,
+                h.maximize,
+                h.weight_decay != 0.0,
+            );
+            run_ew(op, &src, &ts, &bb, p)?;
+        }
+        Ok(())
+    }
+
+    fn adam(
+        &self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        exp_avgs: &[Tensor],
+        exp_avg_sqs: &[Tensor],
+        max_sqs: &[Tensor],
+        steps: &[u64],
+        h: &crate::ops::optim::AdamHyper,
+    ) -> Result<()> {
+        let op = "adam_step";
+        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
+            let t = steps[j] as f64;
+            let bc1 = 1.0 - h.beta1.powf(t);
+            let bc2 = 1.0 - h.beta2.powf(t);
+            let p = f32s([
+                -(h.lr / bc1),
+                bc2.sqrt(),
+                h.eps,
+                1.0 - h.beta1,
+                h.beta2,
+                1.0 - h.beta2,
+                h.weight_decay,
+                1.0 - h.lr * h.weight_decay,
+            ]);
+            let mut ts = vec![x, g, &exp_avgs[j], &exp_avg_sqs[j]];
+            if let Some(m) = max_sqs.get(j) {
+                ts.push(m);
+            }
+            optim_check(op, &ts)?;
+            let (bd, bb) = optim_bind(op, &ts)?;
+            let src = shaders::adam(
+                &bd,
+                ts.len() == 5,
+                h.maximize,
+                h.weight_decay != 0.0,
+                h.decoupled,
+                1.0 - h.beta1 < 0.5,
+            );
+            run_ew(op, &src, &ts, &bb, p)?;
+        }
+        Ok(())
     }
 }

@@ -7,7 +7,7 @@
 //! source). Element types on the device: `f32` (float32), `i32` (int32, and
 //! int64 stored in 32 bits) and `u32` (bool, 0 or 1).
 //!
-//! Elementwise metadata: `[n, ndim, p0, p1, p2, p3, shape[ndim], then per
+//! Elementwise metadata: `[n, ndim, p0..p7, shape[ndim], then per
 //! operand k: offset, strides[ndim]]` (strides are `i32` bits; the operand
 //! order is the kernel's: inputs, then the output).
 
@@ -21,7 +21,7 @@ pub const WG: u32 = 256;
 /// Threads per workgroup of the row kernels (reductions, softmax).
 pub const RED_WG: u32 = 64;
 /// Index of the first shape word in elementwise metadata.
-pub const EW_SHAPE: usize = 6;
+pub const EW_SHAPE: usize = 10;
 
 /// An element type on the device.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -231,14 +231,14 @@ fn min_f(a: f32, b: f32) -> f32 {
 const OFF: &str = r#"
 fn off(k: u32, i: u32) -> u32 {
     let nd = md[1];
-    let base = 6u + nd + k * (nd + 1u);
+    let base = 10u + nd + k * (nd + 1u);
     var rem = i;
     var o = bitcast<i32>(md[base]);
     var d = nd;
     loop {
         if (d == 0u) { break; }
         d = d - 1u;
-        let s = md[6u + d];
+        let s = md[10u + d];
         let c = rem % s;
         rem = rem / s;
         o = o + i32(c) * bitcast<i32>(md[base + 1u + d]);
@@ -790,6 +790,91 @@ pub fn layer_norm(bd: &Bindings, has_w: bool, has_b: bool, rms: bool) -> String 
     row_shader(bd, GTy::F32, &body)
 }
 
+/// SGD update of operands (param, grad[, momentum buffer]), in place:
+/// p0 = -lr, p1 = weight decay, p2 = momentum, p3 = 1 - dampening.
+pub fn sgd(
+    bd: &Bindings,
+    with_buf: bool,
+    first: bool,
+    nesterov: bool,
+    maximize: bool,
+    wd: bool,
+) -> String {
+    let (pa, ga) = (bd.arr(0), bd.arr(1));
+    let mut body = format!(
+        "    let po = off(0u, i);
+    let p = {pa}[po];
+    var g = {};",
+        if maximize {
+            format!("-{ga}[off(1u, i)]")
+        } else {
+            format!("{ga}[off(1u, i)]")
+        }
+    );
+    if wd {
+        body += "\n    g = g + pf(1u) * p;";
+    }
+    if with_buf {
+        let ba = bd.arr(2);
+        let b = if first {
+            "g".to_string()
+        } else {
+            format!("{ba}[bo] * pf(2u) + pf(3u) * g")
+        };
+        body += &format!(
+            "\n    let bo = off(2u, i);\n    let b = {b};\n    {ba}[bo] = b;\n    g = {};",
+            if nesterov { "g + pf(2u) * b" } else { "b" }
+        );
+    }
+    body += &format!("\n    {pa}[po] = p + pf(0u) * g;");
+    ew_shader(bd, &body)
+}
+
+/// Adam/AdamW update of operands (param, grad, exp_avg, exp_avg_sq[, max_sq]):
+/// p0 = -lr/bc1, p1 = sqrt(bc2), p2 = eps, p3 = 1 - beta1, p4 = beta2,
+/// p5 = 1 - beta2, p6 = weight decay, p7 = 1 - lr * weight decay.
+pub fn adam(
+    bd: &Bindings,
+    amsgrad: bool,
+    maximize: bool,
+    wd: bool,
+    decoupled: bool,
+    low: bool,
+) -> String {
+    let (pa, ga, ma, va) = (bd.arr(0), bd.arr(1), bd.arr(2), bd.arr(3));
+    let mut body = format!(
+        "    let po = off(0u, i);
+    let mo = off(2u, i);
+    let vo = off(3u, i);
+    var p = {pa}[po];
+    var g = {}{ga}[off(1u, i)];",
+        if maximize { "-" } else { "" }
+    );
+    if wd {
+        body += if decoupled {
+            "\n    p = p * pf(7u);"
+        } else {
+            "\n    g = g + pf(6u) * p;"
+        };
+    }
+    body += &format!(
+        "\n    let a = {ma}[mo];\n    let m = {};\n    let sq = {va}[vo] * pf(4u) + pf(5u) * g * g;",
+        if low { "a + pf(3u) * (g - a)" } else { "g - (g - a) * (1.0 - pf(3u))" }
+    );
+    if amsgrad {
+        let xa = bd.arr(4);
+        body += &format!(
+            "\n    let xo = off(4u, i);\n    let d = max_f({xa}[xo], sq);\n    {xa}[xo] = d;"
+        );
+    } else {
+        body += "\n    let d = sq;";
+    }
+    body += &format!(
+        "\n    let denom = sqrt(d) / pf(1u) + pf(2u);\n    {pa}[po] = p + pf(0u) * m / denom;\n    {ma}[mo] = m;\n    {va}[vo] = sq;"
+    );
+    ew_shader(bd, &body)
+}
+
 /// Batched matmul of (a, b, out), one thread per output element.
 /// Metadata: [n, M, N, K, nb, accumulate, a_off, b_off, o_off, a_sm, a_sk,
 /// b_sk, b_sn, o_sm, o_sn, batch shape[nb], a/b/o batch strides[nb] each].
@@ -1012,6 +1097,19 @@ mod tests {
                 x.1 = true;
             }
             validate(&layer_norm(&bd, w, b, rms));
+        }
+        for f in 0..32u32 {
+            let b = |k: u32| f & (1 << k) != 0;
+            let n = if b(0) { 3 } else { 2 };
+            let mut bd = Bindings::distinct(&vec![GTy::F32; n]);
+            bd.bufs[0].1 = true;
+            validate(&sgd(&bd, b(0), b(1), b(2), b(3), b(4)));
+            let n = if b(0) { 5 } else { 4 };
+            let mut bd = Bindings::distinct(&vec![GTy::F32; n]);
+            for (j, x) in bd.bufs.iter_mut().enumerate() {
+                x.1 = j != 1;
+            }
+            validate(&adam(&bd, b(0), b(1), b(2), b(3), b(4)));
         }
         for ty in TYS {
             for max in [true, false] {
