@@ -133,3 +133,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             row.append(mark.rjust(4))
         tr.write_line(op.ljust(width) + info.get("family", "-").ljust(13) + " ".join(row))
     tr.write_line("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def pytest_report_header(config):
+    """Which WebGPU adapter the GPU tests run on (or why they skip)."""
+    try:
+        import ferrograd as fg
+
+        if not fg.gpu.is_available():
+            return f"gpu: none, GPU tests skip ({fg.gpu.unavailable_reason()})"
+        i = fg.gpu.info()
+        return f"gpu: {i['name']} (backend {i['backend']}, device type {i['device_type']})"
+    except Exception as e:  # noqa: BLE001 - informational only
+        return f"gpu: unknown ({e})"

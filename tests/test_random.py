@@ -746,9 +746,18 @@ def test_like_functions():
         fg.randint_like(i, 3, 3)
 
 
-def test_gpu_device_is_a_clear_error():
-    with pytest.raises(RuntimeError):
-        fg.rand(3, device="gpu")
+def test_gpu_device_draws_the_cpu_numbers():
+    """On the GPU the same seed gives the same numbers; without an adapter, a clear error."""
+    if not fg.gpu.is_available():
+        with pytest.raises(RuntimeError):
+            fg.rand(3, device="gpu")
+        return
+    fg.manual_seed(11)
+    a = fg.rand(3)
+    fg.manual_seed(11)
+    b = fg.rand(3, device="gpu")
+    assert str(b.device) == "gpu"
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ def tensor_repr(t) -> str:
         shape = ", ".join(str(d) for d in t.shape)
         return f"tensor(<captured>, shape=({shape}), dtype=ferrograd.{dt})"
     src = t if dt != "bfloat16" else t.float()
-    arr = np.asarray(src)
+    arr = src.numpy() if str(t.device) != "cpu" else np.asarray(src)
     suffix = []
     if arr.size == 0:
         body = "[]"

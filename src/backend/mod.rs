@@ -12,6 +12,8 @@
 
 pub mod cpu;
 pub mod meta;
+#[cfg(feature = "gpu")]
+pub mod wgpu;
 
 use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
@@ -366,17 +368,73 @@ static META: meta::MetaBackend = meta::MetaBackend;
 pub fn backend(device: Device) -> &'static dyn Backend {
     match device {
         Device::Cpu => &CPU,
+        #[cfg(feature = "gpu")]
+        Device::Gpu(_) => &GPU,
+        #[cfg(not(feature = "gpu"))]
         Device::Gpu(_) => &NO_GPU,
         Device::Meta => &META,
     }
 }
 
-/// Stand-in until the WebGPU backend lands: every primitive is a clear error.
+#[cfg(feature = "gpu")]
+static GPU: wgpu::WgpuBackend = wgpu::WgpuBackend;
+
+/// Stand-in in builds without the `gpu` feature: every primitive is a clear error.
+#[cfg(not(feature = "gpu"))]
 struct NoGpu;
+#[cfg(not(feature = "gpu"))]
 static NO_GPU: NoGpu = NoGpu;
 
+#[cfg(not(feature = "gpu"))]
 impl Backend for NoGpu {
     fn name(&self) -> String {
         "gpu (WebGPU is not available in this build)".into()
+    }
+}
+
+#[cfg(not(feature = "gpu"))]
+fn no_gpu<T>(op: &'static str) -> Result<T> {
+    Err(Error::runtime(
+        op,
+        "the WebGPU device is not available in this build (built without the `gpu` feature)",
+    ))
+}
+
+/// A new storage of `nbytes` logical bytes of `dtype` on a GPU device.
+pub fn gpu_storage(
+    op: &'static str,
+    nbytes: usize,
+    dtype: crate::tensor::DType,
+    device: Device,
+) -> Result<crate::tensor::Storage> {
+    #[cfg(feature = "gpu")]
+    return wgpu::new_storage(op, nbytes, dtype, device);
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (nbytes, dtype, device);
+        no_gpu(op)
+    }
+}
+
+/// Copy a tensor to `device` as a new contiguous tensor (no autograd): the
+/// one path by which values cross between host and GPU.
+pub fn transfer(t: &Tensor, device: Device) -> Result<Tensor> {
+    match (t.device(), device) {
+        (a, b) if a == b => Ok(t.clone()),
+        #[cfg(feature = "gpu")]
+        (Device::Cpu, Device::Gpu(_)) => wgpu::upload(t, device),
+        #[cfg(feature = "gpu")]
+        (Device::Gpu(_), Device::Cpu) => wgpu::download(t),
+        (Device::Meta, _) | (_, Device::Meta) => Err(Error::runtime(
+            "to",
+            format!("cannot move a tensor from {} to {device}", t.device()),
+        )),
+        #[cfg(not(feature = "gpu"))]
+        _ => no_gpu("to"),
+        #[cfg(feature = "gpu")]
+        _ => Err(Error::runtime(
+            "to",
+            format!("cannot move a tensor from {} to {device}", t.device()),
+        )),
     }
 }

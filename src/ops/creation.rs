@@ -110,6 +110,11 @@ pub fn arange(
         ((e - s) / st).ceil() as i128
     }
     .max(0) as usize;
+    if let Device::Gpu(_) = device {
+        // Built on the host, then uploaded.
+        let t = arange(start, end, step, Some(dtype), Device::Cpu)?;
+        return crate::backend::transfer(&t, device);
+    }
     let t = Tensor::empty(&[n], dtype, device)?;
     if !device.has_data() {
         return Ok(t);
@@ -147,6 +152,10 @@ pub fn linspace(
         [],
         one
     );
+    if let Device::Gpu(_) = device {
+        let t = linspace(start, end, steps, dtype, Device::Cpu)?;
+        return crate::backend::transfer(&t, device);
+    }
     let t = Tensor::empty(&[steps], dtype, device)?;
     if !device.has_data() {
         return Ok(t);
@@ -186,6 +195,9 @@ pub fn eye(n: usize, m: usize, dtype: DType, device: Device) -> Result<Tensor> {
         [],
         one
     );
+    if let Device::Gpu(_) = device {
+        return crate::backend::transfer(&eye(n, m, dtype, Device::Cpu)?, device);
+    }
     let t = Tensor::zeros(&[n, m], dtype, device)?;
     if !device.has_data() {
         return Ok(t);

@@ -340,6 +340,24 @@ pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
     Ok(out)
 }
 
+/// `x` on `device` (itself when already there): a contiguous copy made through
+/// the backend's materialise path; gradients flow back to `x`'s device.
+pub fn to_device(x: &Tensor, device: crate::tensor::Device) -> Result<Tensor> {
+    if x.device() == device {
+        return Ok(x.clone());
+    }
+    let out = crate::backend::transfer(x, device)?;
+    if x.dtype().is_floating_point() && ag::needs_grad(&[x]) {
+        ag::record(
+            super::elementwise_grad::ToDeviceBackward { from: x.device() },
+            &[x],
+            &[&out],
+            &[],
+        );
+    }
+    Ok(out)
+}
+
 /// A contiguous copy (or `x` itself when already contiguous).
 pub fn contiguous(x: &Tensor) -> Result<Tensor> {
     capture!(crate::graph::call::OpCall::Contiguous, [x], one);

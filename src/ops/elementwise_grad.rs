@@ -421,3 +421,25 @@ impl Backward for IdentityBackward {
         Ok(vec![grads[0].clone()])
     }
 }
+
+/// Backward of a device move: the gradient moves back to the input's device.
+pub struct ToDeviceBackward {
+    pub from: crate::tensor::Device,
+}
+
+impl Backward for ToDeviceBackward {
+    fn name(&self) -> &'static str {
+        "ToCopyBackward"
+    }
+    fn apply(
+        &self,
+        _saved: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![grads[0]
+            .as_ref()
+            .map(|g| super::elementwise::to_device(g, self.from))
+            .transpose()?])
+    }
+}

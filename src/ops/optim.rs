@@ -165,12 +165,14 @@ fn unsupported(device: String, op: &'static str) -> Error {
     Error::runtime(op, format!("not supported on the {device} device"))
 }
 
-/// Stand-in for devices without optimizer kernels yet.
+/// Stand-in for builds without the GPU device.
+#[cfg(not(feature = "gpu"))]
 struct NoKernels;
 
+#[cfg(not(feature = "gpu"))]
 impl OptimKernels for NoKernels {
     fn name(&self) -> String {
-        "gpu (WebGPU is not available in this build)".into()
+        "gpu".into()
     }
 }
 
@@ -217,13 +219,19 @@ impl OptimKernels for MetaKernels {
 }
 
 static CPU_KERNELS: cpu::CpuOptim = cpu::CpuOptim;
+#[cfg(not(feature = "gpu"))]
 static NO_KERNELS: NoKernels = NoKernels;
+#[cfg(feature = "gpu")]
+static GPU_KERNELS: crate::backend::wgpu::WgpuOptim = crate::backend::wgpu::WgpuOptim;
 static META_KERNELS: MetaKernels = MetaKernels;
 
 /// The optimizer kernels of `device`.
 pub fn kernels(device: Device) -> &'static dyn OptimKernels {
     match device {
         Device::Cpu => &CPU_KERNELS,
+        #[cfg(feature = "gpu")]
+        Device::Gpu(_) => &GPU_KERNELS,
+        #[cfg(not(feature = "gpu"))]
         Device::Gpu(_) => &NO_KERNELS,
         Device::Meta => &META_KERNELS,
     }

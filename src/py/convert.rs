@@ -310,16 +310,12 @@ fn tensor(
 ) -> PyResult<PyTensor> {
     let d = parse_dtype_opt(dtype)?;
     let dev = parse_device(device)?;
-    if dev != Device::Cpu {
-        return Err(run::<()>(|| {
-            Err(crate::Error::runtime(
-                "tensor",
-                "the WebGPU device is not available in this build",
-            ))
-        })
-        .unwrap_err());
-    }
     let t = tensor_from_py(data, d)?;
+    let t = if dev != Device::Cpu {
+        run(|| crate::backend::transfer(&t, dev))?
+    } else {
+        t
+    };
     if requires_grad {
         run(|| crate::autograd::set_requires_grad(&t, true))?;
     }
@@ -381,7 +377,7 @@ impl PyTensor {
         run(|| t.check_has_data("numpy"))?;
         if t.device() != Device::Cpu {
             return Err(PyTypeError::new_err(format!(
-                "can't convert a {} tensor to NumPy; call .cpu() first",
+                "can't convert a {} tensor to NumPy directly; use .numpy() or .cpu() first",
                 t.device()
             )));
         }
@@ -413,7 +409,11 @@ impl PyTensor {
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let np = py.import("numpy")?;
-        let arr = np.call_method1("asarray", (slf,))?;
+        let arr = if slf.get().t.device() == Device::Cpu {
+            np.call_method1("asarray", (slf,))?
+        } else {
+            np.call_method1("asarray", (Self::host(slf)?,))?
+        };
         let arr = if copy == Some(true) {
             arr.call_method0("copy")?
         } else {
@@ -425,15 +425,24 @@ impl PyTensor {
         }
     }
 
-    /// A NumPy array sharing this (CPU) tensor's memory.
+    /// A NumPy array sharing this (CPU) tensor's memory; a GPU tensor is
+    /// copied to the host first.
     fn numpy(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         let np = slf.py().import("numpy")?;
+        if slf.get().t.device() != Device::Cpu {
+            run(|| slf.get().t.check_has_data("numpy"))?;
+            return Ok(np.call_method1("asarray", (Self::host(slf)?,))?.unbind());
+        }
         Ok(np.call_method1("asarray", (slf,))?.unbind())
     }
 
     /// The values as (nested) Python lists.
     fn tolist(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         run(|| self.t.check_has_data("tolist"))?;
+        if self.t.device() != Device::Cpu {
+            let h = py.detach(|| run(|| crate::backend::transfer(&self.t, Device::Cpu)))?;
+            return to_list(py, &h);
+        }
         to_list(py, &self.t)
     }
 
@@ -441,6 +450,17 @@ impl PyTensor {
     fn item(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let s = run(|| self.t.item())?;
         scalar_to_py(py, s)
+    }
+}
+
+impl PyTensor {
+    /// A CPU copy of a GPU tensor (no autograd), as a Python tensor.
+    fn host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTensor>> {
+        let t = &slf.get().t;
+        let h = slf
+            .py()
+            .detach(|| run(|| crate::backend::transfer(t, Device::Cpu)))?;
+        Bound::new(slf.py(), PyTensor::new(h))
     }
 }
 

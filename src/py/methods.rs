@@ -348,9 +348,15 @@ impl PyTensor {
     fn nbytes(&self) -> usize {
         self.t.numel() * self.t.dtype().itemsize()
     }
-    /// Address of the first element (CPU).
-    fn data_ptr(&self) -> usize {
-        self.t.byte_ptr() as usize
+    /// Address of the first element (CPU tensors only).
+    fn data_ptr(&self) -> PyResult<usize> {
+        if self.t.device() != Device::Cpu {
+            return Err(PyRuntimeError::new_err(format!(
+                "data_ptr: a tensor on {} has no host address; copy it with .cpu() first",
+                self.t.device()
+            )));
+        }
+        Ok(self.t.byte_ptr() as usize)
     }
     /// The storage version counter (bumped by in-place writes).
     #[getter]
@@ -873,10 +879,17 @@ impl PyTensor {
     ) -> PyResult<Py<PyTensor>> {
         let (dt, dev) = parse_to(args, dtype, device)?;
         let t = &slf.get().t;
-        if let Some(d) = dev {
-            if d != t.device() {
-                return Err(PyRuntimeError::new_err(format!("to: cannot move a tensor from {} to {d}: the WebGPU device is not available in this build", t.device())));
-            }
+        if let Some(target) = dev.filter(|&d| d != t.device()) {
+            // Convert on the CPU side of the move (the GPU lacks some dtypes).
+            let d = dt.unwrap_or(t.dtype());
+            let r = run_heavy(slf.py(), t.numel(), || {
+                if target == Device::Cpu {
+                    ew::to_dtype(&ew::to_device(t, target)?, d)
+                } else {
+                    ew::to_device(&ew::to_dtype(t, d)?, target)
+                }
+            })?;
+            return Py::new(slf.py(), PyTensor::new(r));
         }
         let d = dt.unwrap_or(t.dtype());
         if d == t.dtype() && !copy {
@@ -892,8 +905,22 @@ impl PyTensor {
         Py::new(slf.py(), PyTensor::new(r))
     }
     /// This tensor on the CPU (itself when already there).
-    fn cpu<'py>(slf: &Bound<'py, Self>) -> Bound<'py, Self> {
-        slf.clone()
+    fn cpu(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
+        let t = &slf.get().t;
+        if t.device() == Device::Cpu {
+            return Ok(slf.clone().unbind());
+        }
+        let r = run_heavy(slf.py(), t.numel(), || ew::to_device(t, Device::Cpu))?;
+        Py::new(slf.py(), PyTensor::new(r))
+    }
+    /// This tensor on the WebGPU device (itself when already there).
+    fn gpu(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
+        let t = &slf.get().t;
+        if matches!(t.device(), Device::Gpu(_)) {
+            return Ok(slf.clone().unbind());
+        }
+        let r = run_heavy(slf.py(), t.numel(), || ew::to_device(t, Device::Gpu(0)))?;
+        Py::new(slf.py(), PyTensor::new(r))
     }
     fn float(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
         cast(slf, DType::F32)

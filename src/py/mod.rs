@@ -9,6 +9,7 @@ mod autograd;
 mod convert;
 mod creation;
 mod dlpack;
+mod gpu;
 mod graph;
 mod index;
 mod linalg;
@@ -536,5 +537,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index::register(m)?;
     optim::register(m)?;
     graph::register(m)?;
+    gpu::register(m)?;
     Ok(())
 }

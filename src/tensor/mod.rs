@@ -143,12 +143,7 @@ impl Tensor {
         let storage = match device {
             Device::Cpu => Storage::new_cpu(nbytes)?,
             Device::Meta => Storage::new_meta(nbytes),
-            Device::Gpu(_) => {
-                return Err(Error::runtime(
-                    "empty",
-                    "the WebGPU device is not available in this build",
-                ))
-            }
+            Device::Gpu(_) => crate::backend::gpu_storage("empty", nbytes, dtype, device)?,
         };
         Ok(Tensor {
             storage: Arc::new(storage),
@@ -166,22 +161,26 @@ impl Tensor {
             return crate::ops::creation::zeros(shape, dtype, device);
         }
         let nbytes = nbytes_for("zeros", shape, dtype)?;
+        let mut zero_fill = false;
         let storage = match device {
             Device::Cpu => Storage::zeroed_cpu(nbytes)?,
             Device::Meta => Storage::new_meta(nbytes),
             Device::Gpu(_) => {
-                return Err(Error::runtime(
-                    "zeros",
-                    "the WebGPU device is not available in this build",
-                ))
+                let s = crate::backend::gpu_storage("zeros", nbytes, dtype, device)?;
+                zero_fill = true;
+                s
             }
         };
-        Ok(Tensor {
+        let t = Tensor {
             storage: Arc::new(storage),
             layout: Layout::contiguous(shape),
             dtype,
             meta: OnceLock::new(),
-        })
+        };
+        if zero_fill {
+            crate::backend::backend(device).fill(&t, Scalar::Int(0))?;
+        }
+        Ok(t)
     }
 
     /// A contiguous tensor holding `data`, for `device`: on the `Meta`
@@ -191,6 +190,9 @@ impl Tensor {
         shape: &[usize],
         device: Device,
     ) -> Result<Tensor> {
+        if let Device::Gpu(_) = device {
+            return crate::backend::transfer(&Tensor::from_vec(data, shape)?, device);
+        }
         if device == Device::Meta {
             let n: usize = shape.iter().product();
             if n != data.len() {
@@ -373,7 +375,15 @@ impl Tensor {
     }
 
     /// Copy out the elements in logical (row-major) order, converted to f64.
+    ///
+    /// A GPU tensor is read through the device's materialise path (a sync point).
     pub fn to_f64_vec(&self) -> Vec<f64> {
+        if let Device::Gpu(_) = self.device() {
+            return match crate::backend::transfer(self, Device::Cpu) {
+                Ok(h) => h.to_f64_vec(),
+                Err(e) => panic!("reading a gpu tensor failed: {e}"),
+            };
+        }
         let mut out = Vec::with_capacity(self.numel());
         with_dtype!(self.dtype, T => {
             crate::backend::cpu::strided::for_each_offset(self.shape(), self.strides(), |off| {
@@ -397,6 +407,9 @@ impl Tensor {
                     self.shape()
                 ),
             ));
+        }
+        if let Device::Gpu(_) = self.device() {
+            return crate::backend::transfer(self, Device::Cpu)?.item();
         }
         // SAFETY: one element at the offset.
         let s = with_dtype!(self.dtype, T => unsafe {

@@ -64,6 +64,9 @@ enum Kind {
     },
     /// No memory at all (the `Meta` device): `ptr` is dangling and never read.
     Meta,
+    /// A GPU buffer owned by the device's backend (its pool takes it back
+    /// when `handle` drops); `ptr` is dangling and never read on the host.
+    Gpu { handle: Box<dyn Any + Send + Sync> },
 }
 
 /// A block of bytes on one device.
@@ -104,6 +107,27 @@ impl Storage {
             readonly: false,
             version: AtomicU64::new(0),
             device: Device::Meta,
+        }
+    }
+
+    /// A storage of `nbytes` (logical bytes: elements × the dtype's
+    /// itemsize) on GPU `device`, whose memory `handle` owns.
+    pub fn from_gpu(nbytes: usize, device: Device, handle: Box<dyn Any + Send + Sync>) -> Storage {
+        Storage {
+            ptr: NonNull::dangling(),
+            nbytes,
+            kind: Kind::Gpu { handle },
+            readonly: false,
+            version: AtomicU64::new(0),
+            device,
+        }
+    }
+
+    /// The backend's handle of a GPU storage (`None` on other devices).
+    pub fn gpu_handle(&self) -> Option<&(dyn Any + Send + Sync)> {
+        match &self.kind {
+            Kind::Gpu { handle } => Some(handle.as_ref()),
+            _ => None,
         }
     }
 
@@ -148,6 +172,10 @@ impl Storage {
         assert!(
             !matches!(self.kind, Kind::Meta),
             "the data of a symbolic (meta) tensor was read"
+        );
+        assert!(
+            !matches!(self.kind, Kind::Gpu { .. }),
+            "internal error: the memory of a GPU tensor was read on the host (copy it with .cpu() first)"
         );
         self.ptr.as_ptr()
     }

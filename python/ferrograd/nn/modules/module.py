@@ -75,10 +75,11 @@ def _parse_to(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
             raise TypeError(f"Module.to() expects a dtype, a device or a tensor, got {type(a).__name__}")
     if device is not None:
         name = str(device)
-        if name not in ("cpu", "cpu:0"):
+        if name.split(":")[0] not in ("cpu", "gpu", "webgpu", "wgpu"):
             raise NotImplementedError(
-                f"Module.to(): device {name!r} is not supported yet; ferrograd modules live on 'cpu'"
+                f"Module.to(): device {name!r} is not supported; ferrograd devices are 'cpu' and 'gpu'"
             )
+        device = _core.device(device)
     if dtype is not None and not dtype.is_floating_point:
         raise TypeError(f"Module.to() only accepts floating point dtypes, but got desired dtype={dtype}")
     return device, dtype
@@ -439,20 +440,22 @@ class Module:
         return self
 
     def to(self: T, *args: Any, **kwargs: Any) -> T:
-        """Convert floating-point parameters and buffers to a dtype: ``to(fg.float64)``.
+        """Convert floating-point parameters and buffers to a dtype and/or move
+        everything to a device: ``to(fg.float64)``, ``to("gpu")``, ``to("cpu", fg.float32)``.
 
-        ``to("cpu")`` is accepted (everything already lives there); other
-        devices raise ``NotImplementedError``. Integer buffers (e.g.
-        ``num_batches_tracked``) keep their dtype. A converted parameter is
-        a new ``Parameter`` object, so build optimizers after calling ``to``.
+        Integer buffers (e.g. ``num_batches_tracked``) keep their dtype. A
+        converted or moved parameter is a new ``Parameter`` object, so build
+        optimizers after calling ``to``.
         """
-        _, dtype = _parse_to(*args, **kwargs)
-        if dtype is None:
+        device, dtype = _parse_to(*args, **kwargs)
+        if dtype is None and device is None:
             return self
 
         def convert(t: Tensor) -> Tensor:
-            if t.dtype.is_floating_point and t.dtype != dtype:
-                return t.to(dtype)
+            if dtype is not None and t.dtype.is_floating_point and t.dtype != dtype:
+                t = t.to(dtype)
+            if device is not None and t.device != device:
+                t = t.to(device)
             return t
 
         return self._apply(convert)

@@ -1,0 +1,53 @@
+"""The WebGPU device (``device="gpu"``, alias ``"webgpu"``).
+
+Tensors move with ``t.to("gpu")`` / ``t.cpu()`` and are created there with
+``device="gpu"``. GPU ops are queued and run in batches: values are read
+back only when asked for (``.numpy()``, ``.item()``, ``.tolist()``,
+``print``, ``.cpu()``). float32, int32, int64 (stored as 32-bit integers,
+range-checked on upload) and bool tensors live on the device; float64,
+float16 and bfloat16 raise ``TypeError`` there. An op without a GPU kernel
+raises a ``RuntimeError`` naming the op and the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _core
+
+__all__ = ["empty_cache", "info", "is_available", "stats", "synchronize", "unavailable_reason"]
+
+
+def is_available() -> bool:
+    """True when a WebGPU adapter exists (the device is created on first use)."""
+    return _core._gpu_is_available()
+
+
+def unavailable_reason() -> str | None:
+    """Why no WebGPU device can be used, or ``None`` when one can."""
+    return _core._gpu_unavailable_reason()
+
+
+def info() -> dict[str, Any]:
+    """The adapter: ``name``, ``backend``, ``device_type``, ``driver``, ``limits`` and ``features``.
+
+    Raises ``RuntimeError`` when no adapter exists.
+    """
+    return _core._gpu_info()
+
+
+def stats() -> dict[str, int]:
+    """Device counters: ``uploads``, ``downloads``, ``submits``, ``waits``, ``dispatches``,
+    ``pending_dispatches``, ``pipelines``, ``buffers_created`` and the buffer pool
+    (``buffers_in_use``, ``bytes_in_use``, ``buffers_cached``, ``bytes_cached``)."""
+    return _core._gpu_stats()
+
+
+def synchronize() -> None:
+    """Submit all queued GPU work and wait until it has finished."""
+    _core._gpu_synchronize()
+
+
+def empty_cache() -> None:
+    """Release the GPU buffers the pool keeps for reuse."""
+    _core._gpu_empty_cache()

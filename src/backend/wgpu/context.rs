@@ -1,0 +1,648 @@
+//! The process-wide WebGPU device: adapter selection, the buffer pool, the
+//! shared command encoder, the pipeline cache, statistics and the one
+//! host↔device materialise path.
+//!
+//! Ordering model: dispatches are recorded into one compute pass of one
+//! command encoder (the *batch*) and submitted only at a sync point (a
+//! read) or when the batch grows large. Uploads use `Queue::write_buffer`,
+//! which runs before the next submitted command buffer; they only ever
+//! target buffers no recorded command uses (a fresh or fully retired pool
+//! buffer), so this order is safe. A freed buffer returns to the pool's
+//! free lists only after the last batch that used it has completed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Submit the batch once it holds this many dispatches.
+const MAX_BATCH_DISPATCHES: usize = 4096;
+/// ... or once buffers freed during it (not reusable before it completes) hold this many bytes.
+const MAX_BATCH_DEFERRED: u64 = 256 << 20;
+/// Bytes of one metadata arena.
+const ARENA_BYTES: u64 = 64 << 10;
+/// Smallest pool buffer.
+const MIN_BUF: u64 = 256;
+
+/// Counters reported by `fg.gpu.stats()`.
+#[derive(Default)]
+pub struct Counters {
+    pub uploads: AtomicU64,
+    pub downloads: AtomicU64,
+    pub submits: AtomicU64,
+    pub waits: AtomicU64,
+    pub dispatches: AtomicU64,
+    pub pipelines: AtomicU64,
+    pub buffers_created: AtomicU64,
+}
+
+/// A pooled device buffer. Dropping it returns it to the pool.
+pub struct GpuBuffer {
+    pub buf: wgpu::Buffer,
+    pub cap: u64,
+    /// The last batch that recorded a command using this buffer.
+    last_use: AtomicU64,
+}
+
+impl GpuBuffer {
+    pub fn id(&self) -> usize {
+        self as *const GpuBuffer as usize
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(Ok(g)) = GPU.get() {
+            g.release(
+                self.buf.clone(),
+                self.cap,
+                self.last_use.load(Ordering::Acquire),
+            );
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pool {
+    free: HashMap<u64, Vec<wgpu::Buffer>>,
+    /// Freed while a batch that used them may still run: (batch, cap, buffer).
+    deferred: Vec<(u64, u64, wgpu::Buffer)>,
+    deferred_in_batch: u64,
+    in_use_bytes: u64,
+    in_use_count: u64,
+    cached_bytes: u64,
+    cached_count: u64,
+}
+
+struct Arena {
+    buf: Arc<GpuBuffer>,
+    words: Vec<u32>,
+}
+
+#[derive(Default)]
+struct State {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    /// Id of the batch being recorded (submits so far + 1).
+    batch: u64,
+    dispatches: usize,
+    arenas: Vec<Arena>,
+}
+
+/// The device and everything shared by its kernels.
+pub struct Gpu {
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    pub features: wgpu::Features,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    state: Mutex<State>,
+    pool: Mutex<Pool>,
+    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    completed: Arc<AtomicU64>,
+    uncaptured: Arc<Mutex<Option<String>>>,
+    pub counters: Counters,
+    storage_align: u64,
+}
+
+static GPU: OnceLock<std::result::Result<Gpu, String>> = OnceLock::new();
+
+/// The device, created on first use. Errors (no adapter) are remembered.
+pub fn get() -> Result<&'static Gpu> {
+    match GPU.get_or_init(|| {
+        std::panic::catch_unwind(init).unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown error".into());
+            Err(format!("initialising WebGPU failed: {msg}"))
+        })
+    }) {
+        Ok(g) => Ok(g),
+        Err(e) => Err(Error::runtime("gpu", e.clone())),
+    }
+}
+
+/// Whether a device could be (or has been) created.
+pub fn is_available() -> bool {
+    get().is_ok()
+}
+
+fn init() -> std::result::Result<Gpu, String> {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
+    desc.flags = wgpu::InstanceFlags::default().with_env();
+    let instance = wgpu::Instance::new(desc);
+    let adapter = match std::env::var("WGPU_ADAPTER_NAME") {
+        Ok(name) if !name.is_empty() => {
+            let want = name.to_lowercase();
+            let all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+            let names: Vec<String> = all.iter().map(|a| a.get_info().name).collect();
+            all.into_iter()
+                .find(|a| a.get_info().name.to_lowercase().contains(&want))
+                .ok_or_else(|| {
+                    format!("no WebGPU adapter matches WGPU_ADAPTER_NAME={name:?} (found: {names:?})")
+                })?
+        }
+        _ => pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::from_env()
+                .unwrap_or(wgpu::PowerPreference::HighPerformance),
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            ..Default::default()
+        }))
+        .map_err(|e| format!("no WebGPU adapter found ({e}); install a Vulkan, Metal, DX12 or GL driver (on Linux without a GPU: Mesa's lavapipe, Debian package mesa-vulkan-drivers)"))?,
+    };
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let features = adapter.features();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("ferrograd"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        ..Default::default()
+    }))
+    .map_err(|e| format!("the WebGPU adapter {:?} refused a device: {e}", info.name))?;
+    let uncaptured: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let u2 = uncaptured.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        let mut g = u2.lock();
+        if g.is_none() {
+            *g = Some(e.to_string());
+        }
+    }));
+    let storage_align = (limits.min_storage_buffer_offset_alignment as u64).max(4);
+    Ok(Gpu {
+        info,
+        limits,
+        features,
+        device,
+        queue,
+        state: Mutex::new(State {
+            batch: 1,
+            ..Default::default()
+        }),
+        pool: Mutex::new(Pool::default()),
+        pipelines: Mutex::new(HashMap::new()),
+        completed: Arc::new(AtomicU64::new(0)),
+        uncaptured,
+        counters: Counters::default(),
+        storage_align,
+    })
+}
+
+/// Round a request to its pool size class (four classes per power of two).
+pub fn size_class(n: u64) -> u64 {
+    let n = n.max(MIN_BUF);
+    if n <= 4096 {
+        return n.next_power_of_two();
+    }
+    let p = 63 - n.leading_zeros() as u64;
+    let step = 1u64 << (p - 2);
+    n.div_ceil(step) * step
+}
+
+/// Snapshot of the device counters and pool.
+pub struct Stats {
+    pub uploads: u64,
+    pub downloads: u64,
+    pub submits: u64,
+    pub waits: u64,
+    pub dispatches: u64,
+    pub pipelines: u64,
+    pub buffers_created: u64,
+    pub buffers_in_use: u64,
+    pub bytes_in_use: u64,
+    pub buffers_cached: u64,
+    pub bytes_cached: u64,
+    pub pending_dispatches: u64,
+}
+
+impl Gpu {
+    fn take_uncaptured(&self) -> Option<String> {
+        self.uncaptured.lock().take()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let pending = self.state.lock().dispatches as u64;
+        let p = self.pool.lock();
+        let deferred_bytes: u64 = p.deferred.iter().map(|d| d.1).sum();
+        Stats {
+            uploads: c.uploads.load(Ordering::Relaxed),
+            downloads: c.downloads.load(Ordering::Relaxed),
+            submits: c.submits.load(Ordering::Relaxed),
+            waits: c.waits.load(Ordering::Relaxed),
+            dispatches: c.dispatches.load(Ordering::Relaxed),
+            pipelines: c.pipelines.load(Ordering::Relaxed),
+            buffers_created: c.buffers_created.load(Ordering::Relaxed),
+            buffers_in_use: p.in_use_count,
+            bytes_in_use: p.in_use_bytes,
+            buffers_cached: p.cached_count + p.deferred.len() as u64,
+            bytes_cached: p.cached_bytes + deferred_bytes,
+            pending_dispatches: pending,
+        }
+    }
+
+    /// Drop every cached (free) buffer.
+    pub fn empty_cache(&self) {
+        let mut p = self.pool.lock();
+        p.free.clear();
+        p.cached_bytes = 0;
+        p.cached_count = 0;
+    }
+
+    fn retire(&self, p: &mut Pool) {
+        let done = self.completed.load(Ordering::Acquire);
+        if p.deferred.iter().all(|d| d.0 > done) {
+            return;
+        }
+        let mut keep = Vec::with_capacity(p.deferred.len());
+        for (b, cap, buf) in std::mem::take(&mut p.deferred) {
+            if b <= done {
+                p.free.entry(cap).or_default().push(buf);
+                p.cached_bytes += cap;
+                p.cached_count += 1;
+            } else {
+                keep.push((b, cap, buf));
+            }
+        }
+        p.deferred = keep;
+    }
+
+    /// A buffer of at least `bytes` bytes from the pool.
+    pub fn alloc(&self, op: &'static str, bytes: u64) -> Result<Arc<GpuBuffer>> {
+        let cap = size_class(bytes);
+        if cap > self.limits.max_buffer_size || bytes > self.limits.max_storage_buffer_binding_size
+        {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "a GPU buffer of {bytes} bytes exceeds the adapter's limits (max buffer {} bytes, max storage binding {} bytes)",
+                    self.limits.max_buffer_size, self.limits.max_storage_buffer_binding_size
+                ),
+            ));
+        }
+        let mut p = self.pool.lock();
+        let mut hit = p.free.get_mut(&cap).and_then(|v| v.pop());
+        if hit.is_none() && !p.deferred.is_empty() {
+            let _ = self.device.poll(wgpu::PollType::Poll);
+            self.retire(&mut p);
+            hit = p.free.get_mut(&cap).and_then(|v| v.pop());
+        }
+        let buf = match hit {
+            Some(b) => {
+                p.cached_bytes -= cap;
+                p.cached_count -= 1;
+                b
+            }
+            None => {
+                drop(p);
+                let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: cap,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(Error::runtime(
+                        op,
+                        format!("out of GPU memory allocating {bytes} bytes: {e}"),
+                    ));
+                }
+                self.counters
+                    .buffers_created
+                    .fetch_add(1, Ordering::Relaxed);
+                p = self.pool.lock();
+                b
+            }
+        };
+        p.in_use_bytes += cap;
+        p.in_use_count += 1;
+        Ok(Arc::new(GpuBuffer {
+            buf,
+            cap,
+            last_use: AtomicU64::new(0),
+        }))
+    }
+
+    fn release(&self, buf: wgpu::Buffer, cap: u64, last_use: u64) {
+        let mut p = self.pool.lock();
+        p.in_use_bytes -= cap;
+        p.in_use_count -= 1;
+        if last_use > self.completed.load(Ordering::Acquire) {
+            p.deferred.push((last_use, cap, buf));
+            p.deferred_in_batch += cap;
+        } else {
+            p.free.entry(cap).or_default().push(buf);
+            p.cached_bytes += cap;
+            p.cached_count += 1;
+        }
+    }
+
+    /// A compute pipeline for `src` (compiled once per distinct source).
+    fn pipeline(&self, op: &'static str, src: &str) -> Result<Arc<wgpu::ComputePipeline>> {
+        if let Some(p) = self.pipelines.lock().get(src) {
+            return Ok(p.clone());
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(op),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+        let pipe = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(op),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::runtime(
+                op,
+                format!("the GPU kernel failed to compile: {e}"),
+            ));
+        }
+        self.counters.pipelines.fetch_add(1, Ordering::Relaxed);
+        let p = Arc::new(pipe);
+        self.pipelines.lock().insert(src.to_string(), p.clone());
+        Ok(p)
+    }
+
+    /// Workgroup counts (x, y) covering `groups` workgroups within the per-dimension limit.
+    pub fn grid(&self, op: &'static str, groups: u64) -> Result<(u32, u32)> {
+        let max = self.limits.max_compute_workgroups_per_dimension as u64;
+        if groups <= max {
+            return Ok((groups.max(1) as u32, 1));
+        }
+        let y = groups.div_ceil(max);
+        if y > max {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "{groups} workgroups exceed the adapter's limit of {max} x {max} (max_compute_workgroups_per_dimension)"
+                ),
+            ));
+        }
+        Ok((max as u32, y as u32))
+    }
+
+    /// Record one dispatch of the kernel `src` over `groups` workgroups,
+    /// binding `meta` at 0 and `bufs` at 1.. . Nothing runs until the batch is submitted.
+    pub fn dispatch(
+        &self,
+        op: &'static str,
+        src: &str,
+        bufs: &[&Arc<GpuBuffer>],
+        meta: &[u32],
+        groups: u64,
+    ) -> Result<()> {
+        if groups == 0 {
+            return Ok(());
+        }
+        let max_bind = self.limits.max_storage_buffers_per_shader_stage as usize;
+        if bufs.len() + 1 > max_bind {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "the kernel needs {} storage buffers, over the adapter's limit of {max_bind} per shader stage",
+                    bufs.len() + 1
+                ),
+            ));
+        }
+        let (gx, gy) = self.grid(op, groups)?;
+        let pipe = self.pipeline(op, src)?;
+        let mut st = self.state.lock();
+        let batch = st.batch;
+        // Metadata goes to the batch's arena (written just before submission).
+        let words = meta.len().max(1);
+        let bytes = (words * 4) as u64;
+        let align_words = (self.storage_align / 4) as usize;
+        let need_new = match st.arenas.last() {
+            Some(a) => {
+                (a.words.len().div_ceil(align_words) * align_words + words) * 4
+                    > ARENA_BYTES as usize
+            }
+            None => true,
+        };
+        if need_new {
+            let size = ARENA_BYTES.max(bytes);
+            let buf = self.alloc(op, size)?;
+            st.arenas.push(Arena {
+                buf,
+                words: Vec::with_capacity(1024),
+            });
+        }
+        let arena = st.arenas.last_mut().expect("arena");
+        let start = arena.words.len().div_ceil(align_words) * align_words;
+        arena.words.resize(start, 0);
+        arena.words.extend_from_slice(meta);
+        if meta.is_empty() {
+            arena.words.push(0);
+        }
+        arena.buf.last_use.store(batch, Ordering::Release);
+        let arena_buf = arena.buf.clone();
+        let mut entries = Vec::with_capacity(bufs.len() + 1);
+        entries.push(wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &arena_buf.buf,
+                offset: (start * 4) as u64,
+                size: std::num::NonZeroU64::new(bytes),
+            }),
+        });
+        for (j, b) in bufs.iter().enumerate() {
+            b.last_use.store(batch, Ordering::Release);
+            entries.push(wgpu::BindGroupEntry {
+                binding: j as u32 + 1,
+                resource: b.buf.as_entire_binding(),
+            });
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipe.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::runtime(op, format!("GPU binding failed: {e}")));
+        }
+        if st.encoder.is_none() {
+            st.encoder = Some(
+                self.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None }),
+            );
+        }
+        if st.pass.is_none() {
+            let enc = st.encoder.as_mut().expect("encoder");
+            let pass = enc
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            st.pass = Some(pass);
+        }
+        let pass = st.pass.as_mut().expect("pass");
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(gx, gy, 1);
+        st.dispatches += 1;
+        self.counters.dispatches.fetch_add(1, Ordering::Relaxed);
+        let big = st.dispatches >= MAX_BATCH_DISPATCHES
+            || self.pool.lock().deferred_in_batch >= MAX_BATCH_DEFERRED;
+        if big {
+            self.submit_locked(&mut st, None)?;
+        }
+        Ok(())
+    }
+
+    /// Submit the batch (plus a final copy to `readback` when given).
+    fn submit_locked(
+        &self,
+        st: &mut State,
+        readback: Option<(&GpuBuffer, u64, &wgpu::Buffer, u64)>,
+    ) -> Result<Option<wgpu::SubmissionIndex>> {
+        if st.encoder.is_none() && readback.is_none() {
+            return Ok(None);
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        st.pass = None; // ends the compute pass
+        let mut enc = st.encoder.take().unwrap_or_else(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        });
+        if let Some((src, off, dst, size)) = readback {
+            src.last_use.store(st.batch, Ordering::Release);
+            enc.copy_buffer_to_buffer(&src.buf, off, dst, 0, size);
+        }
+        for a in &st.arenas {
+            self.queue
+                .write_buffer(&a.buf.buf, 0, bytemuck::cast_slice(&a.words));
+        }
+        let idx = self.queue.submit([enc.finish()]);
+        let batch = st.batch;
+        let done = self.completed.clone();
+        self.queue.on_submitted_work_done(move || {
+            done.fetch_max(batch, Ordering::AcqRel);
+        });
+        st.batch += 1;
+        st.dispatches = 0;
+        st.arenas.clear(); // back to the pool, reusable once this batch completes
+        self.pool.lock().deferred_in_batch = 0;
+        self.counters.submits.fetch_add(1, Ordering::Relaxed);
+        let err = pollster::block_on(scope.pop());
+        if let Some(e) = err
+            .map(|e| e.to_string())
+            .or_else(|| self.take_uncaptured())
+        {
+            return Err(Error::runtime(
+                "gpu",
+                format!("a GPU command failed (the batch of queued GPU ops was dropped): {e}"),
+            ));
+        }
+        Ok(Some(idx))
+    }
+
+    /// Submit everything recorded so far and wait until the device is idle.
+    pub fn synchronize(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let idx = self.submit_locked(&mut st, None)?;
+        drop(st);
+        if let Some(idx) = idx {
+            self.wait(idx)?;
+        }
+        Ok(())
+    }
+
+    fn wait(&self, idx: wgpu::SubmissionIndex) -> Result<()> {
+        self.counters.waits.fetch_add(1, Ordering::Relaxed);
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(idx),
+                timeout: None,
+            })
+            .map_err(|e| Error::runtime("gpu", format!("waiting for the GPU failed: {e}")))?;
+        Ok(())
+    }
+
+    /// Upload `data` (4-byte elements) into a fresh pool buffer.
+    pub fn upload(&self, op: &'static str, data: &[u8]) -> Result<Arc<GpuBuffer>> {
+        let b = self.alloc(op, data.len() as u64)?;
+        if !data.is_empty() {
+            self.queue.write_buffer(&b.buf, 0, data);
+        }
+        self.counters.uploads.fetch_add(1, Ordering::Relaxed);
+        Ok(b)
+    }
+
+    /// Read `bytes` bytes at `offset` of `src`: submits the batch and waits.
+    pub fn download(&self, src: &GpuBuffer, offset: u64, bytes: u64) -> Result<Vec<u8>> {
+        let size = bytes.div_ceil(4) * 4;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut st = self.state.lock();
+        let idx = self
+            .submit_locked(&mut st, Some((src, offset, &staging, size)))?
+            .expect("submitted");
+        drop(st);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait(idx)?;
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        let mapped = rx.recv().map_err(|_| {
+            Error::runtime(
+                "gpu",
+                "reading GPU memory failed: the map callback never ran",
+            )
+        })?;
+        mapped.map_err(|e| Error::runtime("gpu", format!("reading GPU memory failed: {e}")))?;
+        let out = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::runtime("gpu", format!("reading GPU memory failed: {e}")))?;
+            view[..bytes as usize].to_vec()
+        };
+        staging.unmap();
+        self.counters.downloads.fetch_add(1, Ordering::Relaxed);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn size_classes() {
+        for n in [0u64, 1, 255, 256, 257, 4096, 4097, 65536, 70000, 1 << 30] {
+            let c = size_class(n);
+            assert!(c >= n.max(256));
+            assert_eq!(c % 4, 0);
+            if n > 4096 {
+                assert!(c as f64 <= n as f64 * 1.25 + 1.0);
+            }
+        }
+    }
+}

@@ -1,0 +1,876 @@
+//! The WebGPU device (through `wgpu`): storage in pooled GPU buffers,
+//! kernels in generated WGSL, dispatches batched into one command encoder
+//! until a read. See `context` for the device, pool and batching and
+//! `shaders` for the kernels.
+
+pub mod context;
+pub mod shaders;
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::philox::PhiloxStream;
+use crate::ops::random::RandomDist;
+use crate::ops::reduce::{ArgOp, ReduceOp};
+use crate::tensor::{DType, Device, Layout, Scalar, Storage, Tensor};
+
+use super::Backend;
+use context::{get, GpuBuffer};
+use shaders::{Bindings, GTy};
+
+/// The element type a dtype has on the device, or a `TypeError` naming the op.
+pub fn gty(op: &'static str, d: DType) -> Result<GTy> {
+    match d {
+        DType::F32 => Ok(GTy::F32),
+        DType::I32 | DType::I64 => Ok(GTy::I32),
+        DType::Bool => Ok(GTy::U32),
+        DType::F64 => Err(Error::dtype(
+            op,
+            "float64 is not supported on the gpu device (WGSL has no 64-bit floats); convert with .float() first",
+        )),
+        d => Err(Error::dtype(
+            op,
+            format!("{d} is not supported on the gpu device yet; convert with .float() first"),
+        )),
+    }
+}
+
+/// The pool buffer behind a GPU tensor.
+fn buffer(op: &'static str, t: &Tensor) -> Result<Arc<GpuBuffer>> {
+    t.storage()
+        .gpu_handle()
+        .and_then(|h| h.downcast_ref::<Arc<GpuBuffer>>())
+        .cloned()
+        .ok_or_else(|| {
+            Error::runtime(
+                op,
+                format!(
+                    "expected a tensor on the gpu device, got one on {}",
+                    t.device()
+                ),
+            )
+        })
+}
+
+/// A new GPU storage for `nbytes` logical bytes of `dtype` (4 bytes per element on the device).
+pub fn new_storage(
+    op: &'static str,
+    nbytes: usize,
+    dtype: DType,
+    device: Device,
+) -> Result<Storage> {
+    gty(op, dtype)?;
+    if device != Device::Gpu(0) {
+        return Err(Error::runtime(
+            op,
+            format!("there is only one gpu device (gpu:0); got {device}"),
+        ));
+    }
+    let g = get()?;
+    let n = nbytes / dtype.itemsize();
+    let buf = g.alloc(op, (n as u64 * 4).max(4))?;
+    Ok(Storage::from_gpu(nbytes, device, Box::new(buf)))
+}
+
+/// Copy a CPU tensor to a new contiguous tensor on the GPU (the upload half of the materialise path).
+pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
+    let op = "to";
+    gty(op, t.dtype())?;
+    let g = get()?;
+    let c = if t.is_contiguous() {
+        t.clone()
+    } else {
+        let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
+        super::backend(Device::Cpu).cast_copy(t, &out)?;
+        out
+    };
+    let n = c.numel();
+    let mut bytes: Vec<u8> = Vec::with_capacity(n * 4);
+    // SAFETY: `c` is a contiguous CPU tensor of `n` elements.
+    unsafe {
+        match c.dtype() {
+            DType::F32 => bytes.extend_from_slice(bytemuck::cast_slice(c.as_slice::<f32>())),
+            DType::I32 => bytes.extend_from_slice(bytemuck::cast_slice(c.as_slice::<i32>())),
+            DType::I64 => {
+                for &v in c.as_slice::<i64>() {
+                    let w = i32::try_from(v).map_err(|_| {
+                        Error::value(
+                            op,
+                            format!("int64 value {v} does not fit the gpu device's 32-bit integers (int64 is stored as int32 there)"),
+                        )
+                    })?;
+                    bytes.extend_from_slice(&w.to_ne_bytes());
+                }
+            }
+            DType::Bool => {
+                for &v in c.as_slice::<u8>() {
+                    bytes.extend_from_slice(&((v != 0) as u32).to_ne_bytes());
+                }
+            }
+            _ => unreachable!("checked by gty"),
+        }
+    }
+    if bytes.is_empty() {
+        bytes.extend_from_slice(&[0; 8]);
+    }
+    if device != Device::Gpu(0) {
+        return Err(Error::runtime(
+            op,
+            format!("there is only one gpu device (gpu:0); got {device}"),
+        ));
+    }
+    let buf = g.upload(op, &bytes)?;
+    let storage = Storage::from_gpu(n * t.dtype().itemsize(), device, Box::new(buf));
+    Tensor::from_parts(Arc::new(storage), Layout::contiguous(t.shape()), t.dtype())
+}
+
+/// Copy a GPU tensor to a new contiguous CPU tensor (the download half of the
+/// materialise path: every host read of GPU values goes through here).
+pub fn download(t: &Tensor) -> Result<Tensor> {
+    let op = "cpu";
+    let g = get()?;
+    let buf = buffer(op, t)?;
+    let n = t.numel();
+    if n == 0 {
+        return Tensor::empty(t.shape(), t.dtype(), Device::Cpu);
+    }
+    let (lo, hi) = t.layout().span();
+    let (lo, hi) = (lo as usize, hi as usize);
+    let raw = g.download(&buf, lo as u64 * 4, (hi - lo) as u64 * 4)?;
+    let span = hi - lo;
+    let host = Tensor::empty(&[span], t.dtype(), Device::Cpu)?;
+    // SAFETY: `host` is a fresh contiguous CPU tensor of `span` elements; `raw` holds `span` 4-byte words.
+    unsafe {
+        let words: &[u32] = bytemuck::cast_slice(&raw);
+        match t.dtype() {
+            DType::F32 | DType::I32 => std::ptr::copy_nonoverlapping(
+                words.as_ptr() as *const u8,
+                host.byte_ptr(),
+                span * 4,
+            ),
+            DType::I64 => {
+                let p = host.data_ptr::<i64>();
+                for (i, &w) in words.iter().enumerate() {
+                    *p.add(i) = w as i32 as i64;
+                }
+            }
+            DType::Bool => {
+                let p = host.data_ptr::<u8>();
+                for (i, &w) in words.iter().enumerate() {
+                    *p.add(i) = (w != 0) as u8;
+                }
+            }
+            d => return Err(Error::dtype(op, format!("{d} on the gpu device"))),
+        }
+    }
+    let mut l = t.layout().clone();
+    l.offset -= lo;
+    let view = Tensor::from_parts(host.storage().clone(), l, t.dtype())?;
+    if view.is_contiguous() && view.offset() == 0 && span == n {
+        return Ok(view);
+    }
+    let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
+    super::backend(Device::Cpu).cast_copy(&view, &out)?;
+    Ok(out)
+}
+
+/// The WebGPU backend.
+pub struct WgpuBackend;
+
+fn words_of_strides(s: &[isize]) -> impl Iterator<Item = u32> + '_ {
+    s.iter().map(|&v| v as i32 as u32)
+}
+
+/// Elementwise metadata for `ts` (all of `shape`), with up to eight parameter words.
+fn ew_meta(
+    op: &'static str,
+    shape: &[usize],
+    ts: &[&Tensor],
+    params: [u32; 8],
+) -> Result<Vec<u32>> {
+    let n: usize = shape.iter().product();
+    if n > u32::MAX as usize {
+        return Err(Error::runtime(
+            op,
+            format!("{n} elements exceed the gpu kernels' 32-bit indexing"),
+        ));
+    }
+    let strides: Vec<&[isize]> = ts.iter().map(|t| t.strides()).collect();
+    let (cs, cst) = Layout::coalesce(shape, &strides);
+    let mut m = Vec::with_capacity(shaders::EW_SHAPE + cs.len() * (1 + ts.len()) + ts.len());
+    m.push(n as u32);
+    m.push(cs.len() as u32);
+    m.extend_from_slice(&params);
+    m.extend(cs.iter().map(|&d| d as u32));
+    for (t, s) in ts.iter().zip(&cst) {
+        m.push(t.offset() as u32);
+        m.extend(words_of_strides(s));
+    }
+    Ok(m)
+}
+
+/// Buffers of `ts` (the last one written) deduplicated into bindings.
+fn bind(op: &'static str, ts: &[&Tensor]) -> Result<(Bindings, Vec<Arc<GpuBuffer>>)> {
+    let mut bufs: Vec<Arc<GpuBuffer>> = Vec::new();
+    let mut b = Bindings {
+        bufs: Vec::new(),
+        operand: Vec::new(),
+    };
+    let last = ts.len() - 1;
+    for (k, t) in ts.iter().enumerate() {
+        let buf = buffer(op, t)?;
+        let ty = gty(op, t.dtype())?;
+        if let Some(j) = bufs.iter().position(|x| x.id() == buf.id()) {
+            if b.bufs[j].0 != ty {
+                return Err(Error::runtime(
+                    op,
+                    "operands of different dtypes share one GPU buffer; copy one with .clone() first",
+                ));
+            }
+            b.bufs[j].1 |= k == last;
+            b.operand.push(j);
+        } else {
+            bufs.push(buf);
+            b.bufs.push((ty, k == last));
+            b.operand.push(bufs.len() - 1);
+        }
+    }
+    Ok((b, bufs))
+}
+
+fn run_ew(
+    op: &'static str,
+    src: &str,
+    ts: &[&Tensor],
+    bufs: &[Arc<GpuBuffer>],
+    params: [u32; 8],
+) -> Result<()> {
+    let out = ts[ts.len() - 1];
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let meta = ew_meta(op, out.shape(), ts, params)?;
+    let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+    get()?.dispatch(
+        op,
+        src,
+        &refs,
+        &meta,
+        (n as u64).div_ceil(shaders::WG as u64),
+    )
+}
+
+fn check_same_device(op: &'static str, ts: &[&Tensor]) -> Result<()> {
+    for t in ts {
+        if !matches!(t.device(), Device::Gpu(_)) {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "expected all tensors to be on the same device, but found {} and {}",
+                    ts[ts.len() - 1].device(),
+                    t.device()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn scalar_bits(s: Scalar, ty: GTy) -> u32 {
+    match ty {
+        GTy::F32 => (s.to_f64() as f32).to_bits(),
+        GTy::I32 => s.to_i64() as i32 as u32,
+        GTy::U32 => (s.to_f64() != 0.0) as u32,
+    }
+}
+
+/// A GPU copy of `t` converted to bool (for `where` conditions of other dtypes).
+fn as_bool(t: &Tensor) -> Result<Tensor> {
+    if t.dtype() == DType::Bool {
+        return Ok(t.clone());
+    }
+    let out = Tensor::empty(t.shape(), DType::Bool, t.device())?;
+    WgpuBackend.cast_copy(t, &out)?;
+    Ok(out)
+}
+
+/// Run `f` on a CPU tensor shaped like `out`, then upload the result into `out`.
+fn via_host(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
+    let h = Tensor::empty(out.shape(), out.dtype(), Device::Cpu)?;
+    f(&h)?;
+    WgpuBackend.cast_copy(&h, out)
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> String {
+        "gpu".into()
+    }
+
+    // Random numbers are drawn on the host from the same counter-based stream
+    // as the CPU device (so a seed gives the same numbers on both) and uploaded.
+    fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
+        gty("random", out.dtype())?;
+        via_host(out, |h| super::backend(Device::Cpu).random_fill(h, dist, s))
+    }
+
+    fn randperm(&self, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        gty("randperm", out.dtype())?;
+        if out.numel() > i32::MAX as usize {
+            return Err(Error::value(
+                "randperm",
+                "n exceeds the gpu device's 32-bit integers",
+            ));
+        }
+        via_host(out, |h| super::backend(Device::Cpu).randperm(h, s))
+    }
+
+    fn dropout(&self, x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
+        check_same_device("dropout", &[x, out])?;
+        if x.dtype() != DType::F32 {
+            gty("dropout", x.dtype())?;
+            return Err(Error::runtime(
+                "dropout",
+                format!("not supported on the gpu device for dtype {}", x.dtype()),
+            ));
+        }
+        // The mask (0 or 1/(1-p)) from the CPU's stream, then `x * mask` on the device.
+        let ones =
+            crate::ops::creation::full(x.shape(), Scalar::Float(1.0), DType::F32, Device::Cpu)?;
+        let mask = Tensor::empty(x.shape(), DType::F32, Device::Cpu)?;
+        super::backend(Device::Cpu).dropout(&ones, &mask, p, s)?;
+        let m = upload(&mask, x.device())?;
+        self.binary(BinaryOp::Mul, x, &m, out)
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        rms: bool,
+        out: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+    ) -> Result<()> {
+        let op = if rms { "rms_norm" } else { "layer_norm" };
+        let mut ts: Vec<&Tensor> = vec![x];
+        ts.extend(weight);
+        ts.extend(bias);
+        ts.extend([out, mean, rstd]);
+        check_same_device(op, &ts)?;
+        for t in &ts {
+            if t.dtype() != DType::F32 {
+                gty(op, t.dtype())?;
+                return Err(Error::runtime(
+                    op,
+                    format!("not supported on the gpu device for dtype {}", t.dtype()),
+                ));
+            }
+            if !t.is_contiguous() {
+                return Err(Error::runtime(
+                    op,
+                    "expects contiguous tensors on the gpu device",
+                ));
+            }
+        }
+        let len = weight.map_or_else(|| x.shape().last().copied().unwrap_or(1), |w| w.numel());
+        let rows = x.numel().checked_div(len).unwrap_or(0);
+        if rows == 0 {
+            return Ok(());
+        }
+        if x.offset() != 0
+            || out.offset() != 0
+            || mean.offset() != 0
+            || rstd.offset() != 0
+            || weight.is_some_and(|w| w.offset() != 0)
+            || bias.is_some_and(|b| b.offset() != 0)
+        {
+            return Err(Error::runtime(
+                op,
+                "expects tensors at offset 0 on the gpu device",
+            ));
+        }
+        let (mut bd, bufs) = bind(op, &ts)?;
+        let n = ts.len();
+        for k in n - 3..n {
+            let j = bd.operand[k];
+            bd.bufs[j].1 = true;
+        }
+        let meta = vec![
+            rows as u32,
+            len as u32,
+            (eps as f32).to_bits(),
+            1,
+            1,
+            0,
+            0,
+            rows as u32,
+            len as u32,
+            len as u32,
+            1,
+        ];
+        let src = shaders::layer_norm(&bd, weight.is_some(), bias.is_some(), rms);
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(op, &src, &refs, &meta, rows as u64)
+    }
+
+    fn arg_reduce(
+        &self,
+        aop: ArgOp,
+        x: &Tensor,
+        dim: usize,
+        values: Option<&Tensor>,
+        indices: &Tensor,
+    ) -> Result<()> {
+        let op = if aop == ArgOp::Max {
+            "argmax"
+        } else {
+            "argmin"
+        };
+        check_same_device(op, &[x, indices])?;
+        let ty = gty(op, x.dtype())?;
+        let mut ts: Vec<&Tensor> = vec![x];
+        if let Some(v) = values {
+            ts.push(v);
+        }
+        ts.push(indices);
+        let (mut bd, bufs) = bind(op, &ts)?;
+        if values.is_some() {
+            let j = bd.operand[1];
+            bd.bufs[j].1 = true;
+        }
+        let (mut ks, mut kst) = (vec![], vec![]);
+        for d in 0..x.ndim() {
+            if d != dim {
+                ks.push(x.shape()[d] as u32);
+                kst.push(x.strides()[d] as i32 as u32);
+            }
+        }
+        let nout: usize = ks.iter().map(|&v| v as usize).product();
+        let len = if x.ndim() == 0 { 1 } else { x.shape()[dim] };
+        if nout == 0 {
+            return Ok(());
+        }
+        let xs = if x.ndim() == 0 { 0 } else { x.strides()[dim] };
+        let mut meta = vec![
+            nout as u32,
+            len as u32,
+            values.map_or(0, |v| v.offset() as u32),
+            ks.len() as u32,
+            1,
+            x.offset() as u32,
+            indices.offset() as u32,
+        ];
+        meta.extend(ks);
+        meta.extend(kst);
+        meta.push(len as u32);
+        meta.push(xs as i32 as u32);
+        let src = shaders::arg_reduce(&bd, ty, aop == ArgOp::Max, values.is_some());
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(op, &src, &refs, &meta, nout as u64)
+    }
+
+    fn cast_copy(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+        let op = "copy";
+        match (src.device(), dst.device()) {
+            (Device::Gpu(_), Device::Gpu(_)) => {}
+            (Device::Cpu, Device::Gpu(_)) => {
+                // Host values into a GPU tensor: upload, then copy on the device.
+                let up = upload(src, dst.device())?;
+                return self.cast_copy(&up, dst);
+            }
+            (a, b) => {
+                return Err(Error::runtime(
+                    op,
+                    format!("expected all tensors to be on the same device, but found {b} and {a}"),
+                ))
+            }
+        }
+        let (from, to) = (gty(op, src.dtype())?, gty(op, dst.dtype())?);
+        let src = if src.shares_storage(dst) && from != to {
+            let tmp = Tensor::empty(src.shape(), src.dtype(), src.device())?;
+            self.cast_copy(src, &tmp)?;
+            tmp
+        } else {
+            src.clone()
+        };
+        let (b, bufs) = bind(op, &[&src, dst])?;
+        run_ew(
+            op,
+            &shaders::cast(&b, from, to),
+            &[&src, dst],
+            &bufs,
+            [0; 8],
+        )
+    }
+
+    fn fill(&self, dst: &Tensor, value: Scalar) -> Result<()> {
+        let op = "fill";
+        let ty = gty(op, dst.dtype())?;
+        let (b, bufs) = bind(op, &[dst])?;
+        run_ew(
+            op,
+            &shaders::fill(&b, ty),
+            &[dst],
+            &bufs,
+            [scalar_bits(value, ty), 0, 0, 0, 0, 0, 0, 0],
+        )
+    }
+
+    fn unary(&self, uop: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
+        let op = uop.name();
+        check_same_device(op, &[x, out])?;
+        let (ti, to) = (gty(op, x.dtype())?, gty(op, out.dtype())?);
+        let (b, bufs) = bind(op, &[x, out])?;
+        let src = shaders::unary(&b, uop, ti, to).ok_or_else(|| {
+            Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", x.dtype()),
+            )
+        })?;
+        let p = shaders::unary_params(uop);
+        let params = match ti {
+            GTy::F32 => [
+                (p[0] as f32).to_bits(),
+                (p[1] as f32).to_bits(),
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ],
+            _ => [
+                p[0] as i64 as i32 as u32,
+                p[1] as i64 as i32 as u32,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ],
+        };
+        run_ew(op, &src, &[x, out], &bufs, params)
+    }
+
+    fn binary(&self, bop: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+        let op = bop.name();
+        check_same_device(op, &[a, b, out])?;
+        let (ty, to) = (gty(op, a.dtype())?, gty(op, out.dtype())?);
+        let (bd, bufs) = bind(op, &[a, b, out])?;
+        let src = shaders::binary(&bd, bop, ty, to).ok_or_else(|| {
+            Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", a.dtype()),
+            )
+        })?;
+        run_ew(op, &src, &[a, b, out], &bufs, [0; 8])
+    }
+
+    fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+        let op = "where";
+        check_same_device(op, &[cond, a, b, out])?;
+        let c = as_bool(cond)?;
+        let (bd, bufs) = bind(op, &[&c, a, b, out])?;
+        run_ew(
+            op,
+            &shaders::where_(&bd, GTy::U32),
+            &[&c, a, b, out],
+            &bufs,
+            [0; 8],
+        )
+    }
+
+    fn reduce(&self, rop: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
+        let op = rop.name();
+        check_same_device(op, &[x, out])?;
+        let tx = gty(op, x.dtype())?;
+        let to = gty(op, out.dtype())?;
+        let acc = match rop {
+            ReduceOp::Mean | ReduceOp::Var { .. } | ReduceOp::LogSumExp => GTy::F32,
+            ReduceOp::All | ReduceOp::Any => GTy::U32,
+            _ => to,
+        };
+        let (bd, bufs) = bind(op, &[x, out])?;
+        let src = shaders::reduce(&bd, rop, tx, acc, to).ok_or_else(|| {
+            Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", x.dtype()),
+            )
+        })?;
+        let (mut ks, mut kst, mut rs, mut rst) = (vec![], vec![], vec![], vec![]);
+        for (d, &m) in mask.iter().enumerate() {
+            if m {
+                rs.push(x.shape()[d] as u32);
+                rst.push(x.strides()[d] as i32 as u32);
+            } else {
+                ks.push(x.shape()[d] as u32);
+                kst.push(x.strides()[d] as i32 as u32);
+            }
+        }
+        let nout: usize = ks.iter().map(|&v| v as usize).product();
+        let nred: usize = rs.iter().map(|&v| v as usize).product();
+        if nout == 0 {
+            return Ok(());
+        }
+        let corr = match rop {
+            ReduceOp::Var { correction, .. } => correction as f32,
+            _ => 0.0,
+        };
+        let mut meta = vec![
+            nout as u32,
+            nred as u32,
+            corr.to_bits(),
+            ks.len() as u32,
+            rs.len() as u32,
+            x.offset() as u32,
+            out.offset() as u32,
+        ];
+        meta.extend(ks);
+        meta.extend(kst);
+        meta.extend(rs);
+        meta.extend(rst);
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(op, &src, &refs, &meta, nout as u64)
+    }
+
+    fn softmax(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
+        let op = if log { "log_softmax" } else { "softmax" };
+        check_same_device(op, &[x, out])?;
+        if x.dtype() != DType::F32 {
+            gty(op, x.dtype())?;
+            return Err(Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", x.dtype()),
+            ));
+        }
+        let (bd, bufs) = bind(op, &[x, out])?;
+        let (mut ks, mut kst, mut okst) = (vec![], vec![], vec![]);
+        for d in 0..x.ndim() {
+            if d != dim {
+                ks.push(x.shape()[d] as u32);
+                kst.push(x.strides()[d] as i32 as u32);
+                okst.push(out.strides()[d] as i32 as u32);
+            }
+        }
+        let nout: usize = ks.iter().map(|&v| v as usize).product();
+        let len = if x.ndim() == 0 { 1 } else { x.shape()[dim] };
+        if nout == 0 || len == 0 {
+            return Ok(());
+        }
+        let (xs, os) = if x.ndim() == 0 {
+            (0, 0)
+        } else {
+            (x.strides()[dim], out.strides()[dim])
+        };
+        let mut meta = vec![
+            nout as u32,
+            len as u32,
+            log as u32,
+            ks.len() as u32,
+            1,
+            x.offset() as u32,
+            out.offset() as u32,
+        ];
+        meta.extend(ks);
+        meta.extend(kst);
+        meta.push(len as u32);
+        meta.push(xs as i32 as u32);
+        meta.extend(okst);
+        meta.push(os as i32 as u32);
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(op, &shaders::softmax(&bd), &refs, &meta, nout as u64)
+    }
+
+    fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
+        let op = "matmul";
+        check_same_device(op, &[a, b, out])?;
+        let ty = gty(op, a.dtype())?;
+        if ty == GTy::U32 {
+            return Err(Error::runtime(
+                op,
+                "not supported on the gpu device for dtype bool",
+            ));
+        }
+        let nd = out.ndim();
+        if nd < 2 || a.ndim() != nd || b.ndim() != nd {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "gpu kernel expects equal-rank batched operands, got {:?} @ {:?} -> {:?}",
+                    a.shape(),
+                    b.shape(),
+                    out.shape()
+                ),
+            ));
+        }
+        let (m, k, n) = (a.shape()[nd - 2], a.shape()[nd - 1], b.shape()[nd - 1]);
+        let total = out.numel();
+        if total == 0 {
+            return Ok(());
+        }
+        if total > u32::MAX as usize {
+            return Err(Error::runtime(
+                op,
+                format!("{total} outputs exceed the gpu kernels' 32-bit indexing"),
+            ));
+        }
+        let (bd, bufs) = bind(op, &[a, b, out])?;
+        let s = |t: &Tensor, d: usize| t.strides()[d] as i32 as u32;
+        let nb = nd - 2;
+        let mut meta = vec![
+            total as u32,
+            m as u32,
+            n as u32,
+            k as u32,
+            nb as u32,
+            accumulate as u32,
+            a.offset() as u32,
+            b.offset() as u32,
+            out.offset() as u32,
+            s(a, nd - 2),
+            s(a, nd - 1),
+            s(b, nd - 2),
+            s(b, nd - 1),
+            s(out, nd - 2),
+            s(out, nd - 1),
+        ];
+        meta.extend(out.shape()[..nb].iter().map(|&v| v as u32));
+        for t in [a, b, out] {
+            meta.extend((0..nb).map(|d| s(t, d)));
+        }
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(
+            op,
+            &shaders::matmul(&bd, ty),
+            &refs,
+            &meta,
+            (total as u64).div_ceil(shaders::WG as u64),
+        )
+    }
+}
+
+/// Optimizer updates on the GPU: one elementwise kernel per parameter.
+pub struct WgpuOptim;
+
+fn f32s(v: [f64; 8]) -> [u32; 8] {
+    v.map(|x| (x as f32).to_bits())
+}
+
+fn optim_check(op: &'static str, ts: &[&Tensor]) -> Result<()> {
+    for t in ts {
+        if t.dtype() != DType::F32 {
+            gty(op, t.dtype())?;
+            return Err(Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", t.dtype()),
+            ));
+        }
+    }
+    check_same_device(op, ts)
+}
+
+/// Bind (param, grad, state...) with every operand but the gradient written.
+fn optim_bind(op: &'static str, ts: &[&Tensor]) -> Result<(Bindings, Vec<Arc<GpuBuffer>>)> {
+    let (mut bd, bufs) = bind(op, ts)?;
+    for k in 0..ts.len() {
+        if k != 1 {
+            let j = bd.operand[k];
+            bd.bufs[j].1 = true;
+        }
+    }
+    Ok((bd, bufs))
+}
+
+impl crate::ops::optim::OptimKernels for WgpuOptim {
+    fn name(&self) -> String {
+        "gpu".into()
+    }
+
+    fn sgd(
+        &self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        bufs: &[Tensor],
+        first: &[bool],
+        h: &crate::ops::optim::SgdHyper,
+    ) -> Result<()> {
+        let op = "sgd_step";
+        let p = f32s([
+            -h.lr,
+            h.weight_decay,
+            h.momentum,
+            1.0 - h.dampening,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ]);
+        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
+            let mut ts = vec![x, g];
+            if let Some(b) = bufs.get(j) {
+                ts.push(b);
+            }
+            optim_check(op, &ts)?;
+            let (bd, bb) = optim_bind(op, &ts)?;
+            let src = shaders::sgd(
+                &bd,
+                ts.len() == 3,
+                first.get(j).copied().unwrap_or(false),
+                h.nesterov,
+                h.maximize,
+                h.weight_decay != 0.0,
+            );
+            run_ew(op, &src, &ts, &bb, p)?;
+        }
+        Ok(())
+    }
+
+    fn adam(
+        &self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        exp_avgs: &[Tensor],
+        exp_avg_sqs: &[Tensor],
+        max_sqs: &[Tensor],
+        steps: &[u64],
+        h: &crate::ops::optim::AdamHyper,
+    ) -> Result<()> {
+        let op = "adam_step";
+        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
+            let t = steps[j] as f64;
+            let bc1 = 1.0 - h.beta1.powf(t);
+            let bc2 = 1.0 - h.beta2.powf(t);
+            let p = f32s([
+                -(h.lr / bc1),
+                bc2.sqrt(),
+                h.eps,
+                1.0 - h.beta1,
+                h.beta2,
+                1.0 - h.beta2,
+                h.weight_decay,
+                1.0 - h.lr * h.weight_decay,
+            ]);
+            let mut ts = vec![x, g, &exp_avgs[j], &exp_avg_sqs[j]];
+            if let Some(m) = max_sqs.get(j) {
+                ts.push(m);
+            }
+            optim_check(op, &ts)?;
+            let (bd, bb) = optim_bind(op, &ts)?;
+            let src = shaders::adam(
+                &bd,
+                ts.len() == 5,
+                h.maximize,
+                h.weight_decay != 0.0,
+                h.decoupled,
+                1.0 - h.beta1 < 0.5,
+            );
+            run_ew(op, &src, &ts, &bb, p)?;
+        }
+        Ok(())
+    }
+}

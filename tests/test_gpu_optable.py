@@ -1,0 +1,141 @@
+"""GPU parity of the op table: every spec's samples run on the CPU and on the WebGPU device.
+
+For each op-table spec and each dtype the GPU holds (float32, int32, int64
+stored in 32 bits, bool), a few drawn examples run twice: on CPU tensors and
+on the same tensors moved with ``.to("gpu")``. The GPU results must stay on
+the GPU, match the CPU within float32 tolerances (WGSL's accuracy rules are
+looser than the CPU kernels': a few ulp for exp/log, absolute error for
+sin/cos) and cost no device-to-host reads unless the op needs host values.
+An op without a GPU kernel must raise an error naming the op and the gpu
+device; such cells show as skipped in the coverage matrix (column ``gpu``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import ferrograd as fg
+import numpy as np
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from optable import ALL_SPECS
+from optable._runner import as_array, as_tuple, to_fg
+from optable._spec import OpSpec
+
+pytestmark = pytest.mark.skipif(
+    not fg.gpu.is_available(), reason=f"no WebGPU adapter: {fg.gpu.unavailable_reason()}"
+)
+
+GPU_DTYPES = ("float32", "int32", "int64", "bool")
+EXAMPLES = int(os.environ.get("FG_GPU_OPTABLE_EXAMPLES", "3"))
+# (rtol, atol) for float32 results on the GPU.
+TOL = (2e-5, 2e-6)
+LOOSE = {  # WGSL allows absolute error for trigonometry; compositions accumulate rounding
+    "sin": (1e-4, 1e-5), "cos": (1e-4, 1e-5), "tan": (1e-4, 1e-5), "atan2": (1e-5, 1e-5),
+    "pow": (1e-4, 1e-6), "var": (1e-4, 1e-5), "std": (1e-4, 1e-5), "logsumexp": (1e-5, 1e-5),
+    "prod": (1e-4, 1e-6), "matmul": (1e-4, 1e-5), "erf": (1e-5, 1e-6), "gelu": (1e-5, 1e-6),
+}
+# Ops that read tensor values on the host by definition (data-dependent shapes or checks).
+HOST_READS = {
+    "floor_divide": "integer division by zero is checked on the host",
+    "remainder": "integer division by zero is checked on the host",
+    "pow": "negative integer exponents are checked on the host",
+}
+
+
+def _cases():
+    for spec in ALL_SPECS:
+        for dtype in spec.dtypes:
+            if dtype in GPU_DTYPES and not spec.skip:
+                yield pytest.param(spec, dtype, id=f"{spec.name}-{dtype}",
+                                   marks=[pytest.mark.optable_cell(spec.name, "gpu")])
+
+
+def _unsupported(e: BaseException) -> bool:
+    return "gpu device" in str(e) and isinstance(e, (RuntimeError, TypeError))
+
+
+# The spec builds some tensors itself (on the CPU), so its op cannot run on GPU inputs alone.
+MIXED = ("expected all tensors to be on the same device", "all tensors must be on one device")
+
+
+def _outputs(out) -> list:
+    return [o for o in as_tuple(out)]
+
+
+def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
+    """Run one example on both devices; the reason when the op has no GPU kernel."""
+    cpu_args = []
+    for a in arrays:
+        a = as_array(a)
+        cpu_args.append(to_fg(a, dtype)[0] if isinstance(a, np.ndarray) else a)
+    if not any(isinstance(a, fg.Tensor) for a in cpu_args):
+        return "factory op (no tensor inputs): device placement is tested in test_gpu.py"
+    if any(isinstance(a, fg.Tensor) and a.dtype not in (fg.float32, fg.int32, fg.int64, fg.bool) for a in cpu_args):
+        return "an input's dtype (float64/float16/bfloat16) has no GPU storage"
+    # Moved before the CPU run: in-place ops write their CPU inputs.
+    gpu_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
+    try:
+        want = spec.fg_fn(*cpu_args, **kwargs)
+        cpu_err = None
+    except Exception as e:  # noqa: BLE001 - the GPU must then fail the same way
+        want, cpu_err = None, e
+    before = fg.gpu.stats()["downloads"]
+    try:
+        got = spec.fg_fn(*gpu_args, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        if cpu_err is not None:
+            assert type(e) is type(cpu_err), f"CPU raised {cpu_err!r}, GPU raised {e!r}"
+            return None
+        if any(m in str(e) for m in MIXED):
+            return f"the spec makes CPU tensors of its own: {e}"
+        if _unsupported(e):
+            assert spec.name.split("_")[0] in str(e) or ":" in str(e), f"error does not name the op: {e}"
+            return f"not on the gpu device: {e}"
+        raise
+    assert cpu_err is None, f"CPU raised {cpu_err!r} but the GPU returned a result"
+    reads = fg.gpu.stats()["downloads"] - before
+    if spec.name not in HOST_READS:
+        assert reads == 0, f"{reads} device-to-host reads while running the op"
+    outs, wants = _outputs(got), _outputs(want)
+    assert len(outs) == len(wants)
+    rtol, atol = LOOSE.get(spec.name, TOL)
+    for i, (o, w) in enumerate(zip(outs, wants, strict=True)):
+        if not isinstance(w, fg.Tensor):
+            assert o == w or (isinstance(w, float) and np.isclose(o, w, rtol=rtol, atol=atol, equal_nan=True)), f"output {i}"
+            continue
+        assert isinstance(o, fg.Tensor), f"output {i}: {type(o)}"
+        assert str(o.device) == "gpu", f"output {i} is on {o.device}"
+        assert o.dtype == w.dtype, f"output {i}: dtype {o.dtype} on the GPU, {w.dtype} on the CPU"
+        assert tuple(o.shape) == tuple(w.shape), f"output {i}: shape {tuple(o.shape)} vs {tuple(w.shape)}"
+        g, c = o.numpy(), w.numpy()
+        if c.dtype.kind == "f":
+            np.testing.assert_allclose(g, c, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"output {i}")
+        else:
+            np.testing.assert_array_equal(g, c, err_msg=f"output {i}")
+    return None
+
+
+@pytest.mark.parametrize("spec,dtype", list(_cases()))
+def test_gpu_parity(spec: OpSpec, dtype: str):
+    reasons: list[str] = []
+
+    @settings(max_examples=EXAMPLES, deadline=None)
+    @given(st.data())
+    def run(data):
+        arrays, kwargs = spec.sample(data.draw, dtype)
+        # int64 on the GPU is 32-bit: keep drawn values in range.
+        if any(isinstance(a, np.ndarray) and a.dtype == np.int64 and a.size and np.abs(a).max() >= 2**31 for a in arrays):
+            return
+        try:
+            r = _check(spec, dtype, arrays, kwargs)
+        except BaseException:
+            note(f"inputs: {arrays!r} kwargs: {kwargs!r}")
+            raise
+        if r:
+            reasons.append(r)
+
+    run()
+    if reasons:
+        pytest.skip(reasons[0][:300])
