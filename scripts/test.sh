@@ -23,12 +23,10 @@ case "$(uname -s)-$(basename "$WHEEL")" in
 esac
 python -m pip install -q --force-reinstall --no-deps "$WHEEL"
 python -m pip install -q "$WHEEL[test]" mypy
-echo "== Rust unit tests (pure-Rust core, release) =="
-cargo test --release --no-default-features -q
-echo "== Rust unit tests of the WebGPU backend (WGSL validated with naga, no GPU needed) =="
-cargo test --release --no-default-features --features gpu -q --lib backend::wgpu
+echo "== Rust unit tests (the core without Python, with the WebGPU backend: WGSL validated with naga) =="
+cargo test --release --no-default-features --features gpu -q
 echo "== Rust unit tests, scalar kernels (FG_CPU=scalar) =="
-FG_CPU=scalar cargo test --release --no-default-features -q
+FG_CPU=scalar cargo test --release --no-default-features --features gpu -q
 echo "== Rust-only graph runner (example binary, for the saved-graph tests) =="
 cargo build --release --no-default-features -q --example run_graph
 export FG_RUN_GRAPH_BIN="$PWD/target/release/examples/run_graph"

@@ -82,3 +82,24 @@ def test_short_soak_keeps_memory_flat():
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "training: " in out.stdout and "graphs: " in out.stdout
+
+
+def test_memory_stats_cover_the_gpu_once_used():
+    if not (hasattr(fg, "gpu") and fg.gpu.is_available()):
+        pytest.skip(f"no WebGPU adapter: {getattr(fg, 'gpu', None) and fg.gpu.unavailable_reason()}")
+    fg.reset_peak_memory_stats()
+    base = fg.memory_stats().get("gpu.in_use_bytes", 0)
+    x = fg.ones(1 << 20, device="gpu")
+    s = fg.memory_stats()
+    assert s["gpu.in_use_bytes"] >= base + 4 * (1 << 20)
+    assert s["gpu.peak_bytes"] >= s["gpu.in_use_bytes"]
+    assert s["gpu.buffers_in_use"] >= 1
+    del x
+    fg.gpu.synchronize()
+    after = fg.memory_stats()
+    assert after["gpu.in_use_bytes"] <= s["gpu.in_use_bytes"] - 4 * (1 << 20)
+    assert after["gpu.peak_bytes"] == s["gpu.peak_bytes"]  # the peak stays until reset
+    fg.reset_peak_memory_stats()
+    assert fg.memory_stats()["gpu.peak_bytes"] == after["gpu.in_use_bytes"]
+    fg.empty_cache()
+    assert fg.memory_stats()["gpu.cached_bytes"] <= after["gpu.cached_bytes"]

@@ -439,8 +439,10 @@ fn set_cpu_level(level: &str) -> PyResult<&'static str> {
     Ok(set_level(l).name())
 }
 
-/// CPU allocator statistics: bytes in use, cached and peak, the cache's
-/// limit, allocations and cache hits.
+/// Memory statistics per device: the CPU allocator's bytes in use, cached
+/// and peak, its cache limit, allocations and cache hits (`cpu.*`), and,
+/// once the GPU has been used, its buffer pool's bytes in use, cached and
+/// peak and buffer counts (`gpu.*`).
 #[pyfunction]
 fn memory_stats(py: Python<'_>) -> PyResult<Py<PyAny>> {
     use pyo3::types::PyDict;
@@ -452,13 +454,26 @@ fn memory_stats(py: Python<'_>) -> PyResult<Py<PyAny>> {
     d.set_item("cpu.cache_limit_bytes", s.cache_limit)?;
     d.set_item("cpu.allocations", s.allocations)?;
     d.set_item("cpu.cache_hits", s.cache_hits)?;
+    #[cfg(feature = "gpu")]
+    if let Some(g) = crate::backend::wgpu::context::started() {
+        let s = g.stats();
+        d.set_item("gpu.in_use_bytes", s.bytes_in_use)?;
+        d.set_item("gpu.cached_bytes", s.bytes_cached)?;
+        d.set_item("gpu.peak_bytes", s.peak_bytes)?;
+        d.set_item("gpu.buffers_in_use", s.buffers_in_use)?;
+        d.set_item("gpu.buffers_cached", s.buffers_cached)?;
+    }
     Ok(d.into_any().unbind())
 }
 
-/// Restart peak tracking (`cpu.peak_bytes`) from the bytes in use now.
+/// Restart peak tracking (`cpu.peak_bytes`, `gpu.peak_bytes`) from the bytes in use now.
 #[pyfunction]
 fn reset_peak_memory_stats() {
     crate::tensor::storage::reset_peak();
+    #[cfg(feature = "gpu")]
+    if let Some(g) = crate::backend::wgpu::context::started() {
+        g.reset_peak();
+    }
 }
 
 /// Limit the bytes the CPU cache keeps for reuse (0 keeps nothing); blocks
@@ -468,10 +483,14 @@ fn set_cache_limit(nbytes: usize) {
     crate::tensor::storage::set_cache_limit(nbytes);
 }
 
-/// Return cached CPU blocks to the system.
+/// Return cached CPU blocks (and cached GPU buffers) to the system.
 #[pyfunction]
 fn empty_cache() {
     crate::tensor::storage::empty_cache();
+    #[cfg(feature = "gpu")]
+    if let Some(g) = crate::backend::wgpu::context::started() {
+        g.empty_cache();
+    }
 }
 
 /// Number of threads in the CPU pool.

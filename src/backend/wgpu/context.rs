@@ -72,6 +72,8 @@ struct Pool {
     deferred: Vec<(u64, u64, wgpu::Buffer)>,
     deferred_in_batch: u64,
     in_use_bytes: u64,
+    /// Most bytes in use at once since the start (or the last peak reset).
+    peak_bytes: u64,
     in_use_count: u64,
     cached_bytes: u64,
     cached_count: u64,
@@ -125,6 +127,11 @@ pub fn get() -> Result<&'static Gpu> {
         Ok(g) => Ok(g),
         Err(e) => Err(Error::runtime("gpu", e.clone())),
     }
+}
+
+/// The device if it has been created already (never creates it).
+pub fn started() -> Option<&'static Gpu> {
+    GPU.get().and_then(|r| r.as_ref().ok())
 }
 
 /// Whether a device could be (or has been) created.
@@ -217,6 +224,7 @@ pub struct Stats {
     pub buffers_created: u64,
     pub buffers_in_use: u64,
     pub bytes_in_use: u64,
+    pub peak_bytes: u64,
     pub buffers_cached: u64,
     pub bytes_cached: u64,
     pub pending_dispatches: u64,
@@ -242,10 +250,17 @@ impl Gpu {
             buffers_created: c.buffers_created.load(Ordering::Relaxed),
             buffers_in_use: p.in_use_count,
             bytes_in_use: p.in_use_bytes,
+            peak_bytes: p.peak_bytes,
             buffers_cached: p.cached_count + p.deferred.len() as u64,
             bytes_cached: p.cached_bytes + deferred_bytes,
             pending_dispatches: pending,
         }
+    }
+
+    /// Restart the peak from the bytes in use now.
+    pub fn reset_peak(&self) {
+        let mut p = self.pool.lock();
+        p.peak_bytes = p.in_use_bytes;
     }
 
     /// Drop every cached (free) buffer.
@@ -325,6 +340,7 @@ impl Gpu {
             }
         };
         p.in_use_bytes += cap;
+        p.peak_bytes = p.peak_bytes.max(p.in_use_bytes);
         p.in_use_count += 1;
         Ok(Arc::new(GpuBuffer {
             buf,
