@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build ferrograd once (release, one abi3 wheel), install that wheel (not
-# editable) with the test extras into .venv, then: the Rust unit tests, the
+# editable) with the test and demo extras into .venv (the demo extra lets the
+# digits examples run as tests), then: the Rust unit tests, the
 # Python test suite against the installed package, the type-stub check, and a
 # smoke test of the wheel alone in a fresh virtual environment outside the
 # source tree.
@@ -22,7 +23,7 @@ case "$(uname -s)-$(basename "$WHEEL")" in
   Linux-*) echo "expected an abi3 manylinux wheel, got $(basename "$WHEEL")" >&2; exit 1 ;;
 esac
 python -m pip install -q --force-reinstall --no-deps "$WHEEL"
-python -m pip install -q "$WHEEL[test]" mypy
+python -m pip install -q "$WHEEL[test,demo]" mypy
 echo "== Rust unit tests (the core without Python, with the WebGPU backend: WGSL validated with naga) =="
 cargo test --release --no-default-features --features gpu -q
 echo "== Rust unit tests, scalar kernels (FG_CPU=scalar) =="

@@ -1,8 +1,8 @@
 """The example scripts run end to end (tiny settings, in subprocesses) and learn something.
 
 The digits examples need the ``demo`` extra (scikit-learn, tqdm, matplotlib);
-without it those tests are skipped with a reason (the CI venv installs only
-the ``test`` extra). ``char_rnn.py``, ``gpt_tiny.py`` and ``tour.py`` need
+without it those tests are skipped with a reason (``scripts/test.sh``
+installs it). ``char_rnn.py``, ``gpt_tiny.py`` and ``tour.py`` need
 nothing beyond ferrograd and NumPy.
 """
 
