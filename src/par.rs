@@ -144,7 +144,30 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if IN_POOL.with(|c| c.get()) {
         return f();
     }
-    pool().install(f)
+    // Work entering from outside belongs to no interruptible job, even when
+    // a pool thread picks it up while it waits inside one (work stealing):
+    // that job's cancel flag must not stop it.
+    pool().install(|| {
+        let _outside = JobCancel::set(None);
+        f()
+    })
+}
+
+/// Sets this thread's job cancel flag, restoring the previous one on drop
+/// (also when unwinding).
+struct JobCancel(Option<Arc<AtomicBool>>);
+
+impl JobCancel {
+    fn set(flag: Option<Arc<AtomicBool>>) -> JobCancel {
+        JobCancel(JOB_CANCEL.with(|c| c.replace(flag)))
+    }
+}
+
+impl Drop for JobCancel {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        JOB_CANCEL.with(|c| *c.borrow_mut() = prev);
+    }
 }
 
 /// [`install`] when `parallel`, else `f()` on the calling thread (for
@@ -242,9 +265,10 @@ pub fn run_interruptible<R: Send>(f: impl FnOnce() -> R + Send) -> (R, bool) {
     let job_flag = flag.clone();
     let (tx, rx) = mpsc::sync_channel::<std::thread::Result<R>>(1);
     let task: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
-        JOB_CANCEL.with(|c| *c.borrow_mut() = Some(job_flag));
-        let r = catch_unwind(AssertUnwindSafe(f));
-        JOB_CANCEL.with(|c| *c.borrow_mut() = None);
+        let r = {
+            let _job = JobCancel::set(Some(job_flag));
+            catch_unwind(AssertUnwindSafe(f))
+        };
         let _ = tx.send(r);
     });
     // SAFETY: the task is erased to 'static only to cross into the pool. This
