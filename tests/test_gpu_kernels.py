@@ -161,3 +161,24 @@ def test_small_cnn_training_step_matches_cpu():
     assert abs(lc.item() - lg.item()) < 1e-5
     for pc, pg in zip(model.parameters(), gmodel.parameters(), strict=True):
         np.testing.assert_allclose(pg.grad.to("cpu").numpy(), pc.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        {"kernel_size": (2, 3), "stride": 1, "divisor_override": 5},
+        {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+    ],
+)
+def test_avg_pool2d(kw):
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    _parity(lambda x: F.avg_pool2d(x, **kw), [x])
+
+
+@pytest.mark.parametrize("size", [1, (3, 2), (5, 7), (7, 8)])
+def test_adaptive_avg_pool2d(size):
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    _parity(lambda x: F.adaptive_avg_pool2d(x, size), [x])

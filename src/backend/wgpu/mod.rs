@@ -460,6 +460,75 @@ fn conv_check(op: &'static str, ts: &[&Tensor], p: &Conv2dParams) -> Result<()> 
     Ok(())
 }
 
+/// Average pooling (`p` given) or adaptive average pooling (`p` None) of 4-D `x` into `out`.
+fn avg_pool(
+    op: &'static str,
+    x: &Tensor,
+    p: Option<&Pool2dParams>,
+    mode: (u32, usize),
+    out: &Tensor,
+) -> Result<()> {
+    check_same_device(op, &[x, out])?;
+    f32_only(op, &[x, out])?;
+    if x.ndim() != 4 || out.ndim() != 4 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "the gpu kernel expects 4-D input and output, got {:?} and {:?}",
+                x.shape(),
+                out.shape()
+            ),
+        ));
+    }
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    check_items(op, x.numel().max(n))?;
+    let xc = dense(x)?;
+    let o = if out.is_contiguous() && out.offset() == 0 {
+        out.clone()
+    } else {
+        Tensor::empty(out.shape(), out.dtype(), out.device())?
+    };
+    let (s, os) = (x.shape(), out.shape());
+    let z = Pool2dParams {
+        kernel: [0, 0],
+        stride: [0, 0],
+        pad: [0, 0],
+        dilation: [1, 1],
+        ceil_mode: false,
+    };
+    let q = p.unwrap_or(&z);
+    let meta: Vec<u32> = [
+        n,
+        s[2],
+        s[3],
+        os[2],
+        os[3],
+        q.kernel[0],
+        q.kernel[1],
+        q.stride[0],
+        q.stride[1],
+        q.pad[0],
+        q.pad[1],
+        q.dilation[0],
+        q.dilation[1],
+        xc.offset(),
+        mode.0 as usize,
+        mode.1,
+        p.is_none() as usize,
+    ]
+    .iter()
+    .map(|&v| v as u32)
+    .collect();
+    run_items(op, shaders::avg_pool2d, &[&xc, &o], &[], &meta, n)?;
+    if !o.shares_storage(out) {
+        WgpuBackend.cast_copy(&o, out)?;
+    }
+    Ok(())
+}
+
 impl Backend for WgpuBackend {
     fn name(&self) -> String {
         "gpu".into()
@@ -1193,6 +1262,26 @@ impl Backend for WgpuBackend {
             }
         }
         Ok(())
+    }
+
+    fn avg_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        count_include_pad: bool,
+        divisor_override: Option<usize>,
+        out: &Tensor,
+    ) -> Result<()> {
+        let mode = match divisor_override {
+            Some(d) => (2, d),
+            None if count_include_pad => (0, 0),
+            None => (1, 0),
+        };
+        avg_pool("avg_pool2d", x, Some(p), mode, out)
+    }
+
+    fn adaptive_avg_pool2d(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        avg_pool("adaptive_avg_pool2d", x, None, (0, 0), out)
     }
 
     fn gather(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {

@@ -1161,6 +1161,49 @@ pub fn max_pool2d(bd: &Bindings, with_idx: bool) -> String {
     item_shader(bd, &body)
 }
 
+/// Average pooling, one thread per output. Operands (x, out); md as for
+/// max pooling (dilation unused) plus [14] = mode (0: count the padding,
+/// 1: count only inside, 2: divisor in [15]), [16] = adaptive (windows
+/// `[floor(o*H/OH), ceil((o+1)*H/OH))`, mean over the window).
+pub fn avg_pool2d(bd: &Bindings) -> String {
+    let (xa, oa) = (bd.arr(0), bd.arr(1));
+    let body = format!(
+        "    let H = i32(md[1]); let W = i32(md[2]); let OH = md[3]; let OW = md[4];
+    let ox = i % OW;
+    let oy = (i / OW) % OH;
+    let pl = i / (OW * OH);
+    let xp = md[13] + pl * u32(H) * u32(W);
+    var hs: i32; var he: i32; var ws: i32; var we: i32;
+    var div: i32;
+    if (md[16] != 0u) {{
+        hs = i32(oy * u32(H) / OH);
+        he = i32(((oy + 1u) * u32(H) + OH - 1u) / OH);
+        ws = i32(ox * u32(W) / OW);
+        we = i32(((ox + 1u) * u32(W) + OW - 1u) / OW);
+        div = (he - hs) * (we - ws);
+    }} else {{
+        let ph = i32(md[9]); let pw = i32(md[10]);
+        hs = i32(oy * md[7]) - ph;
+        he = min(hs + i32(md[5]), H + ph);
+        ws = i32(ox * md[8]) - pw;
+        we = min(ws + i32(md[6]), W + pw);
+        let pool = (he - hs) * (we - ws);
+        hs = max(hs, 0); he = min(he, H); ws = max(ws, 0); we = min(we, W);
+        if (md[14] == 2u) {{ div = i32(md[15]); }}
+        else if (md[14] == 0u) {{ div = pool; }}
+        else {{ div = max(he - hs, 0) * max(we - ws, 0); }}
+    }}
+    var acc = 0.0;
+    for (var iy = hs; iy < he; iy = iy + 1) {{
+        for (var ix = ws; ix < we; ix = ix + 1) {{
+            acc = acc + {xa}[xp + u32(iy * W + ix)];
+        }}
+    }}
+    if (div > 0) {{ {oa}[i] = acc / f32(div); }} else {{ {oa}[i] = nan_f(); }}"
+    );
+    item_shader(bd, &body)
+}
+
 /// `out[p] = src[p with p[dim] = index[p]]`: elementwise metadata over the
 /// index's shape for operands (src with stride 0 on `dim`, index, out);
 /// p0 = src's stride along `dim`.
@@ -1428,6 +1471,7 @@ mod tests {
             validate(&max_pool2d(&mp, true));
         }
         validate(&max_pool2d(&Bindings::distinct(&[GTy::F32; 2]), false));
+        validate(&avg_pool2d(&Bindings::distinct(&[GTy::F32; 2])));
         validate(&conv2d_input_grad(&Bindings::distinct(&[GTy::F32; 3])));
         validate(&conv2d_weight_grad(&Bindings::distinct(&[GTy::F32; 3])));
         for ty in TYS {
