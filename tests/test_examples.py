@@ -73,10 +73,21 @@ def test_digits_demo(tmp_path: Path) -> None:
     assert "checkpoint reload: identical" in out and "MISMATCH" not in out
 
 
-def test_digits_gpu_is_a_clear_error(tmp_path: Path) -> None:
+def test_digits_on_gpu(tmp_path: Path) -> None:
+    """The MLP trains on the WebGPU device (the CNN too, but slowly on software drivers: not run here)."""
     need_demo_extra()
-    out = run("digits.py", "--device", "gpu", "--out-dir", str(tmp_path), expect=2)
-    assert "--device gpu" in out and "--device cpu" in out
+    if not fg.gpu.is_available():
+        pytest.skip(f"no WebGPU adapter: {fg.gpu.unavailable_reason()}")
+    out = run("digits.py", "--device", "gpu", "--models", "mlp", "--epochs", "2", "--quiet",
+              "--out-dir", str(tmp_path))
+    r = json.loads((tmp_path / "summary.json").read_text())["models"]["mlp"]
+    assert r["test_accuracy"] > 0.80 and r["reload_identical"] is True, out
+
+
+def test_digits_unknown_device_is_a_clear_error(tmp_path: Path) -> None:
+    need_demo_extra()
+    out = run("digits.py", "--device", "tpu", "--out-dir", str(tmp_path), expect=2)
+    assert "--device tpu" in out and "--device cpu" in out
     assert not (tmp_path / "summary.json").exists()
 
 

@@ -41,6 +41,10 @@ HOST_READS = {
     "floor_divide": "integer division by zero is checked on the host",
     "remainder": "integer division by zero is checked on the host",
     "pow": "negative integer exponents are checked on the host",
+    "cross_entropy": "class indices are range-checked on the host",
+    "gather": "indices are range-checked on the host",
+    "scatter": "indices are range-checked on the host",
+    "scatter_add": "indices are range-checked on the host",
 }
 
 

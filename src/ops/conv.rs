@@ -1184,7 +1184,14 @@ impl Backward for AvgPoolBackward {
                 inv.push(if div > 0 { 1.0 / div as f64 } else { 0.0 });
             }
         }
-        let inv = ew::to_dtype(&Tensor::from_vec_on(inv, &[oh, ow], g.device())?, g.dtype())?;
+        let inv = if matches!(g.device(), crate::tensor::Device::Gpu(_)) {
+            // The GPU holds no float64: build the factors in float32 there.
+            let inv: Vec<f32> = inv.iter().map(|&v| v as f32).collect();
+            Tensor::from_vec_on(inv, &[oh, ow], g.device())?
+        } else {
+            Tensor::from_vec_on(inv, &[oh, ow], g.device())?
+        };
+        let inv = ew::to_dtype(&inv, g.dtype())?;
         let g4 = shape::reshape(g, &spec(&self.out4))?;
         let gs = ew::binary(crate::ops::elementwise::BinaryOp::Mul, &g4, &inv)?;
         let ones =
@@ -1246,8 +1253,16 @@ impl Backward for AdaptiveAvgPoolBackward {
                 g.device(),
             )?)]);
         }
-        let ah = ew::to_dtype(&adaptive_matrix(self.out_hw[0], self.hw[0])?, g.dtype())?;
-        let aw = ew::to_dtype(&adaptive_matrix(self.out_hw[1], self.hw[1])?, g.dtype())?;
+        let on_device = |m: Tensor| -> Result<Tensor> {
+            let m = ew::to_dtype(&m, g.dtype())?;
+            if matches!(g.device(), crate::tensor::Device::Gpu(_)) {
+                crate::backend::transfer(&m, g.device())
+            } else {
+                Ok(m)
+            }
+        };
+        let ah = on_device(adaptive_matrix(self.out_hw[0], self.hw[0])?)?;
+        let aw = on_device(adaptive_matrix(self.out_hw[1], self.hw[1])?)?;
         let t = crate::ops::linalg::matmul(&shape::transpose(&ah, 0, 1)?, g)?;
         Ok(vec![Some(crate::ops::linalg::matmul(&t, &aw)?)])
     }

@@ -9,7 +9,9 @@ pub mod shaders;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
 use crate::ops::reduce::{ArgOp, ReduceOp};
@@ -301,6 +303,230 @@ fn via_host(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
     let h = Tensor::empty(out.shape(), out.dtype(), Device::Cpu)?;
     f(&h)?;
     WgpuBackend.cast_copy(&h, out)
+}
+
+/// `t` itself when contiguous, else a contiguous copy on the device.
+fn dense(t: &Tensor) -> Result<Tensor> {
+    if t.is_contiguous() {
+        return Ok(t.clone());
+    }
+    let out = Tensor::empty(t.shape(), t.dtype(), t.device())?;
+    WgpuBackend.cast_copy(t, &out)?;
+    Ok(out)
+}
+
+/// Refuse anything but float32 for `op`, naming the dtype.
+fn f32_only(op: &'static str, ts: &[&Tensor]) -> Result<()> {
+    for t in ts {
+        if t.dtype() != DType::F32 {
+            gty(op, t.dtype())?;
+            return Err(Error::runtime(
+                op,
+                format!("not supported on the gpu device for dtype {}", t.dtype()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse more than 2^31 items for the 32-bit kernels.
+fn check_items(op: &'static str, n: usize) -> Result<()> {
+    if n > i32::MAX as usize {
+        return Err(Error::runtime(
+            op,
+            format!("{n} elements exceed the gpu kernels' 32-bit indexing"),
+        ));
+    }
+    Ok(())
+}
+
+/// Run an item kernel over `n` items; operands `ts`, the ones at `written` are written.
+fn run_items(
+    op: &'static str,
+    src_of: impl FnOnce(&Bindings) -> String,
+    ts: &[&Tensor],
+    written: &[usize],
+    meta: &[u32],
+    n: usize,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    check_items(op, n)?;
+    let (mut bd, bufs) = bind(op, ts)?;
+    for &k in written {
+        let j = bd.operand[k];
+        bd.bufs[j].1 = true;
+    }
+    let src = src_of(&bd);
+    let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+    get()?.dispatch(
+        op,
+        &src,
+        &refs,
+        meta,
+        (n as u64).div_ceil(shaders::WG as u64),
+    )
+}
+
+/// Elementwise metadata from explicit (offset, strides) per operand.
+fn raw_meta(
+    op: &'static str,
+    shape: &[usize],
+    ops: &[(usize, Vec<isize>)],
+    params: [u32; 8],
+) -> Result<Vec<u32>> {
+    let n: usize = shape.iter().product();
+    check_items(op, n)?;
+    let strides: Vec<&[isize]> = ops.iter().map(|(_, s)| s.as_slice()).collect();
+    let (cs, cst) = Layout::coalesce(shape, &strides);
+    let mut m = vec![n as u32, cs.len() as u32];
+    m.extend_from_slice(&params);
+    m.extend(cs.iter().map(|&d| d as u32));
+    for ((o, _), s) in ops.iter().zip(&cst) {
+        m.push(*o as u32);
+        m.extend(words_of_strides(s));
+    }
+    Ok(m)
+}
+
+/// Download `t` (integer) and check every value against `[lo, hi)` (or `skip`).
+fn host_indices(op: &'static str, t: &Tensor) -> Result<Vec<i64>> {
+    let h = download(t)?;
+    let h = if h.dtype() == DType::I64 {
+        h
+    } else {
+        let o = Tensor::empty(h.shape(), DType::I64, Device::Cpu)?;
+        super::backend(Device::Cpu).cast_copy(&h, &o)?;
+        o
+    };
+    let _ = op;
+    // SAFETY: a fresh contiguous int64 CPU tensor.
+    Ok(unsafe { h.as_slice::<i64>() }.to_vec())
+}
+
+fn conv_meta(
+    x: &[usize],
+    w: &[usize],
+    o: &[usize],
+    p: &Conv2dParams,
+    n: usize,
+    offs: [usize; 3],
+) -> Vec<u32> {
+    let v = [
+        n,
+        x[0],
+        x[1],
+        x[2],
+        x[3],
+        w[0],
+        o[2],
+        o[3],
+        w[2],
+        w[3],
+        p.stride[0],
+        p.stride[1],
+        p.pad[0],
+        p.pad[2],
+        p.dilation[0],
+        p.dilation[1],
+        p.groups,
+        0,
+        offs[0],
+        offs[1],
+        offs[2],
+    ];
+    v.iter().map(|&a| a as u32).collect()
+}
+
+fn conv_check(op: &'static str, ts: &[&Tensor], p: &Conv2dParams) -> Result<()> {
+    check_same_device(op, ts)?;
+    f32_only(op, ts)?;
+    for t in ts {
+        if t.ndim() != 4 {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "the gpu kernel expects 4-D operands, got shape {:?}",
+                    t.shape()
+                ),
+            ));
+        }
+        check_items(op, t.numel())?;
+    }
+    if p.groups == 0 || p.stride.contains(&0) || p.dilation.contains(&0) {
+        return Err(Error::value(op, format!("invalid parameters {p:?}")));
+    }
+    Ok(())
+}
+
+/// Average pooling (`p` given) or adaptive average pooling (`p` None) of 4-D `x` into `out`.
+fn avg_pool(
+    op: &'static str,
+    x: &Tensor,
+    p: Option<&Pool2dParams>,
+    mode: (u32, usize),
+    out: &Tensor,
+) -> Result<()> {
+    check_same_device(op, &[x, out])?;
+    f32_only(op, &[x, out])?;
+    if x.ndim() != 4 || out.ndim() != 4 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "the gpu kernel expects 4-D input and output, got {:?} and {:?}",
+                x.shape(),
+                out.shape()
+            ),
+        ));
+    }
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    check_items(op, x.numel().max(n))?;
+    let xc = dense(x)?;
+    let o = if out.is_contiguous() && out.offset() == 0 {
+        out.clone()
+    } else {
+        Tensor::empty(out.shape(), out.dtype(), out.device())?
+    };
+    let (s, os) = (x.shape(), out.shape());
+    let z = Pool2dParams {
+        kernel: [0, 0],
+        stride: [0, 0],
+        pad: [0, 0],
+        dilation: [1, 1],
+        ceil_mode: false,
+    };
+    let q = p.unwrap_or(&z);
+    let meta: Vec<u32> = [
+        n,
+        s[2],
+        s[3],
+        os[2],
+        os[3],
+        q.kernel[0],
+        q.kernel[1],
+        q.stride[0],
+        q.stride[1],
+        q.pad[0],
+        q.pad[1],
+        q.dilation[0],
+        q.dilation[1],
+        xc.offset(),
+        mode.0 as usize,
+        mode.1,
+        p.is_none() as usize,
+    ]
+    .iter()
+    .map(|&v| v as u32)
+    .collect();
+    run_items(op, shaders::avg_pool2d, &[&xc, &o], &[], &meta, n)?;
+    if !o.shares_storage(out) {
+        WgpuBackend.cast_copy(&o, out)?;
+    }
+    Ok(())
 }
 
 impl Backend for WgpuBackend {
@@ -684,6 +910,478 @@ impl Backend for WgpuBackend {
         meta.push(os as i32 as u32);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
         get()?.dispatch(op, &shaders::softmax(&bd), &refs, &meta, nout as u64)
+    }
+
+    fn cross_entropy(
+        &self,
+        x: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        cfg: CeCfg,
+        shape: &[usize],
+        loss: &Tensor,
+        lse: &Tensor,
+        wt: &Tensor,
+    ) -> Result<()> {
+        let op = "cross_entropy";
+        let mut ts: Vec<&Tensor> = vec![x, target];
+        ts.extend(weight);
+        ts.extend([loss, lse, wt]);
+        check_same_device(op, &ts)?;
+        let mut fl: Vec<&Tensor> = vec![x, loss, lse, wt];
+        fl.extend(weight);
+        f32_only(op, &fl)?;
+        gty(op, target.dtype())?;
+        let rows = target.numel();
+        // Targets are checked on the host before anything is written (an index error, as on the CPU).
+        let tv = host_indices(op, target)?;
+        if let Some(&bad) = tv
+            .iter()
+            .find(|&&v| v != cfg.ignore_index && (v < 0 || v as u64 >= cfg.c as u64))
+        {
+            return Err(Error::index(
+                op,
+                format!(
+                    "target {bad} is out of bounds for {} classes (input shape {})",
+                    cfg.c,
+                    crate::tensor::layout::fmt_shape(shape)
+                ),
+            ));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        if cfg.c == 0 {
+            self.fill(loss, Scalar::Float(0.0))?;
+            self.fill(wt, Scalar::Float(0.0))?;
+            return self.fill(lse, Scalar::Float(f64::NEG_INFINITY));
+        }
+        check_items(op, rows * cfg.c)?;
+        let (xc, tc) = (dense(x)?, dense(target)?);
+        let wc = weight.map(dense).transpose()?;
+        let (lc, sc, wtc) = (dense(loss)?, dense(lse)?, dense(wt)?);
+        let mut ts: Vec<&Tensor> = vec![&xc, &tc];
+        ts.extend(wc.as_ref());
+        ts.extend([&lc, &sc, &wtc]);
+        // Every target fits i32 (checked above), so an ignore_index outside it never matches.
+        let ign = i32::try_from(cfg.ignore_index).unwrap_or(-1) as u32;
+        let meta = [
+            rows as u32,
+            cfg.c as u32,
+            ign,
+            (cfg.smoothing as f32).to_bits(),
+            xc.offset() as u32,
+            tc.offset() as u32,
+            0,
+            0,
+            0,
+            0,
+        ];
+        let n = ts.len();
+        let has_w = weight.is_some();
+        run_items(
+            op,
+            |bd| shaders::cross_entropy(bd, has_w),
+            &ts,
+            &[n - 3, n - 2, n - 1],
+            &meta,
+            rows,
+        )?;
+        for (d, s) in [(loss, &lc), (lse, &sc), (wt, &wtc)] {
+            if !d.shares_storage(s) {
+                self.cast_copy(s, d)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cross_entropy_grad(
+        &self,
+        x: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        lse: &Tensor,
+        g: &Tensor,
+        cfg: CeCfg,
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = "cross_entropy";
+        let mut ts: Vec<&Tensor> = vec![x, target, lse, g, out];
+        ts.extend(weight);
+        check_same_device(op, &ts)?;
+        let mut fl: Vec<&Tensor> = vec![x, lse, g, out];
+        fl.extend(weight);
+        f32_only(op, &fl)?;
+        gty(op, target.dtype())?;
+        let rows = target.numel();
+        if rows == 0 || cfg.c == 0 {
+            return Ok(());
+        }
+        if !out.is_contiguous() {
+            return Err(Error::runtime(
+                op,
+                "expects a contiguous gradient output on the gpu device",
+            ));
+        }
+        let n = rows * cfg.c;
+        let (xc, tc, lc, gc) = (dense(x)?, dense(target)?, dense(lse)?, dense(g)?);
+        let wc = weight.map(dense).transpose()?;
+        let mut ts: Vec<&Tensor> = vec![&xc, &tc];
+        ts.extend(wc.as_ref());
+        ts.extend([&lc, &gc, out]);
+        let ign = i32::try_from(cfg.ignore_index).unwrap_or(-1) as u32;
+        let meta = [
+            n as u32,
+            cfg.c as u32,
+            ign,
+            (cfg.smoothing as f32).to_bits(),
+            xc.offset() as u32,
+            tc.offset() as u32,
+            lc.offset() as u32,
+            gc.offset() as u32,
+            0,
+            0,
+        ];
+        if out.offset() != 0 {
+            let tmp = Tensor::empty(out.shape(), out.dtype(), out.device())?;
+            self.cross_entropy_grad(x, target, weight, lse, g, cfg, &tmp)?;
+            return self.cast_copy(&tmp, out);
+        }
+        let has_w = weight.is_some();
+        run_items(
+            op,
+            |bd| shaders::cross_entropy_grad(bd, has_w),
+            &ts,
+            &[],
+            &meta,
+            n,
+        )
+    }
+
+    fn conv2d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = "conv2d";
+        conv_check(op, &[x, w, out], p)?;
+        if let Some(b) = bias {
+            check_same_device(op, &[b, out])?;
+            f32_only(op, &[b])?;
+        }
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let o = if out.is_contiguous() && out.offset() == 0 {
+            out.clone()
+        } else {
+            Tensor::empty(out.shape(), out.dtype(), out.device())?
+        };
+        let (xc, wc) = (dense(x)?, dense(w)?);
+        let bc = bias.map(dense).transpose()?;
+        let mut meta = conv_meta(
+            xc.shape(),
+            wc.shape(),
+            o.shape(),
+            p,
+            n,
+            [
+                xc.offset(),
+                wc.offset(),
+                bc.as_ref().map_or(0, |b| b.offset()),
+            ],
+        );
+        meta[17] = bias.is_some() as u32;
+        let mut ts: Vec<&Tensor> = vec![&xc, &wc];
+        ts.extend(bc.as_ref());
+        ts.push(&o);
+        let hb = bias.is_some();
+        run_items(op, |bd| shaders::conv2d(bd, hb), &ts, &[], &meta, n)?;
+        if !o.shares_storage(out) {
+            self.cast_copy(&o, out)?;
+        }
+        Ok(())
+    }
+
+    fn conv2d_input_grad(
+        &self,
+        g: &Tensor,
+        w: &Tensor,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = "conv2d_backward";
+        conv_check(op, &[g, w, out], p)?;
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let o = if out.is_contiguous() && out.offset() == 0 {
+            out.clone()
+        } else {
+            Tensor::empty(out.shape(), out.dtype(), out.device())?
+        };
+        let (gc, wc) = (dense(g)?, dense(w)?);
+        let meta = conv_meta(
+            o.shape(),
+            wc.shape(),
+            gc.shape(),
+            p,
+            n,
+            [gc.offset(), wc.offset(), 0],
+        );
+        run_items(
+            op,
+            shaders::conv2d_input_grad,
+            &[&gc, &wc, &o],
+            &[],
+            &meta,
+            n,
+        )?;
+        if !o.shares_storage(out) {
+            self.cast_copy(&o, out)?;
+        }
+        Ok(())
+    }
+
+    fn conv2d_weight_grad(
+        &self,
+        g: &Tensor,
+        x: &Tensor,
+        p: &Conv2dParams,
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = "conv2d_backward";
+        conv_check(op, &[g, x, out], p)?;
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let o = if out.is_contiguous() && out.offset() == 0 {
+            out.clone()
+        } else {
+            Tensor::empty(out.shape(), out.dtype(), out.device())?
+        };
+        let (gc, xc) = (dense(g)?, dense(x)?);
+        let meta = conv_meta(
+            xc.shape(),
+            o.shape(),
+            gc.shape(),
+            p,
+            n,
+            [gc.offset(), xc.offset(), 0],
+        );
+        run_items(
+            op,
+            shaders::conv2d_weight_grad,
+            &[&gc, &xc, &o],
+            &[],
+            &meta,
+            n,
+        )?;
+        if !o.shares_storage(out) {
+            self.cast_copy(&o, out)?;
+        }
+        Ok(())
+    }
+
+    fn max_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        out: &Tensor,
+        indices: Option<&Tensor>,
+    ) -> Result<()> {
+        let op = "max_pool2d";
+        let mut ts: Vec<&Tensor> = vec![x, out];
+        ts.extend(indices);
+        check_same_device(op, &ts)?;
+        f32_only(op, &[x, out])?;
+        if x.ndim() != 4 || out.ndim() != 4 {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "the gpu kernel expects 4-D input and output, got {:?} and {:?}",
+                    x.shape(),
+                    out.shape()
+                ),
+            ));
+        }
+        if let Some(i) = indices {
+            gty(op, i.dtype())?;
+        }
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        check_items(op, x.numel().max(n))?;
+        let fresh = |t: &Tensor| -> Result<Tensor> {
+            if t.is_contiguous() && t.offset() == 0 {
+                Ok(t.clone())
+            } else {
+                Tensor::empty(t.shape(), t.dtype(), t.device())
+            }
+        };
+        let xc = dense(x)?;
+        let o = fresh(out)?;
+        let ic = indices.map(fresh).transpose()?;
+        let (s, os) = (x.shape(), out.shape());
+        let meta: Vec<u32> = [
+            n,
+            s[2],
+            s[3],
+            os[2],
+            os[3],
+            p.kernel[0],
+            p.kernel[1],
+            p.stride[0],
+            p.stride[1],
+            p.pad[0],
+            p.pad[1],
+            p.dilation[0],
+            p.dilation[1],
+            xc.offset(),
+        ]
+        .iter()
+        .map(|&v| v as u32)
+        .collect();
+        let mut ts: Vec<&Tensor> = vec![&xc, &o];
+        ts.extend(ic.as_ref());
+        let wi = ic.is_some();
+        run_items(op, |bd| shaders::max_pool2d(bd, wi), &ts, &[1], &meta, n)?;
+        if !o.shares_storage(out) {
+            self.cast_copy(&o, out)?;
+        }
+        if let (Some(i), Some(c)) = (indices, &ic) {
+            if !i.shares_storage(c) {
+                self.cast_copy(c, i)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn avg_pool2d(
+        &self,
+        x: &Tensor,
+        p: &Pool2dParams,
+        count_include_pad: bool,
+        divisor_override: Option<usize>,
+        out: &Tensor,
+    ) -> Result<()> {
+        let mode = match divisor_override {
+            Some(d) => (2, d),
+            None if count_include_pad => (0, 0),
+            None => (1, 0),
+        };
+        avg_pool("avg_pool2d", x, Some(p), mode, out)
+    }
+
+    fn adaptive_avg_pool2d(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        avg_pool("adaptive_avg_pool2d", x, None, (0, 0), out)
+    }
+
+    fn gather(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {
+        let op = "gather";
+        check_same_device(op, &[src, index, out])?;
+        let ty = gty(op, src.dtype())?;
+        gty(op, index.dtype())?;
+        if index.numel() == 0 {
+            return Ok(());
+        }
+        let len = src.shape()[dim];
+        let iv = host_indices(op, index)?;
+        if let Some(&bad) = iv.iter().find(|&&v| v < 0 || v as u64 >= len as u64) {
+            return Err(Error::index(
+                op,
+                format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
+            ));
+        }
+        let mut ss: Vec<isize> = src.strides().to_vec();
+        let sd = ss[dim];
+        ss[dim] = 0;
+        let meta = raw_meta(
+            op,
+            index.shape(),
+            &[
+                (src.offset(), ss),
+                (index.offset(), index.strides().to_vec()),
+                (out.offset(), out.strides().to_vec()),
+            ],
+            [sd as i32 as u32, 0, 0, 0, 0, 0, 0, 0],
+        )?;
+        let (bd, bufs) = bind(op, &[src, index, out])?;
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(
+            op,
+            &shaders::gather(&bd, ty),
+            &refs,
+            &meta,
+            (index.numel() as u64).div_ceil(shaders::WG as u64),
+        )
+    }
+
+    fn scatter(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
+        check_same_device(op, &[index, src, dst])?;
+        let ty = gty(op, dst.dtype())?;
+        gty(op, index.dtype())?;
+        if index.numel() == 0 {
+            return Ok(());
+        }
+        let len = dst.shape()[dim];
+        // max_pool2d's gradient scatters the indices its own kernel produced (always in range).
+        if op != "max_pool2d" {
+            let iv = host_indices(op, index)?;
+            if let Some(&bad) = iv.iter().find(|&&v| v < 0 || v as u64 >= len as u64) {
+                return Err(Error::index(
+                    op,
+                    format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
+                ));
+            }
+        }
+        let mut lines: Vec<usize> = index.shape().to_vec();
+        let klen = lines[dim];
+        lines[dim] = 1;
+        let meta = raw_meta(
+            op,
+            &lines,
+            &[
+                (index.offset(), index.strides().to_vec()),
+                (src.offset(), src.strides().to_vec()),
+                (dst.offset(), dst.strides().to_vec()),
+            ],
+            [
+                klen as u32,
+                index.strides()[dim] as i32 as u32,
+                src.strides()[dim] as i32 as u32,
+                dst.strides()[dim] as i32 as u32,
+                accumulate as u32,
+                0,
+                0,
+                0,
+            ],
+        )?;
+        let nl: usize = lines.iter().product();
+        let (bd, bufs) = bind(op, &[index, src, dst])?;
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(
+            op,
+            &shaders::scatter(&bd, ty),
+            &refs,
+            &meta,
+            (nl as u64).div_ceil(shaders::WG as u64),
+        )
     }
 
     fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {

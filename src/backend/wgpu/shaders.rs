@@ -920,6 +920,324 @@ pub fn matmul(bd: &Bindings, ty: GTy) -> String {
     ew_shader(bd, &body)
 }
 
+// ---------------------------------------------------------------------------
+// Losses, convolution, pooling, gather/scatter: one thread per output
+// element (or row/line), metadata words read directly as `md[k]`.
+
+/// A one-thread-per-item kernel over `md[0]` items with `body` using `i`.
+fn item_shader(b: &Bindings, body: &str) -> String {
+    ew_shader(b, body)
+}
+
+/// Cross-entropy rows. Operands (x, t[, w], loss, lse, wt);
+/// md: [rows, c, ignore (i32), eps (f32), xoff, toff, _, _, _, _].
+pub fn cross_entropy(bd: &Bindings, has_w: bool) -> String {
+    let (xa, ta) = (bd.arr(0), bd.arr(1));
+    let k = if has_w { 3 } else { 2 };
+    let (la, sa, wa) = (bd.arr(k), bd.arr(k + 1), bd.arr(k + 2));
+    let wc = |e: &str| {
+        if has_w {
+            format!("{}[u32({e})]", bd.arr(2))
+        } else {
+            "1.0".to_string()
+        }
+    };
+    let body = format!(
+        "    let c = md[1];
+    let xb = md[4] + i * c;
+    var m = -inf_f();
+    for (var j = 0u; j < c; j = j + 1u) {{ let v = {xa}[xb + j]; if (v > m || is_nan(v)) {{ m = v; }} }}
+    var ms = m;
+    if (is_nan(m) || is_inf(m)) {{ ms = 0.0; }}
+    var s = 0.0;
+    for (var j = 0u; j < c; j = j + 1u) {{ s = s + exp_f({xa}[xb + j] - ms); }}
+    let l = ms + log_f(s);
+    {sa}[i] = l;
+    let ti = {ta}[md[5] + i];
+    if (ti == bitcast<i32>(md[2])) {{ {la}[i] = 0.0; {wa}[i] = 0.0; return; }}
+    let w_t = {wt};
+    {wa}[i] = w_t;
+    var v = w_t * (l - {xa}[xb + u32(ti)]);
+    let eps = bitcast<f32>(md[3]);
+    if (eps > 0.0) {{
+        var sm = 0.0;
+        for (var j = 0u; j < c; j = j + 1u) {{ sm = sm + {wj} * (l - {xa}[xb + j]); }}
+        v = (1.0 - eps) * v + eps / f32(c) * sm;
+    }}
+    {la}[i] = v;",
+        wt = wc("ti"),
+        wj = wc("j"),
+    );
+    item_shader(bd, &body)
+}
+
+/// Cross-entropy gradient per element. Operands (x, t[, w], lse, g, out);
+/// md: [rows*c, c, ignore, eps, xoff, toff, lseoff, goff, _, _].
+pub fn cross_entropy_grad(bd: &Bindings, has_w: bool) -> String {
+    let (xa, ta) = (bd.arr(0), bd.arr(1));
+    let k = if has_w { 3 } else { 2 };
+    let (la, ga, oa) = (bd.arr(k), bd.arr(k + 1), bd.arr(k + 2));
+    let wc = |e: &str| {
+        if has_w {
+            format!("{}[u32({e})]", bd.arr(2))
+        } else {
+            "1.0".to_string()
+        }
+    };
+    let body = format!(
+        "    let c = md[1];
+    let r = i / c;
+    let col = i % c;
+    let ti = {ta}[md[5] + r];
+    if (ti == bitcast<i32>(md[2])) {{ {oa}[i] = 0.0; return; }}
+    let eps = bitcast<f32>(md[3]);
+    let ec = eps / f32(c);
+    var wsum = 0.0;
+    for (var j = 0u; j < c; j = j + 1u) {{ wsum = wsum + {wj}; }}
+    let w_t = {wt};
+    let b = (1.0 - eps) * w_t;
+    let a = b + ec * wsum;
+    let gr = {ga}[md[7] + r];
+    var o = gr * (a * exp_f({xa}[md[4] + i] - {la}[md[6] + r]) - ec * {wcol});
+    if (i32(col) == ti) {{ o = o - gr * b; }}
+    {oa}[i] = o;",
+        wt = wc("ti"),
+        wj = wc("j"),
+        wcol = wc("col"),
+    );
+    item_shader(bd, &body)
+}
+
+/// Shared convolution metadata names: md = [n, N, C, H, W, O, OH, OW, KH, KW,
+/// SH, SW, PT, PL, DH, DW, G, has_bias, off0, off1, off2].
+const CONV_MD: &str =
+    "    let NN = md[1]; let C = md[2]; let H = md[3]; let W = md[4]; let O = md[5];
+    let OH = md[6]; let OW = md[7]; let KH = md[8]; let KW = md[9];
+    let SH = i32(md[10]); let SW = i32(md[11]); let PT = i32(md[12]); let PL = i32(md[13]);
+    let DH = i32(md[14]); let DW = i32(md[15]); let G = md[16];
+    let CG = C / G; let OG = O / G;
+";
+
+/// Direct convolution, one thread per output. Operands (x, w[, bias], out).
+pub fn conv2d(bd: &Bindings, has_bias: bool) -> String {
+    let (xa, wa) = (bd.arr(0), bd.arr(1));
+    let oa = bd.arr(if has_bias { 3 } else { 2 });
+    let init = if has_bias {
+        format!("{}[md[20] + o]", bd.arr(2))
+    } else {
+        "0.0".to_string()
+    };
+    let body = format!(
+        "{CONV_MD}    let ow = i % OW;
+    var t = i / OW;
+    let oh = t % OH;
+    t = t / OH;
+    let o = t % O;
+    let nb = t / O;
+    let g = o / OG;
+    var acc = 0.0;
+    for (var ci = 0u; ci < CG; ci = ci + 1u) {{
+        let c = g * CG + ci;
+        let xp = md[18] + (nb * C + c) * H * W;
+        let wp = md[19] + (o * CG + ci) * KH * KW;
+        for (var kh = 0u; kh < KH; kh = kh + 1u) {{
+            let ih = i32(oh) * SH - PT + i32(kh) * DH;
+            if (ih < 0 || ih >= i32(H)) {{ continue; }}
+            for (var kw = 0u; kw < KW; kw = kw + 1u) {{
+                let iw = i32(ow) * SW - PL + i32(kw) * DW;
+                if (iw < 0 || iw >= i32(W)) {{ continue; }}
+                acc = acc + {xa}[xp + u32(ih) * W + u32(iw)] * {wa}[wp + kh * KW + kw];
+            }}
+        }}
+    }}
+    {oa}[i] = acc + {init};"
+    );
+    item_shader(bd, &body)
+}
+
+/// Input gradient, one thread per input element. Operands (g, w, out).
+pub fn conv2d_input_grad(bd: &Bindings) -> String {
+    let (ga, wa, oa) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let body = format!(
+        "{CONV_MD}    let iw = i32(i % W);
+    var t = i / W;
+    let ih = i32(t % H);
+    t = t / H;
+    let c = t % C;
+    let nb = t / C;
+    let g = c / CG;
+    let ci = c % CG;
+    var acc = 0.0;
+    for (var oi = 0u; oi < OG; oi = oi + 1u) {{
+        let o = g * OG + oi;
+        let gp = md[18] + (nb * O + o) * OH * OW;
+        let wp = md[19] + (o * CG + ci) * KH * KW;
+        for (var kh = 0u; kh < KH; kh = kh + 1u) {{
+            let th = ih + PT - i32(kh) * DH;
+            if (th < 0 || th % SH != 0) {{ continue; }}
+            let oh = u32(th / SH);
+            if (oh >= OH) {{ continue; }}
+            for (var kw = 0u; kw < KW; kw = kw + 1u) {{
+                let tw = iw + PL - i32(kw) * DW;
+                if (tw < 0 || tw % SW != 0) {{ continue; }}
+                let ow = u32(tw / SW);
+                if (ow >= OW) {{ continue; }}
+                acc = acc + {ga}[gp + oh * OW + ow] * {wa}[wp + kh * KW + kw];
+            }}
+        }}
+    }}
+    {oa}[i] = acc;"
+    );
+    item_shader(bd, &body)
+}
+
+/// Weight gradient, one thread per weight element. Operands (g, x, out).
+pub fn conv2d_weight_grad(bd: &Bindings) -> String {
+    let (ga, xa, oa) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let body = format!(
+        "{CONV_MD}    let kw = i % KW;
+    var t = i / KW;
+    let kh = t % KH;
+    t = t / KH;
+    let ci = t % CG;
+    let o = t / CG;
+    let c = (o / OG) * CG + ci;
+    var acc = 0.0;
+    for (var nb = 0u; nb < NN; nb = nb + 1u) {{
+        let gp = md[18] + (nb * O + o) * OH * OW;
+        let xp = md[19] + (nb * C + c) * H * W;
+        for (var oh = 0u; oh < OH; oh = oh + 1u) {{
+            let ih = i32(oh) * SH - PT + i32(kh) * DH;
+            if (ih < 0 || ih >= i32(H)) {{ continue; }}
+            for (var ow = 0u; ow < OW; ow = ow + 1u) {{
+                let iw = i32(ow) * SW - PL + i32(kw) * DW;
+                if (iw < 0 || iw >= i32(W)) {{ continue; }}
+                acc = acc + {ga}[gp + oh * OW + ow] * {xa}[xp + u32(ih) * W + u32(iw)];
+            }}
+        }}
+    }}
+    {oa}[i] = acc;"
+    );
+    item_shader(bd, &body)
+}
+
+/// Max pooling, one thread per output. Operands (x, out[, indices]);
+/// md: [n, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, xoff].
+pub fn max_pool2d(bd: &Bindings, with_idx: bool) -> String {
+    let (xa, oa) = (bd.arr(0), bd.arr(1));
+    let store = if with_idx {
+        format!("{}[i] = bi;", bd.arr(2))
+    } else {
+        String::new()
+    };
+    let body = format!(
+        "    let H = md[1]; let W = md[2]; let OH = md[3]; let OW = md[4];
+    let ox = i % OW;
+    let oy = (i / OW) % OH;
+    let pl = i / (OW * OH);
+    let xp = md[13] + pl * H * W;
+    let y0 = i32(oy * md[7]) - i32(md[9]);
+    let x0 = i32(ox * md[8]) - i32(md[10]);
+    var best = -inf_f();
+    var have = false;
+    var bi = -1i;
+    for (var a = 0u; a < md[5]; a = a + 1u) {{
+        let iy = y0 + i32(a * md[11]);
+        if (iy < 0 || iy >= i32(H)) {{ continue; }}
+        for (var b = 0u; b < md[6]; b = b + 1u) {{
+            let ix = x0 + i32(b * md[12]);
+            if (ix < 0 || ix >= i32(W)) {{ continue; }}
+            let v = {xa}[xp + u32(iy) * W + u32(ix)];
+            if (!have || v > best || is_nan(v)) {{
+                have = true;
+                best = v;
+                bi = iy * i32(W) + ix;
+            }}
+        }}
+    }}
+    {oa}[i] = best;
+    {store}"
+    );
+    item_shader(bd, &body)
+}
+
+/// Average pooling, one thread per output. Operands (x, out); md as for
+/// max pooling (dilation unused) plus [14] = mode (0: count the padding,
+/// 1: count only inside, 2: divisor in [15]), [16] = adaptive (windows
+/// `[floor(o*H/OH), ceil((o+1)*H/OH))`, mean over the window).
+pub fn avg_pool2d(bd: &Bindings) -> String {
+    let (xa, oa) = (bd.arr(0), bd.arr(1));
+    let body = format!(
+        "    let H = i32(md[1]); let W = i32(md[2]); let OH = md[3]; let OW = md[4];
+    let ox = i % OW;
+    let oy = (i / OW) % OH;
+    let pl = i / (OW * OH);
+    let xp = md[13] + pl * u32(H) * u32(W);
+    var hs: i32; var he: i32; var ws: i32; var we: i32;
+    var div: i32;
+    if (md[16] != 0u) {{
+        hs = i32(oy * u32(H) / OH);
+        he = i32(((oy + 1u) * u32(H) + OH - 1u) / OH);
+        ws = i32(ox * u32(W) / OW);
+        we = i32(((ox + 1u) * u32(W) + OW - 1u) / OW);
+        div = (he - hs) * (we - ws);
+    }} else {{
+        let ph = i32(md[9]); let pw = i32(md[10]);
+        hs = i32(oy * md[7]) - ph;
+        he = min(hs + i32(md[5]), H + ph);
+        ws = i32(ox * md[8]) - pw;
+        we = min(ws + i32(md[6]), W + pw);
+        let pool = (he - hs) * (we - ws);
+        hs = max(hs, 0); he = min(he, H); ws = max(ws, 0); we = min(we, W);
+        if (md[14] == 2u) {{ div = i32(md[15]); }}
+        else if (md[14] == 0u) {{ div = pool; }}
+        else {{ div = max(he - hs, 0) * max(we - ws, 0); }}
+    }}
+    var acc = 0.0;
+    for (var iy = hs; iy < he; iy = iy + 1) {{
+        for (var ix = ws; ix < we; ix = ix + 1) {{
+            acc = acc + {xa}[xp + u32(iy * W + ix)];
+        }}
+    }}
+    if (div > 0) {{ {oa}[i] = acc / f32(div); }} else {{ {oa}[i] = nan_f(); }}"
+    );
+    item_shader(bd, &body)
+}
+
+/// `out[p] = src[p with p[dim] = index[p]]`: elementwise metadata over the
+/// index's shape for operands (src with stride 0 on `dim`, index, out);
+/// p0 = src's stride along `dim`.
+pub fn gather(bd: &Bindings, ty: GTy) -> String {
+    let (sa, ia, oa) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let _ = ty;
+    let body = format!(
+        "    let k = {ia}[off(1u, i)];
+    {oa}[off(2u, i)] = {sa}[u32(i32(off(0u, i)) + k * pi(0u))];"
+    );
+    ew_shader(bd, &body)
+}
+
+/// Scatter along lines: elementwise metadata over the index's shape with
+/// `dim` set to 1, operands (index, src, dst); p0 = length along `dim`,
+/// p1..p3 = the index's, src's and dst's strides along `dim`, p4 = accumulate.
+/// One thread walks a line in order, so repeated indices combine as on the CPU.
+pub fn scatter(bd: &Bindings, ty: GTy) -> String {
+    let (ia, sa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let body = format!(
+        "    let io = i32(off(0u, i));
+    let so = i32(off(1u, i));
+    let dof = i32(off(2u, i));
+    for (var k = 0i; k < pi(0u); k = k + 1i) {{
+        let j = {ia}[u32(io + k * pi(1u))];
+        let d = u32(dof + j * pi(3u));
+        let v = {sa}[u32(so + k * pi(2u))];
+        if (md[6] != 0u) {{ {da}[d] = {da}[d] + v; }} else {{ {da}[d] = v; }}
+    }}"
+    );
+    let _ = ty;
+    ew_shader(bd, &body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1128,6 +1446,38 @@ mod tests {
         }
         validate(&matmul(&Bindings::distinct(&[GTy::F32; 3]), GTy::F32));
         validate(&matmul(&Bindings::distinct(&[GTy::I32; 3]), GTy::I32));
+        for w in [false, true] {
+            let mut tys = vec![GTy::F32, GTy::I32];
+            if w {
+                tys.push(GTy::F32);
+            }
+            let mut f = tys.clone();
+            f.extend([GTy::F32; 3]);
+            let mut fb = Bindings::distinct(&f);
+            let nb = fb.bufs.len();
+            for j in nb - 3..nb {
+                fb.bufs[j].1 = true;
+            }
+            validate(&cross_entropy(&fb, w));
+            validate(&cross_entropy_grad(&Bindings::distinct(&f), w));
+            let mut c = vec![GTy::F32; 2];
+            if w {
+                c.push(GTy::F32);
+            }
+            c.push(GTy::F32);
+            validate(&conv2d(&Bindings::distinct(&c), w));
+            let mut mp = Bindings::distinct(&[GTy::F32, GTy::F32, GTy::I32]);
+            mp.bufs[1].1 = true;
+            validate(&max_pool2d(&mp, true));
+        }
+        validate(&max_pool2d(&Bindings::distinct(&[GTy::F32; 2]), false));
+        validate(&avg_pool2d(&Bindings::distinct(&[GTy::F32; 2])));
+        validate(&conv2d_input_grad(&Bindings::distinct(&[GTy::F32; 3])));
+        validate(&conv2d_weight_grad(&Bindings::distinct(&[GTy::F32; 3])));
+        for ty in TYS {
+            validate(&gather(&Bindings::distinct(&[ty, GTy::I32, ty]), ty));
+            validate(&scatter(&Bindings::distinct(&[GTy::I32, ty, ty]), ty));
+        }
         let errs = ERRORS.with(|v| v.borrow().clone());
         assert!(
             errs.is_empty(),

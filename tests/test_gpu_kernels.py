@@ -1,0 +1,184 @@
+"""GPU kernels for losses, convolution and pooling against the CPU (forward and gradients)."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import ferrograd.nn.functional as F
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not fg.gpu.is_available(), reason=f"no WebGPU adapter: {fg.gpu.unavailable_reason()}"
+)
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _both(arrs, grad, nograd):
+    req = [grad and a.dtype == np.float32 and k not in nograd for k, a in enumerate(arrs)]
+    cpu = [fg.tensor(a, requires_grad=r) for a, r in zip(arrs, req, strict=True)]
+    gpu = [fg.tensor(a).to("gpu") for a in arrs]
+    for g, r in zip(gpu, req, strict=True):
+        if r:
+            g.requires_grad_(True)
+    return cpu, gpu
+
+
+def _parity(fn, arrs, grad=True, nograd=()):
+    cpu, gpu = _both(arrs, grad, nograd)
+    want, got = fn(*cpu), fn(*gpu)
+    assert str(got.device) == "gpu"
+    np.testing.assert_allclose(got.to("cpu").numpy(), want.numpy(), rtol=RTOL, atol=ATOL, equal_nan=True)
+    if grad:
+        gw = np.random.default_rng(1).standard_normal(want.shape).astype(np.float32)
+        want.backward(fg.tensor(gw))
+        got.backward(fg.tensor(gw).to("gpu"))
+        for c, g in zip(cpu, gpu, strict=True):
+            if c.requires_grad:
+                np.testing.assert_allclose(g.grad.to("cpu").numpy(), c.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+rng = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy(reduction, weighted, smoothing):
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    t = np.array([0, 4, -100, 2, 1, 3, 4], dtype=np.int64)
+    w = rng.random(5).astype(np.float32) + 0.5
+
+    def f(x, t, w=None):
+        return F.cross_entropy(x, t, weight=w if weighted else None, reduction=reduction,
+                               label_smoothing=smoothing, ignore_index=-100)
+
+    _parity(f, [x, t, w], nograd=(2,))
+
+
+def test_cross_entropy_spatial_and_empty():
+    x = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    t = rng.integers(0, 4, (2, 3, 3))
+    _parity(lambda x, t: F.cross_entropy(x, t), [x, t])
+    e = fg.zeros(0, 4, device="gpu")
+    te = fg.zeros(0, dtype=fg.int64, device="gpu")
+    assert F.cross_entropy(e, te, reduction="sum").item() == 0.0
+    assert F.cross_entropy(e, te, reduction="none").shape == (0,)
+
+
+def test_cross_entropy_bad_target_is_index_error():
+    x = fg.zeros(3, 4, device="gpu")
+    t = fg.tensor([0, 4, 1]).to("gpu")
+    with pytest.raises(IndexError, match="cross_entropy.*target 4 is out of bounds"):
+        F.cross_entropy(x, t)
+    with pytest.raises((RuntimeError, ValueError), match="device"):
+        F.cross_entropy(x, fg.tensor([0, 1, 1]))
+
+
+@pytest.mark.parametrize(
+    "shape,wshape,kw",
+    [
+        ((2, 3, 6, 5), (4, 3, 3, 3), {}),
+        ((2, 3, 6, 5), (4, 3, 3, 3), {"padding": 1}),
+        ((1, 4, 7, 7), (6, 2, 3, 2), {"stride": 2, "padding": (1, 0), "groups": 2}),
+        ((2, 2, 8, 8), (2, 1, 3, 3), {"dilation": 2, "padding": 2, "groups": 2, "stride": (2, 1)}),
+        ((0, 3, 5, 5), (2, 3, 3, 3), {}),
+    ],
+)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv2d(shape, wshape, kw, bias):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(wshape).astype(np.float32)
+    b = rng.standard_normal(wshape[0]).astype(np.float32)
+    if bias:
+        _parity(lambda x, w, b: F.conv2d(x, w, b, **kw), [x, w, b])
+    else:
+        _parity(lambda x, w: F.conv2d(x, w, **kw), [x, w])
+
+
+def test_conv2d_strided_input():
+    x = rng.standard_normal((2, 3, 6, 10)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    _parity(lambda x, w: F.conv2d(x[:, :, :, ::2], w, padding=1), [x, w])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": (2, 3), "stride": 1, "dilation": 2},
+        {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+    ],
+)
+def test_max_pool2d(kw):
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    _parity(lambda x: F.max_pool2d(x, **kw), [x])
+    cx, gx = fg.tensor(x), fg.tensor(x).to("gpu")
+    _, ci = F.max_pool2d(cx, return_indices=True, **kw)
+    _, gi = F.max_pool2d(gx, return_indices=True, **kw)
+    np.testing.assert_array_equal(gi.to("cpu").numpy(), ci.numpy())
+
+
+def test_max_pool2d_ties_pick_first():
+    x = np.ones((1, 1, 4, 4), dtype=np.float32)
+    _parity(lambda x: F.max_pool2d(x, 2), [x])
+
+
+def test_gather_scatter():
+    src = rng.standard_normal((3, 5)).astype(np.float32)
+    idx = rng.integers(0, 5, (3, 4))
+    want = fg.gather(fg.tensor(src), 1, fg.tensor(idx)).numpy()
+    got = fg.gather(fg.tensor(src).to("gpu"), 1, fg.tensor(idx).to("gpu")).to("cpu").numpy()
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError, match="gather"):
+        fg.gather(fg.tensor(src).to("gpu"), 1, fg.tensor([[7]]).to("gpu"))
+    z = fg.zeros(3, 5)
+    want = z.scatter_add(1, fg.tensor(idx), fg.tensor(src[:, :4].copy())).numpy()
+    got = fg.zeros(3, 5, device="gpu").scatter_add(1, fg.tensor(idx).to("gpu"),
+                                                    fg.tensor(src[:, :4].copy()).to("gpu"))
+    np.testing.assert_allclose(got.to("cpu").numpy(), want, rtol=RTOL, atol=ATOL)
+
+
+def test_small_cnn_training_step_matches_cpu():
+    fg.manual_seed(0)
+    model = fg.nn.Sequential(
+        fg.nn.Conv2d(1, 4, 3, padding=1), fg.nn.ReLU(), fg.nn.MaxPool2d(2), fg.nn.Flatten(),
+        fg.nn.Linear(4 * 4 * 4, 10),
+    )
+    gmodel = fg.nn.Sequential(
+        fg.nn.Conv2d(1, 4, 3, padding=1), fg.nn.ReLU(), fg.nn.MaxPool2d(2), fg.nn.Flatten(),
+        fg.nn.Linear(4 * 4 * 4, 10),
+    )
+    gmodel.load_state_dict(model.state_dict())
+    gmodel.to("gpu")
+    x = rng.standard_normal((5, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 10, 5)
+    lc = F.cross_entropy(model(fg.tensor(x)), fg.tensor(y))
+    lg = F.cross_entropy(gmodel(fg.tensor(x).to("gpu")), fg.tensor(y).to("gpu"))
+    lc.backward()
+    lg.backward()
+    assert abs(lc.item() - lg.item()) < 1e-5
+    for pc, pg in zip(model.parameters(), gmodel.parameters(), strict=True):
+        np.testing.assert_allclose(pg.grad.to("cpu").numpy(), pc.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        {"kernel_size": (2, 3), "stride": 1, "divisor_override": 5},
+        {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+    ],
+)
+def test_avg_pool2d(kw):
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    _parity(lambda x: F.avg_pool2d(x, **kw), [x])
+
+
+@pytest.mark.parametrize("size", [1, (3, 2), (5, 7), (7, 8)])
+def test_adaptive_avg_pool2d(size):
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    _parity(lambda x: F.adaptive_avg_pool2d(x, size), [x])
