@@ -180,6 +180,17 @@ pub fn download(t: &Tensor) -> Result<Tensor> {
 /// The WebGPU backend.
 pub struct WgpuBackend;
 
+/// Run `f` on `out` when it is one dense block from offset 0 (what the
+/// kernels write), else on a dense temporary that is then copied into `out`.
+fn dense_out(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
+    if out.is_contiguous() && out.offset() == 0 {
+        return f(out);
+    }
+    let o = Tensor::empty(out.shape(), out.dtype(), out.device())?;
+    f(&o)?;
+    WgpuBackend.cast_copy(&o, out)
+}
+
 fn words_of_strides(s: &[isize]) -> impl Iterator<Item = u32> + '_ {
     s.iter().map(|&v| v as i32 as u32)
 }
@@ -1076,35 +1087,29 @@ impl Backend for WgpuBackend {
         if n == 0 {
             return Ok(());
         }
-        let o = if out.is_contiguous() && out.offset() == 0 {
-            out.clone()
-        } else {
-            Tensor::empty(out.shape(), out.dtype(), out.device())?
-        };
-        let (xc, wc) = (dense(x)?, dense(w)?);
-        let bc = bias.map(dense).transpose()?;
-        let mut meta = conv_meta(
-            xc.shape(),
-            wc.shape(),
-            o.shape(),
-            p,
-            n,
-            [
-                xc.offset(),
-                wc.offset(),
-                bc.as_ref().map_or(0, |b| b.offset()),
-            ],
-        );
-        meta[17] = bias.is_some() as u32;
-        let mut ts: Vec<&Tensor> = vec![&xc, &wc];
-        ts.extend(bc.as_ref());
-        ts.push(&o);
-        let hb = bias.is_some();
-        run_items(op, |bd| shaders::conv2d(bd, hb), &ts, &[], &meta, n)?;
-        if !o.shares_storage(out) {
-            self.cast_copy(&o, out)?;
-        }
-        Ok(())
+        dense_out(out, |o| {
+            let (xc, wc) = (dense(x)?, dense(w)?);
+            let bc = bias.map(dense).transpose()?;
+            let mut meta = conv_meta(
+                xc.shape(),
+                wc.shape(),
+                o.shape(),
+                p,
+                n,
+                [
+                    xc.offset(),
+                    wc.offset(),
+                    bc.as_ref().map_or(0, |b| b.offset()),
+                ],
+            );
+            meta[17] = bias.is_some() as u32;
+            let mut ts: Vec<&Tensor> = vec![&xc, &wc];
+            ts.extend(bc.as_ref());
+            ts.push(o);
+            let hb = bias.is_some();
+            run_items(op, |bd| shaders::conv2d(bd, hb), &ts, &[], &meta, n)?;
+            Ok(())
+        })
     }
 
     fn conv2d_input_grad(
@@ -1120,32 +1125,26 @@ impl Backend for WgpuBackend {
         if n == 0 {
             return Ok(());
         }
-        let o = if out.is_contiguous() && out.offset() == 0 {
-            out.clone()
-        } else {
-            Tensor::empty(out.shape(), out.dtype(), out.device())?
-        };
-        let (gc, wc) = (dense(g)?, dense(w)?);
-        let meta = conv_meta(
-            o.shape(),
-            wc.shape(),
-            gc.shape(),
-            p,
-            n,
-            [gc.offset(), wc.offset(), 0],
-        );
-        run_items(
-            op,
-            shaders::conv2d_input_grad,
-            &[&gc, &wc, &o],
-            &[],
-            &meta,
-            n,
-        )?;
-        if !o.shares_storage(out) {
-            self.cast_copy(&o, out)?;
-        }
-        Ok(())
+        dense_out(out, |o| {
+            let (gc, wc) = (dense(g)?, dense(w)?);
+            let meta = conv_meta(
+                o.shape(),
+                wc.shape(),
+                gc.shape(),
+                p,
+                n,
+                [gc.offset(), wc.offset(), 0],
+            );
+            run_items(
+                op,
+                shaders::conv2d_input_grad,
+                &[&gc, &wc, o],
+                &[],
+                &meta,
+                n,
+            )?;
+            Ok(())
+        })
     }
 
     fn conv2d_weight_grad(
@@ -1161,32 +1160,26 @@ impl Backend for WgpuBackend {
         if n == 0 {
             return Ok(());
         }
-        let o = if out.is_contiguous() && out.offset() == 0 {
-            out.clone()
-        } else {
-            Tensor::empty(out.shape(), out.dtype(), out.device())?
-        };
-        let (gc, xc) = (dense(g)?, dense(x)?);
-        let meta = conv_meta(
-            xc.shape(),
-            o.shape(),
-            gc.shape(),
-            p,
-            n,
-            [gc.offset(), xc.offset(), 0],
-        );
-        run_items(
-            op,
-            shaders::conv2d_weight_grad,
-            &[&gc, &xc, &o],
-            &[],
-            &meta,
-            n,
-        )?;
-        if !o.shares_storage(out) {
-            self.cast_copy(&o, out)?;
-        }
-        Ok(())
+        dense_out(out, |o| {
+            let (gc, xc) = (dense(g)?, dense(x)?);
+            let meta = conv_meta(
+                xc.shape(),
+                o.shape(),
+                gc.shape(),
+                p,
+                n,
+                [gc.offset(), xc.offset(), 0],
+            );
+            run_items(
+                op,
+                shaders::conv2d_weight_grad,
+                &[&gc, &xc, o],
+                &[],
+                &meta,
+                n,
+            )?;
+            Ok(())
+        })
     }
 
     fn max_pool2d(
