@@ -328,6 +328,55 @@ pub fn size_class(n: usize) -> usize {
     n.div_ceil(step) * step
 }
 
+/// Blocks of at least this many bytes are aligned to [`HUGE_PAGE`] and, on
+/// Linux, marked for transparent huge pages: streaming kernels over tens of
+/// megabytes lose about a third of their bandwidth to TLB misses on 4 KiB
+/// pages, and one fault per 2 MiB instead of 512 makes fresh outputs cheaper.
+const HUGE_MIN: usize = 4 << 20;
+/// The huge-page size (x86-64 and most aarch64 kernels).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// The layout a block of `cap` bytes (a size class) is allocated with; `None`
+/// when the size cannot be allocated at all.
+fn block_layout(cap: usize) -> Option<AllocLayout> {
+    let align = if cap >= HUGE_MIN { HUGE_PAGE } else { ALIGN };
+    AllocLayout::from_size_align(cap, align).ok()
+}
+
+#[cfg(target_os = "linux")]
+extern "C" {
+    fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+}
+
+/// Allocate a block with `layout`; large blocks are advised to use huge pages
+/// before anything touches them (zeroing included).
+fn raw_alloc(layout: AllocLayout, zeroed: bool) -> Option<NonNull<u8>> {
+    if layout.align() < HUGE_PAGE {
+        // SAFETY: layout has non-zero size.
+        return NonNull::new(unsafe {
+            if zeroed {
+                alloc_zeroed(layout)
+            } else {
+                alloc(layout)
+            }
+        });
+    }
+    // SAFETY: layout has non-zero size.
+    let p = NonNull::new(unsafe { alloc(layout) })?;
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_HUGEPAGE: i32 = 14;
+        // SAFETY: the range is the block just allocated; the advice only
+        // changes how the kernel backs it. Failure (THP disabled) is harmless.
+        unsafe { madvise(p.as_ptr().cast(), layout.size(), MADV_HUGEPAGE) };
+    }
+    if zeroed {
+        // SAFETY: the block is `layout.size()` bytes and exclusively ours.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, layout.size()) };
+    }
+    Some(p)
+}
+
 fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
     let cap = size_class(nbytes);
     if let Some(p) = with_cache(|c| c.take(cap)) {
@@ -340,38 +389,23 @@ fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
         note_alloc(cap);
         return Ok((ptr, cap));
     }
-    let layout = AllocLayout::from_size_align(cap, ALIGN).map_err(|_| Error::Memory {
+    let layout = block_layout(cap).ok_or(Error::Memory {
         op: "alloc",
         bytes: nbytes,
     })?;
-    // SAFETY: layout has non-zero size.
-    let p = unsafe {
-        if zeroed {
-            alloc_zeroed(layout)
-        } else {
-            alloc(layout)
-        }
-    };
-    let ptr = match NonNull::new(p) {
+    let p = match raw_alloc(layout, zeroed) {
         Some(p) => p,
         None => {
             // Give the cache back to the system and try once more.
             empty_cache();
-            let p = unsafe {
-                if zeroed {
-                    alloc_zeroed(layout)
-                } else {
-                    alloc(layout)
-                }
-            };
-            NonNull::new(p).ok_or(Error::Memory {
+            raw_alloc(layout, zeroed).ok_or(Error::Memory {
                 op: "alloc",
                 bytes: nbytes,
             })?
         }
     };
     note_alloc(cap);
-    Ok((ptr, cap))
+    Ok((p, cap))
 }
 
 fn note_alloc(cap: usize) {
@@ -389,7 +423,7 @@ fn cpu_free(ptr: NonNull<u8>, cap: usize) {
     unsafe {
         dealloc(
             ptr.as_ptr(),
-            AllocLayout::from_size_align_unchecked(cap, ALIGN),
+            block_layout(cap).expect("layout of an allocated block"),
         )
     };
 }
@@ -402,7 +436,7 @@ pub fn empty_cache() {
         unsafe {
             dealloc(
                 p as *mut u8,
-                AllocLayout::from_size_align_unchecked(cap, ALIGN),
+                block_layout(cap).expect("layout of an allocated block"),
             )
         };
     }
