@@ -184,13 +184,16 @@ pub fn par_for_each_row<const N: usize>(
             })
         });
     } else {
-        // Few long rows: split each row into segments.
-        let nseg = plan.inner.div_ceil(SEG);
+        // Few long rows: split each row into segments, about four per
+        // thread in all (at least SEG elements: a task per 16 Ki elements
+        // costs a measurable share of a memory-bound kernel's time).
+        let seg = SEG.max((rows * plan.inner).div_ceil(threads * 4).div_ceil(SEG) * SEG);
+        let nseg = plan.inner.div_ceil(seg);
         crate::par::install(|| {
             (0..rows * nseg).into_par_iter().for_each(|u| {
                 let (r, sg) = (u / nseg, u % nseg);
-                let start = sg * SEG;
-                let len = SEG.min(plan.inner - start);
+                let start = sg * seg;
+                let len = seg.min(plan.inner - start);
                 plan.run_rows(r, r + 1, &mut |o, _n, st| {
                     let mut o2 = o;
                     for k in 0..N {
