@@ -1,11 +1,12 @@
 """Kernels on outputs large enough for the streaming-store and huge-page paths.
 
-Outputs of at least 16 MiB are written with non-temporal stores (whole aligned
-64-byte lines from a register buffer, a scalar head and tail), and blocks of at
-least 4 MiB are allocated on 2 MiB boundaries. The op-table tests use small
-shapes, so these paths are checked here against NumPy, including views whose
-first element is not line-aligned (head and tail of every segment) and
-in-place forms (which must not stream over their own input).
+Elementwise outputs of at least 16 MiB are written with non-temporal stores
+(whole aligned 64-byte lines from a register buffer, a scalar head and tail),
+and blocks of at least 4 MiB are allocated on 2 MiB boundaries. The op-table
+tests use small shapes, so these paths are checked here against NumPy,
+including views whose first element is not line-aligned (head and tail of
+every segment) and in-place forms (which must not stream over their own
+input); softmax and layer norm rows of the same size are checked too.
 """
 
 import ferrograd as fg

@@ -193,26 +193,10 @@ pub unsafe fn zip_run<T: Copy, U: Copy, F: Fn(T, T) -> U>(
 /// about a quarter less time with streaming stores).
 const STREAM_MIN_BYTES: usize = 16 << 20;
 
-/// Whether an output of `bytes` should be written with streaming stores (see
-/// [`stream_fill`]): large enough, at a SIMD level that has them.
-pub(crate) fn stream_ok(bytes: usize) -> bool {
+/// Whether an output of `bytes` should be written with streaming stores:
+/// large enough, at a SIMD level that has them.
+fn stream_ok(bytes: usize) -> bool {
     cfg!(target_arch = "x86_64") && level() >= Level::Avx2 && bytes >= STREAM_MIN_BYTES
-}
-
-/// `y[i] = g(i)` for `i < n` over contiguous `y` with streaming stores, for
-/// kernels that have their own multiversioned loops (inlined into them).
-///
-/// # Safety
-/// Only after [`stream_ok`] returned true (AVX is available); `y` is valid for
-/// `n` writes and aligned to `U`, and `64 % size_of::<U>() == 0`.
-#[inline(always)]
-pub(crate) unsafe fn stream_fill<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) {
-    #[cfg(target_arch = "x86_64")]
-    stream_body(y, n, g);
-    #[cfg(not(target_arch = "x86_64"))]
-    for i in 0..n {
-        *y.add(i) = g(i);
-    }
 }
 
 /// Whether a kernel writing `out` from `inputs` should stream its stores:
@@ -234,7 +218,7 @@ fn streams(out: &Tensor, inputs: &[&Tensor]) -> bool {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn stream_body<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) {
-    use std::arch::x86_64::{__m256i, _mm256_load_si256, _mm256_stream_si256, _mm_sfence};
+    use std::arch::x86_64::{__m256i, _mm256_load_si256, _mm256_stream_si256};
     #[repr(align(64))]
     struct Line([u8; 64]);
     let size = std::mem::size_of::<U>();
@@ -259,8 +243,17 @@ unsafe fn stream_body<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) {
     for k in i..n {
         *y.add(k) = g(k);
     }
-    // Streaming stores are weakly ordered: make them visible before the task ends.
-    _mm_sfence();
+}
+
+/// Order the streaming stores made so far before anything that follows (they
+/// are weakly ordered): every run that streamed calls this before it returns.
+#[inline]
+fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of the x86-64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -288,10 +281,12 @@ unsafe fn stream_run<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> 
     match level() {
         Level::Avx512 => {
             stream_v4(y, n, g);
+            stream_fence();
             return true;
         }
         Level::Avx2 => {
             stream_v3(y, n, g);
+            stream_fence();
             return true;
         }
         Level::Scalar => {}

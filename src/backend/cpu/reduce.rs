@@ -32,7 +32,7 @@ use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use super::elementwise::{cast_copy, stream_fill, stream_ok};
+use super::elementwise::cast_copy;
 use super::math::Real;
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
@@ -1428,52 +1428,8 @@ pub fn softmax(x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
 /// Most columns handled together by the column softmax.
 const SJ: usize = 2048;
 
-/// Longest row the streaming softmax keeps its exponentials for (in a
-/// scratch buffer that stays in L1/L2 while the row is finished).
-const SOFTMAX_SCRATCH: usize = 4096;
-
-/// Softmax of one row. With `scratch` (a row no longer than the buffer), the
-/// exponentials are kept there and the output is written once, with
-/// streaming stores.
 #[inline(always)]
-fn softmax_row<R: Real>(x: &[R], y: &mut [R], log: bool, scratch: Option<&mut [R]>) {
-    if let Some(sc) = scratch {
-        let d = x.len();
-        let sc = &mut sc[..d];
-        let (m, total) = softmax_stats(x, sc, log);
-        let yp = y.as_mut_ptr();
-        // SAFETY: a scratch buffer is only passed when streaming stores are
-        // available; indices are below d = x.len() = y.len() = sc.len().
-        unsafe {
-            if log {
-                let ls = total.ln();
-                stream_fill(yp, d, &|i| (*x.get_unchecked(i) - m) - ls);
-            } else {
-                let inv = R::ONE / total;
-                stream_fill(yp, d, &|i| *sc.get_unchecked(i) * inv);
-            }
-        }
-        return;
-    }
-    let (m, total) = softmax_stats(x, y, false);
-    if log {
-        // (x - max) is exact for the values that matter; subtract log Σ after.
-        let ls = total.ln();
-        for (o, &v) in y.iter_mut().zip(x) {
-            *o = (v - m) - ls;
-        }
-    } else {
-        let inv = R::ONE / total;
-        for o in y.iter_mut() {
-            *o = *o * inv;
-        }
-    }
-}
-
-/// The row's maximum `m` and `Σ exp(x - m)`; the exponentials are stored in
-/// `e` unless `sum_only`.
-#[inline(always)]
-fn softmax_stats<R: Real>(x: &[R], y: &mut [R], sum_only: bool) -> (R, R) {
+fn softmax_row<R: Real>(x: &[R], y: &mut [R], log: bool) {
     const L: usize = 16;
     let ninf = R::c(f64::NEG_INFINITY);
     let mut mx = [ninf; L];
@@ -1498,17 +1454,13 @@ fn softmax_stats<R: Real>(x: &[R], y: &mut [R], sum_only: bool) -> (R, R) {
             let yc: &mut [R; L] = yc.try_into().unwrap();
             for ((a, &v), o) in acc.iter_mut().zip(xc).zip(yc.iter_mut()) {
                 let e = (v - m).exp();
-                if !sum_only {
-                    *o = e;
-                }
+                *o = e;
                 *a = *a + e;
             }
         }
         for ((a, &v), o) in acc.iter_mut().zip(xi.remainder()).zip(yi.into_remainder()) {
             let e = (v - m).exp();
-            if !sum_only {
-                *o = e;
-            }
+            *o = e;
             *a = *a + e;
         }
         let mut w = L;
@@ -1521,21 +1473,25 @@ fn softmax_stats<R: Real>(x: &[R], y: &mut [R], sum_only: bool) -> (R, R) {
         }
         total = total + acc[0];
     }
-    (m, total)
+    if log {
+        // (x - max) is exact for the values that matter; subtract log Σ after.
+        let ls = total.ln();
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o = (v - m) - ls;
+        }
+    } else {
+        let inv = R::ONE / total;
+        for o in y.iter_mut() {
+            *o = *o * inv;
+        }
+    }
 }
 
 multiversion! {
     /// Softmax of consecutive rows of length `d`.
-    fn softmax_rows<R: Real>(x: &[R], y: &mut [R], d: usize, log: bool, stream: bool) {
-        if stream && d <= SOFTMAX_SCRATCH {
-            let mut sc = [R::ZERO; SOFTMAX_SCRATCH];
-            for (xr, yr) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
-                softmax_row(xr, yr, log, Some(&mut sc));
-            }
-            return;
-        }
+    fn softmax_rows<R: Real>(x: &[R], y: &mut [R], d: usize, log: bool) {
         for (xr, yr) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
-            softmax_row(xr, yr, log, None);
+            softmax_row(xr, yr, log);
         }
     }
 }
@@ -1599,7 +1555,6 @@ fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tens
     let nthreads = threads();
     let total = outer * n * inner;
     let tasks = if total < PAR_MIN / 4 { 1 } else { nthreads * 8 };
-    let stream = stream_ok(total * std::mem::size_of::<R>());
     if inner == 1 {
         par_ranges(outer, tasks, |a, b| {
             // SAFETY: rows a..b of the input and of the freshly allocated output,
@@ -1610,7 +1565,7 @@ fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tens
                     std::slice::from_raw_parts_mut(yp.get().add(a * n), (b - a) * n),
                 )
             };
-            softmax_rows(xs, ys, n, log, stream);
+            softmax_rows(xs, ys, n, log);
         });
     } else {
         // Column chunks as wide as possible (whole rows stream best); for
@@ -1805,14 +1760,12 @@ struct NormCfg<'a, R> {
     d: usize,
     eps: f64,
     rms: bool,
-    /// Write the output with streaming stores (a large output).
-    stream: bool,
 }
 
 multiversion! {
     /// Normalise consecutive rows of length `d` of `x` into `y`, writing each row's mean and 1/std.
     fn norm_rows<R: Real>(x: &[R], cfg: &NormCfg<'_, R>, y: &mut [R], mean: &mut [R], rstd: &mut [R]) {
-        let NormCfg { w, b, d, eps, rms, stream } = *cfg;
+        let NormCfg { w, b, d, eps, rms } = *cfg;
         let n = d as f64;
         for (((xr, yr), m), s) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)).zip(mean.iter_mut()).zip(rstd.iter_mut()) {
             let mu = if rms { R::ZERO } else { R::c(row_sum(xr, |v| v) / n) };
@@ -1820,21 +1773,6 @@ multiversion! {
             let r = R::c(1.0 / (var + eps).sqrt());
             *m = mu;
             *s = r;
-            if stream {
-                let yp = yr.as_mut_ptr();
-                // SAFETY: `stream` is only set when streaming stores are
-                // available; all indices are below d (the row, w and b lengths).
-                unsafe {
-                    let xv = |i: usize| *xr.get_unchecked(i) - mu;
-                    match (w, b) {
-                        (Some(w), Some(b)) => stream_fill(yp, d, &|i| xv(i) * r * *w.get_unchecked(i) + *b.get_unchecked(i)),
-                        (Some(w), None) => stream_fill(yp, d, &|i| xv(i) * r * *w.get_unchecked(i)),
-                        (None, Some(b)) => stream_fill(yp, d, &|i| xv(i) * r + *b.get_unchecked(i)),
-                        (None, None) => stream_fill(yp, d, &|i| xv(i) * r),
-                    }
-                }
-                continue;
-            }
             match (w, b) {
                 (Some(w), Some(b)) => {
                     for (((o, &v), &wi), &bi) in yr.iter_mut().zip(xr).zip(w).zip(b) {
@@ -1889,7 +1827,6 @@ fn layer_norm_real<R: Real + Element>(
         d,
         eps,
         rms,
-        stream: stream_ok(total * std::mem::size_of::<R>()),
     };
     let xp = SendPtr(x.data_ptr::<R>());
     let yp = SendPtr(out.data_ptr::<R>());
