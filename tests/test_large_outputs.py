@@ -110,3 +110,18 @@ def test_large_blocks_are_reused(arrays):
     after = fg.memory_stats()
     # The first product allocates; the next two take its freed block back.
     assert after["cpu.cache_hits"] - before["cpu.cache_hits"] >= 2
+
+
+def test_compiled_fused_kernels(arrays):
+    x, y, z = (v[:N] for v in arrays)
+    a, b, c = (fg.tensor(v) for v in (x, y, z))
+
+    @fg.compile
+    def f(p, q, r):
+        return p * q + r, fg.tanh(p) * 2.0, 0.5 - fg.exp(-q)
+
+    f1, f2, f3 = f(a, b, c)
+    assert "fused" in [nd["op"] for nd in f.graph(a, b, c).nodes()]
+    np.testing.assert_allclose(f1.numpy(), x * y + z, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(f2.numpy(), np.tanh(x) * 2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f3.numpy(), 0.5 - np.exp(-y), rtol=1e-5, atol=1e-6)

@@ -195,7 +195,7 @@ const STREAM_MIN_BYTES: usize = 16 << 20;
 
 /// Whether an output of `bytes` should be written with streaming stores:
 /// large enough, at a SIMD level that has them.
-fn stream_ok(bytes: usize) -> bool {
+pub(crate) fn stream_ok(bytes: usize) -> bool {
     cfg!(target_arch = "x86_64") && level() >= Level::Avx2 && bytes >= STREAM_MIN_BYTES
 }
 
@@ -248,7 +248,7 @@ unsafe fn stream_body<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) {
 /// Order the streaming stores made so far before anything that follows (they
 /// are weakly ordered): every run that streamed calls this before it returns.
 #[inline]
-fn stream_fence() {
+pub(crate) fn stream_fence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE is part of the x86-64 baseline.
     unsafe {
@@ -267,13 +267,14 @@ unsafe fn stream_v3<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) {
     stream_body(y, n, g)
 }
 
-/// [`stream_body`] at the best SIMD level; `false` (nothing written) when the
-/// level has no streaming path or `U` does not tile a 64-byte line.
+/// [`stream_body`] at the best SIMD level, without the closing fence; `false`
+/// (nothing written) when the level has no streaming path or `U` does not
+/// tile a 64-byte line.
 ///
 /// # Safety
 /// `y` is valid for `n` writes and aligned to `U`.
 #[inline(always)]
-unsafe fn stream_run<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> bool {
+unsafe fn stream_lines<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> bool {
     if 64 % std::mem::size_of::<U>() != 0 {
         return false;
     }
@@ -281,18 +282,76 @@ unsafe fn stream_run<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> 
     match level() {
         Level::Avx512 => {
             stream_v4(y, n, g);
-            stream_fence();
             return true;
         }
         Level::Avx2 => {
             stream_v3(y, n, g);
-            stream_fence();
             return true;
         }
         Level::Scalar => {}
     }
     let _ = (y, n, g);
     false
+}
+
+/// [`stream_lines`] followed by [`stream_fence`].
+///
+/// # Safety
+/// As [`stream_lines`].
+#[inline(always)]
+unsafe fn stream_run<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> bool {
+    let done = stream_lines(y, n, g);
+    if done {
+        stream_fence();
+    }
+    done
+}
+
+/// For kernels with loops of their own (the fused interpreter):
+/// `y[i] = f(x[i])` over contiguous `x` and `y` with streaming stores;
+/// `false` (nothing written) when `sx != 1` or streaming is unavailable. The
+/// caller ends its run with [`stream_fence`].
+///
+/// # Safety
+/// As [`map_run`], with `y` contiguous.
+#[inline(always)]
+pub(crate) unsafe fn map_stream<T: Copy, U: Copy, F: Fn(T) -> U>(
+    x: *const T,
+    sx: isize,
+    y: *mut U,
+    n: usize,
+    f: &F,
+) -> bool {
+    sx == 1 && stream_lines(y, n, &|i| f(*x.add(i)))
+}
+
+/// As [`map_stream`] for `y[i] = f(a[i*sa], b[i*sb])`, where each operand is
+/// contiguous or a broadcast scalar (stride 0).
+///
+/// # Safety
+/// As [`zip_run`], with `y` contiguous.
+#[inline(always)]
+pub(crate) unsafe fn zip_stream<T: Copy, U: Copy, F: Fn(T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    y: *mut U,
+    n: usize,
+    f: &F,
+) -> bool {
+    match (sa, sb) {
+        (1, 1) => stream_lines(y, n, &|i| f(*a.add(i), *b.add(i))),
+        (1, 0) => {
+            let bv = *b;
+            stream_lines(y, n, &|i| f(*a.add(i), bv))
+        }
+        (0, 1) => {
+            let av = *a;
+            stream_lines(y, n, &|i| f(av, *b.add(i)))
+        }
+        _ => false,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -317,7 +376,8 @@ pub fn run_map<T: Copy, U: Copy, F: Fn(T) -> U + Sync>(
             // SAFETY: offsets come from the layouts; each row is written by one task.
             unsafe {
                 let (x, y) = (xp.get().offset(ox), yp.get().offset(oy));
-                if stream && sx == 1 && sy == 1 && stream_run(y, n, &|i| f(*x.add(i))) {
+                if stream && sy == 1 && map_stream(x, sx, y, n, &f) {
+                    stream_fence();
                     return;
                 }
                 map_run(x, sx, y, sy, n, &f)
@@ -350,18 +410,9 @@ pub fn run_zip<T: Copy, U: Copy, F: Fn(T, T) -> U + Sync>(
                     bp.get().offset(ob),
                     yp.get().offset(oy),
                 );
-                if stream && sy == 1 && sa == 1 {
-                    let done = if sb == 1 {
-                        stream_run(y, n, &|i| f(*a.add(i), *b.add(i)))
-                    } else if sb == 0 {
-                        let bv = *b;
-                        stream_run(y, n, &|i| f(*a.add(i), bv))
-                    } else {
-                        false
-                    };
-                    if done {
-                        return;
-                    }
+                if stream && sy == 1 && zip_stream(a, sa, b, sb, y, n, &f) {
+                    stream_fence();
+                    return;
                 }
                 zip_run(a, sa, b, sb, y, sy, n, &f)
             }

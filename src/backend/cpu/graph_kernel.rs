@@ -11,7 +11,9 @@
 
 use rayon::prelude::*;
 
-use super::elementwise::{map_run, py_fmod, zip_run};
+use super::elementwise::{
+    map_run, map_stream, py_fmod, stream_fence, stream_ok, zip_run, zip_stream,
+};
 use super::math::Real;
 use super::strided::{SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
@@ -176,11 +178,22 @@ fn run_typed<C: Real + Element + Send + Sync>(
             direct[r] = Some(j);
         }
     }
+    // Large outputs computed in place are written with streaming stores (see
+    // `elementwise::stream_ok`), unless they are also an input.
+    let stream: Vec<bool> = outs
+        .iter()
+        .map(|o| {
+            stream_ok(o.numel() * o.dtype().itemsize())
+                && ins.iter().all(|t| t.byte_ptr() != o.byte_ptr())
+        })
+        .collect();
+    let any_stream = direct.iter().any(|d| d.is_some_and(|j| stream[j]));
     let rows = walk.rows();
     let inner = walk.inner();
     let nops = ins.len() + outs.len();
     let job = |r0: usize, r1: usize, c0: usize, c1: usize| {
         let mut regs: Vec<C> = vec![C::ZERO; k.instrs.len() * CHUNK];
+        let mut view: Vec<(*const C, isize)> = Vec::with_capacity(k.instrs.len());
         let mut offs = vec![0isize; nops];
         for r in r0..r1 {
             walk.row_offsets(r, &mut offs);
@@ -192,11 +205,15 @@ fn run_typed<C: Real + Element + Send + Sync>(
                 // is written by exactly one task; registers are this task's.
                 unsafe {
                     exec_chunk::<C>(
-                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &mut regs,
+                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &stream,
+                        &mut regs, &mut view,
                     )
                 };
                 start += n;
             }
+        }
+        if any_stream {
+            stream_fence();
         }
     };
     let threads = crate::par::split();
@@ -250,12 +267,14 @@ unsafe fn exec_chunk<C: Real + Element>(
     ins: &[(SendPtr<u8>, DType)],
     outs: &[(SendPtr<u8>, DType)],
     direct: &[Option<usize>],
+    stream: &[bool],
     regs: &mut [C],
+    view: &mut Vec<(*const C, isize)>,
 ) {
     let inner = walk.shape.len() - 1;
     let ni = ins.len();
-    // (pointer, stride) of each register.
-    let mut view: Vec<(*const C, isize)> = Vec::with_capacity(k.instrs.len());
+    // (pointer, stride) of each register (the buffer is reused across chunks).
+    view.clear();
     let buf = regs.as_mut_ptr();
     for (i, ins_i) in k.instrs.iter().enumerate() {
         let own = buf.add(i * CHUNK);
@@ -267,6 +286,7 @@ unsafe fn exec_chunk<C: Real + Element>(
             }
             None => (own, 1),
         };
+        let st = sd == 1 && direct[i].is_some_and(|j| stream[j]);
         match *ins_i {
             FInstr::Load(kx) => {
                 let s = walk.strides[kx][inner];
@@ -295,12 +315,12 @@ unsafe fn exec_chunk<C: Real + Element>(
             }
             FInstr::Unary(op, a) => {
                 let (pa, sa) = view[a];
-                unary_into::<C>(op, pa, sa, dst, sd, n);
+                unary_into::<C>(op, pa, sa, dst, sd, n, st);
             }
             FInstr::Binary(op, a, b) => {
                 let (pa, sa) = view[a];
                 let (pb, sb) = view[b];
-                binary_into::<C>(op, pa, sa, pb, sb, dst, sd, n);
+                binary_into::<C>(op, pa, sa, pb, sb, dst, sd, n, st);
             }
             FInstr::Where(c, a, b) => {
                 let (pc, sc) = view[c];
@@ -335,7 +355,8 @@ unsafe fn exec_chunk<C: Real + Element>(
     }
 }
 
-/// `y = op(x)` over `n` strided elements with the unfused kernels' functions.
+/// `y = op(x)` over `n` strided elements with the unfused kernels' functions
+/// (with streaming stores when `stream` and the operands allow).
 unsafe fn unary_into<C: Real + Element>(
     op: UnaryOp,
     x: *const C,
@@ -343,6 +364,7 @@ unsafe fn unary_into<C: Real + Element>(
     y: *mut C,
     sy: isize,
     n: usize,
+    stream: bool,
 ) {
     use UnaryOp::*;
     match op {
@@ -385,7 +407,10 @@ unsafe fn unary_into<C: Real + Element>(
             macro_rules! run {
                 ($g:expr, $f:expr) => {{
                     let _ = $g;
-                    map_run(x, sx, y, sy, n, &$f)
+                    let f = $f;
+                    if !(stream && map_stream(x, sx, y, n, &f)) {
+                        map_run(x, sx, y, sy, n, &f)
+                    }
                 }};
             }
             super::elementwise::float_unary!(op, C, run)
@@ -393,7 +418,8 @@ unsafe fn unary_into<C: Real + Element>(
     }
 }
 
-/// `y = a op b` over `n` strided elements; predicates give 0/1.
+/// `y = a op b` over `n` strided elements; predicates give 0/1 (with
+/// streaming stores when `stream` and the operands allow).
 #[allow(clippy::too_many_arguments)]
 unsafe fn binary_into<C: Real + Element>(
     op: BinaryOp,
@@ -404,11 +430,15 @@ unsafe fn binary_into<C: Real + Element>(
     y: *mut C,
     sy: isize,
     n: usize,
+    stream: bool,
 ) {
     macro_rules! run {
         ($g:expr, $f:expr) => {{
             let _ = $g;
-            zip_run(a, sa, b, sb, y, sy, n, &$f)
+            let f = $f;
+            if !(stream && zip_stream(a, sa, b, sb, y, n, &f)) {
+                zip_run(a, sa, b, sb, y, sy, n, &f)
+            }
         }};
     }
     macro_rules! pred {
