@@ -182,6 +182,24 @@ def test_replaced_parameter_retraces():
     assert f.stats.traces == 2
 
 
+def test_parameter_replaced_in_member_table_retraces():
+    # Writes straight into the module's tables are seen too (not only attribute assignment).
+    lin = nn.Linear(3, 2)
+    f = fg.compile(lambda x: lin(x))
+    x = fg.randn(5, 3)
+    f(x)
+    f(x)
+    lin._parameters["bias"] = nn.Parameter(fg.full((2,), 7.0))
+    np.testing.assert_array_equal(arr(f(x)), arr(lin(x)))
+    assert f.stats.traces == 2
+    lin._parameters.update(weight=nn.Parameter(fg.ones(2, 3)))
+    np.testing.assert_array_equal(arr(f(x)), arr(lin(x)))
+    assert f.stats.traces == 3
+    lin._parameters["bias"] = None
+    np.testing.assert_array_equal(arr(f(x)), arr(lin(x)))
+    assert f.stats.traces == 4
+
+
 def test_train_eval_flag_is_guarded():
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
     f = fg.compile(model)

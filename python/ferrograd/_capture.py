@@ -42,6 +42,8 @@ class TraceState:
     def __init__(self) -> None:
         #: (object, attribute, captured value) facts re-checked before each run.
         self.guards: list[tuple[Any, str, Any]] = []
+        #: The same for attributes of modules (see :meth:`guard`).
+        self.module_guards: list[tuple[Any, str, Any]] = []
         self._guarded: set[tuple[int, str]] = set()
         #: Callables run after each run of the graph (Python bookkeeping).
         self.after_run: list[Callable[[], None]] = []
@@ -59,25 +61,35 @@ class TraceState:
         """The current value of every scalar slot."""
         return [float(g()) for g in self.scalars]
 
-    def guard(self, obj: Any, attr: str) -> None:
-        """Re-check ``getattr(obj, attr)`` before each run; a change retraces."""
+    def guard(self, obj: Any, attr: str, module: bool = False) -> None:
+        """Re-check ``getattr(obj, attr)`` before each run; a change retraces.
+
+        ``module=True`` for a ``Module``'s attributes: those change only through
+        ``Module.__setattr__`` or its member tables, which bump
+        ``Module._structure_version``, so they are re-checked only when it moved.
+        """
         k = (id(obj), attr)
         if k in self._guarded:
             return
         self._guarded.add(k)
-        self.guards.append((obj, attr, getattr(obj, attr)))
+        (self.module_guards if module else self.guards).append((obj, attr, getattr(obj, attr)))
 
-    def guards_hold(self) -> str | None:
-        """None when every guard still holds, else a description of the first that fails."""
-        for obj, attr, val in self.guards:
-            now = getattr(obj, attr, _MISSING)
-            if now is val:
-                continue
-            if isinstance(val, (bool, int, float, str)) and type(now) is type(val) and now == val:
-                continue
-            shown = repr(val) if isinstance(val, (bool, int, float, str)) else f"a {type(val).__name__}"
-            return f"{type(obj).__name__}.{attr} changed (was {shown})"
-        return None
+    def guards_hold(self, modules: bool = True) -> str | None:
+        """None when every guard still holds, else a description of the first that fails
+        (``modules=False`` skips the guards on module attributes)."""
+        return _first_failed(self.guards) or (_first_failed(self.module_guards) if modules else None)
+
+
+def _first_failed(guards: list[tuple[Any, str, Any]]) -> str | None:
+    for obj, attr, val in guards:
+        now = getattr(obj, attr, _MISSING)
+        if now is val:
+            continue
+        if isinstance(val, (bool, int, float, str)) and type(now) is type(val) and now == val:
+            continue
+        shown = repr(val) if isinstance(val, (bool, int, float, str)) else f"a {type(val).__name__}"
+        return f"{type(obj).__name__}.{attr} changed (was {shown})"
+    return None
 
 
 _MISSING = object()

@@ -329,15 +329,12 @@ class CompiledFunction:
     def _stale(self, entry: _Entry) -> str | None:
         from .nn.modules.module import Module
 
-        if entry.module_version != Module._structure_version:
-            why = entry.state.guards_hold() if entry.state else None
+        if entry.state is not None:
+            moved = entry.module_version != Module._structure_version
+            why = entry.state.guards_hold(modules=moved)
             if why is not None:
                 return why
             entry.module_version = Module._structure_version
-        if entry.state is not None:
-            why = entry.state.guards_hold()
-            if why is not None:
-                return why
         return _changed(entry.snapshot)
 
     def _run(self, entry: _Entry, tensors: list[Tensor]) -> Any:

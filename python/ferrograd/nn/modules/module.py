@@ -12,6 +12,44 @@ from ..._grad_mode import no_grad
 from ..parameter import Buffer, Parameter
 
 Tensor = _core.Tensor
+class _Members(OrderedDict):
+    """A module's parameter, buffer or submodule table: every change bumps
+    ``Module._structure_version`` (writes straight into ``_parameters`` too),
+    so compiled graphs know when to re-check their guards on modules."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        Module._structure_version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        Module._structure_version += 1
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        Module._structure_version += 1
+        return super().pop(*args)
+
+    def popitem(self, last: bool = True) -> Any:
+        Module._structure_version += 1
+        return super().popitem(last)
+
+    def clear(self) -> None:
+        Module._structure_version += 1
+        super().clear()
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        Module._structure_version += 1
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        Module._structure_version += 1
+        super().update(*args, **kwargs)
+
+    def __ior__(self, other: Any) -> _Members:
+        Module._structure_version += 1
+        return super().__ior__(other)
+
+
 T = TypeVar("T", bound="Module")
 
 __all__ = ["Module"]
@@ -102,10 +140,10 @@ class Module:
 
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_parameters", _Members())
+        object.__setattr__(self, "_buffers", _Members())
         object.__setattr__(self, "_non_persistent_buffers_set", set())
-        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_modules", _Members())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
 
@@ -124,10 +162,10 @@ class Module:
             # A captured graph depends on the mode this module ran in and reads
             # its parameters and buffers by reference (forward may read them
             # from the dicts directly): guard their identity.
-            st.guard(self, "training")
+            st.guard(self, "training", module=True)
             d = self.__dict__
             for name in (*d["_parameters"], *d["_buffers"]):
-                st.guard(self, name)
+                st.guard(self, name, module=True)
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
@@ -256,7 +294,7 @@ class Module:
                 st = _capture.current()
                 if st is not None:
                     # Captured graphs read this object by reference: guard its identity.
-                    st.guard(self, name)
+                    st.guard(self, name, module=True)
                 return store[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
