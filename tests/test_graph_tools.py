@@ -143,3 +143,95 @@ def test_explicit_graph_profile_with_feed():
     with pytest.raises(ValueError, match="placeholder 'a'"):
         g.profile(feed={})
     assert b is not None
+
+
+def _allocations_of(f, *args):
+    before = fg.memory_stats()["cpu.allocations"]
+    out = f(*args)
+    return out, fg.memory_stats()["cpu.allocations"] - before
+
+
+def test_fused_kernel_writes_into_a_dying_intermediate():
+    # matmul makes a buffer that only the fused relu/mul/add/exp reads: the
+    # kernel writes its result there, so one call allocates one buffer.
+    f = fg.compile(lambda x, w: ((x @ w).relu() * 2.0 + 1.0).exp())
+    x, w = fg.randn(64, 32), fg.randn(32, 48)
+    f(x, w)
+    m = f.graph(x, w).memory_plan()
+    assert m["in_place"] == 1 and m["allocations"] == 1
+    assert m["peak_bytes"] == 64 * 48 * 4
+    out, allocs = _allocations_of(f, x, w)
+    assert allocs == 1
+    want = ((x.numpy() @ w.numpy()).clip(0) * 2.0 + 1.0).astype(np.float32)
+    np.testing.assert_allclose(out.numpy(), np.exp(want), rtol=1e-5)
+    # Without the fusion pass nothing is reused in place.
+    unfused = fg.compile(lambda x, w: ((x @ w).relu() * 2.0 + 1.0).exp(), passes={"fuse": False})
+    assert unfused.graph(x, w).memory_plan()["in_place"] == 0
+
+
+def test_no_in_place_write_into_arguments_kept_values_or_live_intermediates():
+    x = fg.randn(32, 16)
+    keep = x.numpy().copy()
+    f = fg.compile(lambda x: (x * 2.0).exp())
+    f(x)
+    assert f.graph(x).memory_plan()["in_place"] == 0  # an argument is the caller's
+    np.testing.assert_array_equal(x.numpy(), keep)
+
+    w = fg.randn(16, 16)
+
+    def both(x, w):
+        h = x @ w
+        return (h.relu() * 3.0).exp(), h  # h is returned: never overwritten
+
+    g = fg.compile(both)
+    a, h = g(x, w)
+    assert g.graph(x, w).memory_plan()["in_place"] == 0
+    np.testing.assert_allclose(h.numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        a.numpy(), np.exp(np.maximum(h.numpy(), 0) * 3.0), rtol=1e-5, atol=1e-6
+    )
+
+    def later(x, w):
+        h = x @ w
+        return (h.tanh() + 1.0) @ h.T  # h is read again (through a view) after the fused node
+
+    c = fg.compile(later)
+    hn = x.numpy() @ w.numpy()
+    np.testing.assert_allclose(
+        c(x, w).numpy(), (np.tanh(hn) + 1.0) @ hn.T, rtol=1e-4, atol=1e-4
+    )
+    assert c.graph(x, w).memory_plan()["in_place"] == 0
+
+
+def test_training_step_reuses_buffers_in_place_and_matches_eager():
+    fg.manual_seed(0)
+    x, y = fg.randn(16, 8, dtype=fg.float64), fg.randn(16, 4, dtype=fg.float64)
+
+    def make():
+        fg.manual_seed(1)
+        model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 4))
+        model.to(fg.float64)
+        return model, fg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step_fn(model, opt):
+        def step(x, y):
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    em, eo = make()
+    cm, co = make()
+    eager = step_fn(em, eo)
+    compiled = fg.compile(step_fn(cm, co))
+    for _ in range(3):
+        le, lc = eager(x, y), compiled(x, y)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-10, atol=1e-12)
+    for pe, pc in zip(em.parameters(), cm.parameters(), strict=True):
+        np.testing.assert_allclose(pc.numpy(), pe.numpy(), rtol=1e-10, atol=1e-12)
+    m = compiled.graph(x, y).memory_plan()
+    # The fused loss gradient and activation gradients write into dying buffers.
+    assert m["in_place"] >= 2

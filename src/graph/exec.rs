@@ -13,6 +13,7 @@ use crate::autograd::{self as ag, GradMode};
 use crate::error::{Error, Result};
 use crate::tensor::{Device, Layout, Storage, Tensor};
 
+use super::fused::FInstr;
 use super::sym;
 use super::{Graph, InputKind, OpCall, ValueId};
 
@@ -25,6 +26,9 @@ pub struct Plan {
     free_after: Vec<Vec<ValueId>>,
     /// Constants some node writes into (copied afresh for every run).
     mutated_consts: Vec<bool>,
+    /// For each node, (output, input position) pairs: the output may be
+    /// written into the input's buffer, which dies at this node.
+    reuse: Vec<Vec<(usize, usize)>>,
     /// Record autograd while running (a forward-only graph whose outputs need grad).
     pub record_autograd: bool,
 }
@@ -42,6 +46,9 @@ pub struct MemoryPlan {
     pub output_bytes: usize,
     /// Buffers allocated per run.
     pub allocations: usize,
+    /// Fused-kernel outputs written into the buffer of an input that dies
+    /// at their node (no allocation).
+    pub in_place: usize,
     /// Bytes of node-made buffers alive after each node.
     pub live_after: Vec<usize>,
 }
@@ -156,11 +163,17 @@ impl Plan {
             .collect();
         let record_autograd =
             !g.has_backward && g.outputs.iter().any(|&o| g.values[o].requires_grad);
+        let reuse = if record_autograd {
+            vec![vec![]; g.nodes.len()]
+        } else {
+            in_place_reuse(&g, &free_after)
+        };
         Ok(Plan {
             graph: g,
             env: env.to_vec(),
             free_after,
             mutated_consts,
+            reuse,
             record_autograd,
         })
     }
@@ -186,7 +199,9 @@ impl Plan {
     /// The memory this plan uses, by the liveness of its buffers: a node's
     /// new buffer (anything but a view or an in-place write) is allocated
     /// when the node runs and released after the last node that reads it or
-    /// any view of it; outputs and gradients stay alive to the end.
+    /// any view of it; outputs and gradients stay alive to the end. A fused
+    /// kernel's output written into the buffer of an input that dies at that
+    /// node allocates nothing (see [`Plan::in_place_outputs`]).
     pub fn memory_plan(&self) -> MemoryPlan {
         let g = &self.graph;
         let bytes = |v: ValueId| -> usize {
@@ -220,29 +235,41 @@ impl Plan {
         let mut peak = 0usize;
         let mut total = 0usize;
         let mut allocations = 0usize;
+        let mut reused = 0usize;
         let mut live_after = Vec::with_capacity(end);
-        let mut freeing: Vec<Vec<usize>> = vec![vec![]; end];
+        // Bytes each root's buffer holds (a buffer handed on to an output
+        // that reuses it moves to that output).
+        let mut held = vec![0usize; g.values.len()];
+        let mut freeing: Vec<Vec<ValueId>> = vec![vec![]; end];
         for (i, n) in g.nodes.iter().enumerate() {
             // In-place ops return the buffer they wrote (the SGD step returns
             // the momentum buffers it creates on the first step).
             let in_place = n.call.effect() == super::Effect::Mutates
                 && !matches!(n.call, OpCall::SgdStep { .. });
-            for &o in &n.outputs {
+            for (j, &o) in n.outputs.iter().enumerate() {
                 if roots[o] != o || in_place {
                     continue; // a view, or a write into an existing buffer
                 }
-                let b = bytes(o);
-                live += b;
-                total += b;
-                allocations += 1;
+                if let Some(&(_, k)) = self.reuse[i].iter().find(|&&(oj, _)| oj == j) {
+                    // Written into a dying input's buffer: no new allocation.
+                    let src = n.inputs[k];
+                    held[o] = std::mem::take(&mut held[src]);
+                    reused += 1;
+                } else {
+                    let b = bytes(o);
+                    held[o] = b;
+                    live += b;
+                    total += b;
+                    allocations += 1;
+                }
                 if !pinned[o] {
                     // Unread results are released as soon as their node is done.
-                    freeing[release[o].unwrap_or(i)].push(b);
+                    freeing[release[o].unwrap_or(i)].push(o);
                 }
             }
             peak = peak.max(live);
-            for b in freeing[i].drain(..) {
-                live -= b;
+            for r in freeing[i].drain(..) {
+                live -= std::mem::take(&mut held[r]);
             }
             live_after.push(live);
         }
@@ -253,6 +280,7 @@ impl Plan {
             input_bytes,
             output_bytes,
             allocations,
+            in_place: reused,
             live_after,
         }
     }
@@ -305,19 +333,33 @@ impl Plan {
         // to existing tensors (an optimizer step): from there the run finishes,
         // so an interrupted step never leaves parameters half-updated.
         let mut wrote = false;
+        // One input list reused by every node (no allocation per node).
+        let mut ins: Vec<Tensor> = Vec::with_capacity(8);
         for (i, n) in g.nodes.iter().enumerate() {
             if !wrote {
                 crate::par::poll("graph")?;
                 wrote = n.call.effect() == super::Effect::Mutates;
             }
-            let ins: Vec<Tensor> = n
-                .inputs
-                .iter()
-                .map(|&v| vals[v].clone().expect("value defined before use"))
-                .collect();
+            ins.clear();
+            ins.extend(
+                n.inputs
+                    .iter()
+                    .map(|&v| vals[v].clone().expect("value defined before use")),
+            );
+            let reuse = &self.reuse[i];
+            for &(_, k) in reuse {
+                // The input dies here: its only holder becomes the input list.
+                vals[n.inputs[k]] = None;
+            }
             let t0 = times.as_ref().map(|_| std::time::Instant::now());
-            let outs =
-                exec_node(n, &n.call, &ins, false).map_err(|e| e.with_note(&node_note(g, i)))?;
+            let outs = match &n.call {
+                OpCall::Fused { kernel } if !reuse.is_empty() && n.aux == 0 => {
+                    exec_fused_reusing(kernel, &ins, reuse)
+                }
+                call => exec_node(n, call, &ins, false),
+            }
+            .map_err(|e| e.with_note(&node_note(g, i)))?;
+            ins.clear(); // inputs released as soon as the node is done
             if let (Some(ts), Some(t0)) = (times.as_deref_mut(), t0) {
                 ts.push(t0.elapsed().as_secs_f64());
             }
@@ -352,6 +394,114 @@ impl Plan {
             .map(|&o| vals[o].clone().expect("output computed"))
             .collect())
     }
+}
+
+/// Outputs of fused kernels that can be written into an input's buffer: the
+/// input is made by an earlier node (never a graph input: arguments,
+/// parameters and constants belong to the caller), owns its buffer, has the
+/// output's shape and dtype, and neither it nor any view of it is read after
+/// this node or kept as a result. The kernel reads each element of such an
+/// input only to compute the same element of the output, so the write is
+/// safe; the run still checks that nothing else holds the buffer.
+fn in_place_reuse(g: &Graph, free_after: &[Vec<ValueId>]) -> Vec<Vec<(usize, usize)>> {
+    use super::Producer;
+    let nv = g.values.len();
+    let roots: Vec<ValueId> = (0..nv).map(|v| g.storage_root(v)).collect();
+    // When each buffer is last needed (over all its views); kept ones never die.
+    let mut release: Vec<Option<usize>> = vec![None; nv];
+    for (i, frees) in free_after.iter().enumerate() {
+        for &v in frees {
+            let r = roots[v];
+            release[r] = Some(release[r].map_or(i, |x: usize| x.max(i)));
+        }
+    }
+    let mut kept = vec![false; nv];
+    for &o in &g.outputs {
+        kept[roots[o]] = true;
+    }
+    for s in &g.set_grads {
+        kept[roots[s.target]] = true;
+        if let Some(v) = s.value {
+            kept[roots[v]] = true;
+        }
+    }
+    // Buffers some node writes into (their values are not plain results).
+    let mut written = vec![false; nv];
+    for n in &g.nodes {
+        for i in n.call.written_inputs(n.inputs.len()) {
+            written[roots[n.inputs[i]]] = true;
+        }
+    }
+    let mut out = vec![vec![]; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        let OpCall::Fused { kernel } = &n.call else {
+            continue;
+        };
+        if kernel
+            .outputs
+            .iter()
+            .any(|&(r, _)| matches!(kernel.instrs[r], FInstr::Load(_) | FInstr::Const(_)))
+        {
+            continue; // an output that is an input's value read straight through
+        }
+        let mut taken = vec![false; n.inputs.len()];
+        for (j, &(_, d)) in kernel.outputs.iter().enumerate() {
+            let found = n.inputs.iter().enumerate().position(|(k, &v)| {
+                let info = &g.values[v];
+                !taken[k]
+                    && roots[v] == v
+                    && matches!(info.producer, Producer::Node { node, .. }
+                        if g.nodes[node].call.effect() != super::Effect::Mutates)
+                    && release[v] == Some(i)
+                    && !kept[v]
+                    && !written[v]
+                    && info.dtype == d
+                    && info.shape == kernel.shape
+                    && n.inputs.iter().filter(|&&w| w == v).count() == 1
+            });
+            if let Some(k) = found {
+                taken[k] = true;
+                out[i].push((j, k));
+            }
+        }
+    }
+    out
+}
+
+/// Run fused kernel `kernel` on `ins`, writing output `j` into the buffer of
+/// input `k` for each `(j, k)` in `reuse` whose input is contiguous, on the
+/// CPU and held by nobody else (otherwise the output gets a new buffer).
+fn exec_fused_reusing(
+    kernel: &crate::graph::fused::FusedKernel,
+    ins: &[Tensor],
+    reuse: &[(usize, usize)],
+) -> Result<Vec<Tensor>> {
+    let device = ins.first().map_or(Device::Cpu, |t| t.device());
+    let mut outs = Vec::with_capacity(kernel.outputs.len());
+    for (j, &(_, d)) in kernel.outputs.iter().enumerate() {
+        let src = reuse
+            .iter()
+            .find(|&&(oj, _)| oj == j)
+            .map(|&(_, k)| &ins[k])
+            .filter(|t| {
+                device == Device::Cpu
+                    && std::sync::Arc::strong_count(t.storage()) == 1
+                    && t.dtype() == d
+                    && t.shape() == kernel.shape.as_slice()
+                    && t.offset() == 0
+                    && t.is_contiguous()
+                    && !t.storage().is_readonly()
+                    && !t.storage().is_foreign()
+            });
+        outs.push(match src {
+            Some(t) => {
+                Tensor::from_parts(t.storage().clone(), Layout::contiguous(&kernel.shape), d)?
+            }
+            None => Tensor::empty(&kernel.shape, d, device)?,
+        });
+    }
+    crate::backend::backend(device).fused(kernel, ins, &outs)?;
+    Ok(outs)
 }
 
 /// Run a node's call (`dry`: on shape-only tensors), with its aux outputs.

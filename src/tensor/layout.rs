@@ -10,8 +10,8 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 
-pub type Shape = SmallVec<[usize; 6]>;
-pub type Strides = SmallVec<[isize; 6]>;
+pub type Shape = SmallVec<[usize; 4]>;
+pub type Strides = SmallVec<[isize; 4]>;
 
 /// Format a shape like PyTorch (`[2, 3]`).
 pub fn fmt_shape(s: &[usize]) -> String {

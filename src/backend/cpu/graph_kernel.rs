@@ -178,6 +178,44 @@ fn run_typed<C: Real + Element + Send + Sync>(
             direct[r] = Some(j);
         }
     }
+    // An output may share its buffer with an input (a buffer reused in place):
+    // only with the very same layout, so each element is read only to compute
+    // the same element; and it is written straight from its instruction only
+    // when no later instruction reads that input (otherwise at the chunk's end).
+    for (j, o) in outs.iter().enumerate() {
+        let Some(kx) = ins.iter().position(|t| t.byte_ptr() == o.byte_ptr()) else {
+            continue;
+        };
+        let same = layouts[kx].strides == layouts[ins.len() + j].strides
+            && ins[kx].dtype() == o.dtype()
+            && ins
+                .iter()
+                .enumerate()
+                .all(|(i, t)| i == kx || t.byte_ptr() != o.byte_ptr());
+        if !same
+            || k.outputs
+                .iter()
+                .any(|&(r, _)| matches!(k.instrs[r], FInstr::Load(_) | FInstr::Const(_)))
+        {
+            return Err(Error::runtime(
+                "fused",
+                format!(
+                    "output {j} (shape {:?}) overlaps input {kx} with a different layout; a fused kernel writes in place only over an identical operand",
+                    o.shape()
+                ),
+            ));
+        }
+        let r = k.outputs[j].0;
+        let read_later = k.instrs.iter().enumerate().skip(r + 1).any(|(_, ins_i)| {
+            reads(ins_i)
+                .into_iter()
+                .flatten()
+                .any(|a| matches!(k.instrs[a], FInstr::Load(x) if x == kx))
+        });
+        if read_later && direct[r] == Some(j) {
+            direct[r] = None;
+        }
+    }
     // Large outputs computed in place are written with streaming stores (see
     // `elementwise::stream_ok`), unless they are also an input.
     let stream: Vec<bool> = outs
@@ -192,7 +230,9 @@ fn run_typed<C: Real + Element + Send + Sync>(
     let inner = walk.inner();
     let nops = ins.len() + outs.len();
     let job = |r0: usize, r1: usize, c0: usize, c1: usize| {
-        let mut regs: Vec<C> = vec![C::ZERO; k.instrs.len() * CHUNK];
+        // Registers as long as this task's chunks (small kernels need less than CHUNK).
+        let width = CHUNK.min(c1 - c0);
+        let mut regs: Vec<C> = vec![C::ZERO; k.instrs.len() * width];
         let mut view: Vec<(*const C, isize)> = Vec::with_capacity(k.instrs.len());
         let mut offs = vec![0isize; nops];
         for r in r0..r1 {
@@ -206,7 +246,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
                 unsafe {
                     exec_chunk::<C>(
                         k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &stream,
-                        &mut regs, &mut view,
+                        &mut regs, width, &mut view,
                     )
                 };
                 start += n;
@@ -252,6 +292,16 @@ fn run_typed<C: Real + Element + Send + Sync>(
     Ok(())
 }
 
+/// The registers an instruction reads.
+fn reads(i: &FInstr) -> [Option<usize>; 3] {
+    match *i {
+        FInstr::Load(_) | FInstr::Const(_) => [None; 3],
+        FInstr::Unary(_, a) => [Some(a), None, None],
+        FInstr::Binary(_, a, b) => [Some(a), Some(b), None],
+        FInstr::Where(c, a, b) => [Some(c), Some(a), Some(b)],
+    }
+}
+
 /// Run the program on elements `start..start+n` of the row whose operand
 /// offsets are `offs` (inputs first, then outputs).
 ///
@@ -269,6 +319,7 @@ unsafe fn exec_chunk<C: Real + Element>(
     direct: &[Option<usize>],
     stream: &[bool],
     regs: &mut [C],
+    width: usize,
     view: &mut Vec<(*const C, isize)>,
 ) {
     let inner = walk.shape.len() - 1;
@@ -277,7 +328,7 @@ unsafe fn exec_chunk<C: Real + Element>(
     view.clear();
     let buf = regs.as_mut_ptr();
     for (i, ins_i) in k.instrs.iter().enumerate() {
-        let own = buf.add(i * CHUNK);
+        let own = buf.add(i * width);
         let (dst, sd): (*mut C, isize) = match direct[i] {
             Some(j) => {
                 let s = walk.strides[ni + j][inner];
