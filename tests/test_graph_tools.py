@@ -235,3 +235,52 @@ def test_training_step_reuses_buffers_in_place_and_matches_eager():
     m = compiled.graph(x, y).memory_plan()
     # The fused loss gradient and activation gradients write into dying buffers.
     assert m["in_place"] >= 2
+
+
+def test_independent_branches_run_as_pairs_and_match_eager():
+    fg.manual_seed(3)
+    a, b = fg.randn(128, 256, dtype=fg.float64), fg.randn(128, 256, dtype=fg.float64)
+    w1, w2 = fg.randn(256, 192, dtype=fg.float64), fg.randn(256, 192, dtype=fg.float64)
+
+    def two(a, b, w1, w2):
+        return (a @ w1).tanh() + (b @ w2).sigmoid()
+
+    f = fg.compile(two)
+    got = f(a, b, w1, w2)
+    g = f.graph(a, b, w1, w2)
+    pairs = g.parallel_pairs()
+    ops = [n["op"] for n in g.nodes()]
+    assert [(ops[i], ops[j]) for i, j in pairs] == [("matmul", "matmul")]
+    np.testing.assert_allclose(got.numpy(), two(a, b, w1, w2).numpy(), rtol=1e-12, atol=1e-12)
+    # The profile still times every node.
+    assert len(g.profile(a, b, w1, w2)) == g.num_nodes
+    # One thread: the pair runs one after the other, with the same result.
+    n = fg.get_num_threads()
+    try:
+        fg.set_num_threads(1)
+        np.testing.assert_array_equal(f(a, b, w1, w2).numpy(), got.numpy())
+    finally:
+        fg.set_num_threads(n)
+
+
+def test_no_pairs_for_dependent_small_or_effectful_nodes():
+    x, w = fg.randn(128, 128), fg.randn(128, 128)
+    chain = fg.compile(lambda x, w: ((x @ w) @ w) @ w)
+    chain(x, w)
+    assert chain.graph(x, w).parallel_pairs() == []  # each matmul needs the last
+    s, t = fg.randn(4, 4), fg.randn(4, 4)
+    small = fg.compile(lambda s, t: (s @ t) + (t @ s))
+    small(s, t)
+    assert small.graph(s, t).parallel_pairs() == []  # too small to hand off
+
+    def noisy(x, w):
+        h = x @ w
+        d = fg.nn.functional.dropout(x, 0.5, True)  # a random draw between the two
+        return h + d @ w
+
+    r = fg.compile(noisy)
+    r(x, w)
+    g = r.graph(x, w)
+    ops = [n["op"] for n in g.nodes()]
+    for i, j in g.parallel_pairs():
+        assert not any(ops[k] in ("dropout", "dropout_mask", "bernoulli") for k in range(i, j + 1))

@@ -222,6 +222,19 @@ class Graph:
             return g.memory_plan()
         return g.memory_plan(self._args(args, feed))
 
+    def parallel_pairs(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> list[tuple[int, int]]:
+        """Pairs of node indices ``(i, j)`` that run at the same time.
+
+        Independent branches run concurrently on the thread pool when each
+        node is large enough to pay for handing it to another thread: the
+        later node ``j`` needs nothing computed at or after ``i`` and runs
+        beside it. Arguments as for :meth:`memory_plan`.
+        """
+        g = self._built()
+        if not args and feed is None:
+            return g.parallel_pairs()
+        return g.parallel_pairs(self._args(args, feed))
+
     # -- saving and running saved graphs ---------------------------------
 
     def save(self, path: Any, outputs: Any = None, metadata: Mapping[str, str] | None = None) -> None:

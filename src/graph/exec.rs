@@ -29,6 +29,12 @@ pub struct Plan {
     /// For each node, (output, input position) pairs: the output may be
     /// written into the input's buffer, which dies at this node.
     reuse: Vec<Vec<(usize, usize)>>,
+    /// For each node, a later node run concurrently with it (see [`branch_pairs`]).
+    partner: Vec<Option<usize>>,
+    /// For each node with a partner, the view nodes its partner needs (run first).
+    pre: Vec<Vec<usize>>,
+    /// Nodes run early: beside their partner, or as a view a partner needs.
+    early: Vec<bool>,
     /// Record autograd while running (a forward-only graph whose outputs need grad).
     pub record_autograd: bool,
 }
@@ -163,17 +169,42 @@ impl Plan {
             .collect();
         let record_autograd =
             !g.has_backward && g.outputs.iter().any(|&o| g.values[o].requires_grad);
-        let reuse = if record_autograd {
+        let mut reuse = if record_autograd {
             vec![vec![]; g.nodes.len()]
         } else {
             in_place_reuse(&g, &free_after)
         };
+        let (partner, pre) = if record_autograd {
+            (vec![None; g.nodes.len()], vec![vec![]; g.nodes.len()])
+        } else {
+            branch_pairs(&g)
+        };
+        let mut early = vec![false; g.nodes.len()];
+        for (i, p) in partner.iter().enumerate() {
+            let Some(j) = *p else { continue };
+            early[j] = true;
+            for &v in &pre[i] {
+                early[v] = true;
+            }
+            // `j` runs beside `i`, before the nodes between: it may write over
+            // a dying input only if none of `i..j` reads that buffer.
+            let inputs = &g.nodes[j].inputs;
+            reuse[j].retain(|&(_, k)| {
+                let root = inputs[k];
+                g.nodes[i..j]
+                    .iter()
+                    .all(|n| n.inputs.iter().all(|&v| g.storage_root(v) != root))
+            });
+        }
         Ok(Plan {
             graph: g,
             env: env.to_vec(),
             free_after,
             mutated_consts,
             reuse,
+            partner,
+            pre,
+            early,
             record_autograd,
         })
     }
@@ -194,6 +225,15 @@ impl Plan {
         let mut times = Vec::with_capacity(self.graph.nodes.len());
         let outs = super::call::with_slots(scalars, || self.run_timed(args, Some(&mut times)))?;
         Ok((outs, times))
+    }
+
+    /// Pairs of nodes that run concurrently (independent branches), in order.
+    pub fn parallel_pairs(&self) -> Vec<(usize, usize)> {
+        self.partner
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.map(|j| (i, j)))
+            .collect()
     }
 
     /// The memory this plan uses, by the liveness of its buffers: a node's
@@ -241,30 +281,39 @@ impl Plan {
         // that reuses it moves to that output).
         let mut held = vec![0usize; g.values.len()];
         let mut freeing: Vec<Vec<ValueId>> = vec![vec![]; end];
-        for (i, n) in g.nodes.iter().enumerate() {
-            // In-place ops return the buffer they wrote (the SGD step returns
-            // the momentum buffers it creates on the first step).
-            let in_place = n.call.effect() == super::Effect::Mutates
-                && !matches!(n.call, OpCall::SgdStep { .. });
-            for (j, &o) in n.outputs.iter().enumerate() {
-                if roots[o] != o || in_place {
-                    continue; // a view, or a write into an existing buffer
-                }
-                if let Some(&(_, k)) = self.reuse[i].iter().find(|&&(oj, _)| oj == j) {
-                    // Written into a dying input's buffer: no new allocation.
-                    let src = n.inputs[k];
-                    held[o] = std::mem::take(&mut held[src]);
-                    reused += 1;
-                } else {
-                    let b = bytes(o);
-                    held[o] = b;
-                    live += b;
-                    total += b;
-                    allocations += 1;
-                }
-                if !pinned[o] {
-                    // Unread results are released as soon as their node is done.
-                    freeing[release[o].unwrap_or(i)].push(o);
+        for i in 0..end {
+            // Nodes run now, in the executor's order: none for a node run early
+            // beside its partner, both for a pair.
+            let now = match (self.early[i], self.partner[i]) {
+                (true, _) => [None, None],
+                (false, p) => [Some(i), p],
+            };
+            for x in now.into_iter().flatten() {
+                let n = &g.nodes[x];
+                // In-place ops return the buffer they wrote (the SGD step returns
+                // the momentum buffers it creates on the first step).
+                let in_place = n.call.effect() == super::Effect::Mutates
+                    && !matches!(n.call, OpCall::SgdStep { .. });
+                for (j, &o) in n.outputs.iter().enumerate() {
+                    if roots[o] != o || in_place {
+                        continue; // a view, or a write into an existing buffer
+                    }
+                    if let Some(&(_, k)) = self.reuse[x].iter().find(|&&(oj, _)| oj == j) {
+                        // Written into a dying input's buffer: no new allocation.
+                        let src = n.inputs[k];
+                        held[o] = std::mem::take(&mut held[src]);
+                        reused += 1;
+                    } else {
+                        let b = bytes(o);
+                        held[o] = b;
+                        live += b;
+                        total += b;
+                        allocations += 1;
+                    }
+                    if !pinned[o] {
+                        // Unread results are released as soon as their node is done.
+                        freeing[release[o].unwrap_or(x)].push(o);
+                    }
                 }
             }
             peak = peak.max(live);
@@ -285,7 +334,58 @@ impl Plan {
         }
     }
 
-    fn run_timed(&self, args: &[Tensor], mut times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
+    /// Node `i`'s inputs into `ins`; inputs it writes over in place leave `vals`.
+    fn gather(&self, i: usize, vals: &mut [Option<Tensor>], ins: &mut Vec<Tensor>) {
+        let n = &self.graph.nodes[i];
+        ins.clear();
+        ins.extend(
+            n.inputs
+                .iter()
+                .map(|&v| vals[v].clone().expect("value defined before use")),
+        );
+        for &(_, k) in &self.reuse[i] {
+            // The input dies here: its only holder becomes the input list.
+            vals[n.inputs[k]] = None;
+        }
+    }
+
+    /// Run node `i` on `ins` (with its wall time in seconds when `timing`).
+    fn exec_at(&self, i: usize, ins: &[Tensor], timing: bool) -> (Result<Vec<Tensor>>, f64) {
+        let g = &self.graph;
+        let n = &g.nodes[i];
+        let reuse = &self.reuse[i];
+        let t0 = timing.then(std::time::Instant::now);
+        let outs = match &n.call {
+            OpCall::Fused { kernel } if !reuse.is_empty() && n.aux == 0 => {
+                exec_fused_reusing(kernel, ins, reuse)
+            }
+            call => exec_node(n, call, ins, false),
+        }
+        .map_err(|e| e.with_note(&node_note(g, i)));
+        (outs, t0.map_or(0.0, |t| t.elapsed().as_secs_f64()))
+    }
+
+    /// Bind node `i`'s results.
+    fn store(&self, i: usize, outs: Vec<Tensor>, vals: &mut [Option<Tensor>]) -> Result<()> {
+        let n = &self.graph.nodes[i];
+        if outs.len() != n.outputs.len() {
+            return Err(Error::runtime(
+                "graph",
+                format!(
+                    "node {i} ({}) produced {} outputs where {} were captured",
+                    n.call.name(),
+                    outs.len(),
+                    n.outputs.len()
+                ),
+            ));
+        }
+        for (&v, t) in n.outputs.iter().zip(outs) {
+            vals[v] = Some(t);
+        }
+        Ok(())
+    }
+
+    fn run_timed(&self, args: &[Tensor], times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
         let g = &self.graph;
         let mut vals: Vec<Option<Tensor>> = vec![None; g.values.len()];
         for (k, inp) in g.inputs.iter().enumerate() {
@@ -335,51 +435,73 @@ impl Plan {
         let mut wrote = false;
         // One input list reused by every node (no allocation per node).
         let mut ins: Vec<Tensor> = Vec::with_capacity(8);
+        let timing = times.is_some();
+        let mut node_times = vec![0.0f64; if timing { g.nodes.len() } else { 0 }];
         for (i, n) in g.nodes.iter().enumerate() {
             if !wrote {
                 crate::par::poll("graph")?;
                 wrote = n.call.effect() == super::Effect::Mutates;
             }
-            ins.clear();
-            ins.extend(
-                n.inputs
-                    .iter()
-                    .map(|&v| vals[v].clone().expect("value defined before use")),
-            );
-            let reuse = &self.reuse[i];
-            for &(_, k) in reuse {
-                // The input dies here: its only holder becomes the input list.
-                vals[n.inputs[k]] = None;
-            }
-            let t0 = times.as_ref().map(|_| std::time::Instant::now());
-            let outs = match &n.call {
-                OpCall::Fused { kernel } if !reuse.is_empty() && n.aux == 0 => {
-                    exec_fused_reusing(kernel, &ins, reuse)
+            if !self.early[i] {
+                self.gather(i, &mut vals, &mut ins);
+                match self.partner[i] {
+                    None => {
+                        let (outs, t) = self.exec_at(i, &ins, timing);
+                        ins.clear(); // inputs released as soon as the node is done
+                        let outs = outs?;
+                        if timing {
+                            node_times[i] = t;
+                        }
+                        self.store(i, outs, &mut vals)?;
+                    }
+                    Some(j) => {
+                        // Views the partner reads, made now (metadata only).
+                        for &v in &self.pre[i] {
+                            let mut ins_v = Vec::with_capacity(1);
+                            self.gather(v, &mut vals, &mut ins_v);
+                            let outs = self.exec_at(v, &ins_v, false).0?;
+                            self.store(v, outs, &mut vals)?;
+                        }
+                        let mut ins_j = Vec::with_capacity(g.nodes[j].inputs.len());
+                        self.gather(j, &mut vals, &mut ins_j);
+                        let ((oi, ti), (oj, tj)) = if crate::par::threads() > 1 {
+                            crate::par::install(|| {
+                                rayon::join(
+                                    || {
+                                        let _no = GradMode::set(false);
+                                        self.exec_at(i, &ins, timing)
+                                    },
+                                    || {
+                                        let _no = GradMode::set(false);
+                                        self.exec_at(j, &ins_j, timing)
+                                    },
+                                )
+                            })
+                        } else {
+                            (
+                                self.exec_at(i, &ins, timing),
+                                self.exec_at(j, &ins_j, timing),
+                            )
+                        };
+                        ins.clear();
+                        drop(ins_j);
+                        // The earlier node's error first, as a sequential run reports it.
+                        let (oi, oj) = (oi?, oj?);
+                        if timing {
+                            node_times[i] = ti;
+                            node_times[j] = tj;
+                        }
+                        self.store(i, oi, &mut vals)?;
+                        self.store(j, oj, &mut vals)?;
+                    }
                 }
-                call => exec_node(n, call, &ins, false),
-            }
-            .map_err(|e| e.with_note(&node_note(g, i)))?;
-            ins.clear(); // inputs released as soon as the node is done
-            if let (Some(ts), Some(t0)) = (times.as_deref_mut(), t0) {
-                ts.push(t0.elapsed().as_secs_f64());
-            }
-            if outs.len() != n.outputs.len() {
-                return Err(Error::runtime(
-                    "graph",
-                    format!(
-                        "node {i} ({}) produced {} outputs where {} were captured",
-                        n.call.name(),
-                        outs.len(),
-                        n.outputs.len()
-                    ),
-                ));
-            }
-            for (&v, t) in n.outputs.iter().zip(outs) {
-                vals[v] = Some(t);
             }
             for &v in &self.free_after[i] {
                 vals[v] = None;
             }
+        }
+        if let Some(ts) = times {
+            ts.extend(node_times);
         }
         for s in &g.set_grads {
             let target = vals[s.target].as_ref().expect("grad target bound");
@@ -394,6 +516,124 @@ impl Plan {
             .map(|&o| vals[o].clone().expect("output computed"))
             .collect())
     }
+}
+
+/// Work below which a node is not worth handing to another thread (about
+/// tens of microseconds of one core: a thread hand-off costs microseconds).
+const BRANCH_MIN_WORK: f64 = (1u64 << 20) as f64;
+/// How far ahead a node's partner is looked for.
+const BRANCH_WINDOW: usize = 8;
+
+/// A rough cost of node `n` (floating-point operations; memory-bound ops
+/// count a few per element moved).
+fn node_work(g: &Graph, n: &super::Node) -> f64 {
+    let numel = |v: ValueId| g.values[v].shape.iter().product::<usize>() as f64;
+    let out: f64 = n.outputs.iter().map(|&v| numel(v)).sum();
+    let inp: f64 = n.inputs.iter().map(|&v| numel(v)).sum();
+    let last = |k: usize| {
+        n.inputs
+            .get(k)
+            .and_then(|&v| g.values[v].shape.last().copied())
+            .unwrap_or(1) as f64
+    };
+    let tail = |k: usize| {
+        n.inputs.get(k).map_or(1.0, |&v| {
+            g.values[v].shape.iter().skip(1).product::<usize>() as f64
+        })
+    };
+    match &n.call {
+        OpCall::Matmul | OpCall::Bmm | OpCall::Linear { .. } => 2.0 * out * last(0),
+        OpCall::Conv2d { .. } | OpCall::Conv1d { .. } | OpCall::Conv2dP { .. } => {
+            2.0 * out * tail(1)
+        }
+        OpCall::Conv2dInputGrad { .. } | OpCall::Conv2dWeightGrad { .. } => 2.0 * (out + inp) * 9.0,
+        _ => 4.0 * (out + inp),
+    }
+}
+
+/// Pairs of nodes that run at the same time: for node `i`, a later node `j`
+/// (within [`BRANCH_WINDOW`]) that needs nothing made at or after `i` except
+/// through views of earlier values (those view nodes run first, on the
+/// calling thread), with no write, random draw or control flow from `i` to
+/// `j`, both pure and each worth at least [`BRANCH_MIN_WORK`]; of the
+/// candidates, the one whose work is closest to balancing `i`'s. Running `j`
+/// early changes no result: it reads only values already computed, and
+/// nothing between writes them. Returns each node's partner and, for each
+/// node, the view nodes to run before its pair.
+fn branch_pairs(g: &Graph) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
+    use super::{Effect, Producer};
+    let nn = g.nodes.len();
+    let mut partner = vec![None; nn];
+    let mut pre: Vec<Vec<usize>> = vec![vec![]; nn];
+    let work: Vec<f64> = g.nodes.iter().map(|n| node_work(g, n)).collect();
+    let eligible: Vec<bool> = g
+        .nodes
+        .iter()
+        .zip(&work)
+        .map(|(n, &w)| {
+            n.call.effect() == Effect::Pure
+                && n.aux == 0
+                && !matches!(n.call, OpCall::Vjp { .. })
+                && w >= BRANCH_MIN_WORK
+        })
+        .collect();
+    let mut taken = vec![false; nn];
+    // Whether value `v` is computed before node `i` runs, possibly by view
+    // nodes in `i..` that can run first (collected into `views`).
+    fn ready(g: &Graph, v: ValueId, i: usize, taken: &[bool], views: &mut Vec<usize>) -> bool {
+        match g.values[v].producer {
+            Producer::Node { node, .. } if node >= i => {
+                let p = &g.nodes[node];
+                if taken[node] || p.call.effect() != super::Effect::View || p.aux != 0 {
+                    return false;
+                }
+                if !p.inputs.iter().all(|&w| ready(g, w, i, taken, views)) {
+                    return false;
+                }
+                if !views.contains(&node) {
+                    views.push(node);
+                }
+                true
+            }
+            Producer::Removed => false,
+            _ => true,
+        }
+    }
+    for i in 0..nn {
+        if taken[i] || !eligible[i] {
+            continue;
+        }
+        let mut best: Option<(f64, usize, Vec<usize>)> = None;
+        for j in i + 1..nn.min(i + 1 + BRANCH_WINDOW) {
+            let between = &g.nodes[j - 1];
+            if j - 1 > i && matches!(between.call.effect(), Effect::Mutates | Effect::Random) {
+                break;
+            }
+            if taken[j] || !eligible[j] {
+                continue;
+            }
+            let mut views = vec![];
+            let ok = g.nodes[j]
+                .inputs
+                .iter()
+                .all(|&v| ready(g, v, i, &taken, &mut views));
+            let balance = work[i].min(work[j]);
+            if ok && best.as_ref().is_none_or(|b| balance > b.0) {
+                views.sort_unstable();
+                best = Some((balance, j, views));
+            }
+        }
+        if let Some((_, j, views)) = best {
+            partner[i] = Some(j);
+            taken[i] = true;
+            taken[j] = true;
+            for &v in &views {
+                taken[v] = true;
+            }
+            pre[i] = views;
+        }
+    }
+    (partner, pre)
 }
 
 /// Outputs of fused kernels that can be written into an input's buffer: the

@@ -347,6 +347,13 @@ impl PyGraph {
         d.set_item("live_after", m.live_after)?;
         Ok(d)
     }
+    /// Pairs of node indices `(i, j)` run at the same time on the thread pool:
+    /// independent branches, each large enough to pay for the hand-off (the
+    /// later node `j` runs early, beside `i`). `args` as for `memory_plan`.
+    #[pyo3(signature = (args=None))]
+    fn parallel_pairs(&self, args: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(usize, usize)>> {
+        Ok(self.plan_for_opt(args)?.parallel_pairs())
+    }
     /// The value number of a tensor captured by this graph's trace (None if it is not one).
     fn value_id(&self, t: &PyTensor) -> Option<usize> {
         self.lookup.as_ref().and_then(|l| l.get(&t.t))
