@@ -24,6 +24,10 @@ CHILD = textwrap.dedent(
     import numpy as np
     import ferrograd as fg
 
+    # Python's own Ctrl-C handler, whatever was inherited: a process started
+    # in the background by a non-interactive shell inherits SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def timed(f, after=None):
         timer = None
         if after is not None:
