@@ -368,17 +368,7 @@ impl Plan {
     /// Bind node `i`'s results.
     fn store(&self, i: usize, outs: Vec<Tensor>, vals: &mut [Option<Tensor>]) -> Result<()> {
         let n = &self.graph.nodes[i];
-        if outs.len() != n.outputs.len() {
-            return Err(Error::runtime(
-                "graph",
-                format!(
-                    "node {i} ({}) produced {} outputs where {} were captured",
-                    n.call.name(),
-                    outs.len(),
-                    n.outputs.len()
-                ),
-            ));
-        }
+        check_output_count(&self.graph, i, outs.len())?;
         for (&v, t) in n.outputs.iter().zip(outs) {
             vals[v] = Some(t);
         }
@@ -779,19 +769,25 @@ fn meta_tensor(shape: &[usize], dtype: crate::tensor::DType) -> Result<Tensor> {
     )
 }
 
-fn check_outputs(g: &Graph, node: usize, outs: &[Tensor]) -> Result<()> {
+/// A node must produce as many outputs as were captured for it.
+fn check_output_count(g: &Graph, node: usize, got: usize) -> Result<()> {
     let n = &g.nodes[node];
-    if outs.len() != n.outputs.len() {
+    if got != n.outputs.len() {
         return Err(Error::runtime(
             "graph",
             format!(
-                "node {node} ({}) produced {} outputs where {} were captured",
+                "node {node} ({}) produced {got} outputs where {} were captured",
                 n.call.name(),
-                outs.len(),
                 n.outputs.len()
             ),
         ));
     }
+    Ok(())
+}
+
+fn check_outputs(g: &Graph, node: usize, outs: &[Tensor]) -> Result<()> {
+    let n = &g.nodes[node];
+    check_output_count(g, node, outs.len())?;
     for (&v, t) in n.outputs.iter().zip(outs) {
         let want = &g.values[v];
         if t.shape() != want.shape.as_slice() || t.dtype() != want.dtype {
