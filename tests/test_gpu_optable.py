@@ -8,6 +8,11 @@ looser than the CPU kernels': a few ulp for exp/log, absolute error for
 sin/cos) and cost no device-to-host reads unless the op needs host values.
 An op without a GPU kernel must raise an error naming the op and the gpu
 device; such cells show as skipped in the coverage matrix (column ``gpu``).
+
+Each example that runs also runs through ``fg.compile`` on the GPU (the
+captured graph, with its fused elementwise groups as generated WGSL kernels)
+and must match the eager GPU result, leave in-place inputs the same, keep its
+outputs on the GPU and read nothing back to the host.
 """
 
 from __future__ import annotations
@@ -60,6 +65,23 @@ def _unsupported(e: BaseException) -> bool:
     return "gpu device" in str(e) and isinstance(e, (RuntimeError, TypeError))
 
 
+REGISTRY = {op["name"]: op for op in fg.registry()}
+DATA_DEPENDENT = {name for name, info in REGISTRY.items() if info["data_dependent"]}
+
+
+def _bool_key(kwargs) -> bool:
+    """Whether an indexing argument holds a boolean mask (a data-dependent output shape)."""
+    def has(x):
+        if isinstance(x, (bool, np.bool_)):
+            return True
+        if isinstance(x, np.ndarray):
+            return x.dtype == np.bool_
+        if isinstance(x, (list, tuple)):
+            return any(has(v) for v in x)
+        return False
+    return any(has(v) for k, v in kwargs.items() if k in ("key", "index", "indices", "mask"))
+
+
 # The spec builds some tensors itself (on the CPU), so its op cannot run on GPU inputs alone.
 MIXED = ("expected all tensors to be on the same device", "all tensors must be on one device")
 
@@ -80,6 +102,7 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
         return "an input's dtype (float64/float16/bfloat16) has no GPU storage"
     # Moved before the CPU run: in-place ops write their CPU inputs.
     gpu_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
+    compiled_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
     try:
         want = spec.fg_fn(*cpu_args, **kwargs)
         cpu_err = None
@@ -87,6 +110,7 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
         want, cpu_err = None, e
     before = fg.gpu.stats()["downloads"]
     try:
+        fg.manual_seed(7)
         got = spec.fg_fn(*gpu_args, **kwargs)
     except Exception as e:  # noqa: BLE001
         if cpu_err is not None:
@@ -118,7 +142,39 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
             np.testing.assert_allclose(g, c, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"output {i}")
         else:
             np.testing.assert_array_equal(g, c, err_msg=f"output {i}")
+    if spec.name not in DATA_DEPENDENT and not _bool_key(kwargs):
+        _check_compiled(spec, kwargs, compiled_args, gpu_args, outs)
     return None
+
+
+def _check_compiled(spec: OpSpec, kwargs, args, eager_args, eager_outs) -> None:
+    """The same example through ``fg.compile`` on the GPU: twice (trace, then replay)."""
+    rtol, atol = LOOSE.get(spec.name, TOL)
+    compiled = fg.compile(lambda *xs: spec.fg_fn(*xs, **kwargs))
+    for call in (1, 2):
+        xs = [a.clone() if isinstance(a, fg.Tensor) else a for a in args]
+        before = fg.gpu.stats()["downloads"]
+        fg.manual_seed(7)
+        got = _outputs(compiled(*xs))
+        if spec.name not in HOST_READS:
+            reads = fg.gpu.stats()["downloads"] - before
+            assert reads == 0, f"compiled call {call}: {reads} device-to-host reads"
+        assert len(got) == len(eager_outs)
+        pairs = list(zip(got, eager_outs, strict=True))
+        pairs += [(a, b) for a, b in zip(xs, eager_args, strict=True) if isinstance(b, fg.Tensor)]
+        for i, (o, w) in enumerate(pairs):
+            where = f"compiled call {call}, " + (f"output {i}" if i < len(got) else f"input {i - len(got)} after the call")
+            if not isinstance(w, fg.Tensor):
+                assert o == w or np.isclose(o, w, rtol=rtol, atol=atol, equal_nan=True), where
+                continue
+            assert str(o.device) == "gpu", f"{where} is on {o.device}"
+            assert o.dtype == w.dtype and tuple(o.shape) == tuple(w.shape), where
+            g, e = o.numpy(), w.numpy()
+            if e.dtype.kind == "f":
+                np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+            else:
+                np.testing.assert_array_equal(g, e, err_msg=where)
+    assert compiled.stats.traces == 1
 
 
 @pytest.mark.parametrize("spec,dtype", list(_cases()))

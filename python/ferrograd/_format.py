@@ -10,7 +10,7 @@ _DEFAULT_DTYPES = {"float32", "int64", "bool"}
 def tensor_repr(t) -> str:
     """The ``repr`` of a tensor: values (summarised beyond 1,000 elements), then non-default dtype/device."""
     dt = t.dtype.name
-    if str(t.device) == "meta":
+    if t.is_meta:
         # A value being captured into a graph: only its type is known.
         shape = ", ".join(str(d) for d in t.shape)
         return f"tensor(<captured>, shape=({shape}), dtype=ferrograd.{dt})"

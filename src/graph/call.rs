@@ -222,6 +222,10 @@ pub enum OpCall {
     BroadcastTo {
         shape: Vec<usize>,
     },
+    /// A copy on another device (captured only when the devices differ).
+    ToDevice {
+        device: Device,
+    },
     Flatten {
         start: isize,
         end: isize,
@@ -830,6 +834,7 @@ impl OpCall {
             Unsqueeze { .. } => "unsqueeze",
             Expand { .. } => "expand",
             BroadcastTo { .. } => "broadcast_to",
+            ToDevice { .. } => "to",
             Flatten { .. } => "flatten",
             Narrow { .. } => "narrow",
             Select { .. } => "select",
@@ -1129,6 +1134,7 @@ impl OpCall {
             Unsqueeze { dim } => one(shape::unsqueeze(x()?, *dim)?),
             Expand { spec } => one(shape::expand(x()?, spec)?),
             BroadcastTo { shape: s } => one(shape::broadcast_to(x()?, s)?),
+            ToDevice { device } => one(ew::to_device(x()?, *device)?),
             Flatten { start, end } => one(shape::flatten(x()?, *start, *end)?),
             Narrow { dim, start, length } => one(shape::narrow(x()?, *dim, *start, *length)?),
             Select { dim, index } => one(shape::select(x()?, *dim, *index)?),

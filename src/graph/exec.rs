@@ -174,7 +174,9 @@ impl Plan {
         } else {
             in_place_reuse(&g, &free_after)
         };
-        let (partner, pre) = if record_autograd {
+        // Concurrent branches pay off only for CPU kernels (a GPU queues its
+        // work in order anyway).
+        let (partner, pre) = if record_autograd || g.device != Device::Cpu {
             (vec![None; g.nodes.len()], vec![vec![]; g.nodes.len()])
         } else {
             branch_pairs(&g)
@@ -699,8 +701,9 @@ fn in_place_reuse(g: &Graph, free_after: &[Vec<ValueId>]) -> Vec<Vec<(usize, usi
 }
 
 /// Run fused kernel `kernel` on `ins`, writing output `j` into the buffer of
-/// input `k` for each `(j, k)` in `reuse` whose input is contiguous, on the
-/// CPU and held by nobody else (otherwise the output gets a new buffer).
+/// input `k` for each `(j, k)` in `reuse` whose input is contiguous, in
+/// memory this library allocated (CPU or GPU) and held by nobody else
+/// (otherwise the output gets a new buffer).
 fn exec_fused_reusing(
     kernel: &crate::graph::fused::FusedKernel,
     ins: &[Tensor],
@@ -714,7 +717,7 @@ fn exec_fused_reusing(
             .find(|&&(oj, _)| oj == j)
             .map(|&(_, k)| &ins[k])
             .filter(|t| {
-                device == Device::Cpu
+                device.has_data()
                     && std::sync::Arc::strong_count(t.storage()) == 1
                     && t.dtype() == d
                     && t.shape() == kernel.shape.as_slice()
@@ -815,12 +818,19 @@ fn check_arg(g: &Graph, v: ValueId, name: Option<&str>, t: &Tensor) -> Result<()
             ),
         ));
     }
-    if t.device() != Device::Cpu {
+    if t.device() != g.device {
+        let who = name
+            .map(|n| format!("'{n}'"))
+            .unwrap_or_else(|| "an argument".into());
         return Err(Error::runtime(
             "graph",
             format!(
-                "argument on device {} where the graph runs on cpu",
-                t.device()
+                "{who} is on device {} where the graph runs on {} (it was captured with arguments on {}); \
+                 move it with .to(\"{}\")",
+                t.device(),
+                g.device,
+                g.device,
+                g.device
             ),
         ));
     }

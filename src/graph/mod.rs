@@ -112,6 +112,10 @@ pub struct Graph {
     /// Whether a backward pass was captured (the graph computes its own
     /// gradients, so runs do not record autograd).
     pub has_backward: bool,
+    /// The device the graph runs on: that of its arguments (else of the
+    /// first tensor it reads by reference; the CPU when it reads none).
+    /// Its constants are copied there when a plan is made.
+    pub device: crate::tensor::Device,
 }
 
 impl Graph {

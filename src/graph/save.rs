@@ -306,6 +306,7 @@ impl GraphRepr {
                 .collect(),
             symbols,
             has_backward: self.has_backward,
+            device: Device::Cpu,
         };
         super::passes::verify(&g).map_err(|e| e.to_string())?;
         Ok(g)

@@ -97,6 +97,8 @@ struct Tracer {
     values: HashMap<Key, ValueId>,
     /// The shape-only tensor standing for each value.
     twins: Vec<Tensor>,
+    /// The device each value is on when the graph runs.
+    devices: Vec<crate::tensor::Device>,
     /// Storages referenced by `values` (kept alive so addresses stay unique).
     keep: Vec<Arc<Storage>>,
     /// The first value seen on each storage (for views made inside ops).
@@ -114,6 +116,9 @@ struct Tracer {
     outer: Option<HashMap<Key, ValueId>>,
     n_args: usize,
     captures: Vec<Tensor>,
+    /// The device of the first argument or by-reference tensor bound (where
+    /// the graph runs).
+    device: Option<crate::tensor::Device>,
 }
 
 /// Note that a computation ran outside the captured ops (a kernel called
@@ -320,6 +325,7 @@ pub fn end_with_lookup(outputs: &[Tensor]) -> Result<(Graph, Lookup)> {
     let tracer = finish();
     r?;
     let mut g = tracer.graph;
+    g.device = tracer.device.unwrap_or_default();
     // Only the last gradient written to each tensor matters.
     let mut seen = std::collections::HashSet::new();
     let mut sg: Vec<SetGrad> = g
@@ -387,6 +393,7 @@ pub fn begin_sub(args: &[Tensor]) -> Result<Vec<Tensor>> {
         }
         let mut sub = Tracer::new(Some(parent.values.clone()), args.len());
         sub.graph.symbols = parent.graph.symbols.clone();
+        sub.device = parent.device;
         let mut twins = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
             let storage = Arc::new(Storage::new_meta(crate::tensor::nbytes_for("capture", a.shape(), a.dtype())?));
@@ -419,7 +426,8 @@ pub fn end_sub(outputs: &[Tensor]) -> Result<SubCapture> {
     let r = set_outputs(outputs);
     let tr = pop();
     r?;
-    let g = tr.graph;
+    let mut g = tr.graph;
+    g.device = tr.device.unwrap_or_default();
     if g.has_backward || !g.set_grads.is_empty() || !tr.grads.is_empty() {
         return Err(Error::value(
             "capture",
@@ -485,6 +493,7 @@ impl Tracer {
             values: HashMap::new(),
             twins: vec![],
             keep: vec![],
+            devices: vec![],
             by_storage: HashMap::new(),
             leaf_of_meta: HashMap::new(),
             grads: HashMap::new(),
@@ -492,6 +501,7 @@ impl Tracer {
             outer,
             n_args,
             captures: vec![],
+            device: None,
         }
     }
 
@@ -509,6 +519,7 @@ impl Tracer {
             .entry(Arc::as_ptr(twin.storage()) as usize)
             .or_insert(id);
         self.twins.push(twin);
+        self.devices.push(self.device.unwrap_or_default());
         id
     }
 
@@ -542,9 +553,18 @@ impl Tracer {
     /// Bind a real tensor as an input of `kind`.
     fn bind(&mut self, t: &Tensor, kind: InputKind, name: Option<String>) -> ValueId {
         let twin = Self::twin_of(t);
+        if self.device.is_none()
+            && t.device().has_data()
+            && matches!(kind, InputKind::Arg(_) | InputKind::Ref(_))
+        {
+            self.device = Some(t.device());
+        }
         let leaf = t.meta().filter(|m| m.is_leaf()).cloned();
         // The real tensor's storage stays alive with the graph (kind holds it).
         let v = self.add_input(kind, twin, name);
+        if t.device().has_data() {
+            self.devices[v] = t.device();
+        }
         self.values.insert(key(t), v);
         self.keep.push(t.storage().clone());
         if let Some(m) = leaf {
@@ -705,7 +725,9 @@ fn record_node(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
     // A factory asked for the device of a captured value (`zeros_like(x)`)
     // creates its output where the graph runs.
     let call = match call.factory_device() {
-        Some(crate::tensor::Device::Meta) => call.on_device(crate::tensor::Device::Cpu),
+        Some(crate::tensor::Device::Meta) => {
+            call.on_device(with(|tr| Ok(tr.device.unwrap_or_default()))?)
+        }
         _ => call,
     };
     let (ids, twins) = with(|tr| {
@@ -737,8 +759,18 @@ fn record_node(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
     with(|tr| {
         let node = tr.graph.nodes.len();
         let mut out_ids = Vec::with_capacity(outs.len() + aux.len());
+        // Where the outputs will be: a factory's or a copy's device, else its inputs'.
+        let device = match (&call, call.factory_device()) {
+            (_, Some(d)) => d,
+            (OpCall::ToDevice { device }, _) => *device,
+            _ => ids
+                .first()
+                .map_or(tr.device.unwrap_or_default(), |&v| tr.devices[v]),
+        };
         for (i, o) in outs.iter().chain(&aux).enumerate() {
-            out_ids.push(tr.add_value(o.clone(), Producer::Node { node, out: i }));
+            let v = tr.add_value(o.clone(), Producer::Node { node, out: i });
+            tr.devices[v] = device;
+            out_ids.push(v);
         }
         tr.graph.nodes.push(Node {
             call,
@@ -756,6 +788,30 @@ fn loc_note(loc: &Option<Arc<str>>) -> String {
     match loc {
         Some(l) => format!(" (captured at {l})"),
         None => String::new(),
+    }
+}
+
+/// The device the captured value `t` will be on when the graph runs (`None`
+/// when `t` is not a value of the current trace).
+pub fn device_of(t: &Tensor) -> Option<crate::tensor::Device> {
+    with(|tr| Ok(tr.values.get(&key(t)).map(|&v| tr.devices[v])))
+        .ok()
+        .flatten()
+}
+
+/// The device the graph being captured runs on so far (that of its first
+/// argument or by-reference tensor; the CPU before any): where data an op
+/// makes for "the device of a captured value" is put.
+pub fn graph_device() -> crate::tensor::Device {
+    with(|tr| Ok(tr.device.unwrap_or_default())).unwrap_or_default()
+}
+
+/// The device `t` is on, or for a captured value the device it will be on
+/// when the graph runs (what `tensor.device` reports while tracing).
+pub fn run_device(t: &Tensor) -> crate::tensor::Device {
+    match t.device() {
+        crate::tensor::Device::Meta => device_of(t).unwrap_or(crate::tensor::Device::Meta),
+        d => d,
     }
 }
 

@@ -346,10 +346,21 @@ pub fn to_device(x: &Tensor, device: crate::tensor::Device) -> Result<Tensor> {
     if x.device() == device {
         return Ok(x.clone());
     }
-    let out = crate::backend::transfer(x, device)?;
+    // A captured value (shape only): the device it will be on when the graph runs.
+    let traced = (!x.device().has_data()).then(|| crate::graph::trace::device_of(x));
+    let from = traced.flatten().unwrap_or(x.device());
+    if from == device {
+        return Ok(x.clone());
+    }
+    capture!(crate::graph::call::OpCall::ToDevice { device }, [x], one);
+    let out = match traced {
+        // Shape inference of a captured copy.
+        Some(_) => Tensor::empty(x.shape(), x.dtype(), x.device())?,
+        None => crate::backend::transfer(x, device)?,
+    };
     if x.dtype().is_floating_point() && ag::needs_grad(&[x]) {
         ag::record(
-            super::elementwise_grad::ToDeviceBackward { from: x.device() },
+            super::elementwise_grad::ToDeviceBackward { from },
             &[x],
             &[&out],
             &[],
@@ -612,8 +623,8 @@ pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> 
     if device == crate::tensor::Device::Meta && crate::graph::trace::tracing() {
         // Made inside an op being captured (and maybe saved for its
         // gradient): a constant of the graph, since its value is known.
-        let real =
-            crate::graph::trace::suspended(|| scalar_tensor(s, dtype, crate::tensor::Device::Cpu))?;
+        let on = crate::graph::trace::graph_device();
+        let real = crate::graph::trace::suspended(|| scalar_tensor(s, dtype, on))?;
         return crate::graph::trace::constant(&real);
     }
     let t = Tensor::empty(&[], dtype, device)?;

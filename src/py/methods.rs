@@ -235,7 +235,7 @@ fn parse_to(
     for a in args.iter() {
         if let Ok(t) = a.cast::<PyTensor>() {
             dt = Some(t.get().t.dtype());
-            dev = Some(t.get().t.device());
+            dev = Some(crate::graph::trace::run_device(&t.get().t));
         } else if a.is_instance_of::<PyDType>() {
             dt = Some(parse_dtype(&a)?);
         } else if a.is_instance_of::<PyDevice>()
@@ -298,11 +298,19 @@ impl PyTensor {
     }
     #[getter]
     fn device(&self) -> PyDevice {
-        PyDevice { d: self.t.device() }
+        PyDevice {
+            d: crate::graph::trace::run_device(&self.t),
+        }
+    }
+    /// Whether this tensor holds no data: a value being captured into a graph
+    /// (its `device` then says where it will be when the graph runs).
+    #[getter]
+    fn is_meta(&self) -> bool {
+        self.t.device() == Device::Meta
     }
     #[getter]
     fn is_cpu(&self) -> bool {
-        self.t.device() == Device::Cpu
+        crate::graph::trace::run_device(&self.t) == Device::Cpu
     }
     #[getter]
     fn ndim(&self) -> usize {
@@ -879,7 +887,7 @@ impl PyTensor {
     ) -> PyResult<Py<PyTensor>> {
         let (dt, dev) = parse_to(args, dtype, device)?;
         let t = &slf.get().t;
-        if let Some(target) = dev.filter(|&d| d != t.device()) {
+        if let Some(target) = dev.filter(|&d| d != crate::graph::trace::run_device(t)) {
             // Convert on the CPU side of the move (the GPU lacks some dtypes).
             let d = dt.unwrap_or(t.dtype());
             let r = run_heavy(slf.py(), t.numel(), || {
@@ -907,7 +915,7 @@ impl PyTensor {
     /// This tensor on the CPU (itself when already there).
     fn cpu(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
         let t = &slf.get().t;
-        if t.device() == Device::Cpu {
+        if crate::graph::trace::run_device(t) == Device::Cpu {
             return Ok(slf.clone().unbind());
         }
         let r = run_heavy(slf.py(), t.numel(), || ew::to_device(t, Device::Cpu))?;
@@ -916,7 +924,7 @@ impl PyTensor {
     /// This tensor on the WebGPU device (itself when already there).
     fn gpu(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
         let t = &slf.get().t;
-        if matches!(t.device(), Device::Gpu(_)) {
+        if matches!(crate::graph::trace::run_device(t), Device::Gpu(_)) {
             return Ok(slf.clone().unbind());
         }
         let r = run_heavy(slf.py(), t.numel(), || ew::to_device(t, Device::Gpu(0)))?;

@@ -205,7 +205,10 @@ impl Tensor {
                 // Data an op builds from sizes (an index for padding, say)
                 // while it is captured: a constant of the graph, so that the
                 // graph has it when the op, or its gradient, runs.
-                return crate::graph::trace::constant(&Tensor::from_vec(data, shape)?);
+                let t = Tensor::from_vec(data, shape)?;
+                let on = crate::graph::trace::graph_device();
+                let t = crate::graph::trace::suspended(|| crate::backend::transfer(&t, on))?;
+                return crate::graph::trace::constant(&t);
             }
             return Tensor::empty(shape, T::DTYPE, device);
         }

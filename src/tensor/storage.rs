@@ -21,8 +21,11 @@ use crate::error::{Error, Result};
 pub const ALIGN: usize = 64;
 
 /// Where a storage lives.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Device {
+    #[default]
     Cpu,
     /// A WebGPU adapter, by index.
     Gpu(u32),

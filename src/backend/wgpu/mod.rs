@@ -5,6 +5,8 @@
 
 pub mod context;
 pub mod shaders;
+#[cfg(test)]
+mod snapshot_tests;
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
-use crate::ops::reduce::{ArgOp, ReduceOp};
+use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{DType, Device, Layout, Scalar, Storage, Tensor};
 
 use super::Backend;
@@ -225,12 +227,21 @@ fn ew_meta(
 
 /// Buffers of `ts` (the last one written) deduplicated into bindings.
 fn bind(op: &'static str, ts: &[&Tensor]) -> Result<(Bindings, Vec<Arc<GpuBuffer>>)> {
+    bind_written(op, ts, 1)
+}
+
+/// Buffers of `ts` (the last `written` of them written) deduplicated into bindings.
+fn bind_written(
+    op: &'static str,
+    ts: &[&Tensor],
+    written: usize,
+) -> Result<(Bindings, Vec<Arc<GpuBuffer>>)> {
     let mut bufs: Vec<Arc<GpuBuffer>> = Vec::new();
     let mut b = Bindings {
         bufs: Vec::new(),
         operand: Vec::new(),
     };
-    let last = ts.len() - 1;
+    let first_written = ts.len() - written;
     for (k, t) in ts.iter().enumerate() {
         let buf = buffer(op, t)?;
         let ty = gty(op, t.dtype())?;
@@ -241,11 +252,11 @@ fn bind(op: &'static str, ts: &[&Tensor]) -> Result<(Bindings, Vec<Arc<GpuBuffer
                     "operands of different dtypes share one GPU buffer; copy one with .clone() first",
                 ));
             }
-            b.bufs[j].1 |= k == last;
+            b.bufs[j].1 |= k >= first_written;
             b.operand.push(j);
         } else {
             bufs.push(buf);
-            b.bufs.push((ty, k == last));
+            b.bufs.push((ty, k >= first_written));
             b.operand.push(bufs.len() - 1);
         }
     }
@@ -1374,6 +1385,119 @@ impl Backend for WgpuBackend {
             &refs,
             &meta,
             (nl as u64).div_ceil(shaders::WG as u64),
+        )
+    }
+
+    fn cumulative(&self, cop: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
+        let op = match cop {
+            CumOp::Sum => "cumsum",
+            CumOp::Prod => "cumprod",
+        };
+        check_same_device(op, &[x, out])?;
+        let ty = gty(op, out.dtype())?;
+        if ty == GTy::U32 {
+            return super::unsupported(self, op);
+        }
+        // The input converted to the result's dtype, dense from offset 0.
+        let xd = if x.dtype() == out.dtype() && x.is_contiguous() && x.offset() == 0 {
+            x.clone()
+        } else {
+            let t = Tensor::empty(x.shape(), out.dtype(), out.device())?;
+            self.cast_copy(x, &t)?;
+            t
+        };
+        // A 0-d tensor scans one element.
+        let shape = x.shape();
+        let n = shape.get(dim).copied().unwrap_or(1);
+        let inner: usize = shape.get(dim + 1..).map_or(1, |s| s.iter().product());
+        let lines = x.numel() / n.max(1);
+        if x.numel() == 0 {
+            return Ok(());
+        }
+        let mut meta = vec![lines as u32, 0, n as u32, inner as u32];
+        meta.extend([0u32; 6]);
+        dense_out(out, |o| {
+            run_items(
+                op,
+                |bd| shaders::cumulative(bd, ty, cop == CumOp::Prod),
+                &[&xd, o],
+                &[1],
+                &meta,
+                lines,
+            )
+        })
+    }
+
+    fn tri(&self, x: &Tensor, out: &Tensor, k: i64, upper: bool) -> Result<()> {
+        let op = if upper { "triu" } else { "tril" };
+        check_same_device(op, &[x, out])?;
+        let ty = gty(op, x.dtype())?;
+        let nd = out.ndim();
+        let (rows, cols) = (out.shape()[nd - 2], out.shape()[nd - 1]);
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let k = k.clamp(-(rows as i64), cols as i64) as i32;
+        let (b, bufs) = bind(op, &[x, out])?;
+        let params = [rows as u32, cols as u32, k as u32, upper as u32, 0, 0, 0, 0];
+        run_ew(op, &shaders::tri(&b, ty), &[x, out], &bufs, params)
+    }
+
+    fn fused(
+        &self,
+        k: &crate::graph::fused::FusedKernel,
+        ins: &[Tensor],
+        outs: &[Tensor],
+    ) -> Result<()> {
+        let op = "fused";
+        let all: Vec<&Tensor> = ins.iter().chain(outs).collect();
+        check_same_device(op, &all)?;
+        if k.compute != DType::F32 {
+            return Err(Error::dtype(
+                op,
+                format!(
+                    "a fused kernel computing in {} cannot run on the gpu device",
+                    k.compute
+                ),
+            ));
+        }
+        // Inputs broadcast to the kernel's shape (stride 0 where they repeat).
+        let wide = ins
+            .iter()
+            .map(|t| {
+                Tensor::from_parts(
+                    t.storage().clone(),
+                    t.layout().expand(op, &k.shape)?,
+                    t.dtype(),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ts: Vec<&Tensor> = wide.iter().chain(outs).collect();
+        let (bd, bufs) = bind_written(op, &ts, outs.len())?;
+        let max_bind = get()?.limits.max_storage_buffers_per_shader_stage as usize;
+        let in_tys = wide
+            .iter()
+            .map(|t| gty(op, t.dtype()))
+            .collect::<Result<Vec<_>>>()?;
+        let src = match shaders::fused(&bd, k, &in_tys) {
+            // One binding is the metadata.
+            Some(src) if bufs.len() < max_bind => src,
+            // More tensors than a kernel may bind (or an op without a WGSL
+            // form): the program runs as one kernel per instruction.
+            _ => return crate::graph::fused::run_unfused(k, ins, outs),
+        };
+        let n = k.shape.iter().product::<usize>();
+        if n == 0 {
+            return Ok(());
+        }
+        let meta = ew_meta(op, &k.shape, &ts, [0; 8])?;
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(
+            op,
+            &src,
+            &refs,
+            &meta,
+            (n as u64).div_ceil(shaders::WG as u64),
         )
     }
 

@@ -458,6 +458,122 @@ pub fn where_(bd: &Bindings, cond: GTy) -> String {
     ew_shader(bd, &body)
 }
 
+/// `out = x` inside the kept triangle of the last two dims, else 0:
+/// operands (x, out); p0 rows, p1 columns, p2 the diagonal offset `k` (i32),
+/// p3 1 for the upper triangle (`j - i >= k`), 0 for the lower (`j - i <= k`).
+pub fn tri(b: &Bindings, ty: GTy) -> String {
+    let body = format!(
+        "    let c = i32(i % md[3]);\n    let r = i32((i / md[3]) % md[2]);\n    let k = bitcast<i32>(md[4]);\n    let keep = select(c - r <= k, c - r >= k, md[5] == 1u);\n    {}[off(1u, i)] = select({}, {}, keep);",
+        b.arr(1),
+        ty.zero(),
+        load(b, 0)
+    );
+    ew_shader(b, &body)
+}
+
+/// Inclusive scan (sum, or product when `prod`) along one dim of a dense
+/// tensor, one thread per line: operands (x, out) of type `ty`; p0 the
+/// scanned length, p1 the product of the dims after it.
+pub fn cumulative(b: &Bindings, ty: GTy, prod: bool) -> String {
+    let (init, comb) = if prod {
+        (ty.one(), "*")
+    } else {
+        (ty.zero(), "+")
+    };
+    let body = format!(
+        "    let n = md[2];\n    let inner = md[3];\n    let base = (i / inner) * n * inner + i % inner;\n    var acc: {t} = {init};\n    for (var j = 0u; j < n; j = j + 1u) {{\n        let p = base + j * inner;\n        acc = acc {comb} {x}[p];\n        {o}[p] = acc;\n    }}",
+        t = ty.wgsl(),
+        x = b.arr(0),
+        o = b.arr(1),
+    );
+    item_shader(b, &body)
+}
+
+/// A WGSL `f32` constant with exactly `v`'s bits (NaN and infinities included).
+fn f32_lit(v: f64) -> String {
+    let f = v as f32;
+    if f.is_finite() && f == f.trunc() && f.abs() < 1e7 && !(f == 0.0 && f.is_sign_negative()) {
+        format!("{f:.1}")
+    } else {
+        format!("bitcast<f32>(0x{:08x}u)", f.to_bits())
+    }
+}
+
+/// A fused elementwise program (see [`FusedKernel`](crate::graph::fused::FusedKernel))
+/// as one kernel: operands are the program's inputs (of device types
+/// `in_tys`, broadcast to its shape), then its outputs. Registers are `f32`
+/// (bools as 0 and 1), as on the CPU; each output is stored as `f32`, or as a
+/// bool (nonzero is true). `None` when an instruction has no WGSL form.
+pub fn fused(
+    bd: &Bindings,
+    k: &crate::graph::fused::FusedKernel,
+    in_tys: &[GTy],
+) -> Option<String> {
+    use crate::graph::fused::FInstr;
+    let mut body = String::new();
+    for (r, ins) in k.instrs.iter().enumerate() {
+        match ins {
+            FInstr::Load(x) => {
+                let _ = writeln!(
+                    body,
+                    "    let r{r} = {};",
+                    conv(&load(bd, *x), in_tys[*x], GTy::F32)
+                );
+            }
+            FInstr::Const(c) => {
+                let _ = writeln!(body, "    let r{r} = {};", f32_lit(c.to_f64()));
+            }
+            FInstr::Unary(op, a) => {
+                // A fused op's parameters are fixed: written into the source
+                // in place of the metadata words the standalone kernel reads.
+                let p = unary_params(*op);
+                let e = unary_expr(*op, GTy::F32)?
+                    .replace("pf(0u)", &f32_lit(p[0]))
+                    .replace("pf(1u)", &f32_lit(p[1]));
+                let e = match op.out_kind() {
+                    crate::ops::elementwise::UnaryOut::Bool => format!("f32({e})"),
+                    _ => e,
+                };
+                let _ = writeln!(
+                    body,
+                    "    var r{r}: f32;\n    {{ let x = r{a}; r{r} = {e}; }}"
+                );
+            }
+            FInstr::Binary(op, a, b) => {
+                let st = binary_expr(*op, GTy::F32)?;
+                let (ty, res) = if op.is_predicate() {
+                    ("u32", "f32(r)")
+                } else {
+                    ("f32", "r")
+                };
+                let _ = writeln!(
+                    body,
+                    "    var r{r}: f32;\n    {{ let a = r{a}; let b = r{b}; var r: {ty}; {st} r{r} = {res}; }}"
+                );
+            }
+            FInstr::Where(c, a, b) => {
+                let _ = writeln!(body, "    let r{r} = select(r{b}, r{a}, r{c} != 0.0);");
+            }
+        }
+    }
+    let n_in = in_tys.len();
+    for (j, &(r, d)) in k.outputs.iter().enumerate() {
+        let to = if d == crate::tensor::DType::Bool {
+            GTy::U32
+        } else {
+            GTy::F32
+        };
+        let _ = writeln!(
+            body,
+            "    {}[off({}u, i)] = {};",
+            bd.arr(n_in + j),
+            n_in + j,
+            conv(&format!("r{r}"), GTy::F32, to)
+        );
+    }
+    Some(ew_shader(bd, body.trim_end()))
+}
+
 // ---------------------------------------------------------------------------
 // Row kernels: one workgroup per output, a tree in workgroup memory.
 // Metadata: [nout, nred, p0, nk, nr, xoff, ooff, keep shape[nk], keep

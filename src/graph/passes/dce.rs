@@ -90,6 +90,7 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         },
         symbols: g.symbols.clone(),
         has_backward: g.has_backward,
+        device: g.device,
     };
     for inp in &g.inputs {
         let used = needed_val[inp.value]
