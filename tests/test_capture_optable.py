@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
-from optable._runner import as_array, as_tuple, fg_values, to_fg, to_fg_noncontig
+from optable._runner import as_array, as_tuple, bool_key, fg_values, to_fg, to_fg_noncontig
 from optable._spec import OpSpec
 
 REGISTRY = {op["name"]: op for op in fg.registry()}
@@ -45,19 +45,6 @@ def _tensors(arrays, dtype, rng, noncontig):
         else:
             out.append(to_fg(a, dtype)[0])
     return out
-
-
-def _bool_key(arrays, kwargs) -> bool:
-    """Whether an indexing key holds a boolean array (a data-dependent output shape)."""
-    def has(x):
-        if isinstance(x, (bool, np.bool_)):
-            return True  # x[True]: a bool scalar index is a mask as well
-        if isinstance(x, np.ndarray):
-            return x.dtype == np.bool_
-        if isinstance(x, (list, tuple)):
-            return any(has(v) for v in x)
-        return False
-    return any(has(v) for k, v in kwargs.items() if k in ("key", "index", "indices", "mask"))
 
 
 def _copies(args):
@@ -108,7 +95,7 @@ def test_op_captured(spec: OpSpec, dtype: str):
             with pytest.raises(type(e)):
                 fg.compile(fn)(*cin)
             return
-        if spec.name in DATA_DEPENDENT or _bool_key(arrays, kwargs):
+        if spec.name in DATA_DEPENDENT or bool_key(kwargs):
             # Output shapes that depend on values (boolean masks) cannot be captured.
             with pytest.raises(fg.TraceError):
                 fg.compile(fn)(*_copies(base))
@@ -178,7 +165,7 @@ def test_grad_captured(spec: OpSpec):
             return fg.autograd.grad(total, ins, allow_unused=True)
 
         want = grads(*tensors)
-        if spec.name in DATA_DEPENDENT or _bool_key(arrays, kwargs):
+        if spec.name in DATA_DEPENDENT or bool_key(kwargs):
             with pytest.raises(fg.TraceError):
                 fg.compile(grads)(*tensors)
             return

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
-from optable._runner import as_array, as_tuple, to_fg
+from optable._runner import as_array, as_tuple, bool_key, to_fg
 from optable._spec import OpSpec
 
 pytestmark = pytest.mark.skipif(
@@ -67,19 +67,6 @@ def _unsupported(e: BaseException) -> bool:
 
 REGISTRY = {op["name"]: op for op in fg.registry()}
 DATA_DEPENDENT = {name for name, info in REGISTRY.items() if info["data_dependent"]}
-
-
-def _bool_key(kwargs) -> bool:
-    """Whether an indexing argument holds a boolean mask (a data-dependent output shape)."""
-    def has(x):
-        if isinstance(x, (bool, np.bool_)):
-            return True
-        if isinstance(x, np.ndarray):
-            return x.dtype == np.bool_
-        if isinstance(x, (list, tuple)):
-            return any(has(v) for v in x)
-        return False
-    return any(has(v) for k, v in kwargs.items() if k in ("key", "index", "indices", "mask"))
 
 
 # The spec builds some tensors itself (on the CPU), so its op cannot run on GPU inputs alone.
@@ -142,7 +129,7 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
             np.testing.assert_allclose(g, c, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"output {i}")
         else:
             np.testing.assert_array_equal(g, c, err_msg=f"output {i}")
-    if spec.name not in DATA_DEPENDENT and not _bool_key(kwargs):
+    if spec.name not in DATA_DEPENDENT and not bool_key(kwargs):
         _check_compiled(spec, kwargs, compiled_args, gpu_args, outs)
     return None
 

@@ -176,6 +176,19 @@ def expected_dtypes(spec: OpSpec, dtype: str, kwargs: dict, refs: list) -> list[
     return out
 
 
+def bool_key(kwargs: dict) -> bool:
+    """Whether an indexing argument holds a boolean mask (a data-dependent output shape)."""
+    def has(x):
+        if isinstance(x, (bool, np.bool_)):
+            return True  # x[True]: a bool scalar index is a mask as well
+        if isinstance(x, np.ndarray):
+            return x.dtype == np.bool_
+        if isinstance(x, (list, tuple)):
+            return any(has(v) for v in x)
+        return False
+    return any(has(v) for k, v in kwargs.items() if k in ("key", "index", "indices", "mask"))
+
+
 def as_tuple(x) -> tuple:
     if isinstance(x, (tuple, list)) and not isinstance(x, fg.Tensor):
         return tuple(x)

@@ -5,25 +5,11 @@
 //! `FG_UPDATE_SNAPSHOTS=1 cargo test --features gpu snapshot`.
 
 use super::shaders::{self, Bindings, GTy};
+use crate::graph::passes::tests::{capture, t};
 use crate::graph::passes::{optimize, PassOptions};
-use crate::graph::{trace, Graph, OpCall};
+use crate::graph::{Graph, OpCall};
 use crate::ops::elementwise::{self as ew, BinaryOp, UnaryOp};
-use crate::tensor::{Scalar, Tensor};
-
-fn t(v: &[f32], s: &[usize]) -> Tensor {
-    Tensor::from_vec(v.to_vec(), s).unwrap()
-}
-
-fn capture(args: &[Tensor], f: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> Graph {
-    trace::begin().unwrap();
-    let twins: Vec<Tensor> = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| trace::arg(a, i, &[], None).unwrap())
-        .collect();
-    let outs = f(&twins);
-    trace::end(&outs).unwrap()
-}
+use crate::tensor::Scalar;
 
 /// The fixed graphs: (name, graph).
 fn graphs() -> Vec<(&'static str, Graph)> {

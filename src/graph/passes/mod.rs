@@ -232,4 +232,4 @@ pub(crate) fn add_const(g: &mut Graph, t: crate::tensor::Tensor) -> ValueId {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,12 +8,13 @@ use crate::ops::elementwise::{self as ew, BinaryOp, UnaryOp};
 use crate::ops::{reduce, shape};
 use crate::tensor::{Scalar, Tensor};
 
-fn t(v: &[f32], s: &[usize]) -> Tensor {
+/// A float32 CPU tensor of shape `s`.
+pub(crate) fn t(v: &[f32], s: &[usize]) -> Tensor {
     Tensor::from_vec(v.to_vec(), s).unwrap()
 }
 
 /// Capture `f` on `args` (bound as arguments) and return the graph.
-fn capture(args: &[Tensor], f: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> Graph {
+pub(crate) fn capture(args: &[Tensor], f: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> Graph {
     trace::begin().unwrap();
     let twins: Vec<Tensor> = args
         .iter()
