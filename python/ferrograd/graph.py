@@ -280,6 +280,67 @@ class Graph:
             meta["placeholders"] = json.dumps(names)
         _core._graph_save(g, os.fspath(path), scalars, meta)
 
+    def export_webgpu(
+        self,
+        path: Any,
+        *args: Any,
+        feed: Mapping[Any, Any] | None = None,
+        scalars: Sequence[float] | None = None,
+    ) -> dict:
+        """Write the graph as a WebGPU bundle into the directory ``path``:
+        WGSL modules (``shaders/*.wgsl``), ``manifest.json`` (buffers, bind
+        groups, dispatch order, inputs and outputs) and ``data.bin`` (weights
+        and kernel metadata). Any WebGPU runtime can run it without
+        ferrograd; ``examples/run_webgpu_bundle.py`` is a complete loader
+        for wgpu-py. Returns the manifest.
+
+        The graph must run on the gpu device (captured with GPU arguments).
+        The bundle holds the exact dispatches of one run, recorded without
+        running anything, so exporting changes no tensor; parameters and
+        other state are stored with their current values, and dynamic scalar
+        arguments (``scalars``, as for calling the graph) are fixed at the
+        values given. Arguments (as for :meth:`profile`) are needed only for
+        symbolic dimensions; by default zeros of the captured shapes stand in.
+        Ops that read GPU data back to the host during a run (data-dependent
+        shapes, host-side range checks) cannot be exported and raise.
+        """
+        import json
+        import os
+
+        from ._grad_mode import no_grad
+
+        g = self._built()
+        if not g.device().startswith("gpu"):
+            raise RuntimeError(
+                f"export_webgpu: the graph runs on {g.device()}; capture it with tensors on the gpu "
+                "device (x.to('gpu')) to export it"
+            )
+        if args or feed is not None:
+            tensors = [t.contiguous() for t in self._args(args, feed)]
+        else:
+            if g.symbols:
+                raise ValueError(
+                    f"export_webgpu: the graph has symbolic dimensions ({', '.join(g.symbols)}); "
+                    "pass example arguments to fix their sizes"
+                )
+            arg_inputs = sorted((i for i in g.inputs() if i["kind"] == "arg"), key=lambda i: i["position"])
+            values = g.values()
+            tensors = [
+                _core.zeros(
+                    *(int(d) for d in values[i["value"]]["shape"]),
+                    dtype=_dtype_named(values[i["value"]]["dtype"]),
+                    device="gpu",
+                )
+                for i in arg_inputs
+            ]
+        if scalars is None:
+            scal = list(self._scalars()) if self._scalars is not None else []
+        else:
+            scal = [float(x) for x in scalars]
+        with no_grad():
+            text = g.export_webgpu(os.fspath(path), tensors, scal)
+        return json.loads(text)
+
     def __call__(self, *args: Any, scalars: Sequence[float] | None = None, **named: Any) -> Any:
         """Run the graph: tensors (or arrays/lists) for its arguments in
         position order, or by placeholder name as keywords; returns its one

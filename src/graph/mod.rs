@@ -15,6 +15,8 @@
 //! types) and recorded. Symbolic dimensions ([`sym`]) let one graph serve
 //! many batch sizes. [`exec`] runs a graph on real tensors.
 
+#[cfg(feature = "gpu")]
+pub mod bundle;
 pub mod call;
 pub mod control;
 pub mod exec;

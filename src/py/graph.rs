@@ -437,6 +437,49 @@ impl PyGraph {
     fn scalar_slots(&self) -> Vec<String> {
         crate::graph::save::scalar_slots(&self.g)
     }
+    /// The device the graph runs on (that of its arguments, else of the
+    /// first tensor it reads by reference; the CPU when it reads none).
+    fn device(&self) -> String {
+        self.g.device.to_string()
+    }
+    /// Record one run on `args` (GPU tensors) and write it to the directory
+    /// `path` as a WebGPU bundle; returns the manifest as JSON text.
+    #[pyo3(signature = (path, args, scalars=vec![]))]
+    fn export_webgpu(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        args: &Bound<'_, PyAny>,
+        scalars: Vec<f64>,
+    ) -> PyResult<String> {
+        let a = tensors(args)?;
+        #[cfg(feature = "gpu")]
+        {
+            let mut names: Vec<String> = (0..a.len()).map(|k| format!("input{k}")).collect();
+            for inp in &self.g.inputs {
+                if let (InputKind::Arg(k), Some(n)) = (&inp.kind, &inp.name) {
+                    if let Some(slot) = names.get_mut(*k) {
+                        *slot = n.clone();
+                    }
+                }
+            }
+            let plan = run(|| self.plan_for(&a))?;
+            super::run_detached(py, || {
+                let b = crate::graph::bundle::export(&plan, &a, &scalars, &names)?;
+                b.write(&path)?;
+                serde_json::to_string(&b.manifest).map_err(|e| {
+                    crate::error::Error::runtime("export_webgpu", format!("encoding failed: {e}"))
+                })
+            })
+        }
+        #[cfg(not(feature = "gpu"))]
+        {
+            let _ = (py, path, a, scalars);
+            Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "export_webgpu: ferrograd was built without the `gpu` feature",
+            ))
+        }
+    }
     /// Check the graph's structural invariants (raises on a violation).
     fn verify(&self) -> PyResult<()> {
         run(|| crate::graph::passes::verify(&self.g))

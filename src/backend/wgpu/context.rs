@@ -108,6 +108,62 @@ pub struct Gpu {
     uncaptured: Arc<Mutex<Option<String>>>,
     pub counters: Counters,
     storage_align: u64,
+    /// Set while a WebGPU bundle is recorded (see [`Gpu::record`]).
+    recording: Mutex<Option<Recording>>,
+}
+
+/// One buffer of a [`Recording`].
+pub struct RecBuffer {
+    /// Size in bytes (a multiple of 4).
+    pub size: u64,
+    /// Bytes uploaded into it while recording.
+    pub init: Option<Vec<u8>>,
+    /// A buffer that existed before the recording began (an argument or a
+    /// tensor read by reference), kept alive so its contents can be read.
+    pub existing: Option<Arc<GpuBuffer>>,
+}
+
+/// One recorded dispatch.
+pub struct RecDispatch {
+    pub op: &'static str,
+    /// Index into [`Recording::shaders`].
+    pub shader: usize,
+    /// Buffer indices bound at 1, 2, ... (binding 0 is the metadata).
+    pub buffers: Vec<usize>,
+    /// The metadata words bound at 0.
+    pub meta: Vec<u32>,
+    pub groups: (u32, u32),
+}
+
+/// The device work of a stretch of code, recorded instead of run: every
+/// buffer it touched, every kernel and every dispatch in order. Nothing is
+/// executed while recording, so no tensor changes.
+#[derive(Default)]
+pub struct Recording {
+    pub shaders: Vec<String>,
+    shader_index: HashMap<String, usize>,
+    pub buffers: Vec<RecBuffer>,
+    /// Pool buffer (by [`GpuBuffer::id`]) -> index; an allocation made while
+    /// recording replaces an entry left by a dropped buffer at the same address.
+    by_id: HashMap<usize, usize>,
+    pub dispatches: Vec<RecDispatch>,
+}
+
+impl Recording {
+    /// The index of `b`, adding it as an existing buffer when unseen.
+    pub fn buffer_index(&mut self, b: &Arc<GpuBuffer>) -> usize {
+        if let Some(&i) = self.by_id.get(&b.id()) {
+            return i;
+        }
+        let i = self.buffers.len();
+        self.buffers.push(RecBuffer {
+            size: b.cap,
+            init: None,
+            existing: Some(b.clone()),
+        });
+        self.by_id.insert(b.id(), i);
+        i
+    }
 }
 
 static GPU: OnceLock<std::result::Result<Gpu, String>> = OnceLock::new();
@@ -199,6 +255,7 @@ fn init() -> std::result::Result<Gpu, String> {
         uncaptured,
         counters: Counters::default(),
         storage_align,
+        recording: Mutex::new(None),
     })
 }
 
@@ -342,11 +399,21 @@ impl Gpu {
         p.in_use_bytes += cap;
         p.peak_bytes = p.peak_bytes.max(p.in_use_bytes);
         p.in_use_count += 1;
-        Ok(Arc::new(GpuBuffer {
+        drop(p);
+        let b = Arc::new(GpuBuffer {
             buf,
             cap,
             last_use: AtomicU64::new(0),
-        }))
+        });
+        if let Some(rec) = self.recording.lock().as_mut() {
+            rec.by_id.insert(b.id(), rec.buffers.len());
+            rec.buffers.push(RecBuffer {
+                size: cap,
+                init: None,
+                existing: None,
+            });
+        }
+        Ok(b)
     }
 
     fn release(&self, buf: wgpu::Buffer, cap: u64, last_use: u64) {
@@ -440,6 +507,26 @@ impl Gpu {
         }
         let (gx, gy) = self.grid(op, groups)?;
         let pipe = self.pipeline(op, src)?;
+        if let Some(rec) = self.recording.lock().as_mut() {
+            let shader = match rec.shader_index.get(src) {
+                Some(&k) => k,
+                None => {
+                    rec.shaders.push(src.to_string());
+                    rec.shader_index
+                        .insert(src.to_string(), rec.shaders.len() - 1);
+                    rec.shaders.len() - 1
+                }
+            };
+            let buffers = bufs.iter().map(|b| rec.buffer_index(b)).collect();
+            rec.dispatches.push(RecDispatch {
+                op,
+                shader,
+                buffers,
+                meta: meta.to_vec(),
+                groups: (gx, gy),
+            });
+            return Ok(());
+        }
         let mut st = self.state.lock();
         let batch = st.batch;
         // Metadata goes to the batch's arena (written just before submission).
@@ -583,6 +670,27 @@ impl Gpu {
         Ok(())
     }
 
+    /// Run `f` with the device's work recorded instead of executed (see
+    /// [`Recording`]); returns `f`'s result and the recording. Work queued
+    /// before is submitted first. Process-wide: GPU work of other threads
+    /// meanwhile would be recorded too.
+    pub fn record<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<(R, Recording)> {
+        self.synchronize()?;
+        {
+            let mut r = self.recording.lock();
+            if r.is_some() {
+                return Err(Error::runtime(
+                    "gpu",
+                    "a WebGPU bundle is already being recorded",
+                ));
+            }
+            *r = Some(Recording::default());
+        }
+        let out = f();
+        let rec = self.recording.lock().take().unwrap_or_default();
+        Ok((out?, rec))
+    }
+
     fn wait(&self, idx: wgpu::SubmissionIndex) -> Result<()> {
         self.counters.waits.fetch_add(1, Ordering::Relaxed);
         self.device
@@ -597,6 +705,11 @@ impl Gpu {
     /// Upload `data` (4-byte elements) into a fresh pool buffer.
     pub fn upload(&self, op: &'static str, data: &[u8]) -> Result<Arc<GpuBuffer>> {
         let b = self.alloc(op, data.len() as u64)?;
+        if let Some(rec) = self.recording.lock().as_mut() {
+            let i = rec.buffer_index(&b);
+            rec.buffers[i].init = Some(data.to_vec());
+            return Ok(b);
+        }
         if !data.is_empty() {
             self.queue.write_buffer(&b.buf, 0, data);
         }
@@ -609,6 +722,12 @@ impl Gpu {
         let size = bytes.div_ceil(4) * 4;
         if size == 0 {
             return Ok(Vec::new());
+        }
+        if self.recording.lock().is_some() {
+            return Err(Error::runtime(
+                "export_webgpu",
+                "reading GPU data back to the host is not possible while recording a WebGPU bundle: this op runs through the host or checks its data there, so a bundle cannot contain it",
+            ));
         }
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),

@@ -41,7 +41,7 @@ pub fn gty(op: &'static str, d: DType) -> Result<GTy> {
 }
 
 /// The pool buffer behind a GPU tensor.
-fn buffer(op: &'static str, t: &Tensor) -> Result<Arc<GpuBuffer>> {
+pub(crate) fn buffer(op: &'static str, t: &Tensor) -> Result<Arc<GpuBuffer>> {
     t.storage()
         .gpu_handle()
         .and_then(|h| h.downcast_ref::<Arc<GpuBuffer>>())

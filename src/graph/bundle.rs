@@ -1,0 +1,229 @@
+//! WebGPU bundles: a graph's GPU work written out as WGSL modules, a JSON
+//! manifest (buffers, bindings, dispatch order, inputs and outputs) and one
+//! data file (weights, constants, kernel metadata), so that any WebGPU
+//! runtime can run the graph without this library.
+//!
+//! The bundle is made by running the graph's plan once with the device in
+//! recording mode ([`Gpu::record`]): every kernel the executor would launch
+//! is captured with its buffers and metadata instead of being run, so the
+//! bundle holds exactly the dispatches a run does, and exporting changes no
+//! tensor. Tensors that existed before the run (parameters, buffers,
+//! optimizer state, graph constants) are read back and stored with their
+//! current values; buffers made during the run start zeroed, as WebGPU
+//! creates them. Dynamic scalar arguments are fixed at the values given.
+//!
+//! Manifest (version 1), every index zero-based:
+//! - `shaders`: WGSL file names; each module's entry point is `entry_point`.
+//! - `buffers`: `{"size", "role", "data"}`; `size` in bytes (a multiple of 4),
+//!   `role` one of `input`, `weight` (state read by reference), `constant`
+//!   (data the run uploads), `scratch` (made by the run), `meta` (kernel
+//!   metadata); `data` is `[offset, length]` in the data file, or null.
+//! - `dispatches`: in order, `{"op", "shader", "bindings", "workgroups"}`
+//!   with `bindings` a list of `[binding, buffer, offset, size]` (group 0)
+//!   and `workgroups` `[x, y, z]`.
+//! - `inputs`/`outputs`: `{"name", "buffer", "dtype", "storage", "shape",
+//!   "offset", "strides"}`: the tensor's dtype, the element type it is stored
+//!   as on the device (`f32`, `i32`, `u32`; int64 is stored as i32 and bool
+//!   as u32 0/1), its shape, and its element offset and strides in that buffer.
+//! - `limits`: the device limits the bundle needs beyond nothing (storage
+//!   buffers per stage, binding and buffer size, workgroups per dimension).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::exec::Plan;
+use crate::backend::wgpu::context::{get, GpuBuffer, Recording};
+use crate::backend::wgpu::shaders::GTy;
+use crate::backend::wgpu::{buffer, gty};
+use crate::error::{Error, Result};
+use crate::tensor::{Device, Tensor};
+
+/// Alignment of each dispatch's metadata in the metadata buffer: WebGPU's
+/// default (and largest allowed) `minStorageBufferOffsetAlignment`.
+const META_ALIGN: usize = 256;
+
+/// A graph's GPU work, ready to write (see the module docs).
+pub struct Bundle {
+    pub manifest: Value,
+    pub shaders: Vec<String>,
+    pub data: Vec<u8>,
+}
+
+fn storage_name(t: &Tensor) -> Result<&'static str> {
+    Ok(match gty("export_webgpu", t.dtype())? {
+        GTy::F32 => "f32",
+        GTy::I32 => "i32",
+        GTy::U32 => "u32",
+    })
+}
+
+fn port(rec: &mut Recording, name: String, t: &Tensor, buf: &Arc<GpuBuffer>) -> Result<Value> {
+    let l = t.layout();
+    Ok(json!({
+        "name": name,
+        "buffer": rec.buffer_index(buf),
+        "dtype": t.dtype().to_string(),
+        "storage": storage_name(t)?,
+        "shape": l.shape.to_vec(),
+        "offset": l.offset,
+        "strides": l.strides.to_vec(),
+    }))
+}
+
+/// Record one run of `plan` on `args` (GPU tensors, one per argument
+/// position, named by `names`) with the scalar slots `scalars`, as a bundle.
+pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -> Result<Bundle> {
+    const OP: &str = "export_webgpu";
+    for (k, a) in args.iter().enumerate() {
+        if a.device() != Device::Gpu(0) {
+            return Err(Error::runtime(
+                OP,
+                format!(
+                    "argument {k} is on device {}; a WebGPU bundle records the graph running on the gpu device: capture and export it with GPU tensors (x.to(\"gpu\"))",
+                    a.device()
+                ),
+            ));
+        }
+        if !a.is_contiguous() || a.layout().offset != 0 {
+            return Err(Error::value(
+                OP,
+                format!("argument {k} must be a contiguous tensor of its own (call .contiguous())"),
+            ));
+        }
+    }
+    let g = get()?;
+    let (outs, mut rec) = g.record(|| plan.run_with(args, scalars))?;
+
+    let mut inputs = Vec::with_capacity(args.len());
+    let mut input_bufs = HashSet::new();
+    for (k, a) in args.iter().enumerate() {
+        let buf = buffer(OP, a)?;
+        let name = names.get(k).cloned().unwrap_or_else(|| format!("input{k}"));
+        inputs.push(port(&mut rec, name, a, &buf)?);
+        input_bufs.insert(rec.buffer_index(&buf));
+    }
+    let mut outputs = Vec::with_capacity(outs.len());
+    for (k, o) in outs.iter().enumerate() {
+        let buf = buffer(OP, o).map_err(|_| {
+            Error::runtime(
+                OP,
+                format!(
+                    "output {k} is on device {}; every output of a WebGPU bundle must be computed on the gpu device",
+                    o.device()
+                ),
+            )
+        })?;
+        outputs.push(port(&mut rec, format!("output{k}"), o, &buf)?);
+    }
+    drop(outs);
+
+    // Buffers, with the data of those that start with contents.
+    let mut data: Vec<u8> = Vec::new();
+    let mut put = |bytes: &[u8]| -> Value {
+        let off = data.len();
+        data.extend_from_slice(bytes);
+        data.resize(data.len().div_ceil(4) * 4, 0);
+        json!([off, bytes.len()])
+    };
+    let mut buffers = Vec::with_capacity(rec.buffers.len() + 1);
+    let mut max_buffer = 4u64;
+    for (i, b) in rec.buffers.iter().enumerate() {
+        max_buffer = max_buffer.max(b.size);
+        let (role, init) = if input_bufs.contains(&i) {
+            ("input", Value::Null)
+        } else if let Some(ex) = &b.existing {
+            ("weight", put(&g.download(ex, 0, b.size)?))
+        } else if let Some(bytes) = &b.init {
+            ("constant", put(bytes))
+        } else {
+            ("scratch", Value::Null)
+        };
+        buffers.push(json!({"size": b.size, "role": role, "data": init}));
+    }
+
+    // One metadata buffer, each dispatch's words at an aligned offset.
+    let meta_index = buffers.len();
+    let mut meta: Vec<u8> = Vec::new();
+    let mut dispatches = Vec::with_capacity(rec.dispatches.len());
+    let (mut max_bind, mut max_groups) = (1usize, 1u32);
+    for d in &rec.dispatches {
+        let off = meta.len().div_ceil(META_ALIGN) * META_ALIGN;
+        meta.resize(off, 0);
+        if d.meta.is_empty() {
+            meta.extend_from_slice(&[0; 4]);
+        } else {
+            meta.extend(d.meta.iter().flat_map(|w| w.to_le_bytes()));
+        }
+        let mut bindings = vec![json!([0, meta_index, off, meta.len() - off])];
+        for (j, &b) in d.buffers.iter().enumerate() {
+            bindings.push(json!([j + 1, b, 0, rec.buffers[b].size]));
+        }
+        max_bind = max_bind.max(bindings.len());
+        max_groups = max_groups.max(d.groups.0).max(d.groups.1);
+        dispatches.push(json!({
+            "op": d.op,
+            "shader": d.shader,
+            "bindings": bindings,
+            "workgroups": [d.groups.0, d.groups.1, 1],
+        }));
+    }
+    let meta_size = (meta.len().max(4) as u64).div_ceil(4) * 4;
+    max_buffer = max_buffer.max(meta_size);
+    let meta_data = put(&meta);
+    buffers.push(json!({"size": meta_size, "role": "meta", "data": meta_data}));
+
+    let shader_files: Vec<String> = (0..rec.shaders.len())
+        .map(|k| format!("shaders/{k:03}.wgsl"))
+        .collect();
+    let manifest = json!({
+        "format": "ferrograd-webgpu-bundle",
+        "version": 1,
+        "entry_point": "main",
+        "data": "data.bin",
+        "shaders": shader_files,
+        "buffers": buffers,
+        "dispatches": dispatches,
+        "inputs": inputs,
+        "outputs": outputs,
+        "limits": {
+            "max_storage_buffers_per_shader_stage": max_bind,
+            "max_storage_buffer_binding_size": max_buffer,
+            "max_buffer_size": max_buffer,
+            "max_compute_workgroups_per_dimension": max_groups,
+        },
+    });
+    Ok(Bundle {
+        manifest,
+        shaders: std::mem::take(&mut rec.shaders),
+        data,
+    })
+}
+
+impl Bundle {
+    /// Write `manifest.json`, `data.bin` and `shaders/*.wgsl` into `dir`
+    /// (created if needed).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let io = |e: std::io::Error| {
+            Error::runtime(
+                "export_webgpu",
+                format!("writing the bundle to {} failed: {e}", dir.display()),
+            )
+        };
+        std::fs::create_dir_all(dir.join("shaders")).map_err(io)?;
+        for (k, src) in self.shaders.iter().enumerate() {
+            std::fs::write(dir.join(format!("shaders/{k:03}.wgsl")), src).map_err(io)?;
+        }
+        std::fs::write(dir.join("data.bin"), &self.data).map_err(io)?;
+        let text = serde_json::to_string_pretty(&self.manifest).map_err(|e| {
+            Error::runtime(
+                "export_webgpu",
+                format!("encoding the manifest failed: {e}"),
+            )
+        })?;
+        std::fs::write(dir.join("manifest.json"), text).map_err(io)?;
+        Ok(())
+    }
+}
