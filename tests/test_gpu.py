@@ -92,9 +92,24 @@ def test_mixing_devices_names_both():
 
 
 def test_unimplemented_op_raises_naming_op_and_device():
-    x = fg.ones(2, 3, device="gpu")
-    with pytest.raises(RuntimeError, match="nonzero.*not supported on the gpu device"):
-        fg.nonzero(x)
+    x = fg.full((2, 3), 0.5, device="gpu")
+    with pytest.raises(RuntimeError, match="bernoulli.*not supported on the gpu device"):
+        fg.bernoulli(x)
+    assert not fg.supports("bernoulli", fg.float32, "gpu")
+
+
+def test_registry_gpu_column():
+    """The (op, dtype, device) table: what the device stores, minus ops without kernels
+    (the GPU op-table run checks every cell against what really runs)."""
+    assert fg.supports("add", fg.float32, "gpu") and fg.supports("add", fg.int64, "gpu")
+    assert fg.supports("matmul", "float32", "gpu") and fg.supports("matmul", "float64", "cpu")
+    assert not fg.supports("matmul", "float64", "gpu"), "WGSL has no float64"
+    assert not fg.supports("add", fg.float16, "gpu")
+    reg = {o["name"]: o for o in fg.registry()}
+    assert reg["multinomial"]["devices"] == ["cpu"] and reg["multinomial"]["gpu_dtypes"] == []
+    assert reg["conv2d"]["devices"] == ["cpu", "gpu"] and reg["conv2d"]["gpu_dtypes"] == ["float32"]
+    for name, o in reg.items():
+        assert set(o["gpu_dtypes"]) <= set(o["dtypes"]) & {"float32", "int32", "int64", "bool"}, name
 
 
 def test_elementwise_reduce_matmul_softmax_match_cpu():

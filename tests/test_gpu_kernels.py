@@ -182,3 +182,99 @@ def test_avg_pool2d(kw):
 def test_adaptive_avg_pool2d(size):
     x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
     _parity(lambda x: F.adaptive_avg_pool2d(x, size), [x])
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        lambda i, j: (i,),
+        lambda i, j: (slice(None), j),
+        lambda i, j: (i.reshape(2, 2),),
+        lambda i, j: (i.reshape(2, 2), j[:2].reshape(1, 2)),  # two tensors, broadcast
+        lambda i, j: (Ellipsis, (j - 3)[::2]),  # [2, -3] on the last dim (size 3)
+    ],
+    ids=["rows", "columns", "2d-index", "two-tensors", "ellipsis-strided-index"],
+)
+def test_advanced_indexing_forward_and_gradient(index):
+    src = rng.standard_normal((5, 6, 3)).astype(np.float32)
+    iv = np.array([4, -1, 0, 2])  # negative indices wrap
+    jv = np.array([5, 0, 0, 3])  # a repeated index: its gradient accumulates
+    cpu_x = fg.tensor(src, requires_grad=True)
+    gpu_x = fg.tensor(src).to("gpu").requires_grad_(True)
+    want = cpu_x[index(fg.tensor(iv), fg.tensor(jv))]
+    got = gpu_x[index(fg.tensor(iv).to("gpu"), fg.tensor(jv).to("gpu"))]
+    assert str(got.device) == "gpu"
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    gw = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+    want.backward(fg.tensor(gw))
+    got.backward(fg.tensor(gw).to("gpu"))
+    np.testing.assert_allclose(gpu_x.grad.numpy(), cpu_x.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_indexing_a_strided_view_and_index_select():
+    src = rng.standard_normal((4, 7)).astype(np.float32)
+    idx = np.array([6, 1, 1, 3])
+    g, c = fg.tensor(src).to("gpu").T, fg.tensor(src).T  # non-contiguous source
+    np.testing.assert_array_equal(g[fg.tensor(idx).to("gpu")].numpy(), c[fg.tensor(idx)].numpy())
+    got = fg.index_select(fg.tensor(src).to("gpu"), 1, fg.tensor(idx).to("gpu"))
+    np.testing.assert_array_equal(got.numpy(), fg.index_select(fg.tensor(src), 1, fg.tensor(idx)).numpy())
+    for dtype in (fg.int32, fg.int64, fg.bool):
+        x = fg.tensor(src > 0).to(dtype).T
+        np.testing.assert_array_equal(x.to("gpu")[fg.tensor(idx).to("gpu")].numpy(), x[fg.tensor(idx)].numpy())
+
+
+def test_out_of_range_index_is_index_error_and_writes_nothing():
+    x = fg.tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).to("gpu")
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[fg.tensor([0, 3]).to("gpu")]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[fg.tensor([1, -4]).to("gpu")] = 5.0
+    np.testing.assert_array_equal(x.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "bool"])
+def test_index_put_with_repeated_indices(accumulate, dtype):
+    base = rng.standard_normal((5, 3)) * 4
+    vals = rng.standard_normal((4, 3)) * 4
+    idx = np.array([1, 3, 1, -1])  # 1 twice: the later write wins, or both add
+    want = fg.tensor(base).to(getattr(fg, dtype))
+    got = want.to("gpu")
+    v = fg.tensor(vals).to(getattr(fg, dtype))
+    want.index_put_((fg.tensor(idx),), v, accumulate=accumulate)
+    got.index_put_((fg.tensor(idx).to("gpu"),), v.to("gpu"), accumulate=accumulate)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    # setitem with a broadcast value and a tensor index along dim 1
+    fill = True if dtype == "bool" else 1
+    want[:, fg.tensor([2, 0])] = fill
+    got[:, fg.tensor([2, 0]).to("gpu")] = fill
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_embedding_forward_and_backward():
+    fg.manual_seed(3)
+    cpu = fg.nn.Embedding(10, 4, padding_idx=0)
+    gpu = fg.nn.Embedding(10, 4, padding_idx=0)
+    gpu.load_state_dict(cpu.state_dict())
+    gpu.to("gpu")
+    tokens = np.array([[1, 2, 0, 2], [9, 1, 1, 0]])
+    gw = rng.standard_normal((2, 4, 4)).astype(np.float32)
+    want = cpu(fg.tensor(tokens))
+    got = gpu(fg.tensor(tokens).to("gpu"))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    want.backward(fg.tensor(gw))
+    got.backward(fg.tensor(gw).to("gpu"))
+    np.testing.assert_allclose(gpu.weight.grad.numpy(), cpu.weight.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_boolean_masks_and_nonzero():
+    src = rng.standard_normal((4, 5)).astype(np.float32)
+    c, g = fg.tensor(src), fg.tensor(src).to("gpu")
+    np.testing.assert_array_equal(g[g > 0].numpy(), c[c > 0].numpy())
+    np.testing.assert_array_equal(fg.nonzero(g > 0.5).numpy(), fg.nonzero(c > 0.5).numpy())
+    np.testing.assert_array_equal(fg.masked_select(g, g < 0).numpy(), fg.masked_select(c, c < 0).numpy())
+    out = fg.nonzero(g > 0.5)
+    assert str(out.device) == "gpu" and out.dtype == fg.int64
+    g[g < 0] = 0.0
+    c[c < 0] = 0.0
+    np.testing.assert_array_equal(g.numpy(), c.numpy())

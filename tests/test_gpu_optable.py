@@ -50,6 +50,12 @@ HOST_READS = {
     "gather": "indices are range-checked on the host",
     "scatter": "indices are range-checked on the host",
     "scatter_add": "indices are range-checked on the host",
+    "getitem": "tensor indices are range-checked on the host",
+    "setitem": "tensor indices are range-checked on the host",
+    "index_put_": "indices are range-checked on the host",
+    "index_select": "indices are range-checked on the host",
+    "nonzero": "the output's shape depends on the data",
+    "masked_select": "the output's shape depends on the data",
 }
 
 
@@ -77,8 +83,13 @@ def _outputs(out) -> list:
     return [o for o in as_tuple(out)]
 
 
+BOTH_RAISED = "both devices raised the same error"
+UNSUPPORTED = "not on the gpu device"
+
+
 def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
-    """Run one example on both devices; the reason when the op has no GPU kernel."""
+    """Run one example on both devices: None when it ran, else why not (the
+    op has no GPU kernel, the example cannot move, or both devices refused it)."""
     cpu_args = []
     for a in arrays:
         a = as_array(a)
@@ -102,12 +113,12 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
     except Exception as e:  # noqa: BLE001
         if cpu_err is not None:
             assert type(e) is type(cpu_err), f"CPU raised {cpu_err!r}, GPU raised {e!r}"
-            return None
+            return BOTH_RAISED
         if any(m in str(e) for m in MIXED):
             return f"the spec makes CPU tensors of its own: {e}"
         if _unsupported(e):
             assert spec.name.split("_")[0] in str(e) or ":" in str(e), f"error does not name the op: {e}"
-            return f"not on the gpu device: {e}"
+            return f"{UNSUPPORTED}: {e}"
         raise
     assert cpu_err is None, f"CPU raised {cpu_err!r} but the GPU returned a result"
     reads = fg.gpu.stats()["downloads"] - before
@@ -166,7 +177,10 @@ def _check_compiled(spec: OpSpec, kwargs, args, eager_args, eager_outs) -> None:
 
 @pytest.mark.parametrize("spec,dtype", list(_cases()))
 def test_gpu_parity(spec: OpSpec, dtype: str):
+    """Parity with the CPU, and the registry's gpu column (``fg.supports``) tells the truth:
+    an op that ran is listed as supported, one that only raised "not supported" is not."""
     reasons: list[str] = []
+    ran = []
 
     @settings(max_examples=EXAMPLES, deadline=None)
     @given(st.data())
@@ -180,9 +194,16 @@ def test_gpu_parity(spec: OpSpec, dtype: str):
         except BaseException:
             note(f"inputs: {arrays!r} kwargs: {kwargs!r}")
             raise
-        if r:
+        if r is None:
+            ran.append(True)
+        elif r != BOTH_RAISED:
             reasons.append(r)
 
     run()
+    supported = fg.supports(spec.name, dtype, "gpu")
+    if ran:
+        assert supported, f"{spec.name} ran on the gpu device in {dtype}, but fg.supports says it does not"
+    elif reasons and all(r.startswith(UNSUPPORTED) for r in reasons):
+        assert not supported, f"fg.supports lists {spec.name} in {dtype} on the gpu device, but it raised: {reasons[0]}"
     if reasons:
         pytest.skip(reasons[0][:300])

@@ -187,6 +187,7 @@ class _OpInfo(TypedDict):
     kind: str
     dtypes: list[str]
     devices: list[str]
+    gpu_dtypes: list[str]
     views: _bool
     mutates: _bool
     data_dependent: _bool
@@ -700,7 +701,9 @@ class Tensor:
 # ----- registry, CPU backend --------------------------------------------------
 
 def registry() -> list[_OpInfo]: ...
-def supports(op: str, dtype: _DTypeLike, device: _DeviceLike | None) -> _bool: ...
+def supports(op: str, dtype: _DTypeLike, device: _DeviceLike | None) -> _bool:
+    """Whether the op has a kernel for ``dtype`` on ``device`` (in this build; the
+    gpu device may still be unavailable at run time, see ``gpu.is_available()``)."""
 def cpu_level() -> _CpuLevel: ...
 def set_cpu_level(level: _CpuLevel) -> _CpuLevel: ...
 def memory_stats() -> dict[str, _int]: ...

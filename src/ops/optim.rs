@@ -41,7 +41,8 @@ pub const OPS: &[OpInfo] = &[
         .mutates(0),
     OpInfo::prim("rmsprop_step", "optim", DTypes::FLOAT)
         .kind(OpKind::Fused)
-        .mutates(0),
+        .mutates(0)
+        .no_gpu(),
 ];
 
 /// SGD hyperparameters. Per element, with `g` the gradient and `b` the momentum buffer:

@@ -53,6 +53,11 @@ impl DTypes {
     pub const NUMERIC: DTypes = DTypes(DTypes::FLOAT.0 | DTypes::INT.0);
     pub const INT_BOOL: DTypes = DTypes(DTypes::INT.0 | 1);
     pub const BOOL: DTypes = DTypes(1);
+    pub const NONE: DTypes = DTypes(0);
+    /// The dtypes the gpu device stores (int64 in 32 bits, bool as u32).
+    pub const GPU: DTypes = DTypes((1 << DType::F32 as u8) | DTypes::INT.0 | 1);
+    /// float32 alone.
+    pub const F32: DTypes = DTypes(1 << DType::F32 as u8);
 
     pub const fn contains(self, d: DType) -> bool {
         self.0 & (1 << d as u8) != 0
@@ -83,6 +88,9 @@ pub struct OpInfo {
     pub data_dependent: bool,
     /// Has a vector-Jacobian product (from the autograd issue on).
     pub differentiable: bool,
+    /// Dtypes with kernels on the gpu device, where that is not every dtype
+    /// of `dtypes` the device stores ([`DTypes::GPU`]).
+    pub gpu: Option<DTypes>,
 }
 
 impl OpInfo {
@@ -97,6 +105,7 @@ impl OpInfo {
             mutates: None,
             data_dependent: false,
             differentiable: false,
+            gpu: None,
         }
     }
     pub const fn kind(mut self, k: OpKind) -> OpInfo {
@@ -121,12 +130,30 @@ impl OpInfo {
         self.data_dependent = true;
         self
     }
+    /// Only `d` (of the dtypes the device stores) has gpu kernels.
+    pub const fn gpu(mut self, d: DTypes) -> OpInfo {
+        self.gpu = Some(d);
+        self
+    }
+    /// No gpu kernel: the op raises "not supported on the gpu device" there.
+    pub const fn no_gpu(self) -> OpInfo {
+        self.gpu(DTypes::NONE)
+    }
+
+    /// The dtypes this op runs in on the gpu device (none in a build without it).
+    pub fn gpu_dtypes(&self) -> DTypes {
+        if !cfg!(feature = "gpu") {
+            return DTypes::NONE;
+        }
+        let want = self.gpu.unwrap_or(self.dtypes);
+        DTypes(want.0 & self.dtypes.0 & DTypes::GPU.0)
+    }
 
     /// Whether `(self, dtype, device)` can run.
     pub fn supports(&self, dtype: DType, device: Device) -> bool {
         match device {
             Device::Cpu => self.dtypes.contains(dtype),
-            Device::Gpu(_) => false,
+            Device::Gpu(_) => self.gpu_dtypes().contains(dtype),
             // Capture runs an op's rules wherever the op can run.
             Device::Meta => self.dtypes.contains(dtype),
         }

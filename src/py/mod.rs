@@ -392,7 +392,17 @@ fn registry(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
                 "dtypes",
                 o.dtypes.list().iter().map(|d| d.name()).collect::<Vec<_>>(),
             )?;
-            d.set_item("devices", vec!["cpu"])?;
+            let gpu = o.gpu_dtypes().list();
+            let devices = if gpu.is_empty() {
+                vec!["cpu"]
+            } else {
+                vec!["cpu", "gpu"]
+            };
+            d.set_item("devices", devices)?;
+            d.set_item(
+                "gpu_dtypes",
+                gpu.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            )?;
             d.set_item("views", o.views)?;
             d.set_item("mutates", o.mutates)?;
             d.set_item("data_dependent", o.data_dependent)?;

@@ -216,7 +216,9 @@ fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> 
 
 /// Validate the indices of `a` against `src` and return the element offset
 /// (relative to `src`'s origin) selected by each position of the index shape.
-fn index_offsets(a: &IndexArgs, src: &Tensor, nb: usize) -> Result<Vec<isize>> {
+/// Element offsets (relative to `src`'s own offset) of the index positions
+/// `b` (validated: an out-of-range index is an `IndexError` naming the dim).
+pub(crate) fn index_offsets(a: &IndexArgs, src: &Tensor, nb: usize) -> Result<Vec<isize>> {
     let mut offs = vec![0isize; nb];
     for (j, idx) in a.indices.iter().enumerate() {
         let d = a.dims[j];

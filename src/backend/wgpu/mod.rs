@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;
@@ -325,6 +326,33 @@ fn via_host(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
     let h = Tensor::empty(out.shape(), out.dtype(), Device::Cpu)?;
     f(&h)?;
     WgpuBackend.cast_copy(&h, out)
+}
+
+/// The element offsets `sum_k wrap(idx_k[b]) * stride(dims[k])` of an index
+/// op over `t` (relative to `t`'s offset), as a contiguous int32 GPU tensor
+/// of shape `shape` (`nb` elements). The indices are read on the host and
+/// validated exactly as on the CPU (one download per index tensor).
+fn index_offsets(a: &IndexArgs, t: &Tensor, nb: usize, shape: &[usize]) -> Result<Tensor> {
+    let host: Vec<Tensor> = a.indices.iter().map(download).collect::<Result<_>>()?;
+    let ha = IndexArgs {
+        op: a.op,
+        dims: a.dims,
+        dim_names: a.dim_names,
+        indices: &host,
+    };
+    let offs = crate::backend::cpu::index::index_offsets(&ha, t, nb)?;
+    let v: Vec<i32> = offs
+        .iter()
+        .map(|&o| {
+            i32::try_from(o).map_err(|_| {
+                Error::runtime(
+                    a.op,
+                    "an indexed element lies beyond the gpu device's 32-bit offsets",
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
+    upload(&Tensor::from_vec(v, shape)?, Device::Gpu(0))
 }
 
 /// `t` itself when contiguous, else a contiguous copy on the device.
@@ -1326,6 +1354,117 @@ impl Backend for WgpuBackend {
             &meta,
             (index.numel() as u64).div_ceil(shaders::WG as u64),
         )
+    }
+
+    fn index_gather(&self, a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
+        let op = a.op;
+        let mut ts = vec![src, out];
+        ts.extend(a.indices.iter());
+        check_same_device(op, &ts)?;
+        let ty = gty(op, src.dtype())?;
+        let k = out.ndim() - (src.ndim() - a.dims.len());
+        let bshape = &out.shape()[..k];
+        let nb: usize = bshape.iter().product();
+        if nb == 0 {
+            return Ok(());
+        }
+        let offs = index_offsets(a, src, nb, bshape)?;
+        if out.numel() == 0 {
+            return Ok(());
+        }
+        // Over out's shape B ++ R: src walks its other dims (stride 0 over B),
+        // the offsets walk B (stride 0 over R); the gather kernel adds them.
+        let mut ss = vec![0isize; k];
+        ss.extend(
+            (0..src.ndim())
+                .filter(|d| !a.dims.contains(d))
+                .map(|d| src.strides()[d]),
+        );
+        let mut os: Vec<isize> = crate::tensor::layout::contiguous_strides(bshape).to_vec();
+        os.resize(out.ndim(), 0);
+        let meta = raw_meta(
+            op,
+            out.shape(),
+            &[
+                (src.offset(), ss),
+                (0, os),
+                (out.offset(), out.strides().to_vec()),
+            ],
+            [1, 0, 0, 0, 0, 0, 0, 0],
+        )?;
+        let (bd, bufs) = bind(op, &[src, &offs, out])?;
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(
+            op,
+            &shaders::gather(&bd, ty),
+            &refs,
+            &meta,
+            (out.numel() as u64).div_ceil(shaders::WG as u64),
+        )
+    }
+
+    fn index_put(
+        &self,
+        a: &IndexArgs,
+        dst: &Tensor,
+        values: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
+        let op = a.op;
+        let mut ts = vec![values, dst];
+        ts.extend(a.indices.iter());
+        check_same_device(op, &ts)?;
+        let ty = gty(op, dst.dtype())?;
+        let k = values.ndim() - (dst.ndim() - a.dims.len());
+        let nb: usize = values.shape()[..k].iter().product();
+        if nb == 0 {
+            return Ok(());
+        }
+        let offs = index_offsets(a, dst, nb, &[nb])?;
+        if values.numel() == 0 {
+            return Ok(());
+        }
+        // One thread per element of the other dims R walks the index
+        // positions in order, so repeated targets combine as on the CPU.
+        let v = dense(values)?;
+        let rshape = &values.shape()[k..];
+        let block: usize = rshape.iter().product();
+        let drest: Vec<isize> = (0..dst.ndim())
+            .filter(|d| !a.dims.contains(d))
+            .map(|d| dst.strides()[d])
+            .collect();
+        let meta = raw_meta(
+            op,
+            rshape,
+            &[
+                (
+                    v.offset(),
+                    crate::tensor::layout::contiguous_strides(rshape).to_vec(),
+                ),
+                (0, vec![0; rshape.len()]),
+                (dst.offset(), drest),
+            ],
+            [nb as u32, block as u32, accumulate as u32, 0, 0, 0, 0, 0],
+        )?;
+        let (bd, bufs) = bind(op, &[&v, &offs, dst])?;
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(
+            op,
+            &shaders::index_put(&bd, ty),
+            &refs,
+            &meta,
+            (block as u64).div_ceil(shaders::WG as u64),
+        )
+    }
+
+    fn nonzero_count(&self, x: &Tensor) -> Result<usize> {
+        // The output's shape depends on the data: the count is read on the host.
+        super::backend(Device::Cpu).nonzero_count(&download(x)?)
+    }
+
+    fn nonzero_fill(&self, x: &Tensor, out: &Tensor) -> Result<()> {
+        let h = download(x)?;
+        via_host(out, |o| super::backend(Device::Cpu).nonzero_fill(&h, o))
     }
 
     fn scatter(

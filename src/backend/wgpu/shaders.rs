@@ -1354,6 +1354,29 @@ pub fn scatter(bd: &Bindings, ty: GTy) -> String {
     ew_shader(bd, &body)
 }
 
+/// `dst[offs[b] + r] = values[b, r]` (`+=` when p2, or for bool): one
+/// thread per element `r` of the other dims walks `b` in order. Operands
+/// (values, offsets, dst) over R; p0 = number of index positions, p1 =
+/// values' stride between positions.
+pub fn index_put(bd: &Bindings, ty: GTy) -> String {
+    let (va, oa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let acc = if ty == GTy::U32 {
+        format!("max({da}[d], v)")
+    } else {
+        format!("{da}[d] + v")
+    };
+    let body = format!(
+        "    let vo = i32(off(0u, i));
+    let dof = i32(off(2u, i));
+    for (var b = 0i; b < pi(0u); b = b + 1i) {{
+        let d = u32(dof + {oa}[u32(b)]);
+        let v = {va}[u32(vo + b * pi(1u))];
+        if (md[4] != 0u) {{ {da}[d] = {acc}; }} else {{ {da}[d] = v; }}
+    }}"
+    );
+    ew_shader(bd, &body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1593,6 +1616,7 @@ mod tests {
         for ty in TYS {
             validate(&gather(&Bindings::distinct(&[ty, GTy::I32, ty]), ty));
             validate(&scatter(&Bindings::distinct(&[GTy::I32, ty, ty]), ty));
+            validate(&index_put(&Bindings::distinct(&[ty, GTy::I32, ty]), ty));
         }
         let errs = ERRORS.with(|v| v.borrow().clone());
         assert!(
