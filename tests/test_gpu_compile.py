@@ -210,3 +210,25 @@ def test_compiled_training_step_matches_eager_on_the_gpu(make):
     np.testing.assert_allclose(lc, le, rtol=1e-4)
     for a, b in zip(pc, pe, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_session_with_gpu_placeholders():
+    w = fg.tensor(_rand(3, 2, seed=20), device="gpu")
+    with fg.Graph() as g:
+        x = fg.placeholder(fg.float32, (None, 3), name="x", device="gpu")
+        assert str(x.device) == "gpu"
+        y = (x @ w).relu()
+        (gx,) = fg.gradients(y.sum(), [x])
+    for n in (5, 2):  # the symbolic batch dim
+        xs = _rand(n, 3, seed=21 + n)
+        with fg.Session(g) as s:
+            got, grad = s.run([y, gx], feed={x: xs})
+        assert str(got.device) == "gpu" and str(grad.device) == "gpu"
+        want = np.maximum(xs @ w.numpy(), 0)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(grad.numpy(), (want > 0).astype(np.float32) @ w.numpy().T, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="cpu.*gpu"):
+        fg.Session(g).run(y, feed={x: fg.tensor(xs)})  # a CPU tensor for a GPU placeholder
+    with pytest.raises(TypeError, match="float64"):
+        with fg.Graph():
+            fg.placeholder(fg.float64, (2,), device="gpu")

@@ -75,6 +75,7 @@ class Graph:
     def __init__(self) -> None:
         self._g: Any = None  # the Rust graph once capture has ended
         self._placeholders: list[tuple[Tensor, str | None, tuple, str | None]] = []
+        self._ph_devices: dict[int, str] = {}  # placeholder position -> device it is fed on
         self._building = False
         self._state: _capture.TraceState | None = None
         self._ctx: Any = None
@@ -182,7 +183,7 @@ class Graph:
             if id(ph) not in fed:
                 raise ValueError(f"placeholder {name or pos!r} with shape {_fmt_shape(shape)} must be fed")
             v = fed[id(ph)]
-            out.append(v if isinstance(v, Tensor) else _core.tensor(v, dtype=ph.dtype))
+            out.append(v if isinstance(v, Tensor) else _core.tensor(v, dtype=ph.dtype, device=self._ph_devices.get(pos)))
         return out
 
     def profile(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> list[dict]:
@@ -425,7 +426,9 @@ class Graph:
         return to_html(self._built(), path, self._times, title)
 
 
-def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str | None = None) -> Tensor:
+def placeholder(
+    dtype: Any, shape: Sequence[int | None] | None = None, name: str | None = None, device: Any = None
+) -> Tensor:
     """A graph input fed at ``Session.run``.
 
     ``shape`` entries: an int (fixed), ``None`` (any size) or a string (a
@@ -436,6 +439,9 @@ def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str
     them apart). ``shape=None`` declares a vector, ``(None,)``. Float
     placeholders require grad inside the graph, so :func:`gradients` can
     differentiate with respect to them (as TensorFlow's ``tf.gradients`` can).
+    ``device`` (default cpu): where the placeholder is fed, and so where
+    the graph runs when it is the first input (``device="gpu"`` builds a GPU
+    graph; NumPy values fed to it are uploaded, tensors must be there already).
     """
     g = get_default_graph()
     if g is None or not g._building:
@@ -448,7 +454,9 @@ def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str
     # Unnamed symbolic dims at the same axis share a symbol ("?0", "?1", ...):
     # the batch dims of several placeholders are assumed equal.
     dims = [f"?{i}" if d is None else d for i, d in enumerate(shape)]
-    t = _core._trace_placeholder(dims, dtype, pos, name)
+    t = _core._trace_placeholder(dims, dtype, pos, name, device)
+    if device is not None:
+        g._ph_devices[pos] = str(device)
     if t.dtype.is_floating_point:
         t.requires_grad_(True)
     g._placeholders.append((t, name, shape, loc))
@@ -616,7 +624,7 @@ class Session:
                 )
             v = fed[id(ph)]
             if not isinstance(v, Tensor):
-                v = _core.tensor(v, dtype=ph.dtype)
+                v = _core.tensor(v, dtype=ph.dtype, device=self.graph._ph_devices.get(pos))
             args[pos] = v
         try:
             with no_grad():

@@ -550,6 +550,15 @@ impl Tracer {
         }
     }
 
+    /// Record that the argument value `v` will be on `device` at run time
+    /// (the graph's device when it is the first argument or reference).
+    fn set_arg_device(&mut self, v: ValueId, device: crate::tensor::Device) {
+        if device.has_data() {
+            self.device.get_or_insert(device);
+            self.devices[v] = device;
+        }
+    }
+
     /// Bind a real tensor as an input of `kind`.
     fn bind(&mut self, t: &Tensor, kind: InputKind, name: Option<String>) -> ValueId {
         let twin = Self::twin_of(t);
@@ -856,6 +865,7 @@ pub fn arg(
             }
             let meta = twin.meta().cloned();
             let v = tr.add_input(InputKind::Arg(position), twin, name);
+            tr.set_arg_device(v, t.device());
             if let Some(m) = meta {
                 tr.leaf_of_meta.insert(Arc::as_ptr(&m) as usize, v);
             }
@@ -874,12 +884,13 @@ pub enum PDim {
     Named(String),
 }
 
-/// A placeholder: an argument of the given shape and dtype.
+/// A placeholder: an argument of the given shape and dtype, fed on `device`.
 pub fn placeholder(
     shape: &[PDim],
     dtype: crate::tensor::DType,
     position: usize,
     name: Option<String>,
+    device: crate::tensor::Device,
 ) -> Result<Tensor> {
     with(|tr| {
         let mut dims = Vec::with_capacity(shape.len());
@@ -897,6 +908,7 @@ pub fn placeholder(
         )?));
         let twin = Tensor::from_parts(storage, Layout::contiguous(&dims), dtype)?;
         let v = tr.add_input(InputKind::Arg(position), twin, name);
+        tr.set_arg_device(v, device);
         Ok(tr.twin(v))
     })
 }

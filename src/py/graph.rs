@@ -89,14 +89,21 @@ fn _trace_arg(
 /// A placeholder of `shape` (ints; `None` = a new symbolic dim; a string =
 /// the symbolic dim of that name, shared) and `dtype`.
 #[pyfunction]
-#[pyo3(signature = (shape, dtype, position, name=None))]
+#[pyo3(signature = (shape, dtype, position, name=None, device=None))]
 fn _trace_placeholder(
     shape: &Bound<'_, PyAny>,
     dtype: &Bound<'_, PyAny>,
     position: usize,
     name: Option<String>,
+    device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
     let d = parse_dtype(dtype)?;
+    let dev = super::parse_device(device)?;
+    #[cfg(feature = "gpu")]
+    if matches!(dev, crate::tensor::Device::Gpu(_)) {
+        // The same dtype rule as GPU tensors: refused here, not at the first run.
+        run(|| crate::backend::wgpu::gty("placeholder", d).map(|_| ()))?;
+    }
     let mut dims = vec![];
     for item in shape.try_iter()? {
         let item = item?;
@@ -114,7 +121,7 @@ fn _trace_placeholder(
         });
     }
     let shape = dims;
-    run(|| trace::placeholder(&shape, d, position, name)).map(PyTensor::new)
+    run(|| trace::placeholder(&shape, d, position, name, dev)).map(PyTensor::new)
 }
 
 /// `t`'s current values as a constant of the graph being captured.
