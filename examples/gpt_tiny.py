@@ -3,6 +3,7 @@
     python examples/gpt_tiny.py                                  # reduced size: ~1 min on 2 cores
     python examples/gpt_tiny.py --d-model 256 --layers 4 --steps 300   # the full model (several minutes)
     python examples/gpt_tiny.py --corpus some.txt --sample 300
+    python examples/gpt_tiny.py --device gpu --steps 20          # on the WebGPU device
 
 The model is GPT-2's layout at toy scale: token and learned position
 embeddings, ``--layers`` pre-LayerNorm blocks (causal self-attention through
@@ -91,7 +92,7 @@ class GPT(nn.Module):
     def forward(self, ids: fg.Tensor) -> fg.Tensor:
         """``ids`` ``(B, T)`` int64 with ``T ≤ seq_len`` → logits ``(B, T, 256)``."""
         t = ids.shape[1]
-        x = self.tok(ids) + self.pos(fg.arange(t))
+        x = self.tok(ids) + self.pos(fg.arange(t, device=ids.device))
         x = self.ln_f(self.blocks(x))
         return F.linear(x, self.tok.weight)  # weight tying: the read-out is the embedding matrix
 
@@ -113,11 +114,13 @@ def load_corpus(path: Path | None) -> tuple[bytes, str]:
     return text.encode(), f"Python {sys.version.split()[0]}'s help() topics (pydoc_data.topics)"
 
 
-def batch(data: np.ndarray, batch_size: int, seq_len: int, gen: fg.Generator) -> tuple[fg.Tensor, fg.Tensor]:
-    """``batch_size`` random windows: inputs ``data[i:i+T]`` and targets ``data[i+1:i+T+1]``."""
+def batch(
+    data: np.ndarray, batch_size: int, seq_len: int, gen: fg.Generator, device: str = "cpu"
+) -> tuple[fg.Tensor, fg.Tensor]:
+    """``batch_size`` random windows on ``device``: inputs ``data[i:i+T]`` and targets ``data[i+1:i+T+1]``."""
     starts = fg.randint(0, len(data) - seq_len - 1, (batch_size,), generator=gen).numpy()
     idx = starts[:, None] + np.arange(seq_len + 1)
-    win = fg.from_numpy(data[idx])
+    win = fg.from_numpy(data[idx]).to(device)
     return win[:, :-1], win[:, 1:]
 
 
@@ -129,14 +132,16 @@ def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
     return peak / 10 + 0.5 * (peak - peak / 10) * (1 + math.cos(math.pi * progress))
 
 
-def evaluate(model: GPT, data: np.ndarray, seq_len: int, batches: int, batch_size: int, seed: int) -> float:
+def evaluate(
+    model: GPT, data: np.ndarray, seq_len: int, batches: int, batch_size: int, seed: int, device: str = "cpu"
+) -> float:
     """Mean loss over fixed random windows of ``data`` (the same windows every call)."""
     gen = fg.Generator().manual_seed(seed)
     model.eval()
     total = 0.0
     with fg.no_grad():
         for _ in range(batches):
-            x, y = batch(data, batch_size, seq_len, gen)
+            x, y = batch(data, batch_size, seq_len, gen, device)
             total += float(F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1)))
     model.train()
     return total / batches
@@ -148,8 +153,8 @@ def generate(model: GPT, prompt: bytes, n: int, temperature: float, gen: fg.Gene
     model.eval()
     with fg.no_grad():
         for _ in range(n):
-            ctx = fg.tensor([ids[-model.seq_len :]], dtype=fg.int64)
-            probs = F.softmax(model(ctx)[0, -1] / temperature, dim=-1)
+            ctx = fg.tensor([ids[-model.seq_len :]], dtype=fg.int64).to(model.tok.weight.device)
+            probs = F.softmax(model(ctx)[0, -1] / temperature, dim=-1).cpu()  # sampled on the host
             ids.append(int(fg.multinomial(probs, 1, generator=gen)))
     model.train()
     return bytes(ids)
@@ -174,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         "--sample", type=int, default=200, help="bytes to generate at the end (default: 200; 0: none)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed for initialisation, batches and sampling")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where to train (gpu: the WebGPU device)")
     args = p.parse_args(argv)
+    if args.device == "gpu" and not fg.gpu.is_available():
+        sys.exit(f"gpt_tiny.py: no WebGPU device: {fg.gpu.unavailable_reason()}")
 
     fg.manual_seed(args.seed)
     gen = fg.Generator().manual_seed(args.seed)
@@ -185,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(val_data) <= args.seq_len + 1:
         sys.exit(f"gpt_tiny.py: the corpus ({len(data):,} bytes) is too small for --seq-len {args.seq_len}")
 
-    model = GPT(args.d_model, args.layers, args.heads, args.seq_len)
+    model = GPT(args.d_model, args.layers, args.heads, args.seq_len).to(args.device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = fg.optim.AdamW(
@@ -203,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = max(1, args.steps // 10)
     eval_batches = 4
     print(
-        f"step {0:>5}  held-out loss {evaluate(model, val_data, args.seq_len, eval_batches, args.batch_size, args.seed):.3f}"
+        f"step {0:>5}  held-out loss {evaluate(model, val_data, args.seq_len, eval_batches, args.batch_size, args.seed, args.device):.3f}"
         f"  (uniform over bytes: {math.log(VOCAB):.3f})"
     )
     t0 = time.perf_counter()
@@ -211,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, warmup)
-        x, y = batch(train_data, args.batch_size, args.seq_len, gen)
+        x, y = batch(train_data, args.batch_size, args.seq_len, gen, args.device)
         loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -221,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         count += 1
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             dt = time.perf_counter() - t0
-            val = evaluate(model, val_data, args.seq_len, eval_batches, args.batch_size, args.seed)
+            val = evaluate(model, val_data, args.seq_len, eval_batches, args.batch_size, args.seed, args.device)
             tok_s = (step + 1) * args.batch_size * args.seq_len / dt
             print(
                 f"step {step + 1:>5}  train loss {running / count:.3f}  held-out loss {val:.3f}  "

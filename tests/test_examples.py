@@ -144,6 +144,24 @@ def test_gpt_tiny_loss_goes_down(tmp_path: Path) -> None:
     assert "sample (temperature 0.8):\nThe " in out
 
 
+def test_gpt_tiny_on_gpu_matches_cpu(tmp_path: Path) -> None:
+    """The transformer (embeddings, causal attention, layer norm, GELU, AdamW, clipping) trains on
+    the WebGPU device and follows the CPU run's losses."""
+    if not fg.gpu.is_available():
+        pytest.skip(f"no WebGPU adapter: {fg.gpu.unavailable_reason()}")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 100)
+    args = ["--steps", "6", "--eval-every", "3", "--d-model", "32", "--layers", "1", "--heads", "2",
+            "--seq-len", "16", "--batch-size", "4", "--sample", "10", "--corpus", str(corpus)]  # fmt: skip
+    losses = {}
+    for device in ("cpu", "gpu"):
+        out = run("gpt_tiny.py", *args, "--device", device, timeout=600)
+        losses[device] = [float(v) for v in re.findall(r"loss ([\d.]+)", out)]
+        assert "sample (temperature 0.8):\nThe " in out, out
+    assert len(losses["gpu"]) == len(losses["cpu"]) == 5, losses
+    np.testing.assert_allclose(losses["gpu"], losses["cpu"], atol=2e-3)
+
+
 def test_gpt_tiny_default_corpus_runs() -> None:
     out = run("gpt_tiny.py", "--steps", "2", "--eval-every", "1", "--d-model", "32", "--layers", "1",
               "--seq-len", "16", "--batch-size", "2", "--sample", "0")  # fmt: skip

@@ -322,3 +322,26 @@ def test_training_steps_match_cpu(make):
     np.testing.assert_allclose(lg, lc, rtol=1e-4)
     for a, b in zip(pg, pc, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_functional_helpers_keep_to_the_gpu():
+    """Helpers that make tensors of their own make them on their inputs' device."""
+    import ferrograd.nn.functional as F
+
+    t = fg.tensor([0, 2, 1, 2])
+    np.testing.assert_array_equal(F.one_hot(t.to("gpu"), 3).numpy(), F.one_hot(t, 3).numpy())
+    q = fg.randn(2, 2, 5, 4)
+    want = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    got = F.scaled_dot_product_attention(q.to("gpu"), q.to("gpu"), q.to("gpu"), is_causal=True)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    grads = [fg.randn(3, 4), fg.randn(5)]
+    ps = []
+    for dev in ("cpu", "gpu"):
+        p = [fg.zeros(g.shape, device=dev, requires_grad=True) for g in grads]
+        for x, g in zip(p, grads, strict=True):
+            x.grad = g.clone().to(dev)  # clipping scales it in place
+        norm = fg.nn.utils.clip_grad_norm_(p, 1.0)
+        ps.append((float(norm), [x.grad.numpy() for x in p]))
+    assert abs(ps[0][0] - ps[1][0]) < 1e-5 * ps[0][0]
+    for a, b in zip(ps[0][1], ps[1][1], strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)

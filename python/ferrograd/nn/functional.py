@@ -460,7 +460,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
                 f"{fn}: class value {int(tensor.masked_select(bad)[0])} is out of range for "
                 f"num_classes={num_classes}"
             )
-    classes = _core.arange(num_classes, dtype=_core.int64)
+    classes = _core.arange(num_classes, dtype=_core.int64, device=tensor.device)
     return (tensor.long().unsqueeze(-1) == classes).long()
 
 
@@ -607,7 +607,7 @@ def _attention(
     if is_causal:
         if attn_mask is not None:
             raise ValueError(f"{fn}: pass either attn_mask or is_causal=True, not both")
-        causal = _core.ones((L, S), dtype=_core.bool).tril()
+        causal = _core.ones((L, S), dtype=_core.bool, device=scores.device).tril()
         scores = scores.masked_fill(causal.logical_not(), -math.inf)
     elif attn_mask is not None:
         _check_tensor(fn, "attn_mask", attn_mask)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from .. import _capture, _core
 from .._grad_mode import no_grad
@@ -19,24 +20,31 @@ def _as_list(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
     return list(parameters)
 
 
+def _acc(t: Tensor) -> Any:
+    """The dtype norms accumulate in: float64, or float32 on the gpu device (which has no float64)."""
+    return _core.float32 if str(t.device).startswith("gpu") else _core.float64
+
+
 def get_total_norm(
     tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, error_if_nonfinite: bool = False
 ) -> Tensor:
-    """The ``norm_type``-norm of all ``tensors`` taken together (as one vector), a 0-d float tensor."""
+    """The ``norm_type``-norm of all ``tensors`` taken together (as one vector), a 0-d float tensor
+    (accumulated in float64; in float32 on the gpu device).
+    """
     ts = _as_list(tensors)
     norm_type = float(norm_type)
     if not ts:
         return _core.tensor(0.0)
     with no_grad():
         if norm_type == math.inf:
-            total = _core.stack([t.detach().abs().amax().to(_core.float64) for t in ts]).amax()
+            total = _core.stack([t.detach().abs().amax().to(_acc(t)) for t in ts]).amax()
         elif norm_type == -math.inf:
-            total = _core.stack([t.detach().abs().amin().to(_core.float64) for t in ts]).amin()
+            total = _core.stack([t.detach().abs().amin().to(_acc(t)) for t in ts]).amin()
         elif norm_type == 0:
-            total = _core.stack([(t.detach() != 0).sum().to(_core.float64) for t in ts]).sum()
+            total = _core.stack([(t.detach() != 0).sum().to(_acc(t)) for t in ts]).sum()
         else:
             total = _core.stack(
-                [t.detach().to(_core.float64).abs().pow(norm_type).sum() for t in ts]
+                [t.detach().to(_acc(t)).abs().pow(norm_type).sum() for t in ts]
             ).sum().pow(1.0 / norm_type)
         if error_if_nonfinite and not _capture.is_capturing() and not bool(total.isfinite()):
             raise RuntimeError(
@@ -66,7 +74,7 @@ def clip_grad_norm_(
         return _core.tensor(0.0)
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     with no_grad():
-        coef = (float(max_norm) / (total.to(_core.float64) + 1e-6)).clamp(max=1.0)
+        coef = (float(max_norm) / (total.to(_acc(total)) + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(coef.to(g.dtype))
     return total
