@@ -155,6 +155,8 @@ def test_cnn_bundle_matches_ferrograd(tmp_path):
     bundle = tmp_path / "cnn"
     manifest = net.graph(x).export_webgpu(bundle)
     _check_files(bundle, manifest)
+    mem = manifest["memory"]
+    assert 0 < mem["scratch_bytes"] < mem["scratch_bytes_unshared"], mem  # dead intermediates share slots
     got = _run_bundle(tmp_path, bundle, {manifest["inputs"][0]["name"]: xs})[0]
     np.testing.assert_allclose(got["output0"], want, rtol=1e-5, atol=1e-5)
 
@@ -178,6 +180,8 @@ def test_training_step_bundle_updates_its_own_weights_and_export_changes_nothing
     before = [p.detach().cpu().numpy() for p in m.parameters()]
     bundle = tmp_path / "train"
     manifest = step.graph(x, y).export_webgpu(bundle)
+    mem = manifest["memory"]
+    assert 0 < mem["scratch_bytes"] < mem["scratch_bytes_unshared"], mem
     after = [p.detach().cpu().numpy() for p in m.parameters()]
     for a, b in zip(before, after, strict=True):
         np.testing.assert_array_equal(a, b)  # exporting ran nothing

@@ -9,8 +9,8 @@
 //! bundle holds exactly the dispatches a run does, and exporting changes no
 //! tensor. Tensors that existed before the run (parameters, buffers,
 //! optimizer state, graph constants) are read back and stored with their
-//! current values; buffers made during the run start zeroed, as WebGPU
-//! creates them. Dynamic scalar arguments are fixed at the values given.
+//! current values; buffers made during the run are written before they are
+//! read (scratch slots are shared, see `memory`). Dynamic scalar arguments are fixed at the values given.
 //!
 //! Manifest (version 1), every index zero-based:
 //! - `shaders`: WGSL file names; each module's entry point is `entry_point`.
@@ -25,8 +25,12 @@
 //!   "offset", "strides"}`: the tensor's dtype, the element type it is stored
 //!   as on the device (`f32`, `i32`, `u32`; int64 is stored as i32 and bool
 //!   as u32 0/1), its shape, and its element offset and strides in that buffer.
-//! - `limits`: the device limits the bundle needs beyond nothing (storage
-//!   buffers per stage, binding and buffer size, workgroups per dimension).
+//! - `limits`: the device limits the bundle needs (storage buffers per
+//!   stage, binding and buffer size, workgroups per dimension).
+//! - `memory`: `scratch_bytes` (the shared scratch slots) and
+//!   `scratch_bytes_unshared` (what the run's buffers would take apart).
+//!   Buffers made and used up within a run share a slot when their
+//!   lifetimes do not overlap, as the memory plan does.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -119,6 +123,11 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         outputs.push(port(&mut rec, format!("output{k}"), o, &buf)?);
     }
     drop(outs);
+    let output_bufs: HashSet<usize> = outputs
+        .iter()
+        .filter_map(|o| o["buffer"].as_u64().map(|b| b as usize))
+        .collect();
+    let (phys, slots) = share_scratch(&rec, &input_bufs, &output_bufs);
 
     // Buffers, with the data of those that start with contents.
     let mut data: Vec<u8> = Vec::new();
@@ -130,8 +139,13 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
     };
     let mut buffers = Vec::with_capacity(rec.buffers.len() + 1);
     let mut max_buffer = 4u64;
+    let mut unshared = 0u64;
     for (i, b) in rec.buffers.iter().enumerate() {
         max_buffer = max_buffer.max(b.size);
+        if phys[i].1 {
+            unshared += b.size;
+            continue; // a shared scratch slot, listed below
+        }
         let (role, init) = if input_bufs.contains(&i) {
             ("input", Value::Null)
         } else if let Some(ex) = &b.existing {
@@ -141,7 +155,23 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         } else {
             ("scratch", Value::Null)
         };
+        debug_assert_eq!(phys[i].0, buffers.len());
         buffers.push(json!({"size": b.size, "role": role, "data": init}));
+    }
+    let shared: u64 = slots.iter().sum();
+    for &size in &slots {
+        buffers.push(json!({"size": size, "role": "scratch", "data": Value::Null}));
+    }
+    let own = buffers.len() - slots.len();
+    let index = |i: usize| -> usize {
+        match phys[i] {
+            (k, true) => own + k,
+            (k, false) => k,
+        }
+    };
+    for p in inputs.iter_mut().chain(outputs.iter_mut()) {
+        let b = p["buffer"].as_u64().unwrap_or(0) as usize;
+        p["buffer"] = json!(index(b));
     }
 
     // One metadata buffer, each dispatch's words at an aligned offset.
@@ -159,7 +189,7 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         }
         let mut bindings = vec![json!([0, meta_index, off, meta.len() - off])];
         for (j, &b) in d.buffers.iter().enumerate() {
-            bindings.push(json!([j + 1, b, 0, rec.buffers[b].size]));
+            bindings.push(json!([j + 1, index(b), 0, rec.buffers[b].size]));
         }
         max_bind = max_bind.max(bindings.len());
         max_groups = max_groups.max(d.groups.0).max(d.groups.1);
@@ -188,6 +218,10 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         "dispatches": dispatches,
         "inputs": inputs,
         "outputs": outputs,
+        "memory": {
+            "scratch_bytes": shared,
+            "scratch_bytes_unshared": unshared,
+        },
         "limits": {
             "max_storage_buffers_per_shader_stage": max_bind,
             "max_storage_buffer_binding_size": max_buffer,
@@ -200,6 +234,67 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         shaders: std::mem::take(&mut rec.shaders),
         data,
     })
+}
+
+/// Where each recorded buffer goes: `(k, false)` = the `k`-th buffer of its
+/// own, `(k, true)` = shared scratch slot `k`; and the slots' sizes.
+/// Buffers a run makes and only uses in between (no initial data, not an
+/// output) share a slot when their lifetimes — first to last dispatch
+/// binding them — do not overlap, as the memory plan reuses memory; the
+/// run never reads such a buffer before writing it.
+fn share_scratch(
+    rec: &Recording,
+    input_bufs: &HashSet<usize>,
+    output_bufs: &HashSet<usize>,
+) -> (Vec<(usize, bool)>, Vec<u64>) {
+    let n = rec.buffers.len();
+    let (mut first, mut last) = (vec![usize::MAX; n], vec![0usize; n]);
+    for (j, d) in rec.dispatches.iter().enumerate() {
+        for &b in &d.buffers {
+            first[b] = first[b].min(j);
+            last[b] = last[b].max(j);
+        }
+    }
+    let shareable = |i: usize| {
+        let b = &rec.buffers[i];
+        b.existing.is_none()
+            && b.init.is_none()
+            && !input_bufs.contains(&i)
+            && !output_bufs.contains(&i)
+            && first[i] != usize::MAX
+    };
+    let mut order: Vec<usize> = (0..n).filter(|&i| shareable(i)).collect();
+    order.sort_by_key(|&i| first[i]);
+    // (size, last dispatch of its current tenant)
+    let mut slots: Vec<(u64, usize)> = Vec::new();
+    let mut slot_of = vec![None; n];
+    for i in order {
+        let size = rec.buffers[i].size;
+        let free = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.0 >= size && s.1 < first[i])
+            .min_by_key(|(_, s)| s.0)
+            .map(|(k, _)| k);
+        let k = free.unwrap_or_else(|| {
+            slots.push((size, 0));
+            slots.len() - 1
+        });
+        slots[k].1 = last[i];
+        slot_of[i] = Some(k);
+    }
+    let mut own = 0;
+    let phys = slot_of
+        .iter()
+        .map(|s| match s {
+            Some(k) => (*k, true),
+            None => {
+                own += 1;
+                (own - 1, false)
+            }
+        })
+        .collect();
+    (phys, slots.into_iter().map(|s| s.0).collect())
 }
 
 impl Bundle {

@@ -1345,14 +1345,13 @@ impl Backend for WgpuBackend {
             ],
             [sd as i32 as u32, 0, 0, 0, 0, 0, 0, 0],
         )?;
-        let (bd, bufs) = bind(op, &[src, index, out])?;
-        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        get()?.dispatch(
+        run_items(
             op,
-            &shaders::gather(&bd, ty),
-            &refs,
+            |bd| shaders::gather(bd, ty),
+            &[src, index, out],
+            &[],
             &meta,
-            (index.numel() as u64).div_ceil(shaders::WG as u64),
+            index.numel(),
         )
     }
 
@@ -1392,14 +1391,13 @@ impl Backend for WgpuBackend {
             ],
             [1, 0, 0, 0, 0, 0, 0, 0],
         )?;
-        let (bd, bufs) = bind(op, &[src, &offs, out])?;
-        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        get()?.dispatch(
+        run_items(
             op,
-            &shaders::gather(&bd, ty),
-            &refs,
+            |bd| shaders::gather(bd, ty),
+            &[src, &offs, out],
+            &[],
             &meta,
-            (out.numel() as u64).div_ceil(shaders::WG as u64),
+            out.numel(),
         )
     }
 
@@ -1446,14 +1444,13 @@ impl Backend for WgpuBackend {
             ],
             [nb as u32, block as u32, accumulate as u32, 0, 0, 0, 0, 0],
         )?;
-        let (bd, bufs) = bind(op, &[&v, &offs, dst])?;
-        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        get()?.dispatch(
+        run_items(
             op,
-            &shaders::index_put(&bd, ty),
-            &refs,
+            |bd| shaders::index_put(bd, ty),
+            &[&v, &offs, dst],
+            &[],
             &meta,
-            (block as u64).div_ceil(shaders::WG as u64),
+            block,
         )
     }
 
@@ -1516,14 +1513,13 @@ impl Backend for WgpuBackend {
             ],
         )?;
         let nl: usize = lines.iter().product();
-        let (bd, bufs) = bind(op, &[index, src, dst])?;
-        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        get()?.dispatch(
+        run_items(
             op,
-            &shaders::scatter(&bd, ty),
-            &refs,
+            |bd| shaders::scatter(bd, ty),
+            &[index, src, dst],
+            &[],
             &meta,
-            (nl as u64).div_ceil(shaders::WG as u64),
+            nl,
         )
     }
 
