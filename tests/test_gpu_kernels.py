@@ -223,6 +223,17 @@ def test_indexing_a_strided_view_and_index_select():
         np.testing.assert_array_equal(x.to("gpu")[fg.tensor(idx).to("gpu")].numpy(), x[fg.tensor(idx)].numpy())
 
 
+def test_index_on_another_device_names_both_devices():
+    x = fg.ones(5, 3, device="gpu")
+    for f in (
+        lambda: x[fg.tensor([0, 1])],
+        lambda: x.index_put_((fg.tensor([0]),), fg.ones(3, device="gpu")),
+        lambda: fg.masked_select(x, fg.ones(5, 3, dtype=fg.bool)),
+    ):
+        with pytest.raises(RuntimeError, match=r"found gpu and cpu|found cpu and gpu"):
+            f()
+
+
 def test_out_of_range_index_is_index_error_and_writes_nothing():
     x = fg.tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).to("gpu")
     with pytest.raises(IndexError, match="out of bounds"):

@@ -288,13 +288,17 @@ fn run_ew(
 }
 
 fn check_same_device(op: &'static str, ts: &[&Tensor]) -> Result<()> {
+    let gpu = ts
+        .iter()
+        .map(|t| t.device())
+        .find(|d| matches!(d, Device::Gpu(_)))
+        .unwrap_or(Device::Gpu(0));
     for t in ts {
         if !matches!(t.device(), Device::Gpu(_)) {
             return Err(Error::runtime(
                 op,
                 format!(
-                    "expected all tensors to be on the same device, but found {} and {}",
-                    ts[ts.len() - 1].device(),
+                    "expected all tensors to be on the same device, but found {gpu} and {}",
                     t.device()
                 ),
             ));
