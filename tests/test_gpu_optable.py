@@ -54,6 +54,8 @@ HOST_READS = {
     "setitem": "tensor indices are range-checked on the host",
     "index_put_": "indices are range-checked on the host",
     "index_select": "indices are range-checked on the host",
+    "bernoulli": "probabilities are validated on the host and sampled there from the shared stream",
+    "multinomial": "probabilities are validated on the host and sampled there from the shared stream",
     "nonzero": "the output's shape depends on the data",
     "masked_select": "the output's shape depends on the data",
 }

@@ -41,8 +41,7 @@ pub const OPS: &[OpInfo] = &[
         .mutates(0),
     OpInfo::prim("rmsprop_step", "optim", DTypes::FLOAT)
         .kind(OpKind::Fused)
-        .mutates(0)
-        .no_gpu(),
+        .mutates(0),
 ];
 
 /// SGD hyperparameters. Per element, with `g` the gradient and `b` the momentum buffer:

@@ -42,9 +42,9 @@ pub const OPS: &[OpInfo] = &[
     rnd("randint_like", DTypes::ALL).kind(OpKind::Composite),
     rnd("uniform_", DTypes::FLOAT).mutates(0),
     rnd("normal_", DTypes::FLOAT).mutates(0),
-    rnd("bernoulli", DTypes::FLOAT).no_gpu(),
+    rnd("bernoulli", DTypes::FLOAT),
     rnd("bernoulli_", DTypes::ALL).mutates(0),
-    rnd("multinomial", DTypes::FLOAT).no_gpu(),
+    rnd("multinomial", DTypes::FLOAT),
     rnd("dropout", DTypes::FLOAT).kind(OpKind::Fused).grad(),
 ];
 

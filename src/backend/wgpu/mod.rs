@@ -595,6 +595,32 @@ impl Backend for WgpuBackend {
         via_host(out, |h| super::backend(Device::Cpu).random_fill(h, dist, s))
     }
 
+    // The probabilities are read on the host: they are range-checked there
+    // (an invalid one raises before anything is written, as on the CPU) and
+    // the CPU's kernel draws the same numbers from the same stream.
+    fn bernoulli_tensor(&self, p: &Tensor, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        check_same_device("bernoulli", &[p, out])?;
+        gty("bernoulli", out.dtype())?;
+        let hp = download(p)?;
+        via_host(out, |h| {
+            super::backend(Device::Cpu).bernoulli_tensor(&hp, h, s)
+        })
+    }
+
+    fn multinomial(
+        &self,
+        probs: &Tensor,
+        out: &Tensor,
+        replacement: bool,
+        s: PhiloxStream,
+    ) -> Result<()> {
+        check_same_device("multinomial", &[probs, out])?;
+        let hp = download(probs)?;
+        via_host(out, |h| {
+            super::backend(Device::Cpu).multinomial(&hp, h, replacement, s)
+        })
+    }
+
     fn randperm(&self, out: &Tensor, s: PhiloxStream) -> Result<()> {
         gty("randperm", out.dtype())?;
         if out.numel() > i32::MAX as usize {
@@ -656,8 +682,10 @@ impl Backend for WgpuBackend {
                 ));
             }
         }
-        let len = weight.map_or_else(|| x.shape().last().copied().unwrap_or(1), |w| w.numel());
-        let rows = x.numel().checked_div(len).unwrap_or(0);
+        // One statistic per row; rows span every normalised dim (not only
+        // the last one when there is no weight to tell their number).
+        let rows = mean.numel();
+        let len = x.numel().checked_div(rows).unwrap_or(0);
         if rows == 0 {
             return Ok(());
         }
@@ -964,6 +992,194 @@ impl Backend for WgpuBackend {
         meta.push(os as i32 as u32);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
         get()?.dispatch(op, &shaders::softmax(&bd), &refs, &meta, nout as u64)
+    }
+
+    fn layer_norm_grad(
+        &self,
+        x: &Tensor,
+        g: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+        weight: Option<&Tensor>,
+        rms: bool,
+        dx: Option<&Tensor>,
+        dw: Option<&Tensor>,
+        db: Option<&Tensor>,
+    ) -> Result<bool> {
+        let op = if rms {
+            "rms_norm_backward"
+        } else {
+            "layer_norm_backward"
+        };
+        let mut all: Vec<&Tensor> = vec![x, g, mean, rstd];
+        all.extend(weight);
+        all.extend(dx);
+        all.extend(dw);
+        all.extend(db);
+        check_same_device(op, &all)?;
+        if all.iter().any(|t| t.dtype() != DType::F32) {
+            return Ok(false);
+        }
+        let rows = mean.numel();
+        let len = x.numel().checked_div(rows).unwrap_or(0);
+        if rows == 0 || len == 0 {
+            for t in [dw, db].into_iter().flatten() {
+                self.fill(t, Scalar::Float(0.0))?;
+            }
+            return Ok(true);
+        }
+        // The kernels index dense blocks from offset 0.
+        let flat = |t: &Tensor| -> Result<Tensor> {
+            if t.is_contiguous() && t.offset() == 0 {
+                Ok(t.clone())
+            } else {
+                let c = Tensor::empty(t.shape(), t.dtype(), t.device())?;
+                self.cast_copy(t, &c)?;
+                Ok(c)
+            }
+        };
+        // RMS norm reads no mean: its operand slot repeats rstd, so the
+        // kernel binds no buffer it leaves unused (wgpu refuses those).
+        let (xc, gc, rc) = (flat(x)?, flat(g)?, flat(rstd)?);
+        let mc = if rms { rc.clone() } else { flat(mean)? };
+        let wc = weight.map(flat).transpose()?;
+        if let Some(dx) = dx {
+            dense_out(dx, |o| {
+                let mut ts = vec![&xc, &gc, &mc, &rc];
+                ts.extend(wc.as_ref());
+                ts.push(o);
+                let (bd, bufs) = bind(op, &ts)?;
+                let meta = vec![
+                    rows as u32,
+                    len as u32,
+                    0,
+                    1,
+                    1,
+                    0,
+                    0,
+                    rows as u32,
+                    len as u32,
+                    len as u32,
+                    1,
+                ];
+                let src = shaders::layer_norm_grad_input(&bd, wc.is_some(), rms);
+                let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+                get()?.dispatch(op, &src, &refs, &meta, rows as u64)
+            })?;
+        }
+        if dw.is_some() || db.is_some() {
+            let target = |t: &Tensor| -> Result<Tensor> {
+                if t.is_contiguous() && t.offset() == 0 {
+                    Ok(t.clone())
+                } else {
+                    Tensor::empty(t.shape(), DType::F32, t.device())
+                }
+            };
+            let dwc = dw.map(target).transpose()?;
+            let dbc = db.map(target).transpose()?;
+            let mut ts = vec![&xc, &gc, &mc, &rc];
+            ts.extend(dwc.as_ref());
+            ts.extend(dbc.as_ref());
+            let outs = dwc.is_some() as usize + dbc.is_some() as usize;
+            let (bd, bufs) = bind_written(op, &ts, outs)?;
+            let src = shaders::layer_norm_grad_params(&bd, dwc.is_some(), dbc.is_some(), rms);
+            let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+            get()?.dispatch(
+                op,
+                &src,
+                &refs,
+                &[len as u32, rows as u32],
+                (len as u64).div_ceil(shaders::WG as u64),
+            )?;
+            for (dst, src) in [(dw, &dwc), (db, &dbc)] {
+                if let (Some(d), Some(s)) = (dst, src) {
+                    if !s.shares_storage(d) {
+                        self.cast_copy(s, d)?;
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn softmax_grad(
+        &self,
+        y: &Tensor,
+        g: &Tensor,
+        dim: usize,
+        log: bool,
+        out: &Tensor,
+    ) -> Result<bool> {
+        let op = if log {
+            "log_softmax_backward"
+        } else {
+            "softmax_backward"
+        };
+        check_same_device(op, &[y, g, out])?;
+        if [y, g, out].iter().any(|t| t.dtype() != DType::F32) {
+            return Ok(false);
+        }
+        let nd = y.ndim();
+        let len = if nd == 0 { 1 } else { y.shape()[dim] };
+        let nout = y.numel() / len.max(1);
+        if nout == 0 || len == 0 {
+            return Ok(true);
+        }
+        let (bd, bufs) = bind(op, &[y, g, out])?;
+        let keep: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
+        let red = |t: &Tensor| {
+            if nd == 0 {
+                0
+            } else {
+                t.strides()[dim] as i32 as u32
+            }
+        };
+        let mut meta = vec![
+            nout as u32,
+            len as u32,
+            log as u32,
+            keep.len() as u32,
+            1,
+            y.offset() as u32,
+            g.offset() as u32,
+        ];
+        meta.extend(keep.iter().map(|&d| y.shape()[d] as u32));
+        meta.extend(keep.iter().map(|&d| y.strides()[d] as i32 as u32));
+        meta.push(len as u32);
+        meta.push(red(y));
+        meta.extend(keep.iter().map(|&d| g.strides()[d] as i32 as u32));
+        meta.push(red(g));
+        meta.push(out.offset() as u32);
+        meta.extend(keep.iter().map(|&d| out.strides()[d] as i32 as u32));
+        meta.push(red(out));
+        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        get()?.dispatch(op, &shaders::softmax_grad(&bd), &refs, &meta, nout as u64)?;
+        Ok(true)
+    }
+
+    fn unary_grad(
+        &self,
+        uop: UnaryOp,
+        x: &Tensor,
+        y: &Tensor,
+        g: &Tensor,
+        out: &Tensor,
+    ) -> Result<bool> {
+        let op = uop.name();
+        check_same_device(op, &[x, y, g, out])?;
+        if [x, y, g, out].iter().any(|t| t.dtype() != DType::F32) {
+            return Ok(false);
+        }
+        let (bd, bufs) = bind(op, &[x, y, g, out])?;
+        let Some(src) = shaders::unary_grad(&bd, uop) else {
+            return Ok(false);
+        };
+        let p = shaders::unary_params(uop);
+        let mut params = [0u32; 8];
+        params[0] = (p[0] as f32).to_bits();
+        params[1] = (p[1] as f32).to_bits();
+        run_ew(op, &src, &[x, y, g, out], &bufs, params)?;
+        Ok(true)
     }
 
     fn cross_entropy(
@@ -1822,6 +2038,49 @@ impl crate::ops::optim::OptimKernels for WgpuOptim {
                 h.weight_decay != 0.0,
                 h.decoupled,
                 1.0 - h.beta1 < 0.5,
+            );
+            run_ew(op, &src, &ts, &bb, p)?;
+        }
+        Ok(())
+    }
+
+    fn rmsprop(
+        &self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        square_avgs: &[Tensor],
+        bufs: &[Tensor],
+        grad_avgs: &[Tensor],
+        h: &crate::ops::optim::RmspropHyper,
+    ) -> Result<()> {
+        let op = "rmsprop_step";
+        let p = f32s([
+            -h.lr,
+            h.weight_decay,
+            h.alpha,
+            1.0 - h.alpha,
+            h.eps,
+            h.momentum,
+            0.0,
+            0.0,
+        ]);
+        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
+            let mut ts = vec![x, g, &square_avgs[j]];
+            if let Some(b) = bufs.get(j) {
+                ts.push(b);
+            }
+            if let Some(a) = grad_avgs.get(j) {
+                ts.push(a);
+            }
+            optim_check(op, &ts)?;
+            let (bd, bb) = optim_bind(op, &ts)?;
+            let src = shaders::rmsprop(
+                &bd,
+                !bufs.is_empty(),
+                !grad_avgs.is_empty(),
+                h.maximize,
+                h.weight_decay != 0.0,
+                1.0 - h.alpha < 0.5,
             );
             run_ew(op, &src, &ts, &bb, p)?;
         }

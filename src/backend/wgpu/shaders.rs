@@ -381,6 +381,57 @@ pub fn unary(b: &Bindings, op: UnaryOp, ty: GTy, out: GTy) -> Option<String> {
     Some(ew_shader(b, &body))
 }
 
+/// The WGSL expression of `g · op'(x)` (float32) from `x`, `y = op(x)` and
+/// `g`, the fused gradient of a unary op; the op's parameters are p0 and p1
+/// as in [`unary_params`]. `None` for ops without a fused gradient (the
+/// caller composes those from primitives), as on the CPU.
+pub fn unary_grad_expr(op: UnaryOp) -> Option<&'static str> {
+    use UnaryOp::*;
+    Some(match op {
+        Tanh => "g * (1.0 - y * y)",
+        Sigmoid => "g * (y * (1.0 - y))",
+        Relu => "select(0.0, g, x > 0.0)",
+        LeakyRelu(_) => "select(g * pf(0u), g, x > 0.0)",
+        Elu(_) => "select(g * (y + pf(0u)), g, x > 0.0)",
+        // d/dx x·Φ(x) = Φ(x) + x·φ(x), x clamped in φ as on the CPU.
+        Gelu => {
+            "g * (0.5 * (1.0 + erf_f(x * 0.7071067811865476)) + cx(x, 40.0) * exp_f(-0.5 * cx(x, 40.0) * cx(x, 40.0)) * 0.3989422804014327)"
+        }
+        // 0.5·(1 + tanh(u)) = sigmoid(2u): sigmoid(z) + x·z'·sigmoid'(z).
+        GeluTanh => "g * gelu_tanh_grad(cx(x, 1000.0))",
+        Silu => "g * (sigmoid_f(x) * (x * (1.0 - sigmoid_f(x)) + 1.0))",
+        Softplus { .. } => "select(g * sigmoid_f(x * pf(0u)), g, x * pf(0u) > pf(1u))",
+        Erf => "g * (exp_f(-(x * x)) * 1.1283791670955126)",
+        _ => return None,
+    })
+}
+
+/// `out = g · op'(x)`: operands (x, y, g, out), all float32.
+pub fn unary_grad(b: &Bindings, op: UnaryOp) -> Option<String> {
+    let e = unary_grad_expr(op)?;
+    let helpers = "
+fn cx(x: f32, m: f32) -> f32 { return select(clamp(x, -m, m), x, is_nan(x)); }
+fn gelu_tanh_grad(x: f32) -> f32 {
+    let z = 1.5957691216057308 * x * (1.0 + 0.044715 * x * x);
+    let dz = 1.5957691216057308 * (1.0 + 0.134145 * x * x);
+    let e = exp_f(-abs(z));
+    let q = 1.0 / (1.0 + e);
+    return select(e * q, q, z >= 0.0) + x * dz * (e * q * q);
+}
+";
+    let body = format!(
+        "    let x = {};\n    let y = {};\n    let g = {};\n    {}[off(3u, i)] = {e};",
+        load(b, 0),
+        load(b, 1),
+        load(b, 2),
+        b.arr(3)
+    );
+    let src = ew_shader(b, &body);
+    // The helpers go after the shared math (they call it), before the entry point.
+    let at = src.find("@compute").unwrap_or(0);
+    Some(format!("{}{helpers}{}", &src[..at], &src[at..]))
+}
+
 /// The WGSL statements of a binary op on `a`, `b` (type `ty`) setting `r`.
 pub fn binary_expr(op: BinaryOp, ty: GTy) -> Option<String> {
     use BinaryOp::*;
@@ -788,6 +839,60 @@ pub fn softmax(bd: &Bindings) -> String {
     row_shader(bd, GTy::F32, &body)
 }
 
+/// Softmax (log-softmax when `md[2] != 0`) gradient of (y, g, out) over the
+/// single reduced dim: `y·(g - Σ g·y)`, or `g - exp(y)·Σ g` for log-softmax.
+/// Metadata as [`softmax`] for `y` (offset md[5]), then g's offset (md[6])
+/// and strides after y's, then out's offset and strides.
+pub fn softmax_grad(bd: &Bindings) -> String {
+    let (ya, ga, oa) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let body = format!(
+        "    let nk = md[3];
+    let gb = 9u + 2u * nk;
+    let ob = gb + nk + 1u;
+    var go = 0i;
+    var oo = 0i;
+    if (valid) {{
+        var rem = row;
+        go = bitcast<i32>(md[6]);
+        oo = bitcast<i32>(md[ob]);
+        var d = nk;
+        loop {{
+            if (d == 0u) {{ break; }}
+            d = d - 1u;
+            let s = md[7u + d];
+            let c = i32(rem % s);
+            go = go + c * bitcast<i32>(md[gb + d]);
+            oo = oo + c * bitcast<i32>(md[ob + 1u + d]);
+            rem = rem / s;
+        }}
+    }}
+    let gs = bitcast<i32>(md[gb + nk]);
+    let os = bitcast<i32>(md[ob + 1u + nk]);
+    let lg = md[2] != 0u;
+    var a = 0.0;
+    if (valid) {{
+        for (var j = lid; j < nred; j = j + {RED_WG}u) {{
+            let gv = {ga}[u32(go + i32(j) * gs)];
+            if (lg) {{ a = a + gv; }} else {{ a = a + gv * {ya}[u32(i32(xb) + red_off(j))]; }}
+        }}
+    }}
+    sh[lid] = a;
+{}
+    let tot = sh[0];
+    if (valid) {{
+        for (var j = lid; j < nred; j = j + {RED_WG}u) {{
+            let yv = {ya}[u32(i32(xb) + red_off(j))];
+            let gv = {ga}[u32(go + i32(j) * gs)];
+            var r: f32;
+            if (lg) {{ r = gv - exp_f(yv) * tot; }} else {{ r = yv * (gv - tot); }}
+            {oa}[u32(oo + i32(j) * os)] = r;
+        }}
+    }}",
+        tree("A + B"),
+    );
+    row_shader(bd, GTy::F32, &body)
+}
+
 /// Index (and value) of the first maximum (`max`) or minimum of each row:
 /// operands (x, indices) or (x, values, indices); the values' offset is p0.
 pub fn arg_reduce(bd: &Bindings, ty: GTy, max: bool, with_values: bool) -> String {
@@ -906,6 +1011,90 @@ pub fn layer_norm(bd: &Bindings, has_w: bool, has_b: bool, rms: bool) -> String 
     row_shader(bd, GTy::F32, &body)
 }
 
+/// Layer-norm (RMS-norm when `rms`) input gradient, one workgroup per row:
+/// operands (x, g, mean, rstd[, w], dx), dense from offset 0, metadata as
+/// [`layer_norm`]. `dx = r·(ĝ - x̂·mean(ĝ·x̂) - mean(ĝ))` with `ĝ = g·w`,
+/// `x̂ = (x - μ)·r` (no `mean(ĝ)` term and `μ = 0` for RMS norm).
+pub fn layer_norm_grad_input(bd: &Bindings, has_w: bool, rms: bool) -> String {
+    let (xa, ga, ma, ra) = (bd.arr(0), bd.arr(1), bd.arr(2), bd.arr(3));
+    let da = bd.arr(if has_w { 5 } else { 4 });
+    let gh = if has_w {
+        format!("{ga}[xb + j] * {}[j]", bd.arr(4))
+    } else {
+        format!("{ga}[xb + j]")
+    };
+    let mu = if rms {
+        "0.0".to_string()
+    } else {
+        format!("{ma}[row]")
+    };
+    let m1 = if rms { "0.0" } else { "sh[0] / n" };
+    let body = format!(
+        "    let n = f32(nred);
+    var mu = 0.0;
+    var r = 0.0;
+    if (valid) {{ mu = {mu}; r = {ra}[row]; }}
+    var a1 = 0.0;
+    var a2 = 0.0;
+    if (valid) {{
+        for (var j = lid; j < nred; j = j + {RED_WG}u) {{
+            let gh = {gh};
+            a1 = a1 + gh;
+            a2 = a2 + gh * (({xa}[xb + j] - mu) * r);
+        }}
+    }}
+    sh[lid] = a1;
+{}
+    let m1 = {m1};
+    workgroupBarrier();
+    sh[lid] = a2;
+{}
+    let m2 = sh[0] / n;
+    if (valid) {{
+        for (var j = lid; j < nred; j = j + {RED_WG}u) {{
+            let gh = {gh};
+            {da}[xb + j] = r * (gh - (({xa}[xb + j] - mu) * r) * m2 - m1);
+        }}
+    }}",
+        tree("A + B"),
+        tree("A + B"),
+    );
+    row_shader(bd, GTy::F32, &body)
+}
+
+/// Layer-norm weight and bias gradients, one thread per column walking the
+/// rows in order: operands (x, g, mean, rstd[, dw][, db]), dense from offset
+/// 0; md: [len, rows]. `dw = Σ g·x̂`, `db = Σ g`.
+pub fn layer_norm_grad_params(bd: &Bindings, has_dw: bool, has_db: bool, rms: bool) -> String {
+    let (xa, ga, ma, ra) = (bd.arr(0), bd.arr(1), bd.arr(2), bd.arr(3));
+    let mu = if rms {
+        "0.0".to_string()
+    } else {
+        format!("{ma}[r]")
+    };
+    let mut body = format!(
+        "    let len = md[0];
+    let rows = md[1];
+    var sw = 0.0;
+    var sb = 0.0;
+    for (var r = 0u; r < rows; r = r + 1u) {{
+        let k = r * len + i;
+        let gv = {ga}[k];
+        sw = sw + gv * (({xa}[k] - {mu}) * {ra}[r]);
+        sb = sb + gv;
+    }}"
+    );
+    let mut k = 4;
+    if has_dw {
+        body += &format!("\n    {}[i] = sw;", bd.arr(k));
+        k += 1;
+    }
+    if has_db {
+        body += &format!("\n    {}[i] = sb;", bd.arr(k));
+    }
+    ew_shader(bd, &body)
+}
+
 /// SGD update of operands (param, grad[, momentum buffer]), in place:
 /// p0 = -lr, p1 = weight decay, p2 = momentum, p3 = 1 - dampening.
 pub fn sgd(
@@ -988,6 +1177,51 @@ pub fn adam(
     body += &format!(
         "\n    let denom = sqrt(d) / pf(1u) + pf(2u);\n    {pa}[po] = p + pf(0u) * m / denom;\n    {ma}[mo] = m;\n    {va}[vo] = sq;"
     );
+    ew_shader(bd, &body)
+}
+
+/// RMSprop update of operands (param, grad, square_avg[, momentum buffer][,
+/// grad_avg]), in place: p0 = -lr, p1 = weight decay, p2 = alpha,
+/// p3 = 1 - alpha, p4 = eps, p5 = momentum. `low` picks the form of
+/// `lerp(grad_avg, g, 1 - alpha)` the CPU uses for that weight.
+pub fn rmsprop(
+    bd: &Bindings,
+    with_buf: bool,
+    centered: bool,
+    maximize: bool,
+    wd: bool,
+    low: bool,
+) -> String {
+    let (pa, ga, sa) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let mut body = format!(
+        "    let po = off(0u, i);
+    let so = off(2u, i);
+    let p = {pa}[po];
+    var g = {}{ga}[off(1u, i)];",
+        if maximize { "-" } else { "" }
+    );
+    if wd {
+        body += "\n    g = g + pf(1u) * p;";
+    }
+    body += &format!("\n    let sq = {sa}[so] * pf(2u) + pf(3u) * g * g;\n    {sa}[so] = sq;");
+    if centered {
+        let k = 3 + with_buf as usize;
+        let aa = bd.arr(k);
+        body += &format!(
+            "\n    let ao = off({k}u, i);\n    let a0 = {aa}[ao];\n    let a = {};\n    {aa}[ao] = a;\n    let avg = sqrt(sq - a * a) + pf(4u);",
+            if low { "a0 + pf(3u) * (g - a0)" } else { "g - (g - a0) * (1.0 - pf(3u))" }
+        );
+    } else {
+        body += "\n    let avg = sqrt(sq) + pf(4u);";
+    }
+    if with_buf {
+        let ba = bd.arr(3);
+        body += &format!(
+            "\n    let bo = off(3u, i);\n    let b = {ba}[bo] * pf(5u) + g / avg;\n    {ba}[bo] = b;\n    {pa}[po] = p + pf(0u) * b;"
+        );
+    } else {
+        body += &format!("\n    {pa}[po] = p + pf(0u) * g / avg;");
+    }
     ew_shader(bd, &body)
 }
 
@@ -1540,6 +1774,15 @@ mod tests {
             }
         }
         validate(&softmax(&Bindings::distinct(&[GTy::F32, GTy::F32])));
+        validate(&softmax_grad(&Bindings::distinct(&[GTy::F32; 3])));
+        let mut grads = 0;
+        for op in unary_ops() {
+            if let Some(s) = unary_grad(&Bindings::distinct(&[GTy::F32; 4]), op) {
+                validate(&s);
+                grads += 1;
+            }
+        }
+        assert_eq!(grads, 10, "unary ops with a fused gradient");
         for (w, b, rms) in [
             (true, true, false),
             (false, false, false),
@@ -1554,6 +1797,14 @@ mod tests {
                 x.1 = true;
             }
             validate(&layer_norm(&bd, w, b, rms));
+            let mut gb = Bindings::distinct(&vec![GTy::F32; 5 + w as usize]);
+            gb.bufs.last_mut().unwrap().1 = true;
+            validate(&layer_norm_grad_input(&gb, w, rms));
+            let mut pb = Bindings::distinct(&vec![GTy::F32; 4 + w as usize + b as usize]);
+            for x in pb.bufs.iter_mut().skip(4) {
+                x.1 = true;
+            }
+            validate(&layer_norm_grad_params(&pb, w, b, rms));
         }
         for f in 0..32u32 {
             let b = |k: u32| f & (1 << k) != 0;
@@ -1567,6 +1818,12 @@ mod tests {
                 x.1 = j != 1;
             }
             validate(&adam(&bd, b(0), b(1), b(2), b(3), b(4)));
+            let n = 3 + b(0) as usize + b(1) as usize;
+            let mut bd = Bindings::distinct(&vec![GTy::F32; n]);
+            for (j, x) in bd.bufs.iter_mut().enumerate() {
+                x.1 = j != 1;
+            }
+            validate(&rmsprop(&bd, b(0), b(1), b(2), b(3), b(4)));
         }
         for ty in TYS {
             for max in [true, false] {
