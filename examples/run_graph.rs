@@ -168,7 +168,10 @@ fn main_inner() -> Result<(), String> {
     }
     let graph_path =
         graph_path.ok_or("usage: run_graph GRAPH [--scalars a,b] [--out DIR] [INPUT.npy ...]")?;
-    let loaded = save::load(&graph_path).map_err(|e| e.to_string())?;
+    // A graph saved from the GPU runs here on the CPU.
+    let loaded = save::load(&graph_path)
+        .and_then(|l| l.on(Device::Cpu))
+        .map_err(|e| e.to_string())?;
     let g = loaded.graph;
     let positions: Vec<usize> = g
         .inputs

@@ -291,3 +291,70 @@ def test_shape_tampering_is_caught_when_loading(tmp_path):
     _write(p, header, data)
     with pytest.raises(fg.GraphFileError, match="does not type-check.*captured graph has shape"):
         fg.load_graph(p)
+
+
+_no_gpu = pytest.mark.skipif(
+    not fg.gpu.is_available(), reason=f"no WebGPU adapter: {fg.gpu.unavailable_reason()}"
+)
+
+
+@_no_gpu
+def test_gpu_graph_saves_and_loads_on_either_device(tmp_path):
+    """A graph captured on the GPU saves (its weights read back once), loads on the GPU
+    by default, and on the CPU when asked — its own factories follow it there."""
+    m = _mlp(2).eval().to("gpu")
+
+    def fn(x):
+        return m(x) + fg.ones(3, device=x.device) * 0.5
+
+    f = fg.compile(fn)
+    x = np.random.default_rng(4).standard_normal((5, 6)).astype(np.float32)
+    xg = fg.tensor(x, device="gpu")
+    want = f(xg).cpu().numpy()
+    g0 = f.graph(xg)
+    assert g0.device == "gpu"
+    g0.save(tmp_path / "gpu.fgraph")
+    # Saving read the weights without moving the model.
+    assert all(str(p.device) == "gpu" for p in m.parameters())
+
+    g = fg.load_graph(tmp_path / "gpu.fgraph")
+    assert g.device == "gpu"
+    assert all(str(t.device) == "gpu" for t in g.state_dict().values())
+    out = g(xg)
+    out = out[0] if isinstance(out, tuple) else out
+    assert str(out.device) == "gpu"
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-5, atol=1e-6)
+
+    gc = fg.load_graph((tmp_path / "gpu.fgraph").read_bytes(), device="cpu")
+    assert gc.device == "cpu"
+    out = gc(fg.tensor(x))
+    out = out[0] if isinstance(out, tuple) else out
+    assert str(out.device) == "cpu"
+    np.testing.assert_allclose(arr(out), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError, match="device"):
+        gc(xg)
+
+    exe = _runner()
+    if exe is not None:
+        np.save(tmp_path / "x.npy", x)
+        res = subprocess.run(
+            [str(exe), str(tmp_path / "gpu.fgraph"), str(tmp_path / "x.npy"), "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        np.testing.assert_allclose(np.load(tmp_path / "out" / "output0.npy"), want, rtol=1e-4, atol=1e-5)
+
+
+@_no_gpu
+def test_cpu_graph_loads_onto_the_gpu(tmp_path):
+    m, path = _saved_mlp(tmp_path)
+    x = fg.randn(5, 6)
+    g = fg.load_graph(path, device="gpu")
+    assert g.device == "gpu"
+    out = g(x.to("gpu"))
+    out = out[0] if isinstance(out, tuple) else out
+    assert str(out.device) == "gpu"
+    np.testing.assert_allclose(out.cpu().numpy(), arr(m(x)), rtol=1e-4, atol=1e-5)
+    assert fg.load_graph(path).device == "cpu"

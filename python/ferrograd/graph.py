@@ -165,6 +165,11 @@ class Graph:
         """Output value numbers."""
         return self._built().outputs
 
+    @property
+    def device(self) -> str:
+        """The device the graph runs on: its arguments' (``"cpu"`` or ``"gpu"``)."""
+        return str(self._built().device())
+
     def verify(self) -> None:
         """Check the graph's structural invariants (raises on a violation)."""
         self._built().verify()
@@ -664,21 +669,26 @@ def _dtype_named(name: str) -> Any:
     return getattr(_core, name)
 
 
-def load_graph(path: Any) -> Graph:
+def load_graph(path: Any, device: Any = None) -> Graph:
     """Load a graph written by :meth:`Graph.save`; call the result to run it.
 
     Everything is checked before use (sizes, offsets, dtypes, the graph's
     structure, and its shapes when first run); a malformed, truncated or
     wrong-version file raises :class:`GraphFileError`. The loaded graph holds
     its own copies of the tensors it reads (see :meth:`Graph.state_dict`).
+
+    ``device``: where the graph runs — by default the device it was saved
+    from (``"gpu"`` for a graph captured on the WebGPU device); pass
+    ``"cpu"`` or ``"gpu"`` to move it (its weights are copied there and the
+    tensors it creates are made there).
     """
     import os
 
     try:
         if isinstance(path, (bytes, bytearray, memoryview)):
-            g, scalars, _slots, meta = _core._graph_loads(bytes(path))
+            g, scalars, _slots, meta = _core._graph_loads(bytes(path), device)
         else:
-            g, scalars, _slots, meta = _core._graph_load(os.fspath(path))
+            g, scalars, _slots, meta = _core._graph_load(os.fspath(path), device)
     except ValueError as e:
         raise GraphFileError(str(e)) from None
     obj = Graph._wrap(g)

@@ -1049,6 +1049,25 @@ impl OpCall {
         c
     }
 
+    /// The same call with every device `from` it names (a factory's device,
+    /// a copy's target, inside control-flow bodies too) replaced by `to`.
+    pub fn relocated(&self, from: Device, to: Device) -> OpCall {
+        use OpCall::*;
+        match self {
+            ToDevice { device } if *device == from => ToDevice { device: to },
+            Cond { then_g, else_g } => Cond {
+                then_g: Sub(Arc::new(then_g.0.relocated(from, to))),
+                else_g: Sub(Arc::new(else_g.0.relocated(from, to))),
+            },
+            While { cond, body } => While {
+                cond: Sub(Arc::new(cond.0.relocated(from, to))),
+                body: Sub(Arc::new(body.0.relocated(from, to))),
+            },
+            c if c.factory_device() == Some(from) => c.on_device(to),
+            c => c.clone(),
+        }
+    }
+
     /// Apply a [`OpCall::Vjp`] node's rule to its inputs.
     fn vjp_apply(&self, ins: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
         let OpCall::Vjp {

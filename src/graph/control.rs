@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::autograd::GradMode;
 use crate::error::{Error, Result};
-use crate::tensor::{Layout, Storage, Tensor};
+use crate::tensor::{Device, Layout, Storage, Tensor};
 
 use super::exec::Plan;
 use super::Graph;
@@ -66,6 +66,14 @@ impl SubGraph {
             }
             g.symbols.clear();
         }
+        SubGraph::new(g, self.n_args, self.n_caps)
+    }
+
+    /// The same sub-graph with its calls' device `from` replaced by `to`
+    /// (see [`Graph::relocate_calls`]).
+    pub fn relocated(&self, from: Device, to: Device) -> SubGraph {
+        let mut g = self.graph.clone();
+        g.relocate_calls(from, to);
         SubGraph::new(g, self.n_args, self.n_caps)
     }
 

@@ -825,10 +825,8 @@ fn check_arg(g: &Graph, v: ValueId, name: Option<&str>, t: &Tensor) -> Result<()
         return Err(Error::runtime(
             "graph",
             format!(
-                "{who} is on device {} where the graph runs on {} (it was captured with arguments on {}); \
-                 move it with .to(\"{}\")",
+                "{who} is on device {} where the graph runs on {}; move it with .to(\"{}\")",
                 t.device(),
-                g.device,
                 g.device,
                 g.device
             ),

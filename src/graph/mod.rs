@@ -121,6 +121,42 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Rewrite every node's device `from` (factories, copies, control-flow
+    /// bodies) to `to`, and the graph's own device when it is `from`.
+    pub fn relocate_calls(&mut self, from: crate::tensor::Device, to: crate::tensor::Device) {
+        for n in &mut self.nodes {
+            n.call = n.call.relocated(from, to);
+        }
+        if self.device == from {
+            self.device = to;
+        }
+    }
+
+    /// Move a graph that owns its tensors (one loaded from a file) to `to`:
+    /// the calls naming `calls_from` are rewritten (see [`Graph::relocate_calls`])
+    /// and every tensor it holds (read by reference, or constant) is copied to
+    /// `to`. Not for captured graphs, whose references are the caller's tensors.
+    pub fn relocate(
+        &mut self,
+        calls_from: crate::tensor::Device,
+        to: crate::tensor::Device,
+    ) -> crate::error::Result<()> {
+        for inp in &mut self.inputs {
+            if let InputKind::Ref(t) | InputKind::Const(t) = &mut inp.kind {
+                if t.device() != to {
+                    let moved = crate::backend::transfer(t, to)?;
+                    if t.requires_grad() {
+                        crate::autograd::set_requires_grad(&moved, true)?;
+                    }
+                    *t = moved;
+                }
+            }
+        }
+        self.relocate_calls(calls_from, to);
+        self.device = to;
+        Ok(())
+    }
+
     /// The value a view chain bottoms out in: the value that owns the
     /// storage `v` aliases (an input, or an output of a non-view node).
     pub fn storage_root(&self, v: ValueId) -> ValueId {

@@ -588,16 +588,15 @@ fn st_dtype_parse(s: &str) -> Option<DType> {
 
 /// A tensor's elements in row-major order, as bytes.
 fn tensor_bytes(t: &Tensor) -> Result<Vec<u8>> {
-    if t.device() != Device::Cpu {
-        return Err(Error::value(
-            "save_graph",
-            format!(
-                "a tensor of the graph is on {:?}; graphs are saved from CPU tensors",
-                t.device()
-            ),
-        ));
-    }
     t.check_has_data("save_graph")?;
+    // GPU tensors are read back through the one materialise path.
+    let host;
+    let t = if t.device() == Device::Cpu {
+        t
+    } else {
+        host = crate::backend::transfer(t, Device::Cpu)?;
+        &host
+    };
     let isz = t.dtype().itemsize();
     let mut out = Vec::with_capacity(t.numel() * isz);
     let base = t.byte_ptr();
@@ -633,10 +632,31 @@ pub struct Loaded {
     pub scalars: Vec<f64>,
     /// Extra string metadata written by [`to_bytes`]'s caller.
     pub metadata: BTreeMap<String, String>,
+    /// The device the graph ran on when saved. The loaded graph's tensors
+    /// are on the CPU and its calls still name this device: [`Loaded::on`]
+    /// makes it a graph of one device.
+    pub device: Device,
+}
+
+impl Loaded {
+    /// The loaded graph made to run on `device` (its tensors copied there,
+    /// its factories and copies retargeted from the device it was saved on).
+    pub fn on(mut self, device: Device) -> Result<Loaded> {
+        self.graph.relocate(self.device, device)?;
+        self.device = device;
+        Ok(self)
+    }
 }
 
 /// Metadata keys the format itself uses.
-const RESERVED: [&str; 5] = ["format", "version", "graph", "generators", "scalars"];
+const RESERVED: [&str; 6] = [
+    "format",
+    "version",
+    "graph",
+    "generators",
+    "scalars",
+    "device",
+];
 
 /// The file image of `g` (see the module docs). `scalars` are the current
 /// values of its dynamic scalar slots; `extra` is stored as metadata.
@@ -663,6 +683,9 @@ pub fn to_bytes(g: &Graph, scalars: &[f64], extra: &BTreeMap<String, String>) ->
         .collect();
     let scal: Vec<F64Repr> = scalars.iter().map(|&x| F64Repr::of(x)).collect();
     let mut meta: BTreeMap<String, String> = extra.clone();
+    if g.device != Device::Cpu {
+        meta.insert("device".into(), g.device.name());
+    }
     meta.insert("format".into(), FORMAT.into());
     meta.insert("version".into(), VERSION.to_string());
     meta.insert("graph".into(), json);
@@ -899,10 +922,23 @@ pub fn from_bytes(buf: &[u8]) -> Result<Loaded> {
                 .ok_or_else(|| bad(format!("metadata {k:?} is not a string")))
         })
         .collect::<Result<BTreeMap<_, _>>>()?;
+    let device = match meta.get("device") {
+        None => Device::Cpu,
+        Some(v) => match v.as_str() {
+            Some("cpu") => Device::Cpu,
+            Some("gpu") => Device::Gpu(0),
+            Some(d) => match d.strip_prefix("gpu:").and_then(|i| i.parse::<u32>().ok()) {
+                Some(i) => Device::Gpu(i),
+                None => return Err(bad(format!("the file names an unknown device {d:?}"))),
+            },
+            None => return Err(bad("metadata \"device\" is not a string")),
+        },
+    };
     Ok(Loaded {
         graph,
         scalars,
         metadata,
+        device,
     })
 }
 

@@ -696,15 +696,41 @@ fn loaded_tuple(l: crate::graph::save::Loaded) -> LoadedTuple {
 
 /// Read a saved graph from `path` (see `LoadedTuple`).
 #[pyfunction]
-fn _graph_load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<LoadedTuple> {
-    let l = py.detach(|| run(|| crate::graph::save::load(&path)))?;
+#[pyo3(signature = (path, device=None))]
+fn _graph_load(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<LoadedTuple> {
+    let dev = load_device(device)?;
+    let l = py.detach(|| {
+        run(|| {
+            let l = crate::graph::save::load(&path)?;
+            let d = dev.unwrap_or(l.device);
+            l.on(d)
+        })
+    })?;
     Ok(loaded_tuple(l))
+}
+
+/// The device asked of a load (`None`: the one the graph was saved on).
+fn load_device(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::tensor::Device>> {
+    match device {
+        Some(d) if !d.is_none() => Ok(Some(super::parse_device(Some(d))?)),
+        _ => Ok(None),
+    }
 }
 
 /// Read a saved graph from bytes (as `_graph_load`).
 #[pyfunction]
-fn _graph_loads(data: &[u8]) -> PyResult<LoadedTuple> {
-    Ok(loaded_tuple(run(|| crate::graph::save::from_bytes(data))?))
+#[pyo3(signature = (data, device=None))]
+fn _graph_loads(data: &[u8], device: Option<&Bound<'_, PyAny>>) -> PyResult<LoadedTuple> {
+    let dev = load_device(device)?;
+    Ok(loaded_tuple(run(|| {
+        let l = crate::graph::save::from_bytes(data)?;
+        let d = dev.unwrap_or(l.device);
+        l.on(d)
+    })?))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
