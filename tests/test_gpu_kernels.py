@@ -405,3 +405,50 @@ def test_fused_norm_gradients_match_cpu(kind, w, b, shape, norm):
     assert n <= 2, f"{n} dispatches for the gradients"
     for a, c in zip(got, want, strict=True):
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-4)
+
+
+def test_uploaded_indices_are_checked_without_a_download():
+    """An upload keeps a host copy of small integer tensors until a kernel writes the
+    buffer, so range checks of class targets and indices read it: a training step's
+    cross entropy or an embedding lookup costs no device-to-host read (and no wait)."""
+    x = fg.randn(8, 5, device="gpu", requires_grad=True)
+    t = fg.tensor([0, 1, 2, 3, 4, 0, 1, 2]).to("gpu")
+    emb = fg.randn(10, 3, device="gpu")
+    idx = fg.tensor([[1, 9, 0], [2, 2, 5]]).to("gpu")
+    src = fg.randn(4, 6, device="gpu")
+    gidx = fg.tensor([[0, 5, 1], [2, 3, 4], [5, 5, 0], [1, 1, 1]]).to("gpu")
+    s0 = fg.gpu.stats()
+    loss = F.cross_entropy(x, t)
+    loss.backward()
+    e = F.embedding(idx, emb)
+    e2 = emb[idx[:, 1:]]  # a view of the uploaded tensor reads its part of the copy
+    sel = fg.index_select(src, 1, gidx[1])
+    gat = fg.gather(src, 1, gidx)
+    s1 = fg.gpu.stats()
+    assert s1["downloads"] - s0["downloads"] == 0
+    assert s1["submits"] - s0["submits"] == 0
+    cpu = {k: v.cpu() for k, v in {"x": x.detach(), "t": t, "emb": emb, "idx": idx, "src": src, "gidx": gidx}.items()}
+    np.testing.assert_allclose(e.cpu().numpy(), F.embedding(cpu["idx"], cpu["emb"]).numpy())
+    np.testing.assert_allclose(e2.cpu().numpy(), cpu["emb"][cpu["idx"][:, 1:]].numpy())
+    np.testing.assert_allclose(sel.cpu().numpy(), fg.index_select(cpu["src"], 1, cpu["gidx"][1]).numpy())
+    np.testing.assert_allclose(gat.cpu().numpy(), fg.gather(cpu["src"], 1, cpu["gidx"]).numpy())
+    np.testing.assert_allclose(loss.item(), F.cross_entropy(cpu["x"], cpu["t"]).item(), rtol=1e-5)
+
+
+def test_indices_written_on_the_device_are_read_back_for_their_check():
+    """Once a kernel writes an uploaded tensor its host copy is dropped: the check then
+    downloads the current values, and a value made out of range there is still refused."""
+    x = fg.randn(4, 5, device="gpu")
+    for write in (lambda t: t.add_(3), lambda t: t.__setitem__(2, 7), lambda t: t.copy_(t + 5)):
+        t = fg.tensor([0, 1, 2, 1]).to("gpu")
+        write(t)
+        before = fg.gpu.stats()["downloads"]
+        with pytest.raises(IndexError, match="out of bounds"):
+            F.cross_entropy(x, t)
+        assert fg.gpu.stats()["downloads"] - before >= 1
+    dst = fg.zeros(2, 5, device="gpu")
+    idx = fg.tensor([[0, 1], [2, 3]]).to("gpu")
+    idx.mul_(2)  # [[0, 2], [4, 6]]: 6 is out of range for 5 columns
+    with pytest.raises(IndexError):
+        dst.scatter_(1, idx, fg.ones(2, 2, device="gpu"))
+    np.testing.assert_array_equal(dst.cpu().numpy(), np.zeros((2, 5), np.float32))

@@ -488,10 +488,13 @@ def embedding(
         raise ValueError(f"{fn}: weight must be 2-D (num_embeddings, embedding_dim), got {tuple(weight.shape)}")
     n = weight.shape[0]
     if input.numel() and not _capture.is_capturing():
-        bad = (input < 0).logical_or(input >= n)
+        # Checked on the host: a GPU index tensor that was uploaded still has its
+        # host copy there (no device read); one computed on the device is read once.
+        host = input.cpu()
+        bad = (host < 0).logical_or(host >= n)
         if bool(bad.any()):
             raise IndexError(
-                f"{fn}: index {int(input.masked_select(bad)[0])} is out of range for "
+                f"{fn}: index {int(host.masked_select(bad)[0])} is out of range for "
                 f"{n} embeddings (weight shape {tuple(weight.shape)})"
             )
     out = weight.index_select(0, input.flatten()).reshape(tuple(input.shape) + (weight.shape[1],))

@@ -11,7 +11,7 @@
 //! free lists only after the last batch that used it has completed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -45,12 +45,68 @@ pub struct GpuBuffer {
     pub cap: u64,
     /// The last batch that recorded a command using this buffer.
     last_use: AtomicU64,
+    /// The host values this buffer was uploaded from, while no kernel has
+    /// written it since (see [`GpuBuffer::set_shadow`]).
+    shadow: Mutex<Option<crate::tensor::Tensor>>,
+    has_shadow: AtomicBool,
 }
 
 impl GpuBuffer {
     pub fn id(&self) -> usize {
         self as *const GpuBuffer as usize
     }
+
+    /// Keep `host` (a contiguous CPU tensor of the buffer's elements, from
+    /// element 0, owned by nobody else) as a copy of the buffer's contents.
+    /// Every kernel that binds the buffer writable drops it, and kernels are
+    /// the only way the device writes an existing buffer, so while it is
+    /// there it equals the buffer: host reads of small uploaded tensors
+    /// (class targets, indices) then need no download and no wait.
+    pub fn set_shadow(&self, host: crate::tensor::Tensor) {
+        *self.shadow.lock() = Some(host);
+        self.has_shadow.store(true, Ordering::Release);
+    }
+
+    /// The host copy of the buffer's contents, if still valid.
+    pub fn shadow(&self) -> Option<crate::tensor::Tensor> {
+        if !self.has_shadow.load(Ordering::Acquire) {
+            return None;
+        }
+        self.shadow.lock().clone()
+    }
+
+    fn written(&self) {
+        if self.has_shadow.load(Ordering::Acquire) {
+            self.has_shadow.store(false, Ordering::Release);
+            *self.shadow.lock() = None;
+        }
+    }
+}
+
+/// Which bindings of a kernel are writable, from its WGSL declarations
+/// (`@binding(j) var<storage, read_write>`), indexed by binding number.
+fn writable_bindings(src: &str) -> Vec<bool> {
+    let mut w: Vec<bool> = vec![];
+    for line in src.lines() {
+        let Some(rest) = line.split("@binding(").nth(1) else {
+            continue;
+        };
+        if !line.contains("var<storage") {
+            continue;
+        }
+        let Some(j) = rest
+            .split(')')
+            .next()
+            .and_then(|d| d.trim().parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if w.len() <= j {
+            w.resize(j + 1, false);
+        }
+        w[j] = line.contains("read_write");
+    }
+    w
 }
 
 impl Drop for GpuBuffer {
@@ -103,7 +159,8 @@ pub struct Gpu {
     queue: wgpu::Queue,
     state: Mutex<State>,
     pool: Mutex<Pool>,
-    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    /// Compiled kernels by source, with their writable bindings.
+    pipelines: Mutex<HashMap<String, (Arc<wgpu::ComputePipeline>, Arc<[bool]>)>>,
     completed: Arc<AtomicU64>,
     uncaptured: Arc<Mutex<Option<String>>>,
     pub counters: Counters,
@@ -404,6 +461,8 @@ impl Gpu {
             buf,
             cap,
             last_use: AtomicU64::new(0),
+            shadow: Mutex::new(None),
+            has_shadow: AtomicBool::new(false),
         });
         if let Some(rec) = self.recording.lock().as_mut() {
             rec.by_id.insert(b.id(), rec.buffers.len());
@@ -431,7 +490,11 @@ impl Gpu {
     }
 
     /// A compute pipeline for `src` (compiled once per distinct source).
-    fn pipeline(&self, op: &'static str, src: &str) -> Result<Arc<wgpu::ComputePipeline>> {
+    fn pipeline(
+        &self,
+        op: &'static str,
+        src: &str,
+    ) -> Result<(Arc<wgpu::ComputePipeline>, Arc<[bool]>)> {
         if let Some(p) = self.pipelines.lock().get(src) {
             return Ok(p.clone());
         }
@@ -459,7 +522,7 @@ impl Gpu {
             ));
         }
         self.counters.pipelines.fetch_add(1, Ordering::Relaxed);
-        let p = Arc::new(pipe);
+        let p = (Arc::new(pipe), Arc::from(writable_bindings(src)));
         self.pipelines.lock().insert(src.to_string(), p.clone());
         Ok(p)
     }
@@ -506,7 +569,13 @@ impl Gpu {
             ));
         }
         let (gx, gy) = self.grid(op, groups)?;
-        let pipe = self.pipeline(op, src)?;
+        let (pipe, writable) = self.pipeline(op, src)?;
+        // Binding j + 1 is bufs[j] (0 is the metadata).
+        for (j, b) in bufs.iter().enumerate() {
+            if writable.get(j + 1).copied().unwrap_or(true) {
+                b.written();
+            }
+        }
         if let Some(rec) = self.recording.lock().as_mut() {
             let shader = match rec.shader_index.get(src) {
                 Some(&k) => k,
@@ -700,6 +769,11 @@ impl Gpu {
             })
             .map_err(|e| Error::runtime("gpu", format!("waiting for the GPU failed: {e}")))?;
         Ok(())
+    }
+
+    /// Whether a WebGPU bundle is being recorded (see [`Gpu::record`]).
+    pub fn is_recording(&self) -> bool {
+        self.recording.lock().is_some()
     }
 
     /// Upload `data` (4-byte elements) into a fresh pool buffer.

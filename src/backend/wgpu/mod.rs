@@ -78,6 +78,9 @@ pub fn new_storage(
     Ok(Storage::from_gpu(nbytes, device, Box::new(buf)))
 }
 
+/// The largest upload (host bytes) that keeps a host copy (see [`GpuBuffer::set_shadow`]).
+const SHADOW_MAX_BYTES: usize = 4 << 20;
+
 /// Copy a CPU tensor to a new contiguous tensor on the GPU (the upload half of the materialise path).
 pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
     let op = "to";
@@ -126,6 +129,15 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
         ));
     }
     let buf = g.upload(op, &bytes)?;
+    if matches!(c.dtype(), DType::I32 | DType::I64 | DType::Bool)
+        && n * c.dtype().itemsize() <= SHADOW_MAX_BYTES
+    {
+        // Small integer tensors (class targets, indices) keep a host copy,
+        // so the range checks of the ops that read them need no download.
+        let h = Tensor::empty(c.shape(), c.dtype(), Device::Cpu)?;
+        super::backend(Device::Cpu).cast_copy(&c, &h)?;
+        buf.set_shadow(h);
+    }
     let storage = Storage::from_gpu(n * t.dtype().itemsize(), device, Box::new(buf));
     Tensor::from_parts(Arc::new(storage), Layout::contiguous(t.shape()), t.dtype())
 }
@@ -139,6 +151,15 @@ pub fn download(t: &Tensor) -> Result<Tensor> {
     let n = t.numel();
     if n == 0 {
         return Tensor::empty(t.shape(), t.dtype(), Device::Cpu);
+    }
+    if let Some(h) = buf.shadow() {
+        // The buffer still holds what was uploaded into it: read the host copy.
+        if h.dtype() == t.dtype() && !g.is_recording() {
+            let view = Tensor::from_parts(h.storage().clone(), t.layout().clone(), t.dtype())?;
+            let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
+            super::backend(Device::Cpu).cast_copy(&view, &out)?;
+            return Ok(out);
+        }
     }
     let (lo, hi) = t.layout().span();
     let (lo, hi) = (lo as usize, hi as usize);
