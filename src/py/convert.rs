@@ -448,7 +448,12 @@ impl PyTensor {
 
     /// The value of a one-element tensor as a Python number.
     fn item(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let s = run(|| self.t.item())?;
+        let s = if self.t.device() == Device::Cpu {
+            run(|| self.t.item())?
+        } else {
+            // Waits for the device: other Python threads run meanwhile.
+            py.detach(|| run(|| self.t.item()))?
+        };
         scalar_to_py(py, s)
     }
 }

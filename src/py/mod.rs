@@ -49,7 +49,11 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Memory { .. } => PyMemoryError::new_err(msg),
         Error::Runtime { .. } => PyRuntimeError::new_err(msg),
         Error::Symbolic { .. } => TraceError::new_err(msg),
-        Error::Interrupted { .. } => PyKeyboardInterrupt::new_err(msg),
+        // The exception the signal handler raised, when one did (it is kept
+        // while the work stops), else KeyboardInterrupt.
+        Error::Interrupted { .. } => PENDING_SIGNAL
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| PyKeyboardInterrupt::new_err(msg)),
     }
 }
 

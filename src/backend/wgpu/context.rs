@@ -83,6 +83,9 @@ impl GpuBuffer {
     }
 }
 
+/// A compiled kernel and which of its bindings are writable.
+type Kernel = (Arc<wgpu::ComputePipeline>, Arc<[bool]>);
+
 /// Which bindings of a kernel are writable, from its WGSL declarations
 /// (`@binding(j) var<storage, read_write>`), indexed by binding number.
 fn writable_bindings(src: &str) -> Vec<bool> {
@@ -160,7 +163,7 @@ pub struct Gpu {
     state: Mutex<State>,
     pool: Mutex<Pool>,
     /// Compiled kernels by source, with their writable bindings.
-    pipelines: Mutex<HashMap<String, (Arc<wgpu::ComputePipeline>, Arc<[bool]>)>>,
+    pipelines: Mutex<HashMap<String, Kernel>>,
     completed: Arc<AtomicU64>,
     uncaptured: Arc<Mutex<Option<String>>>,
     pub counters: Counters,
@@ -490,11 +493,7 @@ impl Gpu {
     }
 
     /// A compute pipeline for `src` (compiled once per distinct source).
-    fn pipeline(
-        &self,
-        op: &'static str,
-        src: &str,
-    ) -> Result<(Arc<wgpu::ComputePipeline>, Arc<[bool]>)> {
+    fn pipeline(&self, op: &'static str, src: &str) -> Result<Kernel> {
         if let Some(p) = self.pipelines.lock().get(src) {
             return Ok(p.clone());
         }
@@ -760,15 +759,28 @@ impl Gpu {
         Ok((out?, rec))
     }
 
+    /// Block until submission `idx` completed. The wait is cut into slices
+    /// of [`crate::par::POLL_EVERY`] and asks for interrupts in between, so
+    /// Ctrl-C returns control (as `Interrupted`) during long GPU work. The
+    /// submitted work itself cannot be recalled: it finishes on the device,
+    /// and its buffers return to the pool only once it has (as always).
     fn wait(&self, idx: wgpu::SubmissionIndex) -> Result<()> {
         self.counters.waits.fetch_add(1, Ordering::Relaxed);
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(idx),
-                timeout: None,
-            })
-            .map_err(|e| Error::runtime("gpu", format!("waiting for the GPU failed: {e}")))?;
-        Ok(())
+        loop {
+            match self.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(idx.clone()),
+                timeout: Some(crate::par::POLL_EVERY),
+            }) {
+                Ok(_) => return Ok(()),
+                Err(wgpu::PollError::Timeout) => crate::par::poll("gpu")?,
+                Err(e) => {
+                    return Err(Error::runtime(
+                        "gpu",
+                        format!("waiting for the GPU failed: {e}"),
+                    ))
+                }
+            }
+        }
     }
 
     /// Whether a WebGPU bundle is being recorded (see [`Gpu::record`]).
