@@ -103,6 +103,27 @@ def test_python_list_constant_is_copied_to_the_device():
     np.testing.assert_allclose(f(x).numpy(), x.numpy() + np.array([[1, 2, 3]], np.float32), **TOL)
 
 
+def test_python_data_made_on_the_argument_device_while_tracing():
+    """``fg.tensor(data, device=x.device)`` in a traced function: the data is a constant
+    of the graph and the copy to the device is captured (it used to fail, moving the
+    traced constant's shape-only value to the device)."""
+    x = fg.tensor(_rand(2, 3, seed=7), device="gpu")
+
+    @fg.compile
+    def f(v):
+        y = v + fg.tensor([1.0, 2.0, 3.0], device=v.device)
+        y[fg.tensor([1], device=v.device)] = 0.0
+        return y
+
+    want = x.numpy() + np.array([1, 2, 3], np.float32)
+    want[1] = 0
+    for _ in range(2):
+        out = f(x)
+        assert str(out.device) == "gpu"
+        np.testing.assert_allclose(out.numpy(), want, **TOL)
+    np.testing.assert_allclose(f(x.cpu()).numpy(), want, **TOL)
+
+
 def test_changing_the_argument_device_retraces():
     xs = _rand(5, seed=7)
 

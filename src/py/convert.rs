@@ -312,7 +312,9 @@ fn tensor(
     let dev = parse_device(device)?;
     let t = tensor_from_py(data, d)?;
     let t = if dev != Device::Cpu {
-        run(|| crate::backend::transfer(&t, dev))?
+        // An op, so that in a traced function the copy is captured (the data
+        // itself is a constant of the graph, not a tensor with values).
+        run(|| crate::ops::elementwise::to_device(&t, dev))?
     } else {
         t
     };

@@ -121,14 +121,14 @@ def index_keys(draw, shape: tuple[int, ...], allow_mask: bool = True):
     return tuple(key)
 
 
-def fg_key(key, how: int = 0):
-    """The ferrograd form of a NumPy key: arrays as tensors (how=0), NumPy
-    arrays (how=1) or nested lists (how=2, except empty arrays)."""
+def fg_key(key, how: int = 0, device=None):
+    """The ferrograd form of a NumPy key: arrays as tensors (how=0, on
+    ``device``), NumPy arrays (how=1) or nested lists (how=2, except empty arrays)."""
     out = []
     for k in key:
         if isinstance(k, np.ndarray):
             if how == 0:
-                k = fg.tensor(k)
+                k = fg.tensor(k, device=device)
             elif how == 2 and k.size > 0 and k.ndim > 0:
                 k = k.tolist()
         out.append(k)
@@ -167,7 +167,7 @@ def _sample_setitem(draw, dtype, cap=None):
 
 def _setitem_fg(x, v, key):
     y = x.clone()
-    y[fg_key(key)] = v
+    y[fg_key(key, 0, x.device)] = v
     return y
 
 
@@ -210,7 +210,7 @@ def _sample_index_put(draw, dtype, cap=None):
 
 def _index_put_fg(x, v, indices, accumulate):
     y = x.clone()
-    y.index_put_(tuple(fg.tensor(i) for i in indices), v, accumulate=accumulate)
+    y.index_put_(tuple(fg.tensor(i, device=x.device) for i in indices), v, accumulate=accumulate)
     return y
 
 
@@ -332,7 +332,7 @@ def _scatter_np(accumulate):
 def _inplace(method):
     def f(x, src, dim, index):
         y = x.clone()
-        r = getattr(y, method)(dim, fg.tensor(index), src)
+        r = getattr(y, method)(dim, fg.tensor(index, device=x.device), src)
         assert r is y
         return y
     return f
@@ -491,7 +491,7 @@ def _sample_tri(draw, dtype, cap=None):
 
 
 SPECS: list[OpSpec] = [
-    OpSpec("getitem", lambda x, key, how: x[fg_key(key, how)], lambda x, key, how: x[key],
+    OpSpec("getitem", lambda x, key, how: x[fg_key(key, how, x.device)], lambda x, key, how: x[key],
            _sample_getitem, dtypes=ALL, ref_in_dtype=True, max_examples=60,
            grad_sample=partial(_sample_getitem, cap=40), grad_examples=15),
     OpSpec("setitem", _setitem_fg, _setitem_np, _sample_setitem, dtypes=ALL, ref_in_dtype=True,
@@ -501,25 +501,25 @@ SPECS: list[OpSpec] = [
            grad_sample=partial(_sample_index_put, cap=30), grad_examples=10),
     OpSpec("nonzero", lambda x: x.nonzero(), lambda x: np.argwhere(x), _sample_x(), dtypes=ALL,
            ref_in_dtype=True),
-    OpSpec("masked_select", lambda x, mask: x.masked_select(fg.tensor(mask)), _masked_select_np,
+    OpSpec("masked_select", lambda x, mask: x.masked_select(fg.tensor(mask, device=x.device)), _masked_select_np,
            _sample_masked_select, dtypes=ALL, ref_in_dtype=True,
            grad_sample=partial(_sample_masked_select, cap=40)),
-    OpSpec("index_select", lambda x, dim, index: fg.index_select(x, dim, fg.tensor(index)),
+    OpSpec("index_select", lambda x, dim, index: fg.index_select(x, dim, fg.tensor(index, device=x.device)),
            lambda x, dim, index: np.take(x, index, axis=dim), _sample_index_select, dtypes=ALL,
            ref_in_dtype=True, grad_sample=partial(_sample_index_select, cap=40)),
-    OpSpec("gather", lambda x, dim, index: fg.gather(x, dim, fg.tensor(index)), _gather_np,
+    OpSpec("gather", lambda x, dim, index: fg.gather(x, dim, fg.tensor(index, device=x.device)), _gather_np,
            _sample_gather, dtypes=ALL, ref_in_dtype=True, grad_sample=partial(_sample_gather, cap=40)),
-    OpSpec("take_along_dim", lambda x, indices, dim: fg.take_along_dim(x, fg.tensor(indices), dim),
+    OpSpec("take_along_dim", lambda x, indices, dim: fg.take_along_dim(x, fg.tensor(indices, device=x.device), dim),
            _take_along_np, _sample_take_along_dim, dtypes=ALL, ref_in_dtype=True,
            grad_sample=partial(_sample_take_along_dim, cap=40)),
-    OpSpec("scatter_add", lambda x, src, dim, index: fg.scatter_add(x, dim, fg.tensor(index), src),
+    OpSpec("scatter_add", lambda x, src, dim, index: fg.scatter_add(x, dim, fg.tensor(index, device=x.device), src),
            _scatter_np(True), _sample_scatter(False), dtypes=ALL, ref_in_dtype=True,
            tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)},
            grad_sample=_sample_scatter(False, cap=20)),
     OpSpec("scatter_add_", _inplace("scatter_add_"), _scatter_np(True), _sample_scatter(False),
            dtypes=ALL, ref_in_dtype=True, tol={"float16": (5e-3, 5e-3), "bfloat16": (3e-2, 3e-2)},
            grad_sample=_sample_scatter(False, cap=20)),
-    OpSpec("scatter", lambda x, src, dim, index: fg.scatter(x, dim, fg.tensor(index), src),
+    OpSpec("scatter", lambda x, src, dim, index: fg.scatter(x, dim, fg.tensor(index, device=x.device), src),
            _scatter_np(False), _sample_scatter(True), dtypes=ALL, ref_in_dtype=True,
            grad_sample=_sample_scatter(True, cap=20)),
     OpSpec("scatter_", _inplace("scatter_"), _scatter_np(False), _sample_scatter(True), dtypes=ALL,

@@ -50,9 +50,9 @@ def _sample_ce(draw, dtype, grad=False):
 
 
 def _ce_fg(x, target, weight, ignore_index, reduction, label_smoothing):
-    w = None if weight is None else fg.tensor(weight).to(x.dtype)
+    w = None if weight is None else fg.tensor(weight, dtype=x.dtype, device=x.device)
     return fg.nn.functional.cross_entropy(
-        x, fg.tensor(target), weight=w, ignore_index=ignore_index, reduction=reduction,
+        x, fg.tensor(target, device=x.device), weight=w, ignore_index=ignore_index, reduction=reduction,
         label_smoothing=label_smoothing,
     )
 

@@ -35,7 +35,9 @@ pub fn run(g: &mut Graph) -> String {
     };
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     let mut dead = vec![false; g.nodes.len()];
-    let mut new_consts: Vec<(usize, Vec<(ValueId, Tensor)>)> = vec![];
+    // (node, [(output value, its tensor, whether it shares an input's storage)])
+    #[allow(clippy::type_complexity)]
+    let mut new_consts: Vec<(usize, Vec<(ValueId, Tensor, bool)>)> = vec![];
     let _no = GradMode::set(false);
     for (i, n) in g.nodes.iter().enumerate() {
         if n.call.effect() != Effect::Pure || n.call.is_random() || n.aux != 0 {
@@ -65,16 +67,30 @@ pub fn run(g: &mut Graph) -> String {
         for (&o, t) in n.outputs.iter().zip(&outs) {
             known.insert(o, t.clone());
         }
-        new_consts.push((i, n.outputs.iter().copied().zip(outs).collect()));
+        new_consts.push((
+            i,
+            n.outputs
+                .iter()
+                .copied()
+                .zip(outs)
+                .map(|(o, t)| {
+                    let aliases = ins.iter().any(|x| x.shares_storage(&t));
+                    (o, t, aliases)
+                })
+                .collect(),
+        ));
         dead[i] = true;
     }
     let folded = new_consts.len();
     for (_, outs) in new_consts {
-        for (o, t) in outs {
-            // Own memory: a folded output may alias a constant input (a view).
-            let t = match crate::ops::elementwise::clone(&t) {
-                Ok(c) => c,
-                Err(_) => t,
+        for (o, t, aliases) in outs {
+            // Own memory: a folded output that is a view of a constant input
+            // is copied (one made fresh keeps its buffer, and with it the
+            // host copy an upload leaves on the GPU).
+            let t = if aliases {
+                crate::ops::elementwise::clone(&t).unwrap_or(t)
+            } else {
+                t
             };
             let c = add_const(g, t);
             map.insert(o, c);
