@@ -224,14 +224,21 @@ def test_indexing_a_strided_view_and_index_select():
 
 
 def test_index_on_another_device_names_both_devices():
+    """Host indices and masks for a GPU tensor are copied over (see below); GPU indices
+    for a CPU tensor are an error naming both devices, and the CPU tensor is untouched."""
     x = fg.ones(5, 3, device="gpu")
+    c = fg.ones(5, 3)
     for f in (
-        lambda: x[fg.tensor([0, 1])],
-        lambda: x.index_put_((fg.tensor([0]),), fg.ones(3, device="gpu")),
-        lambda: fg.masked_select(x, fg.ones(5, 3, dtype=fg.bool)),
+        lambda: c[fg.tensor([0, 1], device="gpu")],
+        lambda: c.index_put_((fg.tensor([0], device="gpu"),), fg.zeros(3)),
+        lambda: c.__setitem__(fg.tensor([True, False, True, False, False], device="gpu"), 0.0),
     ):
         with pytest.raises(RuntimeError, match=r"found gpu and cpu|found cpu and gpu"):
             f()
+    np.testing.assert_array_equal(c.numpy(), np.ones((5, 3), np.float32))
+    x.index_put_((fg.tensor([0]),), fg.zeros(3, device="gpu"))
+    assert x[fg.tensor([0, 1])].sum().item() == 3.0
+    assert fg.masked_select(x, fg.ones(5, 3, dtype=fg.bool)).sum().item() == 12.0
 
 
 def test_out_of_range_index_is_index_error_and_writes_nothing():
@@ -452,3 +459,36 @@ def test_indices_written_on_the_device_are_read_back_for_their_check():
     with pytest.raises(IndexError):
         dst.scatter_(1, idx, fg.ones(2, 2, device="gpu"))
     np.testing.assert_array_equal(dst.cpu().numpy(), np.zeros((2, 5), np.float32))
+
+
+def test_gpu_tensors_take_host_indices():
+    """Python lists, NumPy arrays and CPU tensors index a GPU tensor (as in PyTorch):
+    the indices are copied to the device, with no read back for their range check."""
+    base = np.arange(20, dtype=np.float32).reshape(5, 4)
+    keys = [
+        ([0, 2, 2],),
+        (np.array([4, -1]), slice(None, None, 2)),
+        (slice(1, None), [3, 0]),
+        (fg.tensor([1, 3]),),
+        (np.array([True, False, True, False, True]),),
+    ]
+    for key in keys:
+        x = fg.tensor(base, device="gpu")
+        before = fg.gpu.stats()["downloads"]
+        got = x[key]
+        bool_mask = any(isinstance(k, np.ndarray) and k.dtype == bool for k in key)
+        if not bool_mask:  # a mask's output shape depends on its values
+            assert fg.gpu.stats()["downloads"] == before
+        assert str(got.device) == "gpu"
+        np.testing.assert_array_equal(got.numpy(), fg.tensor(base)[key].numpy())
+        y = fg.tensor(base, device="gpu")
+        y[key] = -1.0
+        want = fg.tensor(base)
+        want[key] = -1.0
+        np.testing.assert_array_equal(y.numpy(), want.numpy())
+    x = fg.tensor(base, device="gpu")
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[[0, 5]]
+    with pytest.raises(IndexError):
+        x[[0, 5]] = 1.0
+    np.testing.assert_array_equal(x.numpy(), base)

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
-from optable._runner import as_array, as_tuple, bool_key, to_fg
+from optable._runner import as_array, as_tuple, bool_key, noncontig_array, to_fg
 from optable._spec import OpSpec
 
 pytestmark = pytest.mark.skipif(
@@ -84,19 +84,46 @@ BOTH_RAISED = "both devices raised the same error"
 UNSUPPORTED = "not on the gpu device"
 
 
-def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
+def _noncontig_pair(a: np.ndarray, rng: np.random.Generator):
+    """The same non-contiguous view (permuted, strided, inside a bigger buffer whose other
+    elements hold sentinels) on the CPU and on the GPU."""
+    view = noncontig_array(a, rng)
+    base = view
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    if base.dtype == np.int64:  # the GPU keeps int64 in 32 bits: a sentinel that fits
+        sentinel = np.iinfo(np.int64).max // 3
+        base[base == sentinel] = 2**30
+    item = view.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    strides = tuple(st_ // item for st_ in view.strides)
+    gpu = fg.from_numpy(np.ascontiguousarray(base).reshape(-1)).to("gpu").as_strided(view.shape, strides, offset)
+    return fg.from_numpy(view), gpu
+
+
+def _check(spec: OpSpec, dtype: str, arrays, kwargs, noncontig: bool = False, seed: int = 0) -> str | None:
     """Run one example on both devices: None when it ran, else why not (the
-    op has no GPU kernel, the example cannot move, or both devices refused it)."""
+    op has no GPU kernel, the example cannot move, or both devices refused it).
+    With ``noncontig`` the array inputs are the same strided views on both devices."""
     cpu_args = []
-    for a in arrays:
+    views: dict[int, fg.Tensor] = {}
+    rng = np.random.default_rng(seed)
+    for k, a in enumerate(arrays):
         a = as_array(a)
+        if noncontig and isinstance(a, np.ndarray) and a.ndim >= 1 and a.size > 0 and dtype in GPU_DTYPES \
+                and a.dtype.name == dtype:
+            c, g = _noncontig_pair(a, rng)
+            cpu_args.append(c)
+            views[k] = g
+            continue
         cpu_args.append(to_fg(a, dtype)[0] if isinstance(a, np.ndarray) else a)
     if not any(isinstance(a, fg.Tensor) for a in cpu_args):
         return "factory op (no tensor inputs): device placement is tested in test_gpu.py"
     if any(isinstance(a, fg.Tensor) and a.dtype not in (fg.float32, fg.int32, fg.int64, fg.bool) for a in cpu_args):
         return "an input's dtype (float64/float16/bfloat16) has no GPU storage"
     # Moved before the CPU run: in-place ops write their CPU inputs.
-    gpu_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
+    gpu_args = [views[k] if k in views else a.to("gpu") if isinstance(a, fg.Tensor) else a
+                for k, a in enumerate(cpu_args)]
     compiled_args = [a.to("gpu") if isinstance(a, fg.Tensor) else a for a in cpu_args]
     try:
         want = spec.fg_fn(*cpu_args, **kwargs)
@@ -119,7 +146,8 @@ def _check(spec: OpSpec, dtype: str, arrays, kwargs) -> str | None:
         raise
     assert cpu_err is None, f"CPU raised {cpu_err!r} but the GPU returned a result"
     reads = fg.gpu.stats()["downloads"] - before
-    if spec.name not in HOST_READS:
+    # A boolean-mask key makes the output's shape depend on the data (read on the host).
+    if spec.name not in HOST_READS and not bool_key(kwargs):
         assert reads == 0, f"{reads} device-to-host reads while running the op"
     outs, wants = _outputs(got), _outputs(want)
     assert len(outs) == len(wants)
@@ -186,10 +214,12 @@ def test_gpu_parity(spec: OpSpec, dtype: str):
         # int64 on the GPU is 32-bit: keep drawn values in range.
         if any(isinstance(a, np.ndarray) and a.dtype == np.int64 and a.size and np.abs(a).max() >= 2**31 for a in arrays):
             return
+        noncontig = spec.noncontig and data.draw(st.booleans(), label="non-contiguous inputs")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="layout seed")
         try:
-            r = _check(spec, dtype, arrays, kwargs)
+            r = _check(spec, dtype, arrays, kwargs, noncontig, seed)
         except BaseException:
-            note(f"inputs: {arrays!r} kwargs: {kwargs!r}")
+            note(f"inputs: {arrays!r} kwargs: {kwargs!r} non-contiguous: {noncontig}")
             raise
         if r is None:
             ran.append(True)

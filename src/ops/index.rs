@@ -373,6 +373,50 @@ impl AdvKey {
 ///
 /// The gradient of an advanced key is `index_put` with `accumulate=True` of
 /// the output gradient into zeros (repeated positions add up).
+/// The key with its CPU index tensors (from Python lists, NumPy arrays or
+/// CPU tensors) copied to `x`'s device when `x` lives on another one: a GPU
+/// tensor takes host indices, as in PyTorch. Small integer uploads keep a
+/// host copy, so the GPU kernels' range checks read no data back.
+fn key_on_device<'a>(
+    op: &'static str,
+    x: &Tensor,
+    items: &'a [IndexItem],
+) -> Result<std::borrow::Cow<'a, [IndexItem]>> {
+    use crate::tensor::Device;
+    if !x.device().has_data() {
+        return Ok(std::borrow::Cow::Borrowed(items));
+    }
+    for i in items {
+        if let IndexItem::Tensor(t) = i {
+            let d = t.device();
+            if d != x.device() && d.has_data() && d != Device::Cpu {
+                return Err(Error::runtime(
+                    op,
+                    format!(
+                        "expected all tensors to be on the same device, but found {} and {d} (indices on {d} for a tensor on {})",
+                        x.device(),
+                        x.device()
+                    ),
+                ));
+            }
+        }
+    }
+    let moves = |i: &IndexItem| matches!(i, IndexItem::Tensor(t) if t.device() == Device::Cpu);
+    if x.device() == Device::Cpu || !items.iter().any(moves) {
+        return Ok(std::borrow::Cow::Borrowed(items));
+    }
+    items
+        .iter()
+        .map(|i| match i {
+            IndexItem::Tensor(t) if moves(i) => {
+                Ok(IndexItem::Tensor(crate::backend::transfer(t, x.device())?))
+            }
+            other => Ok(other.clone()),
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(std::borrow::Cow::Owned)
+}
+
 pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
     capture!(
         crate::graph::call::OpCall::Index {
@@ -381,6 +425,7 @@ pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
         [x] + crate::graph::call::KeyItem::split(items).1,
         one
     );
+    let items = &*key_on_device("getitem", x, items)?;
     if !has_tensor(items) {
         let v = basic_view("getitem", x, items)?;
         if ag::needs_grad(&[x]) {
@@ -562,6 +607,7 @@ pub fn index_put_with(
             .chain([value.clone()]),
         unit
     );
+    let items = &*key_on_device(op, x, items)?;
     x.check_writable(op)?;
     check_same_device(op, x, value)?;
     let grad = x.dtype().is_floating_point() && ag::needs_grad(&[x, value]);
@@ -641,6 +687,7 @@ pub fn index_put(
             .chain([value.clone()]),
         one
     );
+    let items = &*key_on_device(op, x, items)?;
     check_same_device(op, x, value)?;
     let out = {
         let _no = GradMode::set(false);

@@ -336,7 +336,8 @@ pub fn unary_expr(op: UnaryOp, ty: GTy) -> Option<String> {
         Log1p => "log1p_f(x)".into(),
         Expm1 => "expm1_f(x)".into(),
         Sqrt => "sqrt_f(x)".into(),
-        Rsqrt => "select(1.0 / sqrt_f(x), inf_f(), x == 0.0)".into(),
+        // 1/sqrt(±0) = ±inf, as on the CPU.
+        Rsqrt => "select(1.0 / sqrt_f(x), select(inf_f(), -inf_f(), sign_bit(x)), x == 0.0)".into(),
         Sin => "sin(x)".into(),
         Cos => "cos(x)".into(),
         Tan => "sin(x) / cos(x)".into(),
