@@ -124,6 +124,8 @@ def test_ctrl_c_interrupts_long_work_promptly(case: str) -> None:
     res = _run(case)
     full_state, full = res["full"]
     cut_state, cut = res["cut"]
+    if case == "gpu" and full < 0.2:
+        pytest.skip(f"the device ran the work in {full:.3f} s: too fast to interrupt it reliably")
     assert full_state == "finished"
     assert cut_state == "interrupted", res
     # The signal came at 15% of the full time: the work stopped well before its end.
