@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
-from optable._runner import as_array, as_tuple, bool_key, noncontig_array, to_fg
+from optable._runner import as_array, as_tuple, bool_key, noncontig_array, to_fg, view_geometry
 from optable._spec import OpSpec
 
 pytestmark = pytest.mark.skipif(
@@ -88,15 +88,10 @@ def _noncontig_pair(a: np.ndarray, rng: np.random.Generator):
     """The same non-contiguous view (permuted, strided, inside a bigger buffer whose other
     elements hold sentinels) on the CPU and on the GPU."""
     view = noncontig_array(a, rng)
-    base = view
-    while isinstance(base.base, np.ndarray):
-        base = base.base
+    base, offset, strides = view_geometry(view)
     if base.dtype == np.int64:  # the GPU keeps int64 in 32 bits: a sentinel that fits
         sentinel = np.iinfo(np.int64).max // 3
         base[base == sentinel] = 2**30
-    item = view.itemsize
-    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
-    strides = tuple(st_ // item for st_ in view.strides)
     gpu = fg.from_numpy(np.ascontiguousarray(base).reshape(-1)).to("gpu").as_strided(view.shape, strides, offset)
     return fg.from_numpy(view), gpu
 

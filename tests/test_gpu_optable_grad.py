@@ -20,7 +20,7 @@ import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
-from optable._runner import as_array, as_tuple
+from optable._runner import as_array, float_outputs, off_kinks
 from optable._spec import OpSpec
 
 pytestmark = pytest.mark.skipif(
@@ -38,16 +38,6 @@ UNSUPPORTED = "not on the gpu device"
 MIXED = ("expected all tensors to be on the same device", "all tensors must be on one device")
 
 
-def _off_kinks(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Values moved to 0.1-0.4 past a multiple of 0.5 (away from 0, integers and halves)."""
-    k = np.floor(np.asarray(a, dtype=np.float64) * 2) / 2
-    return np.asarray(k + 0.1 + 0.3 * rng.random(np.shape(a)))
-
-
-def _float_outputs(out) -> list:
-    return [o for o in as_tuple(out) if isinstance(o, fg.Tensor) and o.dtype.is_floating_point]
-
-
 def _grads(spec: OpSpec, arrays, kwargs, diff, cot_seed, device):
     """Input gradients of the spec's function at ``arrays`` on ``device`` (None where unused)."""
     tensors = []
@@ -57,7 +47,7 @@ def _grads(spec: OpSpec, arrays, kwargs, diff, cot_seed, device):
             continue
         t = fg.tensor(a, device=device)
         tensors.append(t.requires_grad_() if i in diff else t)
-    outs = _float_outputs((spec.grad_fn or spec.fg_fn)(*tensors, **kwargs))
+    outs = float_outputs((spec.grad_fn or spec.fg_fn)(*tensors, **kwargs))
     outs = [o for o in outs if o.requires_grad]
     if not outs:
         return None
@@ -94,7 +84,7 @@ def test_gpu_gradients_match_cpu(spec: OpSpec):
             return  # int64 is 32-bit on the GPU
         rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
         if spec.grad_snap:
-            arrays = [_off_kinks(a, rng) if i in diff else a for i, a in enumerate(arrays)]
+            arrays = [off_kinks(a, rng) if i in diff else a for i, a in enumerate(arrays)]
         arrays = [a.astype(np.float32) if i in floats else a for i, a in enumerate(arrays)]
         cot_seed = int(rng.integers(2**31))
         try:

@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 from optable import ALL_SPECS
 from optable._runner import (
     as_array,
-    as_tuple,
     compare,
     fg_values,
+    float_outputs,
+    off_kinks,
     ref_inputs,
     same_values,
     to_fg,
@@ -173,16 +174,6 @@ def _grad_cases():
             yield pytest.param(spec, order, id=f"{spec.name}-{order}", marks=[pytest.mark.optable_cell(spec.name, order)])
 
 
-def _off_kinks(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Values moved to 0.1-0.4 past a multiple of 0.5 (distinct, away from 0, integers and halves)."""
-    k = np.floor(np.asarray(a, dtype=np.float64) * 2) / 2
-    return np.asarray(k + 0.1 + 0.3 * rng.random(np.shape(a)))
-
-
-def _float_outputs(out) -> tuple:
-    return tuple(o for o in as_tuple(out) if isinstance(o, fg.Tensor) and o.dtype.is_floating_point)
-
-
 @pytest.mark.parametrize("spec,order", list(_grad_cases()))
 def test_grad(spec: OpSpec, order: str):
     """Backprop (and double backprop) of every differentiable op equals central differences in float64."""
@@ -207,7 +198,7 @@ def test_grad(spec: OpSpec, order: str):
         noncontig = data.draw(st.booleans(), label="non-contiguous inputs")
         rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="layout seed"))
         if spec.grad_snap:
-            arrays = [_off_kinks(a, rng) if i in diff else a for i, a in enumerate(arrays)]
+            arrays = [off_kinks(a, rng) if i in diff else a for i, a in enumerate(arrays)]
         tensors = []
         for i, a in enumerate(arrays):
             if not isinstance(a, np.ndarray):
@@ -222,7 +213,7 @@ def test_grad(spec: OpSpec, order: str):
             tensors.append(t.requires_grad_() if i in diff else t)
 
         def fn(*xs):
-            return _float_outputs((spec.grad_fn or spec.fg_fn)(*xs, **kwargs))
+            return float_outputs((spec.grad_fn or spec.fg_fn)(*xs, **kwargs))
 
         try:
             outs = fn(*tensors)

@@ -84,21 +84,38 @@ def noncontig_array(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return view
 
 
+def view_geometry(view: np.ndarray) -> tuple[np.ndarray, int, tuple[int, ...]]:
+    """The array owning ``view``'s memory, and ``view``'s element offset and strides in it
+    (to rebuild the same view with ``as_strided`` on a tensor made from that array)."""
+    base = view
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    item = view.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    return base, offset, tuple(s // item for s in view.strides)
+
+
 def to_fg_noncontig(arr, dtype: str, rng: np.random.Generator):
     """Like :func:`to_fg`, but the tensor is a non-contiguous view of a bigger buffer."""
     view = noncontig_array(arr, rng)
     if not is_bf16_carrier(arr, dtype):
         return fg.from_numpy(view), view
     # bfloat16: convert the whole buffer, then take the same strided view.
-    base = view
-    while base.base is not None and isinstance(base.base, np.ndarray):
-        base = base.base
+    base, offset, strides = view_geometry(view)
     flat = np.ascontiguousarray(base).reshape(-1)
-    item = view.itemsize
-    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
-    strides = tuple(s // item for s in view.strides)
     t = fg.from_numpy(flat).to(fg.bfloat16).as_strided(view.shape, strides, offset)
     return t, None
+
+
+def off_kinks(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Values moved to 0.1-0.4 past a multiple of 0.5 (distinct, away from 0, integers and halves)."""
+    k = np.floor(np.asarray(a, dtype=np.float64) * 2) / 2
+    return np.asarray(k + 0.1 + 0.3 * rng.random(np.shape(a)))
+
+
+def float_outputs(out) -> tuple:
+    """The floating-point tensors among an op's outputs (what gradients flow from)."""
+    return tuple(o for o in as_tuple(out) if isinstance(o, fg.Tensor) and o.dtype.is_floating_point)
 
 
 def fg_values(t) -> np.ndarray:
