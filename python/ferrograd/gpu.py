@@ -3,10 +3,13 @@
 Tensors move with ``t.to("gpu")`` / ``t.cpu()`` and are created there with
 ``device="gpu"``. GPU ops are queued and run in batches: values are read
 back only when asked for (``.numpy()``, ``.item()``, ``.tolist()``,
-``print``, ``.cpu()``). float32, int32, int64 (stored as 32-bit integers,
-range-checked on upload) and bool tensors live on the device; float64,
-float16 and bfloat16 raise ``TypeError`` there. An op without a GPU kernel
-raises a ``RuntimeError`` naming the op and the device.
+``print``, ``.cpu()``). float32, float16 and bfloat16 (both kept as
+float32 words and rounded to their type, to nearest even, after every kernel
+that writes them, so results equal the CPU's compute-in-float32-then-round),
+int32, int64 (stored as 32-bit integers, range-checked on upload) and bool
+tensors live on the device; float64 raises ``TypeError`` there (WGSL has no
+64-bit floats). An op without a GPU kernel raises a ``RuntimeError`` naming
+the op and the device.
 """
 
 from __future__ import annotations

@@ -54,8 +54,15 @@ impl DTypes {
     pub const INT_BOOL: DTypes = DTypes(DTypes::INT.0 | 1);
     pub const BOOL: DTypes = DTypes(1);
     pub const NONE: DTypes = DTypes(0);
-    /// The dtypes the gpu device stores (int64 in 32 bits, bool as u32).
-    pub const GPU: DTypes = DTypes((1 << DType::F32 as u8) | DTypes::INT.0 | 1);
+    /// The dtypes the gpu device stores (float16 and bfloat16 as float32
+    /// rounded to their type, int64 in 32 bits, bool as u32).
+    pub const GPU: DTypes = DTypes(
+        (1 << DType::F32 as u8)
+            | (1 << DType::F16 as u8)
+            | (1 << DType::BF16 as u8)
+            | DTypes::INT.0
+            | 1,
+    );
     /// float32 alone.
     pub const F32: DTypes = DTypes(1 << DType::F32 as u8);
 

@@ -122,7 +122,7 @@ def fg_values(t) -> np.ndarray:
     """A NumPy copy of a tensor's values (bfloat16 as float32)."""
     if t.dtype == fg.bfloat16:
         t = t.float()
-    return np.array(np.asarray(t), copy=True)
+    return np.array(t.numpy(), copy=True)
 
 
 def ref_inputs(arrays, dtype: str, in_dtype: bool):

@@ -43,12 +43,24 @@ pub struct Counters {
 pub struct GpuBuffer {
     pub buf: wgpu::Buffer,
     pub cap: u64,
+    /// The bytes asked for (at most `cap`): what a whole-buffer binding must reach.
+    pub len: u64,
     /// The last batch that recorded a command using this buffer.
     last_use: AtomicU64,
     /// The host values this buffer was uploaded from, while no kernel has
     /// written it since (see [`GpuBuffer::set_shadow`]).
     shadow: Mutex<Option<crate::tensor::Tensor>>,
     has_shadow: AtomicBool,
+    /// For a float16/bfloat16 tensor's buffer (stored as float32): the
+    /// narrow type and the element count every write is rounded over.
+    narrow: Mutex<Option<(Narrow, u64)>>,
+}
+
+/// The narrow float types the device stores as float32, rounded after every write.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Narrow {
+    F16,
+    BF16,
 }
 
 impl GpuBuffer {
@@ -73,6 +85,12 @@ impl GpuBuffer {
             return None;
         }
         self.shadow.lock().clone()
+    }
+
+    /// Mark the buffer as holding `n` float16 or bfloat16 values: every
+    /// kernel that writes it is followed by a rounding pass.
+    pub fn set_narrow(&self, ty: Narrow, n: u64) {
+        *self.narrow.lock() = Some((ty, n));
     }
 
     fn written(&self) {
@@ -281,7 +299,17 @@ fn init() -> std::result::Result<Gpu, String> {
         .map_err(|e| format!("no WebGPU adapter found ({e}); install a Vulkan, Metal, DX12 or GL driver (on Linux without a GPU: Mesa's lavapipe, Debian package mesa-vulkan-drivers)"))?,
     };
     let info = adapter.get_info();
-    let limits = adapter.limits();
+    let mut limits = adapter.limits();
+    // A smaller storage-binding limit than the adapter's, as a device with
+    // less room would have (how the splitting of large tensors is tested).
+    if let Some(v) = std::env::var("FG_GPU_MAX_BINDING_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        let v = v.clamp(4096, u32::MAX as u64) as u32;
+        limits.max_storage_buffer_binding_size =
+            limits.max_storage_buffer_binding_size.min(v as u64);
+    }
     let features = adapter.features();
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("ferrograd"),
@@ -408,14 +436,16 @@ impl Gpu {
 
     /// A buffer of at least `bytes` bytes from the pool.
     pub fn alloc(&self, op: &'static str, bytes: u64) -> Result<Arc<GpuBuffer>> {
-        let cap = size_class(bytes);
-        if cap > self.limits.max_buffer_size || bytes > self.limits.max_storage_buffer_binding_size
-        {
+        let mut cap = size_class(bytes);
+        if cap > self.limits.max_buffer_size && bytes <= self.limits.max_buffer_size {
+            cap = bytes.div_ceil(4) * 4;
+        }
+        if cap > self.limits.max_buffer_size {
             return Err(Error::runtime(
                 op,
                 format!(
-                    "a GPU buffer of {bytes} bytes exceeds the adapter's limits (max buffer {} bytes, max storage binding {} bytes)",
-                    self.limits.max_buffer_size, self.limits.max_storage_buffer_binding_size
+                    "a GPU buffer of {bytes} bytes exceeds the adapter's limit of {} bytes (max_buffer_size)",
+                    self.limits.max_buffer_size
                 ),
             ));
         }
@@ -463,9 +493,11 @@ impl Gpu {
         let b = Arc::new(GpuBuffer {
             buf,
             cap,
+            len: bytes,
             last_use: AtomicU64::new(0),
             shadow: Mutex::new(None),
             has_shadow: AtomicBool::new(false),
+            narrow: Mutex::new(None),
         });
         if let Some(rec) = self.recording.lock().as_mut() {
             rec.by_id.insert(b.id(), rec.buffers.len());
@@ -545,7 +577,9 @@ impl Gpu {
     }
 
     /// Record one dispatch of the kernel `src` over `groups` workgroups,
-    /// binding `meta` at 0 and `bufs` at 1.. . Nothing runs until the batch is submitted.
+    /// binding `meta` at 0 and `bufs` at 1.. . Nothing runs until the batch is
+    /// submitted. A float16/bfloat16 buffer the kernel writes is rounded to
+    /// its type right after (see [`GpuBuffer::set_narrow`]).
     pub fn dispatch(
         &self,
         op: &'static str,
@@ -554,8 +588,107 @@ impl Gpu {
         meta: &[u32],
         groups: u64,
     ) -> Result<()> {
+        self.dispatch_ranges(op, src, bufs, &[], meta, groups)
+    }
+
+    /// The largest byte range one binding may cover (`max_storage_buffer_binding_size`).
+    pub fn max_binding(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size
+    }
+
+    /// The alignment of a binding's byte offset (`min_storage_buffer_offset_alignment`).
+    pub fn binding_align(&self) -> u64 {
+        self.storage_align
+    }
+
+    /// [`Gpu::dispatch`] binding `ranges[j]` = (byte offset, byte size) of
+    /// `bufs[j]` instead of the whole buffer (all whole when `ranges` is
+    /// empty): how kernels work through tensors larger than one binding may
+    /// be, one piece at a time. Offsets must be multiples of [`Gpu::binding_align`].
+    pub fn dispatch_ranges(
+        &self,
+        op: &'static str,
+        src: &str,
+        bufs: &[&Arc<GpuBuffer>],
+        ranges: &[(u64, u64)],
+        meta: &[u32],
+        groups: u64,
+    ) -> Result<()> {
         if groups == 0 {
             return Ok(());
+        }
+        let writable = self.dispatch_raw(op, src, bufs, ranges, meta, groups)?;
+        for (j, b) in bufs.iter().enumerate() {
+            if !writable.get(j + 1).copied().unwrap_or(true) {
+                continue;
+            }
+            let Some((ty, n)) = *b.narrow.lock() else {
+                continue;
+            };
+            if n == 0 || bufs[..j].iter().any(|c| Arc::ptr_eq(c, b)) {
+                continue;
+            }
+            let (lo, hi) = match ranges.get(j) {
+                Some(&(off, size)) => (off / 4, ((off + size) / 4).min(n)),
+                None => (0, n),
+            };
+            self.round_narrow(op, b, ty, lo, hi)?;
+        }
+        Ok(())
+    }
+
+    /// Round elements `lo..hi` of a float16/bfloat16 buffer to its type, in
+    /// pieces no larger than one binding.
+    fn round_narrow(
+        &self,
+        op: &'static str,
+        b: &Arc<GpuBuffer>,
+        ty: Narrow,
+        lo: u64,
+        hi: u64,
+    ) -> Result<()> {
+        let src = super::shaders::round_narrow(ty == Narrow::F16);
+        let align = self.storage_align / 4;
+        let piece = (self.max_binding() / 4 / align * align).max(align);
+        let mut s = lo / align * align;
+        while s < hi {
+            let e = hi.min(s + piece);
+            let words = (e - s) as u32;
+            self.dispatch_raw(
+                op,
+                &src,
+                &[b],
+                &[(s * 4, (e - s) * 4)],
+                &[words],
+                (e - s).div_ceil(super::shaders::WG as u64),
+            )?;
+            s = e;
+        }
+        Ok(())
+    }
+
+    /// [`Gpu::dispatch`] without the rounding pass; returns which
+    /// bindings the kernel writes.
+    fn dispatch_raw(
+        &self,
+        op: &'static str,
+        src: &str,
+        bufs: &[&Arc<GpuBuffer>],
+        ranges: &[(u64, u64)],
+        meta: &[u32],
+        groups: u64,
+    ) -> Result<Arc<[bool]>> {
+        let max = self.max_binding();
+        for (j, b) in bufs.iter().enumerate() {
+            let size = ranges.get(j).map_or(b.len, |r| r.1);
+            if size > max {
+                return Err(Error::runtime(
+                    op,
+                    format!(
+                        "a tensor of {size} bytes exceeds the adapter's largest storage binding ({max} bytes, max_storage_buffer_binding_size), and this kernel cannot split it (elementwise ops on contiguous tensors can); work on slices of the tensor"
+                    ),
+                ));
+            }
         }
         let max_bind = self.limits.max_storage_buffers_per_shader_stage as usize;
         if bufs.len() + 1 > max_bind {
@@ -585,6 +718,12 @@ impl Gpu {
                     rec.shaders.len() - 1
                 }
             };
+            if !ranges.is_empty() {
+                return Err(Error::runtime(
+                    op,
+                    "a WebGPU bundle binds whole buffers: tensors larger than one storage binding cannot be exported",
+                ));
+            }
             let buffers = bufs.iter().map(|b| rec.buffer_index(b)).collect();
             rec.dispatches.push(RecDispatch {
                 op,
@@ -593,7 +732,7 @@ impl Gpu {
                 meta: meta.to_vec(),
                 groups: (gx, gy),
             });
-            return Ok(());
+            return Ok(writable);
         }
         let mut st = self.state.lock();
         let batch = st.batch;
@@ -636,9 +775,17 @@ impl Gpu {
         });
         for (j, b) in bufs.iter().enumerate() {
             b.last_use.store(batch, Ordering::Release);
+            let (offset, size) = ranges
+                .get(j)
+                .copied()
+                .unwrap_or((0, b.cap.min(max).max(b.len)));
             entries.push(wgpu::BindGroupEntry {
                 binding: j as u32 + 1,
-                resource: b.buf.as_entire_binding(),
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buf,
+                    offset,
+                    size: std::num::NonZeroU64::new(size.max(4)),
+                }),
             });
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -677,7 +824,7 @@ impl Gpu {
         if big {
             self.submit_locked(&mut st, None)?;
         }
-        Ok(())
+        Ok(writable)
     }
 
     /// Submit the batch (plus a final copy to `readback` when given).

@@ -21,24 +21,37 @@ use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{DType, Device, Layout, Scalar, Storage, Tensor};
 
 use super::Backend;
-use context::{get, GpuBuffer};
+use context::{get, GpuBuffer, Narrow};
 use shaders::{Bindings, GTy};
 
 /// The element type a dtype has on the device, or a `TypeError` naming the op.
 pub fn gty(op: &'static str, d: DType) -> Result<GTy> {
     match d {
-        DType::F32 => Ok(GTy::F32),
+        // float16 and bfloat16 are stored and computed as float32, rounded
+        // to their type after every write (see `GpuBuffer::set_narrow`).
+        DType::F32 | DType::F16 | DType::BF16 => Ok(GTy::F32),
         DType::I32 | DType::I64 => Ok(GTy::I32),
         DType::Bool => Ok(GTy::U32),
         DType::F64 => Err(Error::dtype(
             op,
             "float64 is not supported on the gpu device (WGSL has no 64-bit floats); convert with .float() first",
         )),
-        d => Err(Error::dtype(
-            op,
-            format!("{d} is not supported on the gpu device yet; convert with .float() first"),
-        )),
     }
+}
+
+/// float32, or a narrower float the device computes in float32.
+fn gpu_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// Mark a float16/bfloat16 tensor's new buffer so every write is rounded to its type.
+fn mark_narrow(buf: &GpuBuffer, dtype: DType, n: usize) {
+    let ty = match dtype {
+        DType::F16 => Narrow::F16,
+        DType::BF16 => Narrow::BF16,
+        _ => return,
+    };
+    buf.set_narrow(ty, n as u64);
 }
 
 /// The pool buffer behind a GPU tensor.
@@ -75,6 +88,7 @@ pub fn new_storage(
     let g = get()?;
     let n = nbytes / dtype.itemsize();
     let buf = g.alloc(op, (n as u64 * 4).max(4))?;
+    mark_narrow(&buf, dtype, n);
     Ok(Storage::from_gpu(nbytes, device, Box::new(buf)))
 }
 
@@ -86,7 +100,12 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
     let op = "to";
     gty(op, t.dtype())?;
     let g = get()?;
-    let c = if t.is_contiguous() {
+    let c = if matches!(t.dtype(), DType::F16 | DType::BF16) {
+        // Widened exactly on the host; the device holds float32 words.
+        let w = Tensor::empty(t.shape(), DType::F32, Device::Cpu)?;
+        super::backend(Device::Cpu).cast_copy(t, &w)?;
+        w
+    } else if t.is_contiguous() {
         t.clone()
     } else {
         let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
@@ -129,6 +148,7 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
         ));
     }
     let buf = g.upload(op, &bytes)?;
+    mark_narrow(&buf, t.dtype(), n);
     if matches!(c.dtype(), DType::I32 | DType::I64 | DType::Bool)
         && n * c.dtype().itemsize() <= SHADOW_MAX_BYTES
     {
@@ -165,11 +185,17 @@ pub fn download(t: &Tensor) -> Result<Tensor> {
     let (lo, hi) = (lo as usize, hi as usize);
     let raw = g.download(&buf, lo as u64 * 4, (hi - lo) as u64 * 4)?;
     let span = hi - lo;
-    let host = Tensor::empty(&[span], t.dtype(), Device::Cpu)?;
+    // float16/bfloat16 arrive as float32 words (already of the narrow type's values).
+    let wide = if gpu_float(t.dtype()) {
+        DType::F32
+    } else {
+        t.dtype()
+    };
+    let host = Tensor::empty(&[span], wide, Device::Cpu)?;
     // SAFETY: `host` is a fresh contiguous CPU tensor of `span` elements; `raw` holds `span` 4-byte words.
     unsafe {
         let words: &[u32] = bytemuck::cast_slice(&raw);
-        match t.dtype() {
+        match wide {
             DType::F32 | DType::I32 => std::ptr::copy_nonoverlapping(
                 words.as_ptr() as *const u8,
                 host.byte_ptr(),
@@ -192,8 +218,8 @@ pub fn download(t: &Tensor) -> Result<Tensor> {
     }
     let mut l = t.layout().clone();
     l.offset -= lo;
-    let view = Tensor::from_parts(host.storage().clone(), l, t.dtype())?;
-    if view.is_contiguous() && view.offset() == 0 && span == n {
+    let view = Tensor::from_parts(host.storage().clone(), l, wide)?;
+    if wide == t.dtype() && view.is_contiguous() && view.offset() == 0 && span == n {
         return Ok(view);
     }
     let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
@@ -293,19 +319,98 @@ fn run_ew(
     params: [u32; 8],
 ) -> Result<()> {
     let out = ts[ts.len() - 1];
-    let n = out.numel();
+    dispatch_ew(op, src, out.shape(), ts, bufs, params)
+}
+
+/// Dispatch the elementwise kernel `src` over `shape` for operands `ts`
+/// (bound through `bufs`, deduplicated). A buffer larger than one storage
+/// binding is worked through in pieces, each binding only the byte ranges
+/// it touches; that needs every operand contiguous in `shape`'s order (or a
+/// single element), else the error says so.
+fn dispatch_ew(
+    op: &'static str,
+    src: &str,
+    shape: &[usize],
+    ts: &[&Tensor],
+    bufs: &[Arc<GpuBuffer>],
+    params: [u32; 8],
+) -> Result<()> {
+    let n: usize = shape.iter().product();
     if n == 0 {
         return Ok(());
     }
-    let meta = ew_meta(op, out.shape(), ts, params)?;
+    let g = get()?;
     let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-    get()?.dispatch(
-        op,
-        src,
-        &refs,
-        &meta,
-        (n as u64).div_ceil(shaders::WG as u64),
-    )
+    let groups = |m: usize| (m as u64).div_ceil(shaders::WG as u64);
+    let max = g.max_binding();
+    if bufs.iter().all(|b| b.len <= max) {
+        let meta = ew_meta(op, shape, ts, params)?;
+        return g.dispatch(op, src, &refs, &meta, groups(n));
+    }
+    // One element broadcast everywhere (a scalar operand), or laid out as the result.
+    let single = |t: &Tensor| t.strides().iter().all(|&st| st == 0);
+    let flat = |t: &Tensor| single(t) || (t.shape() == shape && t.is_contiguous());
+    if let Some(t) = ts.iter().find(|t| !flat(t)) {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "a tensor larger than the adapter's largest storage binding ({max} bytes) is split only when every operand is contiguous with the result's shape {shape:?}; got shape {:?} with strides {:?} (make it contiguous, or work on slices)",
+                t.shape(),
+                t.strides()
+            ),
+        ));
+    }
+    check_items(op, n)?;
+    let slot = ts
+        .iter()
+        .map(|t| {
+            let id = buffer(op, t)?.id();
+            Ok(bufs.iter().position(|b| b.id() == id).expect("bound"))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let align = (g.binding_align() / 4) as usize;
+    let piece = ((max / 4) as usize / align * align)
+        .saturating_sub(align)
+        .max(align);
+    let mut s = 0;
+    while s < n {
+        let e = n.min(s + piece);
+        // The element span each binding needs for this piece.
+        let mut span: Vec<Option<(usize, usize)>> = vec![None; bufs.len()];
+        let own = |t: &Tensor| {
+            if single(t) {
+                (t.offset(), t.offset() + 1)
+            } else {
+                (t.offset() + s, t.offset() + e)
+            }
+        };
+        for (k, t) in ts.iter().enumerate() {
+            let (a, b) = own(t);
+            let sp = &mut span[slot[k]];
+            *sp = Some(sp.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+        let start: Vec<usize> = span
+            .iter()
+            .map(|sp| sp.expect("every binding has an operand").0 / align * align)
+            .collect();
+        let ranges: Vec<(u64, u64)> = span
+            .iter()
+            .zip(&start)
+            .map(|(sp, &a0)| ((a0 * 4) as u64, ((sp.expect("span").1 - a0) * 4) as u64))
+            .collect();
+        let len = e - s;
+        let mut meta = Vec::with_capacity(shaders::EW_SHAPE + 1 + 2 * ts.len());
+        meta.extend([len as u32, 1]);
+        meta.extend_from_slice(&params);
+        meta.push(len as u32);
+        for (k, t) in ts.iter().enumerate() {
+            meta.push((own(t).0 - start[slot[k]]) as u32);
+            meta.push(!single(t) as u32);
+        }
+        g.dispatch_ranges(op, src, &refs, &ranges, &meta, groups(len))?;
+        s = e;
+    }
+    Ok(())
 }
 
 fn check_same_device(op: &'static str, ts: &[&Tensor]) -> Result<()> {
@@ -393,7 +498,7 @@ fn dense(t: &Tensor) -> Result<Tensor> {
 /// Refuse anything but float32 for `op`, naming the dtype.
 fn f32_only(op: &'static str, ts: &[&Tensor]) -> Result<()> {
     for t in ts {
-        if t.dtype() != DType::F32 {
+        if !gpu_float(t.dtype()) {
             gty(op, t.dtype())?;
             return Err(Error::runtime(
                 op,
@@ -655,7 +760,7 @@ impl Backend for WgpuBackend {
 
     fn dropout(&self, x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
         check_same_device("dropout", &[x, out])?;
-        if x.dtype() != DType::F32 {
+        if !gpu_float(x.dtype()) {
             gty("dropout", x.dtype())?;
             return Err(Error::runtime(
                 "dropout",
@@ -689,7 +794,7 @@ impl Backend for WgpuBackend {
         ts.extend([out, mean, rstd]);
         check_same_device(op, &ts)?;
         for t in &ts {
-            if t.dtype() != DType::F32 {
+            if !gpu_float(t.dtype()) {
                 gty(op, t.dtype())?;
                 return Err(Error::runtime(
                     op,
@@ -970,7 +1075,7 @@ impl Backend for WgpuBackend {
     fn softmax(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
         let op = if log { "log_softmax" } else { "softmax" };
         check_same_device(op, &[x, out])?;
-        if x.dtype() != DType::F32 {
+        if !gpu_float(x.dtype()) {
             gty(op, x.dtype())?;
             return Err(Error::runtime(
                 op,
@@ -1862,19 +1967,7 @@ impl Backend for WgpuBackend {
             // form): the program runs as one kernel per instruction.
             _ => return crate::graph::fused::run_unfused(k, ins, outs),
         };
-        let n = k.shape.iter().product::<usize>();
-        if n == 0 {
-            return Ok(());
-        }
-        let meta = ew_meta(op, &k.shape, &ts, [0; 8])?;
-        let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        get()?.dispatch(
-            op,
-            &src,
-            &refs,
-            &meta,
-            (n as u64).div_ceil(shaders::WG as u64),
-        )
+        dispatch_ew(op, &src, &k.shape, &ts, &bufs, [0; 8])
     }
 
     fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
@@ -1954,7 +2047,7 @@ fn f32s(v: [f64; 8]) -> [u32; 8] {
 
 fn optim_check(op: &'static str, ts: &[&Tensor]) -> Result<()> {
     for t in ts {
-        if t.dtype() != DType::F32 {
+        if !gpu_float(t.dtype()) {
             gty(op, t.dtype())?;
             return Err(Error::runtime(
                 op,

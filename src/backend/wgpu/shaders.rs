@@ -275,6 +275,43 @@ pub fn cast(b: &Bindings, from: GTy, to: GTy) -> String {
     ew_shader(b, &body)
 }
 
+/// Round the float32 words `b0[0..md[0])` in place to the nearest float16
+/// (`half`) or bfloat16 value, ties to even, as the CPU's conversions do
+/// (overflow gives an infinity, NaN stays NaN). The device stores float16 and
+/// bfloat16 tensors as float32; every kernel that writes one is followed by
+/// this pass, so the stored values are always the narrow type's.
+pub fn round_narrow(half: bool) -> String {
+    let body = if half {
+        // float16: 10 mantissa bits; below 2^-14 a fixed quantum of 2^-24,
+        // which `round` (ties to even) gives exactly after scaling by 2^24.
+        r#"    let a = u & 0x7fffffffu;
+    let s = u & 0x80000000u;
+    if (a >= 0x7f800000u) { return; }
+    if (a >= 0x477ff000u) { b0[i] = s | 0x7f800000u; return; }
+    if (a < 0x38800000u) {
+        let q = round(bitcast<f32>(a) * 16777216.0) * 5.9604644775390625e-8;
+        b0[i] = s | bitcast<u32>(q);
+        return;
+    }
+    b0[i] = s | ((a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u);"#
+    } else {
+        r#"    if ((u & 0x7fffffffu) > 0x7f800000u) { b0[i] = (u | 0x00400000u) & 0xffff0000u; return; }
+    b0[i] = (u + 0x7fffu + ((u >> 16u) & 1u)) & 0xffff0000u;"#
+    };
+    format!(
+        "@group(0) @binding(0) var<storage, read> md: array<u32>;
+@group(0) @binding(1) var<storage, read_write> b0: array<u32>;
+@compute @workgroup_size({WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let i = (wid.y * nwg.x + wid.x) * {WG}u + lid;
+    if (i >= md[0]) {{ return; }}
+    let u = b0[i];
+{body}
+}}
+"
+    )
+}
+
 /// `out = value` (the value's bits in p0): operand (out).
 pub fn fill(b: &Bindings, ty: GTy) -> String {
     let v = match ty {
@@ -1707,6 +1744,10 @@ mod tests {
     #[test]
     fn every_generated_shader_validates() {
         let mut n = 0;
+        for half in [true, false] {
+            validate(&round_narrow(half));
+            n += 1;
+        }
         for from in TYS {
             for to in TYS {
                 validate(&cast(&Bindings::distinct(&[from, to]), from, to));
