@@ -7,6 +7,8 @@ drivers cost tens of microseconds per dispatch.
 
 from __future__ import annotations
 
+import os
+
 import ferrograd as fg
 import numpy as np
 import pytest
@@ -393,3 +395,27 @@ def test_functional_helpers_keep_to_the_gpu():
     assert abs(ps[0][0] - ps[1][0]) < 1e-5 * ps[0][0]
     for a, b in zip(ps[0][1], ps[1][1], strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
+
+
+def test_sync_debug_mode_waits_for_every_kernel():
+    """FG_GPU_SYNC=1 (for debugging device errors) submits and waits for each kernel as
+    it is queued, so an error surfaces in the op that caused it; results are unchanged."""
+    import subprocess
+    import sys
+
+    script = (
+        "import ferrograd as fg, numpy as np\n"
+        "x = fg.arange(12, dtype=fg.float32, device='gpu').reshape(3, 4)\n"
+        "s0 = fg.gpu.stats()\n"
+        "y = (x * 2 + 1).exp().sum(1)\n"
+        "s1 = fg.gpu.stats()\n"
+        "d = s1['dispatches'] - s0['dispatches']\n"
+        "assert d >= 3 and s1['submits'] - s0['submits'] >= d and s1['waits'] - s0['waits'] >= d, (s0, s1)\n"
+        "assert s1['pending_dispatches'] == 0\n"
+        "want = np.exp(np.arange(12, dtype=np.float32).reshape(3, 4) * 2 + 1).sum(1)\n"
+        "np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, FG_GPU_SYNC="1")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

@@ -169,7 +169,13 @@ struct State {
     batch: u64,
     dispatches: usize,
     arenas: Vec<Arena>,
+    /// The ops with dispatches in this batch (the first few, each once):
+    /// what an error found at submission names.
+    ops: Vec<&'static str>,
 }
+
+/// How many distinct ops a batch's error message lists.
+const BATCH_OPS_LISTED: usize = 12;
 
 /// The device and everything shared by its kernels.
 pub struct Gpu {
@@ -188,6 +194,10 @@ pub struct Gpu {
     storage_align: u64,
     /// Set while a WebGPU bundle is recorded (see [`Gpu::record`]).
     recording: Mutex<Option<Recording>>,
+    /// `FG_GPU_SYNC=1`: every kernel is submitted and waited for as it is
+    /// queued, so a device error is raised by the op that caused it, at the
+    /// user's line (slow; for debugging).
+    sync_each: bool,
 }
 
 /// One buffer of a [`Recording`].
@@ -344,6 +354,7 @@ fn init() -> std::result::Result<Gpu, String> {
         counters: Counters::default(),
         storage_align,
         recording: Mutex::new(None),
+        sync_each: std::env::var("FG_GPU_SYNC").is_ok_and(|v| !matches!(v.trim(), "" | "0")),
     })
 }
 
@@ -634,6 +645,9 @@ impl Gpu {
             };
             self.round_narrow(op, b, ty, lo, hi)?;
         }
+        if self.sync_each && !self.is_recording() {
+            self.synchronize()?;
+        }
         Ok(())
     }
 
@@ -818,6 +832,9 @@ impl Gpu {
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(gx, gy, 1);
         st.dispatches += 1;
+        if st.ops.len() < BATCH_OPS_LISTED && !st.ops.contains(&op) {
+            st.ops.push(op);
+        }
         self.counters.dispatches.fetch_add(1, Ordering::Relaxed);
         let big = st.dispatches >= MAX_BATCH_DISPATCHES
             || self.pool.lock().deferred_in_batch >= MAX_BATCH_DEFERRED;
@@ -857,7 +874,8 @@ impl Gpu {
             done.fetch_max(batch, Ordering::AcqRel);
         });
         st.batch += 1;
-        st.dispatches = 0;
+        let n_dispatches = std::mem::take(&mut st.dispatches);
+        let ops = std::mem::take(&mut st.ops);
         st.arenas.clear(); // back to the pool, reusable once this batch completes
         self.pool.lock().deferred_in_batch = 0;
         self.counters.submits.fetch_add(1, Ordering::Relaxed);
@@ -866,9 +884,30 @@ impl Gpu {
             .map(|e| e.to_string())
             .or_else(|| self.take_uncaptured())
         {
+            let (op, list) = match ops.as_slice() {
+                [one] => (*one, one.to_string()),
+                _ => {
+                    let more = if ops.len() == BATCH_OPS_LISTED {
+                        ", ..."
+                    } else {
+                        ""
+                    };
+                    (
+                        "gpu",
+                        format!("ops queued since the last sync: {}{more}", ops.join(", ")),
+                    )
+                }
+            };
+            let hint = if self.sync_each {
+                ""
+            } else {
+                "; run with FG_GPU_SYNC=1 to have each op wait for its kernels, so the op that fails raises at its own line"
+            };
             return Err(Error::runtime(
-                "gpu",
-                format!("a GPU command failed (the batch of queued GPU ops was dropped): {e}"),
+                op,
+                format!(
+                    "a GPU command failed (the batch of {n_dispatches} queued dispatches was dropped; {list}): {e}{hint}"
+                ),
             ));
         }
         Ok(Some(idx))
