@@ -3,8 +3,9 @@
 A kernel may bind at most ``max_storage_buffer_binding_size`` bytes of a
 buffer (128 MiB on many adapters) although buffers may be larger. Elementwise
 kernels (eager and fused) work through such tensors in pieces, binding only
-the byte ranges each piece touches; kernels that cannot split raise an error
-naming the op and the limit. The piecewise path is tested in a subprocess
+the byte ranges each piece touches, and full reductions of contiguous tensors
+combine per-piece partials; kernels that cannot split raise an error naming
+the op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
 the adapter's real limit.
@@ -62,8 +63,21 @@ SCRIPT = textwrap.dedent(
     np.testing.assert_allclose(f(gx, gy).numpy(), np.exp(x * y + x), rtol=2e-6)
     assert f.stats.kernels_per_call == 1
 
+    # Full reductions split into per-piece partials (float32 for float sums and means).
+    cx = fg.from_numpy(x)
+    for name, fn in [("sum", lambda t: t.sum()), ("mean", lambda t: t.mean()), ("max", lambda t: t.max()),
+                     ("min", lambda t: t.min()), ("prod", lambda t: (t * 0.001 + 1).prod()),
+                     ("view sum", lambda t: t[3:].sum()), ("keepdim mean", lambda t: t.reshape(1, n).mean(1, keepdim=True)),
+                     ("all", lambda t: (t > -3.5).all()), ("any", lambda t: (t > 3.2).any()),
+                     ("int sum", lambda t: (t > 0).to(fg.int32).sum()),
+                     ("float16 sum", lambda t: t.to(fg.float16).sum()), ("float16 mean", lambda t: t.to(fg.float16).mean())]:
+        got, want = fn(gx), fn(cx)
+        assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape), name
+        tol = 2e-3 if "float16" in name else 1e-5
+        np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=tol, atol=tol, err_msg=name)
+
     # Kernels that cannot split say which op, the limit, and what to do.
-    for name, fn in [("sum", lambda: gx.sum()),
+    for name, fn in [("var", lambda: gx.var()), ("sum", lambda: gx[:5000].reshape(50, 100).sum(1)),
                      ("add", lambda: gx.reshape(5003, 1) + fg.ones(1, 3, device="gpu")),
                      ("matmul", lambda: gx.reshape(1, n) @ gy.reshape(n, 1))]:
         try:

@@ -509,6 +509,89 @@ fn f32_only(op: &'static str, ts: &[&Tensor]) -> Result<()> {
     Ok(())
 }
 
+/// A full reduction of a contiguous tensor larger than one storage binding:
+/// each piece reduces into a partial (float32 for float sums and means), then
+/// the partials reduce into `out` (a mean divides the sum by the count once).
+/// Variance and logsumexp do not split; they raise the binding-limit error.
+fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
+    let op = rop.name();
+    let g = get()?;
+    let (piece_op, float_sum) = match rop {
+        ReduceOp::Sum | ReduceOp::Mean => (ReduceOp::Sum, gpu_float(out.dtype())),
+        ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min | ReduceOp::All | ReduceOp::Any => {
+            (rop, false)
+        }
+        _ => {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "a tensor of {} bytes exceeds the adapter's largest storage binding ({} bytes, max_storage_buffer_binding_size), and {op} cannot split it; work on slices of the tensor",
+                    x.numel() * 4,
+                    g.max_binding()
+                ),
+            ))
+        }
+    };
+    let n = x.numel();
+    check_items(op, n)?;
+    let part_dtype = if float_sum { DType::F32 } else { out.dtype() };
+    let align = (g.binding_align() / 4) as usize;
+    let piece = ((g.max_binding() / 4) as usize / align * align)
+        .saturating_sub(align)
+        .max(align);
+    let parts = Tensor::empty(&[n.div_ceil(piece)], part_dtype, x.device())?;
+    let (tx, tp) = (gty(op, x.dtype())?, gty(op, part_dtype)?);
+    let acc = if matches!(rop, ReduceOp::All | ReduceOp::Any) {
+        GTy::U32
+    } else {
+        tp
+    };
+    let (bd, bufs) = bind(op, &[x, &parts])?;
+    let src = shaders::reduce(&bd, piece_op, tx, acc, tp).ok_or_else(|| {
+        Error::runtime(
+            op,
+            format!("not supported on the gpu device for dtype {}", x.dtype()),
+        )
+    })?;
+    let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+    for (k, s) in (0..n).step_by(piece).enumerate() {
+        let e = n.min(s + piece);
+        let start = (x.offset() + s) / align * align;
+        let meta = [
+            1,
+            (e - s) as u32,
+            0,
+            0,
+            1,
+            (x.offset() + s - start) as u32,
+            k as u32,
+            (e - s) as u32,
+            1,
+        ];
+        let ranges = [
+            ((start * 4) as u64, ((x.offset() + e - start) * 4) as u64),
+            (0, bufs[1].len),
+        ];
+        g.dispatch_ranges(op, &src, &refs, &ranges, &meta, 1)?;
+    }
+    let all = [true];
+    if rop != ReduceOp::Mean {
+        return WgpuBackend.reduce(piece_op, &parts, &all, out);
+    }
+    let total = Tensor::empty(&[], DType::F32, x.device())?;
+    WgpuBackend.reduce(ReduceOp::Sum, &parts, &all, &total)?;
+    let count = Tensor::empty(&[], DType::F32, x.device())?;
+    WgpuBackend.fill(&count, Scalar::Float(n as f64))?;
+    let wide = |t: &Tensor| {
+        Tensor::from_parts(
+            t.storage().clone(),
+            t.layout().expand(op, out.shape())?,
+            t.dtype(),
+        )
+    };
+    WgpuBackend.binary(BinaryOp::Div, &wide(&total)?, &wide(&count)?, out)
+}
+
 /// Refuse more than 2^31 items for the 32-bit kernels.
 fn check_items(op: &'static str, n: usize) -> Result<()> {
     if n > i32::MAX as usize {
@@ -1024,6 +1107,9 @@ impl Backend for WgpuBackend {
         check_same_device(op, &[x, out])?;
         let tx = gty(op, x.dtype())?;
         let to = gty(op, out.dtype())?;
+        if buffer(op, x)?.len > get()?.max_binding() && out.numel() == 1 && x.is_contiguous() {
+            return reduce_in_pieces(rop, x, out);
+        }
         let acc = match rop {
             ReduceOp::Mean | ReduceOp::Var { .. } | ReduceOp::LogSumExp => GTy::F32,
             ReduceOp::All | ReduceOp::Any => GTy::U32,
