@@ -612,6 +612,15 @@ impl Gpu {
         self.storage_align
     }
 
+    /// The 4-byte elements one piece of a split kernel covers: a binding
+    /// starting up to one alignment step before the piece still fits the limit.
+    pub fn piece_elems(&self) -> usize {
+        let align = (self.storage_align / 4) as usize;
+        ((self.max_binding() / 4) as usize / align * align)
+            .saturating_sub(align)
+            .max(align)
+    }
+
     /// [`Gpu::dispatch`] binding `ranges[j]` = (byte offset, byte size) of
     /// `bufs[j]` instead of the whole buffer (all whole when `ranges` is
     /// empty): how kernels work through tensors larger than one binding may
@@ -661,16 +670,22 @@ impl Gpu {
         lo: u64,
         hi: u64,
     ) -> Result<()> {
-        let src = super::shaders::round_narrow(ty == Narrow::F16);
+        static SRC: OnceLock<[String; 2]> = OnceLock::new();
+        let src = &SRC.get_or_init(|| {
+            [
+                super::shaders::round_narrow(true),
+                super::shaders::round_narrow(false),
+            ]
+        })[(ty != Narrow::F16) as usize];
         let align = self.storage_align / 4;
-        let piece = (self.max_binding() / 4 / align * align).max(align);
+        let piece = self.piece_elems() as u64;
         let mut s = lo / align * align;
         while s < hi {
             let e = hi.min(s + piece);
             let words = (e - s) as u32;
             self.dispatch_raw(
                 op,
-                &src,
+                src,
                 &[b],
                 &[(s * 4, (e - s) * 4)],
                 &[words],

@@ -369,9 +369,7 @@ fn dispatch_ew(
         })
         .collect::<Result<Vec<usize>>>()?;
     let align = (g.binding_align() / 4) as usize;
-    let piece = ((max / 4) as usize / align * align)
-        .saturating_sub(align)
-        .max(align);
+    let piece = g.piece_elems();
     let mut s = 0;
     while s < n {
         let e = n.min(s + piece);
@@ -536,9 +534,7 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
     check_items(op, n)?;
     let part_dtype = if float_sum { DType::F32 } else { out.dtype() };
     let align = (g.binding_align() / 4) as usize;
-    let piece = ((g.max_binding() / 4) as usize / align * align)
-        .saturating_sub(align)
-        .max(align);
+    let piece = g.piece_elems();
     let parts = Tensor::empty(&[n.div_ceil(piece)], part_dtype, x.device())?;
     let (tx, tp) = (gty(op, x.dtype())?, gty(op, part_dtype)?);
     let acc = if matches!(rop, ReduceOp::All | ReduceOp::Any) {
