@@ -82,21 +82,34 @@ def test_softmax_rows(arrays, log, d):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("affine", ["none", "weight", "bias", "both"])
 def test_layer_norm_rows(arrays, affine):
     d = 1000
     rows = N // d
     x = arrays[0][: rows * d].reshape(rows, d)
-    w = arrays[1][:d] if affine else None
-    b = arrays[2][:d] if affine else None
+    w = arrays[1][:d] if affine in ("weight", "both") else None
+    b = arrays[2][:d] if affine in ("bias", "both") else None
     got = F.layer_norm(
         fg.tensor(x), (d,),
-        fg.tensor(w) if affine else None, fg.tensor(b) if affine else None,
+        None if w is None else fg.tensor(w), None if b is None else fg.tensor(b),
     ).numpy()
     x64 = x.astype(np.float64)
     want = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
-    if affine:
-        want = want * w + b
+    if w is not None:
+        want = want * w
+    if b is not None:
+        want = want + b
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rms_norm_rows(arrays):
+    d = 1024
+    rows = N // d
+    x = arrays[0][: rows * d].reshape(rows, d)
+    w = arrays[1][:d]
+    got = F.rms_norm(fg.tensor(x), (d,), fg.tensor(w), eps=1e-6).numpy()
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * w
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -274,7 +274,7 @@ unsafe fn stream_v3<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) {
 /// # Safety
 /// `y` is valid for `n` writes and aligned to `U`.
 #[inline(always)]
-unsafe fn stream_lines<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> bool {
+pub(crate) unsafe fn stream_lines<U: Copy, G: Fn(usize) -> U>(y: *mut U, n: usize, g: &G) -> bool {
     if 64 % std::mem::size_of::<U>() != 0 {
         return false;
     }
