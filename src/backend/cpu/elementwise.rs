@@ -22,6 +22,13 @@ const PAR_MIN_HEAVY: usize = 1 << 12;
 // Multiversioned inner loops
 // ---------------------------------------------------------------------------
 
+/// Whether `y` is exactly `x` with elements of the same size (an in-place
+/// update: element `i` is read and written at the same address).
+#[inline(always)]
+fn same_slot<T, U>(x: *const T, y: *mut U) -> bool {
+    std::mem::size_of::<T>() == std::mem::size_of::<U>() && std::ptr::eq(x.cast::<u8>(), y.cast::<u8>())
+}
+
 #[inline(always)]
 unsafe fn map_body<T: Copy, U: Copy, F: Fn(T) -> U>(
     x: *const T,
@@ -32,6 +39,16 @@ unsafe fn map_body<T: Copy, U: Copy, F: Fn(T) -> U>(
     f: &F,
 ) {
     if sx == 1 && sy == 1 {
+        if same_slot::<T, U>(x, y) {
+            // In place: one base pointer, so the compiler sees each element
+            // read then written at the same index and vectorises (through
+            // two pointers its overlap check sends the loop to scalar code).
+            let p = y as *mut u8;
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*(p as *const T).add(i));
+            }
+            return;
+        }
         for i in 0..n {
             *y.add(i) = f(*x.add(i));
         }
@@ -106,6 +123,43 @@ unsafe fn zip_body<T: Copy, U: Copy, F: Fn(T, T) -> U>(
     n: usize,
     f: &F,
 ) {
+    // In place over `a` or `b`: through one base pointer (see `map_body`).
+    if sy == 1 && sa == 1 && same_slot(a, y) {
+        let p = y as *mut u8;
+        if sb == 1 {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*(p as *const T).add(i), *b.add(i));
+            }
+        } else if sb == 0 {
+            let bv = *b;
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*(p as *const T).add(i), bv);
+            }
+        } else {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*(p as *const T).add(i), *b.offset(i as isize * sb));
+            }
+        }
+        return;
+    }
+    if sy == 1 && sb == 1 && same_slot(b, y) {
+        let p = y as *mut u8;
+        if sa == 1 {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*a.add(i), *(p as *const T).add(i));
+            }
+        } else if sa == 0 {
+            let av = *a;
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(av, *(p as *const T).add(i));
+            }
+        } else {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*a.offset(i as isize * sa), *(p as *const T).add(i));
+            }
+        }
+        return;
+    }
     if sy == 1 && sa == 1 && sb == 1 {
         for i in 0..n {
             *y.add(i) = f(*a.add(i), *b.add(i));
@@ -923,8 +977,25 @@ unsafe fn zip3_body<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
     f: &F,
 ) {
     if sa == 1 && sb == 1 && sc == 1 && sy == 1 {
-        for i in 0..n {
-            *y.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+        // In place over one operand: through one base pointer (see `map_body`).
+        let p = y as *mut u8;
+        let at = |i: usize| *(p as *const T).add(i);
+        if same_slot(a, y) {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(at(i), *b.add(i), *c.add(i));
+            }
+        } else if same_slot(b, y) {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*a.add(i), at(i), *c.add(i));
+            }
+        } else if same_slot(c, y) {
+            for i in 0..n {
+                *(p as *mut U).add(i) = f(*a.add(i), *b.add(i), at(i));
+            }
+        } else {
+            for i in 0..n {
+                *y.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+            }
         }
     } else {
         for i in 0..n as isize {
@@ -1127,5 +1198,84 @@ pub fn unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor, out: &Tensor)
             float_unary_grad!(op, f32, run)
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: f32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as f32 + seed) * 0.37).sin() * 3.0)
+            .collect()
+    }
+
+    /// In-place runs (output = one operand) take their own loops: they must
+    /// give what the out-of-place loops give, for every operand layout.
+    #[test]
+    fn in_place_loops_match_out_of_place() {
+        let f1 = |v: f32| v / (1.0 + v * v);
+        let f2 = |a: f32, b: f32| a / (1.0 + b * b);
+        let f3 = |a: f32, b: f32, c: f32| a * b - c / 3.0;
+        for n in [0usize, 1, 7, 8, 37, 300] {
+            // map: y == x
+            let x = data(n, 1.0);
+            let mut y = x.clone();
+            unsafe { map_run(y.as_ptr(), 1, y.as_mut_ptr(), 1, n, &f1) };
+            let want: Vec<f32> = x.iter().map(|&v| f1(v)).collect();
+            assert_eq!(y, want, "map n={n}");
+            // zip: y == a or y == b, the other contiguous, broadcast or strided
+            let b2 = data(2 * n + 1, 2.0);
+            for sb in [1isize, 0, 2] {
+                let other = |i: usize| b2[(i as isize * sb) as usize];
+                let a = data(n, 3.0);
+                let mut y = a.clone();
+                unsafe { zip_run(y.as_ptr(), 1, b2.as_ptr(), sb, y.as_mut_ptr(), 1, n, &f2) };
+                let want: Vec<f32> = (0..n).map(|i| f2(a[i], other(i))).collect();
+                assert_eq!(y, want, "zip over a, n={n} sb={sb}");
+                let mut y = a.clone();
+                unsafe { zip_run(b2.as_ptr(), sb, y.as_ptr(), 1, y.as_mut_ptr(), 1, n, &f2) };
+                let want: Vec<f32> = (0..n).map(|i| f2(other(i), a[i])).collect();
+                assert_eq!(y, want, "zip over b, n={n} sa={sb}");
+            }
+            // zip3: y == a, b or c
+            let (a, b, c) = (data(n, 4.0), data(n, 5.0), data(n, 6.0));
+            let want: Vec<f32> = (0..n).map(|i| f3(a[i], b[i], c[i])).collect();
+            for k in 0..3 {
+                let mut ops = [a.clone(), b.clone(), c.clone()];
+                let y = ops[k].as_mut_ptr();
+                let p = |j: usize| {
+                    if j == k {
+                        y as *const f32
+                    } else {
+                        ops[j].as_ptr()
+                    }
+                };
+                let (pa, pb, pc) = (p(0), p(1), p(2));
+                unsafe {
+                    match level() {
+                        #[cfg(target_arch = "x86_64")]
+                        Level::Avx512 => zip3_v4(pa, 1, pb, 1, pc, 1, y, 1, n, &f3),
+                        #[cfg(target_arch = "x86_64")]
+                        Level::Avx2 => zip3_v3(pa, 1, pb, 1, pc, 1, y, 1, n, &f3),
+                        _ => zip3_body(pa, 1, pb, 1, pc, 1, y, 1, n, &f3),
+                    }
+                }
+                assert_eq!(ops[k], want, "zip3 over operand {k}, n={n}");
+                let mut ops = [a.clone(), b.clone(), c.clone()];
+                let y = ops[k].as_mut_ptr();
+                let p = |j: usize| {
+                    if j == k {
+                        y as *const f32
+                    } else {
+                        ops[j].as_ptr()
+                    }
+                };
+                let (pa, pb, pc) = (p(0), p(1), p(2));
+                unsafe { zip3_body(pa, 1, pb, 1, pc, 1, y, 1, n, &f3) };
+                assert_eq!(ops[k], want, "zip3 (baseline) over operand {k}, n={n}");
+            }
+        }
     }
 }
