@@ -373,3 +373,16 @@ def test_einsum_errors(eq, shapes, exc):
 def test_einsum_bool_is_type_error():
     with pytest.raises(TypeError, match="einsum"):
         fg.einsum("i,i->", T(np.ones(3, bool)), T(np.ones(3, bool)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(1, 8, 2), (3, 9, 5), (8, 32, 32), (5, 33, 7), (2, 16, 4), (4, 15, 3), (6, 7, 3)])
+def test_small_matmul_with_transposed_right_operand(dtype, m, k, n):
+    # x @ W.T with a row-major W: the small-product kernel reads the right
+    # operand column-wise; linear with a bias accumulates onto the bias; batched too.
+    x, w, b = rand(m, k, dtype=dtype), rand(n, k, dtype=dtype), rand(n, dtype=dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(val(T(x) @ T(w).T), x @ w.T, **tol)
+    np.testing.assert_allclose(val(fg.nn.functional.linear(T(x), T(w), T(b))), x @ w.T + b, **tol)
+    xb, wb = rand(3, m, k, dtype=dtype), rand(3, n, k, dtype=dtype)
+    np.testing.assert_allclose(val(T(xb) @ T(wb).mT), xb @ wb.transpose(0, 2, 1), **tol)

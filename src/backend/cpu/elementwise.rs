@@ -26,7 +26,8 @@ const PAR_MIN_HEAVY: usize = 1 << 12;
 /// update: element `i` is read and written at the same address).
 #[inline(always)]
 fn same_slot<T, U>(x: *const T, y: *mut U) -> bool {
-    std::mem::size_of::<T>() == std::mem::size_of::<U>() && std::ptr::eq(x.cast::<u8>(), y.cast::<u8>())
+    std::mem::size_of::<T>() == std::mem::size_of::<U>()
+        && std::ptr::eq(x.cast::<u8>(), y.cast::<u8>())
 }
 
 #[inline(always)]

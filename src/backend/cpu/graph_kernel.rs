@@ -26,6 +26,12 @@ pub const CHUNK: usize = 512;
 /// Unused by the chunk loops; the shared op tables name a grain.
 const PAR_MIN_HEAVY: usize = PAR_MIN;
 
+thread_local! {
+    /// Register storage of the fused kernels run on this thread, kept between
+    /// runs so small kernels do not allocate and zero it on every call.
+    static REGS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Run `k` on `ins` (any layouts broadcastable to `k.shape`; dtypes the
 /// compute dtype or bool) into `outs` (shape `k.shape`, any layouts).
 pub fn run(k: &FusedKernel, ins: &[Tensor], outs: &[Tensor]) -> Result<()> {
@@ -232,7 +238,27 @@ fn run_typed<C: Real + Element + Send + Sync>(
     let job = |r0: usize, r1: usize, c0: usize, c1: usize| {
         // Registers as long as this task's chunks (small kernels need less than CHUNK).
         let width = CHUNK.min(c1 - c0);
-        let mut regs: Vec<C> = vec![C::ZERO; k.instrs.len() * width];
+        let len = k.instrs.len() * width;
+        let mut own_regs: Vec<C>;
+        let mut scratch =
+            REGS.with(|r| r.try_borrow_mut().ok().map(|mut v| std::mem::take(&mut *v)));
+        let regs: &mut [C] = match scratch.as_mut() {
+            // SAFETY: the words are initialised, f32/f64 accept any bits and
+            // need at most the 8-byte alignment of u64; `len` C's fit.
+            Some(words) => unsafe {
+                words.resize(
+                    words
+                        .len()
+                        .max((len * std::mem::size_of::<C>()).div_ceil(8)),
+                    0,
+                );
+                std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut C, len)
+            },
+            None => {
+                own_regs = vec![C::ZERO; len];
+                &mut own_regs
+            }
+        };
         let mut view: Vec<(*const C, isize)> = Vec::with_capacity(k.instrs.len());
         let mut offs = vec![0isize; nops];
         for r in r0..r1 {
@@ -245,8 +271,8 @@ fn run_typed<C: Real + Element + Send + Sync>(
                 // is written by exactly one task; registers are this task's.
                 unsafe {
                     exec_chunk::<C>(
-                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &stream,
-                        &mut regs, width, &mut view,
+                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &stream, regs,
+                        width, &mut view,
                     )
                 };
                 start += n;
@@ -254,6 +280,13 @@ fn run_typed<C: Real + Element + Send + Sync>(
         }
         if any_stream {
             stream_fence();
+        }
+        if let Some(words) = scratch {
+            REGS.with(|r| {
+                if let Ok(mut slot) = r.try_borrow_mut() {
+                    *slot = words;
+                }
+            });
         }
     };
     let threads = crate::par::split();
