@@ -1,7 +1,8 @@
 //! The CPU interpreter of fused elementwise kernels ([`FusedKernel`]).
 //!
 //! The output index space is walked as rows (dims coalesced jointly over
-//! every operand); each row is cut into chunks of [`CHUNK`] elements, and
+//! every operand); each row is cut into chunks of [`CHUNK`] to [`MAX_CHUNK`]
+//! elements (fewer registers, longer chunks), and
 //! the program runs chunk by chunk: each instruction is one SIMD loop over
 //! the chunk (the same multiversioned loops and per-element functions as the
 //! unfused kernels), its result kept in a small per-thread register buffer
@@ -21,8 +22,15 @@ use crate::graph::fused::{FInstr, FusedKernel};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::tensor::{DType, Element, Tensor};
 
-/// Elements per chunk: registers of this many elements stay in L1.
+/// Elements per chunk at least: registers of this many elements stay in L1.
 pub const CHUNK: usize = 512;
+/// Elements per chunk at most (kernels with few buffered registers).
+const MAX_CHUNK: usize = 8 * CHUNK;
+/// Bytes of register buffers a chunk may use: the chunk length is this
+/// shared among the registers that are not views of an input or written
+/// straight into an output, so small programs run long chunks (fewer loop
+/// dispatches per element) and large ones stay in L1.
+const REG_BUDGET: usize = 16 << 10;
 /// Unused by the chunk loops; the shared op tables name a grain.
 const PAR_MIN_HEAVY: usize = PAR_MIN;
 
@@ -232,12 +240,25 @@ fn run_typed<C: Real + Element + Send + Sync>(
         })
         .collect();
     let any_stream = direct.iter().any(|d| d.is_some_and(|j| stream[j]));
+    let buffered = k
+        .instrs
+        .iter()
+        .enumerate()
+        .filter(|&(i, ins_i)| match *ins_i {
+            FInstr::Load(kx) => ins[kx].dtype() != k.compute,
+            FInstr::Const(_) => false,
+            _ => direct[i].is_none(),
+        })
+        .count()
+        .max(1);
+    let chunk =
+        (REG_BUDGET / (buffered * std::mem::size_of::<C>()) / 64 * 64).clamp(CHUNK, MAX_CHUNK);
     let rows = walk.rows();
     let inner = walk.inner();
     let nops = ins.len() + outs.len();
     let job = |r0: usize, r1: usize, c0: usize, c1: usize| {
-        // Registers as long as this task's chunks (small kernels need less than CHUNK).
-        let width = CHUNK.min(c1 - c0);
+        // Registers as long as this task's chunks (small kernels need less than a chunk).
+        let width = chunk.min(c1 - c0);
         let len = k.instrs.len() * width;
         let mut own_regs: Vec<C>;
         let mut scratch =
@@ -265,7 +286,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
             walk.row_offsets(r, &mut offs);
             let mut start = c0;
             while start < c1 {
-                let n = CHUNK.min(c1 - start);
+                let n = chunk.min(c1 - start);
                 // SAFETY: offsets come from the operands' layouts (expanded
                 // inputs, outputs of the kernel's shape); each output element
                 // is written by exactly one task; registers are this task's.
@@ -312,7 +333,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
         });
     } else {
         // Few long rows: split each row into segments of whole chunks.
-        let seg = (inner.div_ceil(threads * 2)).div_ceil(CHUNK).max(1) * CHUNK;
+        let seg = (inner.div_ceil(threads * 2)).div_ceil(chunk).max(1) * chunk;
         let nseg = inner.div_ceil(seg);
         crate::par::install(|| {
             (0..rows * nseg).into_par_iter().for_each(|u| {
