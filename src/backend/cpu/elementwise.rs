@@ -1040,6 +1040,53 @@ unsafe fn zip3_v3<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
     zip3_body(a, sa, b, sb, c, sc, y, sy, n, f)
 }
 
+/// `y[i] = f(a[i], b[i], c[i])` over `n` strided elements at the best SIMD
+/// level (for kernels with loops of their own: the fused interpreter).
+///
+/// # Safety
+/// Pointers valid for `n` strided elements; `y` overlaps an operand only
+/// exactly (the same address and stride 1).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn zip3_run<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    c: *const T,
+    sc: isize,
+    y: *mut U,
+    sy: isize,
+    n: usize,
+    f: &F,
+) {
+    #[cfg(target_arch = "x86_64")]
+    match level() {
+        Level::Avx512 => return zip3_v4(a, sa, b, sb, c, sc, y, sy, n, f),
+        Level::Avx2 => return zip3_v3(a, sa, b, sb, c, sc, y, sy, n, f),
+        Level::Scalar => {}
+    }
+    zip3_body(a, sa, b, sb, c, sc, y, sy, n, f)
+}
+
+/// As [`zip3_run`] over contiguous operands with streaming stores; `false`
+/// (nothing written) when streaming is unavailable. The caller ends its run
+/// with [`stream_fence`].
+///
+/// # Safety
+/// As [`zip3_run`], all four contiguous and `y` overlapping no operand.
+#[inline(always)]
+pub(crate) unsafe fn zip3_stream<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
+    a: *const T,
+    b: *const T,
+    c: *const T,
+    y: *mut U,
+    n: usize,
+    f: &F,
+) -> bool {
+    stream_lines(y, n, &|i| f(*a.add(i), *b.add(i), *c.add(i)))
+}
+
 /// Run `f` over `(a, b, c)` into `out` (all the same shape), threaded above `grain` elements.
 pub fn run_zip3<T: Copy, U: Copy, F: Fn(T, T, T) -> U + Sync>(
     a: &Tensor,

@@ -13,7 +13,8 @@
 use rayon::prelude::*;
 
 use super::elementwise::{
-    map_run, map_stream, py_fmod, stream_fence, stream_ok, zip_run, zip_stream,
+    map_run, map_stream, py_fmod, stream_fence, stream_ok, zip3_run, zip3_stream, zip_run,
+    zip_stream,
 };
 use super::math::Real;
 use super::strided::{SendPtr, PAR_MIN};
@@ -253,6 +254,11 @@ fn run_typed<C: Real + Element + Send + Sync>(
         .max(1);
     let chunk =
         (REG_BUDGET / (buffered * std::mem::size_of::<C>()) / 64 * 64).clamp(CHUNK, MAX_CHUNK);
+    let pair = pairs(k, &direct);
+    let mut deferred = vec![false; pair.len()];
+    for &p in pair.iter().flatten() {
+        deferred[p] = true;
+    }
     let rows = walk.rows();
     let inner = walk.inner();
     let nops = ins.len() + outs.len();
@@ -292,8 +298,8 @@ fn run_typed<C: Real + Element + Send + Sync>(
                 // is written by exactly one task; registers are this task's.
                 unsafe {
                     exec_chunk::<C>(
-                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &stream, regs,
-                        width, &mut view,
+                        k, &walk, &offs, start, n, &in_ptrs, &out_ptrs, &direct, &stream, &pair,
+                        &deferred, regs, width, &mut view,
                     )
                 };
                 start += n;
@@ -346,6 +352,49 @@ fn run_typed<C: Real + Element + Send + Sync>(
     Ok(())
 }
 
+/// The four arithmetic operators [`pair_into`] runs two at a time.
+fn arith(op: BinaryOp) -> bool {
+    matches!(
+        op,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+    )
+}
+
+/// `pair[j] = Some(i)`: instruction `i` is an arithmetic binary op whose
+/// only reader is instruction `j`, itself an arithmetic binary op that reads
+/// it as one operand (not both). Then `i` is not run on its own: `j` runs
+/// both as one loop over three operands (`x*y+z` reads each input once and
+/// writes once, with no pass through a register buffer), rounding each op
+/// as the two loops would.
+fn pairs(k: &FusedKernel, direct: &[Option<usize>]) -> Vec<Option<usize>> {
+    let n = k.instrs.len();
+    let mut pair = vec![None; n];
+    for i in 0..n {
+        let FInstr::Binary(op1, _, _) = k.instrs[i] else {
+            continue;
+        };
+        // A consumer of a pair is not deferred itself: its own producer
+        // would never be run.
+        if !arith(op1)
+            || pair[i].is_some()
+            || direct[i].is_some()
+            || k.outputs.iter().any(|&(r, _)| r == i)
+        {
+            continue;
+        }
+        let mut readers = (i + 1..n).filter(|&j| reads(&k.instrs[j]).contains(&Some(i)));
+        let (Some(j), None) = (readers.next(), readers.next()) else {
+            continue;
+        };
+        if let FInstr::Binary(op2, x, y) = k.instrs[j] {
+            if arith(op2) && ((x == i) != (y == i)) {
+                pair[j] = Some(i);
+            }
+        }
+    }
+    pair
+}
+
 /// The registers an instruction reads.
 fn reads(i: &FInstr) -> [Option<usize>; 3] {
     match *i {
@@ -372,6 +421,8 @@ unsafe fn exec_chunk<C: Real + Element>(
     outs: &[(SendPtr<u8>, DType)],
     direct: &[Option<usize>],
     stream: &[bool],
+    pair: &[Option<usize>],
+    deferred: &[bool],
     regs: &mut [C],
     width: usize,
     view: &mut Vec<(*const C, isize)>,
@@ -381,17 +432,29 @@ unsafe fn exec_chunk<C: Real + Element>(
     // (pointer, stride) of each register (the buffer is reused across chunks).
     view.clear();
     let buf = regs.as_mut_ptr();
-    for (i, ins_i) in k.instrs.iter().enumerate() {
-        let own = buf.add(i * width);
-        let (dst, sd): (*mut C, isize) = match direct[i] {
+    // Where register `i` is computed: (pointer, stride, streaming stores).
+    let place = |i: usize| -> (*mut C, isize, bool) {
+        match direct[i] {
             Some(j) => {
                 let s = walk.strides[ni + j][inner];
                 let p = outs[j].0.get() as *mut C;
-                (p.offset(offs[ni + j] + start as isize * s), s)
+                (
+                    p.offset(offs[ni + j] + start as isize * s),
+                    s,
+                    s == 1 && stream[j],
+                )
             }
-            None => (own, 1),
-        };
-        let st = sd == 1 && direct[i].is_some_and(|j| stream[j]);
+            None => (buf.add(i * width), 1, false),
+        }
+    };
+    for (i, ins_i) in k.instrs.iter().enumerate() {
+        let own = buf.add(i * width);
+        if deferred[i] {
+            // Run by its reader (below); the view is a placeholder until then.
+            view.push((own, 1));
+            continue;
+        }
+        let (dst, sd, st) = place(i);
         match *ins_i {
             FInstr::Load(kx) => {
                 let s = walk.strides[kx][inner];
@@ -423,6 +486,24 @@ unsafe fn exec_chunk<C: Real + Element>(
                 unary_into::<C>(op, pa, sa, dst, sd, n, st);
             }
             FInstr::Binary(op, a, b) => {
+                if let Some(p) = pair[i] {
+                    let FInstr::Binary(op1, a1, b1) = k.instrs[p] else {
+                        unreachable!("paired with a binary op")
+                    };
+                    let (pa, sa) = view[a1];
+                    let (pb, sb) = view[b1];
+                    let left = a == p;
+                    let (pc, sc) = view[if left { b } else { a }];
+                    if sa == 1 && sb == 1 && sc == 1 && sd == 1 {
+                        pair_into::<C>(op1, op, left, pa, pb, pc, dst, n, st);
+                        view.push((dst as *const C, sd));
+                        continue;
+                    }
+                    // A broadcast or strided operand: run the first op on its own.
+                    let buf_p = buf.add(p * width);
+                    binary_into::<C>(op1, pa, sa, pb, sb, buf_p, 1, n, false);
+                    view[p] = (buf_p, 1);
+                }
                 let (pa, sa) = view[a];
                 let (pb, sb) = view[b];
                 binary_into::<C>(op, pa, sa, pb, sb, dst, sd, n, st);
@@ -520,6 +601,58 @@ unsafe fn unary_into<C: Real + Element>(
             }
             super::elementwise::float_unary!(op, C, run)
         }
+    }
+}
+
+/// `y = op2(op1(a, b), c)` (or `op2(c, op1(a, b))` when not `left`) over
+/// `n` contiguous elements in one loop, each op rounded as on its own; with
+/// streaming stores when `stream`. `op1`, `op2` are arithmetic ([`arith`]).
+///
+/// # Safety
+/// `a`, `b`, `c`, `y` valid for `n` contiguous elements; `y` overlaps an
+/// operand only exactly.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pair_into<C: Real + Element>(
+    op1: BinaryOp,
+    op2: BinaryOp,
+    left: bool,
+    a: *const C,
+    b: *const C,
+    c: *const C,
+    y: *mut C,
+    n: usize,
+    stream: bool,
+) {
+    use BinaryOp::*;
+    macro_rules! go {
+        ($f:expr) => {{
+            let f = $f;
+            if !(stream && zip3_stream(a, b, c, y, n, &f)) {
+                zip3_run(a, 1, b, 1, c, 1, y, 1, n, &f)
+            }
+        }};
+    }
+    macro_rules! outer {
+        ($g:expr) => {{
+            let g = $g;
+            // g(p, q) is op1's result; r is op2's other operand.
+            match op2 {
+                Add => go!(move |p: C, q: C, r: C| g(p, q) + r),
+                Mul => go!(move |p: C, q: C, r: C| g(p, q) * r),
+                Sub if left => go!(move |p: C, q: C, r: C| g(p, q) - r),
+                Sub => go!(move |p: C, q: C, r: C| r - g(p, q)),
+                Div if left => go!(move |p: C, q: C, r: C| g(p, q) / r),
+                Div => go!(move |p: C, q: C, r: C| r / g(p, q)),
+                other => unreachable!("pair_into with outer op {other:?}"),
+            }
+        }};
+    }
+    match op1 {
+        Add => outer!(|p: C, q: C| p + q),
+        Sub => outer!(|p: C, q: C| p - q),
+        Mul => outer!(|p: C, q: C| p * q),
+        Div => outer!(|p: C, q: C| p / q),
+        other => unreachable!("pair_into with inner op {other:?}"),
     }
 }
 
