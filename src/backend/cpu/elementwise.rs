@@ -112,6 +112,37 @@ pub unsafe fn map_run<T: Copy, U: Copy, F: Fn(T) -> U>(
     map_body(x, sx, y, sy, n, f)
 }
 
+/// `y[i] = f(y[i], o[i*so])` over contiguous `y` read and written through
+/// one base pointer (the in-place arm of [`zip_body`]).
+///
+/// # Safety
+/// `y` valid for `n` contiguous elements of both `T` and `U` (the same size);
+/// `o` for `n` elements at stride `so`.
+#[inline(always)]
+unsafe fn zip_in_place<T: Copy, U: Copy, F: Fn(T, T) -> U>(
+    y: *mut U,
+    o: *const T,
+    so: isize,
+    n: usize,
+    f: &F,
+) {
+    let p = y as *mut u8;
+    if so == 1 {
+        for i in 0..n {
+            *(p as *mut U).add(i) = f(*(p as *const T).add(i), *o.add(i));
+        }
+    } else if so == 0 {
+        let ov = *o;
+        for i in 0..n {
+            *(p as *mut U).add(i) = f(*(p as *const T).add(i), ov);
+        }
+    } else {
+        for i in 0..n {
+            *(p as *mut U).add(i) = f(*(p as *const T).add(i), *o.offset(i as isize * so));
+        }
+    }
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn zip_body<T: Copy, U: Copy, F: Fn(T, T) -> U>(
@@ -126,40 +157,10 @@ unsafe fn zip_body<T: Copy, U: Copy, F: Fn(T, T) -> U>(
 ) {
     // In place over `a` or `b`: through one base pointer (see `map_body`).
     if sy == 1 && sa == 1 && same_slot(a, y) {
-        let p = y as *mut u8;
-        if sb == 1 {
-            for i in 0..n {
-                *(p as *mut U).add(i) = f(*(p as *const T).add(i), *b.add(i));
-            }
-        } else if sb == 0 {
-            let bv = *b;
-            for i in 0..n {
-                *(p as *mut U).add(i) = f(*(p as *const T).add(i), bv);
-            }
-        } else {
-            for i in 0..n {
-                *(p as *mut U).add(i) = f(*(p as *const T).add(i), *b.offset(i as isize * sb));
-            }
-        }
-        return;
+        return zip_in_place(y, b, sb, n, f);
     }
     if sy == 1 && sb == 1 && same_slot(b, y) {
-        let p = y as *mut u8;
-        if sa == 1 {
-            for i in 0..n {
-                *(p as *mut U).add(i) = f(*a.add(i), *(p as *const T).add(i));
-            }
-        } else if sa == 0 {
-            let av = *a;
-            for i in 0..n {
-                *(p as *mut U).add(i) = f(av, *(p as *const T).add(i));
-            }
-        } else {
-            for i in 0..n {
-                *(p as *mut U).add(i) = f(*a.offset(i as isize * sa), *(p as *const T).add(i));
-            }
-        }
-        return;
+        return zip_in_place(y, a, sa, n, &|p: T, q: T| f(q, p));
     }
     if sy == 1 && sa == 1 && sb == 1 {
         for i in 0..n {

@@ -10,7 +10,7 @@
 //! norm's weight and bias gradients) are taken over fixed units of rows and
 //! combined in order, so results do not depend on the thread count.
 
-use super::math::Real;
+use super::math::{lane_sum, Real};
 use super::reduce::{contiguous_as, par_ranges};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
@@ -44,15 +44,7 @@ fn sum2<R: Real>(a: &[R], b: &[R], f: impl Fn(R, R) -> R) -> f64 {
         for ((s, &x), &y) in acc.iter_mut().zip(ia.remainder()).zip(ib.remainder()) {
             *s = *s + f(x, y);
         }
-        let mut w = L;
-        while w > 1 {
-            w /= 2;
-            let (lo, hi) = acc.split_at_mut(w);
-            for (s, &v) in lo.iter_mut().zip(hi.iter()) {
-                *s = *s + v;
-            }
-        }
-        total += acc[0].as_f64();
+        total += lane_sum(acc).as_f64();
     }
     total
 }

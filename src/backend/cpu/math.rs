@@ -253,3 +253,19 @@ impl Real for f64 {
         vmath::gelu_tanh_grad_f64(self)
     }
 }
+
+/// The sum of `L` lane accumulators, halves added onto each other until
+/// one is left: an order fixed by `L` alone, so every SIMD level gives the
+/// same bits.
+#[inline(always)]
+pub fn lane_sum<R: Real, const L: usize>(mut acc: [R; L]) -> R {
+    let mut w = L;
+    while w > 1 {
+        w /= 2;
+        let (lo, hi) = acc.split_at_mut(w);
+        for (a, &b) in lo.iter_mut().zip(hi.iter()) {
+            *a = *a + b;
+        }
+    }
+    acc[0]
+}

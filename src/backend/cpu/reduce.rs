@@ -33,7 +33,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::elementwise::{cast_copy, stream_fence, stream_lines, stream_ok};
-use super::math::Real;
+use super::math::{lane_sum, Real};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
 use crate::multiversion;
@@ -1463,15 +1463,7 @@ fn softmax_row<R: Real>(x: &[R], y: &mut [R], log: bool) {
             *o = e;
             *a = *a + e;
         }
-        let mut w = L;
-        while w > 1 {
-            w /= 2;
-            let (lo, hi) = acc.split_at_mut(w);
-            for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-                *a = *a + b;
-            }
-        }
-        total = total + acc[0];
+        total = total + lane_sum(acc);
     }
     if log {
         // (x - max) is exact for the values that matter; subtract log Σ after.
@@ -1740,15 +1732,7 @@ fn row_sum<R: Real>(x: &[R], f: impl Fn(R) -> R) -> f64 {
         for (a, &v) in acc.iter_mut().zip(it.remainder()) {
             *a = *a + f(v);
         }
-        let mut w = L;
-        while w > 1 {
-            w /= 2;
-            let (lo, hi) = acc.split_at_mut(w);
-            for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-                *a = *a + b;
-            }
-        }
-        total += acc[0].as_f64();
+        total += lane_sum(acc).as_f64();
     }
     total
 }
@@ -1776,15 +1760,7 @@ fn row_sq_dev<R: Real>(x: &[R], mu: R) -> f64 {
         for (a, &v) in acc.iter_mut().zip(it.remainder()) {
             *a = *a + (v - mu) * (v - mu);
         }
-        let mut w = L;
-        while w > 1 {
-            w /= 2;
-            let (lo, hi) = acc.split_at_mut(w);
-            for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-                *a = *a + b;
-            }
-        }
-        total += acc[0].as_f64();
+        total += lane_sum(acc).as_f64();
     }
     total
 }
