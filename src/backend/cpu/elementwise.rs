@@ -1124,13 +1124,7 @@ pub fn run_zip3<T: Copy, U: Copy, F: Fn(T, T, T) -> U + Sync>(
                 {
                     return;
                 }
-                #[cfg(target_arch = "x86_64")]
-                match level() {
-                    Level::Avx512 => return zip3_v4(a, sa, b, sb, c, sc, y, sy, n, &f),
-                    Level::Avx2 => return zip3_v3(a, sa, b, sb, c, sc, y, sy, n, &f),
-                    Level::Scalar => {}
-                }
-                zip3_body(a, sa, b, sb, c, sc, y, sy, n, &f)
+                zip3_run(a, sa, b, sb, c, sc, y, sy, n, &f)
             }
         },
     );
