@@ -28,6 +28,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
@@ -100,11 +101,49 @@ def calibrate(fn, target=0.02, cap=100_000):
         n = min(cap, max(n * 2, int(target / max(t, 1e-9) * 1.2)))
 
 
+def _other_threads_cpu_ns() -> int | None:
+    """CPU time (ns) used so far by this process's threads other than the calling one."""
+    me = str(threading.get_native_id())
+    total = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            if tid != me:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def quiesce(window=0.002, busy=0.05, cap=0.5):
+    """Wait until the process's other threads are idle (at most ``cap`` seconds).
+
+    Thread pools of the libraries side by side here keep spinning for a while
+    after their last call (OpenBLAS's workers for up to about 0.1 s, OpenMP's
+    for their spin count), taking cores from whatever runs next in the same
+    process. Each timed block therefore starts once no other thread has used
+    more than ``busy`` of a ``window`` of wall time. Where per-thread CPU times
+    are unavailable (no /proc) this does nothing.
+    """
+    end = time.perf_counter() + cap
+    last = _other_threads_cpu_ns()
+    if last is None:
+        return
+    while time.perf_counter() < end:
+        time.sleep(window)
+        now = _other_threads_cpu_ns()
+        if now is None or now - last <= busy * window * 1e9:
+            return
+        last = now
+
+
 def measure(fns: dict[str, Callable[[], object]], repeats: int, target=0.02) -> dict[str, float]:
     """Median seconds per call for each function, timed in interleaved blocks.
 
     Each repeat times one block of every function, rotating the order, so that
-    clock and load drift affect all of them alike.
+    clock and load drift affect all of them alike. Before each block the
+    worker threads left spinning by the previous one go idle (see
+    :func:`quiesce`).
     """
     numbers = {k: calibrate(f, target) for k, f in fns.items()}
     samples: dict[str, list[float]] = {k: [] for k in fns}
@@ -112,6 +151,7 @@ def measure(fns: dict[str, Callable[[], object]], repeats: int, target=0.02) -> 
     for r in range(repeats):
         order = keys[r % len(keys):] + keys[:r % len(keys)]
         for k in order:
+            quiesce()
             samples[k].append(_block(fns[k], numbers[k]))
     return {k: statistics.median(v) for k, v in samples.items()}
 
