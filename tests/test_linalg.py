@@ -376,13 +376,21 @@ def test_einsum_bool_is_type_error():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m,k,n", [(1, 8, 2), (3, 9, 5), (8, 32, 32), (5, 33, 7), (2, 16, 4), (4, 15, 3), (6, 7, 3)])
+@pytest.mark.parametrize("m,k,n", [(1, 8, 2), (3, 9, 5), (8, 32, 32), (5, 33, 7), (2, 16, 4), (4, 15, 3), (6, 7, 3),
+                                   (3, 17, 40), (7, 24, 33), (9, 8, 64), (2, 31, 36)])
 def test_small_matmul_with_transposed_right_operand(dtype, m, k, n):
-    # x @ W.T with a row-major W: the small-product kernel reads the right
-    # operand column-wise; linear with a bias accumulates onto the bias; batched too.
+    # x @ W.T with a row-major W: the small-product kernel copies the right
+    # operand to row-major order (8x8 blocks and ragged edges); linear with a
+    # bias accumulates onto the bias; batched too.
     x, w, b = rand(m, k, dtype=dtype), rand(n, k, dtype=dtype), rand(n, dtype=dtype)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(val(T(x) @ T(w).T), x @ w.T, **tol)
+    # the copy is exact: the same bits as multiplying by a contiguous W.T
+    np.testing.assert_array_equal(val(T(x) @ T(w).T), val(T(x) @ T(np.ascontiguousarray(w.T))))
+    # the bias is added as each result is stored: the bits of a separate add,
+    # for a full bias and for a one-element one broadcast over the features
+    for bias in (b, b[:1]):
+        np.testing.assert_array_equal(val(fg.nn.functional.linear(T(x), T(w), T(bias))), val(T(x) @ T(w).T + T(bias)))
     np.testing.assert_allclose(val(fg.nn.functional.linear(T(x), T(w), T(b))), x @ w.T + b, **tol)
     xb, wb = rand(3, m, k, dtype=dtype), rand(3, n, k, dtype=dtype)
     np.testing.assert_allclose(val(T(xb) @ T(wb).mT), xb @ wb.transpose(0, 2, 1), **tol)

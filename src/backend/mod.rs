@@ -154,6 +154,15 @@ pub trait Backend: Send + Sync {
         unsupported(self, "matmul")
     }
 
+    /// `out = init + a @ b` for 2-D operands, `init` a view of out's shape
+    /// (a broadcast bias) of out's dtype. The same values as copying `init`
+    /// into `out` and accumulating, which is what this default does; a
+    /// backend may add `init` as each result is stored instead.
+    fn matmul_init(&self, a: &Tensor, b: &Tensor, init: &Tensor, out: &Tensor) -> Result<()> {
+        self.cast_copy(init, out)?;
+        self.matmul(a, b, out, true)
+    }
+
     /// 2-D convolution of `x` `(N, C, H, W)` with a contiguous `w` `(O, C/g, kH, kW)`,
     /// plus `bias` `(O,)`, into the contiguous `out` `(N, O, oH, oW)`.
     fn conv2d(

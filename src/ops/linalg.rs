@@ -164,9 +164,10 @@ fn matmul_2d(
                     ),
                 )
             })?;
-            be.cast_copy(&init.with_layout(l), &out)?;
+            be.matmul_init(a, b, &init.with_layout(l), &out)?;
+        } else {
+            be.matmul(a, b, &out, false)?;
         }
-        be.matmul(a, b, &out, init.is_some())?;
         Ok(out)
     };
     Some(run())

@@ -9,8 +9,11 @@
 //! the calling thread, many small matrices are split over the pool one
 //! matrix per task, large matrices are threaded inside `gemm`.
 
+use std::borrow::Cow;
+
 use gemm::Parallelism;
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 use super::math::Real;
 use super::strided::SendPtr;
@@ -31,13 +34,13 @@ struct Mat {
 }
 
 /// Offsets of every batch element for the three operands.
-fn batch_offsets(batch: &[usize], strides: [&[isize]; 3]) -> Vec<[isize; 3]> {
+fn batch_offsets(batch: &[usize], strides: [&[isize]; 3]) -> SmallVec<[[isize; 3]; 1]> {
     let nb: usize = batch.iter().product();
-    let mut out = Vec::with_capacity(nb);
+    let mut out = SmallVec::with_capacity(nb);
     if nb == 0 {
         return out;
     }
-    let mut idx = vec![0usize; batch.len()];
+    let mut idx: SmallVec<[usize; 4]> = smallvec::smallvec![0; batch.len()];
     let mut off = [0isize; 3];
     for _ in 0..nb {
         out.push(off);
@@ -83,15 +86,16 @@ pub fn matmul(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<
         }
     }
     // gemm takes any non-negative strides; flipped views are copied first.
-    let a = if a.strides()[nd - 2..].iter().any(|&s| s < 0) {
-        crate::ops::elementwise::clone(a)?
+    let flipped = |t: &Tensor| t.strides()[nd - 2..].iter().any(|&s| s < 0);
+    let a: Cow<Tensor> = if flipped(a) {
+        Cow::Owned(crate::ops::elementwise::clone(a)?)
     } else {
-        a.clone()
+        Cow::Borrowed(a)
     };
-    let b = if b.strides()[nd - 2..].iter().any(|&s| s < 0) {
-        crate::ops::elementwise::clone(b)?
+    let b: Cow<Tensor> = if flipped(b) {
+        Cow::Owned(crate::ops::elementwise::clone(b)?)
     } else {
-        b.clone()
+        Cow::Borrowed(b)
     };
     let ma = Mat {
         rs: a.strides()[nd - 2],
@@ -185,6 +189,22 @@ pub trait GemmFloat: Real {
     ) -> bool {
         false
     }
+
+    /// `dst[p*n + j] = b[p + j*b_cs]` (a `k×n` operand with contiguous
+    /// columns copied to row-major order) with a vector kernel; `false` when
+    /// there is none and the caller copies element by element.
+    ///
+    /// # Safety
+    /// `b` valid for the strided range, `dst` for `k*n` elements.
+    unsafe fn pack_transposed(
+        _k: usize,
+        _n: usize,
+        _b: *const Self,
+        _b_cs: isize,
+        _dst: *mut Self,
+    ) -> bool {
+        false
+    }
 }
 
 impl GemmFloat for f64 {}
@@ -216,6 +236,20 @@ impl GemmFloat for f32 {
         super::sgemm::sgemm(
             m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, accumulate, threads,
         );
+        true
+    }
+
+    unsafe fn pack_transposed(
+        k: usize,
+        n: usize,
+        b: *const f32,
+        b_cs: isize,
+        dst: *mut f32,
+    ) -> bool {
+        if !fast_f32() {
+            return false;
+        }
+        super::sgemm::pack_transposed(k, n, b, b_cs, dst);
         true
     }
 }
@@ -317,7 +351,7 @@ fn run_float<T: GemmFloat>(
                     SendPtr(cp.get().offset(o[2])),
                 )
             };
-            direct_mv(d, pa, ma, pb, mb, pc, mc, accumulate);
+            direct_any(d, pa, ma, pb, mb, pc, mc, accumulate, None);
         };
         if plan(offs.len(), d) == Plan::Serial {
             offs.iter().for_each(one);
@@ -360,6 +394,89 @@ fn run_float<T: GemmFloat>(
     }
 }
 
+/// [`direct_mv`] for any `b` layout: one whose rows are strided (a
+/// transposed view) is first copied to row-major order in this thread's
+/// reused buffer.
+#[allow(clippy::too_many_arguments)]
+fn direct_any<T: GemmFloat>(
+    d: Dims,
+    a: SendPtr<T>,
+    ma: Mat,
+    b: SendPtr<T>,
+    mb: Mat,
+    c: SendPtr<T>,
+    mc: Mat,
+    accumulate: bool,
+    init: Option<(SendPtr<T>, Mat)>,
+) {
+    if mb.cs == 1 || d.n == 1 {
+        direct_mv(d, a, ma, b, mb, c, mc, accumulate, init);
+    } else {
+        with_row_major(d.k, d.n, b.get(), mb, |packed| {
+            let row = Mat {
+                rs: d.n as isize,
+                cs: 1,
+            };
+            direct_mv(
+                d,
+                a,
+                ma,
+                SendPtr(packed as *mut T),
+                row,
+                c,
+                mc,
+                accumulate,
+                init,
+            );
+        });
+    }
+}
+
+/// `out = init + a @ b` through [`direct`] when the product is a small 2-D
+/// float one (see [`DIRECT_MAX`]) with operands of out's dtype and no
+/// negative strides; `false` (nothing written) otherwise. `init` has out's
+/// shape (a broadcast view).
+pub fn small_matmul_init(a: &Tensor, b: &Tensor, init: &Tensor, out: &Tensor) -> bool {
+    let dt = out.dtype();
+    if out.ndim() != 2
+        || a.ndim() != 2
+        || b.ndim() != 2
+        || init.shape() != out.shape()
+        || [a, b, init].iter().any(|t| t.dtype() != dt)
+        || [a, b].iter().any(|t| t.strides().iter().any(|&s| s < 0))
+    {
+        return false;
+    }
+    let (m, n, k) = (out.shape()[0], out.shape()[1], a.shape()[1]);
+    if m.saturating_mul(n).saturating_mul(k) > DIRECT_MAX || m == 0 || n == 0 {
+        return false;
+    }
+    fn go<T: GemmFloat>(a: &Tensor, b: &Tensor, init: &Tensor, out: &Tensor, d: Dims) {
+        let mat = |t: &Tensor| Mat {
+            rs: t.strides()[0],
+            cs: t.strides()[1],
+        };
+        direct_any(
+            d,
+            SendPtr(a.data_ptr::<T>()),
+            mat(a),
+            SendPtr(b.data_ptr::<T>()),
+            mat(b),
+            SendPtr(out.data_ptr::<T>()),
+            mat(out),
+            false,
+            Some((SendPtr(init.data_ptr::<T>()), mat(init))),
+        )
+    }
+    let d = Dims { m, n, k };
+    match dt {
+        DType::F32 => go::<f32>(a, b, init, out, d),
+        DType::F64 => go::<f64>(a, b, init, out, d),
+        _ => return false,
+    }
+    true
+}
+
 /// Products with at most this many multiply-adds run [`direct`]: packing
 /// operands and dispatching into a blocked GEMM costs more than the product.
 const DIRECT_MAX: usize = 1 << 15;
@@ -375,11 +492,58 @@ fn axpy_block<T: Real>(acc: &mut [T; DIRECT_JB], av: T, b: &[T; DIRECT_JB]) {
     }
 }
 
-/// `c (+)= a @ b` for small products: each row of `c` is built `DIRECT_JB`
-/// columns at a time in registers as `Σ_p a[i,p] · b[p,:]`, the inner loop
-/// running over contiguous columns of `b` (copied to a row-major buffer first
-/// unless its rows are contiguous). Products are summed in `p` order with
-/// separate multiplies and adds, so every SIMD level gives the same bits.
+thread_local! {
+    /// The calling thread's buffer for a row-major copy of a small product's
+    /// `B` (f64 words: aligned for either float type).
+    static ROW_MAJOR: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run `f` on a row-major copy (`k×n`, row stride `n`) of the strided `b`.
+fn with_row_major<T: GemmFloat>(
+    k: usize,
+    n: usize,
+    b: *const T,
+    mb: Mat,
+    f: impl FnOnce(*const T),
+) {
+    let words = (k * n * std::mem::size_of::<T>()).div_ceil(8);
+    let fill = |dst: *mut T| {
+        // SAFETY: `dst` holds k*n elements; `b` is valid for its strided k×n range.
+        unsafe {
+            if mb.rs != 1 || !T::pack_transposed(k, n, b, mb.cs, dst) {
+                for j in 0..n {
+                    let col = b.offset(j as isize * mb.cs);
+                    for p in 0..k {
+                        *dst.add(p * n + j) = *col.offset(p as isize * mb.rs);
+                    }
+                }
+            }
+        }
+    };
+    ROW_MAJOR.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < words {
+                v.resize(words, 0.0);
+            }
+            let dst = v.as_mut_ptr() as *mut T;
+            fill(dst);
+            f(dst)
+        }
+        // A nested product on this thread (not expected): its own buffer.
+        Err(_) => {
+            let mut v = vec![0.0f64; words];
+            let dst = v.as_mut_ptr() as *mut T;
+            fill(dst);
+            f(dst)
+        }
+    })
+}
+
+/// `c (+)= a @ b` for small products whose `b` has contiguous rows (or one
+/// column): rows of `c` are built two at a time, `DIRECT_JB` columns at a
+/// time in registers, as `Σ_p a[i,p] · b[p,:]` with the inner loop over
+/// contiguous columns of `b`. Products are summed in `p` order with separate
+/// multiplies and adds, so every SIMD level gives the same bits.
 ///
 /// # Safety
 /// Pointers valid for the strided `m×k`, `k×n`, `m×n` ranges; `c` overlaps neither input.
@@ -394,28 +558,70 @@ unsafe fn direct<T: Real>(
     c: *mut T,
     mc: Mat,
     accumulate: bool,
+    init: Option<(*const T, Mat)>,
 ) {
     let (m, n, k) = (d.m, d.n, d.k);
-    let packed: Vec<T>;
-    let (bp, brs) = if mb.cs == 1 || n == 1 {
-        (b, mb.rs)
-    } else {
-        let mut v = Vec::with_capacity(k * n);
-        for p in 0..k as isize {
-            let src = b.offset(p * mb.rs);
-            v.extend((0..n as isize).map(|j| *src.offset(j * mb.cs)));
-        }
-        packed = v;
-        (packed.as_ptr(), n as isize)
-    };
+    debug_assert!(mb.cs == 1 || n == 1, "direct needs B's rows contiguous");
+    let (bp, brs) = (b, mb.rs);
     let store = |i: usize, j0: usize, vals: &[T]| {
         let crow = c.offset(i as isize * mc.rs);
+        let irow =
+            init.map(|(ip, im)| (ip.offset(i as isize * im.rs + j0 as isize * im.cs), im.cs));
+        if mc.cs == 1 && irow.is_none_or(|(_, s)| s == 1) {
+            // Unit-stride rows (the usual case): loops the compiler vectorises.
+            let out = std::slice::from_raw_parts_mut(crow.add(j0), vals.len());
+            match irow {
+                // `init + v`, as accumulating onto a copy of `init` adds.
+                Some((ip, _)) => {
+                    let src = std::slice::from_raw_parts(ip, vals.len());
+                    for ((o, &v), &b) in out.iter_mut().zip(vals).zip(src) {
+                        *o = b + v;
+                    }
+                }
+                None if accumulate => {
+                    for (o, &v) in out.iter_mut().zip(vals) {
+                        *o = *o + v;
+                    }
+                }
+                None => out.copy_from_slice(vals),
+            }
+            return;
+        }
         for (j, &v) in vals.iter().enumerate() {
             let cp = crow.offset((j0 + j) as isize * mc.cs);
-            *cp = if accumulate { *cp + v } else { v };
+            *cp = match irow {
+                Some((ip, s)) => *ip.offset(j as isize * s) + v,
+                None if accumulate => *cp + v,
+                None => v,
+            };
         }
     };
-    for i in 0..m {
+    // Pairs of rows share each load of B (and give the adder two independent chains).
+    let pairs = if n >= DIRECT_JB { m / 2 } else { 0 };
+    for ip in 0..pairs {
+        let i = 2 * ip;
+        let (a0, a1) = (
+            a.offset(i as isize * ma.rs),
+            a.offset((i + 1) as isize * ma.rs),
+        );
+        let mut j0 = 0;
+        while j0 + DIRECT_JB <= n {
+            let (mut acc0, mut acc1) = ([T::ZERO; DIRECT_JB], [T::ZERO; DIRECT_JB]);
+            for p in 0..k as isize {
+                let bs = &*(bp.offset(p * brs + j0 as isize) as *const [T; DIRECT_JB]);
+                axpy_block(&mut acc0, *a0.offset(p * ma.cs), bs);
+                axpy_block(&mut acc1, *a1.offset(p * ma.cs), bs);
+            }
+            store(i, j0, &acc0);
+            store(i + 1, j0, &acc1);
+            j0 += DIRECT_JB;
+        }
+        if j0 < n {
+            tail_row(i, j0, a0, ma, bp, brs, k, n, &store);
+            tail_row(i + 1, j0, a1, ma, bp, brs, k, n, &store);
+        }
+    }
+    for i in 2 * pairs..m {
         let arow = a.offset(i as isize * ma.rs);
         let mut j0 = 0;
         while j0 + DIRECT_JB <= n {
@@ -428,18 +634,35 @@ unsafe fn direct<T: Real>(
             j0 += DIRECT_JB;
         }
         if j0 < n {
-            let jn = n - j0;
-            let mut acc = [T::ZERO; DIRECT_JB];
-            for p in 0..k as isize {
-                let av = *arow.offset(p * ma.cs);
-                let bs = std::slice::from_raw_parts(bp.offset(p * brs + j0 as isize), jn);
-                for (s, &bv) in acc.iter_mut().zip(bs) {
-                    *s = *s + av * bv;
-                }
-            }
-            store(i, j0, &acc[..jn]);
+            tail_row(i, j0, arow, ma, bp, brs, k, n, &store);
         }
     }
+}
+
+/// Columns `j0..n` (fewer than `DIRECT_JB`) of row `i` of [`direct`]'s product.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tail_row<T: Real>(
+    i: usize,
+    j0: usize,
+    arow: *const T,
+    ma: Mat,
+    bp: *const T,
+    brs: isize,
+    k: usize,
+    n: usize,
+    store: &impl Fn(usize, usize, &[T]),
+) {
+    let jn = n - j0;
+    let mut acc = [T::ZERO; DIRECT_JB];
+    for p in 0..k as isize {
+        let av = *arow.offset(p * ma.cs);
+        let bs = std::slice::from_raw_parts(bp.offset(p * brs + j0 as isize), jn);
+        for (s, &bv) in acc.iter_mut().zip(bs) {
+            *s = *s + av * bv;
+        }
+    }
+    store(i, j0, &acc[..jn]);
 }
 
 crate::multiversion! {
@@ -453,9 +676,11 @@ crate::multiversion! {
         c: SendPtr<T>,
         mc: Mat,
         accumulate: bool,
+        init: Option<(SendPtr<T>, Mat)>,
     ) {
+        let init = init.map(|(p, m)| (p.get() as *const T, m));
         // SAFETY: the caller passes pointers valid for the described matrices.
-        unsafe { direct(d, a.get(), ma, b.get(), mb, c.get(), mc, accumulate) }
+        unsafe { direct(d, a.get(), ma, b.get(), mb, c.get(), mc, accumulate, init) }
     }
 }
 

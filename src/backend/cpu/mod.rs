@@ -117,6 +117,14 @@ impl Backend for CpuBackend {
             gemm::matmul(a, b, out, accumulate)
         })
     }
+    fn matmul_init(&self, a: &Tensor, b: &Tensor, init: &Tensor, out: &Tensor) -> Result<()> {
+        // Small products add the bias as they store (no pass copying it first).
+        if gemm::small_matmul_init(a, b, init, out) {
+            return Ok(());
+        }
+        self.cast_copy(init, out)?;
+        self.matmul(a, b, out, true)
+    }
     fn conv2d(
         &self,
         x: &Tensor,

@@ -661,6 +661,37 @@ unsafe fn pack_b<K: Micro>(
     }
 }
 
+/// `dst[p*n + j] = b[p + j*b_cs]` for `p < k`, `j < n`: a `k×n` operand
+/// whose columns are contiguous (a transposed view such as `W.T`) copied to
+/// row-major order, 8×8 blocks at a time in registers.
+///
+/// # Safety
+/// [`available`] is true; `b` is valid for the strided range and `dst` for `k*n` floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn pack_transposed(k: usize, n: usize, b: *const f32, b_cs: isize, dst: *mut f32) {
+    let (k8, n8) = (k / 8 * 8, n / 8 * 8);
+    for j0 in (0..n8).step_by(8) {
+        let col = b.offset(j0 as isize * b_cs);
+        for p0 in (0..k8).step_by(8) {
+            transpose8(col.add(p0), b_cs, dst.add(p0 * n + j0), n);
+        }
+    }
+    // The ragged edges, element by element.
+    for j in 0..n {
+        let col = b.offset(j as isize * b_cs);
+        let from = if j < n8 { k8 } else { 0 };
+        for p in from..k {
+            *dst.add(p * n + j) = *col.add(p);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn pack_transposed(_k: usize, _n: usize, _b: *const f32, _b_cs: isize, _dst: *mut f32) {
+    unreachable!("sgemm::available() is false off x86-64")
+}
+
 /// Transpose the 8×8 block whose row `j` starts at `src + j*ld_src` into
 /// `dst + i*ld_dst` (row `i` of the result = element `i` of every source row).
 #[cfg(target_arch = "x86_64")]
@@ -1065,6 +1096,32 @@ mod tests {
         for i in 0..m {
             for j in 0..n {
                 assert_eq!(c[i + j * (m + 3)] as f64, want[i * n + j]);
+            }
+        }
+    }
+
+    #[test]
+    fn pack_transposed_copies_every_element() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2+FMA, so the vector pack is never used");
+            return;
+        }
+        // Full 8x8 blocks, ragged edges on either side, and a padded column stride.
+        for (k, n, ld) in [
+            (8, 8, 8),
+            (17, 40, 17),
+            (24, 33, 30),
+            (5, 3, 5),
+            (31, 36, 40),
+        ] {
+            let b: Vec<f32> = (0..n * ld).map(|v| v as f32).collect();
+            let mut dst = vec![-1.0f32; k * n];
+            // SAFETY: `b` holds n columns of stride `ld` >= k; `dst` holds k*n floats.
+            unsafe { pack_transposed(k, n, b.as_ptr(), ld as isize, dst.as_mut_ptr()) };
+            for p in 0..k {
+                for j in 0..n {
+                    assert_eq!(dst[p * n + j], b[j * ld + p], "k={k} n={n} p={p} j={j}");
+                }
             }
         }
     }
