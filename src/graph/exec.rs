@@ -37,6 +37,10 @@ pub struct Plan {
     early: Vec<bool>,
     /// Record autograd while running (a forward-only graph whose outputs need grad).
     pub record_autograd: bool,
+    /// The value table of the last finished run, emptied, for the next run to
+    /// reuse (a table per run would be a large allocation for small steps).
+    /// A run that finds it taken (one running on another thread) makes its own.
+    slots: parking_lot::Mutex<Vec<Option<Tensor>>>,
 }
 
 /// What [`Plan::memory_plan`] reports (bytes).
@@ -208,6 +212,7 @@ impl Plan {
             pre,
             early,
             record_autograd,
+            slots: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -379,7 +384,13 @@ impl Plan {
 
     fn run_timed(&self, args: &[Tensor], times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
         let g = &self.graph;
-        let mut vals: Vec<Option<Tensor>> = vec![None; g.values.len()];
+        let mut vals: Vec<Option<Tensor>> = self
+            .slots
+            .try_lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        vals.clear();
+        vals.resize(g.values.len(), None);
         for (k, inp) in g.inputs.iter().enumerate() {
             let t = match &inp.kind {
                 InputKind::Arg(i) => {
@@ -503,10 +514,16 @@ impl Plan {
                     .map(|v| vals[v].clone().expect("grad value computed").detach()),
             );
         }
-        Ok(g.outputs
+        let outs = g
+            .outputs
             .iter()
             .map(|&o| vals[o].clone().expect("output computed"))
-            .collect())
+            .collect();
+        vals.clear(); // nothing stays alive through the kept table
+        if let Some(mut s) = self.slots.try_lock() {
+            *s = vals;
+        }
+        Ok(outs)
     }
 }
 

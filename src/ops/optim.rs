@@ -285,6 +285,9 @@ fn byte_span(t: &Tensor) -> (isize, isize) {
 /// True when two distinct elements of the layout may share memory
 /// (conservative: some interleaved layouts that do not are refused too).
 fn overlaps_itself(t: &Tensor) -> bool {
+    if t.layout().is_contiguous() {
+        return false;
+    }
     let mut dims: Vec<(usize, usize)> = t
         .shape()
         .iter()
@@ -422,7 +425,7 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
             }
         }
     }
-    spans.sort_by_key(|&(p, s)| (p, s.0));
+    spans.sort_unstable_by_key(|&(p, s)| (p, s.0));
     for group in spans.chunk_by(|a, b| a.0 == b.0) {
         if group.len() < 2 || group.iter().all(|s| !s.1 .4) {
             continue;

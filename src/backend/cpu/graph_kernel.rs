@@ -11,6 +11,7 @@
 //! converted), so each input is read once and each output written once.
 
 use rayon::prelude::*;
+use smallvec::{smallvec, SmallVec};
 
 use super::elementwise::{
     map_run, map_stream, py_fmod, stream_fence, stream_ok, zip3_run, zip3_stream, zip_run,
@@ -66,20 +67,26 @@ pub fn run(k: &FusedKernel, ins: &[Tensor], outs: &[Tensor]) -> Result<()> {
     }
 }
 
+/// A short per-operand or per-instruction list, kept inline (a kernel run
+/// on a small tensor would otherwise spend much of its time allocating).
+type Few<T> = SmallVec<[T; 8]>;
+/// Dims of one operand.
+type DimVec<T> = SmallVec<[T; 4]>;
+
 /// Operand strides over the output shape, and the jointly coalesced dims.
 struct Walk {
     /// Sizes of the coalesced dims (last = the row).
-    shape: Vec<usize>,
+    shape: DimVec<usize>,
     /// Per operand: strides per coalesced dim.
-    strides: Vec<Vec<isize>>,
+    strides: Few<DimVec<isize>>,
     /// Per operand: element offset of `[0, ..]`.
-    base: Vec<isize>,
+    base: Few<isize>,
 }
 
 impl Walk {
     fn new(shape: &[usize], ops: &[(&[isize], isize)]) -> Walk {
-        let mut dims: Vec<usize> = vec![];
-        let mut strides: Vec<Vec<isize>> = vec![vec![]; ops.len()];
+        let mut dims: DimVec<usize> = DimVec::new();
+        let mut strides: Few<DimVec<isize>> = smallvec![DimVec::new(); ops.len()];
         for (d, &n) in shape.iter().enumerate() {
             if n == 1 {
                 continue;
@@ -146,7 +153,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
         return Ok(());
     }
     // Broadcast every input to the kernel's shape.
-    let mut layouts = Vec::with_capacity(ins.len() + outs.len());
+    let mut layouts: Few<crate::tensor::Layout> = Few::with_capacity(ins.len() + outs.len());
     for t in ins {
         layouts.push(t.layout().expand("fused", &k.shape)?);
     }
@@ -175,18 +182,18 @@ fn run_typed<C: Real + Element + Send + Sync>(
         }
     }
     // Strides relative to each tensor's data pointer (which includes its offset).
-    let ops: Vec<(&[isize], isize)> = layouts.iter().map(|l| (&l.strides[..], 0)).collect();
+    let ops: Few<(&[isize], isize)> = layouts.iter().map(|l| (&l.strides[..], 0)).collect();
     let walk = Walk::new(&k.shape, &ops);
-    let in_ptrs: Vec<(SendPtr<u8>, DType)> = ins
+    let in_ptrs: Few<(SendPtr<u8>, DType)> = ins
         .iter()
         .map(|t| (SendPtr(t.byte_ptr()), t.dtype()))
         .collect();
-    let out_ptrs: Vec<(SendPtr<u8>, DType)> = outs
+    let out_ptrs: Few<(SendPtr<u8>, DType)> = outs
         .iter()
         .map(|t| (SendPtr(t.byte_ptr()), t.dtype()))
         .collect();
     // Which register is computed straight into which output.
-    let mut direct: Vec<Option<usize>> = vec![None; k.instrs.len()];
+    let mut direct: Few<Option<usize>> = smallvec![None; k.instrs.len()];
     for (j, &(r, d)) in k.outputs.iter().enumerate() {
         let computed = !matches!(k.instrs[r], FInstr::Load(_) | FInstr::Const(_));
         if computed && d == k.compute && direct[r].is_none() {
@@ -233,7 +240,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
     }
     // Large outputs computed in place are written with streaming stores (see
     // `elementwise::stream_ok`), unless they are also an input.
-    let stream: Vec<bool> = outs
+    let stream: Few<bool> = outs
         .iter()
         .map(|o| {
             stream_ok(o.numel() * o.dtype().itemsize())
@@ -255,7 +262,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
     let chunk =
         (REG_BUDGET / (buffered * std::mem::size_of::<C>()) / 64 * 64).clamp(CHUNK, MAX_CHUNK);
     let pair = pairs(k, &direct);
-    let mut deferred = vec![false; pair.len()];
+    let mut deferred: Few<bool> = smallvec![false; pair.len()];
     for &p in pair.iter().flatten() {
         deferred[p] = true;
     }
@@ -286,8 +293,8 @@ fn run_typed<C: Real + Element + Send + Sync>(
                 &mut own_regs
             }
         };
-        let mut view: Vec<(*const C, isize)> = Vec::with_capacity(k.instrs.len());
-        let mut offs = vec![0isize; nops];
+        let mut view: Few<(*const C, isize)> = Few::with_capacity(k.instrs.len());
+        let mut offs: Few<isize> = smallvec![0isize; nops];
         for r in r0..r1 {
             walk.row_offsets(r, &mut offs);
             let mut start = c0;
@@ -366,9 +373,9 @@ fn arith(op: BinaryOp) -> bool {
 /// both as one loop over three operands (`x*y+z` reads each input once and
 /// writes once, with no pass through a register buffer), rounding each op
 /// as the two loops would.
-fn pairs(k: &FusedKernel, direct: &[Option<usize>]) -> Vec<Option<usize>> {
+fn pairs(k: &FusedKernel, direct: &[Option<usize>]) -> Few<Option<usize>> {
     let n = k.instrs.len();
-    let mut pair = vec![None; n];
+    let mut pair: Few<Option<usize>> = smallvec![None; n];
     for i in 0..n {
         let FInstr::Binary(op1, _, _) = k.instrs[i] else {
             continue;
@@ -425,7 +432,7 @@ unsafe fn exec_chunk<C: Real + Element>(
     deferred: &[bool],
     regs: &mut [C],
     width: usize,
-    view: &mut Vec<(*const C, isize)>,
+    view: &mut Few<(*const C, isize)>,
 ) {
     let inner = walk.shape.len() - 1;
     let ni = ins.len();
