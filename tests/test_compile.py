@@ -346,3 +346,23 @@ def test_chains_of_arithmetic_ops_fused_match_eager_bits(expr):
     cf = fg.compile(expr)
     np.testing.assert_array_equal(cf(a, b, c, d).numpy(), expr(a, b, c, d).numpy())
     assert [n["op"] for n in cf.graph(a, b, c, d).nodes()] == ["fused"]
+
+
+def test_tensor_only_call_key_matches_general_key():
+    # Calls with tensors only take a shortcut to the cache key; it must be the
+    # key the general path builds, or a call with a Parameter (general path)
+    # and one with a plain tensor of the same type would trace twice.
+    from ferrograd import _compile
+
+    f = fg.compile(lambda a, b: a * b)
+    a = fg.ones(2, 3)
+    b = fg.zeros(3, requires_grad=True)
+    key, tensors, dyn = f._signature((a, b), {})
+    general: list = []
+    want = (_compile._key_of(((a, b), {}), {}, general), fg.is_grad_enabled())
+    assert key == want and dyn == {}
+    assert [id(t) for t in tensors] == [id(a), id(b)] == [id(t) for t in general]
+    p = nn.Parameter(fg.zeros(3))
+    f(a, b)
+    f(a, p)  # a Parameter takes the general path; same signature as b's
+    assert f.stats.traces == 1

@@ -298,6 +298,12 @@ class CompiledFunction:
         return out
 
     def _signature(self, args: tuple, kwargs: dict) -> tuple[Hashable, list[Tensor], dict[int, list[int]]]:
+        if not kwargs and (self.dynamic is False or self.dynamic is None) and all(type(a) is Tensor for a in args):
+            # The common call, tensors only: the key `_key_of` builds, in one pass.
+            leaves = tuple(
+                ("T", t.dtype.name, tuple(t.shape), t.requires_grad, str(t.device), t.is_leaf) for t in args
+            )
+            return (("tuple", (("tuple", leaves), ("dict", ()))), is_grad_enabled()), list(args), {}
         tensors: list[Tensor] = []
         flat: list[Tensor] = []
         _flatten((args, kwargs), flat)
