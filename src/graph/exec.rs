@@ -389,8 +389,11 @@ impl Plan {
             .try_lock()
             .map(|mut s| std::mem::take(&mut *s))
             .unwrap_or_default();
-        vals.clear();
-        vals.resize(g.values.len(), None);
+        if vals.len() != g.values.len() {
+            // All `None` otherwise: the last run emptied every slot it kept.
+            vals.clear();
+            vals.resize(g.values.len(), None);
+        }
         for (k, inp) in g.inputs.iter().enumerate() {
             let t = match &inp.kind {
                 InputKind::Arg(i) => {
@@ -519,8 +522,12 @@ impl Plan {
             .iter()
             .map(|&o| vals[o].clone().expect("output computed"))
             .collect();
-        vals.clear(); // nothing stays alive through the kept table
         if let Some(mut s) = self.slots.try_lock() {
+            // Nothing stays alive through the kept table: empty the slots
+            // still holding a tensor (most were freed during the run).
+            for v in vals.iter_mut().filter(|v| v.is_some()) {
+                *v = None;
+            }
             *s = vals;
         }
         Ok(outs)
