@@ -147,10 +147,15 @@ def test_compiled_training_step_matches_eager(name):
     g = cstep.graph(x, y)
     plan = g.memory_plan()
     assert plan["peak_bytes"] < plan["total_bytes"]
-    if name in ("W4", "W6"):
+    ops = [n["op"] for n in g.nodes()]
+    matmul_pairs = [(i, j) for i, j in g.parallel_pairs() if ops[i] == ops[j] == "matmul"]
+    if name == "W6":
         # Input- and weight-gradient matmuls of a layer are independent branches.
-        ops = [n["op"] for n in g.nodes()]
-        assert any(ops[i] == ops[j] == "matmul" for i, j in g.parallel_pairs())
+        assert matmul_pairs
+    if name == "W4":
+        # Its hidden layers' gradient matmuls (2^26 flops and more each) split
+        # over the whole pool themselves: they run one after the other.
+        assert not matmul_pairs
     if name in ("W6", "W7"):
         assert plan["in_place"] > 0  # activation gradients written over dying buffers
 

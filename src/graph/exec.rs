@@ -537,6 +537,11 @@ impl Plan {
 /// Work below which a node is not worth handing to another thread (about
 /// tens of microseconds of one core: a thread hand-off costs microseconds).
 const BRANCH_MIN_WORK: f64 = (1u64 << 20) as f64;
+/// Work from which a node keeps the whole pool to itself: its kernel splits
+/// it over every thread already, and two such nodes run side by side only
+/// contend for the threads and the caches (two large matrix products
+/// nested that way ran slower than one after the other).
+const BRANCH_MAX_WORK: f64 = (1u64 << 26) as f64;
 /// How far ahead a node's partner is looked for.
 const BRANCH_WINDOW: usize = 8;
 
@@ -571,7 +576,8 @@ fn node_work(g: &Graph, n: &super::Node) -> f64 {
 /// (within [`BRANCH_WINDOW`]) that needs nothing made at or after `i` except
 /// through views of earlier values (those view nodes run first, on the
 /// calling thread), with no write, random draw or control flow from `i` to
-/// `j`, both pure and each worth at least [`BRANCH_MIN_WORK`]; of the
+/// `j`, both pure and each worth at least [`BRANCH_MIN_WORK`] and less than
+/// [`BRANCH_MAX_WORK`]; of the
 /// candidates, the one whose work is closest to balancing `i`'s. Running `j`
 /// early changes no result: it reads only values already computed, and
 /// nothing between writes them. Returns each node's partner and, for each
@@ -590,7 +596,7 @@ fn branch_pairs(g: &Graph) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
             n.call.effect() == Effect::Pure
                 && n.aux == 0
                 && !matches!(n.call, OpCall::Vjp { .. })
-                && w >= BRANCH_MIN_WORK
+                && (BRANCH_MIN_WORK..BRANCH_MAX_WORK).contains(&w)
         })
         .collect();
     let mut taken = vec![false; nn];
