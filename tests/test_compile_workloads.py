@@ -150,7 +150,8 @@ def test_compiled_training_step_matches_eager(name):
     ops = [n["op"] for n in g.nodes()]
     matmul_pairs = [(i, j) for i, j in g.parallel_pairs() if ops[i] == ops[j] == "matmul"]
     if name == "W6":
-        # Input- and weight-gradient matmuls of a layer are independent branches.
+        # At this size its input- and weight-gradient matmuls of a layer are
+        # independent branches small enough to share the pool.
         assert matmul_pairs
     if name == "W4":
         # Its hidden layers' gradient matmuls (2^26 flops and more each) split
