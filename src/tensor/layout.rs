@@ -24,6 +24,26 @@ pub fn numel_checked(shape: &[usize]) -> Option<usize> {
 }
 
 /// Row-major (C) strides for a shape.
+/// True when `strides` lay `shape` out row-major with no gaps (the strides
+/// of size-1 dims do not matter; a shape with a zero-size dim holds nothing
+/// and counts as contiguous).
+#[inline]
+pub fn is_row_major(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expect: isize = 1;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d == 0 {
+            return true;
+        }
+        if d != 1 {
+            if s != expect {
+                return false;
+            }
+            expect *= d as isize;
+        }
+    }
+    true
+}
+
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut st: Strides = SmallVec::from_elem(0, shape.len());
     let mut acc: isize = 1;
@@ -127,20 +147,7 @@ impl Layout {
 
     /// True when the elements are laid out row-major with no gaps.
     pub fn is_contiguous(&self) -> bool {
-        let mut expect: isize = 1;
-        for i in (0..self.shape.len()).rev() {
-            let d = self.shape[i];
-            if d == 0 {
-                return true;
-            }
-            if d != 1 {
-                if self.strides[i] != expect {
-                    return false;
-                }
-                expect *= d as isize;
-            }
-        }
-        true
+        is_row_major(&self.shape, &self.strides)
     }
 
     /// Range of element offsets `[lo, hi)` this layout touches (empty → `(offset, offset)`).

@@ -258,13 +258,19 @@ impl Real for f64 {
 /// one is left: an order fixed by `L` alone, so every SIMD level gives the
 /// same bits.
 #[inline(always)]
-pub fn lane_sum<R: Real, const L: usize>(mut acc: [R; L]) -> R {
+pub fn lane_sum<R: Real, const L: usize>(acc: [R; L]) -> R {
+    lane_fold(acc, |a, b| a + b)
+}
+
+/// [`lane_sum`] with any combining step (`merge` of a reducer's partials).
+#[inline(always)]
+pub fn lane_fold<A: Copy, const L: usize>(mut acc: [A; L], merge: impl Fn(A, A) -> A) -> A {
     let mut w = L;
     while w > 1 {
         w /= 2;
         let (lo, hi) = acc.split_at_mut(w);
         for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-            *a = *a + b;
+            *a = merge(*a, b);
         }
     }
     acc[0]

@@ -33,7 +33,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::elementwise::{cast_copy, stream_fence, stream_lines, stream_ok};
-use super::math::{lane_sum, Real};
+use super::math::{lane_fold, lane_sum, Real};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
 use crate::multiversion;
@@ -366,15 +366,7 @@ multiversion! {
         for (a, &x) in acc.iter_mut().zip(it.remainder()) {
             *a = r.step(*a, x, s);
         }
-        let mut w = LANES;
-        while w > 1 {
-            w /= 2;
-            let (lo, hi) = acc.split_at_mut(w);
-            for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-                *a = r.merge(*a, b);
-            }
-        }
-        acc[0]
+        lane_fold(acc, |a, b| r.merge(a, b))
     }
 }
 

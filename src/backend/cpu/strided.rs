@@ -8,6 +8,7 @@
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
+use crate::tensor::layout::is_row_major;
 use crate::tensor::Layout;
 
 type Dims = SmallVec<[usize; 6]>;
@@ -35,22 +36,6 @@ pub fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isi
     });
 }
 
-/// Whether `strides` lay `shape` out densely in row-major order (the strides
-/// of size-1 dims do not matter).
-#[inline]
-fn row_major(shape: &[usize], strides: &[isize]) -> bool {
-    let mut expect = 1isize;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d != 1 {
-            if s != expect {
-                return false;
-            }
-            expect *= d as isize;
-        }
-    }
-    true
-}
-
 /// Coalesced description of an N-operand iteration space.
 pub struct Plan<const N: usize> {
     /// Outer dims (all but the innermost), coalesced.
@@ -64,7 +49,7 @@ pub struct Plan<const N: usize> {
 impl<const N: usize> Plan<N> {
     pub fn new(shape: &[usize], strides: [&[isize]; N]) -> Plan<N> {
         let numel: usize = shape.iter().product();
-        if numel > 0 && strides.iter().all(|s| row_major(shape, s)) {
+        if numel > 0 && strides.iter().all(|s| is_row_major(shape, s)) {
             // Every operand dense in row-major order: one run, no coalescing.
             return Plan {
                 outer: Dims::new(),
