@@ -54,6 +54,9 @@ pub struct GpuBuffer {
     /// For a float16/bfloat16 tensor's buffer (stored as float32): the
     /// narrow type and the element count every write is rounded over.
     narrow: Mutex<Option<(Narrow, u64)>>,
+    /// For a window (see [`GpuBuffer::window`]): the buffer it lies in and
+    /// the byte offset where it starts there.
+    parent: Option<(Arc<GpuBuffer>, u64)>,
 }
 
 /// The narrow float types the device stores as float32, rounded after every write.
@@ -98,6 +101,48 @@ impl GpuBuffer {
             self.has_shadow.store(false, Ordering::Release);
             *self.shadow.lock() = None;
         }
+        if let Some((p, _)) = &self.parent {
+            p.written();
+        }
+    }
+
+    /// Record that batch `batch` uses the buffer (the buffer it is a window of, too).
+    fn used(&self, batch: u64) {
+        self.last_use.store(batch, Ordering::Release);
+        if let Some((p, _)) = &self.parent {
+            p.used(batch);
+        }
+    }
+
+    /// Where this buffer starts in the `wgpu` buffer it binds (0 unless a window).
+    pub fn base(&self) -> u64 {
+        self.parent.as_ref().map_or(0, |p| p.1)
+    }
+
+    /// A window of `len` bytes of this buffer from byte `base` (a multiple
+    /// of the storage-offset alignment): kernels bind it as a buffer of its
+    /// own, so one that works on a small view of a buffer larger than one
+    /// storage binding binds only the bytes the view covers. Writes through
+    /// the window count as writes of this buffer; it holds this buffer alive
+    /// and returns nothing to the pool when dropped.
+    pub fn window(self: &Arc<Self>, base: u64, len: u64) -> Arc<GpuBuffer> {
+        let (root, base) = match &self.parent {
+            Some((p, b)) => (p.clone(), b + base),
+            None => (self.clone(), base),
+        };
+        debug_assert!(base + len <= root.cap);
+        let narrow =
+            (*root.narrow.lock()).map(|(ty, n)| (ty, n.saturating_sub(base / 4).min(len / 4)));
+        Arc::new(GpuBuffer {
+            buf: root.buf.clone(),
+            cap: len,
+            len,
+            last_use: AtomicU64::new(0),
+            shadow: Mutex::new(None),
+            has_shadow: AtomicBool::new(false),
+            narrow: Mutex::new(narrow),
+            parent: Some((root, base)),
+        })
     }
 }
 
@@ -132,6 +177,9 @@ fn writable_bindings(src: &str) -> Vec<bool> {
 
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
+        if self.parent.is_some() {
+            return;
+        }
         if let Some(Ok(g)) = GPU.get() {
             g.release(
                 self.buf.clone(),
@@ -509,6 +557,7 @@ impl Gpu {
             shadow: Mutex::new(None),
             has_shadow: AtomicBool::new(false),
             narrow: Mutex::new(None),
+            parent: None,
         });
         if let Some(rec) = self.recording.lock().as_mut() {
             rec.by_id.insert(b.id(), rec.buffers.len());
@@ -714,7 +763,7 @@ impl Gpu {
                 return Err(Error::runtime(
                     op,
                     format!(
-                        "a tensor of {size} bytes exceeds the adapter's largest storage binding ({max} bytes, max_storage_buffer_binding_size), and this kernel cannot split it (elementwise ops on contiguous tensors can); work on slices of the tensor"
+                        "a tensor of {size} bytes exceeds the adapter's largest storage binding ({max} bytes, max_storage_buffer_binding_size), and the {op} kernel cannot work through it in pieces; work on slices of the tensor"
                     ),
                 ));
             }
@@ -747,7 +796,7 @@ impl Gpu {
                     rec.shaders.len() - 1
                 }
             };
-            if !ranges.is_empty() {
+            if !ranges.is_empty() || bufs.iter().any(|b| b.parent.is_some()) {
                 return Err(Error::runtime(
                     op,
                     "a WebGPU bundle binds whole buffers: tensors larger than one storage binding cannot be exported",
@@ -803,7 +852,7 @@ impl Gpu {
             }),
         });
         for (j, b) in bufs.iter().enumerate() {
-            b.last_use.store(batch, Ordering::Release);
+            b.used(batch);
             let (offset, size) = ranges
                 .get(j)
                 .copied()
@@ -812,7 +861,7 @@ impl Gpu {
                 binding: j as u32 + 1,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer: &b.buf,
-                    offset,
+                    offset: b.base() + offset,
                     size: std::num::NonZeroU64::new(size.max(4)),
                 }),
             });
@@ -875,8 +924,8 @@ impl Gpu {
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
         });
         if let Some((src, off, dst, size)) = readback {
-            src.last_use.store(st.batch, Ordering::Release);
-            enc.copy_buffer_to_buffer(&src.buf, off, dst, 0, size);
+            src.used(st.batch);
+            enc.copy_buffer_to_buffer(&src.buf, src.base() + off, dst, 0, size);
         }
         for a in &st.arenas {
             self.queue

@@ -7,6 +7,7 @@ pub mod context;
 pub mod shaders;
 #[cfg(test)]
 mod snapshot_tests;
+mod split;
 
 use std::sync::Arc;
 
@@ -241,6 +242,32 @@ fn dense_out(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> 
     WgpuBackend.cast_copy(&o, out)
 }
 
+/// A new GPU tensor of `shape` laid out with `dim` innermost (the other
+/// dims row-major around it).
+fn dim_last(shape: &[usize], dim: usize, dtype: DType) -> Result<Tensor> {
+    let order: Vec<usize> = (0..shape.len())
+        .filter(|&d| d != dim)
+        .chain([dim])
+        .collect();
+    let moved: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
+    let t = Tensor::empty(&moved, dtype, Device::Gpu(0))?;
+    let mut back = vec![0isize; shape.len()];
+    for (k, &d) in order.iter().enumerate() {
+        back[d] = k as isize;
+    }
+    let l = t.layout().permute("softmax", &back)?;
+    Tensor::from_parts(t.storage().clone(), l, dtype)
+}
+
+/// Run `f` on `out` when it is contiguous (kernels that write their result
+/// densely from its offset), else on a dense temporary then copied into `out`.
+fn into_dense(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
+    if out.is_contiguous() {
+        return f(out);
+    }
+    dense_out(out, f)
+}
+
 fn words_of_strides(s: &[isize]) -> impl Iterator<Item = u32> + '_ {
     s.iter().map(|&v| v as i32 as u32)
 }
@@ -350,15 +377,21 @@ fn dispatch_ew(
     // One element broadcast everywhere (a scalar operand), or laid out as the result.
     let single = |t: &Tensor| t.strides().iter().all(|&st| st == 0);
     let flat = |t: &Tensor| single(t) || (t.shape() == shape && t.is_contiguous());
-    if let Some(t) = ts.iter().find(|t| !flat(t)) {
-        return Err(Error::runtime(
-            op,
-            format!(
-                "a tensor larger than the adapter's largest storage binding ({max} bytes) is split only when every operand is contiguous with the result's shape {shape:?}; got shape {:?} with strides {:?} (make it contiguous, or work on slices)",
-                t.shape(),
-                t.strides()
-            ),
-        ));
+    if !ts.iter().all(|t| flat(t)) {
+        // Broadcasts and strided views: pieces of the result's shape, each
+        // operand bound through a window of the bytes its piece touches.
+        let space = split::Space {
+            ts,
+            axes: vec![(0..shape.len()).collect(); ts.len()],
+            sizes: shape.to_vec(),
+            splittable: vec![true; shape.len()],
+        };
+        return split::in_pieces(op, &space, &mut |v, _| {
+            let vr: Vec<&Tensor> = v.iter().collect();
+            let (_, wb) = bind(op, &vr)?;
+            let shape = v[v.len() - 1].shape();
+            dispatch_ew(op, src, shape, &vr, &wb, params)
+        });
     }
     check_items(op, n)?;
     let slot = ts
@@ -461,6 +494,43 @@ fn via_host(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
 /// of shape `shape` (`nb` elements). The indices are read on the host and
 /// validated exactly as on the CPU (one download per index tensor).
 fn index_offsets(a: &IndexArgs, t: &Tensor, nb: usize, shape: &[usize]) -> Result<Tensor> {
+    let offs = host_offsets(a, t, nb)?;
+    let v: Vec<i32> = offs
+        .iter()
+        .map(|&o| {
+            // i32::MIN is the kernels' "skip" mark (see `offset_windows`).
+            i32::try_from(o)
+                .ok()
+                .filter(|&v| v != i32::MIN)
+                .ok_or_else(|| {
+                    Error::runtime(
+                        a.op,
+                        "an indexed element lies beyond the gpu device's 32-bit offsets",
+                    )
+                })
+        })
+        .collect::<Result<_>>()?;
+    upload(&Tensor::from_vec(v, shape)?, Device::Gpu(0))
+}
+
+/// The offsets of an index op over `t`: on the device ([`index_offsets`]),
+/// or, when `t` lies in a buffer larger than one binding, on the host (for
+/// [`offset_windows`]) with an empty device tensor in their place.
+fn offsets_for(
+    a: &IndexArgs,
+    t: &Tensor,
+    nb: usize,
+    shape: &[usize],
+) -> Result<(Tensor, Option<Vec<isize>>)> {
+    if buffer(a.op, t)?.len > get()?.max_binding() {
+        let host = host_offsets(a, t, nb)?;
+        return Ok((Tensor::empty(&[0], DType::I32, t.device())?, Some(host)));
+    }
+    Ok((index_offsets(a, t, nb, shape)?, None))
+}
+
+/// [`index_offsets`] on the host.
+fn host_offsets(a: &IndexArgs, t: &Tensor, nb: usize) -> Result<Vec<isize>> {
     let host: Vec<Tensor> = a.indices.iter().map(download).collect::<Result<_>>()?;
     let ha = IndexArgs {
         op: a.op,
@@ -468,19 +538,79 @@ fn index_offsets(a: &IndexArgs, t: &Tensor, nb: usize, shape: &[usize]) -> Resul
         dim_names: a.dim_names,
         indices: &host,
     };
-    let offs = crate::backend::cpu::index::index_offsets(&ha, t, nb)?;
-    let v: Vec<i32> = offs
-        .iter()
-        .map(|&o| {
-            i32::try_from(o).map_err(|_| {
-                Error::runtime(
-                    a.op,
-                    "an indexed element lies beyond the gpu device's 32-bit offsets",
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
-    upload(&Tensor::from_vec(v, shape)?, Device::Gpu(0))
+    crate::backend::cpu::index::index_offsets(&ha, t, nb)
+}
+
+/// An index op over `t`, which lies in a buffer larger than one storage
+/// binding, in pieces: each piece is a window of that buffer (as a flat
+/// tensor to bind) and the int32 offsets (shape `shape`) of the positions
+/// whose rows lie in it, relative to the window, with `i32::MIN` at the
+/// other positions (the kernels skip those). `offs` are the positions' offsets
+/// relative to `t`'s offset, and `rows` the element range `[lo, hi)` one
+/// row covers relative to its position's offset.
+fn offset_windows(
+    op: &'static str,
+    t: &Tensor,
+    offs: &[isize],
+    rows: (isize, isize),
+    shape: &[usize],
+) -> Result<Vec<(Tensor, Tensor)>> {
+    let g = get()?;
+    let big = buffer(op, t)?;
+    let align = (g.binding_align() / 4) as usize;
+    let piece = g.piece_elems();
+    let row = |o: isize| -> (usize, usize) {
+        let at = t.offset() as isize + o;
+        ((at + rows.0) as usize, (at + rows.1) as usize)
+    };
+    if rows.1 - rows.0 > (piece - align) as isize {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "one indexed row of a tensor of shape {:?} spans {} bytes, over the adapter's largest storage binding ({} bytes, max_storage_buffer_binding_size); work on slices of the tensor",
+                t.shape(),
+                (rows.1 - rows.0) * 4,
+                g.max_binding()
+            ),
+        ));
+    }
+    let mut order: Vec<usize> = (0..offs.len()).collect();
+    order.sort_unstable_by_key(|&b| offs[b]);
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < order.len() {
+        let base = row(offs[order[k]]).0 / align * align;
+        let end = (base + piece).min((big.len / 4) as usize);
+        let mut v = vec![i32::MIN; offs.len()];
+        while k < order.len() && row(offs[order[k]]).1 <= end {
+            let b = order[k];
+            v[b] = (t.offset() as isize + offs[b] - base as isize) as i32;
+            k += 1;
+        }
+        let w = big.window((base * 4) as u64, ((end - base) * 4) as u64);
+        let storage = Arc::new(Storage::from_gpu(
+            (end - base) * t.dtype().itemsize(),
+            t.device(),
+            Box::new(w),
+        ));
+        let flat = Tensor::from_parts(storage, Layout::contiguous(&[end - base]), t.dtype())?;
+        out.push((flat, upload(&Tensor::from_vec(v, shape)?, t.device())?));
+    }
+    Ok(out)
+}
+
+/// The element range `[lo, hi)` the dims `keep` of `t` cover from one position.
+fn row_span(t: &Tensor, keep: impl Iterator<Item = usize>) -> (isize, isize) {
+    let (mut lo, mut hi) = (0isize, 1isize);
+    for d in keep {
+        let ext = (t.shape()[d] as isize - 1) * t.strides()[d];
+        if ext < 0 {
+            lo += ext;
+        } else {
+            hi += ext;
+        }
+    }
+    (lo, hi)
 }
 
 /// `t` itself when contiguous, else a contiguous copy on the device.
@@ -720,6 +850,26 @@ fn conv_check(op: &'static str, ts: &[&Tensor], p: &Conv2dParams) -> Result<()> 
 }
 
 /// Average pooling (`p` given) or adaptive average pooling (`p` None) of 4-D `x` into `out`.
+/// The iteration space of 2-D pooling over `ts` = (input, outputs...), all
+/// 4-D: images and channels split, each pooled plane stays whole.
+fn pool_space<'a>(ts: &'a [&'a Tensor]) -> split::Space<'a> {
+    let (s, o) = (ts[0].shape(), ts[1].shape());
+    split::Space {
+        ts,
+        axes: (0..ts.len())
+            .map(|k| {
+                if k == 0 {
+                    vec![0, 1, 2, 3]
+                } else {
+                    vec![0, 1, 4, 5]
+                }
+            })
+            .collect(),
+        sizes: vec![s[0], s[1], s[2], s[3], o[2], o[3]],
+        splittable: vec![true, true, false, false, false, false],
+    }
+}
+
 fn avg_pool(
     op: &'static str,
     x: &Tensor,
@@ -742,6 +892,11 @@ fn avg_pool(
     let n = out.numel();
     if n == 0 {
         return Ok(());
+    }
+    if split::needed(op, &[x, out])? {
+        return split::in_pieces(op, &pool_space(&[x, out]), &mut |v, _| {
+            avg_pool(op, &v[0], p, mode, &v[1])
+        });
     }
     check_items(op, x.numel().max(n))?;
     let xc = dense(x)?;
@@ -945,6 +1100,38 @@ impl Backend for WgpuBackend {
         };
         check_same_device(op, &[x, indices])?;
         let ty = gty(op, x.dtype())?;
+        if x.ndim() > 0 && split::needed(op, &[x, indices])?
+            || values.is_some_and(|v| split::needed(op, &[v]).unwrap_or(false))
+        {
+            // The kept dims split; `dim` stays whole.
+            let axes: Vec<usize> = (0..x.ndim()).collect();
+            let out_axes: Vec<usize> = if indices.ndim() == x.ndim() {
+                axes.clone()
+            } else {
+                axes.iter().copied().filter(|&d| d != dim).collect()
+            };
+            let splittable: Vec<bool> = axes.iter().map(|&d| d != dim).collect();
+            let mut ts = vec![x, indices];
+            let mut all_axes = vec![axes, out_axes.clone()];
+            if let Some(v) = values {
+                ts.push(v);
+                all_axes.push(out_axes);
+            }
+            let space = split::Space {
+                ts: &ts,
+                axes: all_axes,
+                sizes: x.shape().to_vec(),
+                splittable,
+            };
+            return split::in_pieces(op, &space, &mut |v, _| {
+                into_dense(&v[1], |i| match v.get(2) {
+                    Some(val) => {
+                        into_dense(val, |val| self.arg_reduce(aop, &v[0], dim, Some(val), i))
+                    }
+                    None => self.arg_reduce(aop, &v[0], dim, None, i),
+                })
+            });
+        }
         let mut ts: Vec<&Tensor> = vec![x];
         if let Some(v) = values {
             ts.push(v);
@@ -1106,6 +1293,9 @@ impl Backend for WgpuBackend {
         if buffer(op, x)?.len > get()?.max_binding() && out.numel() == 1 && x.is_contiguous() {
             return reduce_in_pieces(rop, x, out);
         }
+        if split::needed(op, &[x, out])? {
+            return self.reduce_split(rop, x, mask, out);
+        }
         let acc = match rop {
             ReduceOp::Mean | ReduceOp::Var { .. } | ReduceOp::LogSumExp => GTy::F32,
             ReduceOp::All | ReduceOp::Any => GTy::U32,
@@ -1163,6 +1353,23 @@ impl Backend for WgpuBackend {
                 op,
                 format!("not supported on the gpu device for dtype {}", x.dtype()),
             ));
+        }
+        if x.ndim() > 0 && split::needed(op, &[x, out])? {
+            // Rows split; the softmax dim stays whole, so it is made the
+            // innermost dim of both operands first (a row then spans only itself).
+            if x.shape()[dim] > 1 && x.strides()[dim] != 1 {
+                let xt = dim_last(x.shape(), dim, x.dtype())?;
+                self.cast_copy(x, &xt)?;
+                return self.softmax(&xt, dim, log, out);
+            }
+            if x.shape()[dim] > 1 && out.strides()[dim] != 1 {
+                let ot = dim_last(out.shape(), dim, out.dtype())?;
+                self.softmax(x, dim, log, &ot)?;
+                return self.cast_copy(&ot, out);
+            }
+            let ts = [x, out];
+            let space = split::Space::lines(&ts, dim);
+            return split::in_pieces(op, &space, &mut |v, _| self.softmax(&v[0], dim, log, &v[1]));
         }
         let (bd, bufs) = bind(op, &[x, out])?;
         let (mut ks, mut kst, mut okst) = (vec![], vec![], vec![]);
@@ -1554,6 +1761,16 @@ impl Backend for WgpuBackend {
         if n == 0 {
             return Ok(());
         }
+        let mut ts: Vec<&Tensor> = vec![x, w];
+        ts.extend(bias);
+        ts.push(out);
+        if split::needed(op, &ts)? {
+            let batched: Vec<bool> = (0..ts.len()).map(|k| k == 0 || k == ts.len() - 1).collect();
+            return split::by_batch(op, &ts, &batched, &mut |v, _| {
+                let b = bias.is_some().then(|| &v[2]);
+                self.conv2d(&v[0], &v[1], b, p, &v[v.len() - 1])
+            });
+        }
         dense_out(out, |o| {
             let (xc, wc) = (dense(x)?, dense(w)?);
             let bc = bias.map(dense).transpose()?;
@@ -1592,6 +1809,11 @@ impl Backend for WgpuBackend {
         if n == 0 {
             return Ok(());
         }
+        if split::needed(op, &[g, w, out])? {
+            return split::by_batch(op, &[g, w, out], &[true, false, true], &mut |v, _| {
+                self.conv2d_input_grad(&v[0], &v[1], p, &v[2])
+            });
+        }
         dense_out(out, |o| {
             let (gc, wc) = (dense(g)?, dense(w)?);
             let meta = conv_meta(
@@ -1626,6 +1848,17 @@ impl Backend for WgpuBackend {
         let n = out.numel();
         if n == 0 {
             return Ok(());
+        }
+        if split::needed(op, &[g, x, out])? {
+            // The weight's gradient sums over the batch: later pieces add theirs.
+            return split::by_batch(op, &[g, x, out], &[true, true, false], &mut |v, r| {
+                if r.0 == 0 {
+                    return self.conv2d_weight_grad(&v[0], &v[1], p, &v[2]);
+                }
+                let t = Tensor::empty(v[2].shape(), v[2].dtype(), v[2].device())?;
+                self.conv2d_weight_grad(&v[0], &v[1], p, &t)?;
+                self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+            });
         }
         dense_out(out, |o| {
             let (gc, xc) = (dense(g)?, dense(x)?);
@@ -1677,6 +1910,11 @@ impl Backend for WgpuBackend {
         let n = out.numel();
         if n == 0 {
             return Ok(());
+        }
+        if split::needed(op, &ts)? {
+            return split::in_pieces(op, &pool_space(&ts), &mut |v, _| {
+                self.max_pool2d(&v[0], p, &v[1], v.get(2))
+            });
         }
         check_items(op, x.numel().max(n))?;
         let fresh = |t: &Tensor| -> Result<Tensor> {
@@ -1795,7 +2033,7 @@ impl Backend for WgpuBackend {
         if nb == 0 {
             return Ok(());
         }
-        let offs = index_offsets(a, src, nb, bshape)?;
+        let (offs, host) = offsets_for(a, src, nb, bshape)?;
         if out.numel() == 0 {
             return Ok(());
         }
@@ -1809,22 +2047,41 @@ impl Backend for WgpuBackend {
         );
         let mut os: Vec<isize> = crate::tensor::layout::contiguous_strides(bshape).to_vec();
         os.resize(out.ndim(), 0);
-        let meta = raw_meta(
-            op,
-            out.shape(),
-            &[
-                (src.offset(), ss),
-                (0, os),
-                (out.offset(), out.strides().to_vec()),
-            ],
-            [1, 0, 0, 0, 0, 0, 0, 0],
-        )?;
+        let meta = |src_off: usize| {
+            raw_meta(
+                op,
+                out.shape(),
+                &[
+                    (src_off, ss.clone()),
+                    (0, os.clone()),
+                    (out.offset(), out.strides().to_vec()),
+                ],
+                [1, 0, 0, 0, 0, 0, 0, 0],
+            )
+        };
+        if let Some(host) = host {
+            // A source larger than one binding: one pass per window of it,
+            // each writing the positions whose rows lie there.
+            let keep = (0..src.ndim()).filter(|d| !a.dims.contains(d));
+            let rows = row_span(src, keep);
+            for (w, o) in offset_windows(op, src, &host, rows, bshape)? {
+                run_items(
+                    op,
+                    |bd| shaders::gather(bd, ty),
+                    &[&w, &o, out],
+                    &[],
+                    &meta(0)?,
+                    out.numel(),
+                )?;
+            }
+            return Ok(());
+        }
         run_items(
             op,
             |bd| shaders::gather(bd, ty),
             &[src, &offs, out],
             &[],
-            &meta,
+            &meta(src.offset())?,
             out.numel(),
         )
     }
@@ -1846,7 +2103,7 @@ impl Backend for WgpuBackend {
         if nb == 0 {
             return Ok(());
         }
-        let offs = index_offsets(a, dst, nb, &[nb])?;
+        let (offs, host) = offsets_for(a, dst, nb, &[nb])?;
         if values.numel() == 0 {
             return Ok(());
         }
@@ -1859,25 +2116,44 @@ impl Backend for WgpuBackend {
             .filter(|d| !a.dims.contains(d))
             .map(|d| dst.strides()[d])
             .collect();
-        let meta = raw_meta(
-            op,
-            rshape,
-            &[
-                (
-                    v.offset(),
-                    crate::tensor::layout::contiguous_strides(rshape).to_vec(),
-                ),
-                (0, vec![0; rshape.len()]),
-                (dst.offset(), drest),
-            ],
-            [nb as u32, block as u32, accumulate as u32, 0, 0, 0, 0, 0],
-        )?;
+        let meta = |dst_off: usize| {
+            raw_meta(
+                op,
+                rshape,
+                &[
+                    (
+                        v.offset(),
+                        crate::tensor::layout::contiguous_strides(rshape).to_vec(),
+                    ),
+                    (0, vec![0; rshape.len()]),
+                    (dst_off, drest.clone()),
+                ],
+                [nb as u32, block as u32, accumulate as u32, 0, 0, 0, 0, 0],
+            )
+        };
+        if let Some(host) = host {
+            // A destination larger than one binding: one pass per window
+            // of it, each writing the positions whose rows lie there.
+            let keep = (0..dst.ndim()).filter(|d| !a.dims.contains(d));
+            let rows = row_span(dst, keep);
+            for (w, o) in offset_windows(op, dst, &host, rows, &[nb])? {
+                run_items(
+                    op,
+                    |bd| shaders::index_put(bd, ty),
+                    &[&v, &o, &w],
+                    &[],
+                    &meta(0)?,
+                    block,
+                )?;
+            }
+            return Ok(());
+        }
         run_items(
             op,
             |bd| shaders::index_put(bd, ty),
             &[&v, &offs, dst],
             &[],
-            &meta,
+            &meta(dst.offset())?,
             block,
         )
     }
@@ -1906,6 +2182,25 @@ impl Backend for WgpuBackend {
         gty(op, index.dtype())?;
         if index.numel() == 0 {
             return Ok(());
+        }
+        if split::needed(op, &[index, src, dst])? {
+            // Lines split (the dims other than `dim`); each line stays whole.
+            let nd = index.ndim();
+            let lines = |last: usize| -> Vec<usize> {
+                (0..nd).map(|d| if d == dim { last } else { d }).collect()
+            };
+            let mut sizes = index.shape().to_vec();
+            sizes[dim] = 1;
+            sizes.extend([index.shape()[dim], dst.shape()[dim]]);
+            let space = split::Space {
+                ts: &[index, src, dst],
+                axes: vec![lines(nd), lines(nd), lines(nd + 1)],
+                sizes,
+                splittable: (0..nd + 2).map(|d| d < nd && d != dim).collect(),
+            };
+            return split::in_pieces(op, &space, &mut |v, _| {
+                self.scatter(op, &v[2], dim, &v[0], &v[1], accumulate)
+            });
         }
         let len = dst.shape()[dim];
         // max_pool2d's gradient scatters the indices its own kernel produced (always in range).
@@ -1960,6 +2255,14 @@ impl Backend for WgpuBackend {
         let ty = gty(op, out.dtype())?;
         if ty == GTy::U32 {
             return super::unsupported(self, op);
+        }
+        if x.ndim() > 0 && split::needed(op, &[x, out])? {
+            // Lines split; each scan stays whole.
+            let ts = [x, out];
+            let space = split::Space::lines(&ts, dim);
+            return split::in_pieces(op, &space, &mut |v, _| {
+                self.cumulative(cop, &v[0], dim, &v[1])
+            });
         }
         // The input converted to the result's dtype, dense from offset 0.
         let xd = if x.dtype() == out.dtype() && x.is_contiguous() && x.offset() == 0 {
@@ -2085,9 +2388,26 @@ impl Backend for WgpuBackend {
                 format!("{total} outputs exceed the gpu kernels' 32-bit indexing"),
             ));
         }
+        let nb = nd - 2;
+        if split::needed(op, &[a, b, out])? {
+            // Axes: the batch dims, then M, N and K; a piece after the
+            // first along K adds its product to the earlier ones'.
+            let dims = |x: usize, y: usize| -> Vec<usize> { (0..nb).chain([x, y]).collect() };
+            let axes = [dims(nb, nb + 2), dims(nb + 2, nb + 1), dims(nb, nb + 1)];
+            let mut sizes = out.shape().to_vec();
+            sizes.push(k);
+            let space = split::Space {
+                ts: &[a, b, out],
+                axes: axes.to_vec(),
+                sizes,
+                splittable: vec![true; nb + 3],
+            };
+            return split::in_pieces(op, &space, &mut |v, r| {
+                self.matmul(&v[0], &v[1], &v[2], accumulate || r[nb + 2].0 > 0)
+            });
+        }
         let (bd, bufs) = bind(op, &[a, b, out])?;
         let s = |t: &Tensor, d: usize| t.strides()[d] as i32 as u32;
-        let nb = nd - 2;
         let mut meta = vec![
             total as u32,
             m as u32,
@@ -2117,6 +2437,71 @@ impl Backend for WgpuBackend {
             &meta,
             (total as u64).div_ceil(shaders::WG as u64),
         )
+    }
+}
+
+impl WgpuBackend {
+    /// [`Backend::reduce`] over operands larger than one storage binding.
+    /// The kept dims split freely; the reduced dims split too for the
+    /// reductions whose partial results combine (sum, mean, prod, max, min,
+    /// all, any): the first piece along them writes the result, each later
+    /// one reduces into a temporary that is then combined into it. Float16
+    /// and bfloat16 results, and means, accumulate in float32.
+    fn reduce_split(&self, rop: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
+        let op = rop.name();
+        let (piece_op, combine) = match rop {
+            ReduceOp::Sum | ReduceOp::Mean => (ReduceOp::Sum, Some(BinaryOp::Add)),
+            ReduceOp::Prod => (rop, Some(BinaryOp::Mul)),
+            ReduceOp::Max => (rop, Some(BinaryOp::Maximum)),
+            ReduceOp::Min => (rop, Some(BinaryOp::Minimum)),
+            ReduceOp::All => (rop, Some(BinaryOp::LogicalAnd)),
+            ReduceOp::Any => (rop, Some(BinaryOp::LogicalOr)),
+            _ => (rop, None),
+        };
+        let narrow = matches!(out.dtype(), DType::F16 | DType::BF16);
+        let acc = if narrow {
+            Tensor::empty(out.shape(), DType::F32, out.device())?
+        } else {
+            out.clone()
+        };
+        let axes: Vec<usize> = (0..x.ndim()).collect();
+        let out_axes: Vec<usize> = if out.ndim() == x.ndim() {
+            axes.clone()
+        } else {
+            axes.iter().copied().filter(|&d| !mask[d]).collect()
+        };
+        let splittable: Vec<bool> = mask.iter().map(|&m| !m || combine.is_some()).collect();
+        let space = split::Space {
+            ts: &[x, &acc],
+            axes: vec![axes, out_axes],
+            sizes: x.shape().to_vec(),
+            splittable,
+        };
+        split::in_pieces(op, &space, &mut |v, r| {
+            let first = (0..mask.len()).all(|d| !mask[d] || r[d].0 == 0);
+            match combine {
+                Some(c) if !first => {
+                    let t = Tensor::empty(v[1].shape(), v[1].dtype(), v[1].device())?;
+                    self.reduce(piece_op, &v[0], mask, &t)?;
+                    self.binary(c, &v[1], &t, &v[1])
+                }
+                _ => into_dense(&v[1], |o| self.reduce(piece_op, &v[0], mask, o)),
+            }
+        })?;
+        if rop == ReduceOp::Mean {
+            let count: usize = (0..mask.len())
+                .filter(|&d| mask[d])
+                .map(|d| x.shape()[d])
+                .product();
+            let c = upload(&Tensor::from_vec(vec![count as f32], &[])?, acc.device())?;
+            let l = c.layout().expand(op, acc.shape())?;
+            let c = Tensor::from_parts(c.storage().clone(), l, DType::F32)?;
+            self.binary(BinaryOp::Div, &acc, &c, &acc)?;
+        }
+        if narrow {
+            self.cast_copy(&acc, out)?;
+        }
+        Ok(())
     }
 }
 

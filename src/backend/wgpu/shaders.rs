@@ -1594,12 +1594,14 @@ pub fn avg_pool2d(bd: &Bindings) -> String {
 
 /// `out[p] = src[p with p[dim] = index[p]]`: elementwise metadata over the
 /// index's shape for operands (src with stride 0 on `dim`, index, out);
-/// p0 = src's stride along `dim`.
+/// p0 = src's stride along `dim`. The index `i32::MIN` writes nothing (how
+/// a source larger than one binding is gathered window by window).
 pub fn gather(bd: &Bindings, ty: GTy) -> String {
     let (sa, ia, oa) = (bd.arr(0), bd.arr(1), bd.arr(2));
     let _ = ty;
     let body = format!(
         "    let k = {ia}[off(1u, i)];
+    if (k == bitcast<i32>(0x80000000u)) {{ return; }}
     {oa}[off(2u, i)] = {sa}[u32(i32(off(0u, i)) + k * pi(0u))];"
     );
     ew_shader(bd, &body)
@@ -1629,7 +1631,8 @@ pub fn scatter(bd: &Bindings, ty: GTy) -> String {
 /// `dst[offs[b] + r] = values[b, r]` (`+=` when p2, or for bool): one
 /// thread per element `r` of the other dims walks `b` in order. Operands
 /// (values, offsets, dst) over R; p0 = number of index positions, p1 =
-/// values' stride between positions.
+/// values' stride between positions. The offset `i32::MIN` writes nothing
+/// (how a destination larger than one binding is written window by window).
 pub fn index_put(bd: &Bindings, ty: GTy) -> String {
     let (va, oa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
     let acc = if ty == GTy::U32 {
@@ -1641,7 +1644,9 @@ pub fn index_put(bd: &Bindings, ty: GTy) -> String {
         "    let vo = i32(off(0u, i));
     let dof = i32(off(2u, i));
     for (var b = 0i; b < pi(0u); b = b + 1i) {{
-        let d = u32(dof + {oa}[u32(b)]);
+        let o = {oa}[u32(b)];
+        if (o == bitcast<i32>(0x80000000u)) {{ continue; }}
+        let d = u32(dof + o);
         let v = {va}[u32(vo + b * pi(1u))];
         if (md[4] != 0u) {{ {da}[d] = {acc}; }} else {{ {da}[d] = v; }}
     }}"
