@@ -20,9 +20,11 @@ import numpy as np
 import workloads_train as wt
 
 
-def compiled_step(fw, make, params, batches, opt: str, loss):
+def compiled_step(fw, make, params, batches, opt: str, loss, device: str | None = None):
     """Like ``workloads_train.eager_step``, with the whole step captured by ``fw.compile``."""
     model = wt._loaded(fw, make, params)
+    if device is not None:
+        model = model.to(device)
     if opt == "sgd_momentum":
         o = fw.optim.SGD(model.parameters(), lr=wt.SGD_LR, momentum=wt.MOMENTUM)
     elif opt == "sgd":
@@ -30,7 +32,8 @@ def compiled_step(fw, make, params, batches, opt: str, loss):
     else:
         o = fw.optim.AdamW(model.parameters(), lr=wt.ADAMW_LR, betas=wt.ADAMW_BETAS, eps=wt.ADAMW_EPS,
                            weight_decay=wt.ADAMW_WD)
-    data = itertools.cycle([tuple(wt._to_fw(fw, a) for a in b) for b in batches])
+    data = itertools.cycle([tuple(wt._to_fw(fw, a) if device is None else wt._to_fw(fw, a).to(device) for a in b)
+                            for b in batches])
 
     def train(x, *y):
         o.zero_grad()

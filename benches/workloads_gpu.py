@@ -10,6 +10,8 @@ for the GPU, as a training loop that reads its loss does.
 On a software adapter (device type CPU, e.g. Mesa's lavapipe) the figures
 only show that the workloads run: sizes are cut (matmul up to n=256,
 elementwise to 2^20) and W5/W6 are skipped, with the reason in the notes.
+The training rows run eagerly and compiled (``fg.compile`` of the whole
+step, whose runs replay their captured GPU work).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import workloads_compiled as wc
 import workloads_train as wt
 
 
@@ -165,8 +168,9 @@ def w9(rt, ctx):
         ("W5", "MNIST CNN, batch 64, SGD mom.", wt.cnn_params, wt.cnn_data, wt.cnn_model,
          "sgd_momentum", wt._ce, wt.NumpyCNN, dict(target=0.1)),
     ]
-    for wid, variant, params_fn, data_fn, make, opt, loss, npcls, kw in trains:
-        row = rt.Row("W9", f"{wid} {variant}", "ms", False)
+    runs = [(compiled, *t) for t in trains for compiled in (False, True)]
+    for compiled, wid, variant, params_fn, data_fn, make, opt, loss, npcls, kw in runs:
+        row = rt.Row("W9", f"{wid} {variant}{', compiled' if compiled else ''}", "ms", False)
         if soft and wid == "W5":
             row.notes["ferrograd"] = "skipped on a software adapter (minutes per step there)"
             row.values["ferrograd"] = None
@@ -176,8 +180,11 @@ def w9(rt, ctx):
             row.notes["ferrograd"] = note
         params, batches = params_fn(), data_fn()
 
-        def f_fg(make=make, params=params, batches=batches, opt=opt, loss=loss):
-            step = wt.eager_step(fg, make, params, batches, opt, loss(fg), device="gpu")
+        def f_fg(make=make, params=params, batches=batches, opt=opt, loss=loss, compiled=compiled):
+            if compiled:
+                step, _ = wc.compiled_step(fg, make, params, batches, opt, loss(fg), device="gpu")
+            else:
+                step = wt.eager_step(fg, make, params, batches, opt, loss(fg), device="gpu")
             return lambda: float(step().item())
 
         impls = {"ferrograd": f_fg, "numpy": lambda npcls=npcls, params=params, batches=batches:

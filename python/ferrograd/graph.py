@@ -228,6 +228,23 @@ class Graph:
             return g.memory_plan()
         return g.memory_plan(self._args(args, feed))
 
+    def gpu_replay(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> dict | None:
+        """How runs of this graph on the GPU replay their device work.
+
+        A GPU graph captures one run's dispatches and replays them on later
+        runs with the same input layouts and scalar arguments, skipping the
+        executor (see ``docs/architecture.md``). ``None`` when runs never
+        replay (a CPU graph, random draws, outputs that record autograd);
+        else ``{"replays", "captures", "dispatches", "plan_bytes", "reason"}``:
+        runs replayed and captured so far, the dispatches and plan-owned bytes
+        of the current replay (``None`` without one), and why the last capture
+        cannot be replayed (``None`` if it can). Arguments as for :meth:`memory_plan`.
+        """
+        g = self._built()
+        if not args and feed is None:
+            return g.gpu_replay()
+        return g.gpu_replay(self._args(args, feed))
+
     def parallel_pairs(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> list[tuple[int, int]]:
         """Pairs of node indices ``(i, j)`` that run at the same time.
 

@@ -242,7 +242,7 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
 /// output) share a slot when their lifetimes — first to last dispatch
 /// binding them — do not overlap, as the memory plan reuses memory; the
 /// run never reads such a buffer before writing it.
-fn share_scratch(
+pub(crate) fn share_scratch(
     rec: &Recording,
     input_bufs: &HashSet<usize>,
     output_bufs: &HashSet<usize>,

@@ -41,6 +41,44 @@ pub struct Plan {
     /// reuse (a table per run would be a large allocation for small steps).
     /// A run that finds it taken (one running on another thread) makes its own.
     slots: parking_lot::Mutex<Vec<Option<Tensor>>>,
+    /// For a GPU plan whose runs may replay their device work (see
+    /// [`super::replay`]): the last capture and its counters.
+    #[cfg(feature = "gpu")]
+    replayer: Option<parking_lot::Mutex<Replayer>>,
+}
+
+/// Captures in a row that never replayed after which a plan stops capturing
+/// (its replays keep failing their guards, e.g. a learning rate that changes every step).
+#[cfg(feature = "gpu")]
+const MAX_FRUITLESS: u32 = 4;
+
+/// Why a plan stopped capturing when its captures replay fine but never get
+/// the chance.
+#[cfg(feature = "gpu")]
+const GUARDS_FAIL: &str = "every run differs from the last capture: the scalar arguments (a learning rate, Adam's step counts; they are in the kernels' metadata) or the argument layouts change from run to run";
+
+/// A GPU plan's replay state.
+#[cfg(feature = "gpu")]
+#[derive(Default)]
+pub struct Replayer {
+    replay: Option<super::replay::Replay>,
+    /// The scalar arguments the replay was captured with (they are in its metadata).
+    scalars: Vec<f64>,
+    /// Captures since the last replay.
+    fruitless: u32,
+    /// Runs replayed, and runs captured.
+    pub replays: u64,
+    pub captures: u64,
+    /// Why the last capture cannot be replayed.
+    pub reason: Option<String>,
+}
+
+#[cfg(feature = "gpu")]
+impl Replayer {
+    /// Dispatches and plan-owned bytes of the current replay.
+    pub fn current(&self) -> Option<(usize, u64)> {
+        self.replay.as_ref().map(|r| (r.dispatches(), r.own_bytes))
+    }
 }
 
 /// What [`Plan::memory_plan`] reports (bytes).
@@ -166,7 +204,7 @@ impl Plan {
                 mutated[g.storage_root(n.inputs[i])] = true;
             }
         }
-        let mutated_consts = g
+        let mutated_consts: Vec<bool> = g
             .inputs
             .iter()
             .map(|inp| matches!(inp.kind, InputKind::Const(_)) && mutated[inp.value])
@@ -202,7 +240,13 @@ impl Plan {
                     .all(|n| n.inputs.iter().all(|&v| g.storage_root(v) != root))
             });
         }
+        #[cfg(feature = "gpu")]
+        let replayer = replay_refusal(&g, record_autograd, &mutated_consts)
+            .is_none()
+            .then(|| parking_lot::Mutex::new(Replayer::default()));
         Ok(Plan {
+            #[cfg(feature = "gpu")]
+            replayer,
             graph: g,
             env: env.to_vec(),
             free_after,
@@ -218,8 +262,95 @@ impl Plan {
 
     /// Run on `args` (one tensor per `Arg` input position) with the scalar
     /// slot values `scalars` (dynamic optimizer arguments); returns the outputs.
+    /// A GPU plan replays the device work of an earlier run when it can (see
+    /// [`super::replay`]).
     pub fn run_with(&self, args: &[Tensor], scalars: &[f64]) -> Result<Vec<Tensor>> {
+        #[cfg(feature = "gpu")]
+        if let Some(r) = &self.replayer {
+            return super::call::with_slots(scalars, || self.run_replaying(r, args, scalars));
+        }
         super::call::with_slots(scalars, || self.run(args))
+    }
+
+    /// The replay state of a GPU plan (`None`: its runs never replay).
+    #[cfg(feature = "gpu")]
+    pub fn replayer(&self) -> Option<&parking_lot::Mutex<Replayer>> {
+        self.replayer.as_ref()
+    }
+
+    #[cfg(feature = "gpu")]
+    fn run_replaying(
+        &self,
+        r: &parking_lot::Mutex<Replayer>,
+        args: &[Tensor],
+        scalars: &[f64],
+    ) -> Result<Vec<Tensor>> {
+        let gpu = crate::backend::wgpu::context::get()?;
+        // A run of the same plan on another thread, or one being recorded
+        // into a WebGPU bundle: this one runs the executor.
+        let Some(mut st) = r.try_lock().filter(|_| !gpu.is_recording()) else {
+            return self.run(args);
+        };
+        let inputs = self.resolve_inputs(args)?;
+        if st.scalars == scalars {
+            if let Some(rp) = st.replay.as_mut() {
+                if let Some((outs, grads)) = rp.run(&inputs)? {
+                    self.apply_grads(&inputs, grads);
+                    st.replays += 1;
+                    st.fruitless = 0;
+                    return Ok(outs);
+                }
+            }
+        }
+        st.replay = None;
+        if st.fruitless >= MAX_FRUITLESS {
+            if st.reason.is_none() {
+                st.reason = Some(GUARDS_FAIL.into());
+            }
+            return self.run_inputs(inputs, None);
+        }
+        st.captures += 1;
+        st.fruitless += 1;
+        let (res, rec) = gpu.capture(|| self.run_inputs(inputs.clone(), None));
+        let outs = res?;
+        let Some(rec) = rec else {
+            return Ok(outs);
+        };
+        let grads: Vec<Option<Tensor>> = self
+            .graph
+            .set_grads
+            .iter()
+            .map(|s| {
+                self.input_position(s.target)
+                    .and_then(|k| inputs[k].meta().and_then(|m| m.grad()))
+            })
+            .collect();
+        match super::replay::Replay::build(rec, &inputs, &outs, &grads) {
+            Ok(rp) => {
+                st.replay = Some(rp);
+                st.scalars = scalars.to_vec();
+                st.reason = None;
+            }
+            Err(why) => st.reason = Some(why),
+        }
+        Ok(outs)
+    }
+
+    /// The position among the graph's inputs of input value `v`.
+    fn input_position(&self, v: ValueId) -> Option<usize> {
+        self.graph.inputs.iter().position(|i| i.value == v)
+    }
+
+    /// Apply the graph's `.grad` effects with `grads` (one per effect) on `inputs`.
+    #[cfg(feature = "gpu")]
+    fn apply_grads(&self, inputs: &[Tensor], grads: Vec<Option<Tensor>>) {
+        for (s, v) in self.graph.set_grads.iter().zip(grads) {
+            let Some(k) = self.input_position(s.target) else {
+                continue;
+            };
+            let m = inputs[k].init_meta(|| ag::AutogradMeta::leaf(true));
+            m.set_grad(v.map(|t| t.detach()));
+        }
     }
 
     /// Run on `args` (one tensor per `Arg` input position); returns the outputs.
@@ -383,17 +514,14 @@ impl Plan {
     }
 
     fn run_timed(&self, args: &[Tensor], times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
+        let inputs = self.resolve_inputs(args)?;
+        self.run_inputs(inputs, times)
+    }
+
+    /// The tensors the graph's inputs take for a run on `args`, in order.
+    fn resolve_inputs(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.graph;
-        let mut vals: Vec<Option<Tensor>> = self
-            .slots
-            .try_lock()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or_default();
-        if vals.len() != g.values.len() {
-            // All `None` otherwise: the last run emptied every slot it kept.
-            vals.clear();
-            vals.resize(g.values.len(), None);
-        }
+        let mut out: Vec<Tensor> = Vec::with_capacity(g.inputs.len());
         for (k, inp) in g.inputs.iter().enumerate() {
             let t = match &inp.kind {
                 InputKind::Arg(i) => {
@@ -420,7 +548,11 @@ impl Plan {
                     }
                 }
                 InputKind::Grad(b) => {
-                    let owner = vals[*b].as_ref().expect("grad input after its tensor");
+                    let owner = self
+                        .input_position(*b)
+                        .filter(|&j| j < k)
+                        .map(|j| &out[j])
+                        .expect("grad input after its tensor");
                     owner.meta().and_then(|m| m.grad()).ok_or_else(|| {
                         Error::runtime(
                             "graph",
@@ -432,6 +564,25 @@ impl Plan {
                     })?
                 }
             };
+            out.push(t);
+        }
+        Ok(out)
+    }
+
+    /// Run on the graph's inputs `inputs` (from [`Plan::resolve_inputs`]).
+    fn run_inputs(&self, inputs: Vec<Tensor>, times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
+        let g = &self.graph;
+        let mut vals: Vec<Option<Tensor>> = self
+            .slots
+            .try_lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        if vals.len() != g.values.len() {
+            // All `None` otherwise: the last run emptied every slot it kept.
+            vals.clear();
+            vals.resize(g.values.len(), None);
+        }
+        for (inp, t) in g.inputs.iter().zip(inputs) {
             vals[inp.value] = Some(t);
         }
         let _mode = GradMode::set(self.record_autograd && ag::is_grad_enabled());
@@ -963,4 +1114,38 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
             })
         })
         .collect()
+}
+
+/// Why runs of the plan of `g` never replay their device work (`None`: they may).
+#[cfg(feature = "gpu")]
+fn replay_refusal(
+    g: &Graph,
+    record_autograd: bool,
+    mutated_consts: &[bool],
+) -> Option<&'static str> {
+    if g.device != Device::Gpu(0) {
+        return Some("the graph does not run on the gpu device");
+    }
+    if std::env::var("FG_GPU_REPLAY").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false")) {
+        return Some("FG_GPU_REPLAY=0");
+    }
+    if record_autograd {
+        return Some("its outputs record autograd");
+    }
+    if mutated_consts.iter().any(|&m| m) {
+        return Some("it writes into a constant (copied afresh every run)");
+    }
+    if g.nodes
+        .iter()
+        .any(|n| n.call.is_random() || n.call.effect() == super::Effect::Random)
+    {
+        return Some("it draws random numbers or branches on data");
+    }
+    if g.set_grads
+        .iter()
+        .any(|s| !g.inputs.iter().any(|i| i.value == s.target))
+    {
+        return Some("it sets the gradient of a tensor that is not an input");
+    }
+    None
 }

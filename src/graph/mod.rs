@@ -22,6 +22,8 @@ pub mod control;
 pub mod exec;
 pub mod fused;
 pub mod passes;
+#[cfg(feature = "gpu")]
+pub mod replay;
 pub mod save;
 pub mod sym;
 pub mod trace;

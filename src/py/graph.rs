@@ -354,6 +354,41 @@ impl PyGraph {
         d.set_item("live_after", m.live_after)?;
         Ok(d)
     }
+    /// How runs of the plan for `args` use GPU replay (see the architecture
+    /// notes): `None` for a plan whose runs never replay (a CPU graph, random
+    /// draws, outputs recording autograd, ...), else `{"replays", "captures",
+    /// "dispatches", "plan_bytes", "reason"}`: runs replayed and captured so
+    /// far, the dispatches and plan-owned bytes of the current replay (None
+    /// without one), and why the last capture cannot be replayed (None if it can).
+    /// `args` as for `memory_plan`.
+    #[pyo3(signature = (args=None))]
+    fn gpu_replay<'py>(
+        &self,
+        py: Python<'py>,
+        args: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        #[cfg(feature = "gpu")]
+        {
+            let plan = self.plan_for_opt(args)?;
+            let Some(r) = plan.replayer() else {
+                return Ok(None);
+            };
+            let r = r.lock();
+            let d = PyDict::new(py);
+            d.set_item("replays", r.replays)?;
+            d.set_item("captures", r.captures)?;
+            let cur = r.current();
+            d.set_item("dispatches", cur.map(|c| c.0))?;
+            d.set_item("plan_bytes", cur.map(|c| c.1))?;
+            d.set_item("reason", r.reason.clone())?;
+            Ok(Some(d))
+        }
+        #[cfg(not(feature = "gpu"))]
+        {
+            let _ = (py, args);
+            Ok(None)
+        }
+    }
     /// Pairs of node indices `(i, j)` run at the same time on the thread pool:
     /// independent branches, each large enough to pay for the hand-off (the
     /// later node `j` runs early, beside `i`). `args` as for `memory_plan`.

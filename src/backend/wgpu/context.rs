@@ -147,7 +147,7 @@ impl GpuBuffer {
 }
 
 /// A compiled kernel and which of its bindings are writable.
-type Kernel = (Arc<wgpu::ComputePipeline>, Arc<[bool]>);
+pub type Kernel = (Arc<wgpu::ComputePipeline>, Arc<[bool]>);
 
 /// Which bindings of a kernel are writable, from its WGSL declarations
 /// (`@binding(j) var<storage, read_write>`), indexed by binding number.
@@ -266,14 +266,28 @@ pub struct RecDispatch {
     pub shader: usize,
     /// Buffer indices bound at 1, 2, ... (binding 0 is the metadata).
     pub buffers: Vec<usize>,
+    /// The byte range (offset, size) bound of each buffer; empty: all whole.
+    pub ranges: Vec<(u64, u64)>,
     /// The metadata words bound at 0.
     pub meta: Vec<u32>,
     pub groups: (u32, u32),
 }
 
-/// The device work of a stretch of code, recorded instead of run: every
-/// buffer it touched, every kernel and every dispatch in order. Nothing is
-/// executed while recording, so no tensor changes.
+/// A check of host values a captured run made before its kernels (an
+/// index range check): a replay repeats it on the tensor of the same layout
+/// in that run's buffers.
+pub struct RecCheck {
+    pub tensor: crate::tensor::Tensor,
+    pub check: HostCheck,
+}
+
+/// A check of a tensor's host values (an error for a bad value).
+pub type HostCheck = Arc<dyn Fn(&crate::tensor::Tensor) -> Result<()> + Send + Sync>;
+
+/// The device work of a stretch of code: every buffer it touched, every
+/// kernel and every dispatch in order. Recorded instead of run for a WebGPU
+/// bundle ([`Gpu::record`]: nothing is executed, so no tensor changes), or
+/// while running for a compiled graph to replay ([`Gpu::capture`]).
 #[derive(Default)]
 pub struct Recording {
     pub shaders: Vec<String>,
@@ -283,6 +297,17 @@ pub struct Recording {
     /// recording replaces an entry left by a dropped buffer at the same address.
     by_id: HashMap<usize, usize>,
     pub dispatches: Vec<RecDispatch>,
+    /// Capturing: the work runs as well as being recorded.
+    execute: bool,
+    /// The capturing thread (work of other threads is not the captured run's).
+    thread: Option<std::thread::ThreadId>,
+    /// For buffers made while capturing (index-aligned with `buffers`):
+    /// whether they are still alive after the run.
+    pub made: Vec<Option<std::sync::Weak<GpuBuffer>>>,
+    /// Why the captured work cannot be replayed (the first reason found).
+    pub unreplayable: Option<String>,
+    /// Host checks the run made (see [`RecCheck`]).
+    pub checks: Vec<RecCheck>,
 }
 
 impl Recording {
@@ -297,8 +322,36 @@ impl Recording {
             init: None,
             existing: Some(b.clone()),
         });
+        self.made.push(None);
         self.by_id.insert(b.id(), i);
         i
+    }
+
+    /// The index of `b`, if the recorded work used or made it.
+    pub fn index_of(&self, b: &GpuBuffer) -> Option<usize> {
+        self.by_id.get(&b.id()).copied()
+    }
+
+    /// Note that the captured work cannot be replayed, and why (the first reason is kept).
+    fn refuse(&mut self, why: impl Into<String>) {
+        if self.unreplayable.is_none() {
+            self.unreplayable = Some(why.into());
+        }
+    }
+
+    /// Whether the current thread's work is this recording's (always for
+    /// a bundle; a capture ignores other threads' work, marking itself unreplayable).
+    fn mine(&mut self) -> bool {
+        if self.for_this_thread() {
+            return true;
+        }
+        self.refuse("another thread used the GPU during the run");
+        false
+    }
+
+    /// [`Recording::mine`] without marking.
+    fn for_this_thread(&self) -> bool {
+        !self.execute || self.thread == Some(std::thread::current().id())
     }
 }
 
@@ -495,6 +548,12 @@ impl Gpu {
 
     /// A buffer of at least `bytes` bytes from the pool.
     pub fn alloc(&self, op: &'static str, bytes: u64) -> Result<Arc<GpuBuffer>> {
+        self.alloc_as(op, bytes, true)
+    }
+
+    /// [`Gpu::alloc`]; `recorded`: whether a recording lists the buffer
+    /// (not for the device's own metadata arenas).
+    fn alloc_as(&self, op: &'static str, bytes: u64, recorded: bool) -> Result<Arc<GpuBuffer>> {
         let mut cap = size_class(bytes);
         if cap > self.limits.max_buffer_size && bytes <= self.limits.max_buffer_size {
             cap = bytes.div_ceil(4) * 4;
@@ -559,13 +618,16 @@ impl Gpu {
             narrow: Mutex::new(None),
             parent: None,
         });
-        if let Some(rec) = self.recording.lock().as_mut() {
-            rec.by_id.insert(b.id(), rec.buffers.len());
-            rec.buffers.push(RecBuffer {
-                size: cap,
-                init: None,
-                existing: None,
-            });
+        if let Some(rec) = self.recording.lock().as_mut().filter(|_| recorded) {
+            if rec.mine() {
+                rec.by_id.insert(b.id(), rec.buffers.len());
+                rec.buffers.push(RecBuffer {
+                    size: cap,
+                    init: None,
+                    existing: None,
+                });
+                rec.made.push(Some(Arc::downgrade(&b)));
+            }
         }
         Ok(b)
     }
@@ -786,7 +848,12 @@ impl Gpu {
                 b.written();
             }
         }
-        if let Some(rec) = self.recording.lock().as_mut() {
+        if let Some(rec) = self
+            .recording
+            .lock()
+            .as_mut()
+            .and_then(|r| r.mine().then_some(r))
+        {
             let shader = match rec.shader_index.get(src) {
                 Some(&k) => k,
                 None => {
@@ -796,7 +863,12 @@ impl Gpu {
                     rec.shaders.len() - 1
                 }
             };
-            if !ranges.is_empty() || bufs.iter().any(|b| b.parent.is_some()) {
+            if bufs.iter().any(|b| b.parent.is_some()) {
+                rec.refuse(format!(
+                    "{op} works through a tensor larger than one storage binding in pieces"
+                ));
+            }
+            if !rec.execute && (!ranges.is_empty() || rec.unreplayable.is_some()) {
                 return Err(Error::runtime(
                     op,
                     "a WebGPU bundle binds whole buffers: tensors larger than one storage binding cannot be exported",
@@ -807,10 +879,13 @@ impl Gpu {
                 op,
                 shader,
                 buffers,
+                ranges: ranges.to_vec(),
                 meta: meta.to_vec(),
                 groups: (gx, gy),
             });
-            return Ok(writable);
+            if !rec.execute {
+                return Ok(writable);
+            }
         }
         let mut st = self.state.lock();
         let batch = st.batch;
@@ -827,7 +902,7 @@ impl Gpu {
         };
         if need_new {
             let size = ARENA_BYTES.max(bytes);
-            let buf = self.alloc(op, size)?;
+            let buf = self.alloc_as(op, size, false)?;
             st.arenas.push(Arena {
                 buf,
                 words: Vec::with_capacity(1024),
@@ -875,23 +950,7 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::runtime(op, format!("GPU binding failed: {e}")));
         }
-        if st.encoder.is_none() {
-            st.encoder = Some(
-                self.device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None }),
-            );
-        }
-        if st.pass.is_none() {
-            let enc = st.encoder.as_mut().expect("encoder");
-            let pass = enc
-                .begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: None,
-                    timestamp_writes: None,
-                })
-                .forget_lifetime();
-            st.pass = Some(pass);
-        }
-        let pass = st.pass.as_mut().expect("pass");
+        let pass = self.open_pass(&mut st);
         pass.set_pipeline(&pipe);
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(gx, gy, 1);
@@ -906,6 +965,21 @@ impl Gpu {
             self.submit_locked(&mut st, None)?;
         }
         Ok(writable)
+    }
+
+    /// The batch's compute pass (its encoder and pass begun if need be).
+    fn open_pass<'s>(&self, st: &'s mut State) -> &'s mut wgpu::ComputePass<'static> {
+        let enc = st.encoder.get_or_insert_with(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        });
+        st.pass.get_or_insert_with(|| {
+            enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            })
+            .forget_lifetime()
+        })
     }
 
     /// Submit the batch (plus a final copy to `readback` when given).
@@ -1035,16 +1109,171 @@ impl Gpu {
 
     /// Whether a WebGPU bundle is being recorded (see [`Gpu::record`]).
     pub fn is_recording(&self) -> bool {
-        self.recording.lock().is_some()
+        self.recording.lock().as_ref().is_some_and(|r| !r.execute)
+    }
+
+    /// Run `f` as usual while recording the device work it does on this
+    /// thread, for a compiled graph to replay (see `graph::replay`); returns
+    /// `f`'s result and the recording, or no recording when another is
+    /// being made (a bundle export or a capture on another thread).
+    pub fn capture<R>(&self, f: impl FnOnce() -> R) -> (R, Option<Recording>) {
+        {
+            let mut r = self.recording.lock();
+            if r.is_some() {
+                drop(r);
+                return (f(), None);
+            }
+            *r = Some(Recording {
+                execute: true,
+                thread: Some(std::thread::current().id()),
+                ..Default::default()
+            });
+        }
+        let out = f();
+        let rec = self.recording.lock().take();
+        (out, rec)
+    }
+
+    /// Note that the work being captured read device data on the host (its
+    /// later work may depend on the values), so it cannot be replayed.
+    pub fn note_host_read(&self) {
+        if let Some(rec) = self.recording.lock().as_mut().filter(|r| r.execute) {
+            rec.refuse("the run reads GPU data on the host (a data-dependent op)");
+        }
+    }
+
+    /// Note a host check of `t`'s values the work being captured made
+    /// (see [`RecCheck`]); returns whether a capture is listening.
+    pub fn note_check(&self, t: &crate::tensor::Tensor, check: HostCheck) -> bool {
+        match self.recording.lock().as_mut().filter(|r| r.execute) {
+            Some(rec) => {
+                if rec.mine() {
+                    rec.checks.push(RecCheck {
+                        tensor: t.clone(),
+                        check,
+                    });
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The compiled kernel for `src` and which of its bindings are writable.
+    pub fn kernel(&self, op: &'static str, src: &str) -> Result<Kernel> {
+        self.pipeline(op, src)
+    }
+
+    /// The byte size a binding of the whole of `b` covers.
+    pub fn whole_binding(&self, b: &GpuBuffer) -> u64 {
+        b.cap.min(self.max_binding()).max(b.len)
+    }
+
+    /// A bind group for `pipe`: the metadata range `meta` = (buffer, offset,
+    /// size) at binding 0, then `bufs[j]` = (buffer, offset, size) at j + 1.
+    pub fn bind_group(
+        &self,
+        pipe: &wgpu::ComputePipeline,
+        meta: (&GpuBuffer, u64, u64),
+        bufs: &[(&GpuBuffer, u64, u64)],
+    ) -> wgpu::BindGroup {
+        fn entry<'a>(
+            binding: u32,
+            (b, off, size): (&'a GpuBuffer, u64, u64),
+        ) -> wgpu::BindGroupEntry<'a> {
+            wgpu::BindGroupEntry {
+                binding,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buf,
+                    offset: b.base() + off,
+                    size: std::num::NonZeroU64::new(size.max(4)),
+                }),
+            }
+        }
+        let mut entries = Vec::with_capacity(bufs.len() + 1);
+        entries.push(entry(0, meta));
+        entries.extend(
+            bufs.iter()
+                .enumerate()
+                .map(|(j, &b)| entry(j as u32 + 1, b)),
+        );
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipe.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    }
+
+    /// Queue prepared dispatches `(op, pipeline, bind group, workgroups)`
+    /// in order, in the batch being recorded, as one block (no other work
+    /// lands between them). `uses` are every buffer they bind and
+    /// `writes` those they write.
+    pub fn queue_prepared(
+        &self,
+        items: &[(
+            &'static str,
+            &wgpu::ComputePipeline,
+            &wgpu::BindGroup,
+            (u32, u32),
+        )],
+        uses: &[&GpuBuffer],
+        writes: &[&GpuBuffer],
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        for b in writes {
+            b.written();
+        }
+        let mut st = self.state.lock();
+        let batch = st.batch;
+        for b in uses {
+            b.used(batch);
+        }
+        let pass = self.open_pass(&mut st);
+        for &(_, pipe, bg, (gx, gy)) in items {
+            pass.set_pipeline(pipe);
+            pass.set_bind_group(0, bg, &[]);
+            pass.dispatch_workgroups(gx, gy, 1);
+        }
+        for &(op, ..) in items {
+            if st.ops.len() >= BATCH_OPS_LISTED {
+                break;
+            }
+            if !st.ops.contains(&op) {
+                st.ops.push(op);
+            }
+        }
+        st.dispatches += items.len();
+        self.counters
+            .dispatches
+            .fetch_add(items.len() as u64, Ordering::Relaxed);
+        if st.dispatches >= MAX_BATCH_DISPATCHES
+            || self.pool.lock().deferred_in_batch >= MAX_BATCH_DEFERRED
+        {
+            self.submit_locked(&mut st, None)?;
+        }
+        drop(st);
+        if self.sync_each {
+            self.synchronize()?;
+        }
+        Ok(())
     }
 
     /// Upload `data` (4-byte elements) into a fresh pool buffer.
     pub fn upload(&self, op: &'static str, data: &[u8]) -> Result<Arc<GpuBuffer>> {
         let b = self.alloc(op, data.len() as u64)?;
-        if let Some(rec) = self.recording.lock().as_mut() {
+        if let Some(rec) = self
+            .recording
+            .lock()
+            .as_mut()
+            .and_then(|r| r.mine().then_some(r))
+        {
             let i = rec.buffer_index(&b);
             rec.buffers[i].init = Some(data.to_vec());
-            return Ok(b);
+            if !rec.execute {
+                return Ok(b);
+            }
         }
         if !data.is_empty() {
             self.queue.write_buffer(&b.buf, 0, data);
@@ -1059,7 +1288,7 @@ impl Gpu {
         if size == 0 {
             return Ok(Vec::new());
         }
-        if self.recording.lock().is_some() {
+        if self.recording.lock().as_ref().is_some_and(|r| !r.execute) {
             return Err(Error::runtime(
                 "export_webgpu",
                 "reading GPU data back to the host is not possible while recording a WebGPU bundle: this op runs through the host or checks its data there, so a bundle cannot contain it",

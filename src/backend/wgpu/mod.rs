@@ -89,8 +89,13 @@ pub fn new_storage(
     let g = get()?;
     let n = nbytes / dtype.itemsize();
     let buf = g.alloc(op, (n as u64 * 4).max(4))?;
-    mark_narrow(&buf, dtype, n);
-    Ok(Storage::from_gpu(nbytes, device, Box::new(buf)))
+    Ok(storage_over(buf, nbytes, dtype))
+}
+
+/// A GPU storage of `nbytes` logical bytes of `dtype` over `buf`.
+pub(crate) fn storage_over(buf: Arc<GpuBuffer>, nbytes: usize, dtype: DType) -> Storage {
+    mark_narrow(&buf, dtype, nbytes / dtype.itemsize());
+    Storage::from_gpu(nbytes, Device::Gpu(0), Box::new(buf))
 }
 
 /// The largest upload (host bytes) that keeps a host copy (see [`GpuBuffer::set_shadow`]).
@@ -166,6 +171,14 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
 /// Copy a GPU tensor to a new contiguous CPU tensor (the download half of the
 /// materialise path: every host read of GPU values goes through here).
 pub fn download(t: &Tensor) -> Result<Tensor> {
+    if let Some(g) = context::started() {
+        g.note_host_read();
+    }
+    download_raw(t)
+}
+
+/// [`download`], unnoticed by a graph capture (for host checks it records itself).
+fn download_raw(t: &Tensor) -> Result<Tensor> {
     let op = "cpu";
     let g = get()?;
     let buf = buffer(op, t)?;
@@ -779,19 +792,38 @@ fn raw_meta(
     Ok(m)
 }
 
-/// Download `t` (integer) and check every value against `[lo, hi)` (or `skip`).
-fn host_indices(op: &'static str, t: &Tensor) -> Result<Vec<i64>> {
-    let h = download(t)?;
-    let h = if h.dtype() == DType::I64 {
-        h
-    } else {
-        let o = Tensor::empty(h.shape(), DType::I64, Device::Cpu)?;
-        super::backend(Device::Cpu).cast_copy(&h, &o)?;
-        o
+/// Check on the host, before anything is written, that every value of the
+/// integer tensor `t` lies in `[0, len)` (values equal to `skip` pass);
+/// `bad(v)` is the error for an offending value. A graph capture records
+/// the check, so that every replay repeats it on that run's tensor.
+fn check_indices(
+    t: &Tensor,
+    len: u64,
+    skip: Option<i64>,
+    bad: impl Fn(i64) -> Error + Send + Sync + 'static,
+) -> Result<()> {
+    let check = move |t: &Tensor| -> Result<()> {
+        let h = download_raw(t)?;
+        let h = if h.dtype() == DType::I64 {
+            h
+        } else {
+            let o = Tensor::empty(h.shape(), DType::I64, Device::Cpu)?;
+            super::backend(Device::Cpu).cast_copy(&h, &o)?;
+            o
+        };
+        // SAFETY: a fresh contiguous int64 CPU tensor.
+        let v = unsafe { h.as_slice::<i64>() };
+        match v
+            .iter()
+            .find(|&&v| Some(v) != skip && (v < 0 || v as u64 >= len))
+        {
+            Some(&v) => Err(bad(v)),
+            None => Ok(()),
+        }
     };
-    let _ = op;
-    // SAFETY: a fresh contiguous int64 CPU tensor.
-    Ok(unsafe { h.as_slice::<i64>() }.to_vec())
+    check(t)?;
+    get()?.note_check(t, Arc::new(check));
+    Ok(())
 }
 
 fn conv_meta(
@@ -1619,20 +1651,13 @@ impl Backend for WgpuBackend {
         gty(op, target.dtype())?;
         let rows = target.numel();
         // Targets are checked on the host before anything is written (an index error, as on the CPU).
-        let tv = host_indices(op, target)?;
-        if let Some(&bad) = tv
-            .iter()
-            .find(|&&v| v != cfg.ignore_index && (v < 0 || v as u64 >= cfg.c as u64))
-        {
-            return Err(Error::index(
+        let (c, shape_text) = (cfg.c, crate::tensor::layout::fmt_shape(shape));
+        check_indices(target, c as u64, Some(cfg.ignore_index), move |bad| {
+            Error::index(
                 op,
-                format!(
-                    "target {bad} is out of bounds for {} classes (input shape {})",
-                    cfg.c,
-                    crate::tensor::layout::fmt_shape(shape)
-                ),
-            ));
-        }
+                format!("target {bad} is out of bounds for {c} classes (input shape {shape_text})"),
+            )
+        })?;
         if rows == 0 {
             return Ok(());
         }
@@ -1991,13 +2016,12 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         let len = src.shape()[dim];
-        let iv = host_indices(op, index)?;
-        if let Some(&bad) = iv.iter().find(|&&v| v < 0 || v as u64 >= len as u64) {
-            return Err(Error::index(
+        check_indices(index, len as u64, None, move |bad| {
+            Error::index(
                 op,
                 format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
-            ));
-        }
+            )
+        })?;
         let mut ss: Vec<isize> = src.strides().to_vec();
         let sd = ss[dim];
         ss[dim] = 0;
@@ -2205,13 +2229,12 @@ impl Backend for WgpuBackend {
         let len = dst.shape()[dim];
         // max_pool2d's gradient scatters the indices its own kernel produced (always in range).
         if op != "max_pool2d" {
-            let iv = host_indices(op, index)?;
-            if let Some(&bad) = iv.iter().find(|&&v| v < 0 || v as u64 >= len as u64) {
-                return Err(Error::index(
+            check_indices(index, len as u64, None, move |bad| {
+                Error::index(
                     op,
                     format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
-                ));
-            }
+                )
+            })?;
         }
         let mut lines: Vec<usize> = index.shape().to_vec();
         let klen = lines[dim];
