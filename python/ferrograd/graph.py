@@ -232,13 +232,14 @@ class Graph:
         """How runs of this graph on the GPU replay their device work.
 
         A GPU graph captures one run's dispatches and replays them on later
-        runs with the same input layouts and scalar arguments, skipping the
-        executor (see ``docs/architecture.md``). ``None`` when runs never
-        replay (a CPU graph, random draws, outputs that record autograd);
+        runs with the same input layouts, skipping the executor; optimizer
+        steps run live in between, with the run's learning rate and step
+        counts (see ``docs/architecture.md``). ``None`` for a CPU graph;
         else ``{"replays", "captures", "dispatches", "plan_bytes", "reason"}``:
         runs replayed and captured so far, the dispatches and plan-owned bytes
         of the current replay (``None`` without one), and why the last capture
-        cannot be replayed (``None`` if it can). Arguments as for :meth:`memory_plan`.
+        cannot be replayed or why runs never replay (random draws, outputs that
+        record autograd; ``None`` if they do). Arguments as for :meth:`memory_plan`.
         """
         g = self._built()
         if not args and feed is None:

@@ -1002,6 +1002,18 @@ impl OpCall {
         }
     }
 
+    /// Whether the op reads dynamic scalar arguments (an optimizer step whose
+    /// learning rate, step counts or flags are given per run).
+    pub fn reads_scalars(&self) -> bool {
+        use OpCall::*;
+        match self {
+            SgdStep { dynamic, .. } | AdamStep { dynamic, .. } | RmspropStep { dynamic, .. } => {
+                !dynamic.is_empty()
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the op draws random numbers (its repetitions give other values).
     pub fn is_random(&self) -> bool {
         use OpCall::*;

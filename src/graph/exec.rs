@@ -45,6 +45,31 @@ pub struct Plan {
     /// [`super::replay`]): the last capture and its counters.
     #[cfg(feature = "gpu")]
     replayer: Option<parking_lot::Mutex<Replayer>>,
+    /// Nodes a replay runs live (they read per-run scalar arguments).
+    #[cfg(feature = "gpu")]
+    live: Vec<bool>,
+}
+
+/// Note in the capture being made, if any, that node `i` starts on `ins`;
+/// returns whether one is being made.
+#[cfg(feature = "gpu")]
+fn live_begin(i: usize, ins: &[Tensor]) -> bool {
+    let Some(gpu) = crate::backend::wgpu::context::started() else {
+        return false;
+    };
+    let bufs: Option<Vec<_>> = ins
+        .iter()
+        .map(|t| {
+            crate::backend::wgpu::buffer("compile", t)
+                .ok()
+                .map(|b| (b, t.layout().clone(), t.dtype()))
+        })
+        .collect();
+    gpu.with_capture(|rec| match &bufs {
+        Some(b) => rec.live_begin(i, b),
+        None => rec.refuse("an optimizer step reads a tensor that is not on the gpu device"),
+    })
+    .is_some()
 }
 
 /// Captures in a row that never replayed after which a plan stops capturing
@@ -55,22 +80,22 @@ const MAX_FRUITLESS: u32 = 4;
 /// Why a plan stopped capturing when its captures replay fine but never get
 /// the chance.
 #[cfg(feature = "gpu")]
-const GUARDS_FAIL: &str = "every run differs from the last capture: the scalar arguments (a learning rate, Adam's step counts; they are in the kernels' metadata) or the argument layouts change from run to run";
+const GUARDS_FAIL: &str = "every run differs from the last capture: the argument layouts (strides, offsets, shared buffers) change from run to run";
 
 /// A GPU plan's replay state.
 #[cfg(feature = "gpu")]
 #[derive(Default)]
 pub struct Replayer {
     replay: Option<super::replay::Replay>,
-    /// The scalar arguments the replay was captured with (they are in its metadata).
-    scalars: Vec<f64>,
     /// Captures since the last replay.
     fruitless: u32,
     /// Runs replayed, and runs captured.
     pub replays: u64,
     pub captures: u64,
-    /// Why the last capture cannot be replayed.
+    /// Why the last capture cannot be replayed, or why runs never replay.
     pub reason: Option<String>,
+    /// Why runs of this plan never replay (they always run the executor).
+    never: Option<&'static str>,
 }
 
 #[cfg(feature = "gpu")]
@@ -241,12 +266,25 @@ impl Plan {
             });
         }
         #[cfg(feature = "gpu")]
-        let replayer = replay_refusal(&g, record_autograd, &mutated_consts)
-            .is_none()
-            .then(|| parking_lot::Mutex::new(Replayer::default()));
+        let refusal = replay_refusal(&g, record_autograd, &mutated_consts);
+        #[cfg(feature = "gpu")]
+        let replayer = (g.device == Device::Gpu(0)).then(|| {
+            parking_lot::Mutex::new(Replayer {
+                never: refusal,
+                reason: refusal.map(String::from),
+                ..Default::default()
+            })
+        });
+        #[cfg(feature = "gpu")]
+        let live = match refusal {
+            None => g.nodes.iter().map(|n| n.call.reads_scalars()).collect(),
+            Some(_) => vec![],
+        };
         Ok(Plan {
             #[cfg(feature = "gpu")]
             replayer,
+            #[cfg(feature = "gpu")]
+            live,
             graph: g,
             env: env.to_vec(),
             free_after,
@@ -267,12 +305,12 @@ impl Plan {
     pub fn run_with(&self, args: &[Tensor], scalars: &[f64]) -> Result<Vec<Tensor>> {
         #[cfg(feature = "gpu")]
         if let Some(r) = &self.replayer {
-            return super::call::with_slots(scalars, || self.run_replaying(r, args, scalars));
+            return super::call::with_slots(scalars, || self.run_replaying(r, args));
         }
         super::call::with_slots(scalars, || self.run(args))
     }
 
-    /// The replay state of a GPU plan (`None`: its runs never replay).
+    /// The replay state of a GPU plan (`None` for a CPU plan).
     #[cfg(feature = "gpu")]
     pub fn replayer(&self) -> Option<&parking_lot::Mutex<Replayer>> {
         self.replayer.as_ref()
@@ -283,23 +321,32 @@ impl Plan {
         &self,
         r: &parking_lot::Mutex<Replayer>,
         args: &[Tensor],
-        scalars: &[f64],
     ) -> Result<Vec<Tensor>> {
         let gpu = crate::backend::wgpu::context::get()?;
         // A run of the same plan on another thread, or one being recorded
         // into a WebGPU bundle: this one runs the executor.
-        let Some(mut st) = r.try_lock().filter(|_| !gpu.is_recording()) else {
+        let Some(mut st) = r
+            .try_lock()
+            .filter(|st| st.never.is_none() && !gpu.is_recording())
+        else {
             return self.run(args);
         };
         let inputs = self.resolve_inputs(args)?;
-        if st.scalars == scalars {
-            if let Some(rp) = st.replay.as_mut() {
-                if let Some((outs, grads)) = rp.run(&inputs)? {
-                    self.apply_grads(&inputs, grads);
-                    st.replays += 1;
-                    st.fruitless = 0;
-                    return Ok(outs);
-                }
+        if let Some(rp) = st.replay.as_mut() {
+            let _no = GradMode::set(false);
+            let g = &self.graph;
+            // Optimizer steps run live: they read this run's scalar arguments.
+            let mut live = |i: usize, ins: &[Tensor]| -> Result<()> {
+                let n = &g.nodes[i];
+                let outs =
+                    exec_node(n, &n.call, ins, false).map_err(|e| e.with_note(&node_note(g, i)))?;
+                check_output_count(g, i, outs.len())
+            };
+            if let Some((outs, grads)) = rp.run(&inputs, &mut live)? {
+                self.apply_grads(&inputs, grads);
+                st.replays += 1;
+                st.fruitless = 0;
+                return Ok(outs);
             }
         }
         st.replay = None;
@@ -328,7 +375,6 @@ impl Plan {
         match super::replay::Replay::build(rec, &inputs, &outs, &grads) {
             Ok(rp) => {
                 st.replay = Some(rp);
-                st.scalars = scalars.to_vec();
                 st.reason = None;
             }
             Err(why) => st.reason = Some(why),
@@ -493,6 +539,8 @@ impl Plan {
         let n = &g.nodes[i];
         let reuse = &self.reuse[i];
         let t0 = timing.then(std::time::Instant::now);
+        #[cfg(feature = "gpu")]
+        let live = self.live.get(i).copied().unwrap_or(false) && live_begin(i, ins);
         let outs = match &n.call {
             OpCall::Fused { kernel } if !reuse.is_empty() && n.aux == 0 => {
                 exec_fused_reusing(kernel, ins, reuse)
@@ -500,6 +548,12 @@ impl Plan {
             call => exec_node(n, call, ins, false),
         }
         .map_err(|e| e.with_note(&node_note(g, i)));
+        #[cfg(feature = "gpu")]
+        if live {
+            if let (Ok(o), Some(gpu)) = (&outs, crate::backend::wgpu::context::started()) {
+                gpu.with_capture(|rec| rec.live_end(o.len()));
+            }
+        }
         (outs, t0.map_or(0.0, |t| t.elapsed().as_secs_f64()))
     }
 
@@ -1123,9 +1177,6 @@ fn replay_refusal(
     record_autograd: bool,
     mutated_consts: &[bool],
 ) -> Option<&'static str> {
-    if g.device != Device::Gpu(0) {
-        return Some("the graph does not run on the gpu device");
-    }
     if std::env::var("FG_GPU_REPLAY").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false")) {
         return Some("FG_GPU_REPLAY=0");
     }

@@ -5,10 +5,13 @@
 //! ranges and metadata. When that run's device work depends on nothing but
 //! the graph's inputs (no host reads of device data, no random draws, no
 //! tensors kept beyond its outputs and gradients), the recording becomes a
-//! [`Replay`], and later runs with the same input layouts and scalar
-//! arguments skip the executor altogether: they queue the recorded
-//! dispatches, with bind groups made once, as one block of one command
-//! buffer. Buffers come from the plan:
+//! [`Replay`], and later runs with the same input layouts skip the executor:
+//! they queue the recorded dispatches, with bind groups made once, in blocks
+//! of the shared command buffer. The only nodes still run are optimizer
+//! steps that read per-run scalar arguments (learning rate, step counts):
+//! they run *live* between the blocks, on tensors over the replay's
+//! buffers, so their metadata follows this run's scalars. Buffers come from
+//! the plan:
 //! - inputs (arguments, state read by reference, constants, `.grad`s) are
 //!   the run's own tensors, bound afresh only when a tensor's buffer changed;
 //! - buffers the run makes and uses up share the plan's scratch slots by
@@ -19,15 +22,18 @@
 //!
 //! Host checks the captured run made (index range checks of class targets
 //! and gather indices) are repeated on each replay's tensors before anything
-//! is queued, so a bad index raises the same error and changes nothing.
+//! is queued, so a bad index raises the same error and changes nothing; data
+//! it computed on the host from inputs' values (the element offsets of
+//! advanced indexing and embeddings) is computed again from each replay's
+//! tensors and uploaded anew.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::backend::wgpu::context::{get, GpuBuffer, HostCheck, Recording};
+use crate::backend::wgpu::context::{get, DeriveFn, GpuBuffer, HostCheck, RecLive, Recording};
 use crate::backend::wgpu::{buffer, storage_over};
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Layout, Tensor};
+use crate::tensor::{DType, Device, Layout, Storage, Tensor};
 
 /// Where a binding's buffer comes from on each replay.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,6 +55,8 @@ struct Fresh {
     tensor: Option<(usize, DType)>,
     /// Data uploaded into it before the run's kernels.
     init: Option<Vec<u8>>,
+    /// Or data computed again for each run (an index into `Replay::derived`).
+    derive: Option<usize>,
 }
 
 /// One recorded dispatch, ready to queue.
@@ -69,6 +77,22 @@ struct Port {
     dtype: DType,
 }
 
+/// A view of a graph input: its position, and the layout and dtype read.
+type InputView = (usize, Layout, DType);
+
+/// A graph node a replay runs live, between blocks of recorded dispatches.
+struct Live {
+    node: usize,
+    /// Its inputs: buffer, layout and dtype as it read them.
+    inputs: Vec<(Src, Layout, DType)>,
+}
+
+/// One stretch of a replay: recorded dispatches, or a live node.
+enum Step {
+    Block(std::ops::Range<usize>),
+    Live(Live),
+}
+
 /// A captured run's device work, replayable (see the module docs).
 pub struct Replay {
     /// Each input's dtype and layout at capture (the guard).
@@ -80,6 +104,8 @@ pub struct Replay {
     meta: Arc<GpuBuffer>,
     fresh: Vec<Fresh>,
     disps: Vec<Disp>,
+    /// The run in order: blocks of `disps` and live nodes.
+    steps: Vec<Step>,
     /// Bind groups of the last run, kept while their buffers stay.
     bind_groups: Vec<Option<wgpu::BindGroup>>,
     /// The input buffers of the last run (held, so a buffer id stays unique).
@@ -87,6 +113,8 @@ pub struct Replay {
     outputs: Vec<Port>,
     grads: Vec<Option<Port>>,
     checks: Vec<(usize, Layout, DType, HostCheck)>,
+    /// Uploads computed from inputs' host values: sources (input, layout, dtype) and how.
+    derived: Vec<(Vec<InputView>, DeriveFn)>,
     /// Inputs some kernel writes (their versions move, their host copies go).
     written_inputs: Vec<usize>,
     /// Held buffers some kernel writes.
@@ -119,6 +147,7 @@ fn port(
                         bytes: b.len,
                         tensor: Some((t.storage().nbytes(), t.dtype())),
                         init: rec.buffers[i].init.clone(),
+                        derive: None,
                     });
                     fresh.len() - 1
                 });
@@ -134,12 +163,28 @@ fn port(
     })
 }
 
+/// The live step of node record `l`, its inputs placed by `src`.
+fn live_step(l: &RecLive, src: &[Option<Src>]) -> std::result::Result<Live, String> {
+    let inputs = l
+        .inputs
+        .iter()
+        .map(|(b, layout, dtype)| {
+            let s = src[*b].ok_or("an optimizer step reads a buffer the run never placed")?;
+            Ok((s, layout.clone(), *dtype))
+        })
+        .collect::<std::result::Result<Vec<_>, String>>()?;
+    Ok(Live {
+        node: l.node,
+        inputs,
+    })
+}
+
 impl Replay {
     /// Make a replay of the capture `rec` of a run that read `inputs` (the
     /// graph's inputs, in order) and handed back `outs` and the gradients
     /// `grads`; `Err` says why the run cannot be replayed.
     pub fn build(
-        rec: Recording,
+        mut rec: Recording,
         inputs: &[Tensor],
         outs: &[Tensor],
         grads: &[Option<Tensor>],
@@ -171,29 +216,6 @@ impl Replay {
                     .transpose()
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        // Buffers the run made that outlive it, other than its results:
-        // state it created (a first optimizer step's momentum), not replayable.
-        for (i, m) in rec.made.iter().enumerate() {
-            if m.as_ref().is_some_and(|w| w.strong_count() > 0) && !fresh_of.contains_key(&i) {
-                return Err(
-                    "the run keeps a buffer it made beyond its results (state created on a first step)"
-                        .into(),
-                );
-            }
-        }
-        let mut checks = Vec::with_capacity(rec.checks.len());
-        for c in &rec.checks {
-            let b = buffer("compile", &c.tensor).map_err(|e| e.to_string())?;
-            let k = *input_of
-                .get(&b.id())
-                .ok_or("the run checks the values of a tensor it made")?;
-            checks.push((
-                k,
-                c.tensor.layout().clone(),
-                c.tensor.dtype(),
-                c.check.clone(),
-            ));
-        }
         // The kernels, and which buffers they write.
         let mut kernels = HashMap::new();
         let mut written = vec![false; rec.buffers.len()];
@@ -208,6 +230,80 @@ impl Replay {
             for (j, &b) in d.buffers.iter().enumerate() {
                 if w.get(j + 1).copied().unwrap_or(true) {
                     written[b] = true;
+                }
+            }
+        }
+        // Nodes run live (optimizer steps reading per-run scalars): their
+        // dispatches are left out of the blocks.
+        let mut is_live = vec![false; rec.dispatches.len()];
+        for l in &rec.live {
+            if l.outputs != Some(0) {
+                return Err(format!(
+                    "node {} reads per-run scalars and returns tensors (a first optimizer step)",
+                    l.node
+                ));
+            }
+            for d in l.dispatches.clone() {
+                is_live[d] = true;
+            }
+        }
+        let rec_checks = std::mem::take(&mut rec.checks);
+        let rec_derived = std::mem::take(&mut rec.derived);
+        // Where the host values a check or a computed upload read come
+        // from: an input's view, or data the run uploaded and never
+        // rewrites (the same every run: nothing to repeat).
+        let source = |t: &Tensor| -> std::result::Result<Option<InputView>, String> {
+            let b = buffer("compile", t).map_err(|e| e.to_string())?;
+            if let Some(&k) = input_of.get(&b.id()) {
+                return Ok(Some((k, t.layout().clone(), t.dtype())));
+            }
+            match rec.index_of(&b) {
+                Some(i) if rec.buffers[i].init.is_some() && !written[i] => Ok(None),
+                _ => Err(
+                    "the run reads on the host the values of a tensor its kernels compute".into(),
+                ),
+            }
+        };
+        let mut checks = Vec::with_capacity(rec.checks.len());
+        for c in rec_checks {
+            if let Some((k, layout, dtype)) = source(&c.tensor)? {
+                checks.push((k, layout, dtype, c.check));
+            }
+        }
+        // Uploads computed from inputs' host values: computed again each run.
+        let mut derived = Vec::with_capacity(rec.derived.len());
+        let mut derived_of: HashMap<usize, usize> = HashMap::new();
+        for d in rec_derived {
+            let sources = d
+                .sources
+                .iter()
+                .map(source)
+                .collect::<std::result::Result<Vec<_>, String>>()?;
+            match sources.iter().filter(|s| s.is_none()).count() {
+                0 => {
+                    derived_of.insert(d.target, derived.len());
+                    derived.push((sources.into_iter().flatten().collect(), d.make));
+                }
+                n if n == sources.len() => {} // from constant data: the recorded upload stands
+                _ => {
+                    return Err(
+                        "the run uploads data computed from inputs together with data it made"
+                            .into(),
+                    )
+                }
+            }
+        }
+        for (&i, &f) in &fresh_of {
+            fresh[f].derive = derived_of.get(&i).copied();
+        }
+        // Buffers the run made that outlive it, other than its results:
+        // state it created (a first optimizer step's momentum), not replayable.
+        for (i, m) in rec.made.iter().enumerate() {
+            if let Some((op, w)) = m {
+                if w.strong_count() > 0 && !fresh_of.contains_key(&i) {
+                    return Err(format!(
+                        "the run keeps a buffer {op} made beyond its results (state created on a first step)"
+                    ));
                 }
             }
         }
@@ -231,12 +327,21 @@ impl Replay {
                 }
             } else if let Some(&f) = fresh_of.get(&i) {
                 Src::Fresh(f)
+            } else if let Some(&j) = derived_of.get(&i) {
+                fresh.push(Fresh {
+                    bytes: b.size,
+                    tensor: None,
+                    init: None,
+                    derive: Some(j),
+                });
+                Src::Fresh(fresh.len() - 1)
             } else if let Some(init) = &b.init {
                 if written[i] {
                     fresh.push(Fresh {
                         bytes: b.size,
                         tensor: None,
                         init: Some(init.clone()),
+                        derive: None,
                     });
                     Src::Fresh(fresh.len() - 1)
                 } else {
@@ -265,7 +370,18 @@ impl Replay {
         let align = (g.binding_align() / 4) as usize;
         let mut words: Vec<u32> = Vec::new();
         let mut disps = Vec::with_capacity(rec.dispatches.len());
-        for d in &rec.dispatches {
+        let mut steps = Vec::new();
+        let mut lives = rec.live.iter().peekable();
+        let mut block = 0;
+        for (di, d) in rec.dispatches.iter().enumerate() {
+            while let Some(l) = lives.next_if(|l| l.dispatches.start <= di) {
+                steps.push(Step::Block(block..disps.len()));
+                block = disps.len();
+                steps.push(Step::Live(live_step(l, &src)?));
+            }
+            if is_live[di] {
+                continue;
+            }
             let start = words.len().div_ceil(align) * align;
             words.resize(start, 0);
             words.extend_from_slice(&d.meta);
@@ -289,6 +405,12 @@ impl Replay {
                 groups: d.groups,
             });
         }
+        for l in lives {
+            steps.push(Step::Block(block..disps.len()));
+            block = disps.len();
+            steps.push(Step::Live(live_step(l, &src)?));
+        }
+        steps.push(Step::Block(block..disps.len()));
         let meta = g
             .upload("compile", bytemuck::cast_slice(&words))
             .map_err(|e| e.to_string())?;
@@ -314,10 +436,12 @@ impl Replay {
             fresh,
             bind_groups: (0..disps.len()).map(|_| None).collect(),
             disps,
+            steps,
             last,
             outputs,
             grads,
             checks,
+            derived,
             written_inputs,
             written_held,
             own_bytes,
@@ -328,8 +452,13 @@ impl Replay {
     /// gradients, or `None` when the inputs do not match the capture (their
     /// dtypes, layouts or sharing of buffers differ), so the run must go
     /// through the executor.
+    /// `live(node, inputs)` runs a live node (see [`Step`]).
     #[allow(clippy::type_complexity)]
-    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Option<(Vec<Tensor>, Vec<Option<Tensor>>)>> {
+    pub fn run(
+        &mut self,
+        inputs: &[Tensor],
+        live: &mut dyn FnMut(usize, &[Tensor]) -> Result<()>,
+    ) -> Result<Option<(Vec<Tensor>, Vec<Option<Tensor>>)>> {
         const OP: &str = "compile";
         let g = get()?;
         if inputs.len() != self.sig.len() {
@@ -359,6 +488,17 @@ impl Replay {
                 *dtype,
             )?)?;
         }
+        let view = |(k, layout, dtype): &InputView| {
+            Tensor::from_parts(inputs[*k].storage().clone(), layout.clone(), *dtype)
+        };
+        let derived = self
+            .derived
+            .iter()
+            .map(|(sources, make)| {
+                let ts = sources.iter().map(view).collect::<Result<Vec<_>>>()?;
+                make(&ts)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let changed: Vec<bool> = bufs
             .iter()
             .zip(&self.last)
@@ -367,9 +507,10 @@ impl Replay {
         let mut fresh_bufs = Vec::with_capacity(self.fresh.len());
         let mut fresh_storages = Vec::with_capacity(self.fresh.len());
         for f in &self.fresh {
-            let b = match &f.init {
-                Some(bytes) => g.upload(OP, bytes)?,
-                None => g.alloc(OP, f.bytes)?,
+            let b = match (f.derive, &f.init) {
+                (Some(j), _) => g.upload(OP, &derived[j])?,
+                (None, Some(bytes)) => g.upload(OP, bytes)?,
+                (None, None) => g.alloc(OP, f.bytes)?,
             };
             fresh_storages.push(
                 f.tensor
@@ -377,7 +518,7 @@ impl Replay {
             );
             fresh_bufs.push(b);
         }
-        let buf_of = |s: Src| -> &GpuBuffer {
+        let buf_of = |s: Src| -> &Arc<GpuBuffer> {
             match s {
                 Src::Input(k) => &bufs[k],
                 Src::Held(i) => &self.held[i],
@@ -404,7 +545,7 @@ impl Replay {
                         Src::Own(_) => (0, b.cap.min(g.max_binding())),
                         _ => (0, g.whole_binding(b)),
                     });
-                    (b, off, size)
+                    (&**b, off, size)
                 })
                 .collect();
             *bg = Some(g.bind_group(&d.pipe, (&self.meta, d.meta.0, d.meta.1), &binds));
@@ -429,7 +570,35 @@ impl Replay {
         uses.extend(fresh_bufs.iter().map(|b| &**b));
         let mut writes: Vec<&GpuBuffer> = self.written_inputs.iter().map(|&k| &*bufs[k]).collect();
         writes.extend(self.written_held.iter().map(|&i| &*self.held[i]));
-        g.queue_prepared(&items, &uses, &writes)?;
+        for step in &self.steps {
+            match step {
+                Step::Block(r) => g.queue_prepared(&items[r.clone()], &uses, &writes)?,
+                Step::Live(l) => {
+                    let ins = l
+                        .inputs
+                        .iter()
+                        .map(|(s, layout, dtype)| {
+                            let storage = match *s {
+                                Src::Input(k) => inputs[k].storage().clone(),
+                                Src::Fresh(i) if fresh_storages[i].is_some() => {
+                                    fresh_storages[i].clone().expect("checked")
+                                }
+                                _ => {
+                                    let b = buf_of(*s);
+                                    Arc::new(Storage::from_gpu(
+                                        (b.len / 4) as usize * dtype.itemsize(),
+                                        Device::Gpu(0),
+                                        Box::new(b.clone()),
+                                    ))
+                                }
+                            };
+                            Tensor::from_parts(storage, layout.clone(), *dtype)
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    live(l.node, &ins)?;
+                }
+            }
+        }
         drop(items);
         for &k in &self.written_inputs {
             inputs[k].storage().bump_version();

@@ -355,11 +355,11 @@ impl PyGraph {
         Ok(d)
     }
     /// How runs of the plan for `args` use GPU replay (see the architecture
-    /// notes): `None` for a plan whose runs never replay (a CPU graph, random
-    /// draws, outputs recording autograd, ...), else `{"replays", "captures",
+    /// notes): `None` for a CPU graph, else `{"replays", "captures",
     /// "dispatches", "plan_bytes", "reason"}`: runs replayed and captured so
     /// far, the dispatches and plan-owned bytes of the current replay (None
-    /// without one), and why the last capture cannot be replayed (None if it can).
+    /// without one), and why the last capture cannot be replayed or why runs
+    /// never replay (random draws, outputs recording autograd, ...; None if they do).
     /// `args` as for `memory_plan`.
     #[pyo3(signature = (args=None))]
     fn gpu_replay<'py>(

@@ -302,12 +302,41 @@ pub struct Recording {
     /// The capturing thread (work of other threads is not the captured run's).
     thread: Option<std::thread::ThreadId>,
     /// For buffers made while capturing (index-aligned with `buffers`):
-    /// whether they are still alive after the run.
-    pub made: Vec<Option<std::sync::Weak<GpuBuffer>>>,
+    /// the op that made it, and whether it is still alive after the run.
+    pub made: Vec<Option<(&'static str, std::sync::Weak<GpuBuffer>)>>,
     /// Why the captured work cannot be replayed (the first reason found).
     pub unreplayable: Option<String>,
     /// Host checks the run made (see [`RecCheck`]).
     pub checks: Vec<RecCheck>,
+    /// Graph nodes run live on every replay (see [`RecLive`]).
+    pub live: Vec<RecLive>,
+    /// Uploads computed from the host values of tensors (see [`RecDerived`]).
+    pub derived: Vec<RecDerived>,
+}
+
+/// Data a captured run uploaded that it computed from the host values of
+/// some tensors (the offsets of an index op, from its index tensors): a
+/// replay computes it again from the tensors of the same layouts in its
+/// own buffers, and uploads it in place of the recorded data.
+pub struct RecDerived {
+    pub sources: Vec<crate::tensor::Tensor>,
+    /// The recorded buffer it was uploaded into.
+    pub target: usize,
+    pub make: DeriveFn,
+}
+
+/// How a [`RecDerived`] upload follows from its source tensors.
+pub type DeriveFn = Arc<dyn Fn(&[crate::tensor::Tensor]) -> Result<Vec<u8>> + Send + Sync>;
+
+/// A graph node of a captured run whose host work a replay repeats (an
+/// optimizer step reading per-run scalars): its inputs, as recorded buffer
+/// indices with the layout and dtype it read them in, the range of
+/// dispatches it made, and how many tensors it returned.
+pub struct RecLive {
+    pub node: usize,
+    pub inputs: Vec<(usize, crate::tensor::Layout, crate::tensor::DType)>,
+    pub dispatches: std::ops::Range<usize>,
+    pub outputs: Option<usize>,
 }
 
 impl Recording {
@@ -327,13 +356,41 @@ impl Recording {
         i
     }
 
+    /// Note that graph node `node` starts on `inputs` (their buffers, layouts and dtypes).
+    pub fn live_begin(
+        &mut self,
+        node: usize,
+        inputs: &[(Arc<GpuBuffer>, crate::tensor::Layout, crate::tensor::DType)],
+    ) {
+        let inputs = inputs
+            .iter()
+            .map(|(b, l, d)| (self.buffer_index(b), l.clone(), *d))
+            .collect();
+        let at = self.dispatches.len();
+        self.live.push(RecLive {
+            node,
+            inputs,
+            dispatches: at..at,
+            outputs: None,
+        });
+    }
+
+    /// Note that the node of the last [`Recording::live_begin`] returned `outputs` tensors.
+    pub fn live_end(&mut self, outputs: usize) {
+        let end = self.dispatches.len();
+        if let Some(l) = self.live.last_mut() {
+            l.dispatches.end = end;
+            l.outputs = Some(outputs);
+        }
+    }
+
     /// The index of `b`, if the recorded work used or made it.
     pub fn index_of(&self, b: &GpuBuffer) -> Option<usize> {
         self.by_id.get(&b.id()).copied()
     }
 
     /// Note that the captured work cannot be replayed, and why (the first reason is kept).
-    fn refuse(&mut self, why: impl Into<String>) {
+    pub fn refuse(&mut self, why: impl Into<String>) {
         if self.unreplayable.is_none() {
             self.unreplayable = Some(why.into());
         }
@@ -626,7 +683,7 @@ impl Gpu {
                     init: None,
                     existing: None,
                 });
-                rec.made.push(Some(Arc::downgrade(&b)));
+                rec.made.push(Some((op, Arc::downgrade(&b))));
             }
         }
         Ok(b)
@@ -1134,6 +1191,13 @@ impl Gpu {
         (out, rec)
     }
 
+    /// Run `f` on the recording of the capture this thread is making, if any.
+    pub fn with_capture<R>(&self, f: impl FnOnce(&mut Recording) -> R) -> Option<R> {
+        let mut r = self.recording.lock();
+        let rec = r.as_mut().filter(|r| r.execute)?;
+        rec.mine().then(|| f(rec))
+    }
+
     /// Note that the work being captured read device data on the host (its
     /// later work may depend on the values), so it cannot be replayed.
     pub fn note_host_read(&self) {
@@ -1157,6 +1221,24 @@ impl Gpu {
             }
             None => false,
         }
+    }
+
+    /// Note that the work being captured uploaded into `target` data `make`
+    /// computed from the host values of `sources` (see [`RecDerived`]).
+    pub fn note_derived(
+        &self,
+        sources: &[crate::tensor::Tensor],
+        target: &Arc<GpuBuffer>,
+        make: DeriveFn,
+    ) {
+        self.with_capture(|rec| {
+            let target = rec.buffer_index(target);
+            rec.derived.push(RecDerived {
+                sources: sources.to_vec(),
+                target,
+                make,
+            });
+        });
     }
 
     /// The compiled kernel for `src` and which of its bindings are writable.

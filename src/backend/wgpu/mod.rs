@@ -506,24 +506,48 @@ fn via_host(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> {
 /// op over `t` (relative to `t`'s offset), as a contiguous int32 GPU tensor
 /// of shape `shape` (`nb` elements). The indices are read on the host and
 /// validated exactly as on the CPU (one download per index tensor).
+/// A graph capture records how the offsets follow from the indices, so
+/// that every replay computes them again from its own index tensors.
 fn index_offsets(a: &IndexArgs, t: &Tensor, nb: usize, shape: &[usize]) -> Result<Tensor> {
-    let offs = host_offsets(a, t, nb)?;
-    let v: Vec<i32> = offs
-        .iter()
-        .map(|&o| {
-            // i32::MIN is the kernels' "skip" mark (see `offset_windows`).
-            i32::try_from(o)
-                .ok()
-                .filter(|&v| v != i32::MIN)
-                .ok_or_else(|| {
-                    Error::runtime(
-                        a.op,
-                        "an indexed element lies beyond the gpu device's 32-bit offsets",
-                    )
-                })
-        })
-        .collect::<Result<_>>()?;
-    upload(&Tensor::from_vec(v, shape)?, Device::Gpu(0))
+    let (op, dims, dim_names) = (a.op, a.dims.to_vec(), a.dim_names.to_vec());
+    // Offsets depend on `t`'s layout only: a twin without data stands for it.
+    let twin = Tensor::from_parts(
+        Arc::new(Storage::new_meta(t.storage().nbytes())),
+        t.layout().clone(),
+        t.dtype(),
+    )?;
+    let offsets = move |indices: &[Tensor]| -> Result<Vec<u8>> {
+        let host: Vec<Tensor> = indices.iter().map(download_raw).collect::<Result<_>>()?;
+        let ha = IndexArgs {
+            op,
+            dims: &dims,
+            dim_names: &dim_names,
+            indices: &host,
+        };
+        let offs = crate::backend::cpu::index::index_offsets(&ha, &twin, nb)?;
+        let v: Vec<i32> = offs
+            .iter()
+            .map(|&o| {
+                // i32::MIN is the kernels' "skip" mark (see `offset_windows`).
+                i32::try_from(o)
+                    .ok()
+                    .filter(|&v| v != i32::MIN)
+                    .ok_or_else(|| {
+                        Error::runtime(
+                            op,
+                            "an indexed element lies beyond the gpu device's 32-bit offsets",
+                        )
+                    })
+            })
+            .collect::<Result<_>>()?;
+        Ok(bytemuck::cast_slice(&v).to_vec())
+    };
+    let bytes = offsets(a.indices)?;
+    let g = get()?;
+    let buf = g.upload(op, &bytes)?;
+    g.note_derived(a.indices, &buf, Arc::new(offsets));
+    let storage = storage_over(buf, nb * 4, DType::I32);
+    Tensor::from_parts(Arc::new(storage), Layout::contiguous(shape), DType::I32)
 }
 
 /// The offsets of an index op over `t`: on the device ([`index_offsets`]),

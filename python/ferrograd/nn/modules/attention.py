@@ -20,7 +20,7 @@ __all__ = ["MultiheadAttention"]
 def _additive_mask(mask: Tensor, dtype: Any, name: str) -> Tensor:
     """A float mask to add to the scores: bool ``True`` (= do not attend) becomes -inf."""
     if mask.dtype == _core.bool:
-        return _core.zeros(tuple(mask.shape), dtype=dtype).masked_fill(mask, -math.inf)
+        return _core.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(mask, -math.inf)
     if mask.dtype.is_floating_point:
         return mask.to(dtype)
     raise TypeError(f"MultiheadAttention: {name} must be bool or floating point, got {mask.dtype}")
