@@ -6,8 +6,11 @@ kernels (eager and fused) work through such tensors in pieces, binding only
 the byte ranges each piece touches; full reductions of contiguous tensors
 combine per-piece partials; other kernels (matmul, reductions, softmax,
 indexing, convolution, pooling, scans) run over pieces of their iteration
-space bound through windows of the large buffers. What cannot be split
-raises an error naming the op and the limit. The piecewise path is tested in a subprocess
+space bound through windows of the large buffers; variance and logsumexp
+take two passes that both split, arg-reductions combine their pieces, and
+row kernels (norms, cross-entropy, softmax gradients) run on blocks of whole
+rows. What cannot be split (one row over the limit) raises an error naming
+the op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
 the adapter's real limit.
@@ -147,10 +150,11 @@ SCRIPT = textwrap.dedent(
     same(gP.grad, cP.grad.numpy())
 
     # What cannot run in pieces says which op, the limit, and what to do:
-    # a variance over the whole tensor, an argmax down a column spanning
-    # every piece, a layer norm over rows that each exceed the limit.
-    for name, fn in [("var", lambda: gx.var()), ("argmax", lambda: dev(A).argmax(0)),
-                     ("layer_norm", lambda: F.layer_norm(dev(X), (2000,)))]:
+    # kernels whose every row (2000 floats here) exceeds the limit on its own.
+    Xi32 = (X * 10).astype(np.int64) % 2000
+    for name, fn in [("layer_norm", lambda: F.layer_norm(dev(X), (2000,))),
+                     ("softmax", lambda: dev(X).softmax(1)),
+                     ("gather", lambda: fg.gather(dev(X), 1, dev(Xi32[:, :3])))]:
         try:
             fn()
         except RuntimeError as e:
@@ -163,6 +167,126 @@ SCRIPT = textwrap.dedent(
     print("ok")
     """
 )
+
+
+ROWS_SCRIPT = textwrap.dedent(
+    """
+    import ferrograd as fg, numpy as np
+    import ferrograd.nn.functional as F
+
+    assert fg.gpu.info()["limits"]["max_storage_buffer_binding_size"] == 4096
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((70, 50)).astype(np.float32)     # 14 KB
+    x = rng.standard_normal(5003).astype(np.float32)         # 20 KB
+    B3 = rng.standard_normal((6, 40, 30)).astype(np.float32)
+    X4 = rng.standard_normal((30, 5, 8, 8)).astype(np.float32)
+    W = rng.standard_normal(50).astype(np.float32)
+    bias = rng.standard_normal(50).astype(np.float32)
+    Ainf = A.copy()
+    Ainf[:, 3] = -np.inf
+    Ainf[5, 7] = np.inf
+    Aties = np.round(A)                                       # equal extremes in many pieces
+    Anan = A.copy()
+    Anan[[60, 5, 65], [2, 2, 4]] = np.nan
+    lab = rng.integers(0, 50, 70)
+    lab[[3, 9]] = -100
+    lab3 = rng.integers(0, 40, (6, 30))
+    idx1 = rng.integers(0, 50, (70, 40))
+    idx0 = rng.integers(0, 70, (30, 50))
+    sel0, sel1, selx = rng.integers(0, 70, 100), rng.integers(0, 50, 90), rng.integers(0, 5003, 3000)
+
+    def on(a, device):
+        return fg.from_numpy(np.ascontiguousarray(a)).to(device)
+
+    def check(name, fn, *arrays, grad=False, tol=1e-4):
+        # The same function on the GPU (in pieces) and on the CPU; with
+        # grad=True, the gradients of its (scalar) result.
+        results = []
+        for device in ("gpu", "cpu"):
+            ts = [on(a, device) for a in arrays]
+            if grad:
+                ts = [t.requires_grad_() for t in ts]
+                fn(device, *ts).backward()
+                results.append([t.grad.numpy() for t in ts])
+            else:
+                r = fn(device, *ts)
+                results.append([r.numpy() if r.dtype in (fg.int64, fg.bool) else r.float().numpy()])
+        for got, want in zip(*results):
+            assert got.shape == want.shape, (name, got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+
+    # Variance, std and logsumexp split their reduced dims too (two passes).
+    check("var", lambda d, t: t.var(), x)
+    check("std correction=0", lambda d, t: t.std(correction=0), x)
+    check("var dim 0", lambda d, t: t.var(0), A)
+    check("var dims (0, 2) keepdim", lambda d, t: t.var((0, 2), keepdim=True), B3)
+    check("std of a transpose", lambda d, t: t.T.std(1), A)
+    check("float16 var", lambda d, t: t.to(fg.float16).var(0), A, tol=3e-3)
+    check("logsumexp dim 0", lambda d, t: t.logsumexp(0), A)
+    check("logsumexp all", lambda d, t: t.logsumexp((0, 1)), A)
+    check("logsumexp with infinities", lambda d, t: t.logsumexp(0), Ainf)
+    check("batch_norm", lambda d, t: F.batch_norm(t, None, None, training=True), X4)
+    check("batch_norm grad", lambda d, t: (F.batch_norm(t, None, None, training=True) ** 3).sum(), X4,
+          grad=True, tol=1e-3)
+    # Arg-reductions along a split dim keep the first extreme, NaN first.
+    check("argmax dim 0", lambda d, t: t.argmax(0), A)
+    check("argmin dim 0", lambda d, t: t.argmin(0), A)
+    check("argmax all", lambda d, t: t.argmax(), x)
+    check("argmax keepdim", lambda d, t: t.argmax(0, keepdim=True), A)
+    check("argmax ties", lambda d, t: t.argmax(0), Aties)
+    check("argmin ties", lambda d, t: t.argmin(0), Aties)
+    check("argmax NaN", lambda d, t: t.argmax(0), Anan)
+    check("argmin NaN", lambda d, t: t.argmin(0), Anan)
+    check("max values", lambda d, t: t.max(0).values, A)
+    check("min indices 3-d", lambda d, t: t.min(1).indices, B3)
+    check("int argmax", lambda d, t: (t * 3).to(fg.int32).argmax(0), A)
+    # Row kernels run on blocks of whole rows.
+    check("layer_norm", lambda d, t, w, b: F.layer_norm(t, (50,), w, b), A, W, bias)
+    check("layer_norm of a view", lambda d, t: F.layer_norm(t[5:], (50,)), A)
+    check("layer_norm grad", lambda d, t, w, b: (F.layer_norm(t, (50,), w, b) ** 3).sum(), A, W, bias,
+          grad=True, tol=1e-3)
+    check("rms_norm grad", lambda d, t, w: (F.rms_norm(t, (50,), w) ** 3).sum(), A, W, grad=True, tol=1e-3)
+    check("softmax grad", lambda d, t: (t.softmax(1) ** 2).sum(), A, grad=True)
+    check("softmax grad dim 0", lambda d, t: (t.softmax(0) ** 2).sum(), A, grad=True)
+    check("log_softmax grad", lambda d, t: (t.log_softmax(1) ** 2).sum(), A, grad=True, tol=1e-3)
+    check("cross_entropy", lambda d, t: F.cross_entropy(t, on(lab, d), reduction="none"), A)
+    check("cross_entropy weighted, smoothed",
+          lambda d, t, w: F.cross_entropy(t, on(lab, d), weight=w.abs(), label_smoothing=0.1), A, W)
+    check("cross_entropy grad", lambda d, t: F.cross_entropy(t, on(lab, d)), A, grad=True)
+    check("cross_entropy grad weighted, smoothed",
+          lambda d, t, w: F.cross_entropy(t, on(lab, d), weight=w.abs() + 0.1, label_smoothing=0.1),
+          A, W, grad=True)
+    check("cross_entropy 3-d grad", lambda d, t: F.cross_entropy(t, on(lab3, d)), B3, grad=True)
+    # Index ops: blocks of positions; lines or rows that span too much of
+    # a source are first laid out densely.
+    check("gather", lambda d, t: fg.gather(t, 1, on(idx1, d)), A)
+    check("gather dim 0", lambda d, t: fg.gather(t, 0, on(idx0, d)), A)
+    check("gather grad", lambda d, t: (fg.gather(t, 1, on(idx1, d)) ** 2).sum(), A, grad=True)
+    check("gather dim 0 grad", lambda d, t: (fg.gather(t, 0, on(idx0, d)) ** 2).sum(), A, grad=True)
+    check("scatter_add dim 0",
+          lambda d, t: fg.zeros(70, 50, device=d).scatter_add(0, on(idx0, d), t[:30]), A)
+    check("index_select", lambda d, t: t.index_select(0, on(sel0, d)), A)
+    check("index_select dim 1", lambda d, t: t.index_select(1, on(sel1, d)), A)
+    check("index_select dim 1 grad", lambda d, t: (t.index_select(1, on(sel1, d)) ** 2).sum(), A, grad=True)
+    check("index_select 1-d grad", lambda d, t: (t.index_select(0, on(selx, d)) ** 2).sum(), x, grad=True)
+    check("mask", lambda d, t: t[t > 0], A)
+    check("mask grad", lambda d, t: (t[t > 0] ** 2).sum(), A, grad=True)
+
+    def set_columns(d, t):
+        t = t.clone()
+        t[:, on(sel1[:20], d)] = 0.5
+        return t
+
+    check("setitem columns", set_columns, A)
+    print("ok")
+    """
+)
+
+
+def test_row_kernels_and_index_ops_over_the_binding_limit():
+    env = dict(os.environ, FG_GPU_MAX_BINDING_BYTES="4096")
+    r = subprocess.run([sys.executable, "-c", ROWS_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
 def test_elementwise_ops_split_tensors_over_the_binding_limit():

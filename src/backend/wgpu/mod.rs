@@ -257,19 +257,47 @@ fn dense_out(out: &Tensor, f: impl FnOnce(&Tensor) -> Result<()>) -> Result<()> 
 
 /// A new GPU tensor of `shape` laid out with `dim` innermost (the other
 /// dims row-major around it).
-fn dim_last(shape: &[usize], dim: usize, dtype: DType) -> Result<Tensor> {
+fn dim_last(op: &'static str, shape: &[usize], dim: usize, dtype: DType) -> Result<Tensor> {
     let order: Vec<usize> = (0..shape.len())
         .filter(|&d| d != dim)
         .chain([dim])
         .collect();
+    laid_out(op, shape, &order, dtype)
+}
+
+/// A new GPU tensor of `shape` whose dims lie in memory in `order`
+/// (outermost first), viewed with its dims in their logical order.
+fn laid_out(op: &'static str, shape: &[usize], order: &[usize], dtype: DType) -> Result<Tensor> {
     let moved: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
     let t = Tensor::empty(&moved, dtype, Device::Gpu(0))?;
     let mut back = vec![0isize; shape.len()];
     for (k, &d) in order.iter().enumerate() {
         back[d] = k as isize;
     }
-    let l = t.layout().permute("softmax", &back)?;
+    let l = t.layout().permute(op, &back)?;
     Tensor::from_parts(t.storage().clone(), l, dtype)
+}
+
+/// A copy of `t` laid out with `dims` outermost (in their order), so that
+/// what one index of them selects is one dense block.
+fn outer_first(op: &'static str, t: &Tensor, dims: &[usize]) -> Result<Tensor> {
+    let order: Vec<usize> = dims
+        .iter()
+        .copied()
+        .chain((0..t.ndim()).filter(|d| !dims.contains(d)))
+        .collect();
+    let c = laid_out(op, t.shape(), &order, t.dtype())?;
+    WgpuBackend.cast_copy(t, &c)?;
+    Ok(c)
+}
+
+/// Whether the element range one index position of an index op selects
+/// (`rows`) is too wide for a window of one binding.
+fn row_too_wide(rows: (isize, isize)) -> Result<bool> {
+    let g = get()?;
+    let piece = g.piece_elems() as isize;
+    let align = (g.binding_align() / 4) as isize;
+    Ok(rows.1 - rows.0 > piece - align)
 }
 
 /// Run `f` on `out` when it is contiguous (kernels that write their result
@@ -648,6 +676,96 @@ fn row_span(t: &Tensor, keep: impl Iterator<Item = usize>) -> (isize, isize) {
         }
     }
     (lo, hi)
+}
+
+/// Run `run` on blocks of whole rows: each of `parts` (contiguous, `rows`
+/// rows of the given width) is cut into the same rows, each block within one
+/// binding per buffer; the `shared` operands (weights) are passed whole
+/// after them. `run` also gets the block's row range.
+fn row_blocks(
+    op: &'static str,
+    rows: usize,
+    parts: &[(&Tensor, usize)],
+    shared: &[&Tensor],
+    run: &mut split::BatchPiece<'_>,
+) -> Result<()> {
+    let viewed: Vec<Tensor> = parts
+        .iter()
+        .map(|&(t, width)| as_rows(t, rows, width))
+        .collect::<Result<_>>()?;
+    let mut ts: Vec<&Tensor> = viewed.iter().collect();
+    ts.extend(shared);
+    let mut batched = vec![true; viewed.len()];
+    batched.resize(ts.len(), false);
+    split::by_batch(op, &ts, &batched, run)
+}
+
+/// The cross-entropy kernels' metadata: items, classes, ignore index and
+/// smoothing, then six operand offsets.
+fn ce_meta(items: usize, cfg: CeCfg, offsets: [&Tensor; 5], w: Option<&Tensor>) -> [u32; 10] {
+    // Every target fits i32 (checked first), so an ignore_index outside it never matches.
+    let ign = i32::try_from(cfg.ignore_index).unwrap_or(-1) as u32;
+    let o = offsets.map(|t| t.offset() as u32);
+    [
+        items as u32,
+        cfg.c as u32,
+        ign,
+        (cfg.smoothing as f32).to_bits(),
+        o[0],
+        o[1],
+        o[2],
+        o[3],
+        o[4],
+        w.map_or(0, |w| w.offset() as u32),
+    ]
+}
+
+/// The gather kernel over `shape`: operands (source, indices or offsets,
+/// result), each walked from its offset with its strides; `step` scales an
+/// index read into a source offset.
+fn gather_kernel(
+    op: &'static str,
+    ty: GTy,
+    shape: &[usize],
+    walks: [(&Tensor, usize, Vec<isize>); 3],
+    step: u32,
+) -> Result<()> {
+    let meta = raw_meta(
+        op,
+        shape,
+        &walks.clone().map(|(_, off, st)| (off, st)),
+        [step, 0, 0, 0, 0, 0, 0, 0],
+    )?;
+    let n = shape.iter().product();
+    run_items(
+        op,
+        |bd| shaders::gather(bd, ty),
+        &walks.map(|w| w.0),
+        &[],
+        &meta,
+        n,
+    )
+}
+
+/// A contiguous `t` viewed as `rows` rows of `len` elements (a view).
+fn as_rows(t: &Tensor, rows: usize, len: usize) -> Result<Tensor> {
+    as_shape(t, &[rows, len])
+}
+
+/// A contiguous `t` viewed with the same number of elements as `shape`.
+fn as_shape(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let mut l = Layout::contiguous(shape);
+    l.offset = t.offset();
+    Tensor::from_parts(t.storage().clone(), l, t.dtype())
+}
+
+/// The name an arg-reduction reports in errors.
+fn arg_name(aop: ArgOp) -> &'static str {
+    if aop == ArgOp::Max {
+        "argmax"
+    } else {
+        "argmin"
+    }
 }
 
 /// `t` itself when contiguous, else a contiguous copy on the device.
@@ -1105,17 +1223,14 @@ impl Backend for WgpuBackend {
         if rows == 0 {
             return Ok(());
         }
-        if x.offset() != 0
-            || out.offset() != 0
-            || mean.offset() != 0
-            || rstd.offset() != 0
-            || weight.is_some_and(|w| w.offset() != 0)
-            || bias.is_some_and(|b| b.offset() != 0)
-        {
-            return Err(Error::runtime(
-                op,
-                "expects tensors at offset 0 on the gpu device",
-            ));
+        if split::needed(op, &ts)? {
+            let parts = [(x, len), (out, len), (mean, 1), (rstd, 1)];
+            let shared: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
+            return row_blocks(op, rows, &parts, &shared, &mut |v, _| {
+                let w = weight.map(|_| &v[4]);
+                let b = bias.map(|_| &v[4 + weight.is_some() as usize]);
+                self.layer_norm(&v[0], w, b, eps, rms, &v[1], &v[2], &v[3])
+            });
         }
         let (mut bd, bufs) = bind(op, &ts)?;
         let n = ts.len();
@@ -1129,12 +1244,16 @@ impl Backend for WgpuBackend {
             (eps as f32).to_bits(),
             1,
             1,
-            0,
-            0,
+            x.offset() as u32,
+            out.offset() as u32,
             rows as u32,
             len as u32,
             len as u32,
             1,
+            mean.offset() as u32,
+            rstd.offset() as u32,
+            weight.map_or(0, |w| w.offset() as u32),
+            bias.map_or(0, |b| b.offset() as u32),
         ];
         let src = shaders::layer_norm(&bd, weight.is_some(), bias.is_some(), rms);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
@@ -1149,44 +1268,13 @@ impl Backend for WgpuBackend {
         values: Option<&Tensor>,
         indices: &Tensor,
     ) -> Result<()> {
-        let op = if aop == ArgOp::Max {
-            "argmax"
-        } else {
-            "argmin"
-        };
+        let op = arg_name(aop);
         check_same_device(op, &[x, indices])?;
         let ty = gty(op, x.dtype())?;
         if x.ndim() > 0 && split::needed(op, &[x, indices])?
             || values.is_some_and(|v| split::needed(op, &[v]).unwrap_or(false))
         {
-            // The kept dims split; `dim` stays whole.
-            let axes: Vec<usize> = (0..x.ndim()).collect();
-            let out_axes: Vec<usize> = if indices.ndim() == x.ndim() {
-                axes.clone()
-            } else {
-                axes.iter().copied().filter(|&d| d != dim).collect()
-            };
-            let splittable: Vec<bool> = axes.iter().map(|&d| d != dim).collect();
-            let mut ts = vec![x, indices];
-            let mut all_axes = vec![axes, out_axes.clone()];
-            if let Some(v) = values {
-                ts.push(v);
-                all_axes.push(out_axes);
-            }
-            let space = split::Space {
-                ts: &ts,
-                axes: all_axes,
-                sizes: x.shape().to_vec(),
-                splittable,
-            };
-            return split::in_pieces(op, &space, &mut |v, _| {
-                into_dense(&v[1], |i| match v.get(2) {
-                    Some(val) => {
-                        into_dense(val, |val| self.arg_reduce(aop, &v[0], dim, Some(val), i))
-                    }
-                    None => self.arg_reduce(aop, &v[0], dim, None, i),
-                })
-            });
+            return self.arg_reduce_split(aop, x, dim, values, indices);
         }
         let mut ts: Vec<&Tensor> = vec![x];
         if let Some(v) = values {
@@ -1346,7 +1434,11 @@ impl Backend for WgpuBackend {
         check_same_device(op, &[x, out])?;
         let tx = gty(op, x.dtype())?;
         let to = gty(op, out.dtype())?;
-        if buffer(op, x)?.len > get()?.max_binding() && out.numel() == 1 && x.is_contiguous() {
+        if buffer(op, x)?.len > get()?.max_binding()
+            && out.numel() == 1
+            && x.is_contiguous()
+            && !matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp)
+        {
             return reduce_in_pieces(rop, x, out);
         }
         if split::needed(op, &[x, out])? {
@@ -1414,12 +1506,12 @@ impl Backend for WgpuBackend {
             // Rows split; the softmax dim stays whole, so it is made the
             // innermost dim of both operands first (a row then spans only itself).
             if x.shape()[dim] > 1 && x.strides()[dim] != 1 {
-                let xt = dim_last(x.shape(), dim, x.dtype())?;
+                let xt = dim_last(op, x.shape(), dim, x.dtype())?;
                 self.cast_copy(x, &xt)?;
                 return self.softmax(&xt, dim, log, out);
             }
             if x.shape()[dim] > 1 && out.strides()[dim] != 1 {
-                let ot = dim_last(out.shape(), dim, out.dtype())?;
+                let ot = dim_last(op, out.shape(), dim, out.dtype())?;
                 self.softmax(x, dim, log, &ot)?;
                 return self.cast_copy(&ot, out);
             }
@@ -1499,9 +1591,9 @@ impl Backend for WgpuBackend {
             }
             return Ok(true);
         }
-        // The kernels index dense blocks from offset 0.
+        // The kernels index dense blocks of rows from each operand's offset.
         let flat = |t: &Tensor| -> Result<Tensor> {
-            if t.is_contiguous() && t.offset() == 0 {
+            if t.is_contiguous() {
                 Ok(t.clone())
             } else {
                 let c = Tensor::empty(t.shape(), t.dtype(), t.device())?;
@@ -1509,13 +1601,55 @@ impl Backend for WgpuBackend {
                 Ok(c)
             }
         };
+        let (xc, gc, rc, mc) = (flat(x)?, flat(g)?, flat(rstd)?, flat(mean)?);
+        let wc = weight.map(flat).transpose()?;
+        if split::needed(op, &all)? {
+            // Blocks of whole rows, each within one binding per buffer; the
+            // weight and bias gradients add up the blocks' sums.
+            let inputs = [(&xc, len), (&gc, len), (&mc, 1), (&rc, 1)];
+            if let Some(dx) = dx {
+                into_dense(dx, |o| {
+                    let mut parts = inputs.to_vec();
+                    parts.push((o, len));
+                    let shared: Vec<&Tensor> = wc.iter().collect();
+                    row_blocks(op, rows, &parts, &shared, &mut |v, _| {
+                        let (x, g, m, r) = (&v[0], &v[1], &v[2], &v[3]);
+                        self.layer_norm_grad(x, g, m, r, v.get(5), rms, Some(&v[4]), None, None)
+                            .map(|_| ())
+                    })
+                })?;
+            }
+            if dw.is_some() || db.is_some() {
+                let shared: Vec<&Tensor> = dw.into_iter().chain(db).collect();
+                row_blocks(op, rows, &inputs, &shared, &mut |v, (lo, _)| {
+                    let (x, g, m, r) = (&v[0], &v[1], &v[2], &v[3]);
+                    let (pw, pb) = (dw.map(|_| &v[4]), db.map(|_| &v[4 + dw.is_some() as usize]));
+                    if lo == 0 {
+                        return self
+                            .layer_norm_grad(x, g, m, r, None, rms, None, pw, pb)
+                            .map(|_| ());
+                    }
+                    let temp = |t: Option<&Tensor>| {
+                        t.map(|t| Tensor::empty(t.shape(), DType::F32, t.device()))
+                            .transpose()
+                    };
+                    let (tw, tb) = (temp(pw)?, temp(pb)?);
+                    self.layer_norm_grad(x, g, m, r, None, rms, None, tw.as_ref(), tb.as_ref())?;
+                    for (d, t) in [(pw, &tw), (pb, &tb)] {
+                        if let (Some(d), Some(t)) = (d, t) {
+                            self.binary(BinaryOp::Add, d, t, d)?;
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+            return Ok(true);
+        }
         // RMS norm reads no mean: its operand slot repeats rstd, so the
         // kernel binds no buffer it leaves unused (wgpu refuses those).
-        let (xc, gc, rc) = (flat(x)?, flat(g)?, flat(rstd)?);
-        let mc = if rms { rc.clone() } else { flat(mean)? };
-        let wc = weight.map(flat).transpose()?;
+        let mc = if rms { rc.clone() } else { mc };
         if let Some(dx) = dx {
-            dense_out(dx, |o| {
+            into_dense(dx, |o| {
                 let mut ts = vec![&xc, &gc, &mc, &rc];
                 ts.extend(wc.as_ref());
                 ts.push(o);
@@ -1526,12 +1660,16 @@ impl Backend for WgpuBackend {
                     0,
                     1,
                     1,
-                    0,
-                    0,
+                    xc.offset() as u32,
+                    o.offset() as u32,
                     rows as u32,
                     len as u32,
                     len as u32,
                     1,
+                    gc.offset() as u32,
+                    mc.offset() as u32,
+                    rc.offset() as u32,
+                    wc.as_ref().map_or(0, |w| w.offset() as u32),
                 ];
                 let src = shaders::layer_norm_grad_input(&bd, wc.is_some(), rms);
                 let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
@@ -1540,7 +1678,7 @@ impl Backend for WgpuBackend {
         }
         if dw.is_some() || db.is_some() {
             let target = |t: &Tensor| -> Result<Tensor> {
-                if t.is_contiguous() && t.offset() == 0 {
+                if t.is_contiguous() {
                     Ok(t.clone())
                 } else {
                     Tensor::empty(t.shape(), DType::F32, t.device())
@@ -1555,11 +1693,21 @@ impl Backend for WgpuBackend {
             let (bd, bufs) = bind_written(op, &ts, outs)?;
             let src = shaders::layer_norm_grad_params(&bd, dwc.is_some(), dbc.is_some(), rms);
             let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+            let meta = [
+                len as u32,
+                rows as u32,
+                xc.offset() as u32,
+                gc.offset() as u32,
+                mc.offset() as u32,
+                rc.offset() as u32,
+                dwc.as_ref().map_or(0, |t| t.offset() as u32),
+                dbc.as_ref().map_or(0, |t| t.offset() as u32),
+            ];
             get()?.dispatch(
                 op,
                 &src,
                 &refs,
-                &[len as u32, rows as u32],
+                &meta,
                 (len as u64).div_ceil(shaders::WG as u64),
             )?;
             for (dst, src) in [(dw, &dwc), (db, &dbc)] {
@@ -1594,6 +1742,31 @@ impl Backend for WgpuBackend {
         let len = if nd == 0 { 1 } else { y.shape()[dim] };
         let nout = y.numel() / len.max(1);
         if nout == 0 || len == 0 {
+            return Ok(true);
+        }
+        if nd > 0 && split::needed(op, &[y, g, out])? {
+            // Lines along `dim` stay whole (made innermost first, as for softmax).
+            if len > 1 {
+                for (k, t) in [y, g].into_iter().enumerate() {
+                    if t.strides()[dim] != 1 {
+                        let tt = dim_last(op, t.shape(), dim, t.dtype())?;
+                        self.cast_copy(t, &tt)?;
+                        let (y, g) = if k == 0 { (&tt, g) } else { (y, &tt) };
+                        return self.softmax_grad(y, g, dim, log, out);
+                    }
+                }
+                if out.strides()[dim] != 1 {
+                    let ot = dim_last(op, out.shape(), dim, out.dtype())?;
+                    self.softmax_grad(y, g, dim, log, &ot)?;
+                    self.cast_copy(&ot, out)?;
+                    return Ok(true);
+                }
+            }
+            let ts = [y, g, out];
+            let space = split::Space::lines(&ts, dim);
+            split::in_pieces(op, &space, &mut |v, _| {
+                self.softmax_grad(&v[0], &v[1], dim, log, &v[2]).map(|_| ())
+            })?;
             return Ok(true);
         }
         let (bd, bufs) = bind(op, &[y, g, out])?;
@@ -1694,33 +1867,7 @@ impl Backend for WgpuBackend {
         let (xc, tc) = (dense(x)?, dense(target)?);
         let wc = weight.map(dense).transpose()?;
         let (lc, sc, wtc) = (dense(loss)?, dense(lse)?, dense(wt)?);
-        let mut ts: Vec<&Tensor> = vec![&xc, &tc];
-        ts.extend(wc.as_ref());
-        ts.extend([&lc, &sc, &wtc]);
-        // Every target fits i32 (checked above), so an ignore_index outside it never matches.
-        let ign = i32::try_from(cfg.ignore_index).unwrap_or(-1) as u32;
-        let meta = [
-            rows as u32,
-            cfg.c as u32,
-            ign,
-            (cfg.smoothing as f32).to_bits(),
-            xc.offset() as u32,
-            tc.offset() as u32,
-            0,
-            0,
-            0,
-            0,
-        ];
-        let n = ts.len();
-        let has_w = weight.is_some();
-        run_items(
-            op,
-            |bd| shaders::cross_entropy(bd, has_w),
-            &ts,
-            &[n - 3, n - 2, n - 1],
-            &meta,
-            rows,
-        )?;
+        self.ce_rows(&xc, &tc, wc.as_ref(), cfg, &lc, &sc, &wtc)?;
         for (d, s) in [(loss, &lc), (lse, &sc), (wt, &wtc)] {
             if !d.shares_storage(s) {
                 self.cast_copy(s, d)?;
@@ -1751,45 +1898,12 @@ impl Backend for WgpuBackend {
         if rows == 0 || cfg.c == 0 {
             return Ok(());
         }
-        if !out.is_contiguous() {
-            return Err(Error::runtime(
-                op,
-                "expects a contiguous gradient output on the gpu device",
-            ));
-        }
-        let n = rows * cfg.c;
+        check_items(op, rows * cfg.c)?;
         let (xc, tc, lc, gc) = (dense(x)?, dense(target)?, dense(lse)?, dense(g)?);
         let wc = weight.map(dense).transpose()?;
-        let mut ts: Vec<&Tensor> = vec![&xc, &tc];
-        ts.extend(wc.as_ref());
-        ts.extend([&lc, &gc, out]);
-        let ign = i32::try_from(cfg.ignore_index).unwrap_or(-1) as u32;
-        let meta = [
-            n as u32,
-            cfg.c as u32,
-            ign,
-            (cfg.smoothing as f32).to_bits(),
-            xc.offset() as u32,
-            tc.offset() as u32,
-            lc.offset() as u32,
-            gc.offset() as u32,
-            0,
-            0,
-        ];
-        if out.offset() != 0 {
-            let tmp = Tensor::empty(out.shape(), out.dtype(), out.device())?;
-            self.cross_entropy_grad(x, target, weight, lse, g, cfg, &tmp)?;
-            return self.cast_copy(&tmp, out);
-        }
-        let has_w = weight.is_some();
-        run_items(
-            op,
-            |bd| shaders::cross_entropy_grad(bd, has_w),
-            &ts,
-            &[],
-            &meta,
-            n,
-        )
+        into_dense(out, |o| {
+            self.ce_grad_rows(&xc, &tc, wc.as_ref(), &lc, &gc, cfg, o)
+        })
     }
 
     fn conv2d(
@@ -2034,7 +2148,7 @@ impl Backend for WgpuBackend {
     fn gather(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {
         let op = "gather";
         check_same_device(op, &[src, index, out])?;
-        let ty = gty(op, src.dtype())?;
+        gty(op, src.dtype())?;
         gty(op, index.dtype())?;
         if index.numel() == 0 {
             return Ok(());
@@ -2046,27 +2160,7 @@ impl Backend for WgpuBackend {
                 format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
             )
         })?;
-        let mut ss: Vec<isize> = src.strides().to_vec();
-        let sd = ss[dim];
-        ss[dim] = 0;
-        let meta = raw_meta(
-            op,
-            index.shape(),
-            &[
-                (src.offset(), ss),
-                (index.offset(), index.strides().to_vec()),
-                (out.offset(), out.strides().to_vec()),
-            ],
-            [sd as i32 as u32, 0, 0, 0, 0, 0, 0, 0],
-        )?;
-        run_items(
-            op,
-            |bd| shaders::gather(bd, ty),
-            &[src, index, out],
-            &[],
-            &meta,
-            index.numel(),
-        )
+        self.gather_run(src, dim, index, out)
     }
 
     fn index_gather(&self, a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
@@ -2081,57 +2175,70 @@ impl Backend for WgpuBackend {
         if nb == 0 {
             return Ok(());
         }
+        let keep = (0..src.ndim()).filter(|d| !a.dims.contains(d));
+        if split::needed(op, &[src])? && row_too_wide(row_span(src, keep))? {
+            // What one position selects spans too much of the source: index
+            // a copy laid out with the indexed dims outermost instead.
+            let c = outer_first(op, src, a.dims)?;
+            if !row_too_wide(row_span(&c, (0..c.ndim()).filter(|d| !a.dims.contains(d))))? {
+                return self.index_gather(a, &c, out);
+            }
+        }
         let (offs, host) = offsets_for(a, src, nb, bshape)?;
         if out.numel() == 0 {
             return Ok(());
         }
         // Over out's shape B ++ R: src walks its other dims (stride 0 over B),
         // the offsets walk B (stride 0 over R); the gather kernel adds them.
-        let mut ss = vec![0isize; k];
-        ss.extend(
-            (0..src.ndim())
-                .filter(|d| !a.dims.contains(d))
-                .map(|d| src.strides()[d]),
-        );
-        let mut os: Vec<isize> = crate::tensor::layout::contiguous_strides(bshape).to_vec();
-        os.resize(out.ndim(), 0);
-        let meta = |src_off: usize| {
-            raw_meta(
-                op,
-                out.shape(),
-                &[
-                    (src_off, ss.clone()),
-                    (0, os.clone()),
-                    (out.offset(), out.strides().to_vec()),
-                ],
-                [1, 0, 0, 0, 0, 0, 0, 0],
-            )
+        let rs: Vec<isize> = (0..src.ndim())
+            .filter(|d| !a.dims.contains(d))
+            .map(|d| src.strides()[d])
+            .collect();
+        let launch = |sb: &Tensor, src_off: usize, offs: &Tensor, o: &Tensor| -> Result<()> {
+            let kb = offs.ndim();
+            let mut ss = vec![0isize; kb];
+            ss.extend(&rs);
+            let mut os: Vec<isize> = offs.strides().to_vec();
+            os.resize(o.ndim(), 0);
+            let walks = [
+                (sb, src_off, ss),
+                (offs, offs.offset(), os),
+                (o, o.offset(), o.strides().to_vec()),
+            ];
+            gather_kernel(op, ty, o.shape(), walks, 1)
         };
-        if let Some(host) = host {
-            // A source larger than one binding: one pass per window of it,
-            // each writing the positions whose rows lie there.
-            let keep = (0..src.ndim()).filter(|d| !a.dims.contains(d));
-            let rows = row_span(src, keep);
-            for (w, o) in offset_windows(op, src, &host, rows, bshape)? {
-                run_items(
-                    op,
-                    |bd| shaders::gather(bd, ty),
-                    &[&w, &o, out],
-                    &[],
-                    &meta(0)?,
-                    out.numel(),
-                )?;
+        // Offsets or a result larger than one binding: blocks of positions
+        // of a dense result (made once, as the windows below share it).
+        let blocks = split::needed(op, &[out])? || (nb * 4) as u64 > get()?.max_binding();
+        let run = |sb: &Tensor, src_off: usize, offs: &Tensor, o: &Tensor| -> Result<()> {
+            if !blocks {
+                return launch(sb, src_off, offs, o);
             }
-            return Ok(());
+            let mut flat = vec![nb];
+            flat.extend_from_slice(&o.shape()[k..]);
+            let (f1, o1) = (as_shape(offs, &[nb])?, as_shape(o, &flat)?);
+            split::by_batch(op, &[&f1, &o1], &[true, true], &mut |v, _| {
+                launch(sb, src_off, &v[0], &v[1])
+            })
+        };
+        let all = |o: &Tensor| -> Result<()> {
+            if let Some(host) = &host {
+                // A source larger than one binding: one pass per window of
+                // it, each writing the positions whose rows lie there.
+                let keep = (0..src.ndim()).filter(|d| !a.dims.contains(d));
+                let rows = row_span(src, keep);
+                for (w, offs) in offset_windows(op, src, host, rows, bshape)? {
+                    run(&w, 0, &offs, o)?;
+                }
+                return Ok(());
+            }
+            run(src, src.offset(), &offs, o)
+        };
+        if blocks {
+            into_dense(out, all)
+        } else {
+            all(out)
         }
-        run_items(
-            op,
-            |bd| shaders::gather(bd, ty),
-            &[src, &offs, out],
-            &[],
-            &meta(src.offset())?,
-            out.numel(),
-        )
     }
 
     fn index_put(
@@ -2151,6 +2258,16 @@ impl Backend for WgpuBackend {
         if nb == 0 {
             return Ok(());
         }
+        let keep = (0..dst.ndim()).filter(|d| !a.dims.contains(d));
+        if split::needed(op, &[dst])? && row_too_wide(row_span(dst, keep))? {
+            // As in `index_gather`: write into a copy laid out with the
+            // indexed dims outermost, then copy it back.
+            let c = outer_first(op, dst, a.dims)?;
+            if !row_too_wide(row_span(&c, (0..c.ndim()).filter(|d| !a.dims.contains(d))))? {
+                self.index_put(a, &c, values, accumulate)?;
+                return self.cast_copy(&c, dst);
+            }
+        }
         let (offs, host) = offsets_for(a, dst, nb, &[nb])?;
         if values.numel() == 0 {
             return Ok(());
@@ -2164,20 +2281,48 @@ impl Backend for WgpuBackend {
             .filter(|d| !a.dims.contains(d))
             .map(|d| dst.strides()[d])
             .collect();
-        let meta = |dst_off: usize| {
-            raw_meta(
+        let launch = |vv: &Tensor, o: &Tensor, d: &Tensor, dst_off: usize| -> Result<()> {
+            let meta = raw_meta(
                 op,
                 rshape,
                 &[
                     (
-                        v.offset(),
+                        vv.offset(),
                         crate::tensor::layout::contiguous_strides(rshape).to_vec(),
                     ),
-                    (0, vec![0; rshape.len()]),
+                    (o.offset(), vec![0; rshape.len()]),
                     (dst_off, drest.clone()),
                 ],
-                [nb as u32, block as u32, accumulate as u32, 0, 0, 0, 0, 0],
+                [
+                    o.numel() as u32,
+                    block as u32,
+                    accumulate as u32,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+            )?;
+            run_items(
+                op,
+                |bd| shaders::index_put(bd, ty),
+                &[vv, o, d],
+                &[],
+                &meta,
+                block,
             )
+        };
+        // Values or offsets larger than one binding: blocks of positions, in
+        // order (later dispatches see earlier writes, as one pass would).
+        let v2 = as_rows(&v, nb, block)?;
+        let run = |o: &Tensor, d: &Tensor, dst_off: usize| -> Result<()> {
+            if !split::needed(op, &[&v2, o])? {
+                return launch(&v2, o, d, dst_off);
+            }
+            split::by_batch(op, &[&v2, o], &[true, true], &mut |p, _| {
+                launch(&p[0], &p[1], d, dst_off)
+            })
         };
         if let Some(host) = host {
             // A destination larger than one binding: one pass per window
@@ -2185,25 +2330,11 @@ impl Backend for WgpuBackend {
             let keep = (0..dst.ndim()).filter(|d| !a.dims.contains(d));
             let rows = row_span(dst, keep);
             for (w, o) in offset_windows(op, dst, &host, rows, &[nb])? {
-                run_items(
-                    op,
-                    |bd| shaders::index_put(bd, ty),
-                    &[&v, &o, &w],
-                    &[],
-                    &meta(0)?,
-                    block,
-                )?;
+                run(&o, &w, 0)?;
             }
             return Ok(());
         }
-        run_items(
-            op,
-            |bd| shaders::index_put(bd, ty),
-            &[&v, &offs, dst],
-            &[],
-            &meta(dst.offset())?,
-            block,
-        )
+        run(&offs, dst, dst.offset())
     }
 
     fn nonzero_count(&self, x: &Tensor) -> Result<usize> {
@@ -2226,29 +2357,10 @@ impl Backend for WgpuBackend {
         accumulate: bool,
     ) -> Result<()> {
         check_same_device(op, &[index, src, dst])?;
-        let ty = gty(op, dst.dtype())?;
+        gty(op, dst.dtype())?;
         gty(op, index.dtype())?;
         if index.numel() == 0 {
             return Ok(());
-        }
-        if split::needed(op, &[index, src, dst])? {
-            // Lines split (the dims other than `dim`); each line stays whole.
-            let nd = index.ndim();
-            let lines = |last: usize| -> Vec<usize> {
-                (0..nd).map(|d| if d == dim { last } else { d }).collect()
-            };
-            let mut sizes = index.shape().to_vec();
-            sizes[dim] = 1;
-            sizes.extend([index.shape()[dim], dst.shape()[dim]]);
-            let space = split::Space {
-                ts: &[index, src, dst],
-                axes: vec![lines(nd), lines(nd), lines(nd + 1)],
-                sizes,
-                splittable: (0..nd + 2).map(|d| d < nd && d != dim).collect(),
-            };
-            return split::in_pieces(op, &space, &mut |v, _| {
-                self.scatter(op, &v[2], dim, &v[0], &v[1], accumulate)
-            });
         }
         let len = dst.shape()[dim];
         // max_pool2d's gradient scatters the indices its own kernel produced (always in range).
@@ -2260,37 +2372,7 @@ impl Backend for WgpuBackend {
                 )
             })?;
         }
-        let mut lines: Vec<usize> = index.shape().to_vec();
-        let klen = lines[dim];
-        lines[dim] = 1;
-        let meta = raw_meta(
-            op,
-            &lines,
-            &[
-                (index.offset(), index.strides().to_vec()),
-                (src.offset(), src.strides().to_vec()),
-                (dst.offset(), dst.strides().to_vec()),
-            ],
-            [
-                klen as u32,
-                index.strides()[dim] as i32 as u32,
-                src.strides()[dim] as i32 as u32,
-                dst.strides()[dim] as i32 as u32,
-                accumulate as u32,
-                0,
-                0,
-                0,
-            ],
-        )?;
-        let nl: usize = lines.iter().product();
-        run_items(
-            op,
-            |bd| shaders::scatter(bd, ty),
-            &[index, src, dst],
-            &[],
-            &meta,
-            nl,
-        )
+        self.scatter_run(op, dst, dim, index, src, accumulate)
     }
 
     fn cumulative(&self, cop: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
@@ -2488,6 +2570,212 @@ impl Backend for WgpuBackend {
 }
 
 impl WgpuBackend {
+    /// The gather kernel (indices already checked); lines of the index's
+    /// dims other than `dim` split across pieces when an operand exceeds one
+    /// binding, while `src` stays whole along `dim`.
+    fn gather_run(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {
+        let op = "gather";
+        let ty = gty(op, src.dtype())?;
+        if split::needed(op, &[src, index, out])? {
+            // Each line along `dim` stays whole: every operand gets `dim`
+            // innermost first.
+            let across = |t: &Tensor| t.shape()[dim] > 1 && t.strides()[dim] != 1;
+            if across(out) {
+                let c = dim_last(op, out.shape(), dim, out.dtype())?;
+                self.gather_run(src, dim, index, &c)?;
+                return self.cast_copy(&c, out);
+            }
+            for (k, t) in [src, index].into_iter().enumerate() {
+                if across(t) {
+                    let c = dim_last(op, t.shape(), dim, t.dtype())?;
+                    self.cast_copy(t, &c)?;
+                    let (s, i) = if k == 0 { (&c, index) } else { (src, &c) };
+                    return self.gather_run(s, dim, i, out);
+                }
+            }
+            let nd = index.ndim();
+            let axes: Vec<usize> = (0..nd).collect();
+            let space = split::Space {
+                ts: &[src, index, out],
+                axes: vec![axes.clone(), axes.clone(), axes],
+                sizes: index.shape().to_vec(),
+                splittable: (0..nd).map(|d| d != dim).collect(),
+            };
+            return split::in_pieces(op, &space, &mut |v, _| {
+                self.gather_run(&v[0], dim, &v[1], &v[2])
+            });
+        }
+        let mut ss: Vec<isize> = src.strides().to_vec();
+        let sd = ss[dim];
+        ss[dim] = 0;
+        let walks = [
+            (src, src.offset(), ss),
+            (index, index.offset(), index.strides().to_vec()),
+            (out, out.offset(), out.strides().to_vec()),
+        ];
+        gather_kernel(op, ty, index.shape(), walks, sd as i32 as u32)
+    }
+
+    /// The scatter kernel (indices already checked); lines (the dims other
+    /// than `dim`) split across pieces when an operand exceeds one binding.
+    fn scatter_run(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
+        let ty = gty(op, dst.dtype())?;
+        if split::needed(op, &[index, src, dst])? {
+            // Lines split (the dims other than `dim`); each line stays whole,
+            // so every operand gets `dim` innermost first.
+            let across = |t: &Tensor| t.shape()[dim] > 1 && t.strides()[dim] != 1;
+            if across(dst) {
+                let c = dim_last(op, dst.shape(), dim, dst.dtype())?;
+                self.cast_copy(dst, &c)?;
+                self.scatter_run(op, &c, dim, index, src, accumulate)?;
+                return self.cast_copy(&c, dst);
+            }
+            for (k, t) in [index, src].into_iter().enumerate() {
+                if across(t) {
+                    let c = dim_last(op, t.shape(), dim, t.dtype())?;
+                    self.cast_copy(t, &c)?;
+                    let (i, v) = if k == 0 { (&c, src) } else { (index, &c) };
+                    return self.scatter_run(op, dst, dim, i, v, accumulate);
+                }
+            }
+            let nd = index.ndim();
+            let lines = |last: usize| -> Vec<usize> {
+                (0..nd).map(|d| if d == dim { last } else { d }).collect()
+            };
+            let mut sizes = index.shape().to_vec();
+            sizes[dim] = 1;
+            sizes.extend([index.shape()[dim], dst.shape()[dim]]);
+            let space = split::Space {
+                ts: &[index, src, dst],
+                axes: vec![lines(nd), lines(nd), lines(nd + 1)],
+                sizes,
+                splittable: (0..nd + 2).map(|d| d < nd && d != dim).collect(),
+            };
+            return split::in_pieces(op, &space, &mut |v, _| {
+                self.scatter_run(op, &v[2], dim, &v[0], &v[1], accumulate)
+            });
+        }
+        let mut lines: Vec<usize> = index.shape().to_vec();
+        let klen = lines[dim];
+        lines[dim] = 1;
+        let meta = raw_meta(
+            op,
+            &lines,
+            &[
+                (index.offset(), index.strides().to_vec()),
+                (src.offset(), src.strides().to_vec()),
+                (dst.offset(), dst.strides().to_vec()),
+            ],
+            [
+                klen as u32,
+                index.strides()[dim] as i32 as u32,
+                src.strides()[dim] as i32 as u32,
+                dst.strides()[dim] as i32 as u32,
+                accumulate as u32,
+                0,
+                0,
+                0,
+            ],
+        )?;
+        let nl: usize = lines.iter().product();
+        run_items(
+            op,
+            |bd| shaders::scatter(bd, ty),
+            &[index, src, dst],
+            &[],
+            &meta,
+            nl,
+        )
+    }
+
+    /// The cross-entropy kernel over dense rows (targets already checked):
+    /// logits `x` of `rows × c`, per-row targets, loss, logsumexp and target
+    /// weight; blocks of rows when the operands exceed one binding.
+    #[allow(clippy::too_many_arguments)]
+    fn ce_rows(
+        &self,
+        x: &Tensor,
+        t: &Tensor,
+        w: Option<&Tensor>,
+        cfg: CeCfg,
+        loss: &Tensor,
+        lse: &Tensor,
+        wt: &Tensor,
+    ) -> Result<()> {
+        let op = "cross_entropy";
+        let rows = t.numel();
+        let mut ts: Vec<&Tensor> = vec![x, t];
+        ts.extend(w);
+        ts.extend([loss, lse, wt]);
+        if split::needed(op, &ts)? {
+            let parts = [(x, cfg.c), (t, 1), (loss, 1), (lse, 1), (wt, 1)];
+            return row_blocks(
+                op,
+                rows,
+                &parts,
+                &w.into_iter().collect::<Vec<_>>(),
+                &mut |v, _| self.ce_rows(&v[0], &v[1], v.get(5), cfg, &v[2], &v[3], &v[4]),
+            );
+        }
+        let meta = ce_meta(rows, cfg, [x, t, loss, lse, wt], w);
+        let n = ts.len();
+        run_items(
+            op,
+            |bd| shaders::cross_entropy(bd, w.is_some()),
+            &ts,
+            &[n - 3, n - 2, n - 1],
+            &meta,
+            rows,
+        )
+    }
+
+    /// The cross-entropy gradient kernel over dense rows into the dense
+    /// `out` (`rows × c`); blocks of rows when the operands exceed one binding.
+    #[allow(clippy::too_many_arguments)]
+    fn ce_grad_rows(
+        &self,
+        x: &Tensor,
+        t: &Tensor,
+        w: Option<&Tensor>,
+        lse: &Tensor,
+        g: &Tensor,
+        cfg: CeCfg,
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = "cross_entropy";
+        let rows = t.numel();
+        let mut ts: Vec<&Tensor> = vec![x, t];
+        ts.extend(w);
+        ts.extend([lse, g, out]);
+        if split::needed(op, &ts)? {
+            let parts = [(x, cfg.c), (t, 1), (lse, 1), (g, 1), (out, cfg.c)];
+            return row_blocks(
+                op,
+                rows,
+                &parts,
+                &w.into_iter().collect::<Vec<_>>(),
+                &mut |v, _| self.ce_grad_rows(&v[0], &v[1], v.get(5), &v[2], &v[3], cfg, &v[4]),
+            );
+        }
+        let meta = ce_meta(rows * cfg.c, cfg, [x, t, lse, g, out], w);
+        run_items(
+            op,
+            |bd| shaders::cross_entropy_grad(bd, w.is_some()),
+            &ts,
+            &[],
+            &meta,
+            rows * cfg.c,
+        )
+    }
+
     /// [`Backend::reduce`] over operands larger than one storage binding.
     /// The kept dims split freely; the reduced dims split too for the
     /// reductions whose partial results combine (sum, mean, prod, max, min,
@@ -2496,6 +2784,9 @@ impl WgpuBackend {
     /// and bfloat16 results, and means, accumulate in float32.
     fn reduce_split(&self, rop: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
         let op = rop.name();
+        if matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp) {
+            return self.reduce_two_pass(rop, x, mask, out);
+        }
         let (piece_op, combine) = match rop {
             ReduceOp::Sum | ReduceOp::Mean => (ReduceOp::Sum, Some(BinaryOp::Add)),
             ReduceOp::Prod => (rop, Some(BinaryOp::Mul)),
@@ -2547,6 +2838,172 @@ impl WgpuBackend {
         }
         if narrow {
             self.cast_copy(&acc, out)?;
+        }
+        Ok(())
+    }
+
+    /// `value` as a one-element device tensor broadcast (a view) to `shape`.
+    fn splat(
+        &self,
+        op: &'static str,
+        value: Scalar,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        let t = Tensor::empty(&[], dtype, Device::Gpu(0))?;
+        self.fill(&t, value)?;
+        let l = t.layout().expand(op, shape)?;
+        Tensor::from_parts(t.storage().clone(), l, dtype)
+    }
+
+    /// Variance (or std) and logsumexp over operands larger than one binding,
+    /// in two passes that both split: first the per-line mean (or max), then
+    /// `Σ (x - mean)²` (or `Σ exp(x - max)`) summed piece by piece in float32.
+    fn reduce_two_pass(
+        &self,
+        rop: ReduceOp,
+        x: &Tensor,
+        mask: &[bool],
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = rop.name();
+        let dev = x.device();
+        let kept: Vec<usize> = (0..x.ndim())
+            .map(|d| if mask[d] { 1 } else { x.shape()[d] })
+            .collect();
+        let count: usize = (0..x.ndim())
+            .filter(|&d| mask[d])
+            .map(|d| x.shape()[d])
+            .product();
+        let lse = rop == ReduceOp::LogSumExp;
+        // The centre of each line: its mean, or its max (0 where the max is
+        // infinite, so an all -inf line gives -inf and not NaN).
+        let centre = Tensor::empty(&kept, DType::F32, dev)?;
+        if lse {
+            self.reduce(ReduceOp::Max, x, mask, &centre)?;
+            let inf = Tensor::empty(&kept, DType::Bool, dev)?;
+            self.unary(UnaryOp::IsInf, &centre, &inf)?;
+            let zero = self.splat(op, Scalar::Float(0.0), DType::F32, &kept)?;
+            self.where_(&inf, &zero, &centre, &centre)?;
+        } else {
+            self.reduce(ReduceOp::Mean, x, mask, &centre)?;
+        }
+        let acc = Tensor::empty(&kept, DType::F32, dev)?;
+        let axes: Vec<usize> = (0..x.ndim()).collect();
+        let space = split::Space {
+            ts: &[x, &centre, &acc],
+            axes: vec![axes.clone(), axes.clone(), axes],
+            sizes: x.shape().to_vec(),
+            splittable: vec![true; x.ndim()],
+        };
+        split::in_pieces(op, &space, &mut |v, r| {
+            let d = Tensor::empty(v[0].shape(), DType::F32, dev)?;
+            self.cast_copy(&v[0], &d)?;
+            // The backend's operands are already broadcast: expand the centre.
+            let c = v[1].layout().expand(op, d.shape())?;
+            let c = Tensor::from_parts(v[1].storage().clone(), c, DType::F32)?;
+            self.binary(BinaryOp::Sub, &d, &c, &d)?;
+            if lse {
+                self.unary(UnaryOp::Exp, &d, &d)?;
+            } else {
+                self.binary(BinaryOp::Mul, &d, &d, &d)?;
+            }
+            let first = (0..mask.len()).all(|k| !mask[k] || r[k].0 == 0);
+            if first {
+                return into_dense(&v[2], |o| self.reduce(ReduceOp::Sum, &d, mask, o));
+            }
+            let t = Tensor::empty(v[2].shape(), DType::F32, dev)?;
+            self.reduce(ReduceOp::Sum, &d, mask, &t)?;
+            self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+        })?;
+        let scalar = |v: f32| self.splat(op, Scalar::Float(v as f64), DType::F32, &kept);
+        match rop {
+            ReduceOp::Var { correction, std } => {
+                let div = (count as f64 - correction).max(0.0) as f32;
+                self.binary(BinaryOp::Div, &acc, &scalar(div)?, &acc)?;
+                if std {
+                    self.unary(UnaryOp::Sqrt, &acc, &acc)?;
+                }
+            }
+            _ => {
+                self.unary(UnaryOp::Log, &acc, &acc)?;
+                self.binary(BinaryOp::Add, &acc, &centre, &acc)?;
+            }
+        }
+        self.copy_dense_as(&acc, out)
+    }
+
+    /// Copy the dense `t` into `out`, which holds the same elements in the
+    /// same order under another shape (reduced dims dropped or kept).
+    fn copy_dense_as(&self, t: &Tensor, out: &Tensor) -> Result<()> {
+        let flat = Tensor::from_parts(
+            t.storage().clone(),
+            Layout::contiguous(out.shape()),
+            t.dtype(),
+        )?;
+        self.cast_copy(&flat, out)
+    }
+
+    /// [`Backend::arg_reduce`] with `dim` itself split across pieces: each
+    /// later piece's best (value, index) replaces the running one only where
+    /// it is strictly better (or NaN where the running one is not), so the
+    /// first of equal extremes wins, as in one pass.
+    fn arg_reduce_split(
+        &self,
+        aop: ArgOp,
+        x: &Tensor,
+        dim: usize,
+        values: Option<&Tensor>,
+        indices: &Tensor,
+    ) -> Result<()> {
+        let op = arg_name(aop);
+        let dev = x.device();
+        let kept: Vec<usize> = (0..x.ndim())
+            .map(|d| if d == dim { 1 } else { x.shape()[d] })
+            .collect();
+        let bv = Tensor::empty(&kept, x.dtype(), dev)?;
+        let bi = Tensor::empty(&kept, indices.dtype(), dev)?;
+        let axes: Vec<usize> = (0..x.ndim()).collect();
+        let space = split::Space {
+            ts: &[x, &bv, &bi],
+            axes: vec![axes.clone(), axes.clone(), axes],
+            sizes: x.shape().to_vec(),
+            splittable: vec![true; x.ndim()],
+        };
+        let float = gpu_float(x.dtype());
+        split::in_pieces(op, &space, &mut |v, r| {
+            let (lo, _) = r[dim];
+            if lo == 0 {
+                return into_dense(&v[2], |i| {
+                    into_dense(&v[1], |val| self.arg_reduce(aop, &v[0], dim, Some(val), i))
+                });
+            }
+            let pv = Tensor::empty(v[1].shape(), x.dtype(), dev)?;
+            let pi = Tensor::empty(v[2].shape(), indices.dtype(), dev)?;
+            self.arg_reduce(aop, &v[0], dim, Some(&pv), &pi)?;
+            let shift = self.splat(op, Scalar::Int(lo as i64), indices.dtype(), pi.shape())?;
+            self.binary(BinaryOp::Add, &pi, &shift, &pi)?;
+            let better = Tensor::empty(pv.shape(), DType::Bool, dev)?;
+            let cmp = if aop == ArgOp::Max {
+                BinaryOp::Gt
+            } else {
+                BinaryOp::Lt
+            };
+            self.binary(cmp, &pv, &v[1], &better)?;
+            if float {
+                let nan = Tensor::empty(pv.shape(), DType::Bool, dev)?;
+                let num = Tensor::empty(pv.shape(), DType::Bool, dev)?;
+                self.unary(UnaryOp::IsNan, &pv, &nan)?;
+                self.binary(BinaryOp::Eq, &v[1], &v[1], &num)?;
+                self.binary(BinaryOp::LogicalAnd, &nan, &num, &nan)?;
+                self.binary(BinaryOp::LogicalOr, &better, &nan, &better)?;
+            }
+            self.where_(&better, &pv, &v[1], &v[1])?;
+            self.where_(&better, &pi, &v[2], &v[2])
+        })?;
+        self.copy_dense_as(&bi, indices)?;
+        if let Some(vals) = values {
+            self.copy_dense_as(&bv, vals)?;
         }
         Ok(())
     }

@@ -1000,17 +1000,19 @@ pub fn arg_reduce(bd: &Bindings, ty: GTy, max: bool, with_values: bool) -> Strin
 
 /// Layer norm (RMS norm when `rms`) over contiguous rows of `nred`
 /// elements: operands (x, [weight], [bias], out, mean, rstd); eps in p0.
+/// Row metadata as [`reduce`] for `x` (offset md[5]); out's offset md[6],
+/// then the offsets of mean, rstd, weight and bias (md[11..15]).
 pub fn layer_norm(bd: &Bindings, has_w: bool, has_b: bool, rms: bool) -> String {
     let mut k = 1;
     let w = if has_w {
         k += 1;
-        format!(" * {}[j]", bd.arr(k - 1))
+        format!(" * {}[md[13] + j]", bd.arr(k - 1))
     } else {
         String::new()
     };
     let b = if has_b {
         k += 1;
-        format!(" + {}[j]", bd.arr(k - 1))
+        format!(" + {}[md[14] + j]", bd.arr(k - 1))
     } else {
         String::new()
     };
@@ -1036,12 +1038,13 @@ pub fn layer_norm(bd: &Bindings, has_w: bool, has_b: bool, rms: bool) -> String 
 {}
     let r = 1.0 / sqrt(sh[0] / f32(nred) + pf(0u));
     if (valid) {{
+        let ob = xb - md[5] + md[6];
         for (var j = lid; j < nred; j = j + {RED_WG}u) {{
-            {oa}[xb + j] = ({xa}[xb + j] - mean) * r{w}{b};
+            {oa}[ob + j] = ({xa}[xb + j] - mean) * r{w}{b};
         }}
         if (lid == 0u) {{
-            {ma}[row] = mean;
-            {ra}[row] = r;
+            {ma}[md[11] + row] = mean;
+            {ra}[md[12] + row] = r;
         }}
     }}",
         tree("A + B")
@@ -1050,28 +1053,31 @@ pub fn layer_norm(bd: &Bindings, has_w: bool, has_b: bool, rms: bool) -> String 
 }
 
 /// Layer-norm (RMS-norm when `rms`) input gradient, one workgroup per row:
-/// operands (x, g, mean, rstd[, w], dx), dense from offset 0, metadata as
-/// [`layer_norm`]. `dx = r·(ĝ - x̂·mean(ĝ·x̂) - mean(ĝ))` with `ĝ = g·w`,
+/// operands (x, g, mean, rstd[, w], dx), each a dense block of rows from its
+/// offset; row metadata as [`layer_norm`] for `x` (offset md[5]), dx's
+/// offset md[6], then the offsets of g, mean, rstd and w (md[11..15]).
+/// `dx = r·(ĝ - x̂·mean(ĝ·x̂) - mean(ĝ))` with `ĝ = g·w`,
 /// `x̂ = (x - μ)·r` (no `mean(ĝ)` term and `μ = 0` for RMS norm).
 pub fn layer_norm_grad_input(bd: &Bindings, has_w: bool, rms: bool) -> String {
     let (xa, ga, ma, ra) = (bd.arr(0), bd.arr(1), bd.arr(2), bd.arr(3));
     let da = bd.arr(if has_w { 5 } else { 4 });
     let gh = if has_w {
-        format!("{ga}[xb + j] * {}[j]", bd.arr(4))
+        format!("{ga}[gb + j] * {}[md[14] + j]", bd.arr(4))
     } else {
-        format!("{ga}[xb + j]")
+        format!("{ga}[gb + j]")
     };
     let mu = if rms {
         "0.0".to_string()
     } else {
-        format!("{ma}[row]")
+        format!("{ma}[md[12] + row]")
     };
     let m1 = if rms { "0.0" } else { "sh[0] / n" };
     let body = format!(
         "    let n = f32(nred);
     var mu = 0.0;
     var r = 0.0;
-    if (valid) {{ mu = {mu}; r = {ra}[row]; }}
+    var gb = 0u;
+    if (valid) {{ mu = {mu}; r = {ra}[md[13] + row]; gb = xb - md[5] + md[11]; }}
     var a1 = 0.0;
     var a2 = 0.0;
     if (valid) {{
@@ -1089,9 +1095,10 @@ pub fn layer_norm_grad_input(bd: &Bindings, has_w: bool, rms: bool) -> String {
 {}
     let m2 = sh[0] / n;
     if (valid) {{
+        let db = xb - md[5] + md[6];
         for (var j = lid; j < nred; j = j + {RED_WG}u) {{
             let gh = {gh};
-            {da}[xb + j] = r * (gh - (({xa}[xb + j] - mu) * r) * m2 - m1);
+            {da}[db + j] = r * (gh - (({xa}[xb + j] - mu) * r) * m2 - m1);
         }}
     }}",
         tree("A + B"),
@@ -1101,14 +1108,15 @@ pub fn layer_norm_grad_input(bd: &Bindings, has_w: bool, rms: bool) -> String {
 }
 
 /// Layer-norm weight and bias gradients, one thread per column walking the
-/// rows in order: operands (x, g, mean, rstd[, dw][, db]), dense from offset
-/// 0; md: [len, rows]. `dw = Σ g·x̂`, `db = Σ g`.
+/// rows in order: operands (x, g, mean, rstd[, dw][, db]), each a dense
+/// block from its offset; md: [len, rows, then the offsets of x, g, mean,
+/// rstd, dw, db]. `dw = Σ g·x̂`, `db = Σ g`.
 pub fn layer_norm_grad_params(bd: &Bindings, has_dw: bool, has_db: bool, rms: bool) -> String {
     let (xa, ga, ma, ra) = (bd.arr(0), bd.arr(1), bd.arr(2), bd.arr(3));
     let mu = if rms {
         "0.0".to_string()
     } else {
-        format!("{ma}[r]")
+        format!("{ma}[md[4] + r]")
     };
     let mut body = format!(
         "    let len = md[0];
@@ -1117,18 +1125,18 @@ pub fn layer_norm_grad_params(bd: &Bindings, has_dw: bool, has_db: bool, rms: bo
     var sb = 0.0;
     for (var r = 0u; r < rows; r = r + 1u) {{
         let k = r * len + i;
-        let gv = {ga}[k];
-        sw = sw + gv * (({xa}[k] - {mu}) * {ra}[r]);
+        let gv = {ga}[md[3] + k];
+        sw = sw + gv * (({xa}[md[2] + k] - {mu}) * {ra}[md[5] + r]);
         sb = sb + gv;
     }}"
     );
     let mut k = 4;
     if has_dw {
-        body += &format!("\n    {}[i] = sw;", bd.arr(k));
+        body += &format!("\n    {}[md[6] + i] = sw;", bd.arr(k));
         k += 1;
     }
     if has_db {
-        body += &format!("\n    {}[i] = sb;", bd.arr(k));
+        body += &format!("\n    {}[md[7] + i] = sb;", bd.arr(k));
     }
     ew_shader(bd, &body)
 }
@@ -1318,14 +1326,15 @@ fn item_shader(b: &Bindings, body: &str) -> String {
 }
 
 /// Cross-entropy rows. Operands (x, t[, w], loss, lse, wt);
-/// md: [rows, c, ignore (i32), eps (f32), xoff, toff, _, _, _, _].
+/// md: [rows, c, ignore (i32), eps (f32), then the offsets of x, t, loss,
+/// lse, wt and w].
 pub fn cross_entropy(bd: &Bindings, has_w: bool) -> String {
     let (xa, ta) = (bd.arr(0), bd.arr(1));
     let k = if has_w { 3 } else { 2 };
     let (la, sa, wa) = (bd.arr(k), bd.arr(k + 1), bd.arr(k + 2));
     let wc = |e: &str| {
         if has_w {
-            format!("{}[u32({e})]", bd.arr(2))
+            format!("{}[md[9] + u32({e})]", bd.arr(2))
         } else {
             "1.0".to_string()
         }
@@ -1340,11 +1349,11 @@ pub fn cross_entropy(bd: &Bindings, has_w: bool) -> String {
     var s = 0.0;
     for (var j = 0u; j < c; j = j + 1u) {{ s = s + exp_f({xa}[xb + j] - ms); }}
     let l = ms + log_f(s);
-    {sa}[i] = l;
+    {sa}[md[7] + i] = l;
     let ti = {ta}[md[5] + i];
-    if (ti == bitcast<i32>(md[2])) {{ {la}[i] = 0.0; {wa}[i] = 0.0; return; }}
+    if (ti == bitcast<i32>(md[2])) {{ {la}[md[6] + i] = 0.0; {wa}[md[8] + i] = 0.0; return; }}
     let w_t = {wt};
-    {wa}[i] = w_t;
+    {wa}[md[8] + i] = w_t;
     var v = w_t * (l - {xa}[xb + u32(ti)]);
     let eps = bitcast<f32>(md[3]);
     if (eps > 0.0) {{
@@ -1352,7 +1361,7 @@ pub fn cross_entropy(bd: &Bindings, has_w: bool) -> String {
         for (var j = 0u; j < c; j = j + 1u) {{ sm = sm + {wj} * (l - {xa}[xb + j]); }}
         v = (1.0 - eps) * v + eps / f32(c) * sm;
     }}
-    {la}[i] = v;",
+    {la}[md[6] + i] = v;",
         wt = wc("ti"),
         wj = wc("j"),
     );
@@ -1360,14 +1369,14 @@ pub fn cross_entropy(bd: &Bindings, has_w: bool) -> String {
 }
 
 /// Cross-entropy gradient per element. Operands (x, t[, w], lse, g, out);
-/// md: [rows*c, c, ignore, eps, xoff, toff, lseoff, goff, _, _].
+/// md: [rows*c, c, ignore, eps, then the offsets of x, t, lse, g, out and w].
 pub fn cross_entropy_grad(bd: &Bindings, has_w: bool) -> String {
     let (xa, ta) = (bd.arr(0), bd.arr(1));
     let k = if has_w { 3 } else { 2 };
     let (la, ga, oa) = (bd.arr(k), bd.arr(k + 1), bd.arr(k + 2));
     let wc = |e: &str| {
         if has_w {
-            format!("{}[u32({e})]", bd.arr(2))
+            format!("{}[md[9] + u32({e})]", bd.arr(2))
         } else {
             "1.0".to_string()
         }
@@ -1377,7 +1386,7 @@ pub fn cross_entropy_grad(bd: &Bindings, has_w: bool) -> String {
     let r = i / c;
     let col = i % c;
     let ti = {ta}[md[5] + r];
-    if (ti == bitcast<i32>(md[2])) {{ {oa}[i] = 0.0; return; }}
+    if (ti == bitcast<i32>(md[2])) {{ {oa}[md[8] + i] = 0.0; return; }}
     let eps = bitcast<f32>(md[3]);
     let ec = eps / f32(c);
     var wsum = 0.0;
@@ -1388,7 +1397,7 @@ pub fn cross_entropy_grad(bd: &Bindings, has_w: bool) -> String {
     let gr = {ga}[md[7] + r];
     var o = gr * (a * exp_f({xa}[md[4] + i] - {la}[md[6] + r]) - ec * {wcol});
     if (i32(col) == ti) {{ o = o - gr * b; }}
-    {oa}[i] = o;",
+    {oa}[md[8] + i] = o;",
         wt = wc("ti"),
         wj = wc("j"),
         wcol = wc("col"),
@@ -1631,7 +1640,8 @@ pub fn scatter(bd: &Bindings, ty: GTy) -> String {
 /// `dst[offs[b] + r] = values[b, r]` (`+=` when p2, or for bool): one
 /// thread per element `r` of the other dims walks `b` in order. Operands
 /// (values, offsets, dst) over R; p0 = number of index positions, p1 =
-/// values' stride between positions. The offset `i32::MIN` writes nothing
+/// values' stride between positions; the offsets start at operand 1's
+/// offset (its strides are 0). The offset `i32::MIN` writes nothing
 /// (how a destination larger than one binding is written window by window).
 pub fn index_put(bd: &Bindings, ty: GTy) -> String {
     let (va, oa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
@@ -1644,7 +1654,7 @@ pub fn index_put(bd: &Bindings, ty: GTy) -> String {
         "    let vo = i32(off(0u, i));
     let dof = i32(off(2u, i));
     for (var b = 0i; b < pi(0u); b = b + 1i) {{
-        let o = {oa}[u32(b)];
+        let o = {oa}[off(1u, i) + u32(b)];
         if (o == bitcast<i32>(0x80000000u)) {{ continue; }}
         let d = u32(dof + o);
         let v = {va}[u32(vo + b * pi(1u))];
