@@ -9,8 +9,10 @@ indexing, convolution, pooling, scans) run over pieces of their iteration
 space bound through windows of the large buffers; variance and logsumexp
 take two passes that both split, arg-reductions combine their pieces, and
 row kernels (norms, cross-entropy, softmax gradients) run on blocks of whole
-rows. What cannot be split (one row over the limit) raises an error naming
-the op and the limit. The piecewise path is tested in a subprocess
+rows, or, when one row exceeds the limit (softmax, norms), decompose into
+reductions and elementwise ops that split. What cannot be split (a gather
+or cross-entropy along a line over the limit) raises an error naming the
+op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
 the adapter's real limit.
@@ -150,11 +152,10 @@ SCRIPT = textwrap.dedent(
     same(gP.grad, cP.grad.numpy())
 
     # What cannot run in pieces says which op, the limit, and what to do:
-    # kernels whose every row (2000 floats here) exceeds the limit on its own.
+    # a gather along lines (2000 floats here) that each exceed the limit.
     Xi32 = (X * 10).astype(np.int64) % 2000
-    for name, fn in [("layer_norm", lambda: F.layer_norm(dev(X), (2000,))),
-                     ("softmax", lambda: dev(X).softmax(1)),
-                     ("gather", lambda: fg.gather(dev(X), 1, dev(Xi32[:, :3])))]:
+    for name, fn in [("gather", lambda: fg.gather(dev(X), 1, dev(Xi32[:, :3]))),
+                     ("cross_entropy", lambda: F.cross_entropy(dev(X), dev(Xi32[:, 0])))]:
         try:
             fn()
         except RuntimeError as e:
@@ -257,6 +258,34 @@ ROWS_SCRIPT = textwrap.dedent(
           lambda d, t, w: F.cross_entropy(t, on(lab, d), weight=w.abs() + 0.1, label_smoothing=0.1),
           A, W, grad=True)
     check("cross_entropy 3-d grad", lambda d, t: F.cross_entropy(t, on(lab3, d)), B3, grad=True)
+    # Rows longer than one binding (2000 and 1200 floats against 1024 per
+    # binding): softmax and norms decompose into reductions and elementwise
+    # ops that split.
+    L = rng.standard_normal((6, 2000)).astype(np.float32)
+    Linf = L.copy()
+    Linf[2] = -np.inf
+    WL, bL = rng.standard_normal(2000).astype(np.float32), rng.standard_normal(2000).astype(np.float32)
+    check("softmax of long rows", lambda d, t: t.softmax(1), L, tol=1e-6)
+    check("log_softmax of long rows", lambda d, t: t.log_softmax(1), L)
+    check("log_softmax of an all -inf row", lambda d, t: t.log_softmax(1), Linf)
+    check("softmax down long columns", lambda d, t: t.T.softmax(0), L, tol=1e-6)
+    check("float16 softmax of long rows", lambda d, t: t.to(fg.float16).softmax(1), L, tol=1e-3)
+    check("softmax grad of long rows", lambda d, t: (t.softmax(1) ** 2).sum(), L, grad=True, tol=1e-6)
+    check("log_softmax grad of long rows", lambda d, t: (t.log_softmax(1) ** 2).sum(), L, grad=True, tol=1e-3)
+    check("layer_norm of long rows", lambda d, t, w, b: F.layer_norm(t, (2000,), w, b), L, WL, bL)
+    check("layer_norm over (40, 30)", lambda d, t: F.layer_norm(t, (40, 30)), B3)
+    check("layer_norm grad of long rows", lambda d, t, w, b: (F.layer_norm(t, (2000,), w, b) ** 3).sum(),
+          L, WL, bL, grad=True, tol=2e-3)
+    check("layer_norm grad over (40, 30)", lambda d, t: (F.layer_norm(t, (40, 30)) ** 3).sum(), B3,
+          grad=True, tol=1e-3)
+    check("cumsum of long rows", lambda d, t: t.cumsum(1), L, tol=1e-3)
+    check("cumsum down long columns", lambda d, t: t.T.cumsum(0), L, tol=1e-3)
+    check("cumprod of long rows", lambda d, t: (t * 0.001 + 1).cumprod(1), L, tol=1e-4)
+    check("int cumsum of long rows", lambda d, t: (t > 0).to(fg.int32).cumsum(1), L)
+    check("cumsum grad of long rows", lambda d, t: (t.cumsum(1) ** 2).sum(), L, grad=True, tol=1e-2)
+    check("rms_norm of long rows", lambda d, t, w: F.rms_norm(t, (2000,), w), L, WL)
+    check("rms_norm grad of long rows", lambda d, t, w: (F.rms_norm(t, (2000,), w) ** 3).sum(), L, WL,
+          grad=True, tol=2e-3)
     # Index ops: blocks of positions; lines or rows that span too much of
     # a source are first laid out densely.
     check("gather", lambda d, t: fg.gather(t, 1, on(idx1, d)), A)

@@ -1224,6 +1224,9 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         if split::needed(op, &ts)? {
+            if len > get()?.piece_elems() {
+                return self.layer_norm_long(x, weight, bias, eps, rms, out, mean, rstd);
+            }
             let parts = [(x, len), (out, len), (mean, 1), (rstd, 1)];
             let shared: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
             return row_blocks(op, rows, &parts, &shared, &mut |v, _| {
@@ -1503,6 +1506,9 @@ impl Backend for WgpuBackend {
             ));
         }
         if x.ndim() > 0 && split::needed(op, &[x, out])? {
+            if x.shape()[dim] > get()?.piece_elems() {
+                return self.softmax_long(x, dim, log, out);
+            }
             // Rows split; the softmax dim stays whole, so it is made the
             // innermost dim of both operands first (a row then spans only itself).
             if x.shape()[dim] > 1 && x.strides()[dim] != 1 {
@@ -1604,6 +1610,10 @@ impl Backend for WgpuBackend {
         let (xc, gc, rc, mc) = (flat(x)?, flat(g)?, flat(rstd)?, flat(mean)?);
         let wc = weight.map(flat).transpose()?;
         if split::needed(op, &all)? {
+            if len > get()?.piece_elems() {
+                self.layer_norm_grad_long(&xc, &gc, &mc, &rc, wc.as_ref(), rms, dx, dw, db)?;
+                return Ok(true);
+            }
             // Blocks of whole rows, each within one binding per buffer; the
             // weight and bias gradients add up the blocks' sums.
             let inputs = [(&xc, len), (&gc, len), (&mc, 1), (&rc, 1)];
@@ -1745,6 +1755,10 @@ impl Backend for WgpuBackend {
             return Ok(true);
         }
         if nd > 0 && split::needed(op, &[y, g, out])? {
+            if len > get()?.piece_elems() {
+                self.softmax_grad_long(y, g, dim, log, out)?;
+                return Ok(true);
+            }
             // Lines along `dim` stay whole (made innermost first, as for softmax).
             if len > 1 {
                 for (k, t) in [y, g].into_iter().enumerate() {
@@ -2386,11 +2400,37 @@ impl Backend for WgpuBackend {
             return super::unsupported(self, op);
         }
         if x.ndim() > 0 && split::needed(op, &[x, out])? {
-            // Lines split; each scan stays whole.
-            let ts = [x, out];
-            let space = split::Space::lines(&ts, dim);
-            return split::in_pieces(op, &space, &mut |v, _| {
-                self.cumulative(cop, &v[0], dim, &v[1])
+            // Lines split, and so does a line longer than one binding: each
+            // later piece along `dim` combines the previous piece's last
+            // results (`carry`) into its own scan.
+            let len = x.shape()[dim];
+            let kept: Vec<usize> = (0..x.ndim())
+                .map(|d| if d == dim { 1 } else { x.shape()[d] })
+                .collect();
+            let carry = Tensor::empty(&kept, out.dtype(), out.device())?;
+            let axes: Vec<usize> = (0..x.ndim()).collect();
+            let space = split::Space {
+                ts: &[x, out, &carry],
+                axes: vec![axes.clone(), axes.clone(), axes],
+                sizes: x.shape().to_vec(),
+                splittable: vec![true; x.ndim()],
+            };
+            let comb = match cop {
+                CumOp::Sum => BinaryOp::Add,
+                CumOp::Prod => BinaryOp::Mul,
+            };
+            return split::in_pieces(op, &space, &mut |v, r| {
+                let (o, c) = (&v[1], &v[2]);
+                self.cumulative(cop, &v[0], dim, o)?;
+                let (lo, hi) = r[dim];
+                if lo > 0 {
+                    self.binary(comb, o, &self.spread(op, c, o.shape())?, o)?;
+                }
+                if hi < len {
+                    let l = o.layout().slice(dim, hi - lo - 1, 1, 1);
+                    self.cast_copy(&Tensor::from_parts(o.storage().clone(), l, o.dtype())?, c)?;
+                }
+                Ok(())
             });
         }
         // The input converted to the result's dtype, dense from offset 0.
@@ -2856,6 +2896,244 @@ impl WgpuBackend {
         Tensor::from_parts(t.storage().clone(), l, dtype)
     }
 
+    /// The max of each line of `x` (dims `mask`) into the float32 `centre`
+    /// (keepdim), with 0 where it is infinite: what softmax and logsumexp
+    /// subtract, so that an all -inf line gives -inf (or 0 weights), not NaN.
+    fn line_max(&self, op: &'static str, x: &Tensor, mask: &[bool], centre: &Tensor) -> Result<()> {
+        self.reduce(ReduceOp::Max, x, mask, centre)?;
+        let inf = Tensor::empty(centre.shape(), DType::Bool, centre.device())?;
+        self.unary(UnaryOp::IsInf, centre, &inf)?;
+        let zero = self.splat(op, Scalar::Float(0.0), DType::F32, centre.shape())?;
+        self.where_(&inf, &zero, centre, centre)
+    }
+
+    /// `t` (keepdim per-line values) broadcast as a view to `shape`.
+    fn spread(&self, op: &'static str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+        let l = t.layout().expand(op, shape)?;
+        Tensor::from_parts(t.storage().clone(), l, t.dtype())
+    }
+
+    /// Softmax along a line longer than one binding, from operations that
+    /// split: the line max, `e = exp(x - max)`, its sum, then `e / sum` (or
+    /// `x - max - log sum`), in float32 with one full-size temporary.
+    fn softmax_long(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
+        let op = if log { "log_softmax" } else { "softmax" };
+        let (dev, shape) = (x.device(), x.shape());
+        let mask: Vec<bool> = (0..x.ndim()).map(|d| d == dim).collect();
+        let kept: Vec<usize> = (0..x.ndim())
+            .map(|d| if d == dim { 1 } else { shape[d] })
+            .collect();
+        let m = Tensor::empty(&kept, DType::F32, dev)?;
+        self.line_max(op, x, &mask, &m)?;
+        let e = Tensor::empty(shape, DType::F32, dev)?;
+        self.cast_copy(x, &e)?;
+        self.binary(BinaryOp::Sub, &e, &self.spread(op, &m, shape)?, &e)?;
+        let s = Tensor::empty(&kept, DType::F32, dev)?;
+        if log {
+            let t = Tensor::empty(shape, DType::F32, dev)?;
+            self.unary(UnaryOp::Exp, &e, &t)?;
+            self.reduce(ReduceOp::Sum, &t, &mask, &s)?;
+            drop(t);
+            self.unary(UnaryOp::Log, &s, &s)?;
+            self.binary(BinaryOp::Sub, &e, &self.spread(op, &s, shape)?, &e)?;
+        } else {
+            self.unary(UnaryOp::Exp, &e, &e)?;
+            self.reduce(ReduceOp::Sum, &e, &mask, &s)?;
+            self.binary(BinaryOp::Div, &e, &self.spread(op, &s, shape)?, &e)?;
+        }
+        self.cast_copy(&e, out)
+    }
+
+    /// The softmax gradient along a line longer than one binding:
+    /// `y·(g - Σ g·y)`, or `g - exp(y)·Σ g` for log-softmax (float32).
+    fn softmax_grad_long(
+        &self,
+        y: &Tensor,
+        g: &Tensor,
+        dim: usize,
+        log: bool,
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = if log {
+            "log_softmax_backward"
+        } else {
+            "softmax_backward"
+        };
+        let (dev, shape) = (y.device(), y.shape());
+        let mask: Vec<bool> = (0..y.ndim()).map(|d| d == dim).collect();
+        let kept: Vec<usize> = (0..y.ndim())
+            .map(|d| if d == dim { 1 } else { shape[d] })
+            .collect();
+        let s = Tensor::empty(&kept, DType::F32, dev)?;
+        let t = Tensor::empty(shape, DType::F32, dev)?;
+        if log {
+            self.reduce(ReduceOp::Sum, g, &mask, &s)?;
+            self.unary(UnaryOp::Exp, y, &t)?;
+            self.binary(BinaryOp::Mul, &t, &self.spread(op, &s, shape)?, &t)?;
+            self.binary(BinaryOp::Sub, g, &t, out)
+        } else {
+            self.binary(BinaryOp::Mul, g, y, &t)?;
+            self.reduce(ReduceOp::Sum, &t, &mask, &s)?;
+            self.binary(BinaryOp::Sub, g, &self.spread(op, &s, shape)?, &t)?;
+            self.binary(BinaryOp::Mul, y, &t, out)
+        }
+    }
+
+    /// The normalised rows `x̂ = (x - μ)·r` of a layer norm (μ = 0 for RMS
+    /// norm) as a float32 `rows × len` tensor, from its `rows × 1` statistics.
+    fn normalised(&self, op: &'static str, x2: &Tensor, mu: &Tensor, r: &Tensor) -> Result<Tensor> {
+        let shape = x2.shape();
+        let t = Tensor::empty(shape, DType::F32, x2.device())?;
+        self.binary(BinaryOp::Sub, x2, &self.spread(op, mu, shape)?, &t)?;
+        self.binary(BinaryOp::Mul, &t, &self.spread(op, r, shape)?, &t)?;
+        Ok(t)
+    }
+
+    /// Layer norm (RMS norm) over rows longer than one binding, from
+    /// operations that split: the row mean and (biased) variance, or the
+    /// mean square, then `(x - μ)·r·w + b`.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_long(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        rms: bool,
+        out: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+    ) -> Result<()> {
+        let op = if rms { "rms_norm" } else { "layer_norm" };
+        let (rows, dev) = (mean.numel(), x.device());
+        let len = x.numel() / rows;
+        let x2 = as_rows(x, rows, len)?;
+        let mask = [false, true];
+        let (mu, r) = (
+            Tensor::empty(&[rows, 1], DType::F32, dev)?,
+            Tensor::empty(&[rows, 1], DType::F32, dev)?,
+        );
+        if rms {
+            self.fill(&mu, Scalar::Float(0.0))?;
+            let sq = Tensor::empty(&[rows, len], DType::F32, dev)?;
+            self.binary(BinaryOp::Mul, &x2, &x2, &sq)?;
+            self.reduce(ReduceOp::Mean, &sq, &mask, &r)?;
+        } else {
+            self.reduce(ReduceOp::Mean, &x2, &mask, &mu)?;
+            let var = ReduceOp::Var {
+                correction: 0.0,
+                std: false,
+            };
+            self.reduce(var, &x2, &mask, &r)?;
+        }
+        self.binary(
+            BinaryOp::Add,
+            &r,
+            &self.splat(op, Scalar::Float(eps), DType::F32, &[rows, 1])?,
+            &r,
+        )?;
+        self.unary(UnaryOp::Rsqrt, &r, &r)?;
+        let t = self.normalised(op, &x2, &mu, &r)?;
+        let shape = [rows, len];
+        if let Some(w) = weight {
+            self.binary(
+                BinaryOp::Mul,
+                &t,
+                &self.spread(op, &as_shape(w, &[1, len])?, &shape)?,
+                &t,
+            )?;
+        }
+        if let Some(b) = bias {
+            self.binary(
+                BinaryOp::Add,
+                &t,
+                &self.spread(op, &as_shape(b, &[1, len])?, &shape)?,
+                &t,
+            )?;
+        }
+        self.copy_dense_as(&t, out)?;
+        self.copy_dense_as(&mu, mean)?;
+        self.copy_dense_as(&r, rstd)
+    }
+
+    /// Layer-norm (RMS-norm) gradients over rows longer than one binding
+    /// (dense float32 operands): with `ĝ = g·w` and `x̂ = (x - μ)·r`,
+    /// `dx = r·(ĝ - x̂·mean(ĝ·x̂) - mean(ĝ))` (no `mean(ĝ)` for RMS norm),
+    /// `dw = Σ_rows g·x̂`, `db = Σ_rows g`.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_grad_long(
+        &self,
+        x: &Tensor,
+        g: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+        weight: Option<&Tensor>,
+        rms: bool,
+        dx: Option<&Tensor>,
+        dw: Option<&Tensor>,
+        db: Option<&Tensor>,
+    ) -> Result<()> {
+        let op = if rms {
+            "rms_norm_backward"
+        } else {
+            "layer_norm_backward"
+        };
+        let (rows, dev) = (mean.numel(), x.device());
+        let len = x.numel() / rows;
+        let shape = [rows, len];
+        let (x2, g2) = (as_rows(x, rows, len)?, as_rows(g, rows, len)?);
+        let r = as_rows(rstd, rows, 1)?;
+        let mu = if rms {
+            self.splat(op, Scalar::Float(0.0), DType::F32, &[rows, 1])?
+        } else {
+            as_rows(mean, rows, 1)?
+        };
+        let xh = self.normalised(op, &x2, &mu, &r)?;
+        if dw.is_some() || db.is_some() {
+            let cols = [true, false];
+            if let Some(dw) = dw {
+                let t = Tensor::empty(&shape, DType::F32, dev)?;
+                self.binary(BinaryOp::Mul, &g2, &xh, &t)?;
+                let s = Tensor::empty(&[len], DType::F32, dev)?;
+                self.reduce(ReduceOp::Sum, &t, &cols, &s)?;
+                self.copy_dense_as(&s, dw)?;
+            }
+            if let Some(db) = db {
+                let s = Tensor::empty(&[len], DType::F32, dev)?;
+                self.reduce(ReduceOp::Sum, &g2, &cols, &s)?;
+                self.copy_dense_as(&s, db)?;
+            }
+        }
+        let Some(dx) = dx else {
+            return Ok(());
+        };
+        let gh = Tensor::empty(&shape, DType::F32, dev)?;
+        match weight {
+            Some(w) => {
+                let w = self.spread(op, &as_shape(w, &[1, len])?, &shape)?;
+                self.binary(BinaryOp::Mul, &g2, &w, &gh)?
+            }
+            None => self.cast_copy(&g2, &gh)?,
+        }
+        let row_mean = |t: &Tensor| -> Result<Tensor> {
+            let m = Tensor::empty(&[rows, 1], DType::F32, dev)?;
+            self.reduce(ReduceOp::Mean, t, &[false, true], &m)?;
+            Ok(m)
+        };
+        let m1 = if rms { None } else { Some(row_mean(&gh)?) };
+        let t = Tensor::empty(&shape, DType::F32, dev)?;
+        self.binary(BinaryOp::Mul, &gh, &xh, &t)?;
+        let m2 = row_mean(&t)?;
+        // t = r·(ĝ - x̂·m2 - m1)
+        self.binary(BinaryOp::Mul, &xh, &self.spread(op, &m2, &shape)?, &t)?;
+        self.binary(BinaryOp::Sub, &gh, &t, &t)?;
+        if let Some(m1) = m1 {
+            self.binary(BinaryOp::Sub, &t, &self.spread(op, &m1, &shape)?, &t)?;
+        }
+        self.binary(BinaryOp::Mul, &t, &self.spread(op, &r, &shape)?, &t)?;
+        self.copy_dense_as(&t, dx)
+    }
+
     /// Variance (or std) and logsumexp over operands larger than one binding,
     /// in two passes that both split: first the per-line mean (or max), then
     /// `Σ (x - mean)²` (or `Σ exp(x - max)`) summed piece by piece in float32.
@@ -2880,11 +3158,7 @@ impl WgpuBackend {
         // infinite, so an all -inf line gives -inf and not NaN).
         let centre = Tensor::empty(&kept, DType::F32, dev)?;
         if lse {
-            self.reduce(ReduceOp::Max, x, mask, &centre)?;
-            let inf = Tensor::empty(&kept, DType::Bool, dev)?;
-            self.unary(UnaryOp::IsInf, &centre, &inf)?;
-            let zero = self.splat(op, Scalar::Float(0.0), DType::F32, &kept)?;
-            self.where_(&inf, &zero, &centre, &centre)?;
+            self.line_max(op, x, mask, &centre)?;
         } else {
             self.reduce(ReduceOp::Mean, x, mask, &centre)?;
         }
@@ -2933,7 +3207,7 @@ impl WgpuBackend {
         self.copy_dense_as(&acc, out)
     }
 
-    /// Copy the dense `t` into `out`, which holds the same elements in the
+    /// Copy `t` (dense from offset 0) into `out`, which holds the same elements in the
     /// same order under another shape (reduced dims dropped or kept).
     fn copy_dense_as(&self, t: &Tensor, out: &Tensor) -> Result<()> {
         let flat = Tensor::from_parts(
