@@ -187,7 +187,7 @@ fn check_indices(a: &IndexArgs, src: &Tensor) -> Result<()> {
 
 /// `offs[b] += wrap(idx[b]) * stride` over the row-major positions `b` of `idx`
 /// (negative indices count from the end). Returns false on an out-of-range index.
-fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> bool {
+pub(crate) fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [isize]) -> bool {
     let plan = Plan::new(idx.shape(), [idx.strides()]);
     let n = size as i64;
     let tasks = elem_tasks(offs.len());

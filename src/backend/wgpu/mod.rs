@@ -747,6 +747,89 @@ fn gather_kernel(
     )
 }
 
+/// The index-put kernel's fixed parts: values `[positions, R...]` written
+/// (or added) at `dst` offsets, one thread per element of R walking the
+/// positions in order.
+struct Put<'a> {
+    op: &'static str,
+    ty: GTy,
+    /// R, the shape each position writes.
+    rshape: &'a [usize],
+    /// dst's strides over R.
+    drest: &'a [isize],
+    accumulate: bool,
+}
+
+impl Put<'_> {
+    /// Write the dense values `v2` (`positions × |R|`) at offsets `o`
+    /// (relative to `dst_off` in `d`), in blocks of positions when values
+    /// or offsets exceed one binding — in order, so later dispatches see
+    /// earlier writes as one pass would.
+    fn blocks(&self, v2: &Tensor, o: &Tensor, d: &Tensor, dst_off: usize) -> Result<()> {
+        if !split::needed(self.op, &[v2, o])? {
+            return self.launch(v2, o, d, dst_off);
+        }
+        split::by_batch(self.op, &[v2, o], &[true, true], &mut |p, _| {
+            self.launch(&p[0], &p[1], d, dst_off)
+        })
+    }
+
+    fn launch(&self, vv: &Tensor, o: &Tensor, d: &Tensor, dst_off: usize) -> Result<()> {
+        let block: usize = self.rshape.iter().product();
+        let meta = raw_meta(
+            self.op,
+            self.rshape,
+            &[
+                (
+                    vv.offset(),
+                    crate::tensor::layout::contiguous_strides(self.rshape).to_vec(),
+                ),
+                (o.offset(), vec![0; self.rshape.len()]),
+                (dst_off, self.drest.to_vec()),
+            ],
+            [
+                o.numel() as u32,
+                block as u32,
+                self.accumulate as u32,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )?;
+        let ty = self.ty;
+        run_items(
+            self.op,
+            |bd| shaders::index_put(bd, ty),
+            &[vv, o, d],
+            &[],
+            &meta,
+            block,
+        )
+    }
+}
+
+/// The element offsets (relative to `t`'s offset), in the row-major order
+/// of `index`'s positions, that a torch-style gather or scatter along `dim`
+/// reaches in `t`: the position's coordinates, with the index read on the
+/// host in place of the coordinate along `dim`.
+fn line_offsets(op: &'static str, t: &Tensor, dim: usize, index: &Tensor) -> Result<Vec<isize>> {
+    let mut st = t.strides()[..index.ndim()].to_vec();
+    st[dim] = 0;
+    let mut offs = Vec::with_capacity(index.numel());
+    crate::backend::cpu::strided::for_each_offset(index.shape(), &st, |o| offs.push(o));
+    let host = download(index)?;
+    let (len, step) = (t.shape()[dim], t.strides()[dim]);
+    if !crate::backend::cpu::index::add_offsets(&host, len, step, &mut offs) {
+        return Err(Error::index(
+            op,
+            format!("an index is out of bounds for dimension {dim} with size {len}"),
+        ));
+    }
+    Ok(offs)
+}
+
 /// A contiguous `t` viewed as `rows` rows of `len` elements (a view).
 fn as_rows(t: &Tensor, rows: usize, len: usize) -> Result<Tensor> {
     as_shape(t, &[rows, len])
@@ -2295,49 +2378,15 @@ impl Backend for WgpuBackend {
             .filter(|d| !a.dims.contains(d))
             .map(|d| dst.strides()[d])
             .collect();
-        let launch = |vv: &Tensor, o: &Tensor, d: &Tensor, dst_off: usize| -> Result<()> {
-            let meta = raw_meta(
-                op,
-                rshape,
-                &[
-                    (
-                        vv.offset(),
-                        crate::tensor::layout::contiguous_strides(rshape).to_vec(),
-                    ),
-                    (o.offset(), vec![0; rshape.len()]),
-                    (dst_off, drest.clone()),
-                ],
-                [
-                    o.numel() as u32,
-                    block as u32,
-                    accumulate as u32,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            )?;
-            run_items(
-                op,
-                |bd| shaders::index_put(bd, ty),
-                &[vv, o, d],
-                &[],
-                &meta,
-                block,
-            )
-        };
-        // Values or offsets larger than one binding: blocks of positions, in
-        // order (later dispatches see earlier writes, as one pass would).
         let v2 = as_rows(&v, nb, block)?;
-        let run = |o: &Tensor, d: &Tensor, dst_off: usize| -> Result<()> {
-            if !split::needed(op, &[&v2, o])? {
-                return launch(&v2, o, d, dst_off);
-            }
-            split::by_batch(op, &[&v2, o], &[true, true], &mut |p, _| {
-                launch(&p[0], &p[1], d, dst_off)
-            })
+        let put = Put {
+            op,
+            ty,
+            rshape,
+            drest: &drest,
+            accumulate,
         };
+        let run = |o: &Tensor, d: &Tensor, dst_off: usize| put.blocks(&v2, o, d, dst_off);
         if let Some(host) = host {
             // A destination larger than one binding: one pass per window
             // of it, each writing the positions whose rows lie there.
@@ -2617,6 +2666,9 @@ impl WgpuBackend {
         let op = "gather";
         let ty = gty(op, src.dtype())?;
         if split::needed(op, &[src, index, out])? {
+            if src.shape()[dim] > get()?.piece_elems() {
+                return self.gather_long(src, dim, index, out);
+            }
             // Each line along `dim` stays whole: every operand gets `dim`
             // innermost first.
             let across = |t: &Tensor| t.shape()[dim] > 1 && t.strides()[dim] != 1;
@@ -2656,6 +2708,60 @@ impl WgpuBackend {
         gather_kernel(op, ty, index.shape(), walks, sd as i32 as u32)
     }
 
+    /// Gather along lines longer than one binding: each position's source
+    /// offset is computed on the host from the (checked) indices, and the
+    /// kernel runs once per window of the source, as the index ops do.
+    fn gather_long(&self, src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<()> {
+        let op = "gather";
+        let ty = gty(op, src.dtype())?;
+        let offs = line_offsets(op, src, dim, index)?;
+        let dense = crate::tensor::layout::contiguous_strides(index.shape()).to_vec();
+        for (w, o) in offset_windows(op, src, &offs, (0, 1), index.shape())? {
+            let walks = [
+                (&w, 0, vec![0; index.ndim()]),
+                (&o, 0, dense.clone()),
+                (out, out.offset(), out.strides().to_vec()),
+            ];
+            gather_kernel(op, ty, index.shape(), walks, 1)?;
+        }
+        Ok(())
+    }
+
+    /// Scatter along destination lines longer than one binding: each
+    /// position's destination offset is computed on the host from the
+    /// (checked) indices, and the values are written window by window of
+    /// the destination, in position order (as the index puts do).
+    fn scatter_long(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
+        let ty = gty(op, dst.dtype())?;
+        let offs = line_offsets(op, dst, dim, index)?;
+        // The values at the index's positions, dense in its row-major order.
+        let mut l = src.layout().clone();
+        for (d, &n) in index.shape().iter().enumerate() {
+            l = l.slice(d, 0, n, 1);
+        }
+        let v = dense(&Tensor::from_parts(src.storage().clone(), l, src.dtype())?)?;
+        let v2 = as_rows(&v, index.numel(), 1)?;
+        let put = Put {
+            op,
+            ty,
+            rshape: &[],
+            drest: &[],
+            accumulate,
+        };
+        for (w, o) in offset_windows(op, dst, &offs, (0, 1), &[index.numel()])? {
+            put.blocks(&v2, &o, &w, 0)?;
+        }
+        Ok(())
+    }
+
     /// The scatter kernel (indices already checked); lines (the dims other
     /// than `dim`) split across pieces when an operand exceeds one binding.
     fn scatter_run(
@@ -2669,6 +2775,9 @@ impl WgpuBackend {
     ) -> Result<()> {
         let ty = gty(op, dst.dtype())?;
         if split::needed(op, &[index, src, dst])? {
+            if dst.shape()[dim] > get()?.piece_elems() {
+                return self.scatter_long(op, dst, dim, index, src, accumulate);
+            }
             // Lines split (the dims other than `dim`); each line stays whole,
             // so every operand gets `dim` innermost first.
             let across = |t: &Tensor| t.shape()[dim] > 1 && t.strides()[dim] != 1;
