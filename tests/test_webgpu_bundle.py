@@ -214,3 +214,56 @@ def test_host_reading_op_is_refused_naming_it(tmp_path):
         loss.graph(logits, labels).export_webgpu(tmp_path / "ce")
     # the failed export left the device usable and the graph runnable
     np.testing.assert_allclose(loss(logits, labels).item(), want, rtol=1e-6)
+
+
+BIG_EXPORT = """
+import sys
+import ferrograd as fg, numpy as np
+import ferrograd.nn.functional as F
+
+assert fg.gpu.info()["limits"]["max_storage_buffer_binding_size"] == 4096
+fg.manual_seed(0)
+model = fg.nn.Sequential(fg.nn.Linear(24, 40), fg.nn.LayerNorm(40), fg.nn.GELU(), fg.nn.Linear(40, 30)).to("gpu")
+model.eval()
+
+@fg.compile
+def predict(x):
+    h = model(x)
+    return F.log_softmax(h, dim=-1), h.sum(0), (h * h).mean()
+
+rng = np.random.default_rng(0)
+xs, xs2 = (rng.standard_normal((64, 24)).astype(np.float32) for _ in range(2))  # 6 KB inputs
+x = fg.tensor(xs, device="gpu")
+predict(x)
+manifest = predict.graph(x).export_webgpu(sys.argv[1])
+want = predict(fg.tensor(xs2, device="gpu"))
+np.savez(sys.argv[2], x=xs2, **{f"output{k}": w.numpy() for k, w in enumerate(want)})
+print(manifest["inputs"][0]["name"])
+"""
+
+
+def test_bundle_of_tensors_over_one_binding_binds_ranges(tmp_path):
+    # Exported where a binding holds 4 KiB: the kernels that work through
+    # larger tensors in pieces bind ranges of their buffers, and the bundle
+    # says so (offsets, and a binding limit below its largest buffer).
+    import os
+
+    bundle = tmp_path / "big"
+    env = dict(os.environ, FG_GPU_MAX_BINDING_BYTES="4096")
+    p = subprocess.run(
+        [sys.executable, "-c", BIG_EXPORT, str(bundle), str(tmp_path / "want.npz")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-4000:]
+    name = p.stdout.split()[-1]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    _check_files(bundle, manifest)
+    limits = manifest["limits"]
+    assert limits["max_storage_buffer_binding_size"] <= 4096 < limits["max_buffer_size"]
+    assert any(off > 0 for d in manifest["dispatches"] for _, _, off, _ in d["bindings"][1:])
+    with np.load(tmp_path / "want.npz") as f:
+        want = {k: f[k] for k in f.files}
+    got = _run_bundle(tmp_path, bundle, {name: want["x"]})[0]
+    assert len(got) == 3
+    for k in range(3):
+        np.testing.assert_allclose(got[f"output{k}"], want[f"output{k}"], rtol=1e-5, atol=1e-5)

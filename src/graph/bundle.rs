@@ -178,7 +178,7 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
     let meta_index = buffers.len();
     let mut meta: Vec<u8> = Vec::new();
     let mut dispatches = Vec::with_capacity(rec.dispatches.len());
-    let (mut max_bind, mut max_groups) = (1usize, 1u32);
+    let (mut max_bind, mut max_groups, mut max_binding) = (1usize, 1u32, 4u64);
     for d in &rec.dispatches {
         let off = meta.len().div_ceil(META_ALIGN) * META_ALIGN;
         meta.resize(off, 0);
@@ -187,9 +187,13 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         } else {
             meta.extend(d.meta.iter().flat_map(|w| w.to_le_bytes()));
         }
+        max_binding = max_binding.max((meta.len() - off) as u64);
         let mut bindings = vec![json!([0, meta_index, off, meta.len() - off])];
         for (j, &b) in d.buffers.iter().enumerate() {
-            bindings.push(json!([j + 1, index(b), 0, rec.buffers[b].size]));
+            // A kernel over part of a buffer larger than one binding binds a range of it.
+            let (at, size) = d.ranges.get(j).copied().unwrap_or((0, rec.buffers[b].size));
+            max_binding = max_binding.max(size);
+            bindings.push(json!([j + 1, index(b), at, size]));
         }
         max_bind = max_bind.max(bindings.len());
         max_groups = max_groups.max(d.groups.0).max(d.groups.1);
@@ -224,7 +228,7 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         },
         "limits": {
             "max_storage_buffers_per_shader_stage": max_bind,
-            "max_storage_buffer_binding_size": max_buffer,
+            "max_storage_buffer_binding_size": max_binding,
             "max_buffer_size": max_buffer,
             "max_compute_workgroups_per_dimension": max_groups,
         },

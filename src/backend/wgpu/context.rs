@@ -920,23 +920,43 @@ impl Gpu {
                     rec.shaders.len() - 1
                 }
             };
-            if bufs.iter().any(|b| b.parent.is_some()) {
+            let windowed = bufs.iter().any(|b| b.parent.is_some());
+            if windowed && rec.execute {
                 rec.refuse(format!(
                     "{op} works through a tensor larger than one storage binding in pieces"
                 ));
             }
-            if !rec.execute && (!ranges.is_empty() || rec.unreplayable.is_some()) {
+            if let (false, Some(why)) = (rec.execute, &rec.unreplayable) {
                 return Err(Error::runtime(
                     op,
-                    "a WebGPU bundle binds whole buffers: tensors larger than one storage binding cannot be exported",
+                    format!("this graph cannot be exported as a WebGPU bundle: {why}"),
                 ));
             }
-            let buffers = bufs.iter().map(|b| rec.buffer_index(b)).collect();
+            // A window is recorded as the buffer it lies in, bound from its
+            // base (such runs are exported, never replayed).
+            let mut recorded = ranges.to_vec();
+            if windowed {
+                recorded.clear();
+                for (j, b) in bufs.iter().enumerate() {
+                    let (off, size) = ranges
+                        .get(j)
+                        .copied()
+                        .unwrap_or((0, b.cap.min(max).max(b.len)));
+                    recorded.push((b.base() + off, size));
+                }
+            }
+            let buffers = bufs
+                .iter()
+                .map(|b| match &b.parent {
+                    Some((root, _)) => rec.buffer_index(root),
+                    None => rec.buffer_index(b),
+                })
+                .collect();
             rec.dispatches.push(RecDispatch {
                 op,
                 shader,
                 buffers,
-                ranges: ranges.to_vec(),
+                ranges: recorded,
                 meta: meta.to_vec(),
                 groups: (gx, gy),
             });
