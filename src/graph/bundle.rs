@@ -191,7 +191,12 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         let mut bindings = vec![json!([0, meta_index, off, meta.len() - off])];
         for (j, &b) in d.buffers.iter().enumerate() {
             // A kernel over part of a buffer larger than one binding binds a range of it.
-            let (at, size) = d.ranges.get(j).copied().unwrap_or((0, rec.buffers[b].size));
+            let (at, size) = d
+                .ranges
+                .get(j)
+                .copied()
+                .flatten()
+                .unwrap_or((0, rec.buffers[b].size));
             max_binding = max_binding.max(size);
             bindings.push(json!([j + 1, index(b), at, size]));
         }

@@ -99,6 +99,9 @@ pub struct Replay {
     sig: Vec<(DType, Layout)>,
     /// Each input's first input in the same buffer.
     alias: Vec<usize>,
+    /// Per input: whether a kernel binds its buffer whole (so it must fit
+    /// one binding), and the furthest byte a bound range of it reaches.
+    reach: Vec<(bool, u64)>,
     held: Vec<Arc<GpuBuffer>>,
     own: Vec<Arc<GpuBuffer>>,
     meta: Arc<GpuBuffer>,
@@ -394,7 +397,7 @@ impl Replay {
                 .enumerate()
                 .map(|(j, &b)| {
                     let s = src[b].ok_or("a kernel binds a buffer the run never placed")?;
-                    Ok((s, d.ranges.get(j).copied()))
+                    Ok((s, d.ranges.get(j).copied().flatten()))
                 })
                 .collect::<std::result::Result<Vec<_>, String>>()?;
             disps.push(Disp {
@@ -424,7 +427,21 @@ impl Replay {
             })
             .collect();
         let own_bytes = own.iter().map(|b| b.cap).sum::<u64>() + meta.cap;
+        // How each input is bound: whole anywhere, and the furthest byte a
+        // range of it reaches (a kernel working through it in pieces).
+        let mut reach = vec![(false, 0u64); inputs.len()];
+        for d in &disps {
+            for &(s, range) in &d.binds {
+                if let Src::Input(k) = s {
+                    match range {
+                        Some((off, size)) => reach[k].1 = reach[k].1.max(off + size),
+                        None => reach[k].0 = true,
+                    }
+                }
+            }
+        }
         Ok(Replay {
+            reach,
             sig: inputs
                 .iter()
                 .map(|t| (t.dtype(), t.layout().clone()))
@@ -474,7 +491,8 @@ impl Replay {
             if t.dtype() != *dt
                 || t.layout() != l
                 || *first.entry(b.id()).or_insert(k) != self.alias[k]
-                || b.len > g.max_binding()
+                || (self.reach[k].0 && b.len > g.max_binding())
+                || self.reach[k].1 > b.cap
                 || self.held.iter().any(|h| h.id() == b.id())
             {
                 return Ok(None);

@@ -266,8 +266,9 @@ pub struct RecDispatch {
     pub shader: usize,
     /// Buffer indices bound at 1, 2, ... (binding 0 is the metadata).
     pub buffers: Vec<usize>,
-    /// The byte range (offset, size) bound of each buffer; empty: all whole.
-    pub ranges: Vec<(u64, u64)>,
+    /// The byte range (offset, size) bound of each buffer, `None` (or
+    /// missing) where it is bound whole.
+    pub ranges: Vec<Option<(u64, u64)>>,
     /// The metadata words bound at 0.
     pub meta: Vec<u32>,
     pub groups: (u32, u32),
@@ -920,31 +921,22 @@ impl Gpu {
                     rec.shaders.len() - 1
                 }
             };
-            let windowed = bufs.iter().any(|b| b.parent.is_some());
-            if windowed && rec.execute {
-                rec.refuse(format!(
-                    "{op} works through a tensor larger than one storage binding in pieces"
-                ));
-            }
             if let (false, Some(why)) = (rec.execute, &rec.unreplayable) {
                 return Err(Error::runtime(
                     op,
                     format!("this graph cannot be exported as a WebGPU bundle: {why}"),
                 ));
             }
-            // A window is recorded as the buffer it lies in, bound from its
-            // base (such runs are exported, never replayed).
-            let mut recorded = ranges.to_vec();
-            if windowed {
-                recorded.clear();
-                for (j, b) in bufs.iter().enumerate() {
-                    let (off, size) = ranges
-                        .get(j)
-                        .copied()
-                        .unwrap_or((0, b.cap.min(max).max(b.len)));
-                    recorded.push((b.base() + off, size));
-                }
-            }
+            // A window is recorded as the buffer it lies in, bound from its base.
+            let recorded = bufs
+                .iter()
+                .enumerate()
+                .map(|(j, b)| match (ranges.get(j), &b.parent) {
+                    (Some(&(off, size)), _) => Some((b.base() + off, size)),
+                    (None, Some(_)) => Some((b.base(), b.cap.min(max).max(b.len))),
+                    (None, None) => None,
+                })
+                .collect();
             let buffers = bufs
                 .iter()
                 .map(|b| match &b.parent {
