@@ -11,7 +11,7 @@ take two passes that both split, arg-reductions combine their pieces, and
 row kernels (norms, cross-entropy, softmax gradients) run on blocks of whole
 rows, or, when one row exceeds the limit (softmax, norms), decompose into
 reductions and elementwise ops that split. What cannot be split (a
-cross-entropy over more classes than one binding holds) raises an error
+convolution whose single output plane exceeds the limit) raises an error
 naming the op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
@@ -152,9 +152,10 @@ SCRIPT = textwrap.dedent(
     same(gP.grad, cP.grad.numpy())
 
     # What cannot run in pieces says which op, the limit, and what to do:
-    # a cross-entropy over classes (2000 floats here) beyond the limit.
-    Xi32 = (X * 10).astype(np.int64) % 2000
-    for name, fn in [("cross_entropy", lambda: F.cross_entropy(dev(X), dev(Xi32[:, 0])))]:
+    # a convolution whose single output plane (4 x 298 floats) exceeds it.
+    S = rng.standard_normal((6, 3, 300)).astype(np.float32)
+    K = rng.standard_normal((4, 3, 3)).astype(np.float32)
+    for name, fn in [("conv2d", lambda: F.conv1d(dev(S), dev(K)))]:
         try:
             fn()
         except RuntimeError as e:
@@ -284,6 +285,15 @@ ROWS_SCRIPT = textwrap.dedent(
     check("scatter_add along long rows (repeated targets)",
           lambda d, t: t.scatter_add(1, on(idxL % 5, d), t[:, :7] * 2), L, tol=1e-5)
     check("scatter along long rows", lambda d, t: t.scatter(1, on(idxL, d), t[:, 10:17]), L)
+    labL = rng.integers(0, 2000, 6)
+    labL[4] = -100
+    check("cross_entropy over 2000 classes", lambda d, t: F.cross_entropy(t, on(labL, d), reduction="none"), L)
+    check("cross_entropy over 2000 classes, weighted and smoothed",
+          lambda d, t, w: F.cross_entropy(t, on(labL, d), weight=w.abs() + 0.1, label_smoothing=0.2), L, WL)
+    check("cross_entropy grad over 2000 classes", lambda d, t: F.cross_entropy(t, on(labL, d)), L, grad=True)
+    check("cross_entropy grad over 2000 classes, weighted and smoothed",
+          lambda d, t, w: F.cross_entropy(t, on(labL, d), weight=w.abs() + 0.1, label_smoothing=0.2), L, WL,
+          grad=True)
     check("cumsum of long rows", lambda d, t: t.cumsum(1), L, tol=1e-3)
     check("cumsum down long columns", lambda d, t: t.T.cumsum(0), L, tol=1e-3)
     check("cumprod of long rows", lambda d, t: (t * 0.001 + 1).cumprod(1), L, tol=1e-4)
