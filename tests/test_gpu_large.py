@@ -10,9 +10,9 @@ space bound through windows of the large buffers; variance and logsumexp
 take two passes that both split, arg-reductions combine their pieces, and
 row kernels (norms, cross-entropy, softmax gradients) run on blocks of whole
 rows, or, when one row exceeds the limit (softmax, norms), decompose into
-reductions and elementwise ops that split. What cannot be split (a
-convolution whose single output plane exceeds the limit) raises an error
-naming the op and the limit. The piecewise path is tested in a subprocess
+reductions and elementwise ops that split; convolutions split images and
+channels. What cannot be split (a convolution over a single image plane
+beyond the limit) raises an error naming the op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
 the adapter's real limit.
@@ -152,10 +152,10 @@ SCRIPT = textwrap.dedent(
     same(gP.grad, cP.grad.numpy())
 
     # What cannot run in pieces says which op, the limit, and what to do:
-    # a convolution whose single output plane (4 x 298 floats) exceeds it.
-    S = rng.standard_normal((6, 3, 300)).astype(np.float32)
-    K = rng.standard_normal((4, 3, 3)).astype(np.float32)
-    for name, fn in [("conv2d", lambda: F.conv1d(dev(S), dev(K)))]:
+    # a convolution over a single image plane (40 x 40 floats) beyond it.
+    P = rng.standard_normal((1, 1, 40, 40)).astype(np.float32)
+    K = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
+    for name, fn in [("conv2d", lambda: F.conv2d(dev(P), dev(K)))]:
         try:
             fn()
         except RuntimeError as e:
@@ -294,6 +294,18 @@ ROWS_SCRIPT = textwrap.dedent(
     check("cross_entropy grad over 2000 classes, weighted and smoothed",
           lambda d, t, w: F.cross_entropy(t, on(labL, d), weight=w.abs() + 0.1, label_smoothing=0.2), L, WL,
           grad=True)
+    # Convolutions whose single images exceed a binding split channels too
+    # (input channels and, for the input gradient, output channels add up).
+    S = rng.standard_normal((6, 3, 300)).astype(np.float32)
+    KS = rng.standard_normal((4, 3, 3)).astype(np.float32)
+    XC = rng.standard_normal((2, 8, 20, 20)).astype(np.float32)
+    KC = rng.standard_normal((6, 8, 3, 3)).astype(np.float32)
+    bC = rng.standard_normal(6).astype(np.float32)
+    check("conv1d of long signals", lambda d, t, k: F.conv1d(t, k), S, KS, tol=1e-4)
+    check("conv1d grads", lambda d, t, k: (F.conv1d(t, k) ** 2).sum(), S, KS, grad=True, tol=2e-3)
+    check("conv2d over channels", lambda d, t, k, b: F.conv2d(t, k, b, padding=1), XC, KC, bC, tol=1e-4)
+    check("conv2d grads over channels", lambda d, t, k, b: (F.conv2d(t, k, b, padding=1, stride=2) ** 2).sum(),
+          XC, KC, bC, grad=True, tol=2e-3)
     check("cumsum of long rows", lambda d, t: t.cumsum(1), L, tol=1e-3)
     check("cumsum down long columns", lambda d, t: t.T.cumsum(0), L, tol=1e-3)
     check("cumprod of long rows", lambda d, t: (t * 0.001 + 1).cumprod(1), L, tol=1e-4)

@@ -1085,6 +1085,37 @@ fn conv_meta(
     v.iter().map(|&a| a as u32).collect()
 }
 
+/// The iteration axes of a convolution split across pieces (groups = 1):
+/// images, output channels, input channels, then the input's, kernel's and
+/// output's spatial dims (never split).
+const CONV_N: usize = 0;
+const CONV_O: usize = 1;
+const CONV_C: usize = 2;
+/// The axes each dim of the input, weight and output walks.
+const CONV_X: [usize; 4] = [CONV_N, CONV_C, 3, 4];
+const CONV_W: [usize; 4] = [CONV_O, CONV_C, 5, 6];
+const CONV_Y: [usize; 4] = [CONV_N, CONV_O, 7, 8];
+
+/// The convolution's iteration space over `ts` (with `axes` per operand),
+/// from the input `x`, weight `w` and output `y` shapes.
+fn conv_space<'a>(
+    ts: &'a [&'a Tensor],
+    axes: Vec<Vec<usize>>,
+    x: &Tensor,
+    w: &Tensor,
+    y: &Tensor,
+) -> split::Space<'a> {
+    let (xs, ws, ys) = (x.shape(), w.shape(), y.shape());
+    split::Space {
+        ts,
+        axes,
+        sizes: vec![
+            xs[0], ws[0], xs[1], xs[2], xs[3], ws[2], ws[3], ys[2], ys[3],
+        ],
+        splittable: (0..9).map(|a| a < 3).collect(),
+    }
+}
+
 fn conv_check(op: &'static str, ts: &[&Tensor], p: &Conv2dParams) -> Result<()> {
     check_same_device(op, ts)?;
     f32_only(op, ts)?;
@@ -2025,6 +2056,25 @@ impl Backend for WgpuBackend {
         ts.extend(bias);
         ts.push(out);
         if split::needed(op, &ts)? {
+            if p.groups == 1 {
+                // Images, output and input channels split; a later piece
+                // along the input channels adds its partial sums (the first
+                // adds the bias).
+                let mut axes = vec![CONV_X.to_vec(), CONV_W.to_vec()];
+                axes.extend(bias.map(|_| vec![CONV_O]));
+                axes.push(CONV_Y.to_vec());
+                let space = conv_space(&ts, axes, x, w, out);
+                return split::in_pieces(op, &space, &mut |v, r| {
+                    let o = &v[v.len() - 1];
+                    if r[CONV_C].0 == 0 {
+                        let b = bias.is_some().then(|| &v[2]);
+                        return self.conv2d(&v[0], &v[1], b, p, o);
+                    }
+                    let t = Tensor::empty(o.shape(), o.dtype(), o.device())?;
+                    self.conv2d(&v[0], &v[1], None, p, &t)?;
+                    self.binary(BinaryOp::Add, o, &t, o)
+                });
+            }
             let batched: Vec<bool> = (0..ts.len()).map(|k| k == 0 || k == ts.len() - 1).collect();
             return split::by_batch(op, &ts, &batched, &mut |v, _| {
                 let b = bias.is_some().then(|| &v[2]);
@@ -2070,6 +2120,21 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         if split::needed(op, &[g, w, out])? {
+            if p.groups == 1 {
+                // Images and channels split; a later piece along the output
+                // channels adds its part of the sum over them.
+                let ts = [g, w, out];
+                let axes = vec![CONV_Y.to_vec(), CONV_W.to_vec(), CONV_X.to_vec()];
+                let space = conv_space(&ts, axes, out, w, g);
+                return split::in_pieces(op, &space, &mut |v, r| {
+                    if r[CONV_O].0 == 0 {
+                        return self.conv2d_input_grad(&v[0], &v[1], p, &v[2]);
+                    }
+                    let t = Tensor::empty(v[2].shape(), v[2].dtype(), v[2].device())?;
+                    self.conv2d_input_grad(&v[0], &v[1], p, &t)?;
+                    self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+                });
+            }
             return split::by_batch(op, &[g, w, out], &[true, false, true], &mut |v, _| {
                 self.conv2d_input_grad(&v[0], &v[1], p, &v[2])
             });
@@ -2110,6 +2175,21 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         if split::needed(op, &[g, x, out])? {
+            if p.groups == 1 {
+                // Images and channels split; the weight's gradient sums over
+                // the images, so a later piece along them adds its part.
+                let ts = [g, x, out];
+                let axes = vec![CONV_Y.to_vec(), CONV_X.to_vec(), CONV_W.to_vec()];
+                let space = conv_space(&ts, axes, x, out, g);
+                return split::in_pieces(op, &space, &mut |v, r| {
+                    if r[CONV_N].0 == 0 {
+                        return self.conv2d_weight_grad(&v[0], &v[1], p, &v[2]);
+                    }
+                    let t = Tensor::empty(v[2].shape(), v[2].dtype(), v[2].device())?;
+                    self.conv2d_weight_grad(&v[0], &v[1], p, &t)?;
+                    self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+                });
+            }
             // The weight's gradient sums over the batch: later pieces add theirs.
             return split::by_batch(op, &[g, x, out], &[true, true, false], &mut |v, r| {
                 if r.0 == 0 {
