@@ -2065,14 +2065,11 @@ impl Backend for WgpuBackend {
                 axes.push(CONV_Y.to_vec());
                 let space = conv_space(&ts, axes, x, w, out);
                 return split::in_pieces(op, &space, &mut |v, r| {
-                    let o = &v[v.len() - 1];
-                    if r[CONV_C].0 == 0 {
-                        let b = bias.is_some().then(|| &v[2]);
-                        return self.conv2d(&v[0], &v[1], b, p, o);
-                    }
-                    let t = Tensor::empty(o.shape(), o.dtype(), o.device())?;
-                    self.conv2d(&v[0], &v[1], None, p, &t)?;
-                    self.binary(BinaryOp::Add, o, &t, o)
+                    let first = r[CONV_C].0 == 0;
+                    let b = bias.filter(|_| first).map(|_| &v[2]);
+                    self.write_or_add(&v[v.len() - 1], first, |o| {
+                        self.conv2d(&v[0], &v[1], b, p, o)
+                    })
                 });
             }
             let batched: Vec<bool> = (0..ts.len()).map(|k| k == 0 || k == ts.len() - 1).collect();
@@ -2127,12 +2124,9 @@ impl Backend for WgpuBackend {
                 let axes = vec![CONV_Y.to_vec(), CONV_W.to_vec(), CONV_X.to_vec()];
                 let space = conv_space(&ts, axes, out, w, g);
                 return split::in_pieces(op, &space, &mut |v, r| {
-                    if r[CONV_O].0 == 0 {
-                        return self.conv2d_input_grad(&v[0], &v[1], p, &v[2]);
-                    }
-                    let t = Tensor::empty(v[2].shape(), v[2].dtype(), v[2].device())?;
-                    self.conv2d_input_grad(&v[0], &v[1], p, &t)?;
-                    self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+                    self.write_or_add(&v[2], r[CONV_O].0 == 0, |o| {
+                        self.conv2d_input_grad(&v[0], &v[1], p, o)
+                    })
                 });
             }
             return split::by_batch(op, &[g, w, out], &[true, false, true], &mut |v, _| {
@@ -2182,22 +2176,16 @@ impl Backend for WgpuBackend {
                 let axes = vec![CONV_Y.to_vec(), CONV_X.to_vec(), CONV_W.to_vec()];
                 let space = conv_space(&ts, axes, x, out, g);
                 return split::in_pieces(op, &space, &mut |v, r| {
-                    if r[CONV_N].0 == 0 {
-                        return self.conv2d_weight_grad(&v[0], &v[1], p, &v[2]);
-                    }
-                    let t = Tensor::empty(v[2].shape(), v[2].dtype(), v[2].device())?;
-                    self.conv2d_weight_grad(&v[0], &v[1], p, &t)?;
-                    self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+                    self.write_or_add(&v[2], r[CONV_N].0 == 0, |o| {
+                        self.conv2d_weight_grad(&v[0], &v[1], p, o)
+                    })
                 });
             }
             // The weight's gradient sums over the batch: later pieces add theirs.
             return split::by_batch(op, &[g, x, out], &[true, true, false], &mut |v, r| {
-                if r.0 == 0 {
-                    return self.conv2d_weight_grad(&v[0], &v[1], p, &v[2]);
-                }
-                let t = Tensor::empty(v[2].shape(), v[2].dtype(), v[2].device())?;
-                self.conv2d_weight_grad(&v[0], &v[1], p, &t)?;
-                self.binary(BinaryOp::Add, &v[2], &t, &v[2])
+                self.write_or_add(&v[2], r.0 == 0, |o| {
+                    self.conv2d_weight_grad(&v[0], &v[1], p, o)
+                })
             });
         }
         dense_out(out, |o| {
@@ -3248,6 +3236,22 @@ impl WgpuBackend {
             self.cast_copy(&acc, out)?;
         }
         Ok(())
+    }
+
+    /// Run `f` into `dst` for the first piece along a summed axis; for a
+    /// later piece, into a temporary that is then added to `dst`.
+    fn write_or_add(
+        &self,
+        dst: &Tensor,
+        first: bool,
+        f: impl FnOnce(&Tensor) -> Result<()>,
+    ) -> Result<()> {
+        if first {
+            return f(dst);
+        }
+        let t = Tensor::empty(dst.shape(), dst.dtype(), dst.device())?;
+        f(&t)?;
+        self.binary(BinaryOp::Add, dst, &t, dst)
     }
 
     /// `value` as a one-element device tensor broadcast (a view) to `shape`.
