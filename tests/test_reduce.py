@@ -192,6 +192,24 @@ def test_large_float32_sum_is_accurate(n):
     np.testing.assert_allclose(s3, a.reshape(-1, 8).astype(np.float64).sum(0), rtol=2e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 7, 8, 15, 16, 17, 33])
+def test_small_dense_sums_over_leading_and_trailing_dims(dtype, k):
+    # Sizes up to 2^14 elements take the direct small-sum loops: the whole
+    # tensor, column sums (a bias gradient) and row sums, with row counts
+    # that leave a ragged tail after the grouped accumulators.
+    rng = np.random.default_rng(k)
+    for r in (1, 2, 11, 31, 100, 16384 // k - 1):
+        a = rng.standard_normal((r, k)).astype(dtype)
+        tol = dict(rtol=1e-6, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+        exact = a.astype(np.float64)
+        np.testing.assert_allclose(arr(T(a).sum(0)), exact.sum(0), **tol)
+        np.testing.assert_allclose(arr(T(a).mean(0)), exact.mean(0), **tol)
+        np.testing.assert_allclose(arr(T(a).sum(1)), exact.sum(1), **tol)
+        np.testing.assert_allclose(T(a).sum().item(), exact.sum(), **tol)
+        np.testing.assert_allclose(arr(T(a.T.copy()).sum(1)), exact.sum(0), **tol)
+
+
 def test_sum_is_deterministic():
     a = np.random.default_rng(7).standard_normal(1 << 21).astype(np.float32)
     x = T(a)

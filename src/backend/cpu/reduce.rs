@@ -914,6 +914,48 @@ multiversion! {
     }
 }
 
+/// Independent f64 accumulators of [`sum_row`] (four AVX2 vectors).
+const ROW_LANES: usize = 16;
+
+multiversion! {
+    /// `Σ x` in f64 with [`ROW_LANES`] independent accumulators (a single
+    /// running sum is bound by the add latency, several times slower).
+    fn sum_row<R: Real>(x: &[R]) -> f64 {
+        let mut acc = [0.0f64; ROW_LANES];
+        let mut it = x.chunks_exact(ROW_LANES);
+        for c in &mut it {
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a += v.as_f64();
+            }
+        }
+        for (a, &v) in acc.iter_mut().zip(it.remainder()) {
+            *a += v.as_f64();
+        }
+        lane_fold(acc, |a, b| a + b)
+    }
+}
+
+/// Column sums `acc[j] += Σ_i x[i, j]` of rows of `k` elements; narrow rows
+/// are summed several at a time into a wider accumulator row so that the
+/// adds stay independent.
+fn sum_leading<R: Real>(xs: &[R], k: usize, acc: &mut [f64]) {
+    let group = ROW_LANES.div_ceil(k);
+    if group > 1 && xs.len() >= 2 * group * k {
+        let width = group * k;
+        let main = xs.len() / width * width;
+        let mut wide = vec![0.0f64; width];
+        sum_cols(&xs[..main], width, &mut wide);
+        for row in wide.chunks_exact(k) {
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a += v;
+            }
+        }
+        sum_cols(&xs[main..], k, acc);
+    } else {
+        sum_cols(xs, k, acc);
+    }
+}
+
 /// Sum or mean of a small dense float32/float64 tensor over its leading dims
 /// (a column sum: the bias gradient of a linear layer) or its trailing dims,
 /// with f64 accumulators; `false` (nothing written) for anything else.
@@ -961,11 +1003,13 @@ fn small_sum(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> bool {
         let xs = unsafe { std::slice::from_raw_parts(x.data_ptr::<R>() as *const R, r * k) };
         let os = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<R>(), k) };
         let mut acc = vec![0.0f64; k];
-        if leading || k == 1 {
-            sum_cols(xs, k, &mut acc);
+        if k == 1 {
+            acc[0] = sum_row(xs);
+        } else if leading {
+            sum_leading(xs, k, &mut acc);
         } else {
             for (a, row) in acc.iter_mut().zip(xs.chunks_exact(r)) {
-                *a = row.iter().fold(0.0f64, |s, v| s + v.as_f64());
+                *a = sum_row(row);
             }
         }
         for (o, a) in os.iter_mut().zip(acc) {
