@@ -676,8 +676,8 @@ impl Plan {
                         let mut ins_j = Vec::with_capacity(g.nodes[j].inputs.len());
                         self.gather(j, &mut vals, &mut ins_j);
                         let ((oi, ti), (oj, tj)) = if crate::par::threads() > 1 {
-                            crate::par::install(|| {
-                                rayon::join(
+                            {
+                                crate::par::join(
                                     || {
                                         let _no = GradMode::set(false);
                                         self.exec_at(i, &ins, timing)
@@ -687,7 +687,7 @@ impl Plan {
                                         self.exec_at(j, &ins_j, timing)
                                     },
                                 )
-                            })
+                            }
                         } else {
                             (
                                 self.exec_at(i, &ins, timing),

@@ -732,7 +732,6 @@ pub fn rmsprop_step(
 /// The CPU implementation of [`OptimKernels`].
 pub mod cpu {
     use half::{bf16, f16};
-    use rayon::prelude::*;
 
     use super::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
     use crate::backend::cpu::math::Real;
@@ -978,7 +977,7 @@ pub mod cpu {
         if total < PAR_MIN || crate::par::split() <= 1 || tasks.len() < 2 {
             tasks.iter().for_each(run);
         } else {
-            crate::par::install(|| tasks.par_iter().for_each(run));
+            crate::par::for_each(tasks.len(), |i| run(&tasks[i]));
         }
     }
 

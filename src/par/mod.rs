@@ -1,11 +1,12 @@
-//! The CPU thread pool, the deterministic mode and cooperative interrupts.
+//! The CPU threads, the deterministic mode and cooperative interrupts.
 //!
-//! Kernels never talk to rayon's global pool directly for sizing decisions:
-//! they ask [`split`] how many parts to cut work into and run their parallel
-//! loops inside [`install`], which enters the project's own pool. The pool
-//! is rebuilt when [`set_threads`] changes its size, and after a `fork()`
-//! (a child process inherits the pool's bookkeeping but not its threads, so
-//! using it there would hang).
+//! Kernels ask [`split`] how many parts to cut work into and run their
+//! parallel loops on the fork-join team ([`for_each`], [`map`], [`join`]
+//! and their `_init` forms; see `team.rs`). Code that needs rayon (the
+//! `gemm` crate's threads, parallel sorting) enters the project's own rayon
+//! pool with [`install`]. Both are rebuilt when [`set_threads`] changes
+//! their size, and after a `fork()` (a child process inherits their
+//! bookkeeping but not their threads, so using them there would hang).
 //!
 //! **Deterministic mode** ([`set_deterministic`]): kernels whose partition
 //! of the work depends on the thread count (reductions cut into partial
@@ -30,6 +31,9 @@ use parking_lot::Mutex;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
 use crate::error::{Error, Result};
+
+mod team;
+pub use team::{for_each, for_each_init, join, map, map_init};
 
 /// The partition width used in deterministic mode, whatever the pool's size.
 pub const DET_SPLIT: usize = 16;

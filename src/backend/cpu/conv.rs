@@ -14,7 +14,6 @@
 //! threaded).
 
 use gemm::Parallelism;
-use rayon::prelude::*;
 
 use super::gemm::{gemm_one, gemm_parallelism, GemmFloat};
 use super::math::Real;
@@ -142,10 +141,12 @@ unsafe fn im2col<T: Real>(x: *const T, g: &Geo, c0: usize, col: &mut [T], parall
         }
     };
     if parallel {
-        crate::par::install(|| {
-            col.par_chunks_mut(npix)
-                .enumerate()
-                .for_each(|(r, dst)| row(r, dst))
+        let rows = col.len() / npix.max(1);
+        let cp = SendPtr(col.as_mut_ptr());
+        crate::par::for_each(rows, |r| {
+            // SAFETY: row r of `col`; each task writes its own row.
+            let dst = unsafe { std::slice::from_raw_parts_mut(cp.get().add(r * npix), npix) };
+            row(r, dst)
         });
     } else {
         col.chunks_mut(npix)
@@ -268,31 +269,25 @@ fn conv2d_t<T: GemmFloat>(
         }
     };
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::install(|| {
-            (0..n)
-                .into_par_iter()
-                .for_each_init(Vec::new, |col, s| run(s, col, Parallelism::None))
-        });
+        crate::par::for_each_init(n, Vec::new, |col, s| run(s, col, Parallelism::None));
     } else {
         let par = gemm_parallelism(g.og(), g.npix(), g.kdim());
         let mut col = Vec::new();
-        each_sample(n, par, |s| run(s, &mut col, par));
+        each_sample(n, |s| run(s, &mut col, par));
     }
     crate::par::check("conv2d")
 }
 
 /// `one(sample)` for samples `0..n` in order on this thread, whose GEMMs
-/// split over the pool when `par` says so (the pool is entered once);
+/// split over the threads when their `Parallelism` says so;
 /// stops early when the work is interrupted (the caller then reports it).
-fn each_sample(n: usize, par: Parallelism, mut one: impl FnMut(usize) + Send) {
-    crate::par::install_if(!matches!(par, Parallelism::None), || {
-        for s in 0..n {
-            if crate::par::cancelled() {
-                break;
-            }
-            one(s);
+fn each_sample(n: usize, mut one: impl FnMut(usize)) {
+    for s in 0..n {
+        if crate::par::cancelled() {
+            break;
         }
-    });
+        one(s);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -346,7 +341,7 @@ unsafe fn col2im<T: Real>(col: &[T], g: &Geo, c0: usize, dst: *mut T, parallel: 
         }
     };
     if parallel {
-        crate::par::install(|| (0..g.cg()).into_par_iter().for_each(channel));
+        crate::par::for_each(g.cg(), channel);
     } else {
         (0..g.cg()).for_each(channel);
     }
@@ -477,15 +472,11 @@ fn conv_input_grad_t<T: GemmFloat>(
     let per_sample = gm.o * npix * kdim.max(1);
     let threads = crate::par::split();
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::install(|| {
-            (0..n)
-                .into_par_iter()
-                .for_each_init(Vec::new, |col, smp| run(smp, col, Parallelism::None))
-        });
+        crate::par::for_each_init(n, Vec::new, |col, smp| run(smp, col, Parallelism::None));
     } else {
         let par = gemm_parallelism(kdim, npix, og);
         let mut col = Vec::new();
-        each_sample(n, par, |smp| run(smp, &mut col, par));
+        each_sample(n, |smp| run(smp, &mut col, par));
     }
     crate::par::check("conv2d_backward")
 }
@@ -581,18 +572,13 @@ fn conv_weight_grad_t<T: GemmFloat>(
         // depend on how the pool schedules the chunks (a work-stealing fold
         // would group the samples differently from run to run).
         let per = n.div_ceil(n.min(WGRAD_CHUNKS));
-        let parts: Vec<Vec<T>> = crate::par::install(|| {
-            (0..n.div_ceil(per))
-                .into_par_iter()
-                .map(|ci| {
-                    let mut acc = vec![T::ZERO; total];
-                    let mut col = Vec::new();
-                    for smp in ci * per..((ci + 1) * per).min(n) {
-                        run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
-                    }
-                    acc
-                })
-                .collect()
+        let parts: Vec<Vec<T>> = crate::par::map(n.div_ceil(per), |ci| {
+            let mut acc = vec![T::ZERO; total];
+            let mut col = Vec::new();
+            for smp in ci * per..((ci + 1) * per).min(n) {
+                run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
+            }
+            acc
         });
         for part in &parts {
             dst.iter_mut().zip(part).for_each(|(x, &y)| *x = *x + y);
@@ -601,7 +587,7 @@ fn conv_weight_grad_t<T: GemmFloat>(
         let par = gemm_parallelism(og, kdim, npix);
         let acc = SendPtr(dst.as_mut_ptr());
         let mut col = Vec::new();
-        each_sample(n, par, |smp| run(smp, &mut col, acc.get(), par));
+        each_sample(n, |smp| run(smp, &mut col, acc.get(), par));
     }
     crate::par::check("conv2d_backward")
 }
@@ -629,7 +615,13 @@ fn for_planes<T: Real>(x: &Tensor, out: &Tensor, f: impl Fn(*const T, &mut [T], 
         f(src, y, pi);
     };
     if n * c * plane >= POOL_GRAIN && n * c > 1 {
-        crate::par::install(|| ys.par_chunks_mut(plane).enumerate().for_each(body));
+        let yp = SendPtr(ys.as_mut_ptr());
+        crate::par::for_each(n * c, |pi| {
+            // SAFETY: plane pi of `out`; each task writes its own plane.
+            body((pi, unsafe {
+                std::slice::from_raw_parts_mut(yp.get().add(pi * plane), plane)
+            }))
+        });
     } else {
         ys.chunks_mut(plane).enumerate().for_each(body);
     }

@@ -12,7 +12,6 @@
 use std::borrow::Cow;
 
 use gemm::Parallelism;
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use super::math::Real;
@@ -291,28 +290,64 @@ pub unsafe fn gemm_one<T: GemmFloat>(
     ) {
         return;
     }
-    // gemm computes dst = alpha*dst + beta*lhs*rhs.
-    gemm::gemm(
-        m,
-        n,
-        k,
-        c,
-        c_cs,
-        c_rs,
-        accumulate,
-        a,
-        a_cs,
-        a_rs,
-        b,
-        b_cs,
-        b_rs,
-        T::ONE,
-        T::ONE,
-        false,
-        false,
-        false,
-        par,
-    );
+    // Threads split the longer side of C into slabs, each a serial product
+    // (the gemm crate's own threads are rayon's, whose hand-off costs more
+    // than these products take).
+    let along_m = m >= n;
+    let len = if along_m { m } else { n };
+    let parts = threads.min(len).max(1);
+    let per = len.div_ceil(parts);
+    let (ap, bp, cp) = (SendPtr(a as *mut T), SendPtr(b as *mut T), SendPtr(c));
+    let slab = |i: usize| {
+        let r0 = i * per;
+        if r0 >= len {
+            return;
+        }
+        let cnt = per.min(len - r0);
+        let (mm, nn) = if along_m { (cnt, n) } else { (m, cnt) };
+        // SAFETY: slab i of C (rows or columns r0..r0+cnt) and the matching
+        // rows of A or columns of B, inside the caller's ranges.
+        let (a2, b2, c2) = if along_m {
+            (
+                ap.get().wrapping_offset(r0 as isize * a_rs),
+                bp.get(),
+                cp.get().wrapping_offset(r0 as isize * c_rs),
+            )
+        } else {
+            (
+                ap.get(),
+                bp.get().wrapping_offset(r0 as isize * b_cs),
+                cp.get().wrapping_offset(r0 as isize * c_cs),
+            )
+        };
+        // gemm computes dst = alpha*dst + beta*lhs*rhs.
+        gemm::gemm(
+            mm,
+            nn,
+            k,
+            c2,
+            c_cs,
+            c_rs,
+            accumulate,
+            a2,
+            a_cs,
+            a_rs,
+            b2,
+            b_cs,
+            b_rs,
+            T::ONE,
+            T::ONE,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
+    };
+    if parts == 1 {
+        slab(0);
+    } else {
+        crate::par::for_each(parts, slab);
+    }
 }
 
 /// The parallelism to hand gemm for one product of this size run on its own.
@@ -356,7 +391,7 @@ fn run_float<T: GemmFloat>(
         if plan(offs.len(), d) == Plan::Serial {
             offs.iter().for_each(one);
         } else {
-            crate::par::install(|| offs.par_iter().for_each(one));
+            crate::par::for_each(offs.len(), |i| one(&offs[i]));
         }
         return;
     }
@@ -384,12 +419,10 @@ fn run_float<T: GemmFloat>(
     };
     match plan(offs.len(), d) {
         Plan::Serial => offs.iter().for_each(|o| one(o, Parallelism::None)),
-        Plan::OverBatch => {
-            crate::par::install(|| offs.par_iter().for_each(|o| one(o, Parallelism::None)))
-        }
+        Plan::OverBatch => crate::par::for_each(offs.len(), |i| one(&offs[i], Parallelism::None)),
         Plan::InsideGemm => {
             let par = Parallelism::Rayon(crate::par::split());
-            crate::par::install(|| offs.iter().for_each(|o| one(o, par)))
+            offs.iter().for_each(|o| one(o, par))
         }
     }
 }
@@ -809,12 +842,10 @@ fn run_int<T: IntElem>(
         // Tasks of a few rows each, over all batches.
         let rows_per = (SERIAL_MAX / (d.n * d.k.max(1)).max(1)).clamp(1, d.m);
         let per_batch = d.m.div_ceil(rows_per);
-        crate::par::install(|| {
-            (0..offs.len() * per_batch).into_par_iter().for_each(|t| {
-                let (bi, r) = (t / per_batch, t % per_batch);
-                let r0 = r * rows_per;
-                task(bi, r0..(r0 + rows_per).min(d.m));
-            })
+        crate::par::for_each(offs.len() * per_batch, |t| {
+            let (bi, r) = (t / per_batch, t % per_batch);
+            let r0 = r * rows_per;
+            task(bi, r0..(r0 + rows_per).min(d.m));
         });
     }
 }

@@ -10,7 +10,6 @@
 //! is an output. Inputs are read in place (never copied unless they must be
 //! converted), so each input is read once and each output written once.
 
-use rayon::prelude::*;
 use smallvec::{smallvec, SmallVec};
 
 use super::elementwise::{
@@ -336,24 +335,20 @@ fn run_typed<C: Real + Element + Send + Sync>(
     } else if rows >= threads * 4 {
         let tasks = (threads * 4).min(rows);
         let per = rows.div_ceil(tasks);
-        crate::par::install(|| {
-            (0..tasks).into_par_iter().for_each(|t| {
-                let (s, e) = (t * per, ((t + 1) * per).min(rows));
-                if s < e {
-                    job(s, e, 0, inner);
-                }
-            })
+        crate::par::for_each(tasks, |t| {
+            let (s, e) = (t * per, ((t + 1) * per).min(rows));
+            if s < e {
+                job(s, e, 0, inner);
+            }
         });
     } else {
         // Few long rows: split each row into segments of whole chunks.
         let seg = (inner.div_ceil(threads * 2)).div_ceil(chunk).max(1) * chunk;
         let nseg = inner.div_ceil(seg);
-        crate::par::install(|| {
-            (0..rows * nseg).into_par_iter().for_each(|u| {
-                let (r, sg) = (u / nseg, u % nseg);
-                let s = sg * seg;
-                job(r, r + 1, s, (s + seg).min(inner));
-            })
+        crate::par::for_each(rows * nseg, |u| {
+            let (r, sg) = (u / nseg, u % nseg);
+            let s = sg * seg;
+            job(r, r + 1, s, (s + seg).min(inner));
         });
     }
     Ok(())

@@ -8,8 +8,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rayon::prelude::*;
-
 use crate::backend::cpu::strided::{for_each_row, par_for_each_row, Plan, SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
 use crate::ops::index::IndexArgs;
@@ -138,9 +136,8 @@ fn first_bad_index(idx: &Tensor, size: usize, wrap: bool) -> Option<BadIndex> {
     with_index_dtype!(idx.dtype(), I => {
         let p = SendPtr(idx.data_ptr::<I>());
         let tasks = elem_tasks(idx.numel());
-        crate::par::install_if(tasks.len() > 1, || tasks
-            .into_par_iter()
-            .map(|(e0, e1)| {
+        crate::par::map(tasks.len(), |ti| {
+                let (e0, e1) = tasks[ti];
                 let mut bad = None;
                 let mut pos = e0;
                 run_elems(&plan, e0, e1, &mut |[o], len, [s]| {
@@ -160,11 +157,10 @@ fn first_bad_index(idx: &Tensor, size: usize, wrap: bool) -> Option<BadIndex> {
                 });
                 bad
             })
-            .collect::<Vec<_>>()
             .into_iter()
             .flatten()
             .next()
-    )})
+    })
 }
 
 fn out_of_bounds(op: &'static str, v: i64, dim: usize, size: usize) -> Error {
@@ -194,7 +190,13 @@ pub(crate) fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [
     let per = tasks.first().map_or(1, |t| t.1 - t.0).max(1);
     with_index_dtype!(idx.dtype(), I => {
         let p = SendPtr(idx.data_ptr::<I>());
-        crate::par::install_if(tasks.len() > 1, || offs.par_chunks_mut(per).enumerate().all(|(t, chunk)| {
+        let len = offs.len();
+        let op = SendPtr(offs.as_mut_ptr());
+        crate::par::map(len.div_ceil(per), |t| {
+            // SAFETY: chunk t of `offs`; each task takes its own chunk.
+            let chunk = unsafe {
+                std::slice::from_raw_parts_mut(op.get().add(t * per), per.min(len - t * per))
+            };
             let mut ok = true;
             let mut pos = 0usize;
             run_elems(&plan, t * per, t * per + chunk.len(), &mut |[o], len, [s]| {
@@ -211,7 +213,9 @@ pub(crate) fn add_offsets(idx: &Tensor, size: usize, stride: isize, offs: &mut [
             });
             ok
         })
-    )})
+        .into_iter()
+        .all(|ok| ok)
+    })
 }
 
 /// Validate the indices of `a` against `src` and return the element offset
@@ -303,9 +307,7 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
             };
             if big {
                 let per = nb.div_ceil(threads() * 4);
-                crate::par::install(|| (0..nb.div_ceil(per))
-                    .into_par_iter()
-                    .for_each(|t| run(t * per, ((t + 1) * per).min(nb))));
+                crate::par::for_each(nb.div_ceil(per), |t| run(t * per, ((t + 1) * per).min(nb)));
             } else {
                 run(0, nb);
             }
@@ -326,17 +328,17 @@ pub fn index_gather(a: &IndexArgs, src: &Tensor, out: &Tensor) -> Result<()> {
             (0..nb).for_each(|b| copy_rows(b, 0, rows));
         } else if nb >= threads() * 4 || rows < threads() * 2 {
             let per = nb.div_ceil(threads() * 8).max(1);
-            crate::par::install(|| (0..nb.div_ceil(per)).into_par_iter().for_each(|t| {
+            crate::par::for_each(nb.div_ceil(per), |t| {
                 for b in t * per..((t + 1) * per).min(nb) {
                     copy_rows(b, 0, rows);
                 }
-            }));
+            });
         } else {
             let per = rows.div_ceil(threads() * 4).max(1);
             for b in 0..nb {
-                crate::par::install(|| (0..rows.div_ceil(per)).into_par_iter().for_each(|t| {
+                crate::par::for_each(rows.div_ceil(per), |t| {
                     copy_rows(b, t * per, ((t + 1) * per).min(rows));
-                }));
+                });
             }
         }
     });
@@ -500,9 +502,7 @@ pub fn index_put(a: &IndexArgs, dst: &Tensor, values: &Tensor, accumulate: bool)
             put_rows(0, rows);
         } else {
             let per = rows.div_ceil(threads() * 4).max(1);
-            crate::par::install(|| (0..rows.div_ceil(per))
-                .into_par_iter()
-                .for_each(|t| put_rows(t * per, ((t + 1) * per).min(rows))));
+            crate::par::for_each(rows.div_ceil(per), |t| put_rows(t * per, ((t + 1) * per).min(rows)));
         }
     });
     Ok(())
@@ -610,9 +610,8 @@ fn nz_counts(x: &Tensor, plan: &Plan<1>, tasks: &[(usize, usize)]) -> Vec<usize>
     with_dtype!(x.dtype(), T => {
         let p = SendPtr(x.data_ptr::<T>());
         let zero = T::zero();
-        crate::par::install_if(tasks.len() > 1, || tasks
-            .par_iter()
-            .map(|&(e0, e1)| {
+        crate::par::map(tasks.len(), |ti| {
+                let (e0, e1) = tasks[ti];
                 let mut c = 0usize;
                 run_elems(plan, e0, e1, &mut |[o], n, [s]| {
                     // SAFETY: offsets from the layout.
@@ -631,8 +630,7 @@ fn nz_counts(x: &Tensor, plan: &Plan<1>, tasks: &[(usize, usize)]) -> Vec<usize>
                 });
                 c
             })
-            .collect()
-    )})
+    })
 }
 
 /// Number of non-zero elements of `x`.
@@ -673,7 +671,8 @@ pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
         let p = SendPtr(x.data_ptr::<T>());
         let q = SendPtr(out.data_ptr::<i64>());
         let zero = T::zero();
-        crate::par::install_if(tasks.len() > 1, || tasks.par_iter().enumerate().for_each(|(t, &(e0, e1))| {
+        crate::par::for_each(tasks.len(), |t| {
+            let (e0, e1) = tasks[t];
             if counts[t] == 0 {
                 return;
             }
@@ -740,7 +739,7 @@ pub fn nonzero_fill(x: &Tensor, out: &Tensor) -> Result<()> {
                 w = wl;
                 j = jl;
             });
-        }));
+        });
     });
     Ok(())
 }
@@ -790,7 +789,8 @@ pub fn tri(x: &Tensor, out: &Tensor, diagonal: i64, upper: bool) -> Result<()> {
         if rows * n < 2 * PAR_MIN || threads() == 1 {
             (0..rows).for_each(row_job);
         } else {
-            crate::par::install(|| (0..rows).into_par_iter().with_min_len((PAR_MIN / n).max(1)).for_each(row_job));
+            let per = (PAR_MIN / n).max(1);
+            crate::par::for_each(rows.div_ceil(per), |b| (b * per..rows.min((b + 1) * per)).for_each(row_job));
         }
     });
     Ok(())

@@ -157,10 +157,8 @@ fn fill_blocks<T: Copy + Send + Sync, const K: usize>(
         run(0, nblocks);
     } else {
         let chunks = nblocks.div_ceil(CHUNK_BLOCKS);
-        crate::par::install(|| {
-            (0..chunks).into_par_iter().for_each(|c| {
-                run(c * CHUNK_BLOCKS, ((c + 1) * CHUNK_BLOCKS).min(nblocks));
-            })
+        crate::par::for_each(chunks, |c| {
+            run(c * CHUNK_BLOCKS, ((c + 1) * CHUNK_BLOCKS).min(nblocks));
         });
     }
 }
@@ -524,7 +522,7 @@ pub fn multinomial(probs: &Tensor, out: &Tensor, replacement: bool, s: PhiloxStr
     };
     let work = rows * m.max(k);
     if rows > 1 && work >= PAR_MIN && crate::par::split() > 1 {
-        crate::par::install(|| (0..rows).into_par_iter().for_each(do_row));
+        crate::par::for_each(rows, do_row);
     } else {
         (0..rows).for_each(do_row);
     }

@@ -30,7 +30,6 @@ use std::marker::PhantomData;
 
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 use super::elementwise::{cast_copy, stream_fence, stream_lines, stream_ok};
 use super::math::{lane_fold, lane_sum, Real};
@@ -630,14 +629,12 @@ pub(super) fn par_ranges(n: usize, tasks: usize, f: impl Fn(usize, usize) + Sync
         return;
     }
     let per = n.div_ceil(tasks);
-    crate::par::install(|| {
-        (0..tasks).into_par_iter().for_each(|t| {
-            let a = t * per;
-            let b = ((t + 1) * per).min(n);
-            if a < b {
-                f(a, b)
-            }
-        })
+    crate::par::for_each(tasks, |t| {
+        let a = t * per;
+        let b = ((t + 1) * per).min(n);
+        if a < b {
+            f(a, b)
+        }
     });
 }
 
@@ -711,42 +708,37 @@ where
                     walk(&g.kshape, &g.kstr, 0, g.k, |o| v.push(o));
                     v
                 };
-                let partial: Vec<R::W> = crate::par::install(|| {
-                    (0..g.k * units)
-                        .into_par_iter()
-                        .map_init(Vec::new, |buf, gi| {
-                            let (k, u) = (gi / units, gi % units);
-                            let s = shift(k);
-                            let mut w = r.wid();
-                            if nseg > 1 {
-                                let (ro, seg) = (u / nseg, u % nseg);
-                                let roff = offset_of(ro_shape, ro_str, ro);
-                                let start = seg * CHUNK;
-                                let len = CHUNK.min(rin - start);
-                                // SAFETY: inside the run of output k.
-                                w = unsafe {
-                                    fold_run(
-                                        r,
-                                        xp.get().offset(koffs[k] + roff + start as isize),
-                                        len,
-                                        s,
-                                        buf,
-                                    )
-                                };
-                            } else {
-                                let a = u * rows_per;
-                                let cnt = rows_per.min(ro_count - a);
-                                walk(ro_shape, ro_str, a, cnt, |roff| {
-                                    // SAFETY: as above.
-                                    let v = unsafe {
-                                        fold_run(r, xp.get().offset(koffs[k] + roff), rin, s, buf)
-                                    };
-                                    w = r.wmerge(w, v);
-                                });
-                            }
-                            w
-                        })
-                        .collect()
+                let partial: Vec<R::W> = crate::par::map_init(g.k * units, Vec::new, |buf, gi| {
+                    let (k, u) = (gi / units, gi % units);
+                    let s = shift(k);
+                    let mut w = r.wid();
+                    if nseg > 1 {
+                        let (ro, seg) = (u / nseg, u % nseg);
+                        let roff = offset_of(ro_shape, ro_str, ro);
+                        let start = seg * CHUNK;
+                        let len = CHUNK.min(rin - start);
+                        // SAFETY: inside the run of output k.
+                        w = unsafe {
+                            fold_run(
+                                r,
+                                xp.get().offset(koffs[k] + roff + start as isize),
+                                len,
+                                s,
+                                buf,
+                            )
+                        };
+                    } else {
+                        let a = u * rows_per;
+                        let cnt = rows_per.min(ro_count - a);
+                        walk(ro_shape, ro_str, a, cnt, |roff| {
+                            // SAFETY: as above.
+                            let v = unsafe {
+                                fold_run(r, xp.get().offset(koffs[k] + roff), rin, s, buf)
+                            };
+                            w = r.wmerge(w, v);
+                        });
+                    }
+                    w
                 });
                 for k in 0..g.k {
                     let w = partial[k * units..(k + 1) * units]
@@ -850,18 +842,14 @@ where
                 // Few column chunks: also split the reduced positions.
                 let rp = CHUNK.div_ceil(ki.min(JC)).max(COL_FLUSH);
                 let parts = g.r.div_ceil(rp);
-                let partial: Vec<Vec<R::W>> = crate::par::install(|| {
-                    (0..tasks * parts)
-                        .into_par_iter()
-                        .map_init(Vec::new, |buf, gi| {
-                            let (t, p) = (gi / parts, gi % parts);
-                            let mut w = vec![r.wid(); len_of(t)];
-                            let ra = p * rp;
-                            chunk(t, ra, rp.min(g.r - ra), &mut w, buf);
-                            w
-                        })
-                        .collect()
-                });
+                let partial: Vec<Vec<R::W>> =
+                    crate::par::map_init(tasks * parts, Vec::new, |buf, gi| {
+                        let (t, p) = (gi / parts, gi % parts);
+                        let mut w = vec![r.wid(); len_of(t)];
+                        let ra = p * rp;
+                        chunk(t, ra, rp.min(g.r - ra), &mut w, buf);
+                        w
+                    });
                 for t in 0..tasks {
                     let mut w = vec![r.wid(); len_of(t)];
                     for p in &partial[t * parts..(t + 1) * parts] {
@@ -1340,20 +1328,14 @@ fn arg_typed<T, R>(
             let nseg = n.div_ceil(CHUNK);
             let mut koffs = Vec::with_capacity(k);
             walk(&kshape, &kstr, 0, k, |o| koffs.push(o));
-            let parts: Vec<(R::C, usize)> = crate::par::install(|| {
-                (0..k * nseg)
-                    .into_par_iter()
-                    .map_init(Vec::new, |buf, gi| {
-                        let (kk, sg) = (gi / nseg, gi % nseg);
-                        let a = sg * CHUNK;
-                        let len = CHUNK.min(n - a);
-                        // SAFETY: inside row kk.
-                        let (m, i) = unsafe {
-                            arg_run(r, xp.get().offset(koffs[kk] + a as isize), len, buf)
-                        };
-                        (m, a + i)
-                    })
-                    .collect()
+            let parts: Vec<(R::C, usize)> = crate::par::map_init(k * nseg, Vec::new, |buf, gi| {
+                let (kk, sg) = (gi / nseg, gi % nseg);
+                let a = sg * CHUNK;
+                let len = CHUNK.min(n - a);
+                // SAFETY: inside row kk.
+                let (m, i) =
+                    unsafe { arg_run(r, xp.get().offset(koffs[kk] + a as isize), len, buf) };
+                (m, a + i)
             });
             for kk in 0..k {
                 let mut best = parts[kk * nseg];
@@ -1651,19 +1633,14 @@ fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tens
             });
             return Ok(());
         }
-        let partial: Vec<(Vec<R>, Vec<R>)> = crate::par::install(|| {
-            (0..slabs * parts)
-                .into_par_iter()
-                .map(|u| {
-                    let (o, j0, len, ra, rb) = geom(u);
-                    let mut m = vec![ninf; len];
-                    let mut sm = vec![R::ZERO; len];
-                    // SAFETY: slab o of the input.
-                    let xs = SendPtr(unsafe { xp.get().add(o * n * inner) });
-                    cols_max_sum(xs, inner, ra, rb.max(ra), j0, &mut m, &mut sm);
-                    (m, sm)
-                })
-                .collect()
+        let partial: Vec<(Vec<R>, Vec<R>)> = crate::par::map(slabs * parts, |u| {
+            let (o, j0, len, ra, rb) = geom(u);
+            let mut m = vec![ninf; len];
+            let mut sm = vec![R::ZERO; len];
+            // SAFETY: slab o of the input.
+            let xs = SendPtr(unsafe { xp.get().add(o * n * inner) });
+            cols_max_sum(xs, inner, ra, rb.max(ra), j0, &mut m, &mut sm);
+            (m, sm)
         });
         // Combine the parts of each slab chunk.
         let combined: Vec<(Vec<R>, Vec<R>)> = (0..slabs)
@@ -1691,27 +1668,25 @@ fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tens
                 (mm, t)
             })
             .collect();
-        crate::par::install(|| {
-            (0..slabs * parts).into_par_iter().for_each(|u| {
-                let (o, j0, _len, ra, rb) = geom(u);
-                let (m, t) = &combined[u / parts];
-                // SAFETY: slab o of both tensors; each unit writes its own rows/columns.
-                let (xs, ys) = unsafe {
-                    (
-                        SendPtr(xp.get().add(o * n * inner)),
-                        SendPtr(yp.get().add(o * n * inner)),
-                    )
-                };
-                cols_write(
-                    SendPtr(xs.get().wrapping_add(j0)),
-                    SendPtr(ys.get().wrapping_add(j0)),
-                    inner,
-                    ra..rb.max(ra),
-                    m,
-                    t,
-                    log,
-                );
-            })
+        crate::par::for_each(slabs * parts, |u| {
+            let (o, j0, _len, ra, rb) = geom(u);
+            let (m, t) = &combined[u / parts];
+            // SAFETY: slab o of both tensors; each unit writes its own rows/columns.
+            let (xs, ys) = unsafe {
+                (
+                    SendPtr(xp.get().add(o * n * inner)),
+                    SendPtr(yp.get().add(o * n * inner)),
+                )
+            };
+            cols_write(
+                SendPtr(xs.get().wrapping_add(j0)),
+                SendPtr(ys.get().wrapping_add(j0)),
+                inner,
+                ra..rb.max(ra),
+                m,
+                t,
+                log,
+            );
         });
     }
     Ok(())

@@ -13,8 +13,6 @@ use std::cell::RefCell;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use rayon::prelude::*;
-
 const KC: usize = 256;
 const NC: usize = 3072;
 
@@ -257,21 +255,19 @@ unsafe fn sgemm_body<K: Micro>(
         if k == 0 || work < SHARED_MIN {
             // Small: independent slabs, one fork-join in all.
             let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
-            crate::par::install(|| {
-                (0..m.div_ceil(per)).into_par_iter().for_each(|i| {
-                    // whole structs are captured (not their raw-pointer fields)
-                    let (a, b, c) = (a, b, c);
-                    let r0 = i * per;
-                    let a2 = M {
-                        p: a.p.wrapping_offset(r0 as isize * a.rs),
-                        ..a
-                    };
-                    let c2 = M {
-                        p: c.p.wrapping_offset(r0 as isize * c.rs),
-                        ..c
-                    };
-                    serial::<K>(per.min(m - r0), n, k, a2, b, c2, accumulate)
-                })
+            crate::par::for_each(m.div_ceil(per), |i| {
+                // whole structs are captured (not their raw-pointer fields)
+                let (a, b, c) = (a, b, c);
+                let r0 = i * per;
+                let a2 = M {
+                    p: a.p.wrapping_offset(r0 as isize * a.rs),
+                    ..a
+                };
+                let c2 = M {
+                    p: c.p.wrapping_offset(r0 as isize * c.rs),
+                    ..c
+                };
+                serial::<K>(per.min(m - r0), n, k, a2, b, c2, accumulate)
             });
             return;
         }
@@ -303,21 +299,19 @@ unsafe fn sgemm_body<K: Micro>(
     } else {
         let per = n.div_ceil(t).div_ceil(K::NR) * K::NR;
         let slabs = n.div_ceil(per);
-        crate::par::install(|| {
-            (0..slabs).into_par_iter().for_each(|i| {
-                let (a, b, c) = (a, b, c);
-                let c0 = i * per;
-                let cols = per.min(n - c0);
-                let b2 = M {
-                    p: b.p.wrapping_offset(c0 as isize * b.cs),
-                    ..b
-                };
-                let c2 = M {
-                    p: c.p.wrapping_offset(c0 as isize * c.cs),
-                    ..c
-                };
-                serial::<K>(m, cols, k, a, b2, c2, accumulate)
-            })
+        crate::par::for_each(slabs, |i| {
+            let (a, b, c) = (a, b, c);
+            let c0 = i * per;
+            let cols = per.min(n - c0);
+            let b2 = M {
+                p: b.p.wrapping_offset(c0 as isize * b.cs),
+                ..b
+            };
+            let c2 = M {
+                p: c.p.wrapping_offset(c0 as isize * c.cs),
+                ..c
+            };
+            serial::<K>(m, cols, k, a, b2, c2, accumulate)
         });
     }
 }
@@ -365,7 +359,8 @@ fn rows_shared_b<K: Micro>(
     let kcb = k.div_ceil(k.div_ceil(KC));
     let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
     let slabs = m.div_ceil(per);
-    crate::par::install(|| {
+    // One closure so that an interrupt can leave both loops at once.
+    let blocks = || {
         let mut jc = 0;
         while jc < n {
             let nc = NC.min(n - jc);
@@ -377,74 +372,71 @@ fn rows_shared_b<K: Micro>(
                     return;
                 }
                 let kc = kcb.min(k - pc);
-                crate::par::install(|| {
-                    (0..panels.div_ceil(pp)).into_par_iter().for_each(|i| {
-                        let (b, bp) = (b, bp);
-                        let c0 = i * pp * K::NR;
-                        let cols = (pp * K::NR).min(nc - c0);
-                        // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
-                        unsafe {
-                            pack_b::<K>(
-                                kc,
-                                cols,
-                                b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
-                                b.rs,
-                                b.cs,
-                                bp.p.add(c0 * kc),
-                            )
-                        }
-                    })
+                crate::par::for_each(panels.div_ceil(pp), |i| {
+                    let (b, bp) = (b, bp);
+                    let c0 = i * pp * K::NR;
+                    let cols = (pp * K::NR).min(nc - c0);
+                    // SAFETY: disjoint panels of the shared buffer; B ranges from the caller.
+                    unsafe {
+                        pack_b::<K>(
+                            kc,
+                            cols,
+                            b.p.offset(pc as isize * b.rs + (jc + c0) as isize * b.cs),
+                            b.rs,
+                            b.cs,
+                            bp.p.add(c0 * kc),
+                        )
+                    }
                 });
                 let add = accumulate || pc > 0;
-                crate::par::install(|| {
-                    (0..slabs).into_par_iter().for_each(|i| {
-                        let (a, c, bp) = (a, c, bp);
-                        let r0 = i * per;
-                        let rows = per.min(m - r0);
-                        let mcb = rows.div_ceil(rows.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
-                        PACK.with(|bufs| {
-                            let mut own = Buf::new();
-                            let mut guard = bufs.try_borrow_mut();
-                            let ab = match guard.as_deref_mut() {
-                                Ok((ab, _)) => ab,
-                                Err(_) => &mut own,
-                            };
-                            let ap = ab.get(K::MC * KC + A_SLACK);
-                            let mut ic = r0;
-                            while ic < r0 + rows {
-                                let mc = mcb.min(r0 + rows - ic);
-                                // SAFETY: this slab's rows of A and C; packed B is complete.
-                                unsafe {
-                                    pack_a::<K>(
-                                        mc,
-                                        kc,
-                                        a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
-                                        a.rs,
-                                        a.cs,
-                                        ap,
-                                    );
-                                    macro_kernel::<K>(
-                                        mc,
-                                        nc,
-                                        kc,
-                                        ap,
-                                        bp.p,
-                                        c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
-                                        c.rs,
-                                        c.cs,
-                                        add,
-                                    );
-                                }
-                                ic += mcb;
+                crate::par::for_each(slabs, |i| {
+                    let (a, c, bp) = (a, c, bp);
+                    let r0 = i * per;
+                    let rows = per.min(m - r0);
+                    let mcb = rows.div_ceil(rows.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
+                    PACK.with(|bufs| {
+                        let mut own = Buf::new();
+                        let mut guard = bufs.try_borrow_mut();
+                        let ab = match guard.as_deref_mut() {
+                            Ok((ab, _)) => ab,
+                            Err(_) => &mut own,
+                        };
+                        let ap = ab.get(K::MC * KC + A_SLACK);
+                        let mut ic = r0;
+                        while ic < r0 + rows {
+                            let mc = mcb.min(r0 + rows - ic);
+                            // SAFETY: this slab's rows of A and C; packed B is complete.
+                            unsafe {
+                                pack_a::<K>(
+                                    mc,
+                                    kc,
+                                    a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
+                                    a.rs,
+                                    a.cs,
+                                    ap,
+                                );
+                                macro_kernel::<K>(
+                                    mc,
+                                    nc,
+                                    kc,
+                                    ap,
+                                    bp.p,
+                                    c.p.offset(ic as isize * c.rs + jc as isize * c.cs),
+                                    c.rs,
+                                    c.cs,
+                                    add,
+                                );
                             }
-                        });
-                    })
+                            ic += mcb;
+                        }
+                    });
                 });
                 pc += kcb;
             }
             jc += NC;
         }
-    });
+    };
+    blocks();
 }
 
 /// All micro-tiles of one packed `mc × kc` A block against one packed `kc × nc` B block.

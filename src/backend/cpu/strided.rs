@@ -5,7 +5,6 @@
 //! (`offsets`, `len`, `inner strides`) to the kernel, serially or split over
 //! the thread pool.
 
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use crate::tensor::layout::is_row_major;
@@ -187,12 +186,10 @@ pub fn par_for_each_row<const N: usize>(
         // Split rows into ~4 tasks per thread.
         let tasks = (threads * 4).min(rows).max(1);
         let per = rows.div_ceil(tasks);
-        crate::par::install(|| {
-            (0..tasks).into_par_iter().for_each(|t| {
-                let s = t * per;
-                let e = ((t + 1) * per).min(rows);
-                plan.run_rows(s, e, &mut |o, n, st| f(o, n, st));
-            })
+        crate::par::for_each(tasks, |t| {
+            let s = t * per;
+            let e = ((t + 1) * per).min(rows);
+            plan.run_rows(s, e, &mut |o, n, st| f(o, n, st));
         });
     } else {
         // Few long rows: split each row into segments, about four per
@@ -200,19 +197,17 @@ pub fn par_for_each_row<const N: usize>(
         // costs a measurable share of a memory-bound kernel's time).
         let seg = SEG.max((rows * plan.inner).div_ceil(threads * 4).div_ceil(SEG) * SEG);
         let nseg = plan.inner.div_ceil(seg);
-        crate::par::install(|| {
-            (0..rows * nseg).into_par_iter().for_each(|u| {
-                let (r, sg) = (u / nseg, u % nseg);
-                let start = sg * seg;
-                let len = seg.min(plan.inner - start);
-                plan.run_rows(r, r + 1, &mut |o, _n, st| {
-                    let mut o2 = o;
-                    for k in 0..N {
-                        o2[k] += start as isize * st[k];
-                    }
-                    f(o2, len, st)
-                });
-            })
+        crate::par::for_each(rows * nseg, |u| {
+            let (r, sg) = (u / nseg, u % nseg);
+            let start = sg * seg;
+            let len = seg.min(plan.inner - start);
+            plan.run_rows(r, r + 1, &mut |o, _n, st| {
+                let mut o2 = o;
+                for k in 0..N {
+                    o2[k] += start as isize * st[k];
+                }
+                f(o2, len, st)
+            });
         });
     }
 }
