@@ -33,7 +33,7 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 use crate::error::{Error, Result};
 
 mod team;
-pub use team::{for_each, for_each_init, join, map, map_init};
+pub use team::{for_each, for_each_init, join, map, map_init, map_init_blocks};
 
 /// The partition width used in deterministic mode, whatever the pool's size.
 pub const DET_SPLIT: usize = 16;

@@ -268,6 +268,34 @@ pub fn map_init<S, T: Send>(
         .collect()
 }
 
+/// [`map_init`] whose tasks are `parts` contiguous blocks of indices, so
+/// that each thread streams through one range of memory (a long reduction
+/// read in order keeps the hardware prefetchers on one stream per thread).
+/// The results, and so anything combined from them in index order, do not
+/// depend on `parts`.
+pub fn map_init_blocks<S, T: Send>(
+    n: usize,
+    parts: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize) -> T + Sync,
+) -> Vec<T> {
+    let parts = parts.clamp(1, n.max(1));
+    let per = n.div_ceil(parts);
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let slots = Slots(out.as_mut_ptr());
+    let slots = &slots;
+    for_each_init(parts, init, |s, b| {
+        for i in b * per..n.min((b + 1) * per) {
+            let v = f(s, i);
+            // SAFETY: `i < n` and slot `i` belongs to block `b` only.
+            unsafe { *slots.0.add(i) = Some(v) };
+        }
+    });
+    out.into_iter()
+        .map(|v| v.expect("every task of a finished job ran"))
+        .collect()
+}
+
 /// Run `a` and `b`, on two threads of the team when one is idle.
 pub fn join<RA: Send, RB: Send>(
     a: impl FnOnce() -> RA + Send,
@@ -304,6 +332,10 @@ mod tests {
             });
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
             assert_eq!(map(n, |i| i * i), (0..n).map(|i| i * i).collect::<Vec<_>>());
+            for parts in [1, 2, 3, 16] {
+                let v = map_init_blocks(n, parts, || (), |_, i| i + 1);
+                assert_eq!(v, (1..=n).collect::<Vec<_>>());
+            }
         }
     }
 

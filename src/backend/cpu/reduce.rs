@@ -708,38 +708,41 @@ where
                     walk(&g.kshape, &g.kstr, 0, g.k, |o| v.push(o));
                     v
                 };
-                let partial: Vec<R::W> = crate::par::map_init(g.k * units, Vec::new, |buf, gi| {
-                    let (k, u) = (gi / units, gi % units);
-                    let s = shift(k);
-                    let mut w = r.wid();
-                    if nseg > 1 {
-                        let (ro, seg) = (u / nseg, u % nseg);
-                        let roff = offset_of(ro_shape, ro_str, ro);
-                        let start = seg * CHUNK;
-                        let len = CHUNK.min(rin - start);
-                        // SAFETY: inside the run of output k.
-                        w = unsafe {
-                            fold_run(
-                                r,
-                                xp.get().offset(koffs[k] + roff + start as isize),
-                                len,
-                                s,
-                                buf,
-                            )
-                        };
-                    } else {
-                        let a = u * rows_per;
-                        let cnt = rows_per.min(ro_count - a);
-                        walk(ro_shape, ro_str, a, cnt, |roff| {
-                            // SAFETY: as above.
-                            let v = unsafe {
-                                fold_run(r, xp.get().offset(koffs[k] + roff), rin, s, buf)
+                // Contiguous blocks of units per thread; the partials (one
+                // per unit, combined in order) do not depend on the blocks.
+                let partial: Vec<R::W> =
+                    crate::par::map_init_blocks(g.k * units, nthreads, Vec::new, |buf, gi| {
+                        let (k, u) = (gi / units, gi % units);
+                        let s = shift(k);
+                        let mut w = r.wid();
+                        if nseg > 1 {
+                            let (ro, seg) = (u / nseg, u % nseg);
+                            let roff = offset_of(ro_shape, ro_str, ro);
+                            let start = seg * CHUNK;
+                            let len = CHUNK.min(rin - start);
+                            // SAFETY: inside the run of output k.
+                            w = unsafe {
+                                fold_run(
+                                    r,
+                                    xp.get().offset(koffs[k] + roff + start as isize),
+                                    len,
+                                    s,
+                                    buf,
+                                )
                             };
-                            w = r.wmerge(w, v);
-                        });
-                    }
-                    w
-                });
+                        } else {
+                            let a = u * rows_per;
+                            let cnt = rows_per.min(ro_count - a);
+                            walk(ro_shape, ro_str, a, cnt, |roff| {
+                                // SAFETY: as above.
+                                let v = unsafe {
+                                    fold_run(r, xp.get().offset(koffs[k] + roff), rin, s, buf)
+                                };
+                                w = r.wmerge(w, v);
+                            });
+                        }
+                        w
+                    });
                 for k in 0..g.k {
                     let w = partial[k * units..(k + 1) * units]
                         .iter()
