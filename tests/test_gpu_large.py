@@ -11,8 +11,9 @@ take two passes that both split, arg-reductions combine their pieces, and
 row kernels (norms, cross-entropy, softmax gradients) run on blocks of whole
 rows, or, when one row exceeds the limit (softmax, norms), decompose into
 reductions and elementwise ops that split; convolutions split images and
-channels. What cannot be split (a convolution over a single image plane
-beyond the limit) raises an error naming the op and the limit. The piecewise path is tested in a subprocess
+channels, and an image plane beyond the limit into bands of rows. What
+cannot be split (output rows of such a plane that read only padding)
+raises an error naming the op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
 the adapter's real limit.
@@ -151,16 +152,17 @@ SCRIPT = textwrap.dedent(
     F.max_pool2d(cP, 2).sum().backward()
     same(gP.grad, cP.grad.numpy())
 
-    # What cannot run in pieces says which op, the limit, and what to do:
-    # a convolution over a single image plane (40 x 40 floats) beyond it.
+    # What cannot run in pieces says which op and what to do: output rows
+    # of an image plane beyond the limit (40 x 40 floats) that read only
+    # padding cannot start a band of input rows.
     P = rng.standard_normal((1, 1, 40, 40)).astype(np.float32)
     K = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
-    for name, fn in [("conv2d", lambda: F.conv2d(dev(P), dev(K)))]:
+    for name, fn in [("conv2d", lambda: F.conv2d(dev(P), dev(K), padding=12))]:
         try:
             fn()
         except RuntimeError as e:
             msg = str(e)
-            assert name in msg and "4096 bytes" in msg and "slices" in msg, msg
+            assert name in msg and "padding" in msg and "4096 bytes" in msg, msg
         else:
             raise AssertionError(f"{name} over the binding limit did not raise")
     # The failed ops left their inputs as they were.
@@ -306,6 +308,20 @@ ROWS_SCRIPT = textwrap.dedent(
     check("conv2d over channels", lambda d, t, k, b: F.conv2d(t, k, b, padding=1), XC, KC, bC, tol=1e-4)
     check("conv2d grads over channels", lambda d, t, k, b: (F.conv2d(t, k, b, padding=1, stride=2) ** 2).sum(),
           XC, KC, bC, grad=True, tol=2e-3)
+    # One image plane over the limit: bands of rows, each with the input
+    # (or gradient) rows it reaches and a shifted top padding.
+    XP = rng.standard_normal((2, 3, 40, 40)).astype(np.float32)
+    KP = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    bP = rng.standard_normal(4).astype(np.float32)
+    K1 = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
+    check("conv2d over a large plane", lambda d, t, k, b: F.conv2d(t, k, b, padding=1), XP, KP, bP, tol=1e-4)
+    check("conv2d over a large plane, stride 2, dilation 2",
+          lambda d, t, k: F.conv2d(t, k, padding=3, stride=2, dilation=2), XP, KP, tol=1e-4)
+    check("conv2d grads over a large plane",
+          lambda d, t, k, b: (F.conv2d(t, k, b, padding=2, stride=2, dilation=2) ** 2).sum(),
+          XP, KP, bP, grad=True, tol=2e-3)
+    check("conv2d grads over a large plane, stride 3, 1x1 kernel",
+          lambda d, t, k: (F.conv2d(t, k, stride=3, padding=1) ** 2).sum(), XP, K1, grad=True, tol=2e-3)
     check("cumsum of long rows", lambda d, t: t.cumsum(1), L, tol=1e-3)
     check("cumsum down long columns", lambda d, t: t.T.cumsum(0), L, tol=1e-3)
     check("cumprod of long rows", lambda d, t: (t * 0.001 + 1).cumprod(1), L, tol=1e-4)

@@ -1137,6 +1137,84 @@ fn conv_check(op: &'static str, ts: &[&Tensor], p: &Conv2dParams) -> Result<()> 
     Ok(())
 }
 
+/// Rows `[lo, hi)` (dim 2) of a 4-D view, in the same storage.
+fn rows_of(t: &Tensor, lo: usize, hi: usize) -> Result<Tensor> {
+    let l = t.layout().slice(2, lo, hi - lo, 1);
+    Tensor::from_parts(t.storage().clone(), l, t.dtype())
+}
+
+/// Whether one (H, W) plane of any of `ts` (4-D) reaches more than half a
+/// storage binding: then channel and image pieces cannot fit a binding and
+/// a convolution runs in bands of rows instead (see [`conv_bands`]).
+fn plane_too_big(ts: &[&Tensor]) -> Result<bool> {
+    let half = get()?.max_binding() / 2;
+    Ok(ts.iter().any(|t| {
+        let (s, st) = (t.shape(), t.strides());
+        let reach =
+            (s[2].max(1) - 1) * st[2].unsigned_abs() + (s[3].max(1) - 1) * st[3].unsigned_abs() + 1;
+        reach as u64 * 4 > half
+    }))
+}
+
+/// Bands of output rows for a convolution whose planes are too large for
+/// one binding: each band `(oh0, oh1, lo, hi)` covers output rows
+/// `[oh0, oh1)` and reads input rows `[lo, hi)` (all it needs, at least
+/// one), with both bands within half a binding. Input width `w`, height
+/// `h`; output width `ow`, height `oh`; `(kernel height, stride, dilation,
+/// top padding)` along the rows.
+fn conv_bands(
+    op: &'static str,
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    (kh, sh, dh, pt): (usize, usize, usize, usize),
+) -> Result<Vec<(usize, usize, usize, usize)>> {
+    let max = get()?.max_binding();
+    let budget = (max / 2 / 4) as usize;
+    let reach = (kh - 1) * dh + 1;
+    let (w, ow) = (w.max(1), ow.max(1));
+    let by_out = budget / ow;
+    let by_in = (budget / w).saturating_sub(reach) / sh + 1;
+    if by_out == 0 || budget / w < reach {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "one row band of the convolution ({reach} input rows of {w}, or a row of {ow} outputs) is over half the adapter's largest storage binding ({max} bytes, max_storage_buffer_binding_size); work on narrower images"
+            ),
+        ));
+    }
+    let rows = by_out.min(by_in).max(1);
+    let mut bands = Vec::new();
+    let mut oh0 = 0;
+    while oh0 < oh {
+        let oh1 = oh.min(oh0 + rows);
+        let first = (oh0 * sh) as isize - pt as isize;
+        let last = ((oh1 - 1) * sh + reach) as isize - pt as isize;
+        if first >= h as isize {
+            // Output rows that read only the bottom padding: no band of the
+            // input starts there (the shifted top padding would be negative).
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "output rows from {oh0} read only padding ({pt} top, input height {h}) in an image plane over half the adapter's largest storage binding ({max} bytes, max_storage_buffer_binding_size), which runs in bands of rows; such rows cannot start a band; use less padding"
+                ),
+            ));
+        }
+        let lo = first.max(0) as usize;
+        let hi = (last.clamp(0, h as isize) as usize).max(lo + 1);
+        bands.push((oh0, oh1, lo, hi));
+        oh0 = oh1;
+    }
+    Ok(bands)
+}
+
+/// `p` for a band whose input starts at row `lo` and output at row `oh0`
+/// (`lo ≤ oh0·stride + top padding`, so the new top padding is not negative).
+fn band_params(p: &Conv2dParams, lo: usize, oh0: usize) -> Conv2dParams {
+    let mut q = *p;
+    q.pad[0] = p.pad[0] + lo - oh0 * p.stride[0];
+    q
+}
+
 /// Average pooling (`p` given) or adaptive average pooling (`p` None) of 4-D `x` into `out`.
 /// The iteration space of 2-D pooling over `ts` = (input, outputs...), all
 /// 4-D: images and channels split, each pooled plane stays whole.
@@ -2056,6 +2134,15 @@ impl Backend for WgpuBackend {
         ts.extend(bias);
         ts.push(out);
         if split::needed(op, &ts)? {
+            if plane_too_big(&[x, out])? {
+                let (xs, os) = (x.shape(), out.shape());
+                let kr = (w.shape()[2], p.stride[0], p.dilation[0], p.pad[0]);
+                for (oh0, oh1, lo, hi) in conv_bands(op, (xs[2], xs[3]), (os[2], os[3]), kr)? {
+                    let q = band_params(p, lo, oh0);
+                    self.conv2d(&rows_of(x, lo, hi)?, w, bias, &q, &rows_of(out, oh0, oh1)?)?;
+                }
+                return Ok(());
+            }
             if p.groups == 1 {
                 // Images, output and input channels split; a later piece
                 // along the input channels adds its partial sums (the first
@@ -2117,6 +2204,28 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         if split::needed(op, &[g, w, out])? {
+            if plane_too_big(&[g, out])? {
+                // Bands of the input's rows, each with the gradient rows
+                // that reach it (`g0` small enough that the shifted top
+                // padding stays non-negative).
+                let (is, gs) = (out.shape(), g.shape());
+                let (sh, dh, pt) = (p.stride[0], p.dilation[0], p.pad[0]);
+                let reach = (w.shape()[2] - 1) * dh;
+                // A band of r input rows reads at most r + reach + 1 rows of
+                // the gradient: budget them as a kernel of that height.
+                let width = is[3].max(gs[3]);
+                let kr = (reach + 2, 1, 1, 0);
+                for (ih0, ih1, _, _) in conv_bands(op, (is[2], width), (is[2], width), kr)? {
+                    let g0 = ((ih0 + pt).saturating_sub(reach).div_ceil(sh))
+                        .min((ih0 + pt) / sh)
+                        .min(gs[2].saturating_sub(1));
+                    let g1 = ((ih1 - 1 + pt) / sh + 1).clamp(g0 + 1, gs[2]);
+                    let mut q = *p;
+                    q.pad[0] = pt + ih0 - g0 * sh;
+                    self.conv2d_input_grad(&rows_of(g, g0, g1)?, w, &q, &rows_of(out, ih0, ih1)?)?;
+                }
+                return Ok(());
+            }
             if p.groups == 1 {
                 // Images and channels split; a later piece along the output
                 // channels adds its part of the sum over them.
@@ -2169,6 +2278,18 @@ impl Backend for WgpuBackend {
             return Ok(());
         }
         if split::needed(op, &[g, x, out])? {
+            if plane_too_big(&[g, x])? {
+                // Bands of the output rows; each band's part of the sum adds up.
+                let (xs, gs) = (x.shape(), g.shape());
+                let kr = (out.shape()[2], p.stride[0], p.dilation[0], p.pad[0]);
+                let bands = conv_bands(op, (xs[2], xs[3]), (gs[2], gs[3]), kr)?;
+                for (b, &(oh0, oh1, lo, hi)) in bands.iter().enumerate() {
+                    let q = band_params(p, lo, oh0);
+                    let (gb, xb) = (rows_of(g, oh0, oh1)?, rows_of(x, lo, hi)?);
+                    self.write_or_add(out, b == 0, |o| self.conv2d_weight_grad(&gb, &xb, &q, o))?;
+                }
+                return Ok(());
+            }
             if p.groups == 1 {
                 // Images and channels split; the weight's gradient sums over
                 // the images, so a later piece along them adds its part.
