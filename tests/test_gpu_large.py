@@ -12,8 +12,8 @@ row kernels (norms, cross-entropy, softmax gradients) run on blocks of whole
 rows, or, when one row exceeds the limit (softmax, norms), decompose into
 reductions and elementwise ops that split; convolutions split images and
 channels, and an image plane beyond the limit into bands of rows. What
-cannot be split (output rows of such a plane that read only padding)
-raises an error naming the op and the limit. The piecewise path is tested in a subprocess
+cannot be split (a single band of rows beyond the limit) raises an error
+naming the op and the limit. The piecewise path is tested in a subprocess
 whose device is created with a 4 KiB binding limit
 (``FG_GPU_MAX_BINDING_BYTES``), so small tensors exercise it; one test uses
 the adapter's real limit.
@@ -152,17 +152,17 @@ SCRIPT = textwrap.dedent(
     F.max_pool2d(cP, 2).sum().backward()
     same(gP.grad, cP.grad.numpy())
 
-    # What cannot run in pieces says which op and what to do: output rows
-    # of an image plane beyond the limit (40 x 40 floats) that read only
-    # padding cannot start a band of input rows.
-    P = rng.standard_normal((1, 1, 40, 40)).astype(np.float32)
+    # What cannot run in pieces says which op, the limit and what to do: a
+    # convolution whose single band of rows (3 rows of 600 floats) is over
+    # half the limit.
+    P = rng.standard_normal((1, 1, 3, 600)).astype(np.float32)
     K = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
-    for name, fn in [("conv2d", lambda: F.conv2d(dev(P), dev(K), padding=12))]:
+    for name, fn in [("conv2d", lambda: F.conv2d(dev(P), dev(K)))]:
         try:
             fn()
         except RuntimeError as e:
             msg = str(e)
-            assert name in msg and "padding" in msg and "4096 bytes" in msg, msg
+            assert name in msg and "narrower" in msg and "4096 bytes" in msg, msg
         else:
             raise AssertionError(f"{name} over the binding limit did not raise")
     # The failed ops left their inputs as they were.
@@ -320,6 +320,10 @@ ROWS_SCRIPT = textwrap.dedent(
     check("conv2d grads over a large plane",
           lambda d, t, k, b: (F.conv2d(t, k, b, padding=2, stride=2, dilation=2) ** 2).sum(),
           XP, KP, bP, grad=True, tol=2e-3)
+    check("conv2d over a large plane, rows of padding only",
+          lambda d, t, k, b: F.conv2d(t, k, b, padding=12), XP, KP, bP, tol=1e-4)
+    check("conv2d grads over a large plane, rows of padding only",
+          lambda d, t, k, b: (F.conv2d(t, k, b, padding=12) ** 2).sum(), XP, KP, bP, grad=True, tol=2e-3)
     check("conv2d grads over a large plane, stride 3, 1x1 kernel",
           lambda d, t, k: (F.conv2d(t, k, stride=3, padding=1) ** 2).sum(), XP, K1, grad=True, tol=2e-3)
     check("cumsum of long rows", lambda d, t: t.cumsum(1), L, tol=1e-3)

@@ -1156,25 +1156,31 @@ fn plane_too_big(ts: &[&Tensor]) -> Result<bool> {
     }))
 }
 
+/// A row band of a convolution: `(oh0, oh1, lo, hi, top)` (see [`conv_bands`]).
+type Band = (usize, usize, usize, usize, usize);
+
 /// Bands of output rows for a convolution whose planes are too large for
-/// one binding: each band `(oh0, oh1, lo, hi)` covers output rows
-/// `[oh0, oh1)` and reads input rows `[lo, hi)` (all it needs, at least
-/// one), with both bands within half a binding. Input width `w`, height
-/// `h`; output width `ow`, height `oh`; `(kernel height, stride, dilation,
-/// top padding)` along the rows.
+/// one binding: each band `(oh0, oh1, lo, hi, top)` covers output rows
+/// `[oh0, oh1)`, reads input rows `[lo, hi)` (all it needs, at least one)
+/// and runs with top padding `top` (the original shifted to the band), with
+/// both bands within half a binding. Input width `w`, height `h`; output
+/// width `ow`, height `oh`; `(kernel height, stride, dilation, top
+/// padding)` along the rows. A band whose rows read only the bottom
+/// padding binds the last input row with a top padding that puts every
+/// tap above it, so it reads nothing (its outputs are the bias alone).
 fn conv_bands(
     op: &'static str,
     (h, w): (usize, usize),
     (oh, ow): (usize, usize),
     (kh, sh, dh, pt): (usize, usize, usize, usize),
-) -> Result<Vec<(usize, usize, usize, usize)>> {
+) -> Result<Vec<Band>> {
     let max = get()?.max_binding();
     let budget = (max / 2 / 4) as usize;
     let reach = (kh - 1) * dh + 1;
     let (w, ow) = (w.max(1), ow.max(1));
     let by_out = budget / ow;
     let by_in = (budget / w).saturating_sub(reach) / sh + 1;
-    if by_out == 0 || budget / w < reach {
+    if by_out == 0 || budget / w < reach || h == 0 {
         return Err(Error::runtime(
             op,
             format!(
@@ -1190,28 +1196,21 @@ fn conv_bands(
         let first = (oh0 * sh) as isize - pt as isize;
         let last = ((oh1 - 1) * sh + reach) as isize - pt as isize;
         if first >= h as isize {
-            // Output rows that read only the bottom padding: no band of the
-            // input starts there (the shifted top padding would be negative).
-            return Err(Error::runtime(
-                op,
-                format!(
-                    "output rows from {oh0} read only padding ({pt} top, input height {h}) in an image plane over half the adapter's largest storage binding ({max} bytes, max_storage_buffer_binding_size), which runs in bands of rows; such rows cannot start a band; use less padding"
-                ),
-            ));
+            bands.push((oh0, oh1, h - 1, h, (oh1 - oh0 - 1) * sh + reach));
+        } else {
+            let lo = first.max(0) as usize;
+            let hi = (last.clamp(0, h as isize) as usize).max(lo + 1);
+            bands.push((oh0, oh1, lo, hi, pt + lo - oh0 * sh));
         }
-        let lo = first.max(0) as usize;
-        let hi = (last.clamp(0, h as isize) as usize).max(lo + 1);
-        bands.push((oh0, oh1, lo, hi));
         oh0 = oh1;
     }
     Ok(bands)
 }
 
-/// `p` for a band whose input starts at row `lo` and output at row `oh0`
-/// (`lo ≤ oh0·stride + top padding`, so the new top padding is not negative).
-fn band_params(p: &Conv2dParams, lo: usize, oh0: usize) -> Conv2dParams {
+/// `p` with top padding `top`.
+fn with_top(p: &Conv2dParams, top: usize) -> Conv2dParams {
     let mut q = *p;
-    q.pad[0] = p.pad[0] + lo - oh0 * p.stride[0];
+    q.pad[0] = top;
     q
 }
 
@@ -2137,8 +2136,8 @@ impl Backend for WgpuBackend {
             if plane_too_big(&[x, out])? {
                 let (xs, os) = (x.shape(), out.shape());
                 let kr = (w.shape()[2], p.stride[0], p.dilation[0], p.pad[0]);
-                for (oh0, oh1, lo, hi) in conv_bands(op, (xs[2], xs[3]), (os[2], os[3]), kr)? {
-                    let q = band_params(p, lo, oh0);
+                for (oh0, oh1, lo, hi, top) in conv_bands(op, (xs[2], xs[3]), (os[2], os[3]), kr)? {
+                    let q = with_top(p, top);
                     self.conv2d(&rows_of(x, lo, hi)?, w, bias, &q, &rows_of(out, oh0, oh1)?)?;
                 }
                 return Ok(());
@@ -2215,13 +2214,12 @@ impl Backend for WgpuBackend {
                 // the gradient: budget them as a kernel of that height.
                 let width = is[3].max(gs[3]);
                 let kr = (reach + 2, 1, 1, 0);
-                for (ih0, ih1, _, _) in conv_bands(op, (is[2], width), (is[2], width), kr)? {
+                for (ih0, ih1, ..) in conv_bands(op, (is[2], width), (is[2], width), kr)? {
                     let g0 = ((ih0 + pt).saturating_sub(reach).div_ceil(sh))
                         .min((ih0 + pt) / sh)
                         .min(gs[2].saturating_sub(1));
                     let g1 = ((ih1 - 1 + pt) / sh + 1).clamp(g0 + 1, gs[2]);
-                    let mut q = *p;
-                    q.pad[0] = pt + ih0 - g0 * sh;
+                    let q = with_top(p, pt + ih0 - g0 * sh);
                     self.conv2d_input_grad(&rows_of(g, g0, g1)?, w, &q, &rows_of(out, ih0, ih1)?)?;
                 }
                 return Ok(());
@@ -2283,8 +2281,8 @@ impl Backend for WgpuBackend {
                 let (xs, gs) = (x.shape(), g.shape());
                 let kr = (out.shape()[2], p.stride[0], p.dilation[0], p.pad[0]);
                 let bands = conv_bands(op, (xs[2], xs[3]), (gs[2], gs[3]), kr)?;
-                for (b, &(oh0, oh1, lo, hi)) in bands.iter().enumerate() {
-                    let q = band_params(p, lo, oh0);
+                for (b, &(oh0, oh1, lo, hi, top)) in bands.iter().enumerate() {
+                    let q = with_top(p, top);
                     let (gb, xb) = (rows_of(g, oh0, oh1)?, rows_of(x, lo, hi)?);
                     self.write_or_add(out, b == 0, |o| self.conv2d_weight_grad(&gb, &xb, &q, o))?;
                 }
