@@ -43,7 +43,7 @@ use crate::tensor::{DType, Element, Layout, Shape, Strides, Tensor};
 /// Independent accumulators per block (4 AVX2 / 2 AVX-512 vectors of f32).
 const LANES: usize = 32;
 /// Elements folded in the lane type before being combined in the wide type.
-const BLOCK: usize = 2048;
+const BLOCK: usize = 8192;
 /// Runs shorter than this are folded with a scalar loop.
 const SCALAR_MAX: usize = 64;
 /// Work unit (elements) when one reduction is split over threads.
