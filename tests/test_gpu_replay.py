@@ -113,51 +113,52 @@ def test_bad_target_in_a_replay_raises_and_changes_nothing():
     f(xs[0], ys[0])  # and the step still runs
 
 
-def test_learning_rate_changes_and_eager_weight_updates_are_seen():
+def _eager_and_compiled(opt, make_sched, steps, between=None):
+    """Train the same model eagerly and compiled on the GPU, stepping the
+    scheduler after every step and calling ``between(i, model)`` after step
+    ``i``; assert both runs match bit for bit and return the compiled
+    graph's replay counters."""
     xs, ys = _batches()
-    runs = []
+    runs, info = [], None
     for compiled in (False, True):
-        m, o = _model()
-        sched = fg.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)
+        m, o = _model(opt)
+        sched = make_sched(o)
         step = _stepper(m, o)
         f = fg.compile(step) if compiled else step
         losses = []
-        for i in range(9):
+        for i in range(steps):
             losses.append(float(f(xs[i % 4], ys[i % 4]).item()))
             sched.step()
-            if i == 5:
-                with fg.no_grad():
-                    m[0].weight.mul_(0.5)  # an eager in-place update between compiled calls
+            if between is not None:
+                between(i, m)
         runs.append((losses, [p.numpy() for p in m.parameters()]))
         if compiled:
             info = f.graph(xs[0], ys[0]).gpu_replay(xs[0], ys[0])
-            # The learning rate changes every three steps: optimizer steps run
-            # live, with this run's learning rate, so nothing is captured again.
-            assert info["replays"] >= 6 and info["captures"] <= 3, info
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     for a, b in zip(runs[0][1], runs[1][1], strict=True):
         np.testing.assert_array_equal(a, b)
+    return info
+
+
+def test_learning_rate_changes_and_eager_weight_updates_are_seen():
+    def halve_first_weight(i, m):
+        if i == 5:
+            with fg.no_grad():
+                m[0].weight.mul_(0.5)  # an eager in-place update between compiled calls
+
+    info = _eager_and_compiled(
+        "sgd", lambda o: fg.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5), 9, halve_first_weight
+    )
+    # The learning rate changes every three steps: optimizer steps run
+    # live, with this run's learning rate, so nothing is captured again.
+    assert info["replays"] >= 6 and info["captures"] <= 3, info
 
 
 def test_a_learning_rate_changing_every_step_still_replays():
-    xs, ys = _batches()
-    runs = []
-    for compiled in (False, True):
-        m, o = _model("adamw")
-        sched = fg.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=20)
-        step = _stepper(m, o)
-        f = fg.compile(step) if compiled else step
-        losses = []
-        for i in range(12):
-            losses.append(float(f(xs[i % 4], ys[i % 4]).item()))
-            sched.step()
-        runs.append((losses, [p.numpy() for p in m.parameters()]))
-        if compiled:
-            info = f.graph(xs[0], ys[0]).gpu_replay(xs[0], ys[0])
-            assert info["reason"] is None and info["replays"] >= 9, info
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    for a, b in zip(runs[0][1], runs[1][1], strict=True):
-        np.testing.assert_array_equal(a, b)
+    info = _eager_and_compiled(
+        "adamw", lambda o: fg.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=20), 12
+    )
+    assert info["reason"] is None and info["replays"] >= 9, info
 
 
 def test_other_argument_layouts_run_through_the_executor():
