@@ -944,16 +944,13 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
     }
     let total = Tensor::empty(&[], DType::F32, x.device())?;
     WgpuBackend.reduce(ReduceOp::Sum, &parts, &all, &total)?;
-    let count = Tensor::empty(&[], DType::F32, x.device())?;
-    WgpuBackend.fill(&count, Scalar::Float(n as f64))?;
-    let wide = |t: &Tensor| {
-        Tensor::from_parts(
-            t.storage().clone(),
-            t.layout().expand(op, out.shape())?,
-            t.dtype(),
-        )
-    };
-    WgpuBackend.binary(BinaryOp::Div, &wide(&total)?, &wide(&count)?, out)
+    let count = WgpuBackend.splat(op, Scalar::Float(n as f64), DType::F32, out.shape())?;
+    let total = Tensor::from_parts(
+        total.storage().clone(),
+        total.layout().expand(op, out.shape())?,
+        DType::F32,
+    )?;
+    WgpuBackend.binary(BinaryOp::Div, &total, &count, out)
 }
 
 /// Refuse more than 2^31 items for the 32-bit kernels.
@@ -3346,9 +3343,7 @@ impl WgpuBackend {
                 .filter(|&d| mask[d])
                 .map(|d| x.shape()[d])
                 .product();
-            let c = upload(&Tensor::from_vec(vec![count as f32], &[])?, acc.device())?;
-            let l = c.layout().expand(op, acc.shape())?;
-            let c = Tensor::from_parts(c.storage().clone(), l, DType::F32)?;
+            let c = self.splat(op, Scalar::Float(count as f64), DType::F32, acc.shape())?;
             self.binary(BinaryOp::Div, &acc, &c, &acc)?;
         }
         if narrow {
