@@ -219,6 +219,26 @@ def test_sum_is_deterministic():
     np.testing.assert_array_equal(c[0], c[1])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_reductions_from_every_alignment(dtype):
+    # Long contiguous runs fold their first elements up to a 64-byte boundary
+    # on their own; a buffer shifted by each element offset must give the same
+    # sum (to rounding), max, min and argmax, on one thread and on several.
+    base = np.random.default_rng(3).standard_normal((1 << 16) + 64).astype(dtype)
+    n = 1 << 16
+    tol = dict(rtol=1e-6, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-10)
+    for off in range(64 // base.itemsize + 1):
+        a = base[off:off + n]
+        exact = a.astype(np.float64)
+        t = T(a)
+        np.testing.assert_allclose(t.sum().item(), exact.sum(), **tol)
+        np.testing.assert_allclose(arr(t.reshape(4, -1).sum(1)), exact.reshape(4, -1).sum(1), **tol)
+        assert t.max().item() == a.max() and t.min().item() == a.min()
+        assert t.argmax().item() == int(a.argmax())
+        sliced = T(base)[off:off + n]
+        np.testing.assert_allclose(sliced.sum().item(), exact.sum(), **tol)
+
+
 def test_half_sums_accumulate_in_float32():
     x = T(np.ones(10000, dtype=np.float16))
     assert x.sum().item() == 10000.0  # an f16 accumulator would stall at 2048

@@ -46,6 +46,8 @@ const LANES: usize = 32;
 const BLOCK: usize = 8192;
 /// Runs shorter than this are folded with a scalar loop.
 const SCALAR_MAX: usize = 64;
+/// Contiguous runs at least this long align their blocks to 64 bytes.
+const ALIGN_MIN: usize = 4096;
 /// Work unit (elements) when one reduction is split over threads.
 const CHUNK: usize = 1 << 15;
 /// Kept-dim chunk of the column path (whole rows of up to 4 KiB of f32 stream best).
@@ -399,6 +401,24 @@ unsafe fn fold_run<T: Load<R::C>, R: Red>(
         return r.widen(a);
     }
     let mut w = r.wid();
+    // Long native runs start their blocks on a 64-byte boundary: a vector
+    // load that straddles two cache lines costs a few percent of a streaming
+    // reduction's bandwidth (about 7% with AVX-512 on NumPy's 16-byte-aligned
+    // buffers). The few leading elements are folded on their own, so the
+    // result depends on the address's alignment, never on anything else.
+    let mut xs = xs;
+    let esize = std::mem::size_of::<T>();
+    if n >= ALIGN_MIN && T::native(&xs[..0]).is_some() && (p as usize) % esize == 0 {
+        let peel = ((64 - (p as usize) % 64) % 64 / esize).min(n);
+        if peel > 0 {
+            let mut a = r.id();
+            for &v in &xs[..peel] {
+                a = r.step(a, v.lift(), s);
+            }
+            w = r.wmerge(w, r.widen(a));
+            xs = &xs[peel..];
+        }
+    }
     for chunk in xs.chunks(BLOCK) {
         let c: &[R::C] = match T::native(chunk) {
             Some(c) => c,
