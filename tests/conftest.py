@@ -12,9 +12,18 @@ end of the session a table of op × column shows each cell's outcome.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from hypothesis import HealthCheck, Phase, settings
+
+# triton (pulled in by PyTorch's CUDA builds, e.g. through the `peers` extra)
+# carries its own LLVM; importing it after Mesa's software GPU driver, which
+# loads LLVM as well, has started crashes the process. Tests that compare with
+# PyTorch import it lazily (torch.optim imports triton), possibly after a GPU
+# test in the same worker, so load it before any test runs.
+if importlib.util.find_spec("triton") is not None:
+    import triton  # noqa: F401
 
 _QUIET_CHECKS = [
     HealthCheck.too_slow,

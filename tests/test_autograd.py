@@ -484,8 +484,10 @@ def test_backward_releases_the_gil():
     import threading
     import time
 
-    a = fg.randn(700, 700, requires_grad=True)
-    b = fg.randn(700, 700)
+    # float64 and n = 1000: a backward of tens of milliseconds even where
+    # float32 products run at hundreds of GFLOP/s.
+    a = fg.randn(1000, 1000, dtype=fg.float64, requires_grad=True)
+    b = fg.randn(1000, 1000, dtype=fg.float64)
     loss = (a @ b @ b @ b).sum()
     count = [0]
     stop = threading.Event()

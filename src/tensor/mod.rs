@@ -4,7 +4,12 @@ pub mod dtype;
 pub mod layout;
 pub mod storage;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
+/// A once-set cell whose clone of a set cell is a plain copy (std's
+/// `OnceLock` clones through its one-time initialisation, a slow path taken
+/// on every clone of a tensor that has autograd state).
+type MetaCell = once_cell::sync::OnceCell<Arc<AutogradMeta>>;
 
 use crate::autograd::AutogradMeta;
 
@@ -74,7 +79,7 @@ pub struct Tensor {
     /// Autograd state, set when the tensor requires grad or is an op's
     /// recorded output. Clones share it (they are the same tensor); views
     /// and op outputs start without it.
-    meta: OnceLock<Arc<AutogradMeta>>,
+    meta: MetaCell,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -122,7 +127,7 @@ impl Tensor {
             storage,
             layout,
             dtype,
-            meta: OnceLock::new(),
+            meta: MetaCell::new(),
         })
     }
 
@@ -133,7 +138,7 @@ impl Tensor {
             storage: self.storage.clone(),
             layout,
             dtype: self.dtype,
-            meta: OnceLock::new(),
+            meta: MetaCell::new(),
         }
     }
 
@@ -149,7 +154,7 @@ impl Tensor {
             storage: Arc::new(storage),
             layout: Layout::contiguous(shape),
             dtype,
-            meta: OnceLock::new(),
+            meta: MetaCell::new(),
         })
     }
 
@@ -175,7 +180,7 @@ impl Tensor {
             storage: Arc::new(storage),
             layout: Layout::contiguous(shape),
             dtype,
-            meta: OnceLock::new(),
+            meta: MetaCell::new(),
         };
         if zero_fill {
             crate::backend::backend(device).fill(&t, Scalar::Int(0))?;
@@ -285,16 +290,12 @@ impl Tensor {
     /// A tensor over `storage` with this layout and dtype that shares this
     /// tensor's autograd state (gradients reaching it reach this tensor).
     pub fn twin_with_storage(&self, storage: Arc<Storage>) -> Tensor {
-        let t = Tensor {
+        Tensor {
             storage,
             layout: self.layout.clone(),
             dtype: self.dtype,
-            meta: OnceLock::new(),
-        };
-        if let Some(m) = self.meta.get() {
-            let _ = t.meta.set(m.clone());
+            meta: self.meta.clone(),
         }
-        t
     }
 
     /// Attach autograd state (once). Returns the state now attached.

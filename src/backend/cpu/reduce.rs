@@ -408,7 +408,7 @@ unsafe fn fold_run<T: Load<R::C>, R: Red>(
     // result depends on the address's alignment, never on anything else.
     let mut xs = xs;
     let esize = std::mem::size_of::<T>();
-    if n >= ALIGN_MIN && T::native(&xs[..0]).is_some() && (p as usize) % esize == 0 {
+    if n >= ALIGN_MIN && T::native(&xs[..0]).is_some() && (p as usize).is_multiple_of(esize) {
         let peel = ((64 - (p as usize) % 64) % 64 / esize).min(n);
         if peel > 0 {
             let mut a = r.id();

@@ -10,7 +10,10 @@
 //!   scalar form of the op (PyTorch's promotion treats a 0-d tensor and a
 //!   Python scalar alike);
 //! - copies: `clone(x)` of a node's fresh result that nothing else reads
-//!   is `x` (gradients handed to `.grad` are such copies).
+//!   is `x` (gradients handed to `.grad` are such copies);
+//! - squeezes: a `sum`/`mean` with `keepdim` reshaped to the shape it has
+//!   without `keepdim` (and read by nothing else) becomes the reduction
+//!   without `keepdim`.
 //!
 //! A replaced value must be *replaceable* (its memory is never written in
 //! place and belongs to no graph input): otherwise a later in-place write
@@ -178,7 +181,80 @@ pub fn run(g: &mut Graph) -> String {
     substitute(g, &map);
     remove_nodes(g, &dead);
     let copies = drop_copies(g);
-    format!("{ids} identities removed, {chains} reshape chains shortened, {scalars} constant operands made scalars, {copies} copies of dying values removed")
+    let squeezed = squeeze_reductions(g);
+    format!("{ids} identities removed, {chains} reshape chains shortened, {scalars} constant operands made scalars, {copies} copies of dying values removed, {squeezed} keepdim reductions reshaped away")
+}
+
+/// `reshape(sum(x, dims, keepdim=True), s)` where `s` is the shape the sum
+/// has without `keepdim`, and nothing else reads the keepdim result: the
+/// reshape node becomes `sum(x, dims, keepdim=False)` and the first node
+/// goes (likewise for `mean`). Backward passes make these pairs for every
+/// bias gradient.
+fn squeeze_reductions(g: &mut Graph) -> usize {
+    let uses = g.use_counts();
+    let mut dead = vec![false; g.nodes.len()];
+    let mut n_done = 0;
+    for i in 0..g.nodes.len() {
+        let n = &g.nodes[i];
+        if !matches!(n.call, OpCall::Reshape { .. } | OpCall::View { .. }) || n.inputs.len() != 1 {
+            continue;
+        }
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        let Some(p) = producer(g, x) else { continue };
+        if dead[p] || uses[x] != 1 || g.nodes[p].outputs.len() != 1 {
+            continue;
+        }
+        let squeezed = match &g.nodes[p].call {
+            OpCall::Sum {
+                dims,
+                keepdim: true,
+                dtype,
+            } => OpCall::Sum {
+                dims: dims.clone(),
+                keepdim: false,
+                dtype: *dtype,
+            },
+            OpCall::Mean {
+                dims,
+                keepdim: true,
+                dtype,
+            } => OpCall::Mean {
+                dims: dims.clone(),
+                keepdim: false,
+                dtype: *dtype,
+            },
+            _ => continue,
+        };
+        let src = g.nodes[p].inputs[0];
+        let in_shape = &g.values[src].shape;
+        let nd = in_shape.len() as isize;
+        let dims = match &squeezed {
+            OpCall::Sum { dims, .. } | OpCall::Mean { dims, .. } => dims.as_deref(),
+            _ => unreachable!(),
+        };
+        let reduced = |d: usize| {
+            dims.is_none_or(|ds| {
+                ds.iter()
+                    .any(|&e| (if e < 0 { e + nd } else { e }) == d as isize)
+            })
+        };
+        let want: Vec<usize> = (0..in_shape.len())
+            .filter(|&d| !reduced(d))
+            .map(|d| in_shape[d])
+            .collect();
+        if g.values[out].shape != want || g.values[out].dtype != g.values[x].dtype {
+            continue;
+        }
+        let node = &mut g.nodes[i];
+        node.call = squeezed;
+        node.inputs = vec![src];
+        dead[p] = true;
+        n_done += 1;
+    }
+    if n_done > 0 {
+        remove_nodes(g, &dead);
+    }
+    n_done
 }
 
 /// Ops whose outputs are always newly allocated (never an input returned as is).

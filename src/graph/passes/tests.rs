@@ -249,3 +249,42 @@ fn simplify_drops_copies_of_dying_values_only() {
         run(&h, std::slice::from_ref(&x))
     );
 }
+
+#[test]
+fn simplify_squeezes_keepdim_reductions() {
+    // A bias gradient's shape: sum over the batch with keepdim, reshaped to
+    // the bias; and a mean over the last dim the same way. A keepdim sum read
+    // by another node too stays as it is.
+    let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let s = reduce::sum(&a[0], Some(&[0]), true, None).unwrap();
+        let m = reduce::mean(&a[0], Some(&[-1]), true, None).unwrap();
+        let kept = reduce::sum(&a[0], Some(&[1]), true, None).unwrap();
+        vec![
+            shape::reshape(&s, &[3]).unwrap(),
+            shape::reshape(&m, &[2]).unwrap(),
+            shape::reshape(&kept, &[2]).unwrap(),
+            ew::binary(BinaryOp::Mul, &kept, &a[0]).unwrap(),
+        ]
+    });
+    let reshapes = |g: &Graph| count(g, |c| matches!(c, OpCall::Reshape { .. }));
+    assert_eq!(reshapes(&g), 3);
+    let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert_eq!(reshapes(&h), 1, "{rep:?}");
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Sum { keepdim: false, .. })),
+        1
+    );
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Mean { keepdim: false, .. })),
+        1
+    );
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Sum { keepdim: true, .. })),
+        1
+    );
+    assert!(rep
+        .iter()
+        .any(|r| r.detail.contains("2 keepdim reductions")));
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, &[x]));
+}
