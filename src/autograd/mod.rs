@@ -745,6 +745,11 @@ pub fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
             dims.push((lead + i) as isize);
         }
     }
+    if lead > 0 && dims.len() == lead {
+        // Only leading dims go (a bias gradient): the sum without keepdim
+        // already has the target shape.
+        return crate::ops::reduce::sum(g, Some(&dims), false, None);
+    }
     let s = crate::ops::reduce::sum(g, Some(&dims), true, None)?;
     let spec: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
     crate::ops::shape::reshape(&s, &spec)

@@ -121,9 +121,12 @@ pub enum CumOp {
 // Shape rules
 // ---------------------------------------------------------------------------
 
+/// Which dims a reduction reduces (inline up to 8 dims: no allocation per op).
+pub type Mask = smallvec::SmallVec<[bool; 8]>;
+
 /// Which dims of an `ndim`-d tensor a `dim` argument reduces (None or empty → all).
-pub fn reduce_mask(op: &'static str, dims: Option<&[isize]>, ndim: usize) -> Result<Vec<bool>> {
-    let mut mask = vec![false; ndim];
+pub fn reduce_mask(op: &'static str, dims: Option<&[isize]>, ndim: usize) -> Result<Mask> {
+    let mut mask: Mask = smallvec::smallvec![false; ndim];
     match dims {
         None | Some([]) => mask.iter_mut().for_each(|m| *m = true),
         Some(ds) => {
@@ -1092,9 +1095,9 @@ mod tests {
 
     #[test]
     fn masks() {
-        assert_eq!(reduce_mask("sum", None, 3).unwrap(), vec![true; 3]);
+        assert_eq!(reduce_mask("sum", None, 3).unwrap().to_vec(), vec![true; 3]);
         assert_eq!(
-            reduce_mask("sum", Some(&[-1, 0]), 3).unwrap(),
+            reduce_mask("sum", Some(&[-1, 0]), 3).unwrap().to_vec(),
             vec![true, false, true]
         );
         assert!(reduce_mask("sum", Some(&[3]), 3).is_err());

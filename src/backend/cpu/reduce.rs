@@ -983,7 +983,7 @@ fn small_sum(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> bool {
         return false;
     }
     // Reduced dims must be a prefix or a suffix of the (size > 1) dims.
-    let dims: Vec<(usize, bool)> = x
+    let dims: smallvec::SmallVec<[(usize, bool); 8]> = x
         .shape()
         .iter()
         .zip(mask)
@@ -1013,7 +1013,7 @@ fn small_sum(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> bool {
         // SAFETY: `x` is dense with r·k elements of R; `out` is contiguous with k.
         let xs = unsafe { std::slice::from_raw_parts(x.data_ptr::<R>() as *const R, r * k) };
         let os = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<R>(), k) };
-        let mut acc = vec![0.0f64; k];
+        let mut acc: smallvec::SmallVec<[f64; 64]> = smallvec::smallvec![0.0f64; k];
         if k == 1 {
             acc[0] = sum_row(xs);
         } else if leading {
