@@ -107,6 +107,7 @@ __all__ = [
     "cat",
     "stack",
     "pad",
+    "_zero_grads",
     "_sgd_step",
     "_adam_step",
     "_rmsprop_step",
@@ -1171,6 +1172,9 @@ def pad(
 ) -> Tensor: ...
 
 # ----- fused optimizer steps (used by ferrograd.optim) -------------------------
+
+# Sets .grad to None on every tensor of the list that has one.
+def _zero_grads(params: Sequence[Tensor]) -> None: ...
 
 # Returns the momentum buffers (None entries allocated from the gradient; all None when momentum is 0).
 def _sgd_step(

@@ -7,6 +7,7 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 use super::{run_heavy, PyTensor};
 use crate::graph::call::{Dyn, DynField, OpCall};
@@ -26,22 +27,28 @@ fn items<T>(
             "{op}: {what} must be a list of tensors, got a single Tensor"
         )));
     }
+    let convert = |i: usize, o: &Bound<'_, PyAny>| {
+        f(o).ok_or_else(|| {
+            let ty = o
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            PyTypeError::new_err(format!("{op}: {what}[{i}] must be {expected}, got {ty}"))
+        })
+    };
+    // Lists (what the optimizers pass) by index: no iterator protocol per item.
+    if let Ok(list) = obj.cast::<PyList>() {
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, o)| convert(i, &o))
+            .collect();
+    }
     let it = obj
         .try_iter()
         .map_err(|_| PyTypeError::new_err(format!("{op}: {what} must be a list of tensors")))?;
-    it.enumerate()
-        .map(|(i, o)| {
-            let o = o?;
-            f(&o).ok_or_else(|| {
-                let ty = o
-                    .get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default();
-                PyTypeError::new_err(format!("{op}: {what}[{i}] must be {expected}, got {ty}"))
-            })
-        })
-        .collect()
+    it.enumerate().map(|(i, o)| convert(i, &o?)).collect()
 }
 
 fn tensors(op: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
@@ -264,7 +271,32 @@ fn rmsprop_step(
     })
 }
 
+/// `_zero_grads(params)`: set `.grad` to None on every tensor of the list that
+/// has one, as `p.grad = None` does for each (while a graph is captured, the
+/// gradient the graph will see), without a Python object per gradient.
+#[pyfunction]
+#[pyo3(name = "_zero_grads")]
+fn zero_grads(params: &Bound<'_, PyAny>) -> PyResult<()> {
+    let ps = tensors("zero_grad", "params", params)?;
+    for t in &ps {
+        let Some(m) = t.meta() else { continue };
+        if crate::graph::trace::tracing() && m.is_leaf() {
+            super::run(|| {
+                crate::graph::trace::bind_leaf(t)?;
+                if crate::graph::trace::current_grad(m)?.is_some() {
+                    crate::graph::trace::set_grad(m, None)?;
+                }
+                Ok(())
+            })?;
+        } else if m.grad().is_some() {
+            m.set_grad(None);
+        }
+    }
+    Ok(())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(zero_grads, m)?)?;
     m.add_function(wrap_pyfunction!(sgd_step, m)?)?;
     m.add_function(wrap_pyfunction!(adam_step, m)?)?;
     m.add_function(wrap_pyfunction!(rmsprop_step, m)?)?;

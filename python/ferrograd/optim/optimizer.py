@@ -140,19 +140,20 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (default) or zero in place."""
+        if set_to_none:
+            for group in self.param_groups:
+                _core._zero_grads(group["params"])
+            return
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad
                 if g is None:
                     continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if g.grad_fn is not None:
-                        g.detach_()
-                    elif g.requires_grad:
-                        g.requires_grad_(False)
-                    g.zero_()
+                if g.grad_fn is not None:
+                    g.detach_()
+                elif g.requires_grad:
+                    g.requires_grad_(False)
+                g.zero_()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; one Rust call per group.
@@ -170,6 +171,7 @@ class Optimizer:
         if st is not None:
             # A captured step reads this optimizer's state tensors by reference.
             st.guard(self, "_state_version")
+        get = table.get
         with no_grad():
             for group in self.param_groups:
                 params, grads, states = [], [], []
@@ -178,13 +180,14 @@ class Optimizer:
                     if g is not None:
                         params.append(p)
                         grads.append(g)
-                        entry = table.get(id(p))
+                        entry = get(id(p))
                         states.append(None if entry is None else entry[1])
                 if not params:
                     continue
                 new_states = self._update_group(group, params, grads, states)
-                for p, st in zip(params, new_states, strict=True):
-                    table[id(p)] = (p, st)
+                for p, st, old in zip(params, new_states, states, strict=True):
+                    if st is not old:  # a state updated in place is in the table already
+                        table[id(p)] = (p, st)
         return loss
 
     # ------------------------------------------------------- graph capture

@@ -59,7 +59,10 @@ class SGD(Optimizer):
         grads: list[Tensor],
         states: list[dict[str, Any] | None],
     ) -> list[dict[str, Any]]:
-        bufs = [None if s is None else s.get("momentum_buffer") for s in states]
+        if float(group["momentum"]) == 0:
+            bufs: list = [None] * len(states)  # no momentum: the step reads no buffer
+        else:
+            bufs = [None if s is None else s.get("momentum_buffer") for s in states]
         dyn = self._dynamic(group, {
             "lr": lambda g: float(g["lr"]), "momentum": lambda g: float(g["momentum"]),
             "dampening": lambda g: float(g["dampening"]), "weight_decay": lambda g: float(g["weight_decay"]),
@@ -87,7 +90,9 @@ class SGD(Optimizer):
         )
         out = []
         for s, b in zip(states, new_bufs, strict=True):
-            s = {} if s is None else s
-            s["momentum_buffer"] = b
+            if s is None:
+                s = {"momentum_buffer": b}
+            else:
+                s["momentum_buffer"] = b
             out.append(s)
         return out
