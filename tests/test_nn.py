@@ -164,6 +164,37 @@ def test_forward_hooks():
     assert np.any(npy(lin(fg.ones(1, 2))) != 0) and calls == ["pre"]
 
 
+def test_sequential_children_keep_hooks_and_custom_call():
+    # Sequential calls a plain child's forward directly; children with hooks,
+    # or whose class defines its own __call__, still go through __call__.
+    calls = []
+
+    class Loud(nn.Module):
+        def __call__(self, x):
+            calls.append("call")
+            return super().__call__(x)
+
+        def forward(self, x):
+            return x + 1.0
+
+    lin = nn.Linear(2, 2)
+    net = nn.Sequential(lin, nn.Tanh(), Loud())
+    x = fg.randn(3, 2)
+    want = np.tanh(npy(x) @ npy(lin.weight).T + npy(lin.bias)) + 1.0
+    np.testing.assert_allclose(npy(net(x)), want, rtol=1e-6, atol=1e-6)
+    assert calls == ["call"]
+    h1 = lin.register_forward_pre_hook(lambda m, args: calls.append("pre"))
+    h2 = lin.register_forward_hook(lambda m, args, out: out * 0)
+    np.testing.assert_allclose(npy(net(x)), np.ones((3, 2)), rtol=0, atol=0)
+    assert calls == ["call", "pre", "call"]
+    h1.remove()
+    h2.remove()
+    np.testing.assert_allclose(npy(net(x)), want, rtol=1e-6, atol=1e-6)
+    # Compiled, every child is called through __call__ (the capture guards it).
+    f = fg.compile(net)
+    np.testing.assert_allclose(npy(f(x)), want, rtol=1e-5, atol=1e-6)
+
+
 def test_module_repr():
     net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Sequential(nn.Conv2d(1, 2, 3, stride=2, bias=False)))
     assert repr(net) == (

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
+from ... import _capture
 from .module import Module
 
 __all__ = ["ModuleDict", "ModuleList", "Sequential"]
@@ -97,8 +98,20 @@ class Sequential(Module):
 
     def forward(self, input: Any) -> Any:
         """Feed ``input`` through every module in order."""
-        for module in self._modules.values():
-            input = module(input)
+        modules = self._modules.values()
+        if _capture.current() is not None:
+            for module in modules:
+                input = module(input)
+            return input
+        # Outside a capture, a module without hooks whose ``__call__`` is
+        # Module's just runs ``forward``: call it directly (a Python call
+        # level less per child, a measurable part of deep stacks of small layers).
+        call = Module.__call__
+        for module in modules:
+            if type(module).__call__ is call and not (module._forward_pre_hooks or module._forward_hooks):
+                input = module.forward(input)
+            else:
+                input = module(input)
         return input
 
 
