@@ -340,6 +340,21 @@ def test_max_pool2d_nan_unbatched_and_dtypes():
     np.testing.assert_array_equal(val(F.max_pool2d(tx, 2)), ref_max_pool(val(tx), 2)[0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k,s", [(2, 2), (3, 1), (2, 1)])
+def test_max_pool2d_ties_and_nans_when_every_window_is_inside(dtype, k, s):
+    # Windows without padding take a branch-free path: ties keep the first
+    # tap, a NaN anywhere wins (the last NaN's index), as in the general loop.
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 3, size=(2, 3, 9, 8)).astype(dtype)
+    x[rng.random(x.shape) < 0.08] = np.nan
+    x[0, 0, 0, :2] = [-0.0, 0.0]
+    ref, ridx = ref_max_pool(x, k, s, 0, 1, False)
+    r, idx = F.max_pool2d(T(x), k, s, return_indices=True)
+    np.testing.assert_array_equal(val(r), ref)
+    np.testing.assert_array_equal(np.asarray(idx), ridx)
+
+
 @pytest.mark.parametrize("case", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [True, False])
 def test_avg_pool2d(case, count_include_pad):
