@@ -225,17 +225,7 @@ impl PyTensor {
     /// The accumulated gradient (None until a backward pass reaches this tensor).
     #[getter]
     fn get_grad(&self) -> PyResult<Option<PyTensor>> {
-        if crate::graph::trace::tracing() {
-            if let Some(m) = self.t.meta().filter(|m| m.is_leaf()) {
-                // The gradient as the captured graph will see it when it runs.
-                return run(|| {
-                    crate::graph::trace::bind_leaf(&self.t)?;
-                    crate::graph::trace::current_grad(m)
-                })
-                .map(|g| g.map(PyTensor::new));
-            }
-        }
-        Ok(self.t.meta().and_then(|m| m.grad()).map(PyTensor::new))
+        Ok(grad_of(&self.t)?.map(PyTensor::new))
     }
     #[setter]
     fn set_grad(&self, value: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
@@ -254,23 +244,7 @@ impl PyTensor {
                 Some(g)
             }
         };
-        if crate::graph::trace::tracing() {
-            if let Some(m) = self.t.meta().filter(|m| m.is_leaf()) {
-                return run(|| {
-                    crate::graph::trace::bind_leaf(&self.t)?;
-                    crate::graph::trace::set_grad(m, g)
-                });
-            }
-        }
-        match self.t.meta() {
-            Some(m) => m.set_grad(g),
-            None => {
-                if g.is_some() {
-                    self.t.init_meta(|| AutogradMeta::leaf(false)).set_grad(g);
-                }
-            }
-        }
-        Ok(())
+        assign_grad(&self.t, g)
     }
     /// The node that produced this tensor (None for leaves).
     #[getter]
@@ -488,6 +462,41 @@ fn is_grad_enabled() -> bool {
 #[pyfunction]
 fn _set_grad_enabled(mode: bool) -> bool {
     ag::set_grad_enabled(mode)
+}
+
+/// What `t.grad` reads: while a graph is captured, the gradient of a leaf as
+/// the captured graph will see it when it runs.
+pub fn grad_of(t: &Tensor) -> PyResult<Option<Tensor>> {
+    if crate::graph::trace::tracing() {
+        if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
+            return run(|| {
+                crate::graph::trace::bind_leaf(t)?;
+                crate::graph::trace::current_grad(m)
+            });
+        }
+    }
+    Ok(t.meta().and_then(|m| m.grad()))
+}
+
+/// What `t.grad = g` does once `g` is checked (recorded while a graph is captured).
+pub fn assign_grad(t: &Tensor, g: Option<Tensor>) -> PyResult<()> {
+    if crate::graph::trace::tracing() {
+        if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
+            return run(|| {
+                crate::graph::trace::bind_leaf(t)?;
+                crate::graph::trace::set_grad(m, g)
+            });
+        }
+    }
+    match t.meta() {
+        Some(m) => m.set_grad(g),
+        None => {
+            if g.is_some() {
+                t.init_meta(|| AutogradMeta::leaf(false)).set_grad(g);
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

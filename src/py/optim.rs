@@ -277,19 +277,9 @@ fn rmsprop_step(
 #[pyfunction]
 #[pyo3(name = "_zero_grads")]
 fn zero_grads(params: &Bound<'_, PyAny>) -> PyResult<()> {
-    let ps = tensors("zero_grad", "params", params)?;
-    for t in &ps {
-        let Some(m) = t.meta() else { continue };
-        if crate::graph::trace::tracing() && m.is_leaf() {
-            super::run(|| {
-                crate::graph::trace::bind_leaf(t)?;
-                if crate::graph::trace::current_grad(m)?.is_some() {
-                    crate::graph::trace::set_grad(m, None)?;
-                }
-                Ok(())
-            })?;
-        } else if m.grad().is_some() {
-            m.set_grad(None);
+    for t in &tensors("zero_grad", "params", params)? {
+        if super::autograd::grad_of(t)?.is_some() {
+            super::autograd::assign_grad(t, None)?;
         }
     }
     Ok(())

@@ -720,8 +720,7 @@ fn max_pool_t<T: Real>(x: &Tensor, p: &Pool2dParams, out: &Tensor, indices: Opti
                                 // not branches: on real data the comparison is
                                 // a coin flip, and mispredictions cost more
                                 // than all the rest of the window.
-                                #[allow(clippy::eq_op)]
-                                let take = (v > best) | (v != v);
+                                let take = (v > best) | v.is_nan();
                                 best = pick(take, v, best);
                                 bi = std::hint::select_unpredictable(take, iy * w + ix, bi);
                             }

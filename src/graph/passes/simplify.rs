@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use super::{mutated_roots, remove_nodes, replaceable, substitute};
 use crate::graph::{Graph, InputKind, OpCall, Producer, ValueId};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::ops::reduce::{reduce_mask, reduced_shape};
 use crate::tensor::Scalar;
 
 fn scalar_is(s: &Scalar, v: f64) -> bool {
@@ -204,47 +205,43 @@ fn squeeze_reductions(g: &mut Graph) -> usize {
         if dead[p] || uses[x] != 1 || g.nodes[p].outputs.len() != 1 {
             continue;
         }
-        let squeezed = match &g.nodes[p].call {
+        let (dims, mean, dtype) = match &g.nodes[p].call {
             OpCall::Sum {
                 dims,
                 keepdim: true,
                 dtype,
-            } => OpCall::Sum {
-                dims: dims.clone(),
-                keepdim: false,
-                dtype: *dtype,
-            },
+            } => (dims.clone(), false, *dtype),
             OpCall::Mean {
                 dims,
                 keepdim: true,
                 dtype,
-            } => OpCall::Mean {
-                dims: dims.clone(),
-                keepdim: false,
-                dtype: *dtype,
-            },
+            } => (dims.clone(), true, *dtype),
             _ => continue,
         };
         let src = g.nodes[p].inputs[0];
         let in_shape = &g.values[src].shape;
-        let nd = in_shape.len() as isize;
-        let dims = match &squeezed {
-            OpCall::Sum { dims, .. } | OpCall::Mean { dims, .. } => dims.as_deref(),
-            _ => unreachable!(),
+        // The shape the reduction has without keepdim, by the op's own rules.
+        let Ok(mask) = reduce_mask("sum", dims.as_deref(), in_shape.len()) else {
+            continue;
         };
-        let reduced = |d: usize| {
-            dims.is_none_or(|ds| {
-                ds.iter()
-                    .any(|&e| (if e < 0 { e + nd } else { e }) == d as isize)
-            })
-        };
-        let want: Vec<usize> = (0..in_shape.len())
-            .filter(|&d| !reduced(d))
-            .map(|d| in_shape[d])
-            .collect();
-        if g.values[out].shape != want || g.values[out].dtype != g.values[x].dtype {
+        if g.values[out].shape[..] != reduced_shape(in_shape, &mask, false)[..]
+            || g.values[out].dtype != g.values[x].dtype
+        {
             continue;
         }
+        let squeezed = if mean {
+            OpCall::Mean {
+                dims,
+                keepdim: false,
+                dtype,
+            }
+        } else {
+            OpCall::Sum {
+                dims,
+                keepdim: false,
+                dtype,
+            }
+        };
         let node = &mut g.nodes[i];
         node.call = squeezed;
         node.inputs = vec![src];
