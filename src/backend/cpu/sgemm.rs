@@ -565,6 +565,11 @@ unsafe fn pack_a<K: Micro>(
                     pack_a6_x8(src.add(k0), rs, d.add(k0 * 6));
                     k0 += 8;
                 }
+            } else if K::MR == 12 {
+                while k0 + 8 <= kc {
+                    pack_a12_x8(src.add(k0), rs, d.add(k0 * 12));
+                    k0 += 8;
+                }
             }
             for r in 0..K::MR {
                 let s = src.offset(r as isize * rs);
@@ -710,6 +715,23 @@ unsafe fn pack_a6_x8(src: *const f32, rs: isize, dst: *mut f32) {
     let t = transpose8_regs([r(0), r(1), r(2), r(3), r(4), r5, r5, r5]);
     for (i, v) in t.into_iter().enumerate() {
         _mm256_storeu_ps(dst.add(i * 6), v);
+    }
+}
+
+/// Pack 8 steps of a 12-row A panel whose rows (`src + r*rs`) are contiguous
+/// along k: `dst[kk*12 + r] = src[r*rs + kk]` for `kk < 8`. Rows 0–7 are
+/// transposed as one 8×8 block; rows 8–11 go through the same transpose
+/// twice over, of which each output's low four lanes are the 4×8 transpose.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_a12_x8(src: *const f32, rs: isize, dst: *mut f32) {
+    let r = |j: isize| _mm256_loadu_ps(src.offset(j * rs));
+    let lo = transpose8_regs([r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7)]);
+    let (r8, r9, r10, r11) = (r(8), r(9), r(10), r(11));
+    let hi = transpose8_regs([r8, r9, r10, r11, r8, r9, r10, r11]);
+    for (i, (l, h)) in lo.into_iter().zip(hi).enumerate() {
+        _mm256_storeu_ps(dst.add(i * 12), l);
+        _mm_storeu_ps(dst.add(i * 12 + 8), _mm256_castps256_ps128(h));
     }
 }
 
