@@ -2,7 +2,8 @@
 # Build ferrograd once (release, one abi3 wheel), install that wheel (not
 # editable) with the test and demo extras into .venv (the demo extra lets the
 # digits examples run as tests), then: the Rust unit tests, the
-# Python test suite against the installed package, the type-stub check, and a
+# Python test suite against the installed package (also with every eligible
+# elementwise result deferred), the type-stub check, and a
 # smoke test of the wheel alone in a fresh virtual environment outside the
 # source tree.
 set -euo pipefail
@@ -33,6 +34,8 @@ cargo build --release --no-default-features -q --example run_graph
 export FG_RUN_GRAPH_BIN="$PWD/target/release/examples/run_graph"
 echo "== Python tests (best SIMD level, the installed wheel) =="
 python -m pytest -n 2 -q "$@"
+echo "== Python tests with every eligible elementwise result deferred (FG_DEFER_MIN=1) =="
+FG_DEFER_MIN=1 python -m pytest -n 2 -q --no-optable-matrix tests
 echo "== Op table with scalar kernels (FG_CPU=scalar) =="
 FG_CPU=scalar python -m pytest -n 2 -q --no-optable-matrix tests/test_optable.py
 echo "== Type stubs against the built module (mypy stubtest) =="

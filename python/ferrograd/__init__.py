@@ -61,6 +61,7 @@ from ._core import (  # random sampling, DLPack
     set_rng_state,
     stack,
     supports,
+    synchronize,
     tensor,
     use_deterministic_algorithms,
     where,

@@ -50,6 +50,7 @@ __all__ = [
     "empty_cache",
     "reset_peak_memory_stats",
     "set_cache_limit",
+    "synchronize",
     "get_num_threads",
     "set_num_threads",
     "use_deterministic_algorithms",
@@ -122,6 +123,8 @@ __all__ = [
     "_gpu_info",
     "_gpu_stats",
     "_gpu_synchronize",
+    "_set_defer_min",
+    "_defer_stats",
     "_gpu_empty_cache",
     "_tracing",
     "_trace_set_active",
@@ -711,6 +714,16 @@ def memory_stats() -> dict[str, _int]: ...
 def empty_cache() -> None: ...
 def reset_peak_memory_stats() -> None: ...
 def set_cache_limit(nbytes: _int) -> None: ...
+def synchronize() -> None:
+    """Compute every deferred elementwise result now.
+
+    Large elementwise results that record no gradient may be computed when
+    first read rather than when made (so chains such as ``x * y + z`` run as
+    one pass); reading a tensor always gives its final value. Call this
+    before timing CPU work, as ``torch.cuda.synchronize`` before timing GPU
+    work."""
+def _set_defer_min(n: _int | None) -> _int | None: ...
+def _defer_stats() -> tuple[_int, _int, _int]: ...
 def get_num_threads() -> _int:
     """Number of CPU threads kernels run on."""
 def set_num_threads(n: _int) -> None:

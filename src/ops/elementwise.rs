@@ -13,7 +13,7 @@ use crate::ops::elementwise_grad::{
 };
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{Category, DType, Scalar, Tensor};
+use crate::tensor::{defer, Category, DType, Scalar, Tensor};
 
 /// Unary elementwise primitives.
 #[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -414,9 +414,15 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
             "negation of a bool tensor is not supported; use logical_not or ~ instead",
         ));
     }
+    let record = out_dt.is_floating_point() && ag::needs_grad(&[x]);
+    if !record && out_dt == cx.dtype() && defer::worth(x.numel()) {
+        if let Some(out) = defer::try_defer(defer::Op::Unary(op), &[&cx], x.shape(), out_dt)? {
+            return Ok(out);
+        }
+    }
     let out = Tensor::empty(x.shape(), out_dt, x.device())?;
     backend(x.device()).unary(op, &cx, &out)?;
-    if out_dt.is_floating_point() && ag::needs_grad(&[x]) {
+    if record {
         ag::record(
             UnaryBackward { op },
             &[x],
@@ -552,6 +558,11 @@ fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Te
     if a.shape() == b.shape() && a.dtype() == dt && b.dtype() == dt && a.device() == b.device() {
         // Same shape and dtype: nothing to broadcast or cast (the common
         // small-op case, where preparing views would cost more than the kernel).
+        if !record && defer::worth(a.numel()) {
+            if let Some(out) = defer::try_defer(defer::Op::Binary(op), &[a, b], a.shape(), dt)? {
+                return Ok(out);
+            }
+        }
         let out = Tensor::empty(a.shape(), op.out_dtype(dt), a.device())?;
         backend(a.device()).binary(op, a, b, &out)?;
         if record {
@@ -565,6 +576,11 @@ fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Te
     } else {
         prepare_binary(op.name(), a, b, dt)?
     };
+    if !record && defer::worth(shape.iter().product()) {
+        if let Some(out) = defer::try_defer(defer::Op::Binary(op), &[&ea, &eb], &shape, dt)? {
+            return Ok(out);
+        }
+    }
     let out = Tensor::empty(&shape, op.out_dtype(dt), a.device())?;
     backend(a.device()).binary(op, &ea, &eb, &out)?;
     if record {

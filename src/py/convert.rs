@@ -393,11 +393,7 @@ impl PyTensor {
         let item = t.dtype().itemsize() as isize;
         let bs: Vec<isize> = t.strides().iter().map(|s| s * item).collect();
         d.set_item("strides", PyTuple::new(py, bs)?)?;
-        let addr = if t.numel() == 0 {
-            t.storage().as_ptr() as usize
-        } else {
-            t.byte_ptr() as usize
-        };
+        let addr = t.export_byte_ptr() as usize;
         d.set_item("data", (addr, t.storage().is_readonly()))?;
         Ok(d.into_any().unbind())
     }

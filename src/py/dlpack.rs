@@ -182,11 +182,7 @@ fn export_ctx(t: &Tensor) -> (Box<ExportCtx>, DLTensor) {
         shape: t.shape().iter().map(|&d| d as i64).collect(),
         strides: t.strides().iter().map(|&s| s as i64).collect(),
     });
-    let data = if t.numel() == 0 {
-        t.storage().as_ptr()
-    } else {
-        t.byte_ptr()
-    };
+    let data = t.export_byte_ptr();
     let dl = DLTensor {
         data: data as *mut c_void,
         device: DLDevice {

@@ -364,7 +364,7 @@ impl PyTensor {
                 self.t.device()
             )));
         }
-        Ok(self.t.byte_ptr() as usize)
+        Ok(self.t.export_byte_ptr() as usize)
     }
     /// The storage version counter (bumped by in-place writes).
     #[getter]

@@ -497,6 +497,33 @@ fn set_cache_limit(nbytes: usize) {
     crate::tensor::storage::set_cache_limit(nbytes);
 }
 
+/// Compute every deferred elementwise result now (see `tensor::defer`).
+#[pyfunction]
+fn synchronize(py: Python<'_>) -> PyResult<()> {
+    if crate::tensor::defer::idle() {
+        return Ok(());
+    }
+    run_detached(py, || {
+        crate::tensor::defer::flush();
+        Ok(())
+    })
+}
+
+/// Set the smallest output (elements) whose elementwise op is deferred;
+/// `None` turns deferral off. Returns the previous setting.
+#[pyfunction]
+#[pyo3(signature = (n))]
+fn _set_defer_min(n: Option<usize>) -> Option<usize> {
+    let old = crate::tensor::defer::set_min_elements(n.unwrap_or(usize::MAX));
+    (old != usize::MAX).then_some(old)
+}
+
+/// (ops deferred, ops inlined into a later op, queue runs) since start.
+#[pyfunction]
+fn _defer_stats() -> (usize, usize, usize) {
+    crate::tensor::defer::stats()
+}
+
 /// Return cached CPU blocks (and cached GPU buffers) to the system.
 #[pyfunction]
 fn empty_cache() {
@@ -540,6 +567,7 @@ fn are_deterministic_algorithms_enabled() -> bool {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::par::set_signal_hook(signal_hook);
+    crate::tensor::defer::init_from_env();
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;
     m.add_class::<PyDevice>()?;
@@ -555,6 +583,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(set_cache_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_defer_min, m)?)?;
+    m.add_function(wrap_pyfunction!(_defer_stats, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(use_deterministic_algorithms, m)?)?;

@@ -1,5 +1,6 @@
 //! The tensor: (storage, layout, dtype).
 
+pub mod defer;
 pub mod dtype;
 pub mod layout;
 pub mod storage;
@@ -335,6 +336,18 @@ impl Tensor {
                 .as_ptr()
                 .add(self.layout.offset * self.dtype.itemsize())
         }
+    }
+
+    /// [`Tensor::byte_ptr`] for code outside this library (NumPy, DLPack,
+    /// `data_ptr`), which may write the storage without us seeing it; see
+    /// [`Storage::export_ptr`]. Zero-size tensors give the storage's address.
+    pub fn export_byte_ptr(&self) -> *mut u8 {
+        let base = self.storage.export_ptr();
+        if self.numel() == 0 {
+            return base;
+        }
+        // SAFETY: the offset is inside the storage (checked when the layout was made).
+        unsafe { base.add(self.layout.offset * self.dtype.itemsize()) }
     }
 
     /// Contiguous elements as a slice (CPU, contiguous tensors only).
