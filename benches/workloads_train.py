@@ -622,11 +622,15 @@ def _measure(rt, fns, repeats, target):
     and no further warm-up: the two checked steps were the warm-up."""
     if target:
         return rt.measure(fns, repeats, target)
+    fns, unsynced = rt.synced(fns)
+    deferred_before = rt._deferred_count()
     samples = {k: [] for k in fns}
     keys = list(fns)
     for r in range(repeats):
         for k in keys[r % len(keys):] + keys[:r % len(keys)]:
             samples[k].append(rt._block(fns[k], 1))
+    if unsynced and rt._deferred_count() != deferred_before:
+        raise RuntimeError("a ferrograd step deferred work while timed without fg.synchronize()")
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
