@@ -328,3 +328,25 @@ def test_reshaped_views_of_pending_results_are_read_not_inlined(defer_all):
     s = q.reshape(6, 2) - 1
     np.testing.assert_array_equal(r.numpy(), (np.arange(12.0) * 2 + 2).reshape(3, 4))
     np.testing.assert_array_equal(s.numpy(), (np.arange(12.0).reshape(2, 6) * np.arange(6.0)).reshape(6, 2) - 1)
+
+
+def test_a_result_read_twice_is_inlined_once(defer_all):
+    x = owned(rng_values((300,), 40, -1, 1))
+    t = fg.exp(x)
+    before = inlined()
+    sq = t * t                          # one copy of exp's program, read twice
+    assert inlined() - before == 1
+    a = t + 1                           # already inlined once: read, not inlined again
+    assert inlined() - before == 1
+    e = immediate(lambda: fg.exp(x))   # float32, as the library rounds it
+    np.testing.assert_array_equal(sq.numpy(), e * e)
+    np.testing.assert_array_equal(a.numpy(), e + 1)
+
+
+def test_printing_does_not_stop_deferral(defer_all):
+    x = owned(rng_values((50,), 41))
+    repr(x)
+    before = queued()
+    y = x * 2
+    assert queued() == before + 1
+    np.testing.assert_array_equal(y.numpy(), x.numpy() * 2)

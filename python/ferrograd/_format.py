@@ -14,7 +14,10 @@ def tensor_repr(t) -> str:
         # A value being captured into a graph: only its type is known.
         shape = ", ".join(str(d) for d in t.shape)
         return f"tensor(<captured>, shape=({shape}), dtype=ferrograd.{dt})"
-    src = t if dt != "bfloat16" else t.float()
+    # A copy (made by the library): a NumPy view of the tensor itself would
+    # mark its memory as shared for good, and ops reading shared memory are
+    # never deferred.
+    src = t.detach().clone() if dt != "bfloat16" else t.float()
     arr = src.numpy() if str(t.device) != "cpu" else np.asarray(src)
     suffix = []
     if arr.size == 0:

@@ -76,6 +76,9 @@ struct Queued {
     dtype: DType,
     kernel: FusedKernel,
     ins: Vec<Tensor>,
+    /// Whether a later program has inlined this one: it is inlined at most
+    /// once, so a result read by several ops is computed at most twice.
+    inlined: bool,
 }
 
 /// The elementwise op being deferred.
@@ -194,6 +197,10 @@ pub fn try_defer(
         t.storage().set_defer_flags(READ);
     }
     out.storage().set_defer_flags(PENDING);
+    for &i in &b.inlined {
+        q[i].inlined = true;
+    }
+    STATS[1].fetch_add(b.inlined.len(), Ordering::Relaxed);
     q.push(Queued {
         out: Arc::downgrade(out.storage()),
         shape: shape.to_vec(),
@@ -207,6 +214,7 @@ pub fn try_defer(
             ops: b.ops,
         },
         ins: b.ins,
+        inlined: false,
     });
     QUEUED.store(q.len(), Ordering::Release);
     STATS[0].fetch_add(1, Ordering::Relaxed);
@@ -219,6 +227,11 @@ struct Builder {
     instrs: Vec<FInstr>,
     ins: Vec<Tensor>,
     ops: Vec<&'static str>,
+    /// Queue positions of the programs inlined here (each once: an operand
+    /// read twice, as in `t * t`, reuses the register).
+    inlined: Vec<usize>,
+    /// The register holding each inlined program's result.
+    inlined_reg: Vec<usize>,
 }
 
 impl Builder {
@@ -231,21 +244,26 @@ impl Builder {
     /// own shape, is inlined (its program copied in); anything else is loaded.
     fn operand(&mut self, t: &Tensor, q: &[Queued], shape: &[usize]) -> usize {
         let whole = t.layout() == &Layout::contiguous(shape);
-        let queued = (whole && t.storage().defer_flags() & PENDING != 0)
+        let pos = (whole && t.storage().defer_flags() & PENDING != 0)
             .then(|| {
                 q.iter()
-                    .find(|e| std::ptr::eq(e.out.as_ptr(), Arc::as_ptr(t.storage())))
+                    .position(|e| std::ptr::eq(e.out.as_ptr(), Arc::as_ptr(t.storage())))
             })
-            .flatten()
-            .filter(|e| {
-                // A reshaped view has the same bytes but not the same
-                // indexing: the program's inputs broadcast to its own shape.
-                e.shape == shape && self.instrs.len() + e.kernel.instrs.len() < MAX_INSTRS
-            });
-        let Some(e) = queued else {
+            .flatten();
+        if let Some(j) = pos.and_then(|i| self.inlined.iter().position(|&x| x == i)) {
+            return self.inlined_reg[j];
+        }
+        let queued = pos.filter(|&i| {
+            let e = &q[i];
+            // A reshaped view has the same bytes but not the same
+            // indexing: the program's inputs broadcast to its own shape.
+            !e.inlined && e.shape == shape && self.instrs.len() + e.kernel.instrs.len() < MAX_INSTRS
+        });
+        let Some(i) = queued else {
             let k = self.input(t);
             return self.push(FInstr::Load(k));
         };
+        let e = &q[i];
         let base = self.instrs.len();
         for ins in &e.kernel.instrs {
             let moved = match *ins {
@@ -258,8 +276,10 @@ impl Builder {
             self.instrs.push(moved);
         }
         self.ops.extend_from_slice(&e.kernel.ops);
-        STATS[1].fetch_add(1, Ordering::Relaxed);
-        base + e.kernel.outputs[0].0
+        let r = base + e.kernel.outputs[0].0;
+        self.inlined.push(i);
+        self.inlined_reg.push(r);
+        r
     }
 
     /// The input index of `t` (one per distinct view).
@@ -315,8 +335,8 @@ impl Drop for Flushing {
 /// Compute every queued result, in order, and clear the flags.
 fn run_queue(q: &mut Vec<Queued>) {
     let items = std::mem::take(q);
-    QUEUED.store(0, Ordering::Release);
     if items.is_empty() {
+        QUEUED.store(0, Ordering::Release);
         return;
     }
     STATS[2].fetch_add(1, Ordering::Relaxed);
@@ -347,6 +367,9 @@ fn run_queue(q: &mut Vec<Queued>) {
         }
     }
     drop(guard);
+    // Only now: `idle()` must not report an empty queue whose results are
+    // still being computed (`fg.synchronize()` returns on it).
+    QUEUED.store(0, Ordering::Release);
     if let Some(f) = failure {
         panic!("internal error: a deferred elementwise program failed: {f}");
     }
