@@ -197,7 +197,7 @@ pub fn try_defer(
         t.storage().set_defer_flags(READ);
     }
     out.storage().set_defer_flags(PENDING);
-    for &i in &b.inlined {
+    for &(i, _) in &b.inlined {
         q[i].inlined = true;
     }
     STATS[1].fetch_add(b.inlined.len(), Ordering::Relaxed);
@@ -227,11 +227,9 @@ struct Builder {
     instrs: Vec<FInstr>,
     ins: Vec<Tensor>,
     ops: Vec<&'static str>,
-    /// Queue positions of the programs inlined here (each once: an operand
-    /// read twice, as in `t * t`, reuses the register).
-    inlined: Vec<usize>,
-    /// The register holding each inlined program's result.
-    inlined_reg: Vec<usize>,
+    /// (queue position, result register) of each program inlined here (each
+    /// once: an operand read twice, as in `t * t`, reuses the register).
+    inlined: Vec<(usize, usize)>,
 }
 
 impl Builder {
@@ -250,8 +248,8 @@ impl Builder {
                     .position(|e| std::ptr::eq(e.out.as_ptr(), Arc::as_ptr(t.storage())))
             })
             .flatten();
-        if let Some(j) = pos.and_then(|i| self.inlined.iter().position(|&x| x == i)) {
-            return self.inlined_reg[j];
+        if let Some(&(_, r)) = pos.and_then(|i| self.inlined.iter().find(|&&(x, _)| x == i)) {
+            return r;
         }
         let queued = pos.filter(|&i| {
             let e = &q[i];
@@ -277,8 +275,7 @@ impl Builder {
         }
         self.ops.extend_from_slice(&e.kernel.ops);
         let r = base + e.kernel.outputs[0].0;
-        self.inlined.push(i);
-        self.inlined_reg.push(r);
+        self.inlined.push((i, r));
         r
     }
 
