@@ -22,6 +22,7 @@ use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
 use crate::tensor::layout::{broadcast_shapes, fmt_shape};
 use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
+use smallvec::{smallvec, SmallVec};
 use std::collections::HashMap;
 
 pub const OPS: &[OpInfo] = &[
@@ -98,7 +99,7 @@ fn matmul_impl(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) 
         let _no = GradMode::set(false);
         matmul_raw(op, a, b, init)?
     };
-    let mut inputs = vec![a, b];
+    let mut inputs: SmallVec<[&Tensor; 3]> = smallvec![a, b];
     inputs.extend(init);
     if out.dtype().is_floating_point() && ag::needs_grad(&inputs) {
         // Save only what the needed gradients use: `a`'s gradient needs `b` and vice versa.
@@ -476,7 +477,7 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tens
         };
         matmul_raw(op, x, &wt, b0.as_ref())?
     };
-    let mut inputs = vec![x, weight];
+    let mut inputs: SmallVec<[&Tensor; 3]> = smallvec![x, weight];
     inputs.extend(bias);
     if out.dtype().is_floating_point() && ag::needs_grad(&inputs) {
         let (nx, nw) = (x.requires_grad(), weight.requires_grad());

@@ -284,6 +284,15 @@ struct Cache {
     cached_bytes: usize,
     /// Bytes held in `small`.
     small_bytes: usize,
+    /// Bytes of blocks held by live storages, and the most at once. These
+    /// and the counters below change under the cache's lock, which every
+    /// allocation and free takes anyway: separate atomics cost several
+    /// locked instructions per small op.
+    in_use: usize,
+    peak: usize,
+    /// Allocations made, and how many of them the cache served.
+    allocs: usize,
+    hits: usize,
 }
 
 impl Cache {
@@ -302,6 +311,14 @@ impl Cache {
             self.cached_bytes -= cap;
         }
         p
+    }
+
+    /// Count an allocation of `cap` bytes (`hit`: served from the cache).
+    fn note_alloc(&mut self, cap: usize, hit: bool) {
+        self.in_use += cap;
+        self.peak = self.peak.max(self.in_use);
+        self.allocs += 1;
+        self.hits += usize::from(hit);
     }
 
     /// Keep a freed block if the limits allow; `false` when it must go back to the system.
@@ -349,11 +366,6 @@ impl Cache {
 
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 static CACHE_CAP: AtomicUsize = AtomicUsize::new(2 << 30);
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-/// Allocations made, and how many of them the cache served.
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-static CACHE_HITS: AtomicUsize = AtomicUsize::new(0);
 
 fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> R {
     f(CACHE.lock().get_or_insert_with(Cache::default))
@@ -422,14 +434,19 @@ fn raw_alloc(layout: AllocLayout, zeroed: bool) -> Option<NonNull<u8>> {
 
 fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
     let cap = size_class(nbytes);
-    if let Some(p) = with_cache(|c| c.take(cap)) {
-        CACHE_HITS.fetch_add(1, Ordering::Relaxed);
+    let hit = with_cache(|c| {
+        let p = c.take(cap);
+        if p.is_some() {
+            c.note_alloc(cap, true);
+        }
+        p
+    });
+    if let Some(p) = hit {
         let ptr = NonNull::new(p as *mut u8).expect("cached pointer is non-null");
         if zeroed {
             // SAFETY: the block is `cap >= nbytes` bytes and exclusively ours.
             unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, nbytes) };
         }
-        note_alloc(cap);
         return Ok((ptr, cap));
     }
     let layout = block_layout(cap).ok_or(Error::Memory {
@@ -447,19 +464,16 @@ fn cpu_alloc(nbytes: usize, zeroed: bool) -> Result<(NonNull<u8>, usize)> {
             })?
         }
     };
-    note_alloc(cap);
+    with_cache(|c| c.note_alloc(cap, false));
     Ok((p, cap))
 }
 
-fn note_alloc(cap: usize) {
-    let now = IN_USE.fetch_add(cap, Ordering::Relaxed) + cap;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-    ALLOCS.fetch_add(1, Ordering::Relaxed);
-}
-
 fn cpu_free(ptr: NonNull<u8>, cap: usize) {
-    IN_USE.fetch_sub(cap, Ordering::Relaxed);
-    if with_cache(|c| c.keep(ptr.as_ptr() as usize, cap)) {
+    let kept = with_cache(|c| {
+        c.in_use -= cap;
+        c.keep(ptr.as_ptr() as usize, cap)
+    });
+    if kept {
         return;
     }
     // SAFETY: allocated by `cpu_alloc` with exactly this layout.
@@ -503,20 +517,19 @@ pub struct MemoryStats {
 
 /// Statistics of the CPU allocator.
 pub fn memory_stats() -> MemoryStats {
-    let cached = with_cache(|c| c.cached_bytes);
-    MemoryStats {
-        in_use: IN_USE.load(Ordering::Relaxed),
-        cached,
-        peak: PEAK.load(Ordering::Relaxed),
+    with_cache(|c| MemoryStats {
+        in_use: c.in_use,
+        cached: c.cached_bytes,
+        peak: c.peak,
         cache_limit: CACHE_CAP.load(Ordering::Relaxed),
-        allocations: ALLOCS.load(Ordering::Relaxed),
-        cache_hits: CACHE_HITS.load(Ordering::Relaxed),
-    }
+        allocations: c.allocs,
+        cache_hits: c.hits,
+    })
 }
 
 /// Restart peak tracking from the bytes in use now.
 pub fn reset_peak() {
-    PEAK.store(IN_USE.load(Ordering::Relaxed), Ordering::Relaxed);
+    with_cache(|c| c.peak = c.in_use);
 }
 
 /// Set the maximum number of bytes the cache may hold (excess frees go to the system).
