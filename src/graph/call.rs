@@ -800,8 +800,12 @@ pub enum Effect {
     Random,
 }
 
-fn one(v: Tensor) -> Result<Vec<Tensor>> {
-    Ok(vec![v])
+/// A node's results: most nodes have one or two, held inline (a heap
+/// vector per node would be a `malloc`/`free` pair on every small op).
+pub type Outs = smallvec::SmallVec<[Tensor; 1]>;
+
+fn one(v: Tensor) -> Result<Outs> {
+    Ok(smallvec::smallvec![v])
 }
 
 fn opt(o: Option<&Tensor>) -> Vec<Tensor> {
@@ -1125,7 +1129,7 @@ impl OpCall {
     }
 
     /// Run the op on `ins` (the node's inputs, in order); returns its outputs.
-    pub fn exec(&self, ins: &[Tensor]) -> Result<Vec<Tensor>> {
+    pub fn exec(&self, ins: &[Tensor]) -> Result<Outs> {
         use OpCall::*;
         let x = || ins.first().ok_or_else(|| missing(self));
         match self {
@@ -1133,11 +1137,11 @@ impl OpCall {
             Contiguous => one(ew::contiguous(x()?)?),
             Clone => one(ew::clone(x()?)?),
             Unary { op } => one(ew::unary(*op, x()?)?),
-            UnaryInplace { op } => ew::unary_(*op, x()?).map(|_| vec![]),
+            UnaryInplace { op } => ew::unary_(*op, x()?).map(|_| Outs::new()),
             Binary { op } => one(ew::binary(*op, &ins[0], &ins[1])?),
             BinaryScalar { op, s, reflected } => one(ew::binary_scalar(*op, x()?, *s, *reflected)?),
-            BinaryInplace { op } => ew::binary_(*op, &ins[0], &ins[1]).map(|_| vec![]),
-            BinaryScalarInplace { op, s } => ew::binary_scalar_(*op, x()?, *s).map(|_| vec![]),
+            BinaryInplace { op } => ew::binary_(*op, &ins[0], &ins[1]).map(|_| Outs::new()),
+            BinaryScalarInplace { op, s } => ew::binary_scalar_(*op, x()?, *s).map(|_| Outs::new()),
             Where => one(ew::where_(&ins[0], &ins[1], &ins[2])?),
             WhereScalar { a, b } => {
                 let mut it = ins[1..].iter();
@@ -1146,9 +1150,9 @@ impl OpCall {
                 one(ew::where_scalar(&ins[0], a, b)?)
             }
             MaskedFill { value } => one(ew::masked_fill(&ins[0], &ins[1], *value)?),
-            Fill { value } => ew::fill_(x()?, *value).map(|_| vec![]),
-            Copy => ew::copy_(&ins[0], &ins[1]).map(|_| vec![]),
-            CopyData => ew::copy_data(&ins[0], &ins[1]).map(|_| vec![]),
+            Fill { value } => ew::fill_(x()?, *value).map(|_| Outs::new()),
+            Copy => ew::copy_(&ins[0], &ins[1]).map(|_| Outs::new()),
+            CopyData => ew::copy_data(&ins[0], &ins[1]).map(|_| Outs::new()),
             ClampTensor { min, max } => {
                 let mut it = ins[1..].iter();
                 let lo = if *min { it.next() } else { None };
@@ -1215,7 +1219,8 @@ impl OpCall {
             } => {
                 let k = KeyItem::count_tensors(key);
                 let items = KeyItem::join(key, &ins[1..1 + k]);
-                ix::index_put_with(op, &ins[0], &items, &ins[1 + k], *accumulate).map(|_| vec![])
+                ix::index_put_with(op, &ins[0], &items, &ins[1 + k], *accumulate)
+                    .map(|_| Outs::new())
             }
             IndexPut {
                 op,
@@ -1238,16 +1243,18 @@ impl OpCall {
             Gather { dim } => one(ix::gather(&ins[0], *dim, &ins[1])?),
             TakeAlongDim { dim } => one(ix::take_along_dim(&ins[0], &ins[1], *dim)?),
             ScatterAddInplace { dim } => {
-                ix::scatter_add_(&ins[0], *dim, &ins[1], &ins[2]).map(|_| vec![])
+                ix::scatter_add_(&ins[0], *dim, &ins[1], &ins[2]).map(|_| Outs::new())
             }
             ScatterAdd { dim } => one(ix::scatter_add(&ins[0], *dim, &ins[1], &ins[2])?),
-            ScatterInplace { dim } => ix::scatter_(&ins[0], *dim, &ins[1], &ins[2]).map(|_| vec![]),
+            ScatterInplace { dim } => {
+                ix::scatter_(&ins[0], *dim, &ins[1], &ins[2]).map(|_| Outs::new())
+            }
             Scatter { dim } => one(ix::scatter(&ins[0], *dim, &ins[1], &ins[2])?),
             Cat { dim } => one(join::cat(ins, *dim)?),
             Stack { dim } => one(join::stack(ins, *dim)?),
-            Split { sizes, dim } => join::split(x()?, &sizes.arg(), *dim),
-            Chunk { chunks, dim } => join::chunk(x()?, *chunks, *dim),
-            Unbind { dim } => join::unbind(x()?, *dim),
+            Split { sizes, dim } => join::split(x()?, &sizes.arg(), *dim).map(Outs::from_vec),
+            Chunk { chunks, dim } => join::chunk(x()?, *chunks, *dim).map(Outs::from_vec),
+            Unbind { dim } => join::unbind(x()?, *dim).map(Outs::from_vec),
             Diagonal { offset, dim1, dim2 } => one(join::diagonal(x()?, *offset, *dim1, *dim2)?),
             Diag { k } => one(join::diag(x()?, *k)?),
             Repeat { sizes } => one(join::repeat(x()?, sizes)?),
@@ -1390,7 +1397,7 @@ impl OpCall {
             MaxAll { op } => one(red::max_all(*op, x()?)?),
             MaxDim { op, dim, keepdim } => {
                 let (v, i) = red::max_dim(*op, x()?, *dim, *keepdim)?;
-                Ok(vec![v, i])
+                Ok(smallvec::smallvec![v, i])
             }
             ArgMaxMin { op, dim, keepdim } => one(red::argmax_argmin(*op, x()?, *dim, *keepdim)?),
             Var {
@@ -1503,17 +1510,17 @@ impl OpCall {
                 )?)
             }
             UniformInplace { low, high, gen } => {
-                rnd::uniform_(x()?, *low, *high, gen.get()).map(|_| vec![])
+                rnd::uniform_(x()?, *low, *high, gen.get()).map(|_| Outs::new())
             }
             NormalInplace { mean, std, gen } => {
-                rnd::normal_(x()?, *mean, *std, gen.get()).map(|_| vec![])
+                rnd::normal_(x()?, *mean, *std, gen.get()).map(|_| Outs::new())
             }
             Bernoulli { gen } => one(rnd::bernoulli(x()?, gen.get())?),
             BernoulliP { p, gen } => one(rnd::bernoulli_p(x()?, *p, gen.get())?),
             BernoulliInplace { p, gen } => {
                 let mut it = ins[1..].iter();
                 let p = p.take(&mut it);
-                rnd::bernoulli_(&ins[0], &p, gen.get()).map(|_| vec![])
+                rnd::bernoulli_(&ins[0], &p, gen.get()).map(|_| Outs::new())
             }
             Randperm {
                 n,
@@ -1543,14 +1550,14 @@ impl OpCall {
                 .into_iter()
                 .collect()),
             DropoutInplace { p, training, gen } => {
-                rnd::dropout_(x()?, *p, *training, gen.get()).map(|_| vec![])
+                rnd::dropout_(x()?, *p, *training, gen.get()).map(|_| Outs::new())
             }
             DropoutKeep { p, gen } => one(rnd::dropout_keep(x()?, *p, gen.get())?),
             ManualSeed { seed, gen } => {
                 if SEED_DRY_RUN.with(|d| d.get()) {
-                    return Ok(vec![]);
+                    return Ok(Outs::new());
                 }
-                rnd::manual_seed(gen.get(), *seed).map(|_| vec![])
+                rnd::manual_seed(gen.get(), *seed).map(|_| Outs::new())
             }
             SgdStep {
                 n,
@@ -1578,7 +1585,7 @@ impl OpCall {
                 });
                 if explicit && bufs.iter().all(|&b| b) {
                     optim::sgd_step_first(p, g, rest, &first, &h)?;
-                    return Ok(vec![]);
+                    return Ok(Outs::new());
                 }
                 let mut it = rest.iter();
                 let b: Vec<Option<Tensor>> = bufs
@@ -1619,11 +1626,11 @@ impl OpCall {
                     _ => {}
                 });
                 optim::adam_step(p, g, m, v, mx, &steps, &h)?;
-                Ok(vec![])
+                Ok(Outs::new())
             }
             Vjp { produced, .. } => {
                 let r = self.vjp_apply(ins)?;
-                let mut out = vec![];
+                let mut out = Outs::new();
                 for (g, &p) in r.into_iter().zip(produced) {
                     match (g, p) {
                         (Some(g), true) => out.push(g),
@@ -1638,15 +1645,19 @@ impl OpCall {
                 }
                 Ok(out)
             }
-            Cond { then_g, else_g } => crate::graph::control::run_cond(&then_g.0, &else_g.0, ins),
-            While { cond, body } => crate::graph::control::run_while(&cond.0, &body.0, ins),
+            Cond { then_g, else_g } => {
+                crate::graph::control::run_cond(&then_g.0, &else_g.0, ins).map(Outs::from_vec)
+            }
+            While { cond, body } => {
+                crate::graph::control::run_while(&cond.0, &body.0, ins).map(Outs::from_vec)
+            }
             Fused { kernel } => {
                 let device = ins.first().map_or(Device::Cpu, |t| t.device());
                 let outs = kernel
                     .outputs
                     .iter()
                     .map(|&(_, d)| Tensor::empty(&kernel.shape, d, device))
-                    .collect::<Result<Vec<_>>>()?;
+                    .collect::<Result<Outs>>()?;
                 crate::backend::backend(device).fused(kernel, ins, &outs)?;
                 Ok(outs)
             }
@@ -1666,7 +1677,7 @@ impl OpCall {
                     _ => {}
                 });
                 optim::rmsprop_step(p, g, s, b, a, &h)?;
-                Ok(vec![])
+                Ok(Outs::new())
             }
         }
     }

@@ -13,6 +13,7 @@ use crate::autograd::{self as ag, GradMode};
 use crate::error::{Error, Result};
 use crate::tensor::{Device, Layout, Storage, Tensor};
 
+use super::call::Outs;
 use super::fused::FInstr;
 use super::sym;
 use super::{Graph, InputKind, OpCall, ValueId};
@@ -533,8 +534,28 @@ impl Plan {
         }
     }
 
+    /// Node `i`'s inputs as bitwise copies of the tensors `vals` holds, for
+    /// a node that takes none of them over (no in-place reuse): no reference
+    /// count changes hands. The copies must not outlive this node's run, and
+    /// `vals` must not change while they live (the caller clears `ins` right
+    /// after the node has run and before storing its results).
+    fn gather_borrowed(
+        &self,
+        i: usize,
+        vals: &[Option<Tensor>],
+        ins: &mut Vec<std::mem::ManuallyDrop<Tensor>>,
+    ) {
+        ins.clear();
+        ins.extend(self.graph.nodes[i].inputs.iter().map(|&v| {
+            let t = vals[v].as_ref().expect("value defined before use");
+            // SAFETY: a copy that is never dropped (`ManuallyDrop`) of a
+            // tensor that `vals` keeps alive and unchanged while it is used.
+            std::mem::ManuallyDrop::new(unsafe { std::ptr::read(t) })
+        }));
+    }
+
     /// Run node `i` on `ins` (with its wall time in seconds when `timing`).
-    fn exec_at(&self, i: usize, ins: &[Tensor], timing: bool) -> (Result<Vec<Tensor>>, f64) {
+    fn exec_at(&self, i: usize, ins: &[Tensor], timing: bool) -> (Result<Outs>, f64) {
         let g = &self.graph;
         let n = &g.nodes[i];
         let reuse = &self.reuse[i];
@@ -558,7 +579,7 @@ impl Plan {
     }
 
     /// Bind node `i`'s results.
-    fn store(&self, i: usize, outs: Vec<Tensor>, vals: &mut [Option<Tensor>]) -> Result<()> {
+    fn store(&self, i: usize, outs: Outs, vals: &mut [Option<Tensor>]) -> Result<()> {
         let n = &self.graph.nodes[i];
         check_output_count(&self.graph, i, outs.len())?;
         for (&v, t) in n.outputs.iter().zip(outs) {
@@ -639,13 +660,15 @@ impl Plan {
         for (inp, t) in g.inputs.iter().zip(inputs) {
             vals[inp.value] = Some(t);
         }
-        let _mode = GradMode::set(self.record_autograd && ag::is_grad_enabled());
+        let recording = self.record_autograd && ag::is_grad_enabled();
+        let _mode = GradMode::set(recording);
         // Interrupts are taken between nodes until the first node that writes
         // to existing tensors (an optimizer step): from there the run finishes,
         // so an interrupted step never leaves parameters half-updated.
         let mut wrote = false;
         // One input list reused by every node (no allocation per node).
         let mut ins: Vec<Tensor> = Vec::with_capacity(8);
+        let mut borrowed: Vec<std::mem::ManuallyDrop<Tensor>> = Vec::with_capacity(8);
         let timing = times.is_some();
         let mut node_times = vec![0.0f64; if timing { g.nodes.len() } else { 0 }];
         for (i, n) in g.nodes.iter().enumerate() {
@@ -654,6 +677,28 @@ impl Plan {
                 wrote = n.call.effect() == super::Effect::Mutates;
             }
             if !self.early[i] {
+                if !recording && self.partner[i].is_none() && self.reuse[i].is_empty() {
+                    // The common case: inputs lent, not cloned (a clone and a
+                    // drop are two atomic reference-count updates per input).
+                    // Not while recording autograd, which may give an input
+                    // its autograd state (a lent copy would keep it apart).
+                    self.gather_borrowed(i, &vals, &mut borrowed);
+                    // SAFETY: `ManuallyDrop<Tensor>` has `Tensor`'s layout.
+                    let lent: &[Tensor] = unsafe {
+                        std::slice::from_raw_parts(borrowed.as_ptr().cast(), borrowed.len())
+                    };
+                    let (outs, t) = self.exec_at(i, lent, timing);
+                    borrowed.clear();
+                    let outs = outs?;
+                    if timing {
+                        node_times[i] = t;
+                    }
+                    self.store(i, outs, &mut vals)?;
+                    for &v in &self.free_after[i] {
+                        vals[v] = None;
+                    }
+                    continue;
+                }
                 self.gather(i, &mut vals, &mut ins);
                 match self.partner[i] {
                     None => {
@@ -943,9 +988,9 @@ fn exec_fused_reusing(
     kernel: &crate::graph::fused::FusedKernel,
     ins: &[Tensor],
     reuse: &[(usize, usize)],
-) -> Result<Vec<Tensor>> {
+) -> Result<Outs> {
     let device = ins.first().map_or(Device::Cpu, |t| t.device());
-    let mut outs = Vec::with_capacity(kernel.outputs.len());
+    let mut outs = Outs::with_capacity(kernel.outputs.len());
     for (j, &(_, d)) in kernel.outputs.iter().enumerate() {
         let src = reuse
             .iter()
@@ -973,7 +1018,7 @@ fn exec_fused_reusing(
 }
 
 /// Run a node's call (`dry`: on shape-only tensors), with its aux outputs.
-fn exec_node(n: &super::Node, call: &OpCall, ins: &[Tensor], dry: bool) -> Result<Vec<Tensor>> {
+fn exec_node(n: &super::Node, call: &OpCall, ins: &[Tensor], dry: bool) -> Result<Outs> {
     let run = || {
         if dry {
             super::call::dry_run(|| call.exec(ins))

@@ -687,7 +687,7 @@ pub fn record(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
         rollback(cp)?;
         return record_node(call, ins);
     }
-    r
+    r.map(|o| o.into_vec())
 }
 
 /// Whether an autograd node the just-captured op recorded (creation number
@@ -790,7 +790,7 @@ fn record_node(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
         });
         Ok(())
     })?;
-    Ok(outs)
+    Ok(outs.into_vec())
 }
 
 fn loc_note(loc: &Option<Arc<str>>) -> String {
