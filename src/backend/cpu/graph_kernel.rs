@@ -121,6 +121,15 @@ impl Walk {
         }
     }
 
+    /// `n` elements of operands that are all contiguous: one row.
+    fn flat(n: usize, nops: usize) -> Walk {
+        Walk {
+            shape: smallvec![n],
+            strides: smallvec![smallvec![1]; nops],
+            base: smallvec![0; nops],
+        }
+    }
+
     fn rows(&self) -> usize {
         self.shape[..self.shape.len() - 1].iter().product()
     }
@@ -151,12 +160,18 @@ fn run_typed<C: Real + Element + Send + Sync>(
     if n_el == 0 {
         return Ok(());
     }
-    // Broadcast every input to the kernel's shape.
-    let mut layouts: Few<crate::tensor::Layout> = Few::with_capacity(ins.len() + outs.len());
-    for t in ins {
+    // Every operand contiguous in the kernel's shape (the common case of
+    // small graph nodes): one flat row, without broadcasting any layout.
+    let plain = ins
+        .iter()
+        .chain(outs)
+        .all(|t| t.shape() == k.shape.as_slice() && t.is_contiguous());
+    // Otherwise broadcast every input to the kernel's shape.
+    let mut layouts: Few<crate::tensor::Layout> = Few::new();
+    for t in ins.iter().filter(|_| !plain) {
         layouts.push(t.layout().expand("fused", &k.shape)?);
     }
-    for t in outs {
+    for t in outs.iter().filter(|_| !plain) {
         if t.shape() != k.shape.as_slice() {
             return Err(Error::shape(
                 "fused",
@@ -181,8 +196,12 @@ fn run_typed<C: Real + Element + Send + Sync>(
         }
     }
     // Strides relative to each tensor's data pointer (which includes its offset).
-    let ops: Few<(&[isize], isize)> = layouts.iter().map(|l| (&l.strides[..], 0)).collect();
-    let walk = Walk::new(&k.shape, &ops);
+    let walk = if plain {
+        Walk::flat(n_el, ins.len() + outs.len())
+    } else {
+        let ops: Few<(&[isize], isize)> = layouts.iter().map(|l| (&l.strides[..], 0)).collect();
+        Walk::new(&k.shape, &ops)
+    };
     let in_ptrs: Few<(SendPtr<u8>, DType)> = ins
         .iter()
         .map(|t| (SendPtr(t.byte_ptr()), t.dtype()))
@@ -207,7 +226,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
         let Some(kx) = ins.iter().position(|t| t.byte_ptr() == o.byte_ptr()) else {
             continue;
         };
-        let same = layouts[kx].strides == layouts[ins.len() + j].strides
+        let same = (plain || layouts[kx].strides == layouts[ins.len() + j].strides)
             && ins[kx].dtype() == o.dtype()
             && ins
                 .iter()
