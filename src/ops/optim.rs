@@ -389,6 +389,17 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
     // another, and no gradient may overlap a written tensor.
     let all = std::iter::once(("parameter", params.iter().map(Some).collect(), true))
         .chain(lists.iter().map(|l| (l.what, l.tensors.clone(), l.written)));
+    // Tensors of distinct storages cannot overlap: when no storage appears
+    // twice (the usual case), only the per-tensor checks below remain.
+    let mut ids: Vec<usize> = params
+        .iter()
+        .map(Some)
+        .chain(lists.iter().flat_map(|l| l.tensors.iter().copied()))
+        .flatten()
+        .map(|t| std::sync::Arc::as_ptr(t.storage()) as usize)
+        .collect();
+    ids.sort_unstable();
+    let shared = ids.windows(2).any(|w| w[0] == w[1]);
     // (storage, span) pairs; sorted below so each storage's spans are adjacent.
     let mut spans: Vec<(usize, Span)> = Vec::new();
     for (what, ts, written) in all {
@@ -416,7 +427,7 @@ fn validate(op: &'static str, params: &[Tensor], lists: &[List<'_>]) -> Result<(
                 }
             }
             let (lo, hi) = byte_span(t);
-            if lo < hi {
+            if shared && lo < hi {
                 // By storage identity (shape-only storages have no address).
                 spans.push((
                     std::sync::Arc::as_ptr(t.storage()) as usize,
