@@ -628,6 +628,7 @@ def _measure(rt, fns, repeats, target):
     keys = list(fns)
     for r in range(repeats):
         for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            rt.quiesce()
             samples[k].append(rt._block(fns[k], 1))
     if unsynced and rt._deferred_count() != deferred_before:
         raise RuntimeError("a ferrograd step deferred work while timed without fg.synchronize()")
