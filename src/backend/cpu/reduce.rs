@@ -1023,7 +1023,7 @@ fn small_sum(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> bool {
                 *a = sum_row(row);
             }
         }
-        for (o, a) in os.iter_mut().zip(acc) {
+        for (o, &a) in os.iter_mut().zip(acc.iter()) {
             *o = R::c(a * scale);
         }
     }
