@@ -764,7 +764,7 @@ impl Plan {
             let m = target.init_meta(|| ag::AutogradMeta::leaf(true));
             m.set_grad(
                 s.value
-                    .map(|v| vals[v].clone().expect("grad value computed").detach()),
+                    .map(|v| vals[v].as_ref().expect("grad value computed").detach()),
             );
         }
         let outs = g
