@@ -110,7 +110,7 @@ def test_memory_plan_peak_is_below_total_and_matches_a_hand_count():
 
 
 def test_memory_plan_of_symbolic_graph_needs_sizes():
-    f = fg.compile(lambda x: (x + 1.0).sum(), dynamic=True)
+    f = fg.compile(lambda x: (x + 1.0).exp(), dynamic=True)
     x = fg.randn(10, 4)
     g = f.graph(x)
     with pytest.raises(ValueError, match="symbolic dimensions"):

@@ -1654,9 +1654,9 @@ impl OpCall {
             Fused { kernel } => {
                 let device = ins.first().map_or(Device::Cpu, |t| t.device());
                 let outs = kernel
-                    .outputs
+                    .output_types()
                     .iter()
-                    .map(|&(_, d)| Tensor::empty(&kernel.shape, d, device))
+                    .map(|(s, d)| Tensor::empty(s, *d, device))
                     .collect::<Result<Outs>>()?;
                 crate::backend::backend(device).fused(kernel, ins, &outs)?;
                 Ok(outs)

@@ -1013,6 +1013,13 @@ fn exec_fused_reusing(
             None => Tensor::empty(&kernel.shape, d, device)?,
         });
     }
+    for r in &kernel.reductions {
+        outs.push(Tensor::empty(
+            &r.shape(&kernel.shape),
+            kernel.compute,
+            device,
+        )?);
+    }
     crate::backend::backend(device).fused(kernel, ins, &outs)?;
     Ok(outs)
 }

@@ -29,6 +29,33 @@ pub enum FInstr {
     Where(usize, usize, usize),
 }
 
+/// A sum (or mean) of one register over some of the kernel's dims: an
+/// output of the kernel after its elementwise outputs, in the compute dtype,
+/// of the kernel's shape with those dims removed (or kept as 1).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FReduce {
+    pub reg: usize,
+    /// Reduced dims of the kernel's shape, ascending.
+    pub dims: Vec<usize>,
+    pub keepdim: bool,
+    pub mean: bool,
+}
+
+impl FReduce {
+    /// The output's shape for a kernel of shape `shape`.
+    pub fn shape(&self, shape: &[usize]) -> Vec<usize> {
+        shape
+            .iter()
+            .enumerate()
+            .filter_map(|(d, &n)| match (self.dims.contains(&d), self.keepdim) {
+                (false, _) => Some(n),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect()
+    }
+}
+
 /// A fused elementwise program (see the module docs).
 #[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FusedKernel {
@@ -45,6 +72,9 @@ pub struct FusedKernel {
     /// The names of the fused ops, in order (for listings).
     #[serde(with = "crate::graph::save::static_names")]
     pub ops: Vec<&'static str>,
+    /// Reductions at the end of the program: outputs after `outputs`.
+    #[serde(default)]
+    pub reductions: Vec<FReduce>,
 }
 
 impl fmt::Debug for FusedKernel {
@@ -76,7 +106,36 @@ impl FusedKernel {
         for (k, (r, d)) in self.outputs.iter().enumerate() {
             s.push_str(&format!("output {k} ({}) = r{r}\n", d.name()));
         }
+        for (q, red) in self.reductions.iter().enumerate() {
+            s.push_str(&format!(
+                "output {} ({}) = {}(r{}, dims={:?}{})\n",
+                self.outputs.len() + q,
+                self.compute.name(),
+                if red.mean { "mean" } else { "sum" },
+                red.reg,
+                red.dims,
+                if red.keepdim { ", keepdim" } else { "" }
+            ));
+        }
         s
+    }
+
+    /// Number of outputs: the elementwise ones, then the reductions.
+    pub fn n_outputs(&self) -> usize {
+        self.outputs.len() + self.reductions.len()
+    }
+
+    /// Shape and dtype of every output, in order.
+    pub fn output_types(&self) -> Vec<(Vec<usize>, DType)> {
+        self.outputs
+            .iter()
+            .map(|&(_, d)| (self.shape.clone(), d))
+            .chain(
+                self.reductions
+                    .iter()
+                    .map(|r| (r.shape(&self.shape), self.compute)),
+            )
+            .collect()
     }
 }
 
@@ -122,6 +181,18 @@ pub fn run_unfused(k: &FusedKernel, ins: &[Tensor], outs: &[Tensor]) -> Result<(
             ew::binary_scalar(BinaryOp::Ne, &regs[r], Scalar::Float(0.0), false)?
         } else {
             regs[r].clone()
+        };
+        ew::copy_(o, &v)?;
+    }
+    for (o, red) in outs[k.outputs.len()..].iter().zip(&k.reductions) {
+        let dims: Vec<isize> = red.dims.iter().map(|&d| d as isize).collect();
+        // Broadcast to the kernel's shape first: a register that is an
+        // input's value may still have the input's (broadcastable) shape.
+        let x = crate::ops::shape::broadcast_to(&regs[red.reg], &k.shape)?;
+        let v = if red.mean {
+            crate::ops::reduce::mean(&x, Some(&dims), red.keepdim, None)?
+        } else {
+            crate::ops::reduce::sum(&x, Some(&dims), red.keepdim, None)?
         };
         ew::copy_(o, &v)?;
     }

@@ -333,12 +333,21 @@ fn check_kernel(k: &FusedKernel, n_in: usize, n_out: usize) -> std::result::Resu
     if !matches!(k.compute, DType::F32 | DType::F64) {
         return Err(format!("computes in {}", k.compute.name()));
     }
-    if k.n_inputs != n_in || k.outputs.len() != n_out {
+    if k.n_inputs != n_in || k.n_outputs() != n_out {
         return Err(format!(
             "kernel of {} inputs and {} outputs on a node of {n_in} and {n_out}",
             k.n_inputs,
-            k.outputs.len()
+            k.n_outputs()
         ));
+    }
+    for r in &k.reductions {
+        let ascending = r.dims.windows(2).all(|w| w[0] < w[1]);
+        if r.reg >= k.instrs.len() || !ascending || r.dims.iter().any(|&d| d >= k.shape.len()) {
+            return Err(format!(
+                "reduction of r{} over dims {:?} of a kernel of shape {:?}",
+                r.reg, r.dims, k.shape
+            ));
+        }
     }
     crate::tensor::nbytes_for("fused", &k.shape, k.compute).map_err(|e| e.to_string())?;
     for (i, ins) in k.instrs.iter().enumerate() {
@@ -1180,6 +1189,7 @@ mod tests {
             compute: DType::F32,
             n_inputs: 1,
             ops: vec!["exp"],
+            reductions: vec![],
         };
         assert!(check_kernel(&k, 1, 1)
             .unwrap_err()
@@ -1187,6 +1197,18 @@ mod tests {
         let mut k2 = k.clone();
         k2.instrs[1] = FInstr::Unary(UnaryOp::Exp, 0);
         assert!(check_kernel(&k2, 1, 1).is_ok());
+        // A reduction is one more output, over dims of the kernel's shape.
+        let mut k3 = k2.clone();
+        k3.reductions.push(crate::graph::fused::FReduce {
+            reg: 1,
+            dims: vec![0],
+            keepdim: false,
+            mean: false,
+        });
+        assert!(check_kernel(&k3, 1, 1).is_err());
+        assert!(check_kernel(&k3, 1, 2).is_ok());
+        k3.reductions[0].dims = vec![1];
+        assert!(check_kernel(&k3, 1, 2).unwrap_err().contains("reduction"));
         assert!(check_kernel(&k2, 2, 1).is_err());
         k2.instrs[0] = FInstr::Load(1);
         assert!(check_kernel(&k2, 1, 1).is_err());

@@ -212,6 +212,7 @@ pub fn try_defer(
             shape: shape.to_vec(),
             compute: dtype,
             ops: b.ops,
+            reductions: vec![],
         },
         ins: b.ins,
         inlined: false,

@@ -44,13 +44,13 @@ thread_local! {
 /// Run `k` on `ins` (any layouts broadcastable to `k.shape`; dtypes the
 /// compute dtype or bool) into `outs` (shape `k.shape`, any layouts).
 pub fn run(k: &FusedKernel, ins: &[Tensor], outs: &[Tensor]) -> Result<()> {
-    if ins.len() != k.n_inputs || outs.len() != k.outputs.len() {
+    if ins.len() != k.n_inputs || outs.len() != k.n_outputs() {
         return Err(Error::runtime(
             "fused",
             format!(
                 "kernel takes {} inputs and {} outputs, got {} and {}",
                 k.n_inputs,
-                k.outputs.len(),
+                k.n_outputs(),
                 ins.len(),
                 outs.len()
             ),
@@ -157,15 +157,57 @@ fn run_typed<C: Real + Element + Send + Sync>(
     outs: &[Tensor],
 ) -> Result<()> {
     let n_el: usize = k.shape.iter().product();
+    let (outs, routs) = outs.split_at(k.outputs.len());
+    for (t, r) in routs.iter().zip(&k.reductions) {
+        if t.shape() != r.shape(&k.shape).as_slice() || t.dtype() != k.compute || !t.is_contiguous()
+        {
+            return Err(Error::shape(
+                "fused",
+                format!(
+                    "reduction output of shape {:?} and dtype {} for a kernel of shape {:?} reducing dims {:?} in {}",
+                    t.shape(),
+                    t.dtype(),
+                    k.shape,
+                    r.dims,
+                    k.compute
+                ),
+            ));
+        }
+    }
     if n_el == 0 {
+        // A sum over no elements is 0, a mean NaN.
+        for (t, r) in routs.iter().zip(&k.reductions) {
+            let v = C::c(if r.mean { f64::NAN } else { 0.0 });
+            // SAFETY: a contiguous output of `numel` elements of C (checked above).
+            unsafe { std::slice::from_raw_parts_mut(t.data_ptr::<C>(), t.numel()) }.fill(v);
+        }
         return Ok(());
     }
     // Every operand contiguous in the kernel's shape (the common case of
     // small graph nodes): one flat row, without broadcasting any layout.
-    let plain = ins
+    // How each reduction maps an element to its output: by blocks of the
+    // flat index when the reduced dims all precede or all follow the kept
+    // ones, else through the walk (one operand per reduction).
+    let forms: Few<RedForm> = k
+        .reductions
         .iter()
-        .chain(outs)
-        .all(|t| t.shape() == k.shape.as_slice() && t.is_contiguous());
+        .map(|r| {
+            let kept: DimVec<usize> = (0..k.shape.len()).filter(|d| !r.dims.contains(d)).collect();
+            let kept_len: usize = kept.iter().map(|&d| k.shape[d]).product();
+            match (kept.first(), kept.last(), r.dims.first(), r.dims.last()) {
+                // Nothing reduced, or everything: `i / 1`, `i / n`.
+                (_, _, None, _) | (None, ..) => RedForm::Trail(n_el / kept_len),
+                (Some(&fk), _, _, Some(&lr)) if lr < fk => RedForm::Lead(kept_len),
+                (_, Some(&lk), Some(&fr), _) if lk < fr => RedForm::Trail(n_el / kept_len),
+                _ => RedForm::Walk,
+            }
+        })
+        .collect();
+    let plain = forms.iter().all(|f| !matches!(f, RedForm::Walk))
+        && ins
+            .iter()
+            .chain(outs)
+            .all(|t| t.shape() == k.shape.as_slice() && t.is_contiguous());
     // Otherwise broadcast every input to the kernel's shape.
     let mut layouts: Few<crate::tensor::Layout> = Few::new();
     for t in ins.iter().filter(|_| !plain) {
@@ -196,10 +238,31 @@ fn run_typed<C: Real + Element + Send + Sync>(
         }
     }
     // Strides relative to each tensor's data pointer (which includes its offset).
+    // Each reduction is one more operand: its output indexed over the
+    // kernel's dims, with stride 0 along the reduced ones.
+    let red_strides: Few<DimVec<isize>> = k
+        .reductions
+        .iter()
+        .map(|r| {
+            let mut st: DimVec<isize> = smallvec![0; k.shape.len()];
+            let mut acc = 1isize;
+            for d in (0..k.shape.len()).rev() {
+                if !r.dims.contains(&d) {
+                    st[d] = acc;
+                    acc *= k.shape[d] as isize;
+                }
+            }
+            st
+        })
+        .collect();
     let walk = if plain {
         Walk::flat(n_el, ins.len() + outs.len())
     } else {
-        let ops: Few<(&[isize], isize)> = layouts.iter().map(|l| (&l.strides[..], 0)).collect();
+        let ops: Few<(&[isize], isize)> = layouts
+            .iter()
+            .map(|l| (&l.strides[..], 0))
+            .chain(red_strides.iter().map(|s| (&s[..], 0)))
+            .collect();
         Walk::new(&k.shape, &ops)
     };
     let in_ptrs: Few<(SendPtr<u8>, DType)> = ins
@@ -287,7 +350,15 @@ fn run_typed<C: Real + Element + Send + Sync>(
     let rows = walk.rows();
     let inner = walk.inner();
     let nops = ins.len() + outs.len();
-    let job = |r0: usize, r1: usize, c0: usize, c1: usize| {
+    // Reduction partial results: per part of the run, one f64 per element of
+    // every reduction output (offsets `red_off`), `red_len` in all.
+    let mut red_off: Few<usize> = Few::new();
+    let mut red_len = 0;
+    for t in routs {
+        red_off.push(red_len);
+        red_len += t.numel();
+    }
+    let job = |r0: usize, r1: usize, c0: usize, c1: usize, acc: SendPtr<f64>| {
         // Registers as long as this task's chunks (small kernels need less than a chunk).
         let width = chunk.min(c1 - c0);
         let len = k.instrs.len() * width;
@@ -312,7 +383,8 @@ fn run_typed<C: Real + Element + Send + Sync>(
             }
         };
         let mut view: Few<(*const C, isize)> = Few::with_capacity(k.instrs.len());
-        let mut offs: Few<isize> = smallvec![0isize; nops];
+        let mut offs: Few<isize> = smallvec![0isize; walk.base.len()];
+        let id = walk.shape.len() - 1;
         for r in r0..r1 {
             walk.row_offsets(r, &mut offs);
             let mut start = c0;
@@ -327,6 +399,37 @@ fn run_typed<C: Real + Element + Send + Sync>(
                         &deferred, regs, width, &mut view,
                     )
                 };
+                for (q, red) in k.reductions.iter().enumerate() {
+                    // The chunk's values of the reduced register (never
+                    // deferred, see `pairs`) added into this part's partials.
+                    let (p, sp) = view[red.reg];
+                    if plain {
+                        // One flat row: element `start + e` of the kernel.
+                        // SAFETY: as below; the block forms index the output.
+                        unsafe { add_blocks(forms[q], p, sp, start, n, acc.get().add(red_off[q])) };
+                        continue;
+                    }
+                    let rs = walk.strides[nops + q][id];
+                    let base = offs[nops + q] + start as isize * rs;
+                    // SAFETY: `acc` holds `red_len` partials of this part
+                    // alone; `base + e*rs` indexes reduction output `q`.
+                    unsafe {
+                        let a = acc.get().add(red_off[q]);
+                        if rs == 0 {
+                            *a.offset(base) += chunk_sum(p, sp, n);
+                        } else if rs == 1 && sp == 1 {
+                            let dst = std::slice::from_raw_parts_mut(a.offset(base), n);
+                            let src = std::slice::from_raw_parts(p, n);
+                            for (d, &v) in dst.iter_mut().zip(src) {
+                                *d += v.as_f64();
+                            }
+                        } else {
+                            for e in 0..n as isize {
+                                *a.offset(base + e * rs) += (*p.offset(e * sp)).as_f64();
+                            }
+                        }
+                    }
+                }
                 start += n;
             }
         }
@@ -349,15 +452,79 @@ fn run_typed<C: Real + Element + Send + Sync>(
         .count()
         .max(1);
     let grain = (1usize << 15) / heavy.min(8);
-    if n_el < grain * 2 || threads <= 1 {
-        job(0, rows, 0, inner);
+    let none = SendPtr(std::ptr::null_mut::<f64>());
+    if !k.reductions.is_empty() {
+        // Parts fixed by the shape alone (not the thread count), their
+        // partials combined in order: the same sums on any number of threads.
+        let mut parts: SmallVec<[(usize, usize, usize, usize); 1]> = SmallVec::new();
+        if n_el < grain * 2 {
+            parts.push((0, rows, 0, inner));
+        } else if rows >= RED_PARTS {
+            let per = rows.div_ceil(RED_PARTS);
+            parts.extend(
+                (0..rows)
+                    .step_by(per)
+                    .map(|s| (s, (s + per).min(rows), 0, inner)),
+            );
+        } else {
+            let seg = inner
+                .div_ceil(RED_PARTS.div_ceil(rows))
+                .div_ceil(chunk)
+                .max(1)
+                * chunk;
+            for r in 0..rows {
+                for s in (0..inner).step_by(seg) {
+                    parts.push((r, r + 1, s, (s + seg).min(inner)));
+                }
+            }
+        }
+        let mut acc: SmallVec<[f64; 256]> = smallvec![0.0f64; parts.len() * red_len];
+        let base = SendPtr(acc.as_mut_ptr());
+        let part = |u: usize| {
+            let (r0, r1, c0, c1) = parts[u];
+            // SAFETY: part `u` owns partials `u*red_len..(u+1)*red_len`.
+            job(
+                r0,
+                r1,
+                c0,
+                c1,
+                SendPtr(unsafe { base.get().add(u * red_len) }),
+            );
+        };
+        if parts.len() == 1 || threads <= 1 {
+            (0..parts.len()).for_each(part);
+        } else {
+            crate::par::for_each(parts.len(), part);
+        }
+        // Part 0's partials accumulate the others', part by part (in order).
+        let (first, rest) = acc.split_at_mut(red_len);
+        for other in rest.chunks_exact(red_len) {
+            for (s, &v) in first.iter_mut().zip(other) {
+                *s += v;
+            }
+        }
+        for ((t, r), &off) in routs.iter().zip(&k.reductions).zip(&red_off) {
+            let len = t.numel();
+            let scale = if r.mean {
+                len as f64 / n_el as f64
+            } else {
+                1.0
+            };
+            // SAFETY: a contiguous output of `len` elements of C (checked above).
+            let o = unsafe { std::slice::from_raw_parts_mut(t.data_ptr::<C>(), len) };
+            for (v, &s) in o.iter_mut().zip(&first[off..off + len]) {
+                *v = C::c(s * scale);
+            }
+        }
+    } else if n_el < grain * 2 || threads <= 1 {
+        job(0, rows, 0, inner, none);
     } else if rows >= threads * 4 {
         let tasks = (threads * 4).min(rows);
         let per = rows.div_ceil(tasks);
         crate::par::for_each(tasks, |t| {
             let (s, e) = (t * per, ((t + 1) * per).min(rows));
             if s < e {
-                job(s, e, 0, inner);
+                job(s, e, 0, inner, none);
             }
         });
     } else {
@@ -367,10 +534,88 @@ fn run_typed<C: Real + Element + Send + Sync>(
         crate::par::for_each(rows * nseg, |u| {
             let (r, sg) = (u / nseg, u % nseg);
             let s = sg * seg;
-            job(r, r + 1, s, (s + seg).min(inner));
+            job(r, r + 1, s, (s + seg).min(inner), none);
         });
     }
     Ok(())
+}
+
+/// How a reduction maps the kernel's flat element index `i` to its output
+/// element: `i % K` (`Lead(K)`: the reduced dims all precede the kept ones),
+/// `i / R` (`Trail(R)`: they all follow), or through the walk's strides.
+#[derive(Clone, Copy)]
+enum RedForm {
+    Lead(usize),
+    Trail(usize),
+    Walk,
+}
+
+/// Add the `n` values `p[e*s]` of flat elements `start..start+n` into the
+/// partials `acc` of a reduction of form `f` (not `Walk`).
+///
+/// # Safety
+/// `p` must be valid for `n` elements at stride `s`, and `acc` for every
+/// output index the form maps those elements to.
+unsafe fn add_blocks<C: Real>(
+    f: RedForm,
+    p: *const C,
+    s: isize,
+    start: usize,
+    n: usize,
+    acc: *mut f64,
+) {
+    let mut e = 0;
+    match f {
+        RedForm::Lead(k) => {
+            while e < n {
+                let j = (start + e) % k;
+                let len = (k - j).min(n - e);
+                let dst = std::slice::from_raw_parts_mut(acc.add(j), len);
+                if s == 1 {
+                    let src = std::slice::from_raw_parts(p.add(e), len);
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d += v.as_f64();
+                    }
+                } else {
+                    for (l, d) in dst.iter_mut().enumerate() {
+                        *d += (*p.offset((e + l) as isize * s)).as_f64();
+                    }
+                }
+                e += len;
+            }
+        }
+        RedForm::Trail(r) => {
+            while e < n {
+                let o = (start + e) / r;
+                let len = (r - (start + e) % r).min(n - e);
+                *acc.add(o) += chunk_sum(p.offset(e as isize * s), s, len);
+                e += len;
+            }
+        }
+        RedForm::Walk => unreachable!("a walked reduction has no block form"),
+    }
+}
+
+/// Parts a run with reductions is split into when it is worth splitting
+/// (each keeps its own partial results; see `run_typed`).
+const RED_PARTS: usize = 16;
+
+/// `Σ p[e*s]` for `e < n`, in f64 with eight independent partial sums.
+///
+/// # Safety
+/// `p` must be valid for `n` elements at stride `s`.
+unsafe fn chunk_sum<C: Real>(p: *const C, s: isize, n: usize) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let full = n / 8 * 8;
+    for e in (0..full).step_by(8) {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += (*p.offset((e + l) as isize * s)).as_f64();
+        }
+    }
+    for (l, e) in (full..n).enumerate() {
+        acc[l] += (*p.offset(e as isize * s)).as_f64();
+    }
+    acc.iter().sum()
 }
 
 /// The four arithmetic operators [`pair_into`] runs two at a time.
@@ -400,6 +645,7 @@ fn pairs(k: &FusedKernel, direct: &[Option<usize>]) -> Few<Option<usize>> {
             || pair[i].is_some()
             || direct[i].is_some()
             || k.outputs.iter().any(|&(r, _)| r == i)
+            || k.reductions.iter().any(|r| r.reg == i)
         {
             continue;
         }

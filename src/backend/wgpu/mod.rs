@@ -2720,6 +2720,12 @@ impl Backend for WgpuBackend {
         let op = "fused";
         let all: Vec<&Tensor> = ins.iter().chain(outs).collect();
         check_same_device(op, &all)?;
+        if !k.reductions.is_empty() {
+            // Reductions at the end of a program have no WGSL form (the
+            // fusion pass forms them for CPU graphs only; this serves a
+            // graph moved to the GPU afterwards).
+            return crate::graph::fused::run_unfused(k, ins, outs);
+        }
         if k.compute != DType::F32 {
             return Err(Error::dtype(
                 op,

@@ -288,3 +288,38 @@ fn simplify_squeezes_keepdim_reductions() {
         .any(|r| r.detail.contains("2 keepdim reductions")));
     assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, &[x]));
 }
+
+#[test]
+fn fuse_ends_a_large_group_with_its_reductions() {
+    // A gradient-like multiply feeding a matmul-like reader and two sums:
+    // both sums join the multiply's kernel as reductions at its end.
+    let (r, c) = (256, 64);
+    let xs: Vec<f32> = (0..r * c)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let ys: Vec<f32> = (0..r * c)
+        .map(|i| ((i * 53 % 89) as f32 - 44.0) / 30.0)
+        .collect();
+    let (x, y) = (t(&xs, &[r, c]), t(&ys, &[r, c]));
+    let g = capture(&[x.clone(), y.clone()], |a| {
+        let p = ew::binary(BinaryOp::Mul, &a[0], &a[1]).unwrap();
+        let q = ew::unary(UnaryOp::Relu, &p).unwrap();
+        let s0 = reduce::sum(&q, Some(&[0]), false, None).unwrap();
+        let m1 = reduce::mean(&p, Some(&[1]), true, None).unwrap();
+        vec![q, s0, m1]
+    });
+    let (h, rep) = optimize(&g, &only(|o| o.fuse = true)).unwrap();
+    assert_eq!(h.nodes.len(), 1, "{rep:?}\n{}", h.dump());
+    let OpCall::Fused { kernel } = &h.nodes[0].call else {
+        panic!("not fused: {}", h.dump())
+    };
+    assert_eq!(kernel.reductions.len(), 2);
+    assert_eq!(kernel.output_types()[2].0, vec![r, 1]);
+    let (want, got) = (run(&g, &[x.clone(), y.clone()]), run(&h, &[x, y]));
+    assert_eq!(want[0], got[0]);
+    for (w, g) in want[1..].iter().zip(&got[1..]) {
+        for (a, b) in w.iter().zip(g) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "{a} vs {b}");
+        }
+    }
+}
