@@ -183,8 +183,6 @@ fn run_typed<C: Real + Element + Send + Sync>(
         }
         return Ok(());
     }
-    // Every operand contiguous in the kernel's shape (the common case of
-    // small graph nodes): one flat row, without broadcasting any layout.
     // How each reduction maps an element to its output: by blocks of the
     // flat index when the reduced dims all precede or all follow the kept
     // ones, else through the walk (one operand per reduction).
@@ -203,6 +201,9 @@ fn run_typed<C: Real + Element + Send + Sync>(
             }
         })
         .collect();
+    // Every operand contiguous in the kernel's shape (the common case of
+    // small graph nodes) and no walked reduction: one flat row, without
+    // broadcasting any layout.
     let plain = forms.iter().all(|f| !matches!(f, RedForm::Walk))
         && ins
             .iter()
@@ -321,11 +322,14 @@ fn run_typed<C: Real + Element + Send + Sync>(
     }
     // Large outputs computed in place are written with streaming stores (see
     // `elementwise::stream_ok`), unless they are also an input.
+    // Nor when a reduction reads the output's register back right away.
     let stream: Few<bool> = outs
         .iter()
-        .map(|o| {
+        .enumerate()
+        .map(|(j, o)| {
             stream_ok(o.numel() * o.dtype().itemsize())
                 && ins.iter().all(|t| t.byte_ptr() != o.byte_ptr())
+                && k.reductions.iter().all(|r| r.reg != k.outputs[j].0)
         })
         .collect();
     let any_stream = direct.iter().any(|d| d.is_some_and(|j| stream[j]));
