@@ -237,19 +237,7 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
             } else {
                 (vg, gr)
             };
-            let moved = members.remove(&gone).expect("group exists");
-            for &m in &moved {
-                group[m] = keep;
-            }
-            members.get_mut(&keep).expect("group exists").extend(moved);
-            span[keep] = (
-                span[keep].0.min(span[gone].0),
-                span[keep].1.max(span[gone].1),
-            );
-            let gone_ext = ext.remove(&gone).unwrap_or_default();
-            let e = ext.get_mut(&keep).expect("group exists");
-            e.extend(gone_ext);
-            e.retain(|&x| group[x] != keep);
+            merge(keep, gone, &mut group, &mut members, &mut span, &mut ext);
         }
     }
     // Reductions at the end of a group: a sum/mean of a member's value joins
@@ -276,17 +264,7 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
             if read_inside || creates_cycle(gr, group[v], &group, &span, &ext, &succs) {
                 continue;
             }
-            let gone = group[v];
-            let moved = members.remove(&gone).expect("group exists");
-            for &m in &moved {
-                group[m] = gr;
-            }
-            members.get_mut(&gr).expect("group exists").extend(moved);
-            span[gr] = (span[gr].0.min(span[gone].0), span[gr].1.max(span[gone].1));
-            let gone_ext = ext.remove(&gone).unwrap_or_default();
-            let e = ext.get_mut(&gr).expect("group exists");
-            e.extend(gone_ext);
-            e.retain(|&x| group[x] != gr);
+            merge(gr, group[v], &mut group, &mut members, &mut span, &mut ext);
             reduced.insert(v, red);
         }
     }
@@ -412,6 +390,31 @@ pub fn run(g: &mut Graph, record_autograd: bool) -> String {
         }
     }
     format!("fused {total} nodes into {} kernels", fused_groups.len())
+}
+
+/// Move group `gone`'s members into group `keep` (representatives), with
+/// their span and their readers outside the union.
+fn merge(
+    keep: usize,
+    gone: usize,
+    group: &mut [usize],
+    members: &mut HashMap<usize, Vec<usize>>,
+    span: &mut [(usize, usize)],
+    ext: &mut HashMap<usize, HashSet<usize>>,
+) {
+    let moved = members.remove(&gone).expect("group exists");
+    for &m in &moved {
+        group[m] = keep;
+    }
+    members.get_mut(&keep).expect("group exists").extend(moved);
+    span[keep] = (
+        span[keep].0.min(span[gone].0),
+        span[keep].1.max(span[gone].1),
+    );
+    let gone_ext = ext.remove(&gone).unwrap_or_default();
+    let e = ext.get_mut(&keep).expect("group exists");
+    e.extend(gone_ext);
+    e.retain(|&x| group[x] != keep);
 }
 
 /// Whether joining groups `a` and `b` (representatives) makes the group
