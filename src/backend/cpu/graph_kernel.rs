@@ -239,26 +239,26 @@ fn run_typed<C: Real + Element + Send + Sync>(
         }
     }
     // Strides relative to each tensor's data pointer (which includes its offset).
-    // Each reduction is one more operand: its output indexed over the
-    // kernel's dims, with stride 0 along the reduced ones.
-    let red_strides: Few<DimVec<isize>> = k
-        .reductions
-        .iter()
-        .map(|r| {
-            let mut st: DimVec<isize> = smallvec![0; k.shape.len()];
-            let mut acc = 1isize;
-            for d in (0..k.shape.len()).rev() {
-                if !r.dims.contains(&d) {
-                    st[d] = acc;
-                    acc *= k.shape[d] as isize;
-                }
-            }
-            st
-        })
-        .collect();
     let walk = if plain {
         Walk::flat(n_el, ins.len() + outs.len())
     } else {
+        // Each reduction is one more operand: its output indexed over the
+        // kernel's dims, with stride 0 along the reduced ones.
+        let red_strides: Few<DimVec<isize>> = k
+            .reductions
+            .iter()
+            .map(|r| {
+                let mut st: DimVec<isize> = smallvec![0; k.shape.len()];
+                let mut acc = 1isize;
+                for d in (0..k.shape.len()).rev() {
+                    if !r.dims.contains(&d) {
+                        st[d] = acc;
+                        acc *= k.shape[d] as isize;
+                    }
+                }
+                st
+            })
+            .collect();
         let ops: Few<(&[isize], isize)> = layouts
             .iter()
             .map(|l| (&l.strides[..], 0))
@@ -417,22 +417,7 @@ fn run_typed<C: Real + Element + Send + Sync>(
                     let base = offs[nops + q] + start as isize * rs;
                     // SAFETY: `acc` holds `red_len` partials of this part
                     // alone; `base + e*rs` indexes reduction output `q`.
-                    unsafe {
-                        let a = acc.get().add(red_off[q]);
-                        if rs == 0 {
-                            *a.offset(base) += chunk_sum(p, sp, n);
-                        } else if rs == 1 && sp == 1 {
-                            let dst = std::slice::from_raw_parts_mut(a.offset(base), n);
-                            let src = std::slice::from_raw_parts(p, n);
-                            for (d, &v) in dst.iter_mut().zip(src) {
-                                *d += v.as_f64();
-                            }
-                        } else {
-                            for e in 0..n as isize {
-                                *a.offset(base + e * rs) += (*p.offset(e * sp)).as_f64();
-                            }
-                        }
-                    }
+                    unsafe { add_into(acc.get().add(red_off[q]).offset(base), rs, p, sp, n) };
                 }
                 start += n;
             }
@@ -574,17 +559,7 @@ unsafe fn add_blocks<C: Real>(
             while e < n {
                 let j = (start + e) % k;
                 let len = (k - j).min(n - e);
-                let dst = std::slice::from_raw_parts_mut(acc.add(j), len);
-                if s == 1 {
-                    let src = std::slice::from_raw_parts(p.add(e), len);
-                    for (d, &v) in dst.iter_mut().zip(src) {
-                        *d += v.as_f64();
-                    }
-                } else {
-                    for (l, d) in dst.iter_mut().enumerate() {
-                        *d += (*p.offset((e + l) as isize * s)).as_f64();
-                    }
-                }
+                add_into(acc.add(j), 1, p.offset(e as isize * s), s, len);
                 e += len;
             }
         }
@@ -592,11 +567,30 @@ unsafe fn add_blocks<C: Real>(
             while e < n {
                 let o = (start + e) / r;
                 let len = (r - (start + e) % r).min(n - e);
-                *acc.add(o) += chunk_sum(p.offset(e as isize * s), s, len);
+                add_into(acc.add(o), 0, p.offset(e as isize * s), s, len);
                 e += len;
             }
         }
         RedForm::Walk => unreachable!("a walked reduction has no block form"),
+    }
+}
+
+/// `acc[e*rs] += p[e*s]` for `e < n` in f64 (`rs == 0`: one sum into `acc[0]`).
+///
+/// # Safety
+/// `p` must be valid for `n` elements at stride `s`, `acc` at stride `rs`.
+unsafe fn add_into<C: Real>(acc: *mut f64, rs: isize, p: *const C, s: isize, n: usize) {
+    if rs == 0 {
+        *acc += chunk_sum(p, s, n);
+    } else if rs == 1 && s == 1 {
+        let dst = std::slice::from_raw_parts_mut(acc, n);
+        for (d, &v) in dst.iter_mut().zip(std::slice::from_raw_parts(p, n)) {
+            *d += v.as_f64();
+        }
+    } else {
+        for e in 0..n as isize {
+            *acc.offset(e * rs) += (*p.offset(e * s)).as_f64();
+        }
     }
 }
 
