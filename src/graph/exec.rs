@@ -677,33 +677,28 @@ impl Plan {
                 wrote = n.call.effect() == super::Effect::Mutates;
             }
             if !self.early[i] {
-                if !recording && self.partner[i].is_none() && self.reuse[i].is_empty() {
-                    // The common case: inputs lent, not cloned (a clone and a
-                    // drop are two atomic reference-count updates per input).
-                    // Not while recording autograd, which may give an input
-                    // its autograd state (a lent copy would keep it apart).
-                    self.gather_borrowed(i, &vals, &mut borrowed);
-                    // SAFETY: `ManuallyDrop<Tensor>` has `Tensor`'s layout.
-                    let lent: &[Tensor] = unsafe {
-                        std::slice::from_raw_parts(borrowed.as_ptr().cast(), borrowed.len())
-                    };
-                    let (outs, t) = self.exec_at(i, lent, timing);
-                    borrowed.clear();
-                    let outs = outs?;
-                    if timing {
-                        node_times[i] = t;
-                    }
-                    self.store(i, outs, &mut vals)?;
-                    for &v in &self.free_after[i] {
-                        vals[v] = None;
-                    }
-                    continue;
-                }
-                self.gather(i, &mut vals, &mut ins);
                 match self.partner[i] {
                     None => {
-                        let (outs, t) = self.exec_at(i, &ins, timing);
-                        ins.clear(); // inputs released as soon as the node is done
+                        // Inputs are lent, not cloned (a clone and a drop are
+                        // two atomic reference-count updates per input), unless
+                        // the node takes one over in place or the run records
+                        // autograd, which may give an input its autograd state
+                        // (a lent copy would keep it apart).
+                        let (outs, t) = if !recording && self.reuse[i].is_empty() {
+                            self.gather_borrowed(i, &vals, &mut borrowed);
+                            // SAFETY: `ManuallyDrop<Tensor>` has `Tensor`'s layout.
+                            let lent: &[Tensor] = unsafe {
+                                std::slice::from_raw_parts(borrowed.as_ptr().cast(), borrowed.len())
+                            };
+                            let r = self.exec_at(i, lent, timing);
+                            borrowed.clear();
+                            r
+                        } else {
+                            self.gather(i, &mut vals, &mut ins);
+                            let r = self.exec_at(i, &ins, timing);
+                            ins.clear(); // inputs released as soon as the node is done
+                            r
+                        };
                         let outs = outs?;
                         if timing {
                             node_times[i] = t;
@@ -711,6 +706,7 @@ impl Plan {
                         self.store(i, outs, &mut vals)?;
                     }
                     Some(j) => {
+                        self.gather(i, &mut vals, &mut ins);
                         // Views the partner reads, made now (metadata only).
                         for &v in &self.pre[i] {
                             let mut ins_v = Vec::with_capacity(1);
