@@ -854,6 +854,9 @@ unsafe fn kernel_6x16(
 }
 
 /// The 12×32 AVX-512 micro-kernel: `C[0..mr, 0..nr] (+)= Ap · Bp` over `kc` steps.
+///
+/// A last tile of at most 8 rows runs a kernel of 4 or 8 rows, so that a
+/// block of 256 rows (21 tiles and 4 rows) does not pay for 264.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
@@ -868,26 +871,47 @@ unsafe fn kernel_12x32(
     mr: usize,
     nr: usize,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-    for r in 0..12.min(mr) {
+    if mr > 8 {
+        kernel_rx32::<12>(kc, a, b, c, rs, cs, add, mr, nr)
+    } else if mr > 4 {
+        kernel_rx32::<8>(kc, a, b, c, rs, cs, add, mr, nr)
+    } else {
+        kernel_rx32::<4>(kc, a, b, c, rs, cs, add, mr, nr)
+    }
+}
+
+/// The first `R` rows of the 12×32 kernel (`mr <= R`): the packed A panel
+/// keeps its 12-float steps.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_rx32<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    rs: isize,
+    cs: isize,
+    add: bool,
+    mr: usize,
+    nr: usize,
+) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for r in 0..R.min(mr) {
         _mm_prefetch::<_MM_HINT_T0>(c.offset(r as isize * rs) as *const i8);
         _mm_prefetch::<_MM_HINT_T0>(c.offset(r as isize * rs + 16 * cs) as *const i8);
     }
     let (mut a, mut b) = (a, b);
-    macro_rules! rows {
-        ($b0:ident, $b1:ident; $($r:literal)*) => {{
-            $(
-                let x = _mm512_set1_ps(*a.add($r));
-                acc[$r][0] = _mm512_fmadd_ps(x, $b0, acc[$r][0]);
-                acc[$r][1] = _mm512_fmadd_ps(x, $b1, acc[$r][1]);
-            )*
-        }};
-    }
     macro_rules! step {
         () => {{
             let b0 = _mm512_loadu_ps(b);
             let b1 = _mm512_loadu_ps(b.add(16));
-            rows!(b0, b1; 0 1 2 3 4 5 6 7 8 9 10 11);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let x = _mm512_set1_ps(*a.add(r));
+                row[0] = _mm512_fmadd_ps(x, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(x, b1, row[1]);
+            }
             a = a.add(12);
             b = b.add(32);
         }};
@@ -905,7 +929,7 @@ unsafe fn kernel_12x32(
         step!();
         p += 1;
     }
-    if mr == 12 && nr == 32 && cs == 1 {
+    if mr == R && nr == 32 && cs == 1 {
         for (r, row) in acc.iter().enumerate() {
             let cp = c.offset(r as isize * rs);
             let (mut v0, mut v1) = (row[0], row[1]);
