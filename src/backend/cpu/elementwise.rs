@@ -995,14 +995,55 @@ unsafe fn zip3_body<T: Copy, U: Copy, F: Fn(T, T, T) -> U>(
                 *(p as *mut U).add(i) = f(*a.add(i), *b.add(i), at(i));
             }
         } else {
-            for i in 0..n {
-                *y.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+            zip3_contiguous::<_, _, _, true, true, true>(a, b, c, y, n, f)
+        }
+    } else if sy == 1 && [sa, sb, sc].iter().all(|&s| s == 0 || s == 1) {
+        // Scalars broadcast along the row (a constant of a fused kernel).
+        match (sa == 1, sb == 1, sc == 1) {
+            (true, true, _) => zip3_contiguous::<_, _, _, true, true, false>(a, b, c, y, n, f),
+            (true, false, true) => zip3_contiguous::<_, _, _, true, false, true>(a, b, c, y, n, f),
+            (true, false, false) => {
+                zip3_contiguous::<_, _, _, true, false, false>(a, b, c, y, n, f)
+            }
+            (false, true, true) => zip3_contiguous::<_, _, _, false, true, true>(a, b, c, y, n, f),
+            (false, true, false) => {
+                zip3_contiguous::<_, _, _, false, true, false>(a, b, c, y, n, f)
+            }
+            (false, false, true) => {
+                zip3_contiguous::<_, _, _, false, false, true>(a, b, c, y, n, f)
+            }
+            (false, false, false) => {
+                zip3_contiguous::<_, _, _, false, false, false>(a, b, c, y, n, f)
             }
         }
     } else {
         for i in 0..n as isize {
             *y.offset(i * sy) = f(*a.offset(i * sa), *b.offset(i * sb), *c.offset(i * sc));
         }
+    }
+}
+
+/// `y[i] = f(a[i], b[i], c[i])` over a contiguous `y`, each operand either
+/// contiguous (`true`) or one value read for every element (`false`).
+#[inline(always)]
+unsafe fn zip3_contiguous<
+    T: Copy,
+    U: Copy,
+    F: Fn(T, T, T) -> U,
+    const A: bool,
+    const B: bool,
+    const C: bool,
+>(
+    a: *const T,
+    b: *const T,
+    c: *const T,
+    y: *mut U,
+    n: usize,
+    f: &F,
+) {
+    let at = |p: *const T, along: bool, i: usize| *p.add(if along { i } else { 0 });
+    for i in 0..n {
+        *y.add(i) = f(at(a, A, i), at(b, B, i), at(c, C, i));
     }
 }
 

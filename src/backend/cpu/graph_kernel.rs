@@ -583,15 +583,50 @@ unsafe fn add_into<C: Real>(acc: *mut f64, rs: isize, p: *const C, s: isize, n: 
     if rs == 0 {
         *acc += chunk_sum(p, s, n);
     } else if rs == 1 && s == 1 {
-        let dst = std::slice::from_raw_parts_mut(acc, n);
-        for (d, &v) in dst.iter_mut().zip(std::slice::from_raw_parts(p, n)) {
-            *d += v.as_f64();
+        let (dst, src) = (
+            std::slice::from_raw_parts_mut(acc, n),
+            std::slice::from_raw_parts(p, n),
+        );
+        #[cfg(target_arch = "x86_64")]
+        match super::simd::level() {
+            super::simd::Level::Avx512 => return add_rows_v4(dst, src),
+            super::simd::Level::Avx2 => return add_rows_v3(dst, src),
+            super::simd::Level::Scalar => {}
         }
+        add_rows(dst, src)
     } else {
         for e in 0..n as isize {
             *acc.offset(e * rs) += (*p.offset(e * s)).as_f64();
         }
     }
+}
+
+/// `dst[e] += src[e]` in f64.
+#[inline(always)]
+fn add_rows<C: Real>(dst: &mut [f64], src: &[C]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d += v.as_f64();
+    }
+}
+
+/// [`add_rows`] compiled for AVX-512.
+///
+/// # Safety
+/// The CPU has AVX-512 (F, VL, BW, DQ).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+unsafe fn add_rows_v4<C: Real>(dst: &mut [f64], src: &[C]) {
+    add_rows(dst, src)
+}
+
+/// [`add_rows`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_rows_v3<C: Real>(dst: &mut [f64], src: &[C]) {
+    add_rows(dst, src)
 }
 
 /// Parts a run with reductions is split into when it is worth splitting
@@ -777,13 +812,9 @@ unsafe fn exec_chunk<C: Real + Element>(
                 let (pc, sc) = view[c];
                 let (pa, sa) = view[a];
                 let (pb, sb) = view[b];
-                for e in 0..n as isize {
-                    *dst.offset(e * sd) = if *pc.offset(e * sc) != C::ZERO {
-                        *pa.offset(e * sa)
-                    } else {
-                        *pb.offset(e * sb)
-                    };
-                }
+                // Both sides are read for every element: a select, which vectorises.
+                let pick = |c: C, x: C, y: C| if c != C::ZERO { x } else { y };
+                zip3_run(pc, sc, pa, sa, pb, sb, dst, sd, n, &pick);
             }
         }
         view.push((dst as *const C, sd));
