@@ -216,6 +216,16 @@ def test_host_reading_op_is_refused_naming_it(tmp_path):
     np.testing.assert_allclose(loss(logits, labels).item(), want, rtol=1e-6)
 
 
+def test_random_draws_are_refused(tmp_path):
+    x = fg.tensor(_rand(8, 4, seed=10), device="gpu")
+    cf = fg.compile(lambda v: fg.nn.functional.dropout(v, 0.5) * 2.0)
+    cf(x)
+    # A bundle has no generator: one recorded mask would repeat on every run.
+    with pytest.raises(RuntimeError, match="random"):
+        cf.graph(x).export_webgpu(tmp_path / "drop")
+    assert cf(x).shape == (8, 4)
+
+
 BIG_EXPORT = """
 import sys
 import ferrograd as fg, numpy as np

@@ -1234,11 +1234,22 @@ fn replay_refusal(
     if mutated_consts.iter().any(|&m| m) {
         return Some("it writes into a constant (copied afresh every run)");
     }
+    // Random draws replay: each replay reserves new streams and uploads new
+    // draws (see `backend::wgpu::drawn`); uninitialised memory (`empty`) is
+    // a buffer like any other. Seeding runs on the host every run, and
+    // branches on data decide on the host which work runs.
+    use super::call::OpCall;
     if g.nodes
         .iter()
-        .any(|n| n.call.is_random() || n.call.effect() == super::Effect::Random)
+        .any(|n| matches!(n.call, OpCall::ManualSeed { .. }))
     {
-        return Some("it draws random numbers or branches on data");
+        return Some("it seeds a random generator (on the host, every run)");
+    }
+    if g.nodes
+        .iter()
+        .any(|n| matches!(n.call, OpCall::Cond { .. } | OpCall::While { .. }))
+    {
+        return Some("it branches on data");
     }
     if g.set_grads
         .iter()

@@ -3,7 +3,7 @@
 //! A plan running on the GPU captures one run ([`Gpu::capture`]): it runs as
 //! usual while every dispatch is recorded with its kernel, buffers, byte
 //! ranges and metadata. When that run's device work depends on nothing but
-//! the graph's inputs (no host reads of device data, no random draws, no
+//! the graph's inputs (no host reads of device data, no seeding, no
 //! tensors kept beyond its outputs and gradients), the recording becomes a
 //! [`Replay`], and later runs with the same input layouts skip the executor:
 //! they queue the recorded dispatches, with bind groups made once, in blocks
@@ -25,7 +25,8 @@
 //! is queued, so a bad index raises the same error and changes nothing; data
 //! it computed on the host from inputs' values (the element offsets of
 //! advanced indexing and embeddings) is computed again from each replay's
-//! tensors and uploaded anew.
+//! tensors and uploaded anew, and random numbers drawn on the host are
+//! drawn again (new streams from the same generators) and uploaded anew.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -204,6 +204,16 @@ fn stream(
             ),
         ));
     }
+    #[cfg(feature = "gpu")]
+    if matches!(device, Device::Gpu(_)) {
+        // A captured GPU run records how to reserve again (each replay draws anew).
+        let gen = gen.cloned();
+        crate::backend::wgpu::note_reservation(Arc::new(move || {
+            gen.as_ref()
+                .map_or_else(|| default_generator().as_ref(), |g| g.as_ref())
+                .reserve(blocks)
+        }));
+    }
     Ok(g.reserve(blocks))
 }
 

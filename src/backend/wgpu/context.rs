@@ -1210,6 +1210,12 @@ impl Gpu {
         rec.mine().then(|| f(rec))
     }
 
+    /// Whether a WebGPU bundle is being recorded on the device (work is
+    /// recorded, not run).
+    pub fn bundling(&self) -> bool {
+        self.recording.lock().as_ref().is_some_and(|r| !r.execute)
+    }
+
     /// Note that the work being captured read device data on the host (its
     /// later work may depend on the values), so it cannot be replayed.
     pub fn note_host_read(&self) {

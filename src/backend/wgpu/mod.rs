@@ -106,6 +106,82 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
     let op = "to";
     gty(op, t.dtype())?;
     let g = get()?;
+    let (c, bytes) = host_words(op, t)?;
+    let n = c.numel();
+    if device != Device::Gpu(0) {
+        return Err(Error::runtime(
+            op,
+            format!("there is only one gpu device (gpu:0); got {device}"),
+        ));
+    }
+    let buf = g.upload(op, &bytes)?;
+    mark_narrow(&buf, t.dtype(), n);
+    if matches!(c.dtype(), DType::I32 | DType::I64 | DType::Bool)
+        && n * c.dtype().itemsize() <= SHADOW_MAX_BYTES
+    {
+        // Small integer tensors (class targets, indices) keep a host copy,
+        // so the range checks of the ops that read them need no download.
+        let h = Tensor::empty(c.shape(), c.dtype(), Device::Cpu)?;
+        super::backend(Device::Cpu).cast_copy(&c, &h)?;
+        buf.set_shadow(h);
+    }
+    let storage = Storage::from_gpu(n * t.dtype().itemsize(), device, Box::new(buf));
+    Tensor::from_parts(Arc::new(storage), Layout::contiguous(t.shape()), t.dtype())
+}
+
+/// How a random op reserves its stream again from the generator it drew
+/// from (see [`note_reservation`]).
+pub type Redraw = Arc<dyn Fn() -> PhiloxStream + Send + Sync>;
+
+thread_local! {
+    /// The reservation of the random op this thread is running on the GPU.
+    static RESERVED: std::cell::RefCell<Option<Redraw>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Note how the random op about to run on this thread reserves its stream,
+/// so that a graph capture can draw again on each replay (see [`drawn`]).
+pub fn note_reservation(redraw: Redraw) {
+    RESERVED.with(|r| *r.borrow_mut() = Some(redraw));
+}
+
+/// A new GPU tensor of random values that `draw` writes into a CPU tensor
+/// of `shape` and `dtype` from the stream `s` (the CPU's kernels: the same
+/// numbers on both devices), uploaded. A graph capture records how to draw
+/// again: each replay reserves a new stream from the same generator, as the
+/// op would (see [`note_reservation`]), and uploads that draw instead.
+fn drawn(
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+    s: PhiloxStream,
+    draw: impl Fn(&Tensor, PhiloxStream) -> Result<()> + Send + Sync + 'static,
+) -> Result<Tensor> {
+    let redraw = RESERVED.with(|r| r.borrow_mut().take());
+    if get()?.bundling() {
+        return Err(Error::runtime(
+            "export_webgpu",
+            "a WebGPU bundle cannot draw random numbers (it would repeat one draw on every run): export the graph without random ops (a model in eval mode)",
+        ));
+    }
+    let h = Tensor::empty(shape, dtype, Device::Cpu)?;
+    draw(&h, s)?;
+    let up = upload(&h, device)?;
+    if let Some(redraw) = redraw {
+        let shape = shape.to_vec();
+        let again = move |_: &[Tensor]| -> Result<Vec<u8>> {
+            let h = Tensor::empty(&shape, dtype, Device::Cpu)?;
+            draw(&h, redraw())?;
+            Ok(host_words("to", &h)?.1)
+        };
+        get()?.note_derived(&[], &buffer("to", &up)?, Arc::new(again));
+    }
+    Ok(up)
+}
+
+/// The words a GPU buffer holds for the CPU tensor `t` (float16/bfloat16
+/// widened to float32, int64 range-checked to int32, bool as u32; at least 8
+/// bytes), with the contiguous tensor of `t`'s values they were made from.
+fn host_words(op: &'static str, t: &Tensor) -> Result<(Tensor, Vec<u8>)> {
     let c = if matches!(t.dtype(), DType::F16 | DType::BF16) {
         // Widened exactly on the host; the device holds float32 words.
         let w = Tensor::empty(t.shape(), DType::F32, Device::Cpu)?;
@@ -147,25 +223,7 @@ pub fn upload(t: &Tensor, device: Device) -> Result<Tensor> {
     if bytes.is_empty() {
         bytes.extend_from_slice(&[0; 8]);
     }
-    if device != Device::Gpu(0) {
-        return Err(Error::runtime(
-            op,
-            format!("there is only one gpu device (gpu:0); got {device}"),
-        ));
-    }
-    let buf = g.upload(op, &bytes)?;
-    mark_narrow(&buf, t.dtype(), n);
-    if matches!(c.dtype(), DType::I32 | DType::I64 | DType::Bool)
-        && n * c.dtype().itemsize() <= SHADOW_MAX_BYTES
-    {
-        // Small integer tensors (class targets, indices) keep a host copy,
-        // so the range checks of the ops that read them need no download.
-        let h = Tensor::empty(c.shape(), c.dtype(), Device::Cpu)?;
-        super::backend(Device::Cpu).cast_copy(&c, &h)?;
-        buf.set_shadow(h);
-    }
-    let storage = Storage::from_gpu(n * t.dtype().itemsize(), device, Box::new(buf));
-    Tensor::from_parts(Arc::new(storage), Layout::contiguous(t.shape()), t.dtype())
+    Ok((c, bytes))
 }
 
 /// Copy a GPU tensor to a new contiguous CPU tensor (the download half of the
@@ -1314,7 +1372,10 @@ impl Backend for WgpuBackend {
     // as the CPU device (so a seed gives the same numbers on both) and uploaded.
     fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
         gty("random", out.dtype())?;
-        via_host(out, |h| super::backend(Device::Cpu).random_fill(h, dist, s))
+        let up = drawn(out.shape(), out.dtype(), out.device(), s, move |h, s| {
+            super::backend(Device::Cpu).random_fill(h, dist, s)
+        })?;
+        self.cast_copy(&up, out)
     }
 
     // The probabilities are read on the host: they are range-checked there
@@ -1351,7 +1412,10 @@ impl Backend for WgpuBackend {
                 "n exceeds the gpu device's 32-bit integers",
             ));
         }
-        via_host(out, |h| super::backend(Device::Cpu).randperm(h, s))
+        let up = drawn(out.shape(), out.dtype(), out.device(), s, |h, s| {
+            super::backend(Device::Cpu).randperm(h, s)
+        })?;
+        self.cast_copy(&up, out)
     }
 
     fn dropout(&self, x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
@@ -1364,11 +1428,15 @@ impl Backend for WgpuBackend {
             ));
         }
         // The mask (0 or 1/(1-p)) from the CPU's stream, then `x * mask` on the device.
-        let ones =
-            crate::ops::creation::full(x.shape(), Scalar::Float(1.0), DType::F32, Device::Cpu)?;
-        let mask = Tensor::empty(x.shape(), DType::F32, Device::Cpu)?;
-        super::backend(Device::Cpu).dropout(&ones, &mask, p, s)?;
-        let m = upload(&mask, x.device())?;
+        let m = drawn(x.shape(), DType::F32, x.device(), s, move |mask, s| {
+            let ones = crate::ops::creation::full(
+                mask.shape(),
+                Scalar::Float(1.0),
+                DType::F32,
+                Device::Cpu,
+            )?;
+            super::backend(Device::Cpu).dropout(&ones, mask, p, s)
+        })?;
         self.binary(BinaryOp::Mul, x, &m, out)
     }
 
