@@ -17,6 +17,10 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings
 
+# The IR verifier (structure, and types and shapes by shape inference) runs
+# after every graph pass of every graph the tests compile.
+os.environ.setdefault("FG_GRAPH_VERIFY", "1")
+
 # triton (pulled in by PyTorch's CUDA builds, e.g. through the `peers` extra)
 # carries its own LLVM; importing it after Mesa's software GPU driver, which
 # loads LLVM as well, has started crashes the process. Tests that compare with

@@ -153,6 +153,52 @@ fn type_error(g: &Graph, node: usize, v: ValueId, got: &Tensor, want: &[usize]) 
     )
 }
 
+/// Shape inference: run every node's shape and dtype rules on shape-only
+/// tensors, from the graph's input types, and check that each node gives
+/// the types recorded for its outputs. `g`'s dims are concrete sizes (a
+/// symbolic graph's sentinels, as when it was captured, or the sizes of a run).
+pub(crate) fn infer_types(g: &Graph) -> Result<()> {
+    let mut twins: Vec<Option<Tensor>> = vec![None; g.values.len()];
+    for inp in &g.inputs {
+        let info = &g.values[inp.value];
+        let t = match &inp.kind {
+            // Same layout as the tensor read (some ops care about strides).
+            InputKind::Ref(r) | InputKind::Const(r) => Tensor::from_parts(
+                std::sync::Arc::new(Storage::new_meta(r.storage().nbytes())),
+                r.layout().clone(),
+                r.dtype(),
+            )?,
+            _ => meta_tensor(&info.shape, info.dtype)?,
+        };
+        twins[inp.value] = Some(t);
+    }
+    let _no = GradMode::set(false);
+    for (i, n) in g.nodes.iter().enumerate() {
+        let ins: Vec<Tensor> = n
+            .inputs
+            .iter()
+            .map(|&v| {
+                twins[v].clone().ok_or_else(|| {
+                    Error::runtime(
+                        "graph",
+                        format!(
+                            "node {i} ({}) reads %{v} before it is defined",
+                            n.call.name()
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?;
+        let outs = exec_node(n, &n.call.on_device(Device::Meta), &ins, true)
+            .map_err(|e| e.with_note(&node_note(g, i)))?;
+        check_outputs(g, i, &outs)?;
+        for (&v, t) in n.outputs.iter().zip(outs) {
+            twins[v] = Some(t);
+        }
+    }
+    Ok(())
+}
+
 impl Plan {
     /// Specialise `graph` to symbol sizes `env` and check it by shape inference.
     pub fn new(graph: &Graph, env: &[usize]) -> Result<Plan> {
@@ -168,37 +214,7 @@ impl Plan {
             }
             g.symbols.clear();
         }
-        // Shape inference on shape-only tensors: every node must reproduce its captured types.
-        let mut twins: Vec<Option<Tensor>> = vec![None; g.values.len()];
-        for inp in &g.inputs {
-            let info = &g.values[inp.value];
-            let t = match &inp.kind {
-                // Same layout as the tensor read (some ops care about strides).
-                InputKind::Ref(r) | InputKind::Const(r) => Tensor::from_parts(
-                    std::sync::Arc::new(Storage::new_meta(r.storage().nbytes())),
-                    r.layout().clone(),
-                    r.dtype(),
-                )?,
-                _ => meta_tensor(&info.shape, info.dtype)?,
-            };
-            twins[inp.value] = Some(t);
-        }
-        {
-            let _no = GradMode::set(false);
-            for (i, n) in g.nodes.iter().enumerate() {
-                let ins: Vec<Tensor> = n
-                    .inputs
-                    .iter()
-                    .map(|&v| twins[v].clone().expect("value defined before use"))
-                    .collect();
-                let outs = exec_node(n, &n.call.on_device(Device::Meta), &ins, true)
-                    .map_err(|e| e.with_note(&node_note(&g, i)))?;
-                check_outputs(&g, i, &outs)?;
-                for (&v, t) in n.outputs.iter().zip(outs) {
-                    twins[v] = Some(t);
-                }
-            }
-        }
+        infer_types(&g)?;
         // Liveness: release each value after its last reader.
         let mut last: Vec<Option<usize>> = vec![None; g.values.len()];
         for (i, n) in g.nodes.iter().enumerate() {

@@ -323,3 +323,29 @@ fn fuse_ends_a_large_group_with_its_reductions() {
         }
     }
 }
+
+#[test]
+fn verifier_checks_types_and_shapes_by_inference() {
+    let x = t(&[0.5, -1.0, 2.0, 4.0], &[2, 2]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let e = ew::unary(UnaryOp::Exp, &a[0]).unwrap();
+        vec![reduce::sum(&e, Some(&[0]), false, None).unwrap()]
+    });
+    verify(&g).unwrap();
+    // A rewrite that records a wrong shape or dtype for a value is caught.
+    let out = g.outputs[0];
+    let mut bad_shape = g.clone();
+    bad_shape.values[out].shape = vec![4];
+    let e = verify(&bad_shape).unwrap_err().to_string();
+    assert!(e.contains("type check") && e.contains("sum"), "{e}");
+    let mut bad_dtype = g.clone();
+    bad_dtype.values[out].dtype = crate::tensor::DType::F64;
+    let e = verify(&bad_dtype).unwrap_err().to_string();
+    assert!(e.contains("type check"), "{e}");
+    // And so is a structural fault: a node reading a value defined after it.
+    let mut cyclic = g.clone();
+    let later = cyclic.nodes[1].outputs[0];
+    cyclic.nodes[0].inputs[0] = later;
+    let e = verify(&cyclic).unwrap_err().to_string();
+    assert!(e.contains("before it is defined"), "{e}");
+}

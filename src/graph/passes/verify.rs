@@ -4,8 +4,11 @@
 //!   then nodes in order) — so the graph is acyclic and nothing dangles;
 //! - each value has exactly one producer, and its recorded producer is it;
 //! - gradient inputs and `.grad` effects refer to bound inputs;
-//! - shapes and dtypes: checked by shape inference when a plan is built
-//!   (`Plan::new` re-runs every node's rules on shape-only tensors).
+//! - shapes and dtypes: every node's shape and dtype rules, re-run on
+//!   shape-only tensors from the inputs' types, give the types recorded for
+//!   its outputs (symbolic dims stand at the sizes they were captured with,
+//!   so a rewrite that loses track of a symbol shows too). `Plan::new` runs
+//!   the same inference at each run's sizes.
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputKind, Producer};
@@ -91,5 +94,5 @@ pub fn verify(g: &Graph) -> Result<()> {
             }
         }
     }
-    Ok(())
+    crate::graph::exec::infer_types(g).map_err(|e| bad(format!("type check failed: {e}")))
 }
