@@ -1,11 +1,12 @@
 """``fg.compile`` guards: state a trace reads from Python (module attributes,
-training flags) changed between compiled calls retraces and matches eager;
-``explain=True`` names what changed."""
+training flags, optimizer options) changed between compiled calls retraces
+and matches eager; ``explain=True`` names what changed."""
 
 from __future__ import annotations
 
 import ferrograd as fg
 import ferrograd.nn as nn
+import ferrograd.nn.functional as F
 import numpy as np
 import pytest
 
@@ -154,6 +155,122 @@ def test_assigning_the_same_value_is_not_a_change():
 
 
 # ---------------------------------------------------------------------------
+# Optimizer options
+# ---------------------------------------------------------------------------
+
+
+def _pair(make_opt, seed=0):
+    """Two identical (model, optimizer) pairs: one run eagerly, one compiled."""
+    out = []
+    for _ in range(2):
+        fg.manual_seed(seed)
+        m = nn.Linear(3, 2, dtype=fg.float64)
+        out.append((m, make_opt(m.parameters())))
+    return out
+
+
+def _step(m, o, x):
+    o.zero_grad()
+    loss = (m(x) ** 2).sum()
+    loss.backward()
+    o.step()
+    return loss
+
+
+def _run_changes(make_opt, changes, traces):
+    (em, eo), (cm, co) = _pair(make_opt)
+    cstep = fg.compile(lambda x: _step(cm, co, x))
+    x = fg.randn(4, 3, dtype=fg.float64)
+    for change in [None, *changes]:
+        if change is not None:
+            change(eo)
+            change(co)
+        for _ in range(2):
+            same(cstep(x), _step(em, eo, x))
+            same(cm.weight, em.weight)
+            same(cm.bias, em.bias)
+    assert cstep.stats.traces == traces
+    return cstep
+
+
+def _set(key, value):
+    def change(opt):
+        opt.param_groups[0][key] = value
+
+    return change
+
+
+def test_sgd_momentum_from_zero_retraces():
+    _run_changes(lambda p: fg.optim.SGD(p, lr=0.1), [_set("momentum", 0.9)], traces=2)
+
+
+def test_sgd_nesterov_and_maximize_retrace_but_lr_momentum_weight_decay_do_not():
+    _run_changes(
+        lambda p: fg.optim.SGD(p, lr=0.1, momentum=0.5),
+        [
+            _set("lr", 0.05),  # slots: no retrace
+            _set("momentum", 0.8),
+            _set("weight_decay", 0.1),
+            _set("nesterov", True),  # baked: retraces
+            _set("maximize", True),
+        ],
+        traces=3,
+    )
+
+
+def test_adam_amsgrad_retraces_betas_do_not():
+    _run_changes(
+        lambda p: fg.optim.Adam(p, lr=0.01),
+        [_set("betas", (0.8, 0.99)), _set("weight_decay", 0.01), _set("amsgrad", True)],
+        traces=2,
+    )
+
+
+def test_rmsprop_momentum_is_a_slot_once_positive():
+    _run_changes(
+        lambda p: fg.optim.RMSprop(p, lr=0.01),
+        [_set("momentum", 0.9), _set("momentum", 0.5), _set("centered", True)],
+        traces=3,
+    )
+
+
+def test_steplr_eager_weight_update_and_dropout_between_compiled_calls():
+    def make():
+        fg.manual_seed(1)
+        model = nn.Sequential(nn.Linear(5, 8, dtype=fg.float64), nn.Dropout(0.3), nn.Linear(8, 2, dtype=fg.float64))
+        opt = fg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        return model, opt, fg.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    (em, eo, es), (cm, co, cs) = make(), make()
+    x = fg.randn(6, 5, dtype=fg.float64)
+    y = fg.randn(6, 2, dtype=fg.float64)
+
+    def step(m, o, x, y):
+        o.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    cstep = fg.compile(lambda x, y: step(cm, co, x, y))
+    for i in range(4):
+        fg.manual_seed(100 + i)  # the same dropout masks
+        lc = cstep(x, y)
+        fg.manual_seed(100 + i)
+        le = step(em, eo, x, y)
+        same(lc, le)
+        for (n, pe), pc in zip(em.named_parameters(), cm.parameters(), strict=True):
+            np.testing.assert_array_equal(arr(pc), arr(pe), err_msg=n)
+        es.step()
+        cs.step()
+        with fg.no_grad():
+            em[0].weight.mul_(0.9)
+            cm[0].weight.mul_(0.9)
+    assert co.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**4)
+    assert cstep.stats.traces == 1
+
+
+# ---------------------------------------------------------------------------
 # explain=True and the retrace warning
 # ---------------------------------------------------------------------------
 
@@ -187,6 +304,17 @@ def test_explain_names_the_changed_module_attribute(capsys):
     f(x)
     out = capsys.readouterr().out
     assert "fg.compile(LeakyReLU): tracing (LeakyReLU.negative_slope changed (was 0.1))" in out
+
+
+def test_explain_names_the_changed_optimizer_option(capsys):
+    lin = nn.Linear(2, 2)
+    opt = fg.optim.SGD(lin.parameters(), lr=0.1)
+    step = fg.compile(lambda x: _step(lin, opt, x), explain=True)
+    step(fg.ones(1, 2))
+    opt.param_groups[0]["momentum"] = 0.9
+    step(fg.ones(1, 2))
+    out = capsys.readouterr().out
+    assert "tracing (SGD.param_groups[0]['momentum'] != 0 changed (was False))" in out
 
 
 def test_repeated_retraces_warn():
