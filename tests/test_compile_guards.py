@@ -1,8 +1,11 @@
 """``fg.compile`` guards: state a trace reads from Python (module attributes,
 training flags, optimizer options) changed between compiled calls retraces
-and matches eager; ``explain=True`` names what changed."""
+and matches eager; ``explain=True`` names what changed; the trace-time
+errors and debugging aids."""
 
 from __future__ import annotations
+
+import inspect
 
 import ferrograd as fg
 import ferrograd.nn as nn
@@ -337,3 +340,65 @@ def test_repeated_guard_retraces_warn():
     m.negative_slope = 0.7
     with pytest.warns(UserWarning, match=r"LeakyReLU.negative_slope changed \(was 0.6\)"):
         f(x)
+
+
+# ---------------------------------------------------------------------------
+# Debugging and errors
+# ---------------------------------------------------------------------------
+
+
+def test_debug_runs_eagerly():
+    seen = []
+
+    @fg.compile(debug=True)
+    def f(x):
+        seen.append(x.sum().item())  # a value in Python: fine eagerly
+        return x * 2
+
+    x = fg.ones(3)
+    same(f(x), x * 2)
+    assert seen == [3.0]
+    assert f.stats.traces == 0
+
+
+def _bool(t):
+    return bool(t.sum() > 0)
+
+
+def _item(t):
+    return t.sum().item()
+
+
+def _if(t):
+    if t.sum() > 0:
+        return t
+    return -t
+
+
+def _line(fn, text):
+    src, start = inspect.getsourcelines(fn)
+    return start + next(i for i, s in enumerate(src) if text in s)
+
+
+@pytest.mark.parametrize(
+    "fn,text", [(_bool, "bool(t.sum() > 0)"), (_item, "t.sum().item()"), (_if, "if t.sum() > 0")]
+)
+def test_value_needed_in_python_names_the_line(fn, text):
+    f = fg.compile(fn)
+    with pytest.raises(fg.TraceError) as e:
+        f(fg.ones(3))
+    msg = str(e.value)
+    assert f"{__file__}:{_line(fn, text)}" in msg
+    assert "fg.cond" in msg and "fg.while_loop" in msg and 'fallback="eager"' in msg
+
+
+def test_session_run_with_a_dict_of_fetches():
+    g = fg.Graph()
+    with g:
+        a = fg.placeholder(fg.float64, name="a")
+        b = a * 2
+        c = a + 1
+    out = fg.Session(g).run({"double": b, "inc": c}, feed={a: [1.0, 2.0]})
+    assert set(out) == {"double", "inc"}
+    assert arr(out["double"]).tolist() == [2.0, 4.0]
+    assert arr(out["inc"]).tolist() == [2.0, 3.0]
