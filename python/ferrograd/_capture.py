@@ -4,7 +4,8 @@ A trace runs Python code once with *captured* tensors (shape-only stand-ins
 for the real ones); every op they meet is recorded by the Rust core into a
 graph. This module keeps what only Python knows: the user's source line of
 each op, the Python-level facts a captured graph silently depends on
-(modules' ``training`` flags, which objects globals and closures refer to),
+(modules' attributes — ``training``, hyperparameters, parameter objects —,
+optimizers' structural options, which objects globals and closures refer to),
 and callbacks library code registers while being traced — optimizer
 hyperparameters to read afresh at every run, bookkeeping to redo after
 each run.
@@ -17,6 +18,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from operator import is_
 from typing import Any
 
 from . import _core
@@ -42,9 +44,19 @@ class TraceState:
     def __init__(self) -> None:
         #: (object, attribute, captured value) facts re-checked before each run.
         self.guards: list[tuple[Any, str, Any]] = []
-        #: The same for attributes of modules (see :meth:`guard`).
-        self.module_guards: list[tuple[Any, str, Any]] = []
         self._guarded: set[tuple[int, str]] = set()
+        #: (description, getter, captured value): values re-checked before each run.
+        self.value_guards: list[tuple[str, Callable[[], Any], Any]] = []
+        #: Modules used while tracing (called, or a member read), by id.
+        self.modules: dict[int, Any] = {}
+        #: Snapshots of those modules, taken by :meth:`finish`: per module
+        #: ``[version cell, version, module, [(table, names, values), ...]]``.
+        #: See :func:`modules_changed`.
+        self.module_snapshots: list[list[Any]] = []
+        #: (module, attribute, frozen value) of module attributes holding mutable
+        #: plain containers (lists, dicts, sets): re-checked before each run, since
+        #: changing them in place does not go through ``Module.__setattr__``.
+        self.container_guards: list[tuple[Any, str, Any]] = []
         #: Callables run after each run of the graph (Python bookkeeping).
         self.after_run: list[Callable[[], None]] = []
         #: Callables run before each run of the graph.
@@ -61,23 +73,114 @@ class TraceState:
         """The current value of every scalar slot."""
         return [float(g()) for g in self.scalars]
 
-    def guard(self, obj: Any, attr: str, module: bool = False) -> None:
-        """Re-check ``getattr(obj, attr)`` before each run; a change retraces.
-
-        ``module=True`` for a ``Module``'s attributes: those change only through
-        ``Module.__setattr__`` or its member tables, which bump
-        ``Module._structure_version``, so they are re-checked only when it moved.
-        """
+    def guard(self, obj: Any, attr: str) -> None:
+        """Re-check ``getattr(obj, attr)`` before each run; a change retraces."""
         k = (id(obj), attr)
         if k in self._guarded:
             return
         self._guarded.add(k)
-        (self.module_guards if module else self.guards).append((obj, attr, getattr(obj, attr)))
+        self.guards.append((obj, attr, getattr(obj, attr)))
+
+    def guard_value(self, what: str, getter: Callable[[], Any]) -> None:
+        """Re-check ``getter()`` before each run (by value for plain data, else by
+        identity); a change retraces and ``explain=True`` names ``what``."""
+        self.value_guards.append((what, getter, getter()))
+
+    def use_module(self, module: Any) -> None:
+        """Note that the graph depends on ``module`` (see :meth:`finish`)."""
+        self.modules.setdefault(id(module), module)
+
+    def finish(self) -> None:
+        """Snapshot every used module once the trace is complete.
+
+        A captured graph bakes in what a module's Python code read while
+        tracing: plain attributes (``training``, ``Dropout.p``, a user
+        module's ``self.k``), the parameter, buffer and submodule objects, the
+        forward hooks. Every entry of those tables is snapshotted (not only
+        the ones read: reads of instance attributes are not observable
+        cheaply); non-tensor plain values compare by value, other objects by
+        identity. Taken at the end of the trace, so attributes a forward sets
+        while tracing do not fail the guard at the next call.
+        """
+        for m in self.modules.values():
+            d = m.__dict__
+            cell = d.get("_version")
+            if not (type(cell) is list and len(cell) == 1):
+                cell = [0]  # (a module built without Module.__init__: compared at every check)
+                version = -1
+            else:
+                version = cell[0]
+            self.module_snapshots.append([cell, version, m, _tables(m)])
+            for name, v in d.items():
+                if type(v) in _CONTAINERS and name not in _BOOKKEEPING:
+                    frozen = _freeze(v)
+                    if frozen is not None:
+                        self.container_guards.append((m, name, frozen))
 
     def guards_hold(self, modules: bool = True) -> str | None:
         """None when every guard still holds, else a description of the first that fails
-        (``modules=False`` skips the guards on module attributes)."""
-        return _first_failed(self.guards) or (_first_failed(self.module_guards) if modules else None)
+        (``modules=False`` skips the snapshots of modules' tables: those change only
+        through ``Module.__setattr__`` or the member tables, which bump
+        ``Module._structure_version``, so callers check them only when it moved)."""
+        why = _first_failed(self.guards) or _values_changed(self.value_guards)
+        if why is None and self.container_guards:
+            why = _containers_changed(self.container_guards)
+        if why is None and modules:
+            why = modules_changed(self.module_snapshots)
+        return why
+
+
+#: A module's member tables snapshotted besides its ``__dict__``.
+_MODULE_TABLES = ("_parameters", "_buffers", "_modules", "_forward_pre_hooks", "_forward_hooks")
+_TABLE_WHAT = {
+    "_parameters": "parameter",
+    "_buffers": "buffer",
+    "_modules": "submodule",
+    "_forward_pre_hooks": "forward pre-hook",
+    "_forward_hooks": "forward hook",
+}
+
+#: ``Module`` attributes no forward reads (not guarded by value).
+_BOOKKEEPING = frozenset({"_non_persistent_buffers_set", "_version"})
+
+_SCALARS = frozenset({bool, int, float, complex, str, bytes, type(None)})
+_CONTAINERS = frozenset({list, dict, set})
+
+
+def _freeze(v: Any) -> Any:
+    """A comparable copy of plain data (None, bool, int, float, complex, str,
+    bytes, ``fg.dtype``/``fg.device``, and tuples, lists, dicts and sets of
+    those), types included; None for anything else."""
+    t = type(v)
+    if t in _SCALARS or t is _core.dtype or t is _core.device:
+        return (t, v)
+    if t is tuple or t is list:
+        items = tuple(_freeze(x) for x in v)
+        return None if None in items else (t, items)
+    if t is dict:
+        items = tuple((_freeze(k), _freeze(x)) for k, x in v.items())
+        return None if any(None in kv for kv in items) else (t, items)
+    if t is set or t is frozenset:
+        items = [_freeze(x) for x in v]
+        return None if None in items else (t, frozenset(items))
+    return None
+
+
+def same_value(old: Any, new: Any) -> bool:
+    """Whether ``new`` may stand for ``old`` in a captured graph: the same
+    object, or equal plain data of the same types."""
+    if new is old:
+        return True
+    a = _freeze(old)
+    return a is not None and a == _freeze(new)
+
+
+def show(v: Any) -> str:
+    """A short description of a guarded value for messages."""
+    if _freeze(v) is not None:
+        r = repr(v)
+        return r if len(r) <= 60 else r[:57] + "..."
+    return f"a {type(v).__name__}"
 
 
 def _first_failed(guards: list[tuple[Any, str, Any]]) -> str | None:
@@ -87,8 +190,91 @@ def _first_failed(guards: list[tuple[Any, str, Any]]) -> str | None:
             continue
         if isinstance(val, (bool, int, float, str)) and type(now) is type(val) and now == val:
             continue
-        shown = repr(val) if isinstance(val, (bool, int, float, str)) else f"a {type(val).__name__}"
-        return f"{type(obj).__name__}.{attr} changed (was {shown})"
+        return f"{type(obj).__name__}.{attr} changed (was {show(val)})"
+    return None
+
+
+def _values_changed(guards: list[tuple[str, Callable[[], Any], Any]]) -> str | None:
+    for what, getter, val in guards:
+        now = getter()
+        if now is val or same_value(val, now):
+            continue
+        return f"{what} changed (was {show(val)})"
+    return None
+
+
+def _containers_changed(guards: list[tuple[Any, str, Any]]) -> str | None:
+    for m, name, frozen in guards:
+        now = m.__dict__.get(name, _MISSING)
+        if _freeze(now) != frozen:
+            return f"{type(m).__name__}.{name} changed (was {show(_unfreeze(frozen))})"
+    return None
+
+
+def _unfreeze(f: Any) -> Any:
+    t, v = f
+    if t is tuple or t is list:
+        return t(_unfreeze(x) for x in v)
+    if t is dict:
+        return {_unfreeze(k): _unfreeze(x) for k, x in v}
+    if t is set or t is frozenset:
+        return t(_unfreeze(x) for x in v)
+    return v
+
+
+def _tables(m: Any) -> list[tuple[dict, tuple, tuple]]:
+    """(table, names, values) of a module's ``__dict__`` and member tables."""
+    d = m.__dict__
+    return [(t, tuple(t), tuple(t.values())) for t in (d, *(d[k] for k in _MODULE_TABLES if k in d))]
+
+
+def modules_changed(snapshots: list[list[Any]]) -> str | None:
+    """None when every snapshotted module holds the same objects (or equal
+    plain values), else what changed first.
+
+    A module whose version did not move since its snapshot was last verified
+    costs one comparison. Otherwise its tables are compared: one length and
+    one identity comparison per entry, done in C (``map``), and entry by
+    entry only for a table that differs; when every difference is an equal
+    plain value (``m.p = 0.5`` again), the snapshot is refreshed.
+    """
+    for snap in snapshots:
+        cell = snap[0]
+        if cell[0] == snap[1]:
+            continue
+        m = snap[2]
+        fresh = False
+        for t, names, vals in snap[3]:
+            if len(t) == len(names) and all(map(is_, map(t.get, names), vals)):
+                continue
+            why = _table_changed(m, t, names, vals)
+            if why is not None:
+                return why
+            fresh = True
+        if fresh:
+            snap[3] = _tables(m)
+        if snap[1] != -1:
+            snap[1] = cell[0]
+    return None
+
+
+def _table_changed(m: Any, t: dict, names: tuple, vals: tuple) -> str | None:
+    owner = type(m).__name__
+    kind = next((k for k in _MODULE_TABLES if m.__dict__.get(k) is t), None)
+    what = _TABLE_WHAT.get(kind or "", "attribute")
+    for name, val in zip(names, vals, strict=True):
+        now = t.get(name, _MISSING)
+        if now is _MISSING:
+            return f"{owner} {what} {name!r} was removed" if kind else f"{owner}.{name} was deleted"
+        if not same_value(val, now):
+            if kind in ("_forward_pre_hooks", "_forward_hooks"):
+                return f"{owner} {what}s changed"
+            return f"{owner}.{name} changed (was {show(val)})"
+    for name in t:
+        if name not in names:
+            if kind in ("_forward_pre_hooks", "_forward_hooks"):
+                return f"{owner} {what}s changed"
+            return f"{owner} {what} {name!r} was added" if kind else f"{owner}.{name} was set"
     return None
 
 

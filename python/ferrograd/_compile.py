@@ -13,10 +13,24 @@ value in Python (``bool(t)``, ``t.item()``) is an error that names the line
 
 State read through closures and objects is not frozen: parameters,
 buffers and optimizer state are read by reference; optimizer
-hyperparameters (a scheduler's learning rate) are read at every call;
-modules' ``training`` flags and the identity of the globals and closure
-variables the function uses are guarded — a change retraces
-(``explain=True`` says why).
+hyperparameters that are scalar slots (learning rates, momentum, weight
+decay, betas) are read at every call; what a trace bakes in is guarded —
+a change retraces (``explain=True`` says why):
+
+- every module the trace used (called, a member read, or reached from a
+  global, a closure variable or an argument): its attributes
+  (``training``, ``Dropout.p``, ``LeakyReLU.negative_slope``, a user
+  module's ``self.k``; plain data by value, other objects by identity) and
+  its parameter, buffer, submodule and hook tables (by identity); checked
+  only for modules whose version moved since the last check;
+- optimizer options that decide the step's structure (SGD's ``nesterov``
+  and whether momentum is 0, Adam's ``amsgrad``, ``maximize``...) and the
+  identity of optimizer state;
+- the identity of the globals and closure variables the function names.
+
+A signature keeps one graph per guarded state (up to ``_PER_SIGNATURE``),
+so switching back (``model.train()`` after ``model.eval()``) reuses the
+earlier trace.
 """
 
 from __future__ import annotations
@@ -35,7 +49,10 @@ Tensor = _core.Tensor
 
 __all__ = ["compile", "CompiledFunction", "CompileStats", "set_graph_passes"]
 
+#: Traces after which every further trace warns (explaining why it happens).
 _RETRACE_WARN = 8
+#: Entries kept per signature (different guarded states: train/eval, ...).
+_PER_SIGNATURE = 8
 
 #: The graph passes ``fg.compile`` and ``fg.Session`` run unless told otherwise
 #: (see :func:`set_graph_passes`). ``FG_GRAPH_PASSES=off`` starts with all off.
@@ -153,15 +170,112 @@ def _key_of(obj: Any, dynamic_dims: dict[int, list[int]], tensors: list[Tensor])
     return ("obj", type(obj).__qualname__, id(obj))
 
 
-def _describe_change(old: Hashable, new: Hashable) -> str:
-    """What differs between two cache keys, for ``explain=True``."""
+_SCALAR_KEYS = frozenset({"bool", "int", "float", "str", "bytes", "complex", "NoneType"})
+_TENSOR_FIELDS = ("dtype", "shape", "requires_grad", "device", "is_leaf")
+
+
+def _positional_names(fn: Callable) -> list[str]:
+    """Names of ``fn``'s positional parameters (a compiled module's: its forward's)."""
+    import inspect
+
+    from .nn.modules.module import Module
+
+    target = fn
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, Module) and getattr(fn, "__name__", "") == "__call__":
+        target = owner.forward
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names
+
+
+def _is_tensor_key(k: Any) -> bool:
+    return isinstance(k, tuple) and len(k) == 6 and k[0] == "T"
+
+
+def _is_seq_key(k: Any) -> bool:
+    return (
+        isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
+        and k[0] not in _SCALAR_KEYS and k[0] != "id" and isinstance(k[1], tuple)
+    )
+
+
+def _show_shape(shape: tuple) -> str:
+    """``(8, 4)``; a dynamic dimension shows as ``?``."""
+    dims = ["?" if d is None else str(d) for d in shape]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _show_key(k: Any, other: Any = None) -> str:
+    """One argument's cache key, readably."""
+    if _is_tensor_key(k):
+        return f"a {k[1]} tensor of shape {_show_shape(k[2])}"
+    if isinstance(k, tuple) and len(k) == 2 and k[0] in _SCALAR_KEYS:
+        typed = isinstance(other, tuple) and len(other) == 2 and other[0] in _SCALAR_KEYS and other[0] != k[0]
+        return f"{k[1]!r} ({k[0]})" if typed else repr(k[1])
+    if isinstance(k, tuple) and k and k[0] in ("id", "obj"):
+        return f"a {k[1]} object" if k[0] == "obj" else "an unhashable object"
+    if _is_seq_key(k):
+        return f"a {k[0]} of {len(k[1])}"
+    return repr(k)
+
+
+def _describe_value(old: Any, new: Any) -> str:
+    """How one argument's key changed: ``[1]['x']: shape (2, 3) -> (4, 3)``."""
+    if _is_tensor_key(old) and _is_tensor_key(new):
+        parts = []
+        for name, a, b in zip(_TENSOR_FIELDS, old[1:], new[1:], strict=True):
+            if a != b:
+                if name == "shape":
+                    a, b = _show_shape(a), _show_shape(b)
+                parts.append(f"{name} {a} -> {b}")
+        return ": tensor " + ", ".join(parts)
+    if _is_seq_key(old) and _is_seq_key(new) and old[0] == new[0] and len(old[1]) == len(new[1]):
+        for i, (a, b) in enumerate(zip(old[1], new[1], strict=True)):
+            if a != b:
+                if old[0] == "dict":
+                    # items are (key, value key) pairs
+                    if a[0] != b[0]:
+                        break
+                    return f"[{a[0]!r}]" + _describe_value(a[1], b[1])
+                return f"[{i}]" + _describe_value(a, b)
+    if isinstance(old, tuple) and isinstance(new, tuple) and old[:1] == ("obj",) and old[:2] == new[:2]:
+        return f": another {old[1]} object"
+    return f": {_show_key(old, new)} -> {_show_key(new, old)}"
+
+
+def _describe_change(old: Hashable, new: Hashable, names: list[str] | None = None) -> str:
+    """What differs between two cache keys, for ``explain=True``: the argument
+    (by position and name, or keyword) and the change, nested paths included."""
     if old == new:
         return "nothing (a guard failed)"
-    if isinstance(old, tuple) and isinstance(new, tuple) and len(old) == len(new):
-        for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            if a != b:
-                inner = _describe_change(a, b)
-                return f"[{i}] {inner}" if inner else f"[{i}]: {a!r} -> {b!r}"
+    try:
+        (okey, ograd), (nkey, ngrad) = old, new
+        (_, ((_, oargs), (_, okw))), (_, ((_, nargs), (_, nkw))) = okey, nkey
+    except (TypeError, ValueError):
+        return f"{old!r} -> {new!r}"
+    if ograd != ngrad:
+        return f"grad mode: {'enabled' if ograd else 'disabled'} -> {'enabled' if ngrad else 'disabled'}"
+    names = names or []
+    if len(oargs) != len(nargs):
+        return f"number of positional arguments: {len(oargs)} -> {len(nargs)}"
+    for i, (a, b) in enumerate(zip(oargs, nargs, strict=True)):
+        if a != b:
+            label = f"argument {i}" + (f" (`{names[i]}`)" if i < len(names) else "")
+            return label + _describe_value(a, b)
+    okw, nkw = dict(okw), dict(nkw)
+    if okw.keys() != nkw.keys():
+        return f"keyword arguments: {sorted(okw)} -> {sorted(nkw)}"
+    for k in okw:
+        if okw[k] != nkw[k]:
+            return f"keyword argument `{k}`" + _describe_value(okw[k], nkw[k])
     return f"{old!r} -> {new!r}"
 
 
@@ -271,10 +385,20 @@ class CompiledFunction:
             if k not in PASSES:
                 raise ValueError(f"unknown graph pass {k!r}; passes: {', '.join(PASSES)}")
         self.stats = CompileStats()
-        self._cache: dict[Hashable, _Entry] = {}
+        #: Entries by signature; several when traced in different guarded states.
+        self._cache: dict[Hashable, list[_Entry]] = {}
         self._last_key: Hashable = None
+        self._n_traced = 0
         self._names = _free_names(fn)
+        self._arg_names = _positional_names(fn)
         functools.update_wrapper(self, fn)
+
+    def _name(self) -> str:
+        """The compiled function's name for messages (a compiled module's class)."""
+        owner = getattr(self.fn, "__self__", None)
+        if owner is not None and getattr(self.fn, "__name__", "") == "__call__":
+            return type(owner).__name__
+        return str(getattr(self.fn, "__qualname__", self.fn))
 
     # -- signatures -------------------------------------------------------
 
@@ -319,18 +443,36 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         self.stats.calls += 1
         key, tensors, dyn = self._signature(args, kwargs)
-        entry = self._cache.get(key)
-        why = None
-        if entry is not None:
-            why = self._stale(entry)
-            if why is not None:
-                del self._cache[key]
-                entry = None
+        entry, why = self._lookup(key)
         if entry is None:
             entry = self._trace(key, args, kwargs, tensors, dyn, why)
         if entry.eager:
             return self.fn(*args, **kwargs)
         return self._run(entry, tensors)
+
+    def _lookup(self, key: Hashable) -> tuple[_Entry | None, str | None]:
+        """The cached entry of this signature whose guards hold (most recently
+        used first), or None and why the first one's guards failed.
+
+        A signature keeps one entry per guarded state it was traced in (up to
+        ``_PER_SIGNATURE``, least recently used dropped first), so flipping
+        between states (``model.train()`` / ``model.eval()``, two values of a
+        hyperparameter) reuses the earlier traces.
+        """
+        entries = self._cache.get(key)
+        if not entries:
+            return None, None
+        first = entries[0]
+        why = self._stale(first)
+        if why is None:
+            return first, None
+        for i in range(1, len(entries)):
+            e = entries[i]
+            if self._stale(e) is None:
+                del entries[i]
+                entries.insert(0, e)
+                return e, None
+        return None, why
 
     def _stale(self, entry: _Entry) -> str | None:
         from .nn.modules.module import Module
@@ -371,20 +513,24 @@ class CompiledFunction:
 
         from .nn.modules.module import Module
 
-        if self.explain or len(self._cache) + 1 == _RETRACE_WARN:
+        self._n_traced += 1
+        if self.explain or self._n_traced % _RETRACE_WARN == 0:
             if self._last_key is None:
                 reason = "first call"
             elif why is not None:
                 reason = why
+            elif key in self._cache:
+                reason = "a guard failed"
             else:
-                reason = "signature changed: " + _describe_change(self._last_key, key)
-            msg = f"fg.compile({getattr(self.fn, '__qualname__', self.fn)}): tracing ({reason})"
+                reason = "signature changed: " + _describe_change(self._last_key, key, self._arg_names)
+            msg = f"fg.compile({self._name()}): tracing ({reason})"
             if self.explain:
                 print(msg)
-            if len(self._cache) + 1 >= _RETRACE_WARN:
+            if self._n_traced % _RETRACE_WARN == 0:
                 warnings.warn(
-                    f"{msg}; {len(self._cache) + 1} signatures traced so far — pass dynamic=True "
-                    "for varying sizes, or explain=True to see what changes",
+                    f"{msg}; {self._n_traced} traces so far — pass dynamic=True "
+                    "for varying sizes, pass values that change as tensor arguments, "
+                    "or explain=True to see what changes",
                     stacklevel=3,
                 )
         self._last_key = key
@@ -394,6 +540,17 @@ class CompiledFunction:
         entry.snapshot = _snapshot(self._names)
         entry.module_version = Module._structure_version
         state = _capture.TraceState()
+        # Modules the function reaches directly (its globals and closure
+        # variables, a module argument such as a compiled method's ``self``)
+        # are guarded like the modules it calls, even when it only reads one
+        # of their plain attributes.
+        for _, src in self._names:
+            v = _read(src)
+            if isinstance(v, Module):
+                state.use_module(v)
+        for v in (*args, *kwargs.values()):
+            if isinstance(v, Module):
+                state.use_module(v)
         _core._trace_begin()
         try:
             with _capture.capturing(state):
@@ -407,17 +564,18 @@ class CompiledFunction:
                 out = self.fn(*cargs, **ckwargs)
                 out_flat: list[Tensor] = []
                 out_tree = _flatten(out, out_flat)
+                state.finish()
             graph = _core._trace_end(out_flat)
         except _core.TraceError as e:
             _core._trace_abort()
             if self.fallback == "eager":
                 self.stats.graph_breaks += 1
                 entry.eager = True
-                self._cache[key] = entry
+                self._store(key, entry)
                 return entry
             where = _raise_site(e)
             raise _core.TraceError(
-                f"{e} — at {where}, while tracing {getattr(self.fn, '__qualname__', self.fn)}"
+                f"{e} — at {where}, while tracing {self._name()}"
             ) from None
         except BaseException:
             _core._trace_abort()
@@ -430,8 +588,13 @@ class CompiledFunction:
         self.stats.traces += 1
         self.stats.nodes.append(graph.num_nodes)
         self.stats.capture_seconds.append(time.perf_counter() - t0)
-        self._cache[key] = entry
+        self._store(key, entry)
         return entry
+
+    def _store(self, key: Hashable, entry: _Entry) -> None:
+        entries = self._cache.setdefault(key, [])
+        entries.insert(0, entry)
+        del entries[_PER_SIGNATURE:]
 
     # -- inspection --------------------------------------------------------
 
@@ -440,9 +603,9 @@ class CompiledFunction:
         from .graph import Graph
 
         key, tensors, dyn = self._signature(args, kwargs)
-        entry = self._cache.get(key)
-        if entry is None or self._stale(entry) is not None:
-            entry = self._trace(key, args, kwargs, tensors, dyn, None)
+        entry, why = self._lookup(key)
+        if entry is None:
+            entry = self._trace(key, args, kwargs, tensors, dyn, why)
         if entry.eager:
             raise _core.TraceError("this signature could not be captured and runs eagerly (fallback='eager')")
         scalars = entry.state.scalar_values if entry.state is not None else None
@@ -452,6 +615,7 @@ class CompiledFunction:
         """Forget every traced signature."""
         self._cache.clear()
         self._last_key = None
+        self._n_traced = 0
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
@@ -481,7 +645,10 @@ def compile(
       be captured (its Python code needs a tensor's value); ``"eager"``
       runs such signatures eagerly and counts them in ``stats.graph_breaks``.
     - ``debug``: run the function eagerly every time (for pdb and prints).
-    - ``explain``: print why each trace happens.
+    - ``explain``: print why each trace happens: the argument that changed
+      (by position and name, with the path inside nested lists, tuples and
+      dicts) or the guard that failed (``LeakyReLU.negative_slope changed
+      (was 0.1)``). Every 8th trace also warns.
     - ``passes``: switch graph passes on/off for this function, e.g.
       ``{"cse": False}`` (defaults: :func:`set_graph_passes`).
     """

@@ -44,6 +44,8 @@ class Adam(Optimizer):
         self._validate_group(defaults)
         super().__init__(params, defaults)
 
+    _slot_options = frozenset({"lr", "betas", "eps", "weight_decay"})
+
     def _validate_group(self, group: dict[str, Any]) -> None:
         lr, eps, wd = _num(group, "lr"), _num(group, "eps"), _num(group, "weight_decay")
         _check(lr >= 0.0, f"Invalid learning rate: {group['lr']}")

@@ -169,8 +169,10 @@ class Optimizer:
         table = self.state._d  # (the state mapping's own dict: one lookup per parameter)
         st = _capture.current()
         if st is not None:
-            # A captured step reads this optimizer's state tensors by reference.
+            # A captured step reads this optimizer's state tensors by reference,
+            # and bakes in the options that are not per-run scalar slots.
             st.guard(self, "_state_version")
+            self._guard_options(st)
         get = table.get
         with no_grad():
             for group in self.param_groups:
@@ -191,6 +193,29 @@ class Optimizer:
         return loss
 
     # ------------------------------------------------------- graph capture
+
+    #: Group options a captured step reads afresh at every run (scalar slots,
+    #: see :meth:`_dynamic`): changing them takes effect without a retrace.
+    _slot_options: frozenset[str] = frozenset()
+
+    def _baked_options(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        """What a captured step bakes in of a group's options, as
+        ``{label: getter}``: every option this optimizer defines that is not
+        a slot (``nesterov``, ``amsgrad``, ``maximize``...). Subclasses add
+        facts about slot values that decide the step's structure (whether
+        SGD's momentum is 0)."""
+        return {f"[{k!r}]": (lambda g, k=k: g.get(k)) for k in self.defaults if k not in self._slot_options}
+
+    def _guard_options(self, st: Any) -> None:
+        """While capturing: retrace when a group is replaced or an option the
+        step bakes in changes (``explain=True`` names it)."""
+        name = type(self).__name__
+        baked = self._baked_options()
+        for gi, group in enumerate(self.param_groups):
+            groups = self.param_groups
+            st.guard_value(f"{name}.param_groups[{gi}]", lambda gs=groups, gi=gi: gs[gi] if gi < len(gs) else None)
+            for label, get in baked.items():
+                st.guard_value(f"{name}.param_groups[{gi}]{label}", lambda g=group, get=get: get(g))
 
     @staticmethod
     def _zeros_like(p: Tensor) -> Tensor:

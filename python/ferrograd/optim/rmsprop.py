@@ -46,6 +46,12 @@ class RMSprop(Optimizer):
         self._validate_group(defaults)
         super().__init__(params, defaults)
 
+    _slot_options = frozenset({"lr", "alpha", "eps", "weight_decay", "momentum"})
+
+    def _baked_options(self) -> dict[str, Any]:
+        # Whether momentum is positive decides whether the step keeps buffers.
+        return {**super()._baked_options(), "['momentum'] > 0": lambda g: float(g["momentum"]) > 0}
+
     def _validate_group(self, group: dict[str, Any]) -> None:
         lr, eps, alpha = _num(group, "lr"), _num(group, "eps"), _num(group, "alpha")
         momentum, wd = _num(group, "momentum"), _num(group, "weight_decay")
@@ -78,6 +84,7 @@ class RMSprop(Optimizer):
         dyn = self._dynamic(group, {
             "lr": lambda g: float(g["lr"]), "alpha": lambda g: float(g["alpha"]),
             "eps": lambda g: float(g["eps"]), "weight_decay": lambda g: float(g["weight_decay"]),
+            "momentum": lambda g: float(g["momentum"]),
         })
         _core._rmsprop_step(
             params, grads,

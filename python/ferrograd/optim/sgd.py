@@ -43,6 +43,12 @@ class SGD(Optimizer):
         self._validate_group(defaults)
         super().__init__(params, defaults)
 
+    _slot_options = frozenset({"lr", "momentum", "dampening", "weight_decay"})
+
+    def _baked_options(self) -> dict[str, Any]:
+        # Whether momentum is 0 decides whether the step keeps buffers at all.
+        return {**super()._baked_options(), "['momentum'] != 0": lambda g: float(g["momentum"]) != 0}
+
     def _validate_group(self, group: dict[str, Any]) -> None:
         lr, momentum, wd = _num(group, "lr"), _num(group, "momentum"), _num(group, "weight_decay")
         dampening = _num(group, "dampening")

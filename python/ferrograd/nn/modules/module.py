@@ -14,43 +14,55 @@ from ..parameter import Buffer, Parameter
 Tensor = _core.Tensor
 class _Members(OrderedDict):
     """A module's parameter, buffer or submodule table: every change bumps
-    ``Module._structure_version`` (writes straight into ``_parameters`` too),
-    so compiled graphs know when to re-check their guards on modules."""
+    ``Module._structure_version`` and the owning module's version (writes
+    straight into ``_parameters`` too), so compiled graphs know when to
+    re-check their snapshots of modules."""
+
+    def __init__(self, version: list[int] | None = None) -> None:
+        super().__init__()
+        #: The owning module's version cell (shared with ``Module._version``).
+        self._version = version if version is not None else [0]
+
+    def _bump(self) -> None:
+        Module._structure_version += 1
+        self._version[0] += 1
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        Module._structure_version += 1
+        self._bump()
         super().__setitem__(key, value)
 
     def __delitem__(self, key: Any) -> None:
-        Module._structure_version += 1
+        self._bump()
         super().__delitem__(key)
 
     def pop(self, *args: Any) -> Any:
-        Module._structure_version += 1
+        self._bump()
         return super().pop(*args)
 
     def popitem(self, last: bool = True) -> Any:
-        Module._structure_version += 1
+        self._bump()
         return super().popitem(last)
 
     def clear(self) -> None:
-        Module._structure_version += 1
+        self._bump()
         super().clear()
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
-        Module._structure_version += 1
+        self._bump()
         return super().setdefault(key, default)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        Module._structure_version += 1
+        self._bump()
         super().update(*args, **kwargs)
 
     def __ior__(self, other: Any) -> _Members:
-        Module._structure_version += 1
+        self._bump()
         return super().__ior__(other)
 
 
 T = TypeVar("T", bound="Module")
+
+_UNSET = object()
 
 __all__ = ["Module"]
 
@@ -72,13 +84,16 @@ class RemovableHandle:
 
     _next_id = 0
 
-    def __init__(self, hooks: dict[int, Callable]) -> None:
+    def __init__(self, hooks: dict[int, Callable], version: list[int] | None = None) -> None:
         self._hooks = hooks
+        self._version = version if version is not None else [0]
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
 
     def remove(self) -> None:
         """Remove the hook (does nothing if it is already removed)."""
+        Module._structure_version += 1
+        self._version[0] += 1
         self._hooks.pop(self.id, None)
 
     def __enter__(self) -> RemovableHandle:
@@ -135,15 +150,22 @@ class Module:
     training: bool
 
     #: Bumped by every attribute change of any module (parameters, submodules,
-    #: buffers, ``training``): compiled graphs re-check their guards only then.
+    #: buffers, hooks, ``training``, any plain attribute): compiled graphs
+    #: re-check their snapshots of modules only then.
     _structure_version: int = 0
 
     def __init__(self) -> None:
+        # This module's version: a one-element list bumped with
+        # ``_structure_version`` by every change of this module (shared with
+        # its member tables), so a compiled graph re-compares only the
+        # modules that changed.
+        version = [0]
+        object.__setattr__(self, "_version", version)
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", _Members())
-        object.__setattr__(self, "_buffers", _Members())
+        object.__setattr__(self, "_parameters", _Members(version))
+        object.__setattr__(self, "_buffers", _Members(version))
         object.__setattr__(self, "_non_persistent_buffers_set", set())
-        object.__setattr__(self, "_modules", _Members())
+        object.__setattr__(self, "_modules", _Members(version))
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
 
@@ -159,13 +181,11 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         st = _capture.current()
         if st is not None:
-            # A captured graph depends on the mode this module ran in and reads
-            # its parameters and buffers by reference (forward may read them
-            # from the dicts directly): guard their identity.
-            st.guard(self, "training", module=True)
-            d = self.__dict__
-            for name in (*d["_parameters"], *d["_buffers"]):
-                st.guard(self, name, module=True)
+            # A captured graph depends on what this module's code reads: its
+            # mode and hyperparameters (baked in), its parameters, buffers and
+            # submodules (read by reference), its hooks. The trace snapshots
+            # all of them when it ends; a change retraces.
+            st.use_module(self)
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
@@ -181,13 +201,15 @@ class Module:
 
     def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
         """``hook(module, args)`` runs before ``forward``; a non-None result replaces ``args``."""
-        h = RemovableHandle(self._forward_pre_hooks)
+        self._bump_version()
+        h = RemovableHandle(self._forward_pre_hooks, self.__dict__.get("_version"))
         self._forward_pre_hooks[h.id] = hook
         return h
 
     def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
         """``hook(module, args, output)`` runs after ``forward``; a non-None result replaces the output."""
-        h = RemovableHandle(self._forward_hooks)
+        self._bump_version()
+        h = RemovableHandle(self._forward_hooks, self.__dict__.get("_version"))
         self._forward_hooks[h.id] = hook
         return h
 
@@ -205,7 +227,7 @@ class Module:
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add a parameter (or ``None``, a declared-but-absent parameter) under ``name``."""
-        Module._structure_version += 1
+        self._bump_version()
         self._check_name("parameter", name)
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
@@ -220,7 +242,7 @@ class Module:
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Add a buffer: state saved in ``state_dict`` (unless ``persistent=False``) but not trained."""
-        Module._structure_version += 1
+        self._bump_version()
         self._check_name("buffer", name)
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
@@ -236,7 +258,7 @@ class Module:
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module under ``name`` (also reachable as an attribute)."""
-        Module._structure_version += 1
+        self._bump_version()
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name("module", name)
@@ -246,9 +268,18 @@ class Module:
 
     register_module = add_module
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def _bump_version(self) -> None:
+        """Note a change of this module (see ``_structure_version``)."""
         Module._structure_version += 1
+        v = self.__dict__.get("_version")
+        if v is not None:
+            v[0] += 1
+
+    def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
+        if d.get(name, _UNSET) is value and not isinstance(value, (Parameter, Module, Buffer)):
+            return  # the same plain value again (``model.train()`` at every step): no change
+        self._bump_version()
         params = d.get("_parameters")
         if isinstance(value, Parameter):
             if params is None:
@@ -293,13 +324,13 @@ class Module:
             if store is not None and name in store:
                 st = _capture.current()
                 if st is not None:
-                    # Captured graphs read this object by reference: guard its identity.
-                    st.guard(self, name, module=True)
+                    # Captured graphs read this object by reference: guard the module.
+                    st.use_module(self)
                 return store[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
-        Module._structure_version += 1
+        self._bump_version()
         for key in ("_parameters", "_buffers", "_modules"):
             store = self.__dict__.get(key)
             if store is not None and name in store:
