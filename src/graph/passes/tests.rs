@@ -337,11 +337,14 @@ fn verifier_checks_types_and_shapes_by_inference() {
     let mut bad_shape = g.clone();
     bad_shape.values[out].shape = vec![4];
     let e = verify(&bad_shape).unwrap_err().to_string();
-    assert!(e.contains("type check") && e.contains("sum"), "{e}");
+    assert!(
+        e.contains("does not type-check") && e.contains("sum"),
+        "{e}"
+    );
     let mut bad_dtype = g.clone();
     bad_dtype.values[out].dtype = crate::tensor::DType::F64;
     let e = verify(&bad_dtype).unwrap_err().to_string();
-    assert!(e.contains("type check"), "{e}");
+    assert!(e.contains("does not type-check"), "{e}");
     // And so is a structural fault: a node reading a value defined after it.
     let mut cyclic = g.clone();
     let later = cyclic.nodes[1].outputs[0];

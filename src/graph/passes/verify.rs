@@ -94,5 +94,6 @@ pub fn verify(g: &Graph) -> Result<()> {
             }
         }
     }
-    crate::graph::exec::infer_types(g).map_err(|e| bad(format!("type check failed: {e}")))
+    crate::graph::exec::infer_types(g)
+        .map_err(|e| bad(format!("the graph does not type-check: {e}")))
 }
