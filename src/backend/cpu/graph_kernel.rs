@@ -282,10 +282,23 @@ fn run_typed<C: Real + Element + Send + Sync>(
             direct[r] = Some(j);
         }
     }
+    // Instructions run by their reader (see `pairs`), and so the position in
+    // the program at which each instruction really runs: a deferred one runs
+    // with its reader, after everything between the two.
+    let pair = pairs(k);
+    let mut runs_at: Few<usize> = (0..k.instrs.len()).collect();
+    for (j, p) in pair.iter().enumerate() {
+        if let Some(p) = *p {
+            runs_at[p] = j;
+        }
+    }
     // An output may share its buffer with an input (a buffer reused in place):
     // only with the very same layout, so each element is read only to compute
     // the same element; and it is written straight from its instruction only
-    // when no later instruction reads that input (otherwise at the chunk's end).
+    // when no instruction that runs after it reads that input (otherwise at
+    // the chunk's end). "After" is by when an instruction runs, not by its
+    // place in the program: an instruction deferred to a later reader reads
+    // its operands there, so a write in between would reach it.
     for (j, o) in outs.iter().enumerate() {
         let Some(kx) = ins.iter().position(|t| t.byte_ptr() == o.byte_ptr()) else {
             continue;
@@ -310,11 +323,13 @@ fn run_typed<C: Real + Element + Send + Sync>(
             ));
         }
         let r = k.outputs[j].0;
-        let read_later = k.instrs.iter().enumerate().skip(r + 1).any(|(_, ins_i)| {
-            reads(ins_i)
-                .into_iter()
-                .flatten()
-                .any(|a| matches!(k.instrs[a], FInstr::Load(x) if x == kx))
+        let read_later = k.instrs.iter().enumerate().any(|(i, ins_i)| {
+            i != r
+                && runs_at[i] > r
+                && reads(ins_i)
+                    .into_iter()
+                    .flatten()
+                    .any(|a| matches!(k.instrs[a], FInstr::Load(x) if x == kx))
         });
         if read_later && direct[r] == Some(j) {
             direct[r] = None;
@@ -346,7 +361,6 @@ fn run_typed<C: Real + Element + Send + Sync>(
         .max(1);
     let chunk =
         (REG_BUDGET / (buffered * std::mem::size_of::<C>()) / 64 * 64).clamp(CHUNK, MAX_CHUNK);
-    let pair = pairs(k, &direct);
     let mut deferred: Few<bool> = smallvec![false; pair.len()];
     for &p in pair.iter().flatten() {
         deferred[p] = true;
@@ -699,8 +713,10 @@ fn arith(op: BinaryOp) -> bool {
 /// it as one operand (not both). Then `i` is not run on its own: `j` runs
 /// both as one loop over three operands (`x*y+z` reads each input once and
 /// writes once, with no pass through a register buffer), rounding each op
-/// as the two loops would.
-fn pairs(k: &FusedKernel, direct: &[Option<usize>]) -> Few<Option<usize>> {
+/// as the two loops would. Registers that are outputs (among them all those
+/// computed straight into an output) are never deferred, so the pairing does
+/// not depend on which outputs are written in place.
+fn pairs(k: &FusedKernel) -> Few<Option<usize>> {
     let n = k.instrs.len();
     let mut pair: Few<Option<usize>> = smallvec![None; n];
     for i in 0..n {
@@ -711,7 +727,6 @@ fn pairs(k: &FusedKernel, direct: &[Option<usize>]) -> Few<Option<usize>> {
         // would never be run.
         if !arith(op1)
             || pair[i].is_some()
-            || direct[i].is_some()
             || k.outputs.iter().any(|&(r, _)| r == i)
             || k.reductions.iter().any(|r| r.reg == i)
         {

@@ -352,3 +352,37 @@ fn verifier_checks_types_and_shapes_by_inference() {
     let e = verify(&cyclic).unwrap_err().to_string();
     assert!(e.contains("before it is defined"), "{e}");
 }
+
+#[test]
+fn fused_output_written_in_place_never_reaches_an_input_a_deferred_op_reads() {
+    // `a*b` is read only by `t*o`, so the interpreter runs the two together,
+    // after `o = exp(c)`, which the plan writes in place over `a` (fresh and
+    // dead after the kernel). That write must wait until `a*b` has read `a`.
+    let xs: Vec<f32> = (0..20).map(|i| (i as f32 * 0.37).sin()).collect();
+    let x = t(&xs, &[4, 5]);
+    let w: Vec<Tensor> = (0..3)
+        .map(|k| {
+            let v: Vec<f32> = (0..30).map(|i| ((i + 7 * k) as f32 * 0.23).cos()).collect();
+            t(&v, &[5, 6])
+        })
+        .collect();
+    let args = [x, w[0].clone(), w[1].clone(), w[2].clone()];
+    let g = capture(&args, |a| {
+        let mm = |w: &Tensor| crate::ops::linalg::matmul(&a[0], w).unwrap();
+        let (p, q, c) = (mm(&a[1]), mm(&a[2]), mm(&a[3]));
+        let t = ew::binary(BinaryOp::Mul, &p, &q).unwrap();
+        let o = ew::unary(UnaryOp::Exp, &c).unwrap();
+        let r = ew::binary(BinaryOp::Mul, &t, &o).unwrap();
+        vec![o, r]
+    });
+    let (h, rep) = optimize(&g, &only(|o| o.fuse = true)).unwrap();
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::Fused { .. })),
+        1,
+        "{rep:?}\n{}",
+        h.dump()
+    );
+    // Both outputs reuse a dying input's buffer.
+    assert_eq!(Plan::new(&h, &[]).unwrap().memory_plan().in_place, 2);
+    assert_eq!(run(&g, &args), run(&h, &args));
+}
