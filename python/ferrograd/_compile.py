@@ -196,6 +196,41 @@ def _positional_names(fn: Callable) -> list[str]:
     return names
 
 
+def _scalar_positions(fn: Callable, names: list[str], scalars: Any) -> tuple[frozenset[int], frozenset[str]]:
+    """The positions and names of the arguments declared symbolic scalars (see :func:`compile`)."""
+    if isinstance(scalars, (str, int)):
+        scalars = (scalars,)
+    positions: set[int] = set()
+    keywords: set[str] = set()
+    for s in scalars:
+        if isinstance(s, bool) or not isinstance(s, (str, int)):
+            raise TypeError(f"scalars names arguments by name or position, got {s!r}")
+        if isinstance(s, int):
+            if s < 0:
+                raise ValueError(f"scalars: argument position {s} is negative")
+            positions.add(s)
+            if s < len(names):
+                keywords.add(names[s])
+            continue
+        if s in names:
+            positions.add(names.index(s))
+            keywords.add(s)
+            continue
+        import inspect
+
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if s not in params:
+            raise ValueError(
+                f"scalars: {getattr(fn, '__name__', 'the function')} has no argument {s!r}"
+                + (f" (arguments: {', '.join(names)})" if names else "")
+            )
+        keywords.add(s)
+    return frozenset(positions), frozenset(keywords)
+
+
 def _is_tensor_key(k: Any) -> bool:
     return isinstance(k, tuple) and len(k) == 6 and k[0] == "T"
 
@@ -372,6 +407,7 @@ class CompiledFunction:
         debug: bool = False,
         explain: bool = False,
         passes: dict[str, bool] | None = None,
+        scalars: tuple[str | int, ...] | list[str | int] = (),
     ) -> None:
         if fallback not in ("error", "eager"):
             raise ValueError(f"fallback must be 'error' or 'eager', got {fallback!r}")
@@ -391,7 +427,35 @@ class CompiledFunction:
         self._n_traced = 0
         self._names = _free_names(fn)
         self._arg_names = _positional_names(fn)
+        self._scalars = _scalar_positions(fn, self._arg_names, scalars)
         functools.update_wrapper(self, fn)
+
+    def _lift(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """``args``/``kwargs`` with the numbers passed as declared symbolic scalars made 0-d tensors."""
+        if not self._scalars:
+            return args, kwargs
+        from ._core import Tensor
+
+        device = next(
+            (a.device for a in (*args, *kwargs.values()) if isinstance(a, Tensor)),
+            None,
+        )
+
+        def lift(v: Any) -> Any:
+            if isinstance(v, bool):
+                dtype = _core.bool
+            elif isinstance(v, int):
+                dtype = _core.int64
+            elif isinstance(v, float):
+                dtype = _core.float64
+            else:
+                return v
+            return _core.tensor(v, dtype=dtype, device=device)
+
+        positions, names = self._scalars
+        args = tuple(lift(a) if i in positions else a for i, a in enumerate(args))
+        kwargs = {k: lift(v) if k in names else v for k, v in kwargs.items()}
+        return args, kwargs
 
     def _name(self) -> str:
         """The compiled function's name for messages (a compiled module's class)."""
@@ -442,10 +506,11 @@ class CompiledFunction:
             # Debugging, or called from another function being traced: run inline.
             return self.fn(*args, **kwargs)
         self.stats.calls += 1
-        key, tensors, dyn = self._signature(args, kwargs)
+        largs, lkwargs = self._lift(args, kwargs)
+        key, tensors, dyn = self._signature(largs, lkwargs)
         entry, why = self._lookup(key)
         if entry is None:
-            entry = self._trace(key, args, kwargs, tensors, dyn, why)
+            entry = self._trace(key, largs, lkwargs, tensors, dyn, why)
         if entry.eager:
             return self.fn(*args, **kwargs)
         return self._run(entry, tensors)
@@ -602,6 +667,7 @@ class CompiledFunction:
         """The graph captured for these arguments (tracing it if needed, without running it)."""
         from .graph import Graph
 
+        args, kwargs = self._lift(args, kwargs)
         key, tensors, dyn = self._signature(args, kwargs)
         entry, why = self._lookup(key)
         if entry is None:
@@ -631,6 +697,7 @@ def compile(
     debug: bool = False,
     explain: bool = False,
     passes: dict[str, bool] | None = None,
+    scalars: tuple[str | int, ...] | list[str | int] = (),
 ) -> Any:
     """Compile a function (or a module) into captured graphs.
 
@@ -651,15 +718,22 @@ def compile(
       (was 0.1)``). Every 8th trace also warns.
     - ``passes``: switch graph passes on/off for this function, e.g.
       ``{"cse": False}`` (defaults: :func:`set_graph_passes`).
+    - ``scalars``: arguments (by name or position) that are symbolic scalar
+      inputs. A Python number passed there becomes an input of the graph (a
+      0-d tensor: float64 for a float, int64 for an int, bool for a bool, on
+      the device of the first tensor argument) instead of part of the cache
+      key, so a new value runs the same graph. Such a 0-d tensor combines
+      with tensors as the number would (it does not change their dtype).
+      Other numbers are baked into the graph and retrace when they change.
     """
 
     def wrap(f: Callable) -> Any:
         from .nn.modules.module import Module
 
+        opts = dict(dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes, scalars=scalars)
         if isinstance(f, Module):
-            opts = dict(dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes)
             return _CompiledModule(f, opts)
-        return CompiledFunction(f, dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes)
+        return CompiledFunction(f, **opts)
 
     if fn is None:
         return wrap
