@@ -124,9 +124,15 @@ def test_op_captured(spec: OpSpec, dtype: str):
             ]
             out = fn(*phs)
         feed = {p: a for p, a in zip(phs, base, strict=True) if isinstance(a, fg.Tensor)}
-        fg.manual_seed(seed)
-        res = fg.Session(g).run(list(as_tuple(out)), feed=feed)
-        _same(tuple(res), want_base, f"{spec.name}[{dtype}] static graph")
+        for off, label in ((False, "passes on"), (True, "passes off")):
+            old = fg.set_graph_passes(all=False) if off else None
+            try:
+                fg.manual_seed(seed)
+                res = fg.Session(g).run(list(as_tuple(out)), feed=feed)
+            finally:
+                if old is not None:
+                    fg.set_graph_passes(**old)
+            _same(tuple(res), want_base, f"{spec.name}[{dtype}] static graph, {label}")
 
     run()
 
