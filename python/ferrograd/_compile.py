@@ -99,7 +99,7 @@ class CompileStats:
     traces: int = 0
     #: Signatures that could not be captured and run eagerly (``fallback="eager"``).
     graph_breaks: int = 0
-    #: Op nodes (kernels) run by the last call's graph.
+    #: Kernels the last call's graph runs (its op nodes other than views).
     kernels_per_call: int = 0
     #: Buffers the last call's graph allocates per run (views and in-place writes excluded).
     allocations_per_call: int = 0
@@ -379,7 +379,7 @@ def _raise_site(e: BaseException) -> str:
 class _Entry:
     """One traced signature: the graph, how to rebuild outputs, what to re-check."""
 
-    __slots__ = ("graph", "raw", "reports", "out_tree", "state", "snapshot", "eager", "key", "module_version", "n_args", "allocations")
+    __slots__ = ("graph", "raw", "reports", "out_tree", "state", "snapshot", "eager", "key", "module_version", "n_args", "allocations", "kernels")
 
     def __init__(self) -> None:
         self.graph: Any = None
@@ -393,6 +393,7 @@ class _Entry:
         self.module_version = -1
         self.n_args = 0
         self.allocations: int | None = None
+        self.kernels: int | None = None
 
 
 class CompiledFunction:
@@ -559,7 +560,10 @@ class CompiledFunction:
         if st is not None:
             for f in st.after_run:
                 f()
-        self.stats.kernels_per_call = entry.graph.num_nodes
+        if entry.kernels is None:
+            # Views (reshape, transpose, ...) launch no kernel.
+            entry.kernels = sum(1 for n in entry.graph.nodes() if n["effect"] != "view")
+        self.stats.kernels_per_call = entry.kernels
         if entry.allocations is None:
             entry.allocations = entry.graph.memory_plan(tensors[: entry.n_args])["allocations"]
         self.stats.allocations_per_call = entry.allocations

@@ -386,3 +386,28 @@ fn fused_output_written_in_place_never_reaches_an_input_a_deferred_op_reads() {
     assert_eq!(Plan::new(&h, &[]).unwrap().memory_plan().in_place, 2);
     assert_eq!(run(&g, &args), run(&h, &args));
 }
+
+#[test]
+fn simplify_makes_one_element_constants_scalars_when_promotion_allows() {
+    let x = t(&[1.0, -2.0, 3.5], &[3]);
+    let i = Tensor::from_vec(vec![1i32, 2, 3], &[3]).unwrap();
+    let g = capture(&[x.clone(), i.clone()], |a| {
+        // 0-d tensors made while tracing: constants of the graph.
+        let konst = |t: Tensor| trace::constant(&t).unwrap();
+        let c = konst(Tensor::from_vec(vec![2.5f32], &[]).unwrap());
+        let f = konst(Tensor::from_vec(vec![0.5f64], &[]).unwrap());
+        let k = konst(Tensor::from_vec(vec![4i32], &[]).unwrap());
+        vec![
+            ew::binary(BinaryOp::Mul, &a[0], &c).unwrap(), // float * float 0-d: scalar
+            ew::binary(BinaryOp::Add, &a[1], &k).unwrap(), // int + int 0-d: scalar
+            ew::binary(BinaryOp::Mul, &a[1], &f).unwrap(), // int * float 0-d: promotes, kept
+        ]
+    });
+    let binaries = |g: &Graph| count(g, |c| matches!(c, OpCall::Binary { .. }));
+    let scalars = |g: &Graph| count(g, |c| matches!(c, OpCall::BinaryScalar { .. }));
+    assert_eq!((binaries(&g), scalars(&g)), (3, 0), "{}", g.dump());
+    let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert_eq!((binaries(&h), scalars(&h)), (1, 2), "{rep:?}\n{}", h.dump());
+    let args = [x, i];
+    assert_eq!(run(&g, &args), run(&h, &args));
+}
