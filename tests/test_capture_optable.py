@@ -22,7 +22,7 @@ REGISTRY = {op["name"]: op for op in fg.registry()}
 # reason holds: capturing them raises TraceError).
 DATA_DEPENDENT = {name for name, info in REGISTRY.items() if info["data_dependent"]}
 
-PASSES_OFF = {p: False for p in ("dce", "cse", "fold", "simplify", "fuse")}
+PASSES_OFF = {p: False for p in ("dce", "cse", "fold", "simplify", "fuse", "inplace", "parallel")}
 
 
 def _cases():

@@ -169,6 +169,11 @@ def test_fused_kernel_writes_into_a_dying_intermediate():
     # Without the fusion pass nothing is reused in place.
     unfused = fg.compile(lambda x, w: ((x @ w).relu() * 2.0 + 1.0).exp(), passes={"fuse": False})
     assert unfused.graph(x, w).memory_plan()["in_place"] == 0
+    # Nor with the in-place pass off: the kernel writes a buffer of its own.
+    fresh = fg.compile(lambda x, w: ((x @ w).relu() * 2.0 + 1.0).exp(), passes={"inplace": False})
+    m = fresh.graph(x, w).memory_plan()
+    assert m["in_place"] == 0 and m["allocations"] == 2
+    np.testing.assert_array_equal(fresh(x, w).numpy(), out.numpy())
 
 
 def test_no_in_place_write_into_arguments_kept_values_or_live_intermediates():
@@ -256,6 +261,10 @@ def test_independent_branches_run_as_pairs_and_match_eager():
     np.testing.assert_allclose(got.numpy(), two(a, b, w1, w2).numpy(), rtol=1e-12, atol=1e-12)
     # The profile still times every node.
     assert len(g.profile(a, b, w1, w2)) == g.num_nodes
+    # With the parallel pass off the branches run one after the other.
+    serial = fg.compile(two, passes={"parallel": False})
+    assert serial.graph(a, b, w1, w2).parallel_pairs() == []
+    np.testing.assert_array_equal(serial(a, b, w1, w2).numpy(), got.numpy())
     # One thread: the pair runs one after the other, with the same result.
     n = fg.get_num_threads()
     try:

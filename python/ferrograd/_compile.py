@@ -56,7 +56,7 @@ _PER_SIGNATURE = 8
 
 #: The graph passes ``fg.compile`` and ``fg.Session`` run unless told otherwise
 #: (see :func:`set_graph_passes`). ``FG_GRAPH_PASSES=off`` starts with all off.
-PASSES = ("dce", "cse", "fold", "simplify", "fuse")
+PASSES = ("dce", "cse", "fold", "simplify", "fuse", "inplace", "parallel")
 _default_passes: dict[str, bool] = {
     p: os.environ.get("FG_GRAPH_PASSES", "on").lower() not in ("off", "none", "0") for p in PASSES
 }
@@ -66,7 +66,9 @@ def set_graph_passes(**flags: bool) -> dict[str, bool]:
     """Switch graph passes on or off for graphs traced from now on; returns the previous settings.
 
     ``fg.set_graph_passes(fuse=False)``; names: ``dce``, ``cse``, ``fold``,
-    ``simplify``, ``fuse``. ``fg.set_graph_passes(all=False)`` turns every pass off.
+    ``simplify``, ``fuse``, and the plan's ``inplace`` (results written over
+    dying buffers) and ``parallel`` (independent branches side by side).
+    ``fg.set_graph_passes(all=False)`` turns every pass off.
     """
     old = dict(_default_passes)
     if "all" in flags:

@@ -1278,6 +1278,8 @@ class _Graph:
         fold: _bool = True,
         simplify: _bool = True,
         fuse: _bool = True,
+        inplace: _bool = True,
+        parallel: _bool = True,
         verify: _bool = False,
     ) -> tuple[_Graph, list[dict[str, Any]]]: ...
     def references(self) -> list[tuple[str | None, Tensor]]: ...

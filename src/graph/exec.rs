@@ -253,14 +253,14 @@ impl Plan {
             .collect();
         let record_autograd =
             !g.has_backward && g.outputs.iter().any(|&o| g.values[o].requires_grad);
-        let mut reuse = if record_autograd {
+        let mut reuse = if record_autograd || g.no_inplace {
             vec![vec![]; g.nodes.len()]
         } else {
             in_place_reuse(&g, &free_after)
         };
         // Concurrent branches pay off only for CPU kernels (a GPU queues its
         // work in order anyway).
-        let (partner, pre) = if record_autograd || g.device != Device::Cpu {
+        let (partner, pre) = if record_autograd || g.no_parallel || g.device != Device::Cpu {
             (vec![None; g.nodes.len()], vec![vec![]; g.nodes.len()])
         } else {
             branch_pairs(&g)

@@ -120,6 +120,12 @@ pub struct Graph {
     /// first tensor it reads by reference; the CPU when it reads none).
     /// Its constants are copied there when a plan is made.
     pub device: crate::tensor::Device,
+    /// Plans of this graph write no result over a dying buffer in place
+    /// (the `inplace` pass switched off).
+    pub no_inplace: bool,
+    /// Plans of this graph run no independent branches side by side (the
+    /// `parallel` pass switched off).
+    pub no_parallel: bool,
 }
 
 impl Graph {

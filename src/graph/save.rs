@@ -307,6 +307,8 @@ impl GraphRepr {
             symbols,
             has_backward: self.has_backward,
             device: Device::Cpu,
+            no_inplace: false,
+            no_parallel: false,
         };
         super::passes::verify(&g).map_err(|e| e.to_string())?;
         Ok(g)

@@ -424,7 +424,7 @@ impl PyGraph {
     }
     /// The graph after the optimisation passes, and one report per pass run:
     /// `(graph, [{"pass", "nodes_before", "nodes_after", "detail"}])`.
-    #[pyo3(signature = (dce=true, cse=true, fold=true, simplify=true, fuse=true, verify=false))]
+    #[pyo3(signature = (dce=true, cse=true, fold=true, simplify=true, fuse=true, inplace=true, parallel=true, verify=false))]
     #[allow(clippy::too_many_arguments)]
     fn optimize<'py>(
         &self,
@@ -434,6 +434,8 @@ impl PyGraph {
         fold: bool,
         simplify: bool,
         fuse: bool,
+        inplace: bool,
+        parallel: bool,
         verify: bool,
     ) -> PyResult<(PyGraph, Bound<'py, PyList>)> {
         let opts = crate::graph::passes::PassOptions {
@@ -442,6 +444,8 @@ impl PyGraph {
             fold,
             simplify,
             fuse,
+            inplace,
+            parallel,
             verify,
         };
         let (g, reports) = run(|| crate::graph::passes::optimize(&self.g, &opts))?;

@@ -91,6 +91,8 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         symbols: g.symbols.clone(),
         has_backward: g.has_backward,
         device: g.device,
+        no_inplace: g.no_inplace,
+        no_parallel: g.no_parallel,
     };
     for inp in &g.inputs {
         let used = needed_val[inp.value]

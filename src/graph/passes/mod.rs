@@ -32,6 +32,10 @@ pub struct PassOptions {
     pub fold: bool,
     pub simplify: bool,
     pub fuse: bool,
+    /// Memory planning may write results in place over dying buffers.
+    pub inplace: bool,
+    /// Plans may run independent branches side by side.
+    pub parallel: bool,
     /// Run [`verify`] after every pass.
     pub verify: bool,
 }
@@ -44,6 +48,8 @@ impl Default for PassOptions {
             fold: true,
             simplify: true,
             fuse: true,
+            inplace: true,
+            parallel: true,
             verify: cfg!(debug_assertions),
         }
     }
@@ -58,6 +64,8 @@ impl PassOptions {
             fold: false,
             simplify: false,
             fuse: false,
+            inplace: false,
+            parallel: false,
             verify: false,
         }
     }
@@ -116,6 +124,9 @@ pub fn optimize(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassReport>
     // values that need grad unfused.
     let record = !g.has_backward && g.outputs.iter().any(|&o| g.values[o].requires_grad);
     pass!(opts.fuse, "fuse", |g: &mut Graph| fuse::run(g, record));
+    // The plan's passes are switched per graph (see `exec::Plan::new`).
+    g.no_inplace = !opts.inplace;
+    g.no_parallel = !opts.parallel;
     // The bodies of control-flow nodes get the same passes.
     for n in &mut g.nodes {
         match &mut n.call {
