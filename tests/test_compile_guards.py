@@ -97,6 +97,35 @@ def test_module_attribute_read_through_a_closure_is_guarded():
     assert f.stats.traces == 2
 
 
+def test_submodule_attributes_read_through_the_parent_are_guarded():
+    class Outer(fg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = fg.nn.LeakyReLU(0.1)
+            self.seq = fg.nn.Sequential(_Scaled())
+            self.lst = fg.nn.ModuleList([_Scaled()])
+
+        def forward(self, x):
+            # Attributes of submodules that are never called.
+            return x * self.act.negative_slope + self.seq[0].k + sum(m.k for m in self.lst)
+
+    m = Outer()
+    f = fg.compile(m)
+    x = fg.randn(3, dtype=fg.float64)
+    same(f(x), m(x))
+    for n, change in enumerate(
+        [
+            lambda: setattr(m.act, "negative_slope", 0.5),
+            lambda: setattr(m.seq[0], "k", 7),
+            lambda: setattr(m.lst[0], "k", -2),
+        ],
+        start=2,
+    ):
+        change()
+        same(f(x), m(x))
+        assert f.stats.traces == n
+
+
 def test_compiled_method_guards_its_module():
     class M(nn.Module):
         def __init__(self):

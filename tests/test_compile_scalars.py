@@ -109,3 +109,35 @@ def test_unknown_scalar_names_are_refused():
         fg.compile(lambda x, rate: x * rate, scalars=["lr"])
     with pytest.raises(TypeError, match="by name or position"):
         fg.compile(lambda x, rate: x * rate, scalars=[1.5])
+
+
+def test_dynamic_indices_count_the_tensors_passed():
+    cf = fg.compile(lambda x, s, y: x * s + y, dynamic={0: [0], 1: [0]}, scalars=("s",))
+    for n, s in [(3, 2.0), (5, -1.5), (7, 0.25)]:
+        x, y = fg.ones(n), fg.arange(n, dtype=fg.float32)
+        np.testing.assert_array_equal(cf(x, s, y).numpy(), (x * s + y).numpy())
+    assert cf.stats.traces == 1  # dim 0 of x and y (tensors 0 and 1) is symbolic, s an input
+
+
+def test_keyword_only_forward_argument_of_a_module():
+    class Scale(fg.nn.Module):
+        def forward(self, x, *, scale):
+            return x * scale
+
+    m = Scale()
+    cf = fg.compile(m, scalars=("scale",))
+    x = _x(np.float64)
+    for s in (0.5, 3.0, -2.0):
+        np.testing.assert_array_equal(cf(x, scale=s).numpy(), (x * s).numpy())
+    assert cf.stats.traces == 1
+
+
+@pytest.mark.skipif(not fg.gpu.is_available(), reason="no WebGPU adapter: GPU scalars are float32")
+def test_float_scalars_on_the_gpu_are_float32():
+    cf = fg.compile(lambda x, s: x * s + s, scalars=("s",))
+    x = fg.tensor(np.linspace(-1, 1, 6, dtype=np.float32), device="gpu")
+    for s in (0.1, 2.5):
+        got = cf(x, s)
+        assert got.device.type == "gpu" and got.dtype == fg.float32
+        np.testing.assert_array_equal(got.numpy(), (x * s + s).numpy())
+    assert cf.stats.traces == 1

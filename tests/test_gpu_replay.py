@@ -481,3 +481,22 @@ def test_draws_read_on_the_host_do_not_replay():
         np.testing.assert_array_equal(a, b)
     info = cf.graph(p).gpu_replay(p)
     assert info["replays"] == 0 and "host" in info["reason"], info
+
+
+def test_cpu_draws_uploaded_in_a_gpu_graph_do_not_replay():
+    x = fg.zeros(4, device="gpu")
+
+    def f(x):
+        return x + fg.rand(4).to("gpu")  # drawn on the CPU, uploaded as data
+
+    cf = fg.compile(f)
+    fg.manual_seed(0)
+    want = [f(x).numpy() for _ in range(4)]
+    after_eager = fg.rand(3).numpy()
+    fg.manual_seed(0)
+    got = [cf(x).numpy() for _ in range(4)]
+    np.testing.assert_array_equal(fg.rand(3).numpy(), after_eager)  # the generator moved as in eager
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    info = cf.graph(x).gpu_replay(x)
+    assert info["replays"] == 0 and "CPU" in info["reason"], info

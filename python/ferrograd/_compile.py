@@ -220,8 +220,14 @@ def _scalar_positions(fn: Callable, names: list[str], scalars: Any) -> tuple[fro
             continue
         import inspect
 
+        from .nn.modules.module import Module
+
+        target = fn
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, Module) and getattr(fn, "__name__", "") == "__call__":
+            target = owner.forward
         try:
-            params = inspect.signature(fn).parameters
+            params = inspect.signature(target).parameters
         except (TypeError, ValueError):
             params = {}
         if s not in params:
@@ -433,10 +439,11 @@ class CompiledFunction:
         self._scalars = _scalar_positions(fn, self._arg_names, scalars)
         functools.update_wrapper(self, fn)
 
-    def _lift(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """``args``/``kwargs`` with the numbers passed as declared symbolic scalars made 0-d tensors."""
+    def _lift(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, frozenset[int]]:
+        """``args``/``kwargs`` with the numbers passed as declared symbolic
+        scalars made 0-d tensors, and the ids of those tensors."""
         if not self._scalars:
-            return args, kwargs
+            return args, kwargs, frozenset()
         from ._core import Tensor
 
         device = next(
@@ -444,21 +451,27 @@ class CompiledFunction:
             None,
         )
 
+        made: list[Tensor] = []
+        # float64 holds a Python float exactly; the GPU has float32 only.
+        float_dtype = _core.float32 if device is not None and device.type == "gpu" else _core.float64
+
         def lift(v: Any) -> Any:
             if isinstance(v, bool):
                 dtype = _core.bool
             elif isinstance(v, int):
                 dtype = _core.int64
             elif isinstance(v, float):
-                dtype = _core.float64
+                dtype = float_dtype
             else:
                 return v
-            return _core.tensor(v, dtype=dtype, device=device)
+            t = _core.tensor(v, dtype=dtype, device=device)
+            made.append(t)
+            return t
 
         positions, names = self._scalars
         args = tuple(lift(a) if i in positions else a for i, a in enumerate(args))
         kwargs = {k: lift(v) if k in names else v for k, v in kwargs.items()}
-        return args, kwargs
+        return args, kwargs, frozenset(id(t) for t in made)
 
     def _name(self) -> str:
         """The compiled function's name for messages (a compiled module's class)."""
@@ -469,12 +482,14 @@ class CompiledFunction:
 
     # -- signatures -------------------------------------------------------
 
-    def _dyn_dims(self, tensors: list[Tensor]) -> dict[int, list[int]]:
+    def _dyn_dims(self, tensors: list[Tensor], lifted: frozenset[int] = frozenset()) -> dict[int, list[int]]:
         if self.dynamic is False or self.dynamic is None:
             return {}
         if self.dynamic is True:
             return {i: [0] for i, t in enumerate(tensors) if t.ndim >= 1}
-        return {int(k): list(v) for k, v in dict(self.dynamic).items()}
+        # The user counts the tensors passed, not the numbers made 0-d tensors (`scalars`).
+        real = [i for i, t in enumerate(tensors) if id(t) not in lifted]
+        return {real[int(k)] if int(k) < len(real) else int(k): list(v) for k, v in dict(self.dynamic).items()}
 
     @staticmethod
     def _symbols(tensors: list[Tensor], dyn: dict[int, list[int]]) -> dict[int, list[tuple[int, str]]]:
@@ -488,7 +503,9 @@ class CompiledFunction:
                 out.setdefault(i, []).append((d, names[size]))
         return out
 
-    def _signature(self, args: tuple, kwargs: dict) -> tuple[Hashable, list[Tensor], dict[int, list[int]]]:
+    def _signature(
+        self, args: tuple, kwargs: dict, lifted: frozenset[int] = frozenset()
+    ) -> tuple[Hashable, list[Tensor], dict[int, list[int]]]:
         if not kwargs and (self.dynamic is False or self.dynamic is None) and all(type(a) is Tensor for a in args):
             # The common call, tensors only: the key `_key_of` builds, in one pass.
             leaves = tuple(
@@ -498,7 +515,7 @@ class CompiledFunction:
         tensors: list[Tensor] = []
         flat: list[Tensor] = []
         _flatten((args, kwargs), flat)
-        dyn = self._dyn_dims(flat)
+        dyn = self._dyn_dims(flat, lifted)
         key = (_key_of((args, kwargs), dyn, tensors), is_grad_enabled())
         return key, tensors, dyn
 
@@ -509,8 +526,8 @@ class CompiledFunction:
             # Debugging, or called from another function being traced: run inline.
             return self.fn(*args, **kwargs)
         self.stats.calls += 1
-        largs, lkwargs = self._lift(args, kwargs)
-        key, tensors, dyn = self._signature(largs, lkwargs)
+        largs, lkwargs, lifted = self._lift(args, kwargs)
+        key, tensors, dyn = self._signature(largs, lkwargs, lifted)
         entry, why = self._lookup(key)
         if entry is None:
             entry = self._trace(key, largs, lkwargs, tensors, dyn, why)
@@ -673,8 +690,8 @@ class CompiledFunction:
         """The graph captured for these arguments (tracing it if needed, without running it)."""
         from .graph import Graph
 
-        args, kwargs = self._lift(args, kwargs)
-        key, tensors, dyn = self._signature(args, kwargs)
+        args, kwargs, lifted = self._lift(args, kwargs)
+        key, tensors, dyn = self._signature(args, kwargs, lifted)
         entry, why = self._lookup(key)
         if entry is None:
             entry = self._trace(key, args, kwargs, tensors, dyn, why)
@@ -726,10 +743,14 @@ def compile(
       ``{"cse": False}`` (defaults: :func:`set_graph_passes`).
     - ``scalars``: arguments (by name or position) that are symbolic scalar
       inputs. A Python number passed there becomes an input of the graph (a
-      0-d tensor: float64 for a float, int64 for an int, bool for a bool, on
-      the device of the first tensor argument) instead of part of the cache
-      key, so a new value runs the same graph. Such a 0-d tensor combines
-      with tensors as the number would (it does not change their dtype).
+      0-d tensor: float64 for a float — float32 on the GPU —, int64 for an
+      int, bool for a bool, on the device of the first tensor argument)
+      instead of part of the cache key, so a new value runs the same graph.
+      With a floating or same-kind tensor the 0-d tensor combines as the
+      number would (it keeps the tensor's dtype); a float with an integer
+      tensor gives float64 (float32 on the GPU) where a Python float gives
+      the default dtype, and a result computed from the scalars alone is a
+      0-d tensor. ``dynamic`` indices count the tensors passed, not these.
       Other numbers are baked into the graph and retrace when they change.
     """
 

@@ -205,7 +205,9 @@ fn stream(
         ));
     }
     #[cfg(feature = "gpu")]
-    if matches!(device, Device::Gpu(_)) {
+    if !matches!(device, Device::Gpu(_)) {
+        crate::backend::wgpu::note_cpu_draw();
+    } else {
         // A captured GPU run records how to reserve again (each replay draws anew).
         let gen = gen.cloned();
         crate::backend::wgpu::note_reservation(Arc::new(move || {
@@ -988,6 +990,9 @@ impl crate::autograd::Backward for DropoutBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None]);
         };
+        // The forward's saved stream: no new reservation is noted for it.
+        #[cfg(feature = "gpu")]
+        crate::backend::wgpu::forget_reservation();
         let gx = match self.s {
             Some(s) => dropout_with(g, self.p, s)?,
             None => Tensor::zeros(g.shape(), g.dtype(), g.device())?,

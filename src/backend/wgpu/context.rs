@@ -415,6 +415,11 @@ impl Recording {
 
 static GPU: OnceLock<std::result::Result<Gpu, String>> = OnceLock::new();
 
+/// The device if it was created (never creates it).
+pub fn initialised() -> Option<&'static std::result::Result<Gpu, String>> {
+    GPU.get()
+}
+
 /// The device, created on first use. Errors (no adapter) are remembered.
 pub fn get() -> Result<&'static Gpu> {
     match GPU.get_or_init(|| {

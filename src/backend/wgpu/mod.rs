@@ -144,6 +144,24 @@ pub fn note_reservation(redraw: Redraw) {
     RESERVED.with(|r| *r.borrow_mut() = Some(redraw));
 }
 
+/// Drop the reservation noted for this thread (an op about to draw from a
+/// saved stream, not a new one, must not pick up another op's).
+pub fn forget_reservation() {
+    RESERVED.with(|r| r.borrow_mut().take());
+}
+
+/// Note that a random op is drawing on the CPU: a GPU capture in progress on
+/// this thread cannot replay (the draw reaches the device as uploaded data,
+/// which a replay would repeat). Never starts the device.
+pub fn note_cpu_draw() {
+    RESERVED.with(|r| r.borrow_mut().take());
+    if let Some(Ok(g)) = context::initialised() {
+        g.with_capture(|rec| {
+            rec.refuse("the run draws random numbers on the CPU (a replay would repeat them)")
+        });
+    }
+}
+
 /// A new GPU tensor of random values that `draw` writes into a CPU tensor
 /// of `shape` and `dtype` from the stream `s` (the CPU's kernels: the same
 /// numbers on both devices), uploaded. A graph capture records how to draw

@@ -375,7 +375,14 @@ fn fused_output_written_in_place_never_reaches_an_input_a_deferred_op_reads() {
         let r = ew::binary(BinaryOp::Mul, &t, &o).unwrap();
         vec![o, r]
     });
-    let (h, rep) = optimize(&g, &only(|o| o.fuse = true)).unwrap();
+    let (h, rep) = optimize(
+        &g,
+        &only(|o| {
+            o.fuse = true;
+            o.inplace = true;
+        }),
+    )
+    .unwrap();
     assert_eq!(
         count(&h, |c| matches!(c, OpCall::Fused { .. })),
         1,

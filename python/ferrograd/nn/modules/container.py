@@ -10,6 +10,23 @@ from typing import Any, overload
 from ... import _capture
 from .module import Module
 
+
+def _handed_out(m: Any) -> Any:
+    """``m``, guarded by a trace in progress (its attributes may be read next)."""
+    st = _capture.current()
+    if st is not None and isinstance(m, Module):
+        st.use_module(m)
+    return m
+
+
+def _all_handed_out(ms: Iterable[Module]) -> Iterator[Module]:
+    st = _capture.current()
+    if st is not None:
+        ms = list(ms)
+        for m in ms:
+            st.use_module(m)
+    return iter(ms)
+
 __all__ = ["ModuleDict", "ModuleList", "Sequential"]
 
 
@@ -47,7 +64,7 @@ class Sequential(Module):
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         keys = list(self._modules)
-        return self._modules[keys[_index(len(keys), idx, "Sequential")]]
+        return _handed_out(self._modules[keys[_index(len(keys), idx, "Sequential")]])
 
     def __setitem__(self, idx: int, module: Module) -> None:
         keys = list(self._modules)
@@ -71,7 +88,7 @@ class Sequential(Module):
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())  # type: ignore[arg-type]
+        return _all_handed_out(self._modules.values())  # type: ignore[arg-type]
 
     def append(self, module: Module) -> Sequential:
         """Add ``module`` at the end; returns self."""
@@ -126,7 +143,7 @@ class ModuleList(Module):
     def __getitem__(self, idx: int | slice) -> Any:
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index(len(self), idx, "ModuleList"))]
+        return _handed_out(self._modules[str(_index(len(self), idx, "ModuleList"))])
 
     def __setitem__(self, idx: int, module: Module) -> None:
         self.add_module(str(_index(len(self), idx, "ModuleList")), module)
@@ -145,7 +162,7 @@ class ModuleList(Module):
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())  # type: ignore[arg-type]
+        return _all_handed_out(self._modules.values())  # type: ignore[arg-type]
 
     def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)
@@ -181,7 +198,7 @@ class ModuleDict(Module):
             self.update(modules)
 
     def __getitem__(self, key: str) -> Module:
-        return self._modules[key]  # type: ignore[return-value]
+        return _handed_out(self._modules[key])
 
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)

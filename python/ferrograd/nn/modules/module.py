@@ -323,10 +323,14 @@ class Module:
             store = d.get(key)
             if store is not None and name in store:
                 st = _capture.current()
+                v = store[name]
                 if st is not None:
-                    # Captured graphs read this object by reference: guard the module.
+                    # Captured graphs read this object by reference: guard the module,
+                    # and a submodule handed out (its attributes may be read next).
                     st.use_module(self)
-                return store[name]
+                    if isinstance(v, Module):
+                        st.use_module(v)
+                return v
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
