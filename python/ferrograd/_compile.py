@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,8 +176,8 @@ _SCALAR_KEYS = frozenset({"bool", "int", "float", "str", "bytes", "complex", "No
 _TENSOR_FIELDS = ("dtype", "shape", "requires_grad", "device", "is_leaf")
 
 
-def _positional_names(fn: Callable) -> list[str]:
-    """Names of ``fn``'s positional parameters (a compiled module's: its forward's)."""
+def _parameters(fn: Callable) -> Mapping[str, Any]:
+    """``fn``'s parameters (a compiled module's: its forward's); empty when unknown."""
     import inspect
 
     from .nn.modules.module import Module
@@ -187,11 +187,15 @@ def _positional_names(fn: Callable) -> list[str]:
     if isinstance(owner, Module) and getattr(fn, "__name__", "") == "__call__":
         target = owner.forward
     try:
-        params = inspect.signature(target).parameters.values()
+        return inspect.signature(target).parameters
     except (TypeError, ValueError):
-        return []
+        return {}
+
+
+def _positional_names(fn: Callable) -> list[str]:
+    """Names of ``fn``'s positional parameters (a compiled module's: its forward's)."""
     names = []
-    for p in params:
+    for p in _parameters(fn).values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             break
         names.append(p.name)
@@ -218,19 +222,7 @@ def _scalar_positions(fn: Callable, names: list[str], scalars: Any) -> tuple[fro
             positions.add(names.index(s))
             keywords.add(s)
             continue
-        import inspect
-
-        from .nn.modules.module import Module
-
-        target = fn
-        owner = getattr(fn, "__self__", None)
-        if isinstance(owner, Module) and getattr(fn, "__name__", "") == "__call__":
-            target = owner.forward
-        try:
-            params = inspect.signature(target).parameters
-        except (TypeError, ValueError):
-            params = {}
-        if s not in params:
+        if s not in _parameters(fn):
             raise ValueError(
                 f"scalars: {getattr(fn, '__name__', 'the function')} has no argument {s!r}"
                 + (f" (arguments: {', '.join(names)})" if names else "")

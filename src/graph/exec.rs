@@ -1254,7 +1254,6 @@ fn replay_refusal(
     // draws (see `backend::wgpu::drawn`); uninitialised memory (`empty`) is
     // a buffer like any other. Seeding runs on the host every run, and
     // branches on data decide on the host which work runs.
-    use super::call::OpCall;
     if g.nodes
         .iter()
         .any(|n| matches!(n.call, OpCall::ManualSeed { .. }))

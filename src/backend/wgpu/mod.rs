@@ -154,7 +154,7 @@ pub fn forget_reservation() {
 /// this thread cannot replay (the draw reaches the device as uploaded data,
 /// which a replay would repeat). Never starts the device.
 pub fn note_cpu_draw() {
-    RESERVED.with(|r| r.borrow_mut().take());
+    forget_reservation();
     if let Some(Ok(g)) = context::initialised() {
         g.with_capture(|rec| {
             rec.refuse("the run draws random numbers on the CPU (a replay would repeat them)")
