@@ -521,7 +521,7 @@ const DIRECT_JB: usize = 32;
 #[inline(always)]
 fn axpy_block<T: Real>(acc: &mut [T; DIRECT_JB], av: T, b: &[T; DIRECT_JB]) {
     for (s, &bv) in acc.iter_mut().zip(b) {
-        *s = *s + av * bv;
+        *s = av.mul_add(bv, *s);
     }
 }
 
@@ -575,8 +575,9 @@ fn with_row_major<T: GemmFloat>(
 /// `c (+)= a @ b` for small products whose `b` has contiguous rows (or one
 /// column): rows of `c` are built two at a time, `DIRECT_JB` columns at a
 /// time in registers, as `Σ_p a[i,p] · b[p,:]` with the inner loop over
-/// contiguous columns of `b`. Products are summed in `p` order with separate
-/// multiplies and adds, so every SIMD level gives the same bits.
+/// contiguous columns of `b`. Products are summed in `p` order, each by one
+/// fused multiply-add, so every SIMD level gives the same bits (the scalar
+/// level calls the C library's `fma`).
 ///
 /// # Safety
 /// Pointers valid for the strided `m×k`, `k×n`, `m×n` ranges; `c` overlaps neither input.
@@ -692,7 +693,7 @@ unsafe fn tail_row<T: Real>(
         let av = *arow.offset(p * ma.cs);
         let bs = std::slice::from_raw_parts(bp.offset(p * brs + j0 as isize), jn);
         for (s, &bv) in acc.iter_mut().zip(bs) {
-            *s = *s + av * bv;
+            *s = av.mul_add(bv, *s);
         }
     }
     store(i, j0, &acc[..jn]);

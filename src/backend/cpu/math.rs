@@ -33,6 +33,9 @@ pub trait Real:
     fn ln_1p(self) -> Self;
     fn exp_m1(self) -> Self;
     fn sqrt(self) -> Self;
+    /// `self * a + b` with one rounding (IEEE fused multiply-add): the same
+    /// bits at every SIMD level, one instruction where the CPU has FMA.
+    fn mul_add(self, a: Self, b: Self) -> Self;
     fn sin(self) -> Self;
     fn cos(self) -> Self;
     fn tan(self) -> Self;
@@ -101,6 +104,10 @@ macro_rules! real_common {
         #[inline(always)]
         fn sqrt(self) -> Self {
             <$t>::sqrt(self)
+        }
+        #[inline(always)]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            <$t>::mul_add(self, a, b)
         }
         #[inline(always)]
         fn sin(self) -> Self {
