@@ -778,7 +778,9 @@ def main(argv=None):
     fill_fractions(ctx)
     print(f"\nrooflines: copy {ctx.rooflines['copy_GBps']:.1f} GB/s ({ctx.roofline_sources['copy_GBps']}), "
           f"read {ctx.rooflines['read_GBps']:.1f} GB/s ({ctx.roofline_sources['read_GBps']}), "
-          f"FMA stand-in {ctx.rooflines['fma_GFLOPs']:.0f} GFLOP/s ({ctx.roofline_sources['fma_GFLOPs']})\n")
+          f"FMA stand-in {ctx.rooflines['fma_GFLOPs']:.0f} GFLOP/s ({ctx.roofline_sources['fma_GFLOPs']})"
+          + (f", WebGPU adapter FMA {ctx.rooflines['gpu_fma_GFLOPs']:.1f} GFLOP/s"
+             if "gpu_fma_GFLOPs" in ctx.rooflines else "") + "\n")
     print_table(ctx)
     if args.json:
         out = {

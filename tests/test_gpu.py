@@ -35,6 +35,17 @@ def test_info_reports_adapter_and_limits(adapter):
         assert isinstance(fg.gpu.stats()[k], int)
 
 
+def test_fma_peak_is_measured_on_the_device():
+    before = fg.gpu.stats()["downloads"]
+    peak = fg.gpu.fma_peak(seconds=0.01, repeats=2)
+    assert np.isfinite(peak) and peak > 0.0
+    # Timed on the device alone: nothing is read back.
+    assert fg.gpu.stats()["downloads"] == before
+    for bad in (dict(seconds=0.0), dict(seconds=60.0), dict(repeats=0)):
+        with pytest.raises(ValueError, match="fma_peak"):
+            fg.gpu.fma_peak(**bad)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "bool"])
 def test_round_trip(dtype):
     a = (np.arange(24).reshape(2, 3, 4) % 5 - 2).astype(dtype)

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _core
 
-__all__ = ["empty_cache", "info", "is_available", "stats", "synchronize", "unavailable_reason"]
+__all__ = ["empty_cache", "fma_peak", "info", "is_available", "stats", "synchronize", "unavailable_reason"]
 
 
 def is_available() -> bool:
@@ -54,3 +54,16 @@ def synchronize() -> None:
 def empty_cache() -> None:
     """Release the GPU buffers the pool keeps for reuse."""
     _core._gpu_empty_cache()
+
+
+def fma_peak(seconds: float = 0.05, repeats: int = 3) -> float:
+    """The adapter's float32 arithmetic rate in GFLOP/s, measured here.
+
+    A kernel whose threads each run independent chains of fused
+    multiply-adds in registers is timed from submission to completion (a
+    multiply-add counts as 2 floating-point operations); runs grow until one
+    lasts at least ``seconds``, and the best of ``repeats`` is reported. It is
+    a practical peak to judge kernels such as matmul against, not the
+    vendor's datasheet figure. Raises ``RuntimeError`` when no adapter exists.
+    """
+    return _core._gpu_fma_peak(seconds, repeats)

@@ -135,7 +135,24 @@ fn _gpu_empty_cache() -> PyResult<()> {
     Ok(())
 }
 
+/// The adapter's measured float32 multiply-add rate in GFLOP/s (see
+/// `backend::wgpu::peak`): best of `repeats` runs of at least `seconds`.
+#[pyfunction]
+#[pyo3(signature = (seconds=0.05, repeats=3))]
+fn _gpu_fma_peak(py: Python<'_>, seconds: f64, repeats: usize) -> PyResult<f64> {
+    #[cfg(feature = "gpu")]
+    return py.detach(|| run(|| crate::backend::wgpu::peak::fma_gflops(seconds, repeats)));
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (py, seconds, repeats);
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "fma_peak: ferrograd was built without the `gpu` feature",
+        ))
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_gpu_fma_peak, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_is_available, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_info, m)?)?;

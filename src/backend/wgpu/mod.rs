@@ -4,6 +4,7 @@
 //! `shaders` for the kernels.
 
 pub mod context;
+pub mod peak;
 pub mod shaders;
 #[cfg(test)]
 mod snapshot_tests;
