@@ -105,6 +105,7 @@ fn render() -> String {
                     .chain(out_tys.iter().map(|&t| (t, true)))
                     .collect(),
                 operand: (0..n_in + out_tys.len()).collect(),
+                half: vec![],
             };
             let src = shaders::fused(&bd, kernel, &in_tys).expect("a WGSL form");
             let module = naga::front::wgsl::parse_str(&src)
