@@ -254,7 +254,7 @@ fn host_words(op: &'static str, t: &Tensor) -> Result<(Tensor, Vec<u8>)> {
             DType::F16 => {
                 let h = c.as_slice::<half::f16>();
                 bytes.extend(h.iter().flat_map(|v| v.to_bits().to_ne_bytes()));
-                if bytes.len() % 4 != 0 {
+                if !bytes.len().is_multiple_of(4) {
                     bytes.extend_from_slice(&[0, 0]);
                 }
             }

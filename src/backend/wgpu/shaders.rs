@@ -177,8 +177,7 @@ fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
 pub fn half_io(body: &str, half: &[bool]) -> String {
     let s = body.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    // The index of the bracket closing the one at `open`, or of the `;`
-    // ending the expression from `from` (depth 0).
+    // The index of the bracket closing the one at `open`.
     let close = |open: usize| -> usize {
         let mut d = 0i32;
         for (k, &c) in s.iter().enumerate().skip(open) {
@@ -195,6 +194,7 @@ pub fn half_io(body: &str, half: &[bool]) -> String {
         }
         s.len()
     };
+    // The index of the `;` ending the expression that starts at `from`.
     let end_of = |from: usize| -> usize {
         let mut d = 0i32;
         for (k, &c) in s.iter().enumerate().skip(from) {
@@ -220,16 +220,16 @@ pub fn half_io(body: &str, half: &[bool]) -> String {
             j += 1;
         }
         let k = body[i + 1..j].parse::<usize>().ok();
-        if j >= s.len() || s[j] != b'[' || !k.is_some_and(|k| half.get(k) == Some(&true)) {
+        let is_half = k.is_some_and(|k| half.get(k) == Some(&true));
+        if j >= s.len() || s[j] != b'[' || !is_half {
             i = j.max(i + 1);
             continue;
         }
         let c = close(j);
-        let acc = format!(
-            "{}[{}]",
-            &body[i..j],
-            half_io(&body[j + 1..c.min(s.len())], half)
-        );
+        if c >= s.len() {
+            break; // unbalanced: no access to convert (generated text never is)
+        }
+        let acc = format!("{}[{}]", &body[i..j], half_io(&body[j + 1..c], half));
         out.push_str(&body[copied..i]);
         let mut t = c + 1;
         while t < s.len() && s[t] == b' ' {
