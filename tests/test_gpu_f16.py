@@ -286,9 +286,8 @@ def test_large_float16_tensors_split_by_their_real_bytes():
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
-def test_webgpu_bundle_keeps_float16_storage(tmp_path):
-    """A graph exported with native float16 stores it as f16 in the bundle and asks
-    for shader-f16; under the float32 fallback it needs no feature."""
+def _export_f16(path: Path):
+    """A small float16 model compiled on the GPU and exported: (manifest, input, output)."""
     fg.manual_seed(0)
     model = fg.nn.Sequential(fg.nn.Linear(7, 5), fg.nn.Tanh(), fg.nn.Linear(5, 3)).to(dtype=fg.float16).to("gpu")
     model.eval()
@@ -299,7 +298,16 @@ def test_webgpu_bundle_keeps_float16_storage(tmp_path):
 
     x = fg.randn(4, 7, dtype=fg.float16).to("gpu")
     want = predict(x)
-    manifest = predict.graph(x).export_webgpu(tmp_path / "b")
+    manifest = predict.graph(x).export_webgpu(path)
+    # Exporting changed nothing: the graph still computes the same.
+    np.testing.assert_array_equal(bits16(predict(x)), bits16(want))
+    return manifest, x, want
+
+
+def test_webgpu_bundle_keeps_float16_storage(tmp_path):
+    """A graph exported with native float16 stores it as f16 in the bundle and asks
+    for shader-f16; under the float32 fallback it needs no feature."""
+    manifest, _, _ = _export_f16(tmp_path / "b")
     shaders = [(tmp_path / "b" / name).read_text() for name in manifest["shaders"]]
     assert manifest["outputs"][0]["dtype"] == "float16"
     if native():
@@ -310,5 +318,15 @@ def test_webgpu_bundle_keeps_float16_storage(tmp_path):
         assert manifest["features"] == []
         assert manifest["inputs"][0]["storage"] == "f32"
         assert not any("f16" in s.split("\n", 1)[0] for s in shaders)
-    # Exporting changed nothing: the graph still computes the same.
-    np.testing.assert_array_equal(bits16(predict(x)), bits16(want))
+
+
+def test_float16_bundle_runs_without_ferrograd(tmp_path):
+    """The bundle runs in wgpu-py (the device created with the manifest's features)
+    and gives the same float16 bits as ferrograd."""
+    pytest.importorskip("wgpu", reason="wgpu-py (in the test extra) is needed to load bundles")
+    from test_webgpu_bundle import _run_bundle
+
+    manifest, x, want = _export_f16(tmp_path / "b")
+    got = _run_bundle(tmp_path, tmp_path / "b", {manifest["inputs"][0]["name"]: x.cpu().numpy()})[0]["output0"]
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got.view(np.uint16), bits16(want))
