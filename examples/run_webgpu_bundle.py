@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import wgpu
 
-_STORAGE = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
-_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+_STORAGE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32}
+_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 # WebGPU's default limits: a bundle asks for more only where it needs more.
 _DEFAULT_LIMITS = {
     "max-storage-buffers-per-shader-stage": 8,
@@ -54,7 +54,11 @@ class WebGPUBundle:
                     raise RuntimeError(f"the bundle needs {name} = {value}; this adapter allows {adapter.limits[name]}")
                 if value > _DEFAULT_LIMITS.get(name, 0):
                     need[name] = value
-            device = adapter.request_device_sync(required_limits=need)
+            features = m.get("features", [])
+            missing = [f for f in features if f not in adapter.features]
+            if missing:
+                raise RuntimeError(f"the bundle needs the WebGPU features {missing}, which this adapter lacks")
+            device = adapter.request_device_sync(required_features=features, required_limits=need)
         self.device = device
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
         self.buffers = []
@@ -99,8 +103,9 @@ class WebGPUBundle:
             stored = _STORAGE[spec["storage"]]
             if stored == np.int32 and a.size and (a.min() < -(2**31) or a.max() >= 2**31):
                 raise ValueError(f"input {spec['name']!r} holds values outside int32, which the device stores")
-            raw = np.ascontiguousarray(a.astype(stored))
-            self.device.queue.write_buffer(self.buffers[spec["buffer"]], 0, raw.tobytes())
+            raw = np.ascontiguousarray(a.astype(stored)).tobytes()
+            raw += b"\0" * (-len(raw) % 4)  # writes are whole words (an odd count of float16 halves)
+            self.device.queue.write_buffer(self.buffers[spec["buffer"]], 0, raw)
         encoder = self.device.create_command_encoder()
         cpass = encoder.begin_compute_pass()
         for pipe, group, (x, y, z) in self.steps:

@@ -1,8 +1,12 @@
 """float16 and bfloat16 on the WebGPU device.
 
-The device keeps both as float32 words and rounds a tensor's values to its
-type (to nearest, ties to even) after every kernel that writes it, so each op
-computes in float32 and stores the narrow type's value, as the CPU kernels do.
+The device keeps bfloat16 (and float16 on adapters without shader-f16, or
+under FG_GPU_NO_F16=1) as float32 words and rounds a tensor's values to its
+type (to nearest, ties to even) after every kernel that writes it; float16
+is otherwise stored natively, each store rounded the same way (see
+test_gpu_f16.py, which also runs this file under the fallback). Either way
+each op computes in float32 and stores the narrow type's value, as the CPU
+kernels do.
 These tests check the rounding bit for bit against the CPU, where results
 must be identical (exact casts, single-rounding arithmetic, in-place updates,
 writes through views), and within the narrow type's precision where the two

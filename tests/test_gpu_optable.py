@@ -1,7 +1,8 @@
 """GPU parity of the op table: every spec's samples run on the CPU and on the WebGPU device.
 
-For each op-table spec and each dtype the GPU holds (float32; float16 and
-bfloat16, stored as float32 rounded to their type after every kernel; int32,
+For each op-table spec and each dtype the GPU holds (float32; float16,
+stored natively as f16 where the adapter has shader-f16 and otherwise, like
+bfloat16, as float32 rounded to its type after every kernel; int32,
 int64 stored in 32 bits; bool), a few drawn examples run twice: on CPU tensors and
 on the same tensors moved with ``.to("gpu")``. The GPU results must stay on
 the GPU, match the CPU within float32 tolerances (WGSL's accuracy rules are

@@ -32,7 +32,12 @@ def unavailable_reason() -> str | None:
 
 
 def info() -> dict[str, Any]:
-    """The adapter: ``name``, ``backend``, ``device_type``, ``driver``, ``limits`` and ``features``.
+    """The adapter: ``name``, ``backend``, ``device_type``, ``driver``, ``limits`` and ``features``;
+    the device: ``device_features`` (what it was created with) and ``float16_storage``:
+    ``"f16"`` when float16 tensors are stored natively (2 bytes per element; the adapter
+    has ``shader-f16``), ``"f32"`` when they are stored as float32 words rounded to float16
+    after every write (no ``shader-f16``, or ``FG_GPU_NO_F16=1`` set before the device
+    was created).
 
     Raises ``RuntimeError`` when no adapter exists.
     """

@@ -23,8 +23,13 @@
 //!   and `workgroups` `[x, y, z]`.
 //! - `inputs`/`outputs`: `{"name", "buffer", "dtype", "storage", "shape",
 //!   "offset", "strides"}`: the tensor's dtype, the element type it is stored
-//!   as on the device (`f32`, `i32`, `u32`; int64 is stored as i32 and bool
-//!   as u32 0/1), its shape, and its element offset and strides in that buffer.
+//!   as on the device (`f32`, `f16`, `i32`, `u32`; int64 is stored as i32,
+//!   bool as u32 0/1, bfloat16 as f32, float16 as f16 where the exporting
+//!   device has `shader-f16` and as f32 otherwise), its shape, and its
+//!   element offset and strides in that buffer.
+//! - `features`: the WebGPU features the device running the bundle must be
+//!   created with: `["shader-f16"]` when a shader stores float16 natively
+//!   (it starts with `enable f16;`), else empty.
 //! - `limits`: the device limits the bundle needs (storage buffers per
 //!   stage, binding and buffer size, workgroups per dimension).
 //! - `memory`: `scratch_bytes` (the shared scratch slots) and
@@ -41,7 +46,7 @@ use serde_json::{json, Value};
 use super::exec::Plan;
 use crate::backend::wgpu::context::{get, GpuBuffer, Recording};
 use crate::backend::wgpu::shaders::GTy;
-use crate::backend::wgpu::{buffer, gty};
+use crate::backend::wgpu::{buffer, gty, is_half};
 use crate::error::{Error, Result};
 use crate::tensor::{Device, Tensor};
 
@@ -57,6 +62,9 @@ pub struct Bundle {
 }
 
 fn storage_name(t: &Tensor) -> Result<&'static str> {
+    if is_half(t.dtype()) {
+        return Ok("f16");
+    }
     Ok(match gty("export_webgpu", t.dtype())? {
         GTy::F32 => "f32",
         GTy::I32 => "i32",
@@ -217,9 +225,15 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
     let shader_files: Vec<String> = (0..rec.shaders.len())
         .map(|k| format!("shaders/{k:03}.wgsl"))
         .collect();
+    let features: Vec<&str> = if rec.shaders.iter().any(|s| s.starts_with("enable f16;")) {
+        vec!["shader-f16"]
+    } else {
+        vec![]
+    };
     let manifest = json!({
         "format": "ferrograd-webgpu-bundle",
         "version": 1,
+        "features": features,
         "entry_point": "main",
         "data": "data.bin",
         "shaders": shader_files,

@@ -605,7 +605,8 @@ impl Replay {
                                 _ => {
                                     let b = buf_of(*s);
                                     Arc::new(Storage::from_gpu(
-                                        (b.len / 4) as usize * dtype.itemsize(),
+                                        b.len as usize / crate::backend::wgpu::elem_bytes(*dtype)
+                                            * dtype.itemsize(),
                                         Device::Gpu(0),
                                         Box::new(b.clone()),
                                     ))

@@ -72,6 +72,16 @@ fn _gpu_info(py: Python<'_>) -> PyResult<Py<PyAny>> {
             .map(|(n, _)| n.to_lowercase())
             .collect();
         d.set_item("features", feats)?;
+        let dev: Vec<String> = g
+            .device_features
+            .iter_names()
+            .map(|(n, _)| n.to_lowercase())
+            .collect();
+        d.set_item("device_features", dev)?;
+        d.set_item(
+            "float16_storage",
+            if g.half_native() { "f16" } else { "f32" },
+        )?;
         Ok(d.into_any().unbind())
     }
     #[cfg(not(feature = "gpu"))]

@@ -130,6 +130,11 @@ impl GpuBuffer {
             Some((p, b)) => (p.clone(), b + base),
             None => (self.clone(), base),
         };
+        // A binding's size is a multiple of 4 bytes (float16 windows may end mid-word).
+        let len = len
+            .div_ceil(4)
+            .saturating_mul(4)
+            .min(root.cap - base.min(root.cap));
         debug_assert!(base + len <= root.cap);
         let narrow =
             (*root.narrow.lock()).map(|(ty, n)| (ty, n.saturating_sub(base / 4).min(len / 4)));
@@ -229,7 +234,11 @@ const BATCH_OPS_LISTED: usize = 12;
 pub struct Gpu {
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
+    /// The adapter's features.
     pub features: wgpu::Features,
+    /// The features the device was created with (`SHADER_F16` when float16
+    /// is stored natively, see [`Gpu::half_native`]).
+    pub device_features: wgpu::Features,
     device: wgpu::Device,
     queue: wgpu::Queue,
     state: Mutex<State>,
@@ -485,9 +494,18 @@ fn init() -> std::result::Result<Gpu, String> {
             limits.max_storage_buffer_binding_size.min(v as u64);
     }
     let features = adapter.features();
+    // float16 is stored natively (`array<f16>`) where the adapter has
+    // `shader-f16`, unless FG_GPU_NO_F16 asks for the float32 storage of
+    // adapters without it (how that path is tested on any machine).
+    let no_f16 = std::env::var("FG_GPU_NO_F16").is_ok_and(|v| !matches!(v.trim(), "" | "0"));
+    let device_features = if features.contains(wgpu::Features::SHADER_F16) && !no_f16 {
+        wgpu::Features::SHADER_F16
+    } else {
+        wgpu::Features::empty()
+    };
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("ferrograd"),
-        required_features: wgpu::Features::empty(),
+        required_features: device_features,
         required_limits: limits.clone(),
         ..Default::default()
     }))
@@ -505,6 +523,7 @@ fn init() -> std::result::Result<Gpu, String> {
         info,
         limits,
         features,
+        device_features,
         device,
         queue,
         state: Mutex::new(State {
@@ -776,6 +795,12 @@ impl Gpu {
         self.dispatch_ranges(op, src, bufs, &[], meta, groups)
     }
 
+    /// Whether float16 tensors are stored as `f16` (2 bytes per element;
+    /// the device has `shader-f16`) rather than as float32 words.
+    pub fn half_native(&self) -> bool {
+        self.device_features.contains(wgpu::Features::SHADER_F16)
+    }
+
     /// The largest byte range one binding may cover (`max_storage_buffer_binding_size`).
     pub fn max_binding(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size
@@ -881,6 +906,14 @@ impl Gpu {
         meta: &[u32],
         groups: u64,
     ) -> Result<Arc<[bool]>> {
+        // Binding sizes are multiples of 4 bytes: a range of float16
+        // elements ending mid-word takes the rest of the word (buffers and
+        // range offsets are 4-byte aligned, so it stays inside the buffer).
+        let ranges: Vec<(u64, u64)> = ranges
+            .iter()
+            .map(|&(off, size)| (off, size.div_ceil(4) * 4))
+            .collect();
+        let ranges = &ranges[..];
         let max = self.max_binding();
         for (j, b) in bufs.iter().enumerate() {
             let size = ranges.get(j).map_or(b.len, |r| r.1);

@@ -29,8 +29,11 @@ use shaders::{Bindings, GTy};
 /// The element type a dtype has on the device, or a `TypeError` naming the op.
 pub fn gty(op: &'static str, d: DType) -> Result<GTy> {
     match d {
-        // float16 and bfloat16 are stored and computed as float32, rounded
-        // to their type after every write (see `GpuBuffer::set_narrow`).
+        // float16 and bfloat16 are computed as float32. bfloat16 (and
+        // float16 on a device without `shader-f16`) is also stored so,
+        // rounded to its type after every write (see
+        // `GpuBuffer::set_narrow`); native float16 storage is marked per
+        // binding instead (see `Bindings::half`).
         DType::F32 | DType::F16 | DType::BF16 => Ok(GTy::F32),
         DType::I32 | DType::I64 => Ok(GTy::I32),
         DType::Bool => Ok(GTy::U32),
@@ -46,9 +49,32 @@ fn gpu_float(d: DType) -> bool {
     matches!(d, DType::F32 | DType::F16 | DType::BF16)
 }
 
+/// Whether `d` is stored as native float16 (`f16`, 2 bytes) on the device
+/// (float16 where the device was created with `shader-f16`).
+pub(crate) fn is_half(d: DType) -> bool {
+    d == DType::F16 && context::started().is_some_and(|g| g.half_native())
+}
+
+/// The bytes one element of `d` takes on the device: 2 for native float16,
+/// else 4 (int64 and bool widen or narrow to 32-bit words).
+pub(crate) fn elem_bytes(d: DType) -> usize {
+    if is_half(d) {
+        2
+    } else {
+        4
+    }
+}
+
+/// The bytes a device buffer of `n` elements of `d` needs (a multiple of 4,
+/// at least 4: bindings are sized in whole words).
+fn buffer_bytes(n: usize, d: DType) -> u64 {
+    ((n * elem_bytes(d)) as u64).div_ceil(4).max(1) * 4
+}
+
 /// Mark a float16/bfloat16 tensor's new buffer so every write is rounded to its type.
 fn mark_narrow(buf: &GpuBuffer, dtype: DType, n: usize) {
     let ty = match dtype {
+        DType::F16 if is_half(dtype) => return,
         DType::F16 => Narrow::F16,
         DType::BF16 => Narrow::BF16,
         _ => return,
@@ -73,7 +99,8 @@ pub(crate) fn buffer(op: &'static str, t: &Tensor) -> Result<Arc<GpuBuffer>> {
         })
 }
 
-/// A new GPU storage for `nbytes` logical bytes of `dtype` (4 bytes per element on the device).
+/// A new GPU storage for `nbytes` logical bytes of `dtype` (4 bytes per
+/// element on the device, 2 for native float16).
 pub fn new_storage(
     op: &'static str,
     nbytes: usize,
@@ -89,7 +116,7 @@ pub fn new_storage(
     }
     let g = get()?;
     let n = nbytes / dtype.itemsize();
-    let buf = g.alloc(op, (n as u64 * 4).max(4))?;
+    let buf = g.alloc(op, buffer_bytes(n, dtype))?;
     Ok(storage_over(buf, nbytes, dtype))
 }
 
@@ -197,11 +224,18 @@ fn drawn(
     Ok(up)
 }
 
-/// The words a GPU buffer holds for the CPU tensor `t` (float16/bfloat16
+/// The words a GPU buffer holds for the CPU tensor `t` (native float16 as
+/// its 2-byte halves, padded to whole words; float16/bfloat16 otherwise
 /// widened to float32, int64 range-checked to int32, bool as u32; at least 8
 /// bytes), with the contiguous tensor of `t`'s values they were made from.
 fn host_words(op: &'static str, t: &Tensor) -> Result<(Tensor, Vec<u8>)> {
-    let c = if matches!(t.dtype(), DType::F16 | DType::BF16) {
+    let c = if is_half(t.dtype()) && !t.is_contiguous() {
+        let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
+        super::backend(Device::Cpu).cast_copy(t, &out)?;
+        out
+    } else if is_half(t.dtype()) {
+        t.clone()
+    } else if matches!(t.dtype(), DType::F16 | DType::BF16) {
         // Widened exactly on the host; the device holds float32 words.
         let w = Tensor::empty(t.shape(), DType::F32, Device::Cpu)?;
         super::backend(Device::Cpu).cast_copy(t, &w)?;
@@ -218,6 +252,13 @@ fn host_words(op: &'static str, t: &Tensor) -> Result<(Tensor, Vec<u8>)> {
     // SAFETY: `c` is a contiguous CPU tensor of `n` elements.
     unsafe {
         match c.dtype() {
+            DType::F16 => {
+                let h = c.as_slice::<half::f16>();
+                bytes.extend(h.iter().flat_map(|v| v.to_bits().to_ne_bytes()));
+                if !bytes.len().is_multiple_of(4) {
+                    bytes.extend_from_slice(&[0, 0]);
+                }
+            }
             DType::F32 => bytes.extend_from_slice(bytemuck::cast_slice(c.as_slice::<f32>())),
             DType::I32 => bytes.extend_from_slice(bytemuck::cast_slice(c.as_slice::<i32>())),
             DType::I64 => {
@@ -274,6 +315,9 @@ fn download_raw(t: &Tensor) -> Result<Tensor> {
     }
     let (lo, hi) = t.layout().span();
     let (lo, hi) = (lo as usize, hi as usize);
+    if is_half(t.dtype()) {
+        return download_half(t, &buf, lo, hi);
+    }
     let raw = g.download(&buf, lo as u64 * 4, (hi - lo) as u64 * 4)?;
     let span = hi - lo;
     // float16/bfloat16 arrive as float32 words (already of the narrow type's values).
@@ -311,6 +355,31 @@ fn download_raw(t: &Tensor) -> Result<Tensor> {
     l.offset -= lo;
     let view = Tensor::from_parts(host.storage().clone(), l, wide)?;
     if wide == t.dtype() && view.is_contiguous() && view.offset() == 0 && span == n {
+        return Ok(view);
+    }
+    let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
+    super::backend(Device::Cpu).cast_copy(&view, &out)?;
+    Ok(out)
+}
+
+/// [`download_raw`] of a native float16 tensor spanning elements
+/// `[lo, hi)` of `buf`: the whole words holding them, as 2-byte halves.
+fn download_half(t: &Tensor, buf: &GpuBuffer, lo: usize, hi: usize) -> Result<Tensor> {
+    let g = get()?;
+    // Copies start on a 4-byte boundary: from an even element.
+    let lo = lo / 2 * 2;
+    let span = hi - lo;
+    let raw = g.download(buf, lo as u64 * 2, span as u64 * 2)?;
+    let host = Tensor::empty(&[span], DType::F16, Device::Cpu)?;
+    // SAFETY: `host` is a fresh contiguous CPU tensor of `span` 2-byte
+    // elements; `raw` holds at least `span * 2` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(raw.as_ptr(), host.byte_ptr(), span * 2);
+    }
+    let mut l = t.layout().clone();
+    l.offset -= lo;
+    let view = Tensor::from_parts(host.storage().clone(), l, DType::F16)?;
+    if view.is_contiguous() && view.offset() == 0 && span == t.numel() {
         return Ok(view);
     }
     let out = Tensor::empty(t.shape(), t.dtype(), Device::Cpu)?;
@@ -433,13 +502,15 @@ fn bind_written(
     let mut b = Bindings {
         bufs: Vec::new(),
         operand: Vec::new(),
+        half: Vec::new(),
     };
     let first_written = ts.len() - written;
     for (k, t) in ts.iter().enumerate() {
         let buf = buffer(op, t)?;
         let ty = gty(op, t.dtype())?;
+        let half = is_half(t.dtype());
         if let Some(j) = bufs.iter().position(|x| x.id() == buf.id()) {
-            if b.bufs[j].0 != ty {
+            if b.bufs[j].0 != ty || b.half[j] != half {
                 return Err(Error::runtime(
                     op,
                     "operands of different dtypes share one GPU buffer; copy one with .clone() first",
@@ -450,6 +521,7 @@ fn bind_written(
         } else {
             bufs.push(buf);
             b.bufs.push((ty, k >= first_written));
+            b.half.push(half);
             b.operand.push(bufs.len() - 1);
         }
     }
@@ -519,7 +591,14 @@ fn dispatch_ew(
             Ok(bufs.iter().position(|b| b.id() == id).expect("bound"))
         })
         .collect::<Result<Vec<usize>>>()?;
-    let align = (g.binding_align() / 4) as usize;
+    // Per binding: its element size and the element alignment of a window's start.
+    let eb: Vec<usize> = (0..bufs.len())
+        .map(|j| {
+            let k = slot.iter().position(|&x| x == j).expect("bound");
+            elem_bytes(ts[k].dtype())
+        })
+        .collect();
+    let align: Vec<usize> = eb.iter().map(|&e| g.binding_align() as usize / e).collect();
     let piece = g.piece_elems();
     let mut s = 0;
     while s < n {
@@ -540,12 +619,14 @@ fn dispatch_ew(
         }
         let start: Vec<usize> = span
             .iter()
-            .map(|sp| sp.expect("every binding has an operand").0 / align * align)
+            .zip(&align)
+            .map(|(sp, &al)| sp.expect("every binding has an operand").0 / al * al)
             .collect();
         let ranges: Vec<(u64, u64)> = span
             .iter()
             .zip(&start)
-            .map(|(sp, &a0)| ((a0 * 4) as u64, ((sp.expect("span").1 - a0) * 4) as u64))
+            .zip(&eb)
+            .map(|((sp, &a0), &e)| ((a0 * e) as u64, ((sp.expect("span").1 - a0) * e) as u64))
             .collect();
         let len = e - s;
         let mut meta = Vec::with_capacity(shaders::EW_SHAPE + 1 + 2 * ts.len());
@@ -699,8 +780,10 @@ fn offset_windows(
 ) -> Result<Vec<(Tensor, Tensor)>> {
     let g = get()?;
     let big = buffer(op, t)?;
-    let align = (g.binding_align() / 4) as usize;
-    let piece = g.piece_elems();
+    // In `t`'s elements (native float16 takes 2 bytes: twice as many fit).
+    let eb = elem_bytes(t.dtype());
+    let align = g.binding_align() as usize / eb;
+    let piece = g.piece_elems() * 4 / eb;
     let row = |o: isize| -> (usize, usize) {
         let at = t.offset() as isize + o;
         ((at + rows.0) as usize, (at + rows.1) as usize)
@@ -711,7 +794,7 @@ fn offset_windows(
             format!(
                 "one indexed row of a tensor of shape {:?} spans {} bytes, over the adapter's largest storage binding ({} bytes, max_storage_buffer_binding_size); work on slices of the tensor",
                 t.shape(),
-                (rows.1 - rows.0) * 4,
+                (rows.1 - rows.0) * eb as isize,
                 g.max_binding()
             ),
         ));
@@ -722,14 +805,14 @@ fn offset_windows(
     let mut k = 0;
     while k < order.len() {
         let base = row(offs[order[k]]).0 / align * align;
-        let end = (base + piece).min((big.len / 4) as usize);
+        let end = (base + piece).min(big.len as usize / eb);
         let mut v = vec![i32::MIN; offs.len()];
         while k < order.len() && row(offs[order[k]]).1 <= end {
             let b = order[k];
             v[b] = (t.offset() as isize + offs[b] - base as isize) as i32;
             k += 1;
         }
-        let w = big.window((base * 4) as u64, ((end - base) * 4) as u64);
+        let w = big.window((base * eb) as u64, ((end - base) * eb) as u64);
         let storage = Arc::new(Storage::from_gpu(
             (end - base) * t.dtype().itemsize(),
             t.device(),
@@ -969,7 +1052,7 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
                 op,
                 format!(
                     "a tensor of {} bytes exceeds the adapter's largest storage binding ({} bytes, max_storage_buffer_binding_size), and {op} cannot split it; work on slices of the tensor",
-                    x.numel() * 4,
+                    x.numel() * elem_bytes(x.dtype()),
                     g.max_binding()
                 ),
             ))
@@ -978,7 +1061,8 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
     let n = x.numel();
     check_items(op, n)?;
     let part_dtype = if float_sum { DType::F32 } else { out.dtype() };
-    let align = (g.binding_align() / 4) as usize;
+    let eb = elem_bytes(x.dtype());
+    let align = g.binding_align() as usize / eb;
     let piece = g.piece_elems();
     let parts = Tensor::empty(&[n.div_ceil(piece)], part_dtype, x.device())?;
     let (tx, tp) = (gty(op, x.dtype())?, gty(op, part_dtype)?);
@@ -1010,7 +1094,7 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
             1,
         ];
         let ranges = [
-            ((start * 4) as u64, ((x.offset() + e - start) * 4) as u64),
+            ((start * eb) as u64, ((x.offset() + e - start) * eb) as u64),
             (0, bufs[1].len),
         ];
         g.dispatch_ranges(op, &src, &refs, &ranges, &meta, 1)?;
@@ -1612,7 +1696,9 @@ impl Backend for WgpuBackend {
             }
         }
         let (from, to) = (gty(op, src.dtype())?, gty(op, dst.dtype())?);
-        let src = if src.shares_storage(dst) && from != to {
+        let src = if src.shares_storage(dst)
+            && (from != to || is_half(src.dtype()) != is_half(dst.dtype()))
+        {
             let tmp = Tensor::empty(src.shape(), src.dtype(), src.device())?;
             self.cast_copy(src, &tmp)?;
             tmp

@@ -5,7 +5,11 @@
 //! Shapes never appear in the shader text, so one pipeline serves every
 //! shape and the pipeline cache stays small (a pipeline is keyed by its
 //! source). Element types on the device: `f32` (float32), `i32` (int32, and
-//! int64 stored in 32 bits) and `u32` (bool, 0 or 1).
+//! int64 stored in 32 bits) and `u32` (bool, 0 or 1). A float16 tensor is
+//! stored natively as `f16` where the device has `shader-f16` (a binding
+//! marked in [`Bindings::half`]): kernels still compute in `f32`, the
+//! generated text loading `f32(b[i])` and storing through `to_h` (see
+//! [`half_io`]); elsewhere float16 is stored as `f32` like bfloat16.
 //!
 //! Elementwise metadata: `[n, ndim, p0..p7, shape[ndim], then per
 //! operand k: offset, strides[ndim]]` (strides are `i32` bits; the operand
@@ -75,6 +79,10 @@ pub fn conv(e: &str, from: GTy, to: GTy) -> String {
 pub struct Bindings {
     pub bufs: Vec<(GTy, bool)>,
     pub operand: Vec<usize>,
+    /// Per binding: whether it holds native float16 (`array<f16>`; the
+    /// binding's [`GTy`] is then `F32`, the type its values are computed
+    /// in). Shorter than `bufs` (or empty) means the rest are not.
+    pub half: Vec<bool>,
 }
 
 impl Bindings {
@@ -88,25 +96,158 @@ impl Bindings {
                 .map(|(i, &t)| (t, i + 1 == n))
                 .collect(),
             operand: (0..n).collect(),
+            half: Vec::new(),
         }
     }
+    /// [`Bindings::distinct`] with the operands `half` marks stored as float16.
+    pub fn distinct_half(tys: &[GTy], half: &[bool]) -> Bindings {
+        let mut b = Bindings::distinct(tys);
+        b.half = half.to_vec();
+        b
+    }
+    /// Whether binding `j` holds native float16.
+    pub fn is_half(&self, j: usize) -> bool {
+        self.half.get(j).copied().unwrap_or(false)
+    }
+    fn any_half(&self) -> bool {
+        (0..self.bufs.len()).any(|j| self.is_half(j))
+    }
     fn decl(&self) -> String {
-        let mut s = String::from("@group(0) @binding(0) var<storage, read> md: array<u32>;\n");
+        let mut s = String::new();
+        if self.any_half() {
+            s.push_str("enable f16;\n");
+        }
+        s.push_str("@group(0) @binding(0) var<storage, read> md: array<u32>;\n");
         for (j, (t, rw)) in self.bufs.iter().enumerate() {
             let acc = if *rw { "read_write" } else { "read" };
+            let t = if self.is_half(j) { "f16" } else { t.wgsl() };
             let _ = writeln!(
                 s,
-                "@group(0) @binding({}) var<storage, {acc}> b{j}: array<{}>;",
+                "@group(0) @binding({}) var<storage, {acc}> b{j}: array<{t}>;",
                 j + 1,
-                t.wgsl()
             );
         }
+        if self.any_half() {
+            s.push_str(HALF);
+        }
         s
+    }
+    /// `body` (kernel statements) with the float16 bindings' accesses converted.
+    fn io(&self, body: &str) -> String {
+        if !self.any_half() {
+            return body.to_string();
+        }
+        let half: Vec<bool> = (0..self.bufs.len()).map(|j| self.is_half(j)).collect();
+        half_io(body, &half)
     }
     /// The array expression of operand `k`.
     fn arr(&self, k: usize) -> String {
         format!("b{}", self.operand[k])
     }
+}
+
+/// Storing an `f32` as float16: `h_round(x)` is the nearest float16 value
+/// (as an `f32`), ties to even, overflow to an infinity, NaN kept —
+/// computed on the bits, so it is exactly the CPU's `half::f16::from_f32`
+/// — and `to_h` converts that value, which float16 represents exactly, so
+/// no rounding is left to the driver's `f16(x)` (WGSL leaves the rounding
+/// of an inexact conversion to the implementation). Infinities and NaN
+/// pass through the conversion as the driver keeps them (IEEE hardware does).
+const HALF: &str = r#"fn h_round(x: f32) -> f32 {
+    let u = bitcast<u32>(x);
+    let a = u & 0x7fffffffu;
+    let s = u & 0x80000000u;
+    if (a >= 0x7f800000u) { return x; }
+    if (a >= 0x477ff000u) { return bitcast<f32>(s | 0x7f800000u); }
+    if (a < 0x38800000u) {
+        let q = round(bitcast<f32>(a) * 16777216.0) * 5.9604644775390625e-8;
+        return bitcast<f32>(s | bitcast<u32>(q));
+    }
+    return bitcast<f32>(s | ((a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u));
+}
+fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
+"#;
+
+/// `body` with every access to a float16 binding `bN` (`half[N]`)
+/// converted to and from the `f32` the kernels compute in: a load
+/// `bN[e]` becomes `f32(bN[e])`, a store `bN[e] = v;` becomes
+/// `bN[e] = to_h(v);` (index and value expressions converted too). The
+/// generators write every access as `bN[...]`, reads and plain `=` stores
+/// only, so this one rewrite gives every kernel family native float16.
+pub fn half_io(body: &str, half: &[bool]) -> String {
+    let s = body.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    // The index of the bracket closing the one at `open`.
+    let close = |open: usize| -> usize {
+        let mut d = 0i32;
+        for (k, &c) in s.iter().enumerate().skip(open) {
+            match c {
+                b'[' | b'(' => d += 1,
+                b']' | b')' => {
+                    d -= 1;
+                    if d == 0 {
+                        return k;
+                    }
+                }
+                _ => {}
+            }
+        }
+        s.len()
+    };
+    // The index of the `;` ending the expression that starts at `from`.
+    let end_of = |from: usize| -> usize {
+        let mut d = 0i32;
+        for (k, &c) in s.iter().enumerate().skip(from) {
+            match c {
+                b'[' | b'(' => d += 1,
+                b']' | b')' => d -= 1,
+                b';' if d == 0 => return k,
+                _ => {}
+            }
+        }
+        s.len()
+    };
+    let mut out = String::with_capacity(body.len() + body.len() / 4);
+    let mut i = 0;
+    let mut copied = 0;
+    while i < s.len() {
+        if s[i] != b'b' || (i > 0 && ident(s[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        while j < s.len() && s[j].is_ascii_digit() {
+            j += 1;
+        }
+        let k = body[i + 1..j].parse::<usize>().ok();
+        let is_half = k.is_some_and(|k| half.get(k) == Some(&true));
+        if j >= s.len() || s[j] != b'[' || !is_half {
+            i = j.max(i + 1);
+            continue;
+        }
+        let c = close(j);
+        if c >= s.len() {
+            break; // unbalanced: no access to convert (generated text never is)
+        }
+        let acc = format!("{}[{}]", &body[i..j], half_io(&body[j + 1..c], half));
+        out.push_str(&body[copied..i]);
+        let mut t = c + 1;
+        while t < s.len() && s[t] == b' ' {
+            t += 1;
+        }
+        if t + 1 < s.len() && s[t] == b'=' && s[t + 1] != b'=' {
+            let e = end_of(t + 1);
+            let v = half_io(body[t + 1..e].trim(), half);
+            let _ = write!(out, "{acc} = to_h({v})");
+            i = e;
+        } else {
+            let _ = write!(out, "f32({acc})");
+            i = c + 1;
+        }
+        copied = i;
+    }
+    out.push_str(&body[copied..]);
+    out
 }
 
 const MATH: &str = r#"
@@ -248,6 +389,7 @@ fn off(k: u32, i: u32) -> u32 {
 "#;
 
 fn ew_shader(b: &Bindings, body: &str) -> String {
+    let body = b.io(body);
     format!(
         "{}{MATH}{OFF}
 @compute @workgroup_size({WG})
@@ -704,6 +846,7 @@ fn red_off(j: u32) -> i32 {
 "#;
 
 fn row_shader(b: &Bindings, acc: GTy, body: &str) -> String {
+    let body = b.io(body);
     format!(
         "{}{MATH}{ROW}
 var<workgroup> sh: array<{acc}, {RED_WG}>;
@@ -1669,13 +1812,33 @@ mod tests {
     use super::*;
     use crate::ops::reduce::ReduceOp;
 
+    thread_local! {
+        /// Whether [`mk`] and [`halved`] store float bindings as native float16.
+        static HALF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// [`Bindings::distinct`], its float bindings native float16 when [`HALF`] is set.
+    fn mk(tys: &[GTy]) -> Bindings {
+        halved(Bindings::distinct(tys))
+    }
+
+    fn halved(mut b: Bindings) -> Bindings {
+        if HALF.with(|h| h.get()) {
+            b.half = b.bufs.iter().map(|x| x.0 == GTy::F32).collect();
+        }
+        b
+    }
+
     fn check(src: &str) -> Result<(), String> {
         let module = naga::front::wgsl::parse_str(src)
             .map_err(|e| format!("WGSL parse error: {}\n{src}", e.emit_to_string(src)))?;
-        let mut v = naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        );
+        // Only shaders that enable f16 may use it.
+        let caps = if src.starts_with("enable f16;") {
+            naga::valid::Capabilities::SHADER_FLOAT16
+        } else {
+            naga::valid::Capabilities::empty()
+        };
+        let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps);
         v.validate(&module)
             .map_err(|e| format!("WGSL validation error: {}\n{src}", e.emit_to_string(src)))?;
         Ok(())
@@ -1756,8 +1919,8 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn every_generated_shader_validates() {
+    /// Generate and validate every kernel family; the number of shaders.
+    fn validate_all() -> usize {
         let mut n = 0;
         for half in [true, false] {
             validate(&round_narrow(half));
@@ -1765,21 +1928,19 @@ mod tests {
         }
         for from in TYS {
             for to in TYS {
-                validate(&cast(&Bindings::distinct(&[from, to]), from, to));
+                validate(&cast(&mk(&[from, to]), from, to));
                 n += 1;
             }
-            validate(&fill(&Bindings::distinct(&[from]), from));
-            validate(&where_(
-                &Bindings::distinct(&[GTy::U32, from, from, from]),
-                GTy::U32,
-            ));
+            validate(&fill(&mk(&[from]), from));
+            validate(&where_(&mk(&[GTy::U32, from, from, from]), GTy::U32));
             n += 2;
         }
         // In-place: input and output share one read-write binding.
-        let shared = Bindings {
+        let shared = halved(Bindings {
             bufs: vec![(GTy::F32, true)],
             operand: vec![0, 0],
-        };
+            half: vec![],
+        });
         validate(&unary(&shared, UnaryOp::Exp, GTy::F32, GTy::F32).unwrap());
         for op in unary_ops() {
             for ty in TYS {
@@ -1791,7 +1952,7 @@ mod tests {
                 } else {
                     ty
                 };
-                if let Some(s) = unary(&Bindings::distinct(&[ty, out]), op, ty, out) {
+                if let Some(s) = unary(&mk(&[ty, out]), op, ty, out) {
                     validate(&s);
                     n += 1;
                 }
@@ -1800,7 +1961,7 @@ mod tests {
         for op in binary_ops() {
             for ty in TYS {
                 let out = if op.is_predicate() { GTy::U32 } else { ty };
-                if let Some(s) = binary(&Bindings::distinct(&[ty, ty, out]), op, ty, out) {
+                if let Some(s) = binary(&mk(&[ty, ty, out]), op, ty, out) {
                     validate(&s);
                     n += 1;
                 }
@@ -1823,18 +1984,18 @@ mod tests {
         for op in reds {
             for x in TYS {
                 for acc in TYS {
-                    if let Some(s) = reduce(&Bindings::distinct(&[x, acc]), op, x, acc, acc) {
+                    if let Some(s) = reduce(&mk(&[x, acc]), op, x, acc, acc) {
                         validate(&s);
                         n += 1;
                     }
                 }
             }
         }
-        validate(&softmax(&Bindings::distinct(&[GTy::F32, GTy::F32])));
-        validate(&softmax_grad(&Bindings::distinct(&[GTy::F32; 3])));
+        validate(&softmax(&mk(&[GTy::F32, GTy::F32])));
+        validate(&softmax_grad(&mk(&[GTy::F32; 3])));
         let mut grads = 0;
         for op in unary_ops() {
-            if let Some(s) = unary_grad(&Bindings::distinct(&[GTy::F32; 4]), op) {
+            if let Some(s) = unary_grad(&mk(&[GTy::F32; 4]), op) {
                 validate(&s);
                 grads += 1;
             }
@@ -1849,15 +2010,15 @@ mod tests {
             let n = 4 + w as usize + b as usize;
             let mut tys = vec![GTy::F32; n];
             tys[n - 1] = GTy::F32;
-            let mut bd = Bindings::distinct(&tys);
+            let mut bd = mk(&tys);
             for x in bd.bufs.iter_mut().rev().take(3) {
                 x.1 = true;
             }
             validate(&layer_norm(&bd, w, b, rms));
-            let mut gb = Bindings::distinct(&vec![GTy::F32; 5 + w as usize]);
+            let mut gb = mk(&vec![GTy::F32; 5 + w as usize]);
             gb.bufs.last_mut().unwrap().1 = true;
             validate(&layer_norm_grad_input(&gb, w, rms));
-            let mut pb = Bindings::distinct(&vec![GTy::F32; 4 + w as usize + b as usize]);
+            let mut pb = mk(&vec![GTy::F32; 4 + w as usize + b as usize]);
             for x in pb.bufs.iter_mut().skip(4) {
                 x.1 = true;
             }
@@ -1866,17 +2027,17 @@ mod tests {
         for f in 0..32u32 {
             let b = |k: u32| f & (1 << k) != 0;
             let n = if b(0) { 3 } else { 2 };
-            let mut bd = Bindings::distinct(&vec![GTy::F32; n]);
+            let mut bd = mk(&vec![GTy::F32; n]);
             bd.bufs[0].1 = true;
             validate(&sgd(&bd, b(0), b(1), b(2), b(3), b(4)));
             let n = if b(0) { 5 } else { 4 };
-            let mut bd = Bindings::distinct(&vec![GTy::F32; n]);
+            let mut bd = mk(&vec![GTy::F32; n]);
             for (j, x) in bd.bufs.iter_mut().enumerate() {
                 x.1 = j != 1;
             }
             validate(&adam(&bd, b(0), b(1), b(2), b(3), b(4)));
             let n = 3 + b(0) as usize + b(1) as usize;
-            let mut bd = Bindings::distinct(&vec![GTy::F32; n]);
+            let mut bd = mk(&vec![GTy::F32; n]);
             for (j, x) in bd.bufs.iter_mut().enumerate() {
                 x.1 = j != 1;
             }
@@ -1884,21 +2045,17 @@ mod tests {
         }
         for ty in TYS {
             for max in [true, false] {
-                validate(&arg_reduce(
-                    &Bindings::distinct(&[ty, GTy::I32]),
-                    ty,
-                    max,
-                    false,
-                ));
-                let three = Bindings {
+                validate(&arg_reduce(&mk(&[ty, GTy::I32]), ty, max, false));
+                let three = halved(Bindings {
                     bufs: vec![(ty, false), (ty, true), (GTy::I32, true)],
                     operand: vec![0, 1, 2],
-                };
+                    half: vec![],
+                });
                 validate(&arg_reduce(&three, ty, max, true));
             }
         }
-        validate(&matmul(&Bindings::distinct(&[GTy::F32; 3]), GTy::F32));
-        validate(&matmul(&Bindings::distinct(&[GTy::I32; 3]), GTy::I32));
+        validate(&matmul(&mk(&[GTy::F32; 3]), GTy::F32));
+        validate(&matmul(&mk(&[GTy::I32; 3]), GTy::I32));
         for w in [false, true] {
             let mut tys = vec![GTy::F32, GTy::I32];
             if w {
@@ -1906,31 +2063,53 @@ mod tests {
             }
             let mut f = tys.clone();
             f.extend([GTy::F32; 3]);
-            let mut fb = Bindings::distinct(&f);
+            let mut fb = mk(&f);
             let nb = fb.bufs.len();
             for j in nb - 3..nb {
                 fb.bufs[j].1 = true;
             }
             validate(&cross_entropy(&fb, w));
-            validate(&cross_entropy_grad(&Bindings::distinct(&f), w));
+            validate(&cross_entropy_grad(&mk(&f), w));
             let mut c = vec![GTy::F32; 2];
             if w {
                 c.push(GTy::F32);
             }
             c.push(GTy::F32);
-            validate(&conv2d(&Bindings::distinct(&c), w));
-            let mut mp = Bindings::distinct(&[GTy::F32, GTy::F32, GTy::I32]);
+            validate(&conv2d(&mk(&c), w));
+            let mut mp = mk(&[GTy::F32, GTy::F32, GTy::I32]);
             mp.bufs[1].1 = true;
             validate(&max_pool2d(&mp, true));
         }
-        validate(&max_pool2d(&Bindings::distinct(&[GTy::F32; 2]), false));
-        validate(&avg_pool2d(&Bindings::distinct(&[GTy::F32; 2])));
-        validate(&conv2d_input_grad(&Bindings::distinct(&[GTy::F32; 3])));
-        validate(&conv2d_weight_grad(&Bindings::distinct(&[GTy::F32; 3])));
+        validate(&max_pool2d(&mk(&[GTy::F32; 2]), false));
+        validate(&avg_pool2d(&mk(&[GTy::F32; 2])));
+        validate(&conv2d_input_grad(&mk(&[GTy::F32; 3])));
+        validate(&conv2d_weight_grad(&mk(&[GTy::F32; 3])));
         for ty in TYS {
-            validate(&gather(&Bindings::distinct(&[ty, GTy::I32, ty]), ty));
-            validate(&scatter(&Bindings::distinct(&[GTy::I32, ty, ty]), ty));
-            validate(&index_put(&Bindings::distinct(&[ty, GTy::I32, ty]), ty));
+            validate(&gather(&mk(&[ty, GTy::I32, ty]), ty));
+            validate(&scatter(&mk(&[GTy::I32, ty, ty]), ty));
+            validate(&index_put(&mk(&[ty, GTy::I32, ty]), ty));
+        }
+        n
+    }
+
+    #[test]
+    fn every_generated_shader_validates() {
+        let n = validate_all();
+        assert!(n > 150, "{n} shaders");
+        // Again with every float binding stored as native float16.
+        HALF.with(|h| h.set(true));
+        let m = validate_all();
+        HALF.with(|h| h.set(false));
+        assert_eq!(m, n);
+        // Casts between float16 and every other storage, both ways.
+        for ty in TYS {
+            for (hf, ht) in [(true, false), (false, true)] {
+                let (from, to) = if hf { (GTy::F32, ty) } else { (ty, GTy::F32) };
+                let b = Bindings::distinct_half(&[from, to], &[hf, ht]);
+                let src = cast(&b, from, to);
+                assert!(src.starts_with("enable f16;"), "{src}");
+                validate(&src);
+            }
         }
         let errs = ERRORS.with(|v| v.borrow().clone());
         assert!(
@@ -1939,6 +2118,77 @@ mod tests {
             errs.len(),
             errs.join("\n\n")
         );
-        assert!(n > 150, "{n} shaders");
+    }
+
+    #[test]
+    fn half_accesses_convert() {
+        let h = [true, false, true];
+        assert_eq!(
+            half_io("    b2[off(2u, i)] = b0[off(0u, i)] + b1[k];", &h),
+            "    b2[off(2u, i)] = to_h(f32(b0[off(0u, i)]) + b1[k]);"
+        );
+        // Index expressions, comparisons and other names stay as they are.
+        assert_eq!(
+            half_io(
+                "if (b0[b1[j]] == 0.0) { xb0[j] = sb2[j]; b2[d] = b2[d] + v; }",
+                &h
+            ),
+            "if (f32(b0[b1[j]]) == 0.0) { xb0[j] = sb2[j]; b2[d] = to_h(f32(b2[d]) + v); }"
+        );
+        assert_eq!(half_io("b0[i] = 1.0;", &[false]), "b0[i] = 1.0;");
+    }
+
+    /// `h_round`'s bit arithmetic in Rust, against `half::f16::from_f32` over
+    /// every float16 boundary region (what the WGSL computes on the device).
+    #[test]
+    fn to_h_matches_half() {
+        fn h_round(x: f32) -> f32 {
+            let u = x.to_bits();
+            let a = u & 0x7fff_ffff;
+            let s = u & 0x8000_0000;
+            if a >= 0x7f80_0000 {
+                return x;
+            }
+            if a >= 0x477f_f000 {
+                return f32::from_bits(s | 0x7f80_0000);
+            }
+            if a < 0x3880_0000 {
+                // WGSL's `round` is ties to even.
+                let q = (f32::from_bits(a) * 16_777_216.0).round_ties_even() * 5.960_464_5e-8;
+                return f32::from_bits(s | q.to_bits());
+            }
+            f32::from_bits(s | ((a + 0xfff + ((a >> 13) & 1)) & 0xffff_e000))
+        }
+        let mut checked = 0;
+        // Every rounding point (ties and exact values, normal and
+        // subnormal) lies on a multiple of 0x1000 in the f32 bits: each,
+        // and its neighbours.
+        for u in (0..0x8000_0000u32)
+            .step_by(0x1000)
+            .flat_map(|b| [0u32, 1, 2, 0xffd, 0xffe, 0xfff, 0x800].map(|d| b + d))
+        {
+            for x in [f32::from_bits(u), -f32::from_bits(u)] {
+                let want = half::f16::from_f32(x);
+                let r = h_round(x);
+                if x.is_nan() {
+                    assert!(r.is_nan(), "{x:?}");
+                } else {
+                    // A float16 value exactly (the conversion has nothing to round), the CPU's.
+                    assert_eq!(
+                        half::f16::from_f32(r).to_f32().to_bits(),
+                        r.to_bits(),
+                        "{x:e}"
+                    );
+                    assert_eq!(
+                        r.to_bits(),
+                        want.to_f32().to_bits(),
+                        "{x:e} ({:#010x})",
+                        x.to_bits()
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 1_000_000);
     }
 }

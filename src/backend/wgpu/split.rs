@@ -110,8 +110,9 @@ fn go(
             .iter()
             .map(|&j| span(&views[j]))
             .fold((usize::MAX, 0), |(a, b), (x, y)| (a.min(x), b.max(y)));
-        let base = (lo as u64 * 4) / align * align;
-        let bytes = hi as u64 * 4 - base;
+        let eb = super::elem_bytes(views[group[0]].dtype()) as u64;
+        let base = (lo as u64 * eb) / align * align;
+        let bytes = hi as u64 * eb - base;
         if bytes > max {
             if too_big.as_ref().is_none_or(|t| bytes > t.1) {
                 too_big = Some((group, bytes));
@@ -182,7 +183,8 @@ fn go(
             rebased.push(t.clone());
             continue;
         };
-        let elems = (w.len / 4) as usize;
+        let eb = super::elem_bytes(t.dtype());
+        let elems = w.len as usize / eb;
         let storage = Arc::new(Storage::from_gpu(
             elems * t.dtype().itemsize(),
             t.device(),
@@ -192,7 +194,7 @@ fn go(
         l.offset = if t.numel() == 0 {
             0
         } else {
-            l.offset - (*base / 4) as usize
+            l.offset - *base as usize / eb
         };
         rebased.push(Tensor::from_parts(storage, l, t.dtype())?);
     }

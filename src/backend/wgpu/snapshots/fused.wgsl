@@ -837,3 +837,359 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let r4 = select(r1, r3, r2 != 0.0);
     b1[off(1u, i)] = r4;
 }
+
+// ==== fma (float16 storage), kernel 0: mul, add
+// r0 = input 0
+// r1 = input 1
+// r2 = mul(r0, r1)
+// r3 = input 2
+// r4 = add(r2, r3)
+// output 0 (float32) = r4
+enable f16;
+@group(0) @binding(0) var<storage, read> md: array<u32>;
+@group(0) @binding(1) var<storage, read> b0: array<f16>;
+@group(0) @binding(2) var<storage, read> b1: array<f16>;
+@group(0) @binding(3) var<storage, read> b2: array<f16>;
+@group(0) @binding(4) var<storage, read_write> b3: array<f16>;
+fn h_round(x: f32) -> f32 {
+    let u = bitcast<u32>(x);
+    let a = u & 0x7fffffffu;
+    let s = u & 0x80000000u;
+    if (a >= 0x7f800000u) { return x; }
+    if (a >= 0x477ff000u) { return bitcast<f32>(s | 0x7f800000u); }
+    if (a < 0x38800000u) {
+        let q = round(bitcast<f32>(a) * 16777216.0) * 5.9604644775390625e-8;
+        return bitcast<f32>(s | bitcast<u32>(q));
+    }
+    return bitcast<f32>(s | ((a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u));
+}
+fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
+
+fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
+fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
+fn pi(j: u32) -> i32 { return bitcast<i32>(md[2u + j]); }
+fn log_f(x: f32) -> f32 {
+    if (is_nan(x) || x < 0.0) { return nan_f(); }
+    if (x == 0.0) { return -inf_f(); }
+    if (is_inf(x)) { return x; }
+    return log(x);
+}
+fn expm1_f(x: f32) -> f32 {
+    if (abs(x) < 0.5) {
+        return x * (1.0 + x / 2.0 * (1.0 + x / 3.0 * (1.0 + x / 4.0 * (1.0 + x / 5.0 * (1.0 + x / 6.0 * (1.0 + x / 7.0 * (1.0 + x / 8.0)))))));
+    }
+    if (x > 88.7) { return inf_f(); }
+    return exp(x) - 1.0;
+}
+fn exp_f(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    if (x > 88.72) { return inf_f(); }
+    if (x < -103.9) { return 0.0; }
+    return exp(x);
+}
+fn log1p_f(x: f32) -> f32 {
+    if (abs(x) < 0.5) {
+        let s = x / (2.0 + x);
+        let s2 = s * s;
+        return 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (0.2 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 / 11.0)))));
+    }
+    return log_f(1.0 + x);
+}
+fn tanh_f(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = abs(x);
+    var r: f32;
+    if (a < 0.5) {
+        let t = expm1_f(2.0 * a);
+        r = t / (t + 2.0);
+    } else if (a > 20.0) {
+        r = 1.0;
+    } else {
+        r = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    }
+    return select(r, -r, x < 0.0);
+}
+fn sigmoid_f(x: f32) -> f32 { return 1.0 / (1.0 + exp_f(-x)); }
+fn erf_f(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = abs(x);
+    var r: f32;
+    if (a < 0.5) {
+        let z = a * a;
+        r = 1.1283791670955126 * a * (1.0 - z * (1.0 / 3.0 - z * (0.1 - z * (1.0 / 42.0 - z * (1.0 / 216.0 - z / 1320.0)))));
+    } else if (a > 4.0) {
+        r = 1.0;
+    } else {
+        // Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7).
+        let t = 1.0 / (1.0 + 0.3275911 * a);
+        let p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+        r = 1.0 - p * exp(-a * a);
+    }
+    return select(r, -r, x < 0.0);
+}
+fn sqrt_f(x: f32) -> f32 {
+    if (x < 0.0) { return nan_f(); }
+    return sqrt(x);
+}
+fn pow_f(a: f32, b: f32) -> f32 {
+    if (b == 0.0) { return 1.0; }
+    if (is_nan(a) || is_nan(b)) { return nan_f(); }
+    if (b == 1.0) { return a; }
+    if (b == 2.0) { return a * a; }
+    if (a == 0.0) {
+        if (b < 0.0) { return inf_f(); }
+        return 0.0;
+    }
+    let bi = trunc(b);
+    if (a < 0.0) {
+        if (bi != b) { return nan_f(); }
+        let m = exp2(b * log2(-a));
+        let odd = abs(bi - 2.0 * trunc(bi / 2.0)) == 1.0;
+        return select(m, -m, odd);
+    }
+    return exp2(b * log2(a));
+}
+fn sign_bit(x: f32) -> bool { return (bitcast<u32>(x) & 0x80000000u) != 0u; }
+fn atan2_f(y: f32, x: f32) -> f32 {
+    let pi = 3.141592653589793;
+    if (is_nan(y) || is_nan(x)) { return nan_f(); }
+    if (y == 0.0) {
+        if (x < 0.0 || (x == 0.0 && sign_bit(x))) { return select(pi, -pi, sign_bit(y)); }
+        return y;
+    }
+    if (is_inf(x)) {
+        if (is_inf(y)) {
+            let a = select(0.25 * pi, 0.75 * pi, x < 0.0);
+            return select(a, -a, y < 0.0);
+        }
+        if (x > 0.0) { return select(0.0, -0.0, y < 0.0); }
+        return select(pi, -pi, y < 0.0);
+    }
+    if (x == 0.0 || is_inf(y)) { return select(0.5 * pi, -0.5 * pi, y < 0.0); }
+    return atan2(y, x);
+}
+fn max_f(a: f32, b: f32) -> f32 {
+    if (is_nan(a)) { return a; }
+    if (is_nan(b)) { return b; }
+    return max(a, b);
+}
+fn min_f(a: f32, b: f32) -> f32 {
+    if (is_nan(a)) { return a; }
+    if (is_nan(b)) { return b; }
+    return min(a, b);
+}
+
+fn off(k: u32, i: u32) -> u32 {
+    let nd = md[1];
+    let base = 10u + nd + k * (nd + 1u);
+    var rem = i;
+    var o = bitcast<i32>(md[base]);
+    var d = nd;
+    loop {
+        if (d == 0u) { break; }
+        d = d - 1u;
+        let s = md[10u + d];
+        let c = rem % s;
+        rem = rem / s;
+        o = o + i32(c) * bitcast<i32>(md[base + 1u + d]);
+    }
+    return u32(o);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+    if (i >= md[0]) { return; }
+    let r0 = f32(b0[off(0u, i)]);
+    let r1 = f32(b1[off(1u, i)]);
+    var r2: f32;
+    { let a = r0; let b = r1; var r: f32; r = a * b; r2 = r; }
+    let r3 = f32(b2[off(2u, i)]);
+    var r4: f32;
+    { let a = r2; let b = r3; var r: f32; r = a + b; r4 = r; }
+    b3[off(3u, i)] = to_h(r4);
+}
+
+// ==== relu_grad_mask (float16 storage), kernel 0: gt, mul, where
+// r0 = input 0
+// r1 = 0
+// r2 = gt(r0, r1)
+// r3 = input 1
+// r4 = 0
+// r5 = mul(r3, r4)
+// r6 = where(r2, r3, r5)
+// output 0 (bool) = r2
+// output 1 (float32) = r6
+enable f16;
+@group(0) @binding(0) var<storage, read> md: array<u32>;
+@group(0) @binding(1) var<storage, read> b0: array<f16>;
+@group(0) @binding(2) var<storage, read> b1: array<f16>;
+@group(0) @binding(3) var<storage, read_write> b2: array<u32>;
+@group(0) @binding(4) var<storage, read_write> b3: array<f16>;
+fn h_round(x: f32) -> f32 {
+    let u = bitcast<u32>(x);
+    let a = u & 0x7fffffffu;
+    let s = u & 0x80000000u;
+    if (a >= 0x7f800000u) { return x; }
+    if (a >= 0x477ff000u) { return bitcast<f32>(s | 0x7f800000u); }
+    if (a < 0x38800000u) {
+        let q = round(bitcast<f32>(a) * 16777216.0) * 5.9604644775390625e-8;
+        return bitcast<f32>(s | bitcast<u32>(q));
+    }
+    return bitcast<f32>(s | ((a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u));
+}
+fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
+
+fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
+fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
+fn pi(j: u32) -> i32 { return bitcast<i32>(md[2u + j]); }
+fn log_f(x: f32) -> f32 {
+    if (is_nan(x) || x < 0.0) { return nan_f(); }
+    if (x == 0.0) { return -inf_f(); }
+    if (is_inf(x)) { return x; }
+    return log(x);
+}
+fn expm1_f(x: f32) -> f32 {
+    if (abs(x) < 0.5) {
+        return x * (1.0 + x / 2.0 * (1.0 + x / 3.0 * (1.0 + x / 4.0 * (1.0 + x / 5.0 * (1.0 + x / 6.0 * (1.0 + x / 7.0 * (1.0 + x / 8.0)))))));
+    }
+    if (x > 88.7) { return inf_f(); }
+    return exp(x) - 1.0;
+}
+fn exp_f(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    if (x > 88.72) { return inf_f(); }
+    if (x < -103.9) { return 0.0; }
+    return exp(x);
+}
+fn log1p_f(x: f32) -> f32 {
+    if (abs(x) < 0.5) {
+        let s = x / (2.0 + x);
+        let s2 = s * s;
+        return 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (0.2 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 / 11.0)))));
+    }
+    return log_f(1.0 + x);
+}
+fn tanh_f(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = abs(x);
+    var r: f32;
+    if (a < 0.5) {
+        let t = expm1_f(2.0 * a);
+        r = t / (t + 2.0);
+    } else if (a > 20.0) {
+        r = 1.0;
+    } else {
+        r = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    }
+    return select(r, -r, x < 0.0);
+}
+fn sigmoid_f(x: f32) -> f32 { return 1.0 / (1.0 + exp_f(-x)); }
+fn erf_f(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = abs(x);
+    var r: f32;
+    if (a < 0.5) {
+        let z = a * a;
+        r = 1.1283791670955126 * a * (1.0 - z * (1.0 / 3.0 - z * (0.1 - z * (1.0 / 42.0 - z * (1.0 / 216.0 - z / 1320.0)))));
+    } else if (a > 4.0) {
+        r = 1.0;
+    } else {
+        // Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7).
+        let t = 1.0 / (1.0 + 0.3275911 * a);
+        let p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+        r = 1.0 - p * exp(-a * a);
+    }
+    return select(r, -r, x < 0.0);
+}
+fn sqrt_f(x: f32) -> f32 {
+    if (x < 0.0) { return nan_f(); }
+    return sqrt(x);
+}
+fn pow_f(a: f32, b: f32) -> f32 {
+    if (b == 0.0) { return 1.0; }
+    if (is_nan(a) || is_nan(b)) { return nan_f(); }
+    if (b == 1.0) { return a; }
+    if (b == 2.0) { return a * a; }
+    if (a == 0.0) {
+        if (b < 0.0) { return inf_f(); }
+        return 0.0;
+    }
+    let bi = trunc(b);
+    if (a < 0.0) {
+        if (bi != b) { return nan_f(); }
+        let m = exp2(b * log2(-a));
+        let odd = abs(bi - 2.0 * trunc(bi / 2.0)) == 1.0;
+        return select(m, -m, odd);
+    }
+    return exp2(b * log2(a));
+}
+fn sign_bit(x: f32) -> bool { return (bitcast<u32>(x) & 0x80000000u) != 0u; }
+fn atan2_f(y: f32, x: f32) -> f32 {
+    let pi = 3.141592653589793;
+    if (is_nan(y) || is_nan(x)) { return nan_f(); }
+    if (y == 0.0) {
+        if (x < 0.0 || (x == 0.0 && sign_bit(x))) { return select(pi, -pi, sign_bit(y)); }
+        return y;
+    }
+    if (is_inf(x)) {
+        if (is_inf(y)) {
+            let a = select(0.25 * pi, 0.75 * pi, x < 0.0);
+            return select(a, -a, y < 0.0);
+        }
+        if (x > 0.0) { return select(0.0, -0.0, y < 0.0); }
+        return select(pi, -pi, y < 0.0);
+    }
+    if (x == 0.0 || is_inf(y)) { return select(0.5 * pi, -0.5 * pi, y < 0.0); }
+    return atan2(y, x);
+}
+fn max_f(a: f32, b: f32) -> f32 {
+    if (is_nan(a)) { return a; }
+    if (is_nan(b)) { return b; }
+    return max(a, b);
+}
+fn min_f(a: f32, b: f32) -> f32 {
+    if (is_nan(a)) { return a; }
+    if (is_nan(b)) { return b; }
+    return min(a, b);
+}
+
+fn off(k: u32, i: u32) -> u32 {
+    let nd = md[1];
+    let base = 10u + nd + k * (nd + 1u);
+    var rem = i;
+    var o = bitcast<i32>(md[base]);
+    var d = nd;
+    loop {
+        if (d == 0u) { break; }
+        d = d - 1u;
+        let s = md[10u + d];
+        let c = rem % s;
+        rem = rem / s;
+        o = o + i32(c) * bitcast<i32>(md[base + 1u + d]);
+    }
+    return u32(o);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+    if (i >= md[0]) { return; }
+    let r0 = f32(b0[off(0u, i)]);
+    let r1 = 0.0;
+    var r2: f32;
+    { let a = r0; let b = r1; var r: u32; r = select(0u, 1u, a > b); r2 = f32(r); }
+    let r3 = f32(b1[off(1u, i)]);
+    let r4 = 0.0;
+    var r5: f32;
+    { let a = r3; let b = r4; var r: f32; r = a * b; r5 = r; }
+    let r6 = select(r5, r3, r2 != 0.0);
+    b2[off(2u, i)] = select(1u, 0u, (r2) == 0.0);
+    b3[off(3u, i)] = to_h(r6);
+}
