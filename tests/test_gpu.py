@@ -46,6 +46,46 @@ def test_fma_peak_is_measured_on_the_device():
             fg.gpu.fma_peak(**bad)
 
 
+def _loop_limit():
+    lim = fg.gpu.info()["loop_limit"]
+    if lim is None:
+        pytest.skip("this adapter does not stop long shader loops (info()['loop_limit'] is None)")
+    return lim
+
+
+def test_work_past_the_loop_limit_is_split_or_refused():
+    """Where the driver stops loops (lavapipe: 65535 iterations per invocation),
+    full sums and matmul split their work, and kernels that cannot raise."""
+    lim = _loop_limit()
+    n = 2_000_000  # one workgroup would walk 31,250 elements per thread
+    assert fg.ones(n, device="gpu").sum().item() == float(n)
+    assert fg.ones(n, device="gpu").amax().item() == 1.0
+    assert fg.ones(n, device="gpu").mean().item() == pytest.approx(1.0)
+    k = lim + 4465
+    a, b = fg.ones(2, k, device="gpu"), fg.ones(k, 3, device="gpu")
+    np.testing.assert_array_equal((a @ b).numpy(), np.full((2, 3), float(k), np.float32))
+    # A row reduction over a row longer than the limit allows: refused, not truncated.
+    with pytest.raises(RuntimeError, match=r"sum: .*loop iterations.*65535|sum: .*loop iterations"):
+        fg.ones(2, 6_000_000, device="gpu").sum(1).numpy()
+    with pytest.raises(RuntimeError, match="cumsum.*loop iterations"):
+        fg.ones(lim + 10, device="gpu").cumsum(0).numpy()
+
+
+def test_int64_scalars_outside_32_bits_are_refused():
+    x = fg.tensor([1, 2], dtype=fg.int64).to("gpu")
+    for bad in (lambda: fg.full((2,), 2**40, dtype=fg.int64, device="gpu"),
+                lambda: x + 2**33,
+                lambda: x.fill_(2**35),
+                lambda: x == 2**32):
+        with pytest.raises(ValueError, match="does not fit the 32-bit integers"):
+            bad().numpy()
+    np.testing.assert_array_equal(x.numpy(), [1, 2])  # the failed fill_ left x alone
+    # Bounds beyond 32 bits clamp nothing, as on the CPU.
+    np.testing.assert_array_equal(x.clamp(max=2**33).numpy(), [1, 2])
+    np.testing.assert_array_equal(x.clamp(min=-(2**40)).numpy(), [1, 2])
+    np.testing.assert_array_equal((x + (2**31 - 3)).numpy(), [2**31 - 2, 2**31 - 1])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "bool"])
 def test_round_trip(dtype):
     a = (np.arange(24).reshape(2, 3, 4) % 5 - 2).astype(dtype)

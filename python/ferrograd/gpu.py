@@ -3,10 +3,13 @@
 Tensors move with ``t.to("gpu")`` / ``t.cpu()`` and are created there with
 ``device="gpu"``. GPU ops are queued and run in batches: values are read
 back only when asked for (``.numpy()``, ``.item()``, ``.tolist()``,
-``print``, ``.cpu()``). float32, float16 and bfloat16 (both kept as
-float32 words and rounded to their type, to nearest even, after every kernel
-that writes them, so results equal the CPU's compute-in-float32-then-round),
-int32, int64 (stored as 32-bit integers, range-checked on upload) and bool
+``print``, ``.cpu()``). float32, float16 (stored natively in 2 bytes where
+the adapter has ``shader-f16``, see :func:`info`), bfloat16 (float32 words
+rounded to it after every kernel that writes them; float16 too on adapters
+without ``shader-f16``) — kernels compute both in float32 and round once, so
+results equal the CPU's —
+int32, int64 (stored as 32-bit integers: uploads and Python integers written
+into them are range-checked, arithmetic wraps at 32 bits) and bool
 tensors live on the device; float64 raises ``TypeError`` there (WGSL has no
 64-bit floats). An op without a GPU kernel raises a ``RuntimeError`` naming
 the op and the device.
@@ -37,7 +40,11 @@ def info() -> dict[str, Any]:
     ``"f16"`` when float16 tensors are stored natively (2 bytes per element; the adapter
     has ``shader-f16``), ``"f32"`` when they are stored as float32 words rounded to float16
     after every write (no ``shader-f16``, or ``FG_GPU_NO_F16=1`` set before the device
-    was created).
+    was created); ``loop_limit``: the loop iterations one shader invocation may run in
+    all where the driver stops longer loops (Mesa's software lavapipe/llvmpipe: 65535),
+    measured when the device is made, else ``None``. There, full reductions and
+    matmul split their work to stay under it, and kernels that would pass it raise a
+    ``RuntimeError`` instead of returning truncated results.
 
     Raises ``RuntimeError`` when no adapter exists.
     """

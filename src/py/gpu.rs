@@ -37,6 +37,7 @@ fn _gpu_info(py: Python<'_>) -> PyResult<Py<PyAny>> {
         d.set_item("device_type", format!("{:?}", g.info.device_type))?;
         d.set_item("driver", &g.info.driver)?;
         d.set_item("driver_info", &g.info.driver_info)?;
+        d.set_item("loop_limit", g.loop_limit)?;
         d.set_item("vendor", g.info.vendor)?;
         let l = &g.limits;
         let lim = PyDict::new(py);

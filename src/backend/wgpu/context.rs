@@ -239,6 +239,12 @@ pub struct Gpu {
     /// The features the device was created with (`SHADER_F16` when float16
     /// is stored natively, see [`Gpu::half_native`]).
     pub device_features: wgpu::Features,
+    /// Loop iterations one shader invocation may run in all, where the
+    /// driver stops loops beyond a count (Mesa's llvmpipe/lavapipe ends
+    /// every invocation's loops, all of them together, after 65,535
+    /// iterations: a guard against endless loops that silently truncates
+    /// long ones). Measured when the device is made; `None`: no such limit.
+    pub loop_limit: Option<u64>,
     device: wgpu::Device,
     queue: wgpu::Queue,
     state: Mutex<State>,
@@ -519,7 +525,7 @@ fn init() -> std::result::Result<Gpu, String> {
         }
     }));
     let storage_align = (limits.min_storage_buffer_offset_alignment as u64).max(4);
-    Ok(Gpu {
+    let mut gpu = Gpu {
         info,
         limits,
         features,
@@ -538,7 +544,39 @@ fn init() -> std::result::Result<Gpu, String> {
         storage_align,
         recording: Mutex::new(None),
         sync_each: std::env::var("FG_GPU_SYNC").is_ok_and(|v| !matches!(v.trim(), "" | "0")),
-    })
+        loop_limit: None,
+    };
+    gpu.loop_limit = gpu.probe_loop_limit();
+    // The probe's upload, dispatch, submit and read are the device's own.
+    gpu.counters = Counters::default();
+    Ok(gpu)
+}
+
+/// Loop trips the probe asks one invocation for (more than any driver guard seen).
+const LOOP_PROBE: u32 = 1 << 20;
+
+impl Gpu {
+    /// Run one invocation of a loop of [`LOOP_PROBE`] trips that counts
+    /// them: fewer counted means the driver stops loops at that count.
+    /// A failed probe (the device cannot even run it) reports no limit; the
+    /// same failure will surface with the first real kernel.
+    fn probe_loop_limit(&self) -> Option<u64> {
+        let src = "@group(0) @binding(0) var<storage, read> md: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(1)
+fn main() {
+    var c = 0u;
+    for (var i = 0u; i < md[0]; i = i + 1u) { c = c + 1u; }
+    out[0] = c;
+}
+";
+        let out = self.alloc("loop_probe", 4).ok()?;
+        self.dispatch("loop_probe", src, &[&out], &[LOOP_PROBE], 1)
+            .ok()?;
+        let bytes = self.download(&out, 0, 4).ok()?;
+        let counted = u32::from_ne_bytes(bytes[..4].try_into().ok()?);
+        (counted < LOOP_PROBE).then_some(counted as u64)
+    }
 }
 
 /// Round a request to its pool size class (four classes per power of two).

@@ -663,12 +663,97 @@ fn check_same_device(op: &'static str, ts: &[&Tensor]) -> Result<()> {
     Ok(())
 }
 
-fn scalar_bits(s: Scalar, ty: GTy) -> u32 {
-    match ty {
+/// The 32-bit word of `s` written into a `dtype` tensor on the device
+/// (`ty` its device type). The device keeps int64 (and int32) in 32 bits,
+/// so an integer outside that range is refused rather than wrapped.
+fn scalar_bits(op: &'static str, s: Scalar, dtype: DType, ty: GTy) -> Result<u32> {
+    Ok(match ty {
         GTy::F32 => (s.to_f64() as f32).to_bits(),
-        GTy::I32 => s.to_i64() as i32 as u32,
+        GTy::I32 => int_word(op, s.to_i64(), dtype)?,
         GTy::U32 => (s.to_f64() != 0.0) as u32,
+    })
+}
+
+/// Refuse a kernel whose invocations would run about `trips` loop
+/// iterations where the adapter stops loops sooner (see
+/// [`context::Gpu::loop_limit`]): there its results would be silently
+/// truncated. `what` names the work; `hint` says how to split it.
+fn check_loop_trips(
+    op: &'static str,
+    trips: u64,
+    what: &dyn Fn() -> String,
+    hint: &str,
+) -> Result<()> {
+    let g = get()?;
+    match g.loop_limit {
+        Some(limit) if trips >= limit => Err(Error::runtime(
+            op,
+            format!(
+                "{} needs about {trips} loop iterations in one shader invocation, but this adapter ({}) stops an invocation's loops after {limit} iterations in all (a software driver's guard against endless loops), so the result would be wrong; {hint}",
+                what(),
+                g.info.name
+            ),
+        )),
+        _ => Ok(()),
     }
+}
+
+/// Refuse a convolution gradient whose per-thread sums run past the
+/// adapter's loop limit: the input's sums over the output channels of a
+/// group and the window (`w` given), the weight's over all images and
+/// output pixels.
+fn conv_grad_trips(
+    op: &'static str,
+    g: &Tensor,
+    w: Option<&Tensor>,
+    p: &Conv2dParams,
+) -> Result<()> {
+    if g.ndim() != 4 {
+        return Ok(());
+    }
+    let s = g.shape();
+    let (n, o, oh, ow) = (s[0] as u64, s[1] as u64, s[2] as u64, s[3] as u64);
+    let trips = match w.filter(|w| w.ndim() == 4) {
+        Some(w) => {
+            let og = o / (p.groups as u64).max(1);
+            let (kh, kw) = (w.shape()[2] as u64, w.shape()[3] as u64);
+            og * (1 + kh * (1 + kw)) + 64
+        }
+        None => n * (1 + oh * (1 + ow)) + 64,
+    };
+    check_loop_trips(
+        op,
+        trips,
+        &|| format!("a convolution gradient over {n} images of {oh}x{ow} outputs and {o} channels"),
+        "run the backward pass on fewer images (or channels) at a time and add the gradients",
+    )
+}
+
+/// Loop trips of a row kernel (one workgroup of `RED_WG` threads per row):
+/// `passes` strided walks over `len` elements, each element's offset found
+/// by a loop over `dims` dims, and the workgroup's tree steps.
+fn row_trips(passes: u64, len: usize, dims: usize) -> u64 {
+    passes * (len as u64).div_ceil(shaders::RED_WG as u64) * (2 + dims as u64) + 64
+}
+
+/// `v` as a 32-bit integer word, saturated to the 32-bit range.
+fn sat_word(v: f64) -> u32 {
+    (v as i64).clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32
+}
+
+/// `v` as the 32-bit integer word the device stores a `dtype` value in, or
+/// an error naming `op` when it does not fit.
+fn int_word(op: &'static str, v: i64, dtype: DType) -> Result<u32> {
+    i32::try_from(v).map(|w| w as u32).map_err(|_| {
+        Error::value(
+            op,
+            format!(
+                "the value {v} does not fit the 32-bit integers the gpu device stores {dtype} in ({} to {}); use the cpu device for it",
+                i32::MIN,
+                i32::MAX
+            ),
+        )
+    })
 }
 
 /// A GPU copy of `t` converted to bool (for `where` conditions of other dtypes).
@@ -1035,8 +1120,9 @@ fn f32_only(op: &'static str, ts: &[&Tensor]) -> Result<()> {
     Ok(())
 }
 
-/// A full reduction of a contiguous tensor larger than one storage binding:
-/// each piece reduces into a partial (float32 for float sums and means), then
+/// A full reduction of a contiguous tensor larger than one storage binding
+/// (or with more elements than an adapter's loop limit lets one workgroup
+/// walk): each piece reduces into a partial (float32 for float sums and means), then
 /// the partials reduce into `out` (a mean divides the sum by the count once).
 /// Variance and logsumexp do not split; they raise the binding-limit error.
 fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
@@ -1063,7 +1149,15 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
     let part_dtype = if float_sum { DType::F32 } else { out.dtype() };
     let eb = elem_bytes(x.dtype());
     let align = g.binding_align() as usize / eb;
-    let piece = g.piece_elems();
+    // A piece is at most one binding, and few enough elements per thread
+    // for an adapter that stops long loops (see `Gpu::loop_limit`).
+    let mut piece = g.piece_elems();
+    if let Some(limit) = g.loop_limit {
+        let per_thread = (limit.saturating_sub(64) / 3 / 2) as usize;
+        piece = piece
+            .min((per_thread * shaders::RED_WG as usize) / align.max(1) * align.max(1))
+            .max(align.max(1));
+    }
     let parts = Tensor::empty(&[n.div_ceil(piece)], part_dtype, x.device())?;
     let (tx, tp) = (gty(op, x.dtype())?, gty(op, part_dtype)?);
     let acc = if matches!(rop, ReduceOp::All | ReduceOp::Any) {
@@ -1617,6 +1711,12 @@ impl Backend for WgpuBackend {
             weight.map_or(0, |w| w.offset() as u32),
             bias.map_or(0, |b| b.offset() as u32),
         ];
+        check_loop_trips(
+            op,
+            row_trips(3, len, 1),
+            &|| format!("normalising rows of {len}"),
+            "work on shorter rows (e.g. split the dim and combine the parts)",
+        )?;
         let src = shaders::layer_norm(&bd, weight.is_some(), bias.is_some(), rms);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
         get()?.dispatch(op, &src, &refs, &meta, rows as u64)
@@ -1674,6 +1774,12 @@ impl Backend for WgpuBackend {
         meta.extend(kst);
         meta.push(len as u32);
         meta.push(xs as i32 as u32);
+        check_loop_trips(
+            op,
+            row_trips(1, len, 1),
+            &|| format!("searching lines of {len}"),
+            "work on shorter rows (e.g. split the dim and combine the parts)",
+        )?;
         let src = shaders::arg_reduce(&bd, ty, aop == ArgOp::Max, values.is_some());
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
         get()?.dispatch(op, &src, &refs, &meta, nout as u64)
@@ -1718,13 +1824,14 @@ impl Backend for WgpuBackend {
     fn fill(&self, dst: &Tensor, value: Scalar) -> Result<()> {
         let op = "fill";
         let ty = gty(op, dst.dtype())?;
+        let word = scalar_bits(op, value, dst.dtype(), ty)?;
         let (b, bufs) = bind(op, &[dst])?;
         run_ew(
             op,
             &shaders::fill(&b, ty),
             &[dst],
             &bufs,
-            [scalar_bits(value, ty), 0, 0, 0, 0, 0, 0, 0],
+            [word, 0, 0, 0, 0, 0, 0, 0],
         )
     }
 
@@ -1751,16 +1858,9 @@ impl Backend for WgpuBackend {
                 0,
                 0,
             ],
-            _ => [
-                p[0] as i64 as i32 as u32,
-                p[1] as i64 as i32 as u32,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-            ],
+            // Integer bounds (clamp's) beyond the 32 bits every stored value
+            // fits in saturate: they clamp nothing, as on the CPU.
+            _ => [sat_word(p[0]), sat_word(p[1]), 0, 0, 0, 0, 0, 0],
         };
         run_ew(op, &src, &[x, out], &bufs, params)
     }
@@ -1798,13 +1898,40 @@ impl Backend for WgpuBackend {
         check_same_device(op, &[x, out])?;
         let tx = gty(op, x.dtype())?;
         let to = gty(op, out.dtype())?;
-        if buffer(op, x)?.len > get()?.max_binding()
+        let nred_all: usize = x
+            .shape()
+            .iter()
+            .zip(mask)
+            .filter(|(_, &m)| m)
+            .map(|(&n, _)| n)
+            .product();
+        let rdims = mask.iter().filter(|&&m| m).count();
+        let passes = if matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp) {
+            2
+        } else {
+            1
+        };
+        let over_loops = get()?
+            .loop_limit
+            .is_some_and(|lim| row_trips(passes, nred_all, rdims) >= lim);
+        if (buffer(op, x)?.len > get()?.max_binding() || over_loops)
             && out.numel() == 1
             && x.is_contiguous()
             && !matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp)
         {
             return reduce_in_pieces(rop, x, out);
         }
+        check_loop_trips(
+            op,
+            row_trips(passes, nred_all, rdims),
+            &|| {
+                format!(
+                    "reducing {nred_all} elements per output ({op} of shape {:?})",
+                    x.shape()
+                )
+            },
+            "reduce in steps (over some dims, then the rest of them) or over a reshaped view",
+        )?;
         if split::needed(op, &[x, out])? {
             return self.reduce_split(rop, x, mask, out);
         }
@@ -1921,6 +2048,12 @@ impl Backend for WgpuBackend {
         meta.extend(okst);
         meta.push(os as i32 as u32);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        check_loop_trips(
+            op,
+            row_trips(3, len, 1),
+            &|| format!("a {op} over rows of {len}"),
+            "work on shorter rows (e.g. split the dim and combine the parts)",
+        )?;
         get()?.dispatch(op, &shaders::softmax(&bd), &refs, &meta, nout as u64)
     }
 
@@ -2042,6 +2175,12 @@ impl Backend for WgpuBackend {
                     rc.offset() as u32,
                     wc.as_ref().map_or(0, |w| w.offset() as u32),
                 ];
+                check_loop_trips(
+                    op,
+                    row_trips(3, len, 1),
+                    &|| format!("normalising rows of {len}"),
+                    "work on shorter rows",
+                )?;
                 let src = shaders::layer_norm_grad_input(&bd, wc.is_some(), rms);
                 let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
                 get()?.dispatch(op, &src, &refs, &meta, rows as u64)
@@ -2062,6 +2201,12 @@ impl Backend for WgpuBackend {
             ts.extend(dbc.as_ref());
             let outs = dwc.is_some() as usize + dbc.is_some() as usize;
             let (bd, bufs) = bind_written(op, &ts, outs)?;
+            check_loop_trips(
+                op,
+                2 * rows as u64 + 64,
+                &|| format!("summing the gradients of {rows} rows"),
+                "work on fewer rows at a time and add the parameter gradients",
+            )?;
             let src = shaders::layer_norm_grad_params(&bd, dwc.is_some(), dbc.is_some(), rms);
             let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
             let meta = [
@@ -2172,6 +2317,12 @@ impl Backend for WgpuBackend {
         meta.extend(keep.iter().map(|&d| out.strides()[d] as i32 as u32));
         meta.push(red(out));
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        check_loop_trips(
+            op,
+            row_trips(3, len, 1),
+            &|| format!("a {op} gradient over rows of {len}"),
+            "work on shorter rows (e.g. split the dim and combine the parts)",
+        )?;
         get()?.dispatch(op, &shaders::softmax_grad(&bd), &refs, &meta, nout as u64)?;
         Ok(true)
     }
@@ -2290,6 +2441,20 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d";
+        if w.ndim() == 4 {
+            // Each output sums over its group's input channels and the window.
+            let (cg, kh, kw) = (
+                w.shape()[1] as u64,
+                w.shape()[2] as u64,
+                w.shape()[3] as u64,
+            );
+            check_loop_trips(
+                op,
+                cg * (1 + kh * (1 + kw)) + 64,
+                &|| format!("a convolution summing {cg} channels of {kh}x{kw} windows"),
+                "split the input channels (convolve groups of them and add)",
+            )?;
+        }
         conv_check(op, &[x, w, out], p)?;
         if let Some(b) = bias {
             check_same_device(op, &[b, out])?;
@@ -2367,6 +2532,7 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d_backward";
+        conv_grad_trips(op, g, Some(w), p)?;
         conv_check(op, &[g, w, out], p)?;
         let n = out.numel();
         if n == 0 {
@@ -2440,6 +2606,7 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d_backward";
+        conv_grad_trips(op, g, None, p)?;
         conv_check(op, &[g, x, out], p)?;
         let n = out.numel();
         if n == 0 {
@@ -2855,6 +3022,12 @@ impl Backend for WgpuBackend {
         if x.numel() == 0 {
             return Ok(());
         }
+        check_loop_trips(
+            op,
+            n as u64 + 64,
+            &|| format!("a running {op} along {n} elements"),
+            "scan shorter pieces and carry each piece's last value into the next",
+        )?;
         let mut meta = vec![lines as u32, 0, n as u32, inner as u32];
         meta.extend([0u32; 6]);
         dense_out(out, |o| {
@@ -2970,6 +3143,23 @@ impl Backend for WgpuBackend {
             ));
         }
         let nb = nd - 2;
+        // An adapter that stops long loops (see `Gpu::loop_limit`): K in
+        // pieces short enough for the kernel's loop over K, each piece after
+        // the first adding its product to the earlier ones'.
+        if let Some(limit) = get()?.loop_limit {
+            let piece = (limit.saturating_sub(64 + 16 * nd as u64) / 2).max(1) as usize;
+            if k > piece {
+                let mut k0 = 0;
+                while k0 < k {
+                    let len = piece.min(k - k0);
+                    let ap = a.with_layout(a.layout().narrow(op, -1, k0 as isize, len)?);
+                    let bp = b.with_layout(b.layout().narrow(op, -2, k0 as isize, len)?);
+                    self.matmul(&ap, &bp, out, accumulate || k0 > 0)?;
+                    k0 += len;
+                }
+                return Ok(());
+            }
+        }
         if split::needed(op, &[a, b, out])? {
             // Axes: the batch dims, then M, N and K; a piece after the
             // first along K adds its product to the earlier ones'.
@@ -3224,6 +3414,13 @@ impl WgpuBackend {
     ) -> Result<()> {
         let op = "cross_entropy";
         let rows = t.numel();
+        // One thread per row walks the classes a few times.
+        check_loop_trips(
+            op,
+            4 * cfg.c as u64 + 64,
+            &|| format!("a row of {} classes", cfg.c),
+            "use fewer classes per call",
+        )?;
         let mut ts: Vec<&Tensor> = vec![x, t];
         ts.extend(w);
         ts.extend([loss, lse, wt]);
@@ -3440,6 +3637,13 @@ impl WgpuBackend {
     ) -> Result<()> {
         let op = "cross_entropy";
         let rows = t.numel();
+        // One thread per row walks the classes a few times.
+        check_loop_trips(
+            op,
+            4 * cfg.c as u64 + 64,
+            &|| format!("a row of {} classes", cfg.c),
+            "use fewer classes per call",
+        )?;
         let mut ts: Vec<&Tensor> = vec![x, t];
         ts.extend(w);
         ts.extend([lse, g, out]);
