@@ -183,11 +183,13 @@ def w9(rt, ctx):
          "sgd", lambda fw: wt._sum_loss, wt.NumpyDeep, dict(rtol=2e-4, atol=1e-3, target=0.05)),
         ("W5", "MNIST CNN, batch 64, SGD mom.", wt.cnn_params, wt.cnn_data, wt.cnn_model,
          "sgd_momentum", wt._ce, wt.NumpyCNN, dict(target=0.1)),
+        ("W6", "GPT 4x256, seq 128, batch 16, AdamW: train", wt.gpt_params, lambda: wt.gpt_data(n=2),
+         wt.gpt_model, "adamw", wt._gpt_loss, None, dict(rtol=1e-3, atol=1e-3, target=0.0)),
     ]
     runs = [(compiled, *t) for t in trains for compiled in (False, True)]
     for compiled, wid, variant, params_fn, data_fn, make, opt, loss, npcls, kw in runs:
         row = rt.Row("W9", f"{wid} {variant}{', compiled' if compiled else ''}", "ms", False)
-        if soft and wid == "W5":
+        if soft and wid in ("W5", "W6"):
             row.notes["ferrograd"] = "skipped on a software adapter (minutes per step there)"
             row.values["ferrograd"] = None
             ctx.rows.append(row)
@@ -203,8 +205,9 @@ def w9(rt, ctx):
                 step = wt.eager_step(fg, make, params, batches, opt, loss(fg), device="gpu")
             return lambda: float(step().item())
 
-        impls = {"ferrograd": f_fg, "numpy": lambda npcls=npcls, params=params, batches=batches:
-                 wt.numpy_step(npcls, params, batches)}
+        impls = {"ferrograd": f_fg}
+        if npcls is not None:  # W6 has no hand-written NumPy backward
+            impls["numpy"] = lambda npcls=npcls, params=params, batches=batches: wt.numpy_step(npcls, params, batches)
         wt.run_train(rt, ctx, row, impls, repeats=5 if soft else None, **kw)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 # The IR verifier (structure, and types and shapes by shape inference) runs
@@ -59,6 +60,16 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    """Register the op-table marker. With ``FG_REQUIRE_GPU=1`` (set by CI once it has
+    installed a driver) a missing WebGPU adapter fails the run instead of letting the
+    GPU tests skip."""
+    if os.environ.get("FG_REQUIRE_GPU", "").strip() not in ("", "0"):
+        import ferrograd as fg
+
+        if not fg.gpu.is_available():
+            raise pytest.UsageError(
+                f"FG_REQUIRE_GPU is set but no WebGPU adapter is usable: {fg.gpu.unavailable_reason()}"
+            )
     config.addinivalue_line(
         "markers", "optable_cell(op, column): the test fills one cell of the op-table coverage matrix"
     )

@@ -1043,6 +1043,14 @@ impl Put<'_> {
                 0,
             ],
         )?;
+        // One thread per written element walks every index row, in order.
+        let rows = o.numel();
+        check_loop_trips(
+            self.op,
+            2 * rows as u64 + 64,
+            &|| format!("writing through {rows} index rows"),
+            "write through fewer indices at a time",
+        )?;
         let ty = self.ty;
         run_items(
             self.op,
@@ -3386,6 +3394,13 @@ impl WgpuBackend {
                 0,
                 0,
             ],
+        )?;
+        // One thread walks a whole line, in order.
+        check_loop_trips(
+            op,
+            2 * klen as u64 + 64,
+            &|| format!("scattering lines of {klen} indices"),
+            "scatter fewer indices per line at a time",
         )?;
         let nl: usize = lines.iter().product();
         run_items(

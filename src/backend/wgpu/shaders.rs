@@ -1933,7 +1933,14 @@ mod tests {
             }
             validate(&fill(&mk(&[from]), from));
             validate(&where_(&mk(&[GTy::U32, from, from, from]), GTy::U32));
-            n += 2;
+            validate(&tri(&mk(&[from, from]), from));
+            n += 3;
+            if from != GTy::U32 {
+                for prod in [false, true] {
+                    validate(&cumulative(&mk(&[from, from]), from, prod));
+                    n += 1;
+                }
+            }
         }
         // In-place: input and output share one read-write binding.
         let shared = halved(Bindings {
