@@ -492,3 +492,49 @@ def test_gpu_tensors_take_host_indices():
     with pytest.raises(IndexError):
         x[[0, 5]] = 1.0
     np.testing.assert_array_equal(x.numpy(), base)
+
+
+TILED = """
+import ferrograd as fg, numpy as np
+rng = np.random.default_rng(0)
+cases = [((1, 1), (1, 1)), ((17, 33), (33, 15)), ((16, 16), (16, 16)), ((3, 40, 5), (3, 5, 70)),
+         ((2, 1, 9, 31), (4, 31, 18)), ((64, 0), (0, 7)), ((5, 200), (200, 3))]
+for sa, sb in cases:
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    got = (fg.tensor(a).to("gpu") @ fg.tensor(b).to("gpu")).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
+# Transposed operands, float16 storage, and the backward products.
+a = rng.standard_normal((23, 19)).astype(np.float32)
+ga = fg.tensor(a).to("gpu").requires_grad_()
+w = fg.tensor(rng.standard_normal((29, 19)).astype(np.float32)).to("gpu").requires_grad_()
+(ga @ w.t()).sum().backward()
+np.testing.assert_allclose(ga.grad.numpy(), np.tile(w.numpy().sum(0), (23, 1)), rtol=1e-4, atol=1e-4)
+h = (fg.tensor(a).half().to("gpu") @ fg.tensor(a.T.copy()).half().to("gpu")).float().numpy()
+ref = (a.astype(np.float16).astype(np.float32) @ a.T.astype(np.float16).astype(np.float32))
+np.testing.assert_allclose(h, ref, rtol=2e-3, atol=2e-2)
+print("ok")
+"""
+
+
+def test_tiled_matmul_kernel():
+    """The workgroup-tiled matmul (what hardware adapters run) forced on this
+    adapter with FG_GPU_MATMUL=tiled: direct products of many shapes, then the
+    op table's matmul, linear and other linear-algebra cells."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, FG_GPU_MATMUL="tiled")
+    r = subprocess.run([sys.executable, "-c", TILED], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+    here = Path(__file__).parent
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", str(here / "test_gpu_optable.py"), str(here / "test_gpu_optable_grad.py"),
+         "-q", "-p", "no:cacheprovider", "-k", "matmul or linear or bmm or mm or einsum or outer"],
+        env=env, capture_output=True, text=True, timeout=1200, cwd=here.parent,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
+

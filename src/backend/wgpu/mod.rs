@@ -674,6 +674,20 @@ fn scalar_bits(op: &'static str, s: Scalar, dtype: DType, ty: GTy) -> Result<u32
     })
 }
 
+/// Whether float matmuls run the tiled kernel (workgroup-memory tiles, what
+/// a GPU needs) rather than one thread per output with no shared loads
+/// (faster on software adapters, where barriers are slow): tiled except on
+/// a CPU-type adapter; `FG_GPU_MATMUL=tiled|naive` chooses.
+fn tiled_matmul() -> Result<bool> {
+    static CHOICE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let forced = *CHOICE.get_or_init(|| match std::env::var("FG_GPU_MATMUL") {
+        Ok(v) if v.trim() == "tiled" => Some(true),
+        Ok(v) if v.trim() == "naive" => Some(false),
+        _ => None,
+    });
+    Ok(forced.unwrap_or(get()?.info.device_type != wgpu::DeviceType::Cpu))
+}
+
 /// Refuse a kernel whose invocations would run about `trips` loop
 /// iterations where the adapter stops loops sooner (see
 /// [`context::Gpu::loop_limit`]): there its results would be silently
@@ -3209,6 +3223,12 @@ impl Backend for WgpuBackend {
             meta.extend((0..nb).map(|d| s(t, d)));
         }
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
+        if ty == GTy::F32 && tiled_matmul()? {
+            let t = shaders::MM_TILE as usize;
+            let groups = (total / (m * n)) * m.div_ceil(t) * n.div_ceil(t);
+            meta[0] = groups as u32;
+            return get()?.dispatch(op, &shaders::matmul_tiled(&bd), &refs, &meta, groups as u64);
+        }
         get()?.dispatch(
             op,
             &shaders::matmul(&bd, ty),

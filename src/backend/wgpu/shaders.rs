@@ -1459,6 +1459,87 @@ pub fn matmul(bd: &Bindings, ty: GTy) -> String {
     ew_shader(bd, &body)
 }
 
+/// Side of the square output tile one workgroup of [`matmul_tiled`] computes.
+pub const MM_TILE: u32 = 16;
+
+/// Batched float matmul of (a, b, out) in `MM_TILE`×`MM_TILE` output tiles:
+/// each workgroup (one thread per output of its tile) walks K a tile at a
+/// time, loading a tile of A and one of B into workgroup memory that all its
+/// threads read, so each element of A and B is fetched from global memory
+/// once per tile instead of once per output. Metadata as [`matmul`]'s, but
+/// `md[0]` is the number of workgroups (tiles times batch elements).
+pub fn matmul_tiled(bd: &Bindings) -> String {
+    let (a, b, o) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let t = MM_TILE;
+    let body = bd.io(&format!(
+        "    let g = wid.y * nwg.x + wid.x;
+    let live = g < md[0];
+    let mm = md[1];
+    let nn = md[2];
+    let kk = md[3];
+    let nb = md[4];
+    let tn = (nn + {t}u - 1u) / {t}u;
+    let tiles = ((mm + {t}u - 1u) / {t}u) * tn;
+    let tile = g % max(tiles, 1u);
+    var bi = g / max(tiles, 1u);
+    let lr = lid / {t}u;
+    let lc = lid % {t}u;
+    let r = (tile / max(tn, 1u)) * {t}u + lr;
+    let col = (tile % max(tn, 1u)) * {t}u + lc;
+    var ao = bitcast<i32>(md[6]);
+    var bo = bitcast<i32>(md[7]);
+    var oo = bitcast<i32>(md[8]);
+    var d = nb;
+    loop {{
+        if (d == 0u) {{ break; }}
+        d = d - 1u;
+        let s = md[15u + d];
+        let c = i32(bi % s);
+        bi = bi / s;
+        ao = ao + c * bitcast<i32>(md[15u + nb + d]);
+        bo = bo + c * bitcast<i32>(md[15u + 2u * nb + d]);
+        oo = oo + c * bitcast<i32>(md[15u + 3u * nb + d]);
+    }}
+    let asm_ = bitcast<i32>(md[9]);
+    let ask = bitcast<i32>(md[10]);
+    let bsk = bitcast<i32>(md[11]);
+    let bsn = bitcast<i32>(md[12]);
+    var acc = 0.0;
+    let steps = (kk + {t}u - 1u) / {t}u;
+    for (var st = 0u; st < steps; st = st + 1u) {{
+        let ka = st * {t}u + lc;
+        var av = 0.0;
+        if (live && r < mm && ka < kk) {{ av = {a}[u32(ao + i32(r) * asm_ + i32(ka) * ask)]; }}
+        ta[lid] = av;
+        let kb = st * {t}u + lr;
+        var bv = 0.0;
+        if (live && kb < kk && col < nn) {{ bv = {b}[u32(bo + i32(kb) * bsk + i32(col) * bsn)]; }}
+        tb[lid] = bv;
+        workgroupBarrier();
+        for (var q = 0u; q < {t}u; q = q + 1u) {{
+            acc = acc + ta[lr * {t}u + q] * tb[q * {t}u + lc];
+        }}
+        workgroupBarrier();
+    }}
+    if (live && r < mm && col < nn) {{
+        let at = u32(oo + i32(r) * bitcast<i32>(md[13]) + i32(col) * bitcast<i32>(md[14]));
+        if (md[5] != 0u) {{ acc = acc + {o}[at]; }}
+        {o}[at] = acc;
+    }}"
+    ));
+    format!(
+        "{}var<workgroup> ta: array<f32, {n}>;
+var<workgroup> tb: array<f32, {n}>;
+@compute @workgroup_size({n})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+{body}
+}}
+",
+        bd.decl(),
+        n = t * t
+    )
+}
+
 // ---------------------------------------------------------------------------
 // Losses, convolution, pooling, gather/scatter: one thread per output
 // element (or row/line), metadata words read directly as `md[k]`.
@@ -1998,6 +2079,7 @@ mod tests {
                 }
             }
         }
+        validate(&matmul_tiled(&mk(&[GTy::F32; 3])));
         validate(&softmax(&mk(&[GTy::F32, GTy::F32])));
         validate(&softmax_grad(&mk(&[GTy::F32; 3])));
         let mut grads = 0;
