@@ -46,6 +46,22 @@ def test_fma_peak_is_measured_on_the_device():
             fg.gpu.fma_peak(**bad)
 
 
+def test_queued_ops_remember_the_users_line():
+    """A device error surfacing at the next sync names the ops queued since the
+    last one and the source line each was first queued at."""
+    import inspect
+
+    fg.gpu.synchronize()
+    x = fg.ones(8, device="gpu")
+    line = inspect.currentframe().f_lineno + 1
+    y = x * 3.0  # noqa: F841 - queued, not read
+    pending = dict(fg._core._gpu_pending_ops())
+    assert "mul" in pending, pending
+    assert pending["mul"] == f"{__file__}:{line}"
+    fg.gpu.synchronize()
+    assert fg._core._gpu_pending_ops() == []
+
+
 def _loop_limit():
     lim = fg.gpu.info()["loop_limit"]
     if lim is None:

@@ -226,6 +226,12 @@ thread_local! {
     static JOB_CANCEL: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
+/// Whether this thread is one of the core's worker threads (of the pool or
+/// the team), which are never attached to the Python interpreter.
+pub fn on_worker() -> bool {
+    IN_POOL.with(|c| c.get()) || team::is_member()
+}
+
 /// Install the function that [`poll`] and [`run_interruptible`] call to learn
 /// of interrupts (once; later calls are ignored).
 pub fn set_signal_hook(f: fn() -> bool) {

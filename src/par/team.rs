@@ -79,6 +79,13 @@ static BUSY: Mutex<()> = Mutex::new(());
 thread_local! {
     /// True on members, and on a caller while its job runs.
     static IN_TEAM: Cell<bool> = const { Cell::new(false) };
+    /// True on the team's own threads.
+    static MEMBER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is one of the team's own threads.
+pub fn is_member() -> bool {
+    MEMBER.with(|c| c.get())
 }
 
 /// The team at the requested size, or `None` when there is one thread.
@@ -136,6 +143,7 @@ fn team() -> Option<Arc<Shared>> {
 /// A member's life: wait for a job it has not seen, take part, repeat.
 fn member(sh: Arc<Shared>) {
     IN_TEAM.with(|c| c.set(true));
+    MEMBER.with(|c| c.set(true));
     let mut seen = 0u64;
     let ready = |seen: u64| {
         !sh.job.load(Ordering::SeqCst).is_null() && sh.epoch.load(Ordering::SeqCst) != seen

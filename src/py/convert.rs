@@ -438,7 +438,9 @@ impl PyTensor {
     fn tolist(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         run(|| self.t.check_has_data("tolist"))?;
         if self.t.device() != Device::Cpu {
-            let h = py.detach(|| run(|| crate::backend::transfer(&self.t, Device::Cpu)))?;
+            let h = super::detach(py, || {
+                run(|| crate::backend::transfer(&self.t, Device::Cpu))
+            })?;
             return to_list(py, &h);
         }
         to_list(py, &self.t)
@@ -450,7 +452,7 @@ impl PyTensor {
             run(|| self.t.item())?
         } else {
             // Waits for the device: other Python threads run meanwhile.
-            py.detach(|| run(|| self.t.item()))?
+            super::detach(py, || run(|| self.t.item()))?
         };
         scalar_to_py(py, s)
     }
@@ -460,9 +462,9 @@ impl PyTensor {
     /// A CPU copy of a GPU tensor (no autograd), as a Python tensor.
     fn host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTensor>> {
         let t = &slf.get().t;
-        let h = slf
-            .py()
-            .detach(|| run(|| crate::backend::transfer(t, Device::Cpu)))?;
+        let h = super::detach(slf.py(), || {
+            run(|| crate::backend::transfer(t, Device::Cpu))
+        })?;
         Bound::new(slf.py(), PyTensor::new(h))
     }
 }

@@ -130,7 +130,9 @@ fn _gpu_stats(py: Python<'_>) -> PyResult<Py<PyAny>> {
 #[pyfunction]
 fn _gpu_synchronize(py: Python<'_>) -> PyResult<()> {
     #[cfg(feature = "gpu")]
-    py.detach(|| run(|| crate::backend::wgpu::context::get()?.synchronize()))?;
+    super::detach(py, || {
+        run(|| crate::backend::wgpu::context::get()?.synchronize())
+    })?;
     #[cfg(not(feature = "gpu"))]
     let _ = py;
     Ok(())
@@ -152,7 +154,9 @@ fn _gpu_empty_cache() -> PyResult<()> {
 #[pyo3(signature = (seconds=0.05, repeats=3))]
 fn _gpu_fma_peak(py: Python<'_>, seconds: f64, repeats: usize) -> PyResult<f64> {
     #[cfg(feature = "gpu")]
-    return py.detach(|| run(|| crate::backend::wgpu::peak::fma_gflops(seconds, repeats)));
+    return super::detach(py, || {
+        run(|| crate::backend::wgpu::peak::fma_gflops(seconds, repeats))
+    });
     #[cfg(not(feature = "gpu"))]
     {
         let _ = (py, seconds, repeats);
@@ -162,7 +166,24 @@ fn _gpu_fma_peak(py: Python<'_>, seconds: f64, repeats: usize) -> PyResult<f64> 
     }
 }
 
+/// The ops queued on the GPU since the last submit, as `(op, "file:line" or
+/// None)`: what a device error at the next sync would name.
+#[pyfunction]
+fn _gpu_pending_ops() -> PyResult<Vec<(String, Option<String>)>> {
+    #[cfg(feature = "gpu")]
+    {
+        let g = run(crate::backend::wgpu::context::get)?;
+        Ok(g.pending_ops()
+            .into_iter()
+            .map(|(o, at)| (o.to_string(), at.map(|a| a.to_string())))
+            .collect())
+    }
+    #[cfg(not(feature = "gpu"))]
+    Ok(Vec::new())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_gpu_pending_ops, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_fma_peak, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_is_available, m)?)?;
     m.add_function(wrap_pyfunction!(_gpu_unavailable_reason, m)?)?;

@@ -716,7 +716,9 @@ fn _graph_save(
     metadata: std::collections::BTreeMap<String, String>,
 ) -> PyResult<()> {
     let graph = g.g.clone();
-    py.detach(|| run(|| crate::graph::save::save(&graph, &scalars, &metadata, &path)))
+    super::detach(py, || {
+        run(|| crate::graph::save::save(&graph, &scalars, &metadata, &path))
+    })
 }
 
 /// A loaded graph as Python sees it: `(graph, scalars when saved, slot
@@ -742,7 +744,7 @@ fn _graph_load(
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<LoadedTuple> {
     let dev = load_device(device)?;
-    let l = py.detach(|| {
+    let l = super::detach(py, || {
         run(|| {
             let l = crate::graph::save::load(&path)?;
             let d = dev.unwrap_or(l.device);

@@ -102,6 +102,46 @@ thread_local! {
     static PENDING_SIGNAL: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// True while this thread runs core work detached from the interpreter
+    /// (see [`detach`]).
+    static DETACHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `py.detach(f)`, noting on this thread that it is detached meanwhile (so
+/// that core hooks called from `f` do not wait for the interpreter).
+pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    py.detach(|| {
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                DETACHED.with(|d| d.set(self.0));
+            }
+        }
+        let _restore = Restore(DETACHED.with(|d| d.replace(true)));
+        f()
+    })
+}
+
+/// The user's `file:line` for a GPU op being queued: the innermost Python
+/// frame outside the ferrograd package. Only on a thread attached to the
+/// interpreter already (it never waits for it: the GPU batch lock is held):
+/// not while detached, nor on the core's worker threads.
+#[cfg(feature = "gpu")]
+fn location_hook() -> Option<std::sync::Arc<str>> {
+    if DETACHED.with(|d| d.get()) || crate::par::on_worker() {
+        return None;
+    }
+    Python::attach(|py| {
+        let f = py
+            .import("ferrograd._capture")
+            .and_then(|m| m.getattr("_user_location"))
+            .and_then(|f| f.call0())
+            .ok()?;
+        f.extract::<Option<String>>().ok().flatten().map(Into::into)
+    })
+}
+
 /// The core's signal hook: run Python's signal handlers (main thread only);
 /// an exception they raise (KeyboardInterrupt) is kept to be raised when the
 /// core work returns, and stops that work.
@@ -131,7 +171,7 @@ pub fn run_detached<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> crate::Result<T> + Send,
 ) -> PyResult<T> {
-    with_pending_signal(py.detach(|| run(f)))
+    with_pending_signal(detach(py, || run(f)))
 }
 
 /// The tensor type seen from Python (`ferrograd.Tensor`).
@@ -567,6 +607,8 @@ fn are_deterministic_algorithms_enabled() -> bool {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::par::set_signal_hook(signal_hook);
+    #[cfg(feature = "gpu")]
+    crate::backend::wgpu::context::set_location_hook(location_hook);
     crate::tensor::defer::init_from_env();
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;

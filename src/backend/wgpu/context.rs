@@ -224,7 +224,9 @@ struct State {
     arenas: Vec<Arena>,
     /// The ops with dispatches in this batch (the first few, each once):
     /// what an error found at submission names.
-    ops: Vec<&'static str>,
+    /// The ops queued in the batch (each name once), with the user's source
+    /// line where the first of them was queued when known.
+    ops: Vec<(&'static str, Option<Arc<str>>)>,
 }
 
 /// How many distinct ops a batch's error message lists.
@@ -550,6 +552,21 @@ fn init() -> std::result::Result<Gpu, String> {
     // The probe's upload, dispatch, submit and read are the device's own.
     gpu.counters = Counters::default();
     Ok(gpu)
+}
+
+/// Where the user's code stands as an op is queued (`file:line`), when the
+/// embedding front end can tell (see [`set_location_hook`]). It must not
+/// block: it runs while the device's batch lock is held.
+static LOCATION_HOOK: std::sync::OnceLock<fn() -> Option<Arc<str>>> = std::sync::OnceLock::new();
+
+/// Install the function that names the user's source line for queued ops
+/// (the Python module does, at import).
+pub fn set_location_hook(f: fn() -> Option<Arc<str>>) {
+    let _ = LOCATION_HOOK.set(f);
+}
+
+fn caller_location() -> Option<Arc<str>> {
+    LOCATION_HOOK.get().and_then(|f| f())
 }
 
 /// Loop trips the probe asks one invocation for (more than any driver guard seen).
@@ -1100,8 +1117,8 @@ impl Gpu {
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(gx, gy, 1);
         st.dispatches += 1;
-        if st.ops.len() < BATCH_OPS_LISTED && !st.ops.contains(&op) {
-            st.ops.push(op);
+        if st.ops.len() < BATCH_OPS_LISTED && !st.ops.iter().any(|(o, _)| *o == op) {
+            st.ops.push((op, caller_location()));
         }
         self.counters.dispatches.fetch_add(1, Ordering::Relaxed);
         let big = st.dispatches >= MAX_BATCH_DISPATCHES
@@ -1167,17 +1184,22 @@ impl Gpu {
             .map(|e| e.to_string())
             .or_else(|| self.take_uncaptured())
         {
+            let named = |(o, at): &(&'static str, Option<Arc<str>>)| match at {
+                Some(at) => format!("{o} (queued at {at})"),
+                None => o.to_string(),
+            };
             let (op, list) = match ops.as_slice() {
-                [one] => (*one, one.to_string()),
+                [one] => (one.0, named(one)),
                 _ => {
                     let more = if ops.len() == BATCH_OPS_LISTED {
                         ", ..."
                     } else {
                         ""
                     };
+                    let names: Vec<String> = ops.iter().map(named).collect();
                     (
                         "gpu",
-                        format!("ops queued since the last sync: {}{more}", ops.join(", ")),
+                        format!("ops queued since the last sync: {}{more}", names.join(", ")),
                     )
                 }
             };
@@ -1194,6 +1216,12 @@ impl Gpu {
             ));
         }
         Ok(Some(idx))
+    }
+
+    /// The ops queued since the last submit (each name once, at most a
+    /// dozen), with the user's source line where the first was queued.
+    pub fn pending_ops(&self) -> Vec<(&'static str, Option<Arc<str>>)> {
+        self.state.lock().ops.clone()
     }
 
     /// Submit everything recorded so far and wait until the device is idle.
@@ -1416,8 +1444,8 @@ impl Gpu {
             if st.ops.len() >= BATCH_OPS_LISTED {
                 break;
             }
-            if !st.ops.contains(&op) {
-                st.ops.push(op);
+            if !st.ops.iter().any(|(o, _)| *o == op) {
+                st.ops.push((op, caller_location()));
             }
         }
         st.dispatches += items.len();
