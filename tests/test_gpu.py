@@ -486,3 +486,69 @@ def test_sync_debug_mode_waits_for_every_kernel():
     env = dict(os.environ, FG_GPU_SYNC="1")
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+FACTORY_DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "bool"]
+FACTORIES = {
+    "zeros": lambda d, dev, s: fg.zeros(*s, dtype=d, device=dev),
+    "ones": lambda d, dev, s: fg.ones(s, dtype=d, device=dev),
+    "full": lambda d, dev, s: fg.full(s, True if d == fg.bool else 3, dtype=d, device=dev),
+    "empty": lambda d, dev, s: fg.empty(s, dtype=d, device=dev).fill_(1),
+    "arange": lambda d, dev, s: fg.arange(0, 2 * max(1, int(np.prod(s))), 2, dtype=d, device=dev),
+    "linspace": lambda d, dev, s: fg.linspace(-3, 5, int(np.prod(s)), dtype=d, device=dev),
+    "eye": lambda d, dev, s: fg.eye(s[0] if s else 3, 4, dtype=d, device=dev),
+    "rand": lambda d, dev, s: fg.rand(*s, dtype=d, device=dev),
+    "randn": lambda d, dev, s: fg.randn(s, dtype=d, device=dev),
+    "randint": lambda d, dev, s: fg.randint(-5, 9, s, dtype=d, device=dev),
+    "normal": lambda d, dev, s: fg.normal(1.5, 2.0, size=s, dtype=d, device=dev),
+    "randperm": lambda d, dev, s: fg.randperm(max(1, int(np.prod(s))), dtype=d, device=dev),
+    "zeros_like": lambda d, dev, s: fg.zeros_like(fg.ones(s, device=dev), dtype=d),
+    "full_like": lambda d, dev, s: fg.full_like(fg.ones(s, device=dev), 7, dtype=d),
+    "rand_like": lambda d, dev, s: fg.rand_like(fg.ones(s, device=dev), dtype=d),
+    "randn_like": lambda d, dev, s: fg.randn_like(fg.ones(s, device=dev), dtype=d),
+    "randint_like": lambda d, dev, s: fg.randint_like(fg.ones(s, device=dev), 11, dtype=d),
+}
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 5), (2, 1, 4)])
+@pytest.mark.parametrize("dtype", FACTORY_DTYPES)
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_factories_match_the_cpu(name, dtype, shape):
+    """Every factory made on the device equals the same call on the CPU (the same
+    seed gives the same random numbers), without reading anything back; a call
+    the CPU refuses (a random float factory asked for integers) the GPU refuses
+    the same way."""
+    if name == "eye" and len(shape) == 0:
+        shape = (3,)
+    d = getattr(fg, dtype)
+    make = FACTORIES[name]
+    fg.manual_seed(11)
+    try:
+        want = make(d, "cpu", shape)
+    except (TypeError, ValueError, RuntimeError) as e:
+        fg.manual_seed(11)
+        with pytest.raises(type(e)):
+            make(d, "gpu", shape)
+        return
+    before = fg.gpu.stats()["downloads"]
+    fg.manual_seed(11)
+    got = make(d, "gpu", shape)
+    assert fg.gpu.stats()["downloads"] == before, "a factory read the device back"
+    assert str(got.device) == "gpu" and got.dtype == want.dtype and got.shape == want.shape
+    w, g = want.float().numpy() if dtype == "bfloat16" else want.numpy(), (
+        got.float().numpy() if dtype == "bfloat16" else got.numpy())
+    if dtype in ("float32", "float16", "bfloat16") and name in ("linspace", "randn", "normal", "randn_like"):
+        np.testing.assert_allclose(g, w, rtol=1e-6 if dtype == "float32" else 1e-2, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(g, w)
+
+
+def test_int64_factories_outside_32_bits_are_refused():
+    for make in (lambda: fg.arange(2**31, 2**31 + 5, dtype=fg.int64, device="gpu"),
+                 lambda: fg.randint(0, 2**33, (64,), dtype=fg.int64, device="gpu"),
+                 lambda: fg.linspace(0, 2**32, 3, dtype=fg.int64, device="gpu"),
+                 lambda: fg.full((2,), -(2**31) - 1, dtype=fg.int64, device="gpu")):
+        with pytest.raises(ValueError, match="32-bit integers"):
+            make().numpy()
+    edge = fg.arange(2**31 - 3, 2**31, dtype=fg.int64, device="gpu")
+    np.testing.assert_array_equal(edge.numpy(), [2**31 - 3, 2**31 - 2, 2**31 - 1])
