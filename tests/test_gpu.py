@@ -77,6 +77,8 @@ def test_work_past_the_loop_limit_is_split_or_refused():
     assert fg.ones(n, device="gpu").sum().item() == float(n)
     assert fg.ones(n, device="gpu").amax().item() == 1.0
     assert fg.ones(n, device="gpu").mean().item() == pytest.approx(1.0)
+    # A strided view reduced whole goes through a dense copy.
+    assert fg.ones(2, n, device="gpu").t().sum().item() == float(2 * n)
     k = lim + 4465
     a, b = fg.ones(2, k, device="gpu"), fg.ones(k, 3, device="gpu")
     np.testing.assert_array_equal((a @ b).numpy(), np.full((2, 3), float(k), np.float32))

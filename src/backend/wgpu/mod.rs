@@ -1943,6 +1943,16 @@ impl Backend for WgpuBackend {
         {
             return reduce_in_pieces(rop, x, out);
         }
+        if over_loops
+            && out.numel() == 1
+            && !x.is_contiguous()
+            && !matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp)
+        {
+            // A strided view reduced whole: a dense copy reduces in pieces.
+            let dense = Tensor::empty(x.shape(), x.dtype(), x.device())?;
+            self.cast_copy(x, &dense)?;
+            return reduce_in_pieces(rop, &dense, out);
+        }
         check_loop_trips(
             op,
             row_trips(passes, nred_all, rdims),
