@@ -87,6 +87,17 @@ def test_work_past_the_loop_limit_is_split_or_refused():
         fg.ones(2, 6_000_000, device="gpu").sum(1).numpy()
     with pytest.raises(RuntimeError, match="cumsum.*loop iterations"):
         fg.ones(lim + 10, device="gpu").cumsum(0).numpy()
+    # A convolution's weight gradient over more images than one pass may walk:
+    # done a few images at a time, the parts added.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((160, 2, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    grads = []
+    for dev in ("cpu", "gpu"):
+        wt = fg.tensor(w).to(dev).requires_grad_()
+        fg.conv2d(fg.tensor(x).to(dev), wt, padding=1).sum().backward()
+        grads.append(wt.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-4, atol=1e-2)
 
 
 def test_int64_scalars_outside_32_bits_are_refused():
