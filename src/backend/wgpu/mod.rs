@@ -743,6 +743,16 @@ fn conv_grad_trips(
     )
 }
 
+/// [`check_loop_trips`] for a row kernel making `passes` walks over rows of `len`.
+fn check_row_trips(op: &'static str, passes: u64, len: usize) -> Result<()> {
+    check_loop_trips(
+        op,
+        row_trips(passes, len, 1),
+        &|| format!("a {op} over rows of {len}"),
+        "work on shorter rows (e.g. split the dim and combine the parts)",
+    )
+}
+
 /// Loop trips of a row kernel (one workgroup of `RED_WG` threads per row):
 /// `passes` strided walks over `len` elements, each element's offset found
 /// by a loop over `dims` dims, and the workgroup's tree steps.
@@ -1733,12 +1743,7 @@ impl Backend for WgpuBackend {
             weight.map_or(0, |w| w.offset() as u32),
             bias.map_or(0, |b| b.offset() as u32),
         ];
-        check_loop_trips(
-            op,
-            row_trips(3, len, 1),
-            &|| format!("normalising rows of {len}"),
-            "work on shorter rows (e.g. split the dim and combine the parts)",
-        )?;
+        check_row_trips(op, 3, len)?;
         let src = shaders::layer_norm(&bd, weight.is_some(), bias.is_some(), rms);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
         get()?.dispatch(op, &src, &refs, &meta, rows as u64)
@@ -1796,12 +1801,7 @@ impl Backend for WgpuBackend {
         meta.extend(kst);
         meta.push(len as u32);
         meta.push(xs as i32 as u32);
-        check_loop_trips(
-            op,
-            row_trips(1, len, 1),
-            &|| format!("searching lines of {len}"),
-            "work on shorter rows (e.g. split the dim and combine the parts)",
-        )?;
+        check_row_trips(op, 1, len)?;
         let src = shaders::arg_reduce(&bd, ty, aop == ArgOp::Max, values.is_some());
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
         get()?.dispatch(op, &src, &refs, &meta, nout as u64)
@@ -2080,12 +2080,7 @@ impl Backend for WgpuBackend {
         meta.extend(okst);
         meta.push(os as i32 as u32);
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        check_loop_trips(
-            op,
-            row_trips(3, len, 1),
-            &|| format!("a {op} over rows of {len}"),
-            "work on shorter rows (e.g. split the dim and combine the parts)",
-        )?;
+        check_row_trips(op, 3, len)?;
         get()?.dispatch(op, &shaders::softmax(&bd), &refs, &meta, nout as u64)
     }
 
@@ -2207,12 +2202,7 @@ impl Backend for WgpuBackend {
                     rc.offset() as u32,
                     wc.as_ref().map_or(0, |w| w.offset() as u32),
                 ];
-                check_loop_trips(
-                    op,
-                    row_trips(3, len, 1),
-                    &|| format!("normalising rows of {len}"),
-                    "work on shorter rows",
-                )?;
+                check_row_trips(op, 3, len)?;
                 let src = shaders::layer_norm_grad_input(&bd, wc.is_some(), rms);
                 let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
                 get()?.dispatch(op, &src, &refs, &meta, rows as u64)
@@ -2349,12 +2339,7 @@ impl Backend for WgpuBackend {
         meta.extend(keep.iter().map(|&d| out.strides()[d] as i32 as u32));
         meta.push(red(out));
         let refs: Vec<&Arc<GpuBuffer>> = bufs.iter().collect();
-        check_loop_trips(
-            op,
-            row_trips(3, len, 1),
-            &|| format!("a {op} gradient over rows of {len}"),
-            "work on shorter rows (e.g. split the dim and combine the parts)",
-        )?;
+        check_row_trips(op, 3, len)?;
         get()?.dispatch(op, &shaders::softmax_grad(&bd), &refs, &meta, nout as u64)?;
         Ok(true)
     }

@@ -1414,6 +1414,24 @@ pub fn rmsprop(
     ew_shader(bd, &body)
 }
 
+/// WGSL of the matmul kernels: the offsets `ao`, `bo`, `oo` of batch
+/// element `bi` in a, b and out (metadata as [`matmul`]'s; `nb` batch dims).
+const MM_BATCH: &str = "    var ao = bitcast<i32>(md[6]);
+    var bo = bitcast<i32>(md[7]);
+    var oo = bitcast<i32>(md[8]);
+    var d = nb;
+    loop {
+        if (d == 0u) { break; }
+        d = d - 1u;
+        let s = md[15u + d];
+        let c = i32(bi % s);
+        bi = bi / s;
+        ao = ao + c * bitcast<i32>(md[15u + nb + d]);
+        bo = bo + c * bitcast<i32>(md[15u + 2u * nb + d]);
+        oo = oo + c * bitcast<i32>(md[15u + 3u * nb + d]);
+    }
+";
+
 /// Batched matmul of (a, b, out), one thread per output element.
 /// Metadata: [n, M, N, K, nb, accumulate, a_off, b_off, o_off, a_sm, a_sk,
 /// b_sk, b_sn, o_sm, o_sn, batch shape[nb], a/b/o batch strides[nb] each].
@@ -1427,21 +1445,7 @@ pub fn matmul(bd: &Bindings, ty: GTy) -> String {
     let col = i % nn;
     let r = (i / nn) % mm;
     var bi = i / (nn * mm);
-    var ao = bitcast<i32>(md[6]);
-    var bo = bitcast<i32>(md[7]);
-    var oo = bitcast<i32>(md[8]);
-    var d = nb;
-    loop {{
-        if (d == 0u) {{ break; }}
-        d = d - 1u;
-        let s = md[15u + d];
-        let c = i32(bi % s);
-        bi = bi / s;
-        ao = ao + c * bitcast<i32>(md[15u + nb + d]);
-        bo = bo + c * bitcast<i32>(md[15u + 2u * nb + d]);
-        oo = oo + c * bitcast<i32>(md[15u + 3u * nb + d]);
-    }}
-    ao = ao + i32(r) * bitcast<i32>(md[9]);
+{MM_BATCH}    ao = ao + i32(r) * bitcast<i32>(md[9]);
     bo = bo + i32(col) * bitcast<i32>(md[12]);
     oo = oo + i32(r) * bitcast<i32>(md[13]) + i32(col) * bitcast<i32>(md[14]);
     let ask = bitcast<i32>(md[10]);
@@ -1486,21 +1490,7 @@ pub fn matmul_tiled(bd: &Bindings) -> String {
     let lc = lid % {t}u;
     let r = (tile / max(tn, 1u)) * {t}u + lr;
     let col = (tile % max(tn, 1u)) * {t}u + lc;
-    var ao = bitcast<i32>(md[6]);
-    var bo = bitcast<i32>(md[7]);
-    var oo = bitcast<i32>(md[8]);
-    var d = nb;
-    loop {{
-        if (d == 0u) {{ break; }}
-        d = d - 1u;
-        let s = md[15u + d];
-        let c = i32(bi % s);
-        bi = bi / s;
-        ao = ao + c * bitcast<i32>(md[15u + nb + d]);
-        bo = bo + c * bitcast<i32>(md[15u + 2u * nb + d]);
-        oo = oo + c * bitcast<i32>(md[15u + 3u * nb + d]);
-    }}
-    let asm_ = bitcast<i32>(md[9]);
+{MM_BATCH}    let asm_ = bitcast<i32>(md[9]);
     let ask = bitcast<i32>(md[10]);
     let bsk = bitcast<i32>(md[11]);
     let bsn = bitcast<i32>(md[12]);
