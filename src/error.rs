@@ -66,6 +66,15 @@ impl Error {
         }
     }
 
+    /// A memory error renamed to `op` (the op whose result could not be
+    /// allocated); other errors unchanged.
+    pub fn for_op(self, op: &'static str) -> Error {
+        match self {
+            Error::Memory { bytes, .. } => Error::Memory { op, bytes },
+            e => e,
+        }
+    }
+
     /// The same error with `note` appended to its message (e.g. where a graph
     /// node was captured).
     pub fn with_note(self, note: &str) -> Error {

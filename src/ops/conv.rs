@@ -423,7 +423,7 @@ fn conv_run(x4: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: &Conv2dParams) ->
     let xc = ew::to_dtype(x4, cd)?;
     let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
     let bc = bias.map(|b| ew::to_dtype(b, cd)).transpose()?;
-    let out = Tensor::empty(&[n, o, oh, ow], cd, x4.device())?;
+    let out = Tensor::empty_for("conv2d", &[n, o, oh, ow], cd, x4.device())?;
     backend(x4.device()).conv2d(&xc, &wc, bc.as_ref(), p, &out)?;
     if cd != dt {
         ew::to_dtype(&out, dt)
@@ -558,9 +558,14 @@ pub fn max_pool2d(
     let dt = x.dtype();
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(&x4, cd)?;
-    let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
+    let out = Tensor::empty_for(op, &[n, c, oh, ow], cd, x.device())?;
     let idx = if return_indices || record || crate::graph::trace::aux_replay() {
-        Some(Tensor::empty(&[n, c, oh, ow], DType::I64, x.device())?)
+        Some(Tensor::empty_for(
+            op,
+            &[n, c, oh, ow],
+            DType::I64,
+            x.device(),
+        )?)
     } else {
         None
     };
@@ -624,7 +629,7 @@ pub fn avg_pool2d(
     let dt = x.dtype();
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(&x4, cd)?;
-    let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
+    let out = Tensor::empty_for(op, &[n, c, oh, ow], cd, x.device())?;
     backend(x.device()).avg_pool2d(&xc, &p, count_include_pad, divisor_override, &out)?;
     let out = ew::to_dtype(&out, dt)?;
     let out = if unbatched {
@@ -676,7 +681,7 @@ pub fn adaptive_avg_pool2d(x: &Tensor, output_size: [Option<usize>; 2]) -> Resul
     let dt = x.dtype();
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(&x4, cd)?;
-    let out = Tensor::empty(&[n, c, oh, ow], cd, x.device())?;
+    let out = Tensor::empty_for(op, &[n, c, oh, ow], cd, x.device())?;
     backend(x.device()).adaptive_avg_pool2d(&xc, &out)?;
     let out = ew::to_dtype(&out, dt)?;
     let out = if unbatched {

@@ -60,7 +60,7 @@ pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Res
             ));
         }
     }
-    let t = Tensor::empty(shape, dtype, device)?;
+    let t = Tensor::empty_for("full", shape, dtype, device)?;
     backend(device).fill(&t, value)?;
     Ok(t)
 }
@@ -115,7 +115,7 @@ pub fn arange(
         let t = arange(start, end, step, Some(dtype), Device::Cpu)?;
         return crate::backend::transfer(&t, device);
     }
-    let t = Tensor::empty(&[n], dtype, device)?;
+    let t = Tensor::empty_for("arange", &[n], dtype, device)?;
     if !device.has_data() {
         return Ok(t);
     }
@@ -156,7 +156,7 @@ pub fn linspace(
         let t = linspace(start, end, steps, dtype, Device::Cpu)?;
         return crate::backend::transfer(&t, device);
     }
-    let t = Tensor::empty(&[steps], dtype, device)?;
+    let t = Tensor::empty_for("linspace", &[steps], dtype, device)?;
     if !device.has_data() {
         return Ok(t);
     }

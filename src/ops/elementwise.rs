@@ -332,7 +332,7 @@ pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
     if x.dtype() == dtype {
         return Ok(x.clone());
     }
-    let out = Tensor::empty(x.shape(), dtype, x.device())?;
+    let out = Tensor::empty_for("to", x.shape(), dtype, x.device())?;
     backend(x.device()).cast_copy(x, &out)?;
     if dtype.is_floating_point() && ag::needs_grad(&[x]) {
         ag::record(CastBackward { from: x.dtype() }, &[x], &[&out], &[]);
@@ -355,7 +355,7 @@ pub fn to_device(x: &Tensor, device: crate::tensor::Device) -> Result<Tensor> {
     capture!(crate::graph::call::OpCall::ToDevice { device }, [x], one);
     let out = match traced {
         // Shape inference of a captured copy.
-        Some(_) => Tensor::empty(x.shape(), x.dtype(), x.device())?,
+        Some(_) => Tensor::empty_for("to", x.shape(), x.dtype(), x.device())?,
         None => crate::backend::transfer(x, device)?,
     };
     if x.dtype().is_floating_point() && ag::needs_grad(&[x]) {
@@ -381,7 +381,7 @@ pub fn contiguous(x: &Tensor) -> Result<Tensor> {
 /// A fresh contiguous copy.
 pub fn clone(x: &Tensor) -> Result<Tensor> {
     capture!(crate::graph::call::OpCall::Clone, [x], one);
-    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
+    let out = Tensor::empty_for("clone", x.shape(), x.dtype(), x.device())?;
     backend(x.device()).cast_copy(x, &out)?;
     if ag::needs_grad(&[x]) {
         ag::record(
@@ -420,7 +420,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
             return Ok(out);
         }
     }
-    let out = Tensor::empty(x.shape(), out_dt, x.device())?;
+    let out = Tensor::empty_for(op.name(), x.shape(), out_dt, x.device())?;
     backend(x.device()).unary(op, &cx, &out)?;
     if record {
         ag::record(
@@ -563,7 +563,7 @@ fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Te
                 return Ok(out);
             }
         }
-        let out = Tensor::empty(a.shape(), op.out_dtype(dt), a.device())?;
+        let out = Tensor::empty_for(op.name(), a.shape(), op.out_dtype(dt), a.device())?;
         backend(a.device()).binary(op, a, b, &out)?;
         if record {
             record_binary(op, a, b, &out);
@@ -581,7 +581,7 @@ fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Te
             return Ok(out);
         }
     }
-    let out = Tensor::empty(&shape, op.out_dtype(dt), a.device())?;
+    let out = Tensor::empty_for(op.name(), &shape, op.out_dtype(dt), a.device())?;
     backend(a.device()).binary(op, &ea, &eb, &out)?;
     if record {
         record_binary(op, a, b, &out);
@@ -762,7 +762,7 @@ fn binary_inplace_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> R
     if out_dt == a.dtype() {
         be.binary(op, &ea, &eb, a)?;
     } else {
-        let tmp = Tensor::empty(&shape, out_dt, a.device())?;
+        let tmp = Tensor::empty_for(op.name(), &shape, out_dt, a.device())?;
         be.binary(op, &ea, &eb, &tmp)?;
         be.cast_copy(&tmp, a)?;
     }
@@ -831,7 +831,7 @@ fn where_as(cond: &Tensor, a: &Tensor, b: &Tensor, dt: DType, op: &'static str) 
     let ec = cond.with_layout(cond.layout().expand(op, &shape)?);
     let ea = ca.with_layout(ca.layout().expand(op, &shape)?);
     let eb = cb.with_layout(cb.layout().expand(op, &shape)?);
-    let out = Tensor::empty(&shape, dt, cond.device())?;
+    let out = Tensor::empty_for(op, &shape, dt, cond.device())?;
     backend(cond.device()).where_(&ec, &ea, &eb, &out)?;
     if record {
         let bw = WhereBackward {

@@ -436,7 +436,7 @@ pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
         return Ok(v);
     }
     let key = AdvKey::new("getitem", x, items)?;
-    let out = Tensor::empty(&key.out_shape(), x.dtype(), x.device())?;
+    let out = Tensor::empty_for("index", &key.out_shape(), x.dtype(), x.device())?;
     let kout = out.with_layout(out.layout().permute("getitem", &key.kernel_perm())?);
     backend(x.device()).index_gather(&key.args("getitem"), &key.view, &kout)?;
     if ag::needs_grad(&[x]) {
@@ -859,7 +859,7 @@ pub fn index_select(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
     };
     let mut oshape = x1.shape().to_vec();
     oshape[d] = idx.numel();
-    let out = Tensor::empty(&oshape, x.dtype(), x.device())?;
+    let out = Tensor::empty_for(op, &oshape, x.dtype(), x.device())?;
     let perm: Vec<isize> = std::iter::once(d)
         .chain((0..x1.ndim()).filter(|&k| k != d))
         .map(|k| k as isize)
@@ -975,7 +975,7 @@ pub fn gather(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
             ));
         }
     }
-    let out = Tensor::empty(index.shape(), x.dtype(), x.device())?;
+    let out = Tensor::empty_for(op, index.shape(), x.dtype(), x.device())?;
     if out.numel() > 0 {
         let o1 = at_least_1d(&out)?;
         backend(x.device()).gather(&x1, d, &i1, &o1)?;

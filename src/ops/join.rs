@@ -106,7 +106,7 @@ pub fn cat(ts: &[Tensor], dim: isize) -> Result<Tensor> {
         .filter(|(_, t)| !(t.ndim() == 1 && t.shape()[0] == 0))
         .collect();
     let Some(&(i0, r)) = used.first() else {
-        let out = Tensor::empty(&[0], dtype, first.device())?;
+        let out = Tensor::empty_for(op, &[0], dtype, first.device())?;
         record_cat(ts, 0, &out);
         return Ok(out);
     };
@@ -141,7 +141,7 @@ pub fn cat(ts: &[Tensor], dim: isize) -> Result<Tensor> {
     }
     let mut oshape = r.shape().to_vec();
     oshape[d] = total;
-    let out = Tensor::empty(&oshape, dtype, r.device())?;
+    let out = Tensor::empty_for("cat", &oshape, dtype, r.device())?;
     let mut off = 0usize;
     for &(_, t) in &used {
         let n = t.shape()[d];
@@ -743,7 +743,7 @@ pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<T
                 ),
             ));
         }
-        let out = Tensor::empty(&oshape, x.dtype(), x.device())?;
+        let out = Tensor::empty_for("pad", &oshape, x.dtype(), x.device())?;
         if out.numel() > 0 {
             backend(x.device()).fill(&out, value)?;
         }
@@ -842,7 +842,7 @@ fn tri(op: &'static str, x: &Tensor, k: i64, upper: bool) -> Result<Tensor> {
             ),
         ));
     }
-    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
+    let out = Tensor::empty_for(op, x.shape(), x.dtype(), x.device())?;
     if out.numel() > 0 {
         backend(x.device()).tri(x, &out, k, upper)?;
     }

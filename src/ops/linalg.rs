@@ -152,7 +152,7 @@ fn matmul_2d(
     }
     let shape = [a.shape()[0], b.shape()[1]];
     let run = || {
-        let out = Tensor::empty(&shape, dt, a.device())?;
+        let out = Tensor::empty_for(op, &shape, dt, a.device())?;
         let be = backend(a.device());
         if let Some(init) = init {
             let l = init.layout().expand(op, &shape).map_err(|_| {
@@ -248,7 +248,7 @@ fn matmul_raw(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -
     full.push(n);
 
     let dev = a.device();
-    let out = Tensor::empty(&result_shape, cd, dev)?;
+    let out = Tensor::empty_for(op, &result_shape, cd, dev)?;
     if let Some(init) = init {
         let l = init.layout().expand(op, &result_shape).map_err(|_| {
             Error::shape(

@@ -173,10 +173,10 @@ fn norm(
     let batch = &x.shape()[..x.ndim() - k];
     let mut stat_shape: Vec<usize> = batch.to_vec();
     stat_shape.extend(std::iter::repeat_n(1, k));
-    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
+    let out = Tensor::empty_for(op, x.shape(), x.dtype(), x.device())?;
     let sd = stats_dtype(x.dtype());
-    let mu = Tensor::empty(&stat_shape, sd, x.device())?;
-    let rstd = Tensor::empty(&stat_shape, sd, x.device())?;
+    let mu = Tensor::empty_for(op, &stat_shape, sd, x.device())?;
+    let rstd = Tensor::empty_for(op, &stat_shape, sd, x.device())?;
     if x.numel() > 0 {
         let contig = |t: &Tensor| -> Result<Tensor> {
             let _no = crate::autograd::GradMode::set(false);

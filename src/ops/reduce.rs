@@ -210,7 +210,7 @@ fn run_reduce(
     out_dtype: DType,
 ) -> Result<Tensor> {
     let shape = reduced_shape(x.shape(), mask, keepdim);
-    let out = Tensor::empty(&shape, out_dtype, x.device())?;
+    let out = Tensor::empty_for(op.name(), &shape, out_dtype, x.device())?;
     backend(x.device()).reduce(op, x, mask, &out)?;
     Ok(out)
 }
@@ -656,7 +656,12 @@ pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Resul
         cast_opt(x, dtype)?
     };
     check_dtype(name, DTypes::FLOAT, xc.dtype())?;
-    let out = Tensor::empty(xc.shape(), xc.dtype(), xc.device())?;
+    let out = Tensor::empty_for(
+        if log { "log_softmax" } else { "softmax" },
+        xc.shape(),
+        xc.dtype(),
+        xc.device(),
+    )?;
     let d = if xc.ndim() == 0 { 0 } else { d };
     if xc.numel() > 0 {
         backend(xc.device()).softmax(&xc, d, log, &out)?;
@@ -693,7 +698,7 @@ pub fn cumulative(op: CumOp, x: &Tensor, dim: isize, dtype: Option<DType>) -> Re
     } else {
         DType::I64
     };
-    let out = Tensor::empty(xc.shape(), out_dt, xc.device())?;
+    let out = Tensor::empty_for(name, xc.shape(), out_dt, xc.device())?;
     let d = if xc.ndim() == 0 { 0 } else { d };
     if xc.numel() > 0 {
         backend(xc.device()).cumulative(op, &xc, d, &out)?;

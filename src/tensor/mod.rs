@@ -145,12 +145,28 @@ impl Tensor {
 
     /// Uninitialised contiguous tensor.
     pub fn empty(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        let nbytes = nbytes_for("empty", shape, dtype)?;
-        let storage = match device {
-            Device::Cpu => Storage::new_cpu(nbytes)?,
-            Device::Meta => Storage::new_meta(nbytes),
-            Device::Gpu(_) => crate::backend::gpu_storage("empty", nbytes, dtype, device)?,
-        };
+        Tensor::empty_for("empty", shape, dtype, device)
+    }
+
+    /// Uninitialised contiguous tensor made as op `op`'s result: an error
+    /// (memory or a device limit) names `op` and the result's shape and dtype.
+    pub fn empty_for(
+        op: &'static str,
+        shape: &[usize],
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        let storage = nbytes_for(op, shape, dtype)
+            .and_then(|nbytes| match device {
+                Device::Cpu => Storage::new_cpu(nbytes).map_err(|e| e.for_op(op)),
+                Device::Meta => Ok(Storage::new_meta(nbytes)),
+                Device::Gpu(_) => crate::backend::gpu_storage(op, nbytes, dtype, device),
+            })
+            .map_err(|e| {
+                e.with_note(&format!(
+                    " (the result of shape {shape:?} and dtype {dtype} on {device})"
+                ))
+            })?;
         Ok(Tensor {
             storage: Arc::new(storage),
             layout: Layout::contiguous(shape),
