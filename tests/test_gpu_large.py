@@ -55,6 +55,17 @@ SCRIPT = textwrap.dedent(
     same(gx.exp(), np.exp(x), 1e-6)                    # unary
     same(fg.where(gx > 0, gx, gy), np.where(x > 0, x, y))
     same(gx[7:] - gy[:-7], x[7:] - y[:-7])             # views at offsets in one buffer
+    # Operands that share one large buffer but are not laid out as the result
+    # (a broadcast element or row of the same tensor, a transposed view) are
+    # copied into buffers of their own before the pieces run.
+    same(gx + gx[4990:4991], x + x[4990:4991])
+    same(gx[:5000].reshape(50, 100) * gx[:100], x[:5000].reshape(50, 100) * x[:100])
+    sq = x[:4900].reshape(70, 70)
+    same(gx[:4900].reshape(70, 70) - gx[:4900].reshape(70, 70).T, sq - sq.T)
+    same(fg.where(gx > 0, gx, gx[3:4]), np.where(x > 0, x, x[3:4]))
+    zz = gx.clone()
+    zz += zz[2:3]                                      # in place, reading an element of itself
+    same(zz, x + x[2])
     same(fg.full((n,), 2.5, device="gpu"), np.full(n, 2.5, np.float32))
     h = gx.to(fg.float16)                              # cast, then the rounding pass, in pieces
     assert np.array_equal(h.numpy(), x.astype(np.float16))
@@ -362,7 +373,9 @@ ROWS_SCRIPT = textwrap.dedent(
 
 def test_row_kernels_and_index_ops_over_the_binding_limit():
     env = dict(os.environ, FG_GPU_MAX_BINDING_BYTES="4096")
-    r = subprocess.run([sys.executable, "-c", ROWS_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", ROWS_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
@@ -402,3 +415,27 @@ def test_embedding_and_output_layer_over_the_adapters_real_binding_limit():
     h = ((np.arange(2 * d) % 5) - 2).astype(np.float32).reshape(2, d)
     logits = fg.from_numpy(h).to("gpu") @ gt.T
     np.testing.assert_array_equal(logits.numpy(), h @ table.T)
+
+
+@pytest.mark.parametrize(
+    ("op", "make"),
+    [
+        ("mul", lambda n: fg.ones(1000, 1, device="gpu") * fg.ones(1, n, device="gpu")),
+        ("matmul", lambda n: fg.ones(1000, 1, device="gpu") @ fg.ones(1, n, device="gpu")),
+        ("full", lambda n: fg.ones(1000, n, device="gpu")),
+        ("exp", lambda n: fg.ones(1000, 1, device="gpu").expand(1000, n).exp()),
+    ],
+)
+def test_a_result_over_the_adapters_buffer_limit_names_the_op(op, make):
+    # The result alone is too large for one buffer: the error names the op
+    # that asked for it, the result's shape and dtype, and the limit, before
+    # anything is queued.
+    cap = fg.gpu.info()["limits"]["max_buffer_size"]
+    n = cap // 4000 + 1  # 1000 x n float32 is just over the limit
+    with pytest.raises(RuntimeError) as e:
+        make(n)
+    msg = str(e.value)
+    assert msg.startswith(f"{op}: "), msg
+    assert f"[1000, {n}]" in msg and "float32" in msg and "max_buffer_size" in msg, msg
+    # The device is still usable.
+    np.testing.assert_array_equal((fg.ones(3, device="gpu") * 2).numpy(), [2.0, 2.0, 2.0])

@@ -528,6 +528,50 @@ fn bind_written(
     Ok((b, bufs))
 }
 
+/// The operands of an elementwise op, made safe to work through in pieces:
+/// when a buffer is larger than one storage binding, the pieces bind one
+/// window per buffer, so an input that shares a large buffer with another
+/// operand must be laid out as the result (then its window moves with the
+/// result's). Any other input sharing such a buffer (a broadcast row or
+/// element, a transposed view) is copied into a buffer of its own first; a
+/// broadcast copies only the elements it repeats. `written`: how many of
+/// the last operands the op writes (never copied).
+fn unshare(op: &'static str, ts: &[&Tensor], written: usize) -> Result<Vec<Tensor>> {
+    let mut out: Vec<Tensor> = ts.iter().map(|t| (*t).clone()).collect();
+    let max = get()?.max_binding();
+    let bufs = ts
+        .iter()
+        .map(|t| buffer(op, t))
+        .collect::<Result<Vec<_>>>()?;
+    if bufs.iter().all(|b| b.len <= max) {
+        return Ok(out);
+    }
+    let shape = ts[ts.len() - 1].shape();
+    for k in 0..ts.len() - written {
+        let t = ts[k];
+        let shared = bufs
+            .iter()
+            .enumerate()
+            .any(|(j, b)| j != k && b.id() == bufs[k].id());
+        let flat = t.shape() == shape && t.is_contiguous();
+        if bufs[k].len <= max || !shared || flat || t.numel() == 0 {
+            continue;
+        }
+        let mut base = t.layout().clone();
+        for d in 0..base.ndim() {
+            if base.strides[d] == 0 {
+                base.shape[d] = 1;
+            }
+        }
+        let base = Tensor::from_parts(t.storage().clone(), base, t.dtype())?;
+        let copy = Tensor::empty_for(op, base.shape(), t.dtype(), t.device())?;
+        WgpuBackend.cast_copy(&base, &copy)?;
+        let l = copy.layout().expand(op, t.shape())?;
+        out[k] = Tensor::from_parts(copy.storage().clone(), l, t.dtype())?;
+    }
+    Ok(out)
+}
+
 fn run_ew(
     op: &'static str,
     src: &str,
@@ -1891,6 +1935,8 @@ impl Backend for WgpuBackend {
         let op = bop.name();
         check_same_device(op, &[a, b, out])?;
         let (ty, to) = (gty(op, a.dtype())?, gty(op, out.dtype())?);
+        let v = unshare(op, &[a, b, out], 1)?;
+        let (a, b) = (&v[0], &v[1]);
         let (bd, bufs) = bind(op, &[a, b, out])?;
         let src = shaders::binary(&bd, bop, ty, to).ok_or_else(|| {
             Error::runtime(
@@ -1905,11 +1951,13 @@ impl Backend for WgpuBackend {
         let op = "where";
         check_same_device(op, &[cond, a, b, out])?;
         let c = as_bool(cond)?;
-        let (bd, bufs) = bind(op, &[&c, a, b, out])?;
+        let v = unshare(op, &[&c, a, b, out], 1)?;
+        let (c, a, b) = (&v[0], &v[1], &v[2]);
+        let (bd, bufs) = bind(op, &[c, a, b, out])?;
         run_ew(
             op,
             &shaders::where_(&bd, GTy::U32),
-            &[&c, a, b, out],
+            &[c, a, b, out],
             &bufs,
             [0; 8],
         )
