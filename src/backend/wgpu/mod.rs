@@ -1284,6 +1284,72 @@ fn reduce_in_pieces(rop: ReduceOp, x: &Tensor, out: &Tensor) -> Result<()> {
     WgpuBackend.binary(BinaryOp::Div, &total, &count, out)
 }
 
+impl WgpuBackend {
+    /// A reduction whose rows are too long for one invocation's loops on an
+    /// adapter that stops long loops (see `Gpu::loop_limit`): the longest
+    /// reduced dim is cut into slices, each reduced into its own row of a
+    /// `[slices, ...out]` partial result, and the partials are reduced over
+    /// their first dim (sums and means add float32 partials). A slice still
+    /// too long is cut again the same way.
+    fn reduce_long_rows(
+        &self,
+        rop: ReduceOp,
+        x: &Tensor,
+        mask: &[bool],
+        out: &Tensor,
+    ) -> Result<()> {
+        let op = rop.name();
+        let limit = get()?.loop_limit.unwrap_or(u64::MAX);
+        let float = gpu_float(out.dtype());
+        let (piece_op, part_dtype) = match rop {
+            ReduceOp::Sum | ReduceOp::Mean if float => (ReduceOp::Sum, DType::F32),
+            ReduceOp::Sum => (ReduceOp::Sum, out.dtype()),
+            ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min | ReduceOp::All | ReduceOp::Any => {
+                (rop, out.dtype())
+            }
+            _ => {
+                return Err(Error::runtime(
+                    op,
+                    "this reduction does not combine partial results (internal error)",
+                ))
+            }
+        };
+        let reduced: Vec<usize> = (0..x.ndim()).filter(|&d| mask[d]).collect();
+        let nred: usize = reduced.iter().map(|&d| x.shape()[d]).product();
+        let d = *reduced
+            .iter()
+            .max_by_key(|&&d| x.shape()[d])
+            .ok_or_else(|| Error::runtime(op, "no reduced dims (internal error)"))?;
+        let n = x.shape()[d];
+        // Slices of about a quarter of the budget each.
+        let trips = row_trips(1, nred, reduced.len());
+        let slices = (trips.div_ceil((limit / 4).max(1)) as usize).clamp(2, n.max(2));
+        let len = n.div_ceil(slices).max(1);
+        let slices = n.div_ceil(len);
+        let mut pshape = vec![slices];
+        pshape.extend_from_slice(out.shape());
+        let parts = Tensor::empty_for(op, &pshape, part_dtype, x.device())?;
+        let per = out.numel();
+        for j in 0..slices {
+            let lo = j * len;
+            let xs = x.with_layout(x.layout().slice(d, lo, len.min(n - lo), 1));
+            let mut l = Layout::contiguous(out.shape());
+            l.offset = parts.offset() + j * per;
+            let pj = Tensor::from_parts(parts.storage().clone(), l, part_dtype)?;
+            self.reduce(piece_op, &xs, mask, &pj)?;
+        }
+        let mut first = vec![false; pshape.len()];
+        first[0] = true;
+        if rop != ReduceOp::Mean {
+            return self.reduce(piece_op, &parts, &first, out);
+        }
+        let total = Tensor::empty_for(op, out.shape(), DType::F32, x.device())?;
+        self.reduce(ReduceOp::Sum, &parts, &first, &total)?;
+        let count = self.splat(op, Scalar::Float(nred as f64), DType::F32, out.shape())?;
+        self.binary(BinaryOp::Div, &total, &count, out)
+    }
+}
+
 /// Refuse more than 2^31 items for the 32-bit kernels.
 fn check_items(op: &'static str, n: usize) -> Result<()> {
     if n > i32::MAX as usize {
@@ -2000,6 +2066,9 @@ impl Backend for WgpuBackend {
             let dense = Tensor::empty(x.shape(), x.dtype(), x.device())?;
             self.cast_copy(x, &dense)?;
             return reduce_in_pieces(rop, &dense, out);
+        }
+        if over_loops && !matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp) {
+            return self.reduce_long_rows(rop, x, mask, out);
         }
         check_loop_trips(
             op,
