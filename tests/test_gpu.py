@@ -103,9 +103,13 @@ def test_work_past_the_loop_limit_is_split_or_refused():
     np.testing.assert_array_equal(
         mid.sum(2).numpy(), rows.reshape(2, 3_000_000, 2).sum(1).astype(np.float32)
     )
-    # Two-pass reductions (variance) over such rows are refused, not truncated.
-    with pytest.raises(RuntimeError, match=r"var: .*loop iterations"):
-        gpu_rows.var(1).numpy()
+    # Two-pass reductions over such rows: the mean or max first, then the rest.
+    np.testing.assert_allclose(gpu_rows.var(1).numpy(), cpu_rows.var(1).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(gpu_rows.std(1, correction=0).numpy(), cpu_rows.std(1, correction=0).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(gpu_rows.logsumexp(1).numpy(), cpu_rows.logsumexp(1).numpy(), rtol=1e-5)
+    # Arg-reductions still walk a row in one invocation: refused, not truncated.
+    with pytest.raises(RuntimeError, match=r"argmax: .*loop iterations"):
+        gpu_rows.argmax(1).numpy()
     with pytest.raises(RuntimeError, match="cumsum.*loop iterations"):
         fg.ones(lim + 10, device="gpu").cumsum(0).numpy()
     # A convolution's weight gradient over more images than one pass may walk:
@@ -119,6 +123,39 @@ def test_work_past_the_loop_limit_is_split_or_refused():
         fg.conv2d(fg.tensor(x).to(dev), wt, padding=1).sum().backward()
         grads.append(wt.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-4, atol=1e-2)
+
+
+def test_row_kernels_past_the_loop_limit_decompose():
+    """Softmax, layer norm and cross entropy (and their gradients) whose rows
+    would pass the driver's loop limit run as reductions and elementwise ops
+    that split, and match the CPU."""
+    _loop_limit()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 1_500_000)).astype(np.float32)
+    grads = {}
+    for dev in ("cpu", "gpu"):
+        xt = fg.tensor(x).to(dev).requires_grad_()
+        w = fg.tensor(np.linspace(0.5, 1.5, 1_500_000, dtype=np.float32)).to(dev).requires_grad_()
+        sm = xt.softmax(1)
+        lsm = xt.log_softmax(1)
+        ln = fg.nn.functional.layer_norm(xt, (1_500_000,), weight=w)
+        cot = fg.tensor(np.cos(np.arange(x.size, dtype=np.float32)).reshape(x.shape)).to(dev)
+        ((sm * cot).sum() * 1e5 + (lsm * cot).sum() + (ln * cot).sum()).backward()
+        grads[dev] = (sm.detach().numpy(), lsm.detach().numpy(), ln.detach().numpy(), xt.grad.numpy(), w.grad.numpy())
+    for got, want in zip(grads["gpu"], grads["cpu"], strict=True):
+        scale = float(np.abs(want).max())
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4 * scale)
+    # Cross entropy over 20,000 classes: one thread per row would walk them 4 times.
+    logits = rng.standard_normal((3, 20_000)).astype(np.float32)
+    target = np.array([0, 19_999, 777])
+    res = {}
+    for dev in ("cpu", "gpu"):
+        z = fg.tensor(logits).to(dev).requires_grad_()
+        loss = fg.nn.functional.cross_entropy(z, fg.tensor(target).to(dev))
+        loss.backward()
+        res[dev] = (loss.item(), z.grad.numpy())
+    assert res["gpu"][0] == pytest.approx(res["cpu"][0], rel=1e-5)
+    np.testing.assert_allclose(res["gpu"][1], res["cpu"][1], rtol=1e-4, atol=1e-9)
 
 
 def test_int64_scalars_outside_32_bits_are_refused():

@@ -797,6 +797,13 @@ fn check_row_trips(op: &'static str, passes: u64, len: usize) -> Result<()> {
     )
 }
 
+/// Whether about `trips` loop iterations per invocation pass the adapter's
+/// loop limit (see [`check_loop_trips`]): the caller then takes a path that
+/// splits the work.
+fn over_loop_limit(trips: u64) -> Result<bool> {
+    Ok(get()?.loop_limit.is_some_and(|limit| trips >= limit))
+}
+
 /// Loop trips of a row kernel (one workgroup of `RED_WG` threads per row):
 /// `passes` strided walks over `len` elements, each element's offset found
 /// by a loop over `dims` dims, and the workgroup's tree steps.
@@ -1299,6 +1306,9 @@ impl WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = rop.name();
+        if let ReduceOp::Var { .. } | ReduceOp::LogSumExp = rop {
+            return self.two_pass_long(rop, x, mask, out);
+        }
         let limit = get()?.loop_limit.unwrap_or(u64::MAX);
         let float = gpu_float(out.dtype());
         let (piece_op, part_dtype) = match rop {
@@ -1347,6 +1357,59 @@ impl WgpuBackend {
         self.reduce(ReduceOp::Sum, &parts, &first, &total)?;
         let count = self.splat(op, Scalar::Float(nred as f64), DType::F32, out.shape())?;
         self.binary(BinaryOp::Div, &total, &count, out)
+    }
+
+    /// Variance (or its square root) and logsumexp over long rows, from
+    /// reductions that split (see [`WgpuBackend::reduce_long_rows`]) and
+    /// elementwise ops, in float32 with one temporary of `x`'s size:
+    /// `Σ(x - mean)² / max(0, N - correction)`, and `m + log Σ exp(x - m)`
+    /// with `m` the line max (0 where it is infinite, as the one-pass
+    /// kernels do).
+    fn two_pass_long(&self, rop: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
+        let op = rop.name();
+        let (dev, shape) = (x.device(), x.shape());
+        let kept: Vec<usize> = (0..x.ndim())
+            .map(|d| if mask[d] { 1 } else { shape[d] })
+            .collect();
+        let nred: usize = (0..x.ndim())
+            .filter(|&d| mask[d])
+            .map(|d| shape[d])
+            .product();
+        let centre = Tensor::empty_for(op, &kept, DType::F32, dev)?;
+        let d = Tensor::empty_for(op, shape, DType::F32, dev)?;
+        self.cast_copy(x, &d)?;
+        let acc = Tensor::empty_for(op, &kept, DType::F32, dev)?;
+        // `acc` over `out`'s shape (the same elements, in order).
+        let as_out = |t: &Tensor| {
+            Tensor::from_parts(
+                t.storage().clone(),
+                Layout::contiguous(out.shape()),
+                DType::F32,
+            )
+        };
+        match rop {
+            ReduceOp::Var { correction, std } => {
+                self.reduce(ReduceOp::Mean, &d, mask, &centre)?;
+                self.binary(BinaryOp::Sub, &d, &self.spread(op, &centre, shape)?, &d)?;
+                self.binary(BinaryOp::Mul, &d, &d, &d)?;
+                self.reduce(ReduceOp::Sum, &d, mask, &acc)?;
+                let dof = (nred as f64 - correction).max(0.0);
+                let count = self.splat(op, Scalar::Float(dof), DType::F32, &kept)?;
+                self.binary(BinaryOp::Div, &acc, &count, &acc)?;
+                if std {
+                    self.unary(UnaryOp::Sqrt, &acc, &acc)?;
+                }
+            }
+            _ => {
+                self.line_max(op, &d, mask, &centre)?;
+                self.binary(BinaryOp::Sub, &d, &self.spread(op, &centre, shape)?, &d)?;
+                self.unary(UnaryOp::Exp, &d, &d)?;
+                self.reduce(ReduceOp::Sum, &d, mask, &acc)?;
+                self.unary(UnaryOp::Log, &acc, &acc)?;
+                self.binary(BinaryOp::Add, &acc, &centre, &acc)?;
+            }
+        }
+        self.cast_copy(&as_out(&acc)?, out)
     }
 }
 
@@ -1818,10 +1881,12 @@ impl Backend for WgpuBackend {
         if rows == 0 {
             return Ok(());
         }
+        if over_loop_limit(row_trips(3, len, 1))?
+            || split::needed(op, &ts)? && len > get()?.piece_elems()
+        {
+            return self.layer_norm_long(x, weight, bias, eps, rms, out, mean, rstd);
+        }
         if split::needed(op, &ts)? {
-            if len > get()?.piece_elems() {
-                return self.layer_norm_long(x, weight, bias, eps, rms, out, mean, rstd);
-            }
             let parts = [(x, len), (out, len), (mean, 1), (rstd, 1)];
             let shared: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
             return row_blocks(op, rows, &parts, &shared, &mut |v, _| {
@@ -2067,7 +2132,7 @@ impl Backend for WgpuBackend {
             self.cast_copy(x, &dense)?;
             return reduce_in_pieces(rop, &dense, out);
         }
-        if over_loops && !matches!(rop, ReduceOp::Var { .. } | ReduceOp::LogSumExp) {
+        if over_loops {
             return self.reduce_long_rows(rop, x, mask, out);
         }
         check_loop_trips(
@@ -2141,6 +2206,9 @@ impl Backend for WgpuBackend {
                 op,
                 format!("not supported on the gpu device for dtype {}", x.dtype()),
             ));
+        }
+        if x.ndim() > 0 && over_loop_limit(row_trips(3, x.shape()[dim], 1))? {
+            return self.softmax_long(x, dim, log, out);
         }
         if x.ndim() > 0 && split::needed(op, &[x, out])? {
             if x.shape()[dim] > get()?.piece_elems() {
@@ -2247,11 +2315,13 @@ impl Backend for WgpuBackend {
         };
         let (xc, gc, rc, mc) = (flat(x)?, flat(g)?, flat(rstd)?, flat(mean)?);
         let wc = weight.map(flat).transpose()?;
+        if over_loop_limit(row_trips(3, len, 1))?
+            || split::needed(op, &all)? && len > get()?.piece_elems()
+        {
+            self.layer_norm_grad_long(&xc, &gc, &mc, &rc, wc.as_ref(), rms, dx, dw, db)?;
+            return Ok(true);
+        }
         if split::needed(op, &all)? {
-            if len > get()?.piece_elems() {
-                self.layer_norm_grad_long(&xc, &gc, &mc, &rc, wc.as_ref(), rms, dx, dw, db)?;
-                return Ok(true);
-            }
             // Blocks of whole rows, each within one binding per buffer; the
             // weight and bias gradients add up the blocks' sums.
             let inputs = [(&xc, len), (&gc, len), (&mc, 1), (&rc, 1)];
@@ -2399,11 +2469,14 @@ impl Backend for WgpuBackend {
         if nout == 0 || len == 0 {
             return Ok(true);
         }
+        if nd > 0
+            && (over_loop_limit(row_trips(3, len, 1))?
+                || split::needed(op, &[y, g, out])? && len > get()?.piece_elems())
+        {
+            self.softmax_grad_long(y, g, dim, log, out)?;
+            return Ok(true);
+        }
         if nd > 0 && split::needed(op, &[y, g, out])? {
-            if len > get()?.piece_elems() {
-                self.softmax_grad_long(y, g, dim, log, out)?;
-                return Ok(true);
-            }
             // Lines along `dim` stay whole (made innermost first, as for softmax).
             if len > 1 {
                 for (k, t) in [y, g].into_iter().enumerate() {
@@ -3582,13 +3655,11 @@ impl WgpuBackend {
     ) -> Result<()> {
         let op = "cross_entropy";
         let rows = t.numel();
-        // One thread per row walks the classes a few times.
-        check_loop_trips(
-            op,
-            4 * cfg.c as u64 + 64,
-            &|| format!("a row of {} classes", cfg.c),
-            "use fewer classes per call",
-        )?;
+        // One thread per row walks the classes a few times: past the
+        // adapter's loop limit, the rows are worked by ops that split.
+        if over_loop_limit(4 * cfg.c as u64 + 64)? {
+            return self.ce_long(x, t, w, cfg, loss, lse, wt);
+        }
         let mut ts: Vec<&Tensor> = vec![x, t];
         ts.extend(w);
         ts.extend([loss, lse, wt]);
@@ -3805,13 +3876,10 @@ impl WgpuBackend {
     ) -> Result<()> {
         let op = "cross_entropy";
         let rows = t.numel();
-        // One thread per row walks the classes a few times.
-        check_loop_trips(
-            op,
-            4 * cfg.c as u64 + 64,
-            &|| format!("a row of {} classes", cfg.c),
-            "use fewer classes per call",
-        )?;
+        // One thread per row walks the classes a few times (see `ce_rows`).
+        if over_loop_limit(4 * cfg.c as u64 + 64)? {
+            return self.ce_grad_long(x, t, w, lse, g, cfg, out);
+        }
         let mut ts: Vec<&Tensor> = vec![x, t];
         ts.extend(w);
         ts.extend([lse, g, out]);
