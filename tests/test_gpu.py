@@ -107,9 +107,16 @@ def test_work_past_the_loop_limit_is_split_or_refused():
     np.testing.assert_allclose(gpu_rows.var(1).numpy(), cpu_rows.var(1).numpy(), rtol=1e-5)
     np.testing.assert_allclose(gpu_rows.std(1, correction=0).numpy(), cpu_rows.std(1, correction=0).numpy(), rtol=1e-5)
     np.testing.assert_allclose(gpu_rows.logsumexp(1).numpy(), cpu_rows.logsumexp(1).numpy(), rtol=1e-5)
-    # Arg-reductions still walk a row in one invocation: refused, not truncated.
-    with pytest.raises(RuntimeError, match=r"argmax: .*loop iterations"):
-        gpu_rows.argmax(1).numpy()
+    # Arg-reductions over such rows merge slices in order (first occurrence wins).
+    np.testing.assert_array_equal(gpu_rows.argmax(1).numpy(), rows.argmax(1))
+    late = rows.astype(np.float32)
+    late[0, 5_999_990], late[1, 4_000_001] = 9.0, -9.0
+    late[1, 5_500_000] = np.nan
+    gl = fg.tensor(late).to("gpu")
+    vals, idx = gl.max(1)
+    np.testing.assert_array_equal(idx.numpy(), fg.tensor(late).max(1)[1].numpy())
+    np.testing.assert_array_equal(vals.numpy(), fg.tensor(late).max(1)[0].numpy())
+    np.testing.assert_array_equal(gl.argmin(1).numpy(), fg.tensor(late).argmin(1).numpy())
     with pytest.raises(RuntimeError, match="cumsum.*loop iterations"):
         fg.ones(lim + 10, device="gpu").cumsum(0).numpy()
     # A convolution's weight gradient over more images than one pass may walk:

@@ -1935,6 +1935,9 @@ impl Backend for WgpuBackend {
         let op = arg_name(aop);
         check_same_device(op, &[x, indices])?;
         let ty = gty(op, x.dtype())?;
+        if x.ndim() > 0 && over_loop_limit(row_trips(1, x.shape()[dim], 1))? {
+            return self.arg_reduce_long(aop, x, dim, values, indices);
+        }
         if x.ndim() > 0 && split::needed(op, &[x, indices])?
             || values.is_some_and(|v| split::needed(op, &[v]).unwrap_or(false))
         {
@@ -4349,7 +4352,6 @@ impl WgpuBackend {
             sizes: x.shape().to_vec(),
             splittable: vec![true; x.ndim()],
         };
-        let float = gpu_float(x.dtype());
         split::in_pieces(op, &space, &mut |v, r| {
             let (lo, _) = r[dim];
             if lo == 0 {
@@ -4357,29 +4359,83 @@ impl WgpuBackend {
                     into_dense(&v[1], |val| self.arg_reduce(aop, &v[0], dim, Some(val), i))
                 });
             }
-            let pv = Tensor::empty(v[1].shape(), x.dtype(), dev)?;
-            let pi = Tensor::empty(v[2].shape(), indices.dtype(), dev)?;
-            self.arg_reduce(aop, &v[0], dim, Some(&pv), &pi)?;
-            let shift = self.splat(op, Scalar::Int(lo as i64), indices.dtype(), pi.shape())?;
-            self.binary(BinaryOp::Add, &pi, &shift, &pi)?;
-            let better = Tensor::empty(pv.shape(), DType::Bool, dev)?;
-            let cmp = if aop == ArgOp::Max {
-                BinaryOp::Gt
-            } else {
-                BinaryOp::Lt
-            };
-            self.binary(cmp, &pv, &v[1], &better)?;
-            if float {
-                let nan = Tensor::empty(pv.shape(), DType::Bool, dev)?;
-                let num = Tensor::empty(pv.shape(), DType::Bool, dev)?;
-                self.unary(UnaryOp::IsNan, &pv, &nan)?;
-                self.binary(BinaryOp::Eq, &v[1], &v[1], &num)?;
-                self.binary(BinaryOp::LogicalAnd, &nan, &num, &nan)?;
-                self.binary(BinaryOp::LogicalOr, &better, &nan, &better)?;
-            }
-            self.where_(&better, &pv, &v[1], &v[1])?;
-            self.where_(&better, &pi, &v[2], &v[2])
+            self.arg_merge(aop, &v[0], dim, lo, &v[1], &v[2])
         })?;
+        self.copy_dense_as(&bi, indices)?;
+        if let Some(vals) = values {
+            self.copy_dense_as(&bv, vals)?;
+        }
+        Ok(())
+    }
+
+    /// Merge the arg-reduction of `x` along `dim`, whose first element is
+    /// element `lo` of the whole line, into the best values `bv` and their
+    /// indices `bi` found over the elements before it (an earlier element
+    /// wins ties; NaN wins over numbers, as one pass over the line picks).
+    fn arg_merge(
+        &self,
+        aop: ArgOp,
+        x: &Tensor,
+        dim: usize,
+        lo: usize,
+        bv: &Tensor,
+        bi: &Tensor,
+    ) -> Result<()> {
+        let op = arg_name(aop);
+        let dev = x.device();
+        let pv = Tensor::empty(bv.shape(), x.dtype(), dev)?;
+        let pi = Tensor::empty(bi.shape(), bi.dtype(), dev)?;
+        self.arg_reduce(aop, x, dim, Some(&pv), &pi)?;
+        let shift = self.splat(op, Scalar::Int(lo as i64), bi.dtype(), pi.shape())?;
+        self.binary(BinaryOp::Add, &pi, &shift, &pi)?;
+        let better = Tensor::empty(pv.shape(), DType::Bool, dev)?;
+        let cmp = if aop == ArgOp::Max {
+            BinaryOp::Gt
+        } else {
+            BinaryOp::Lt
+        };
+        self.binary(cmp, &pv, bv, &better)?;
+        if gpu_float(x.dtype()) {
+            let nan = Tensor::empty(pv.shape(), DType::Bool, dev)?;
+            let num = Tensor::empty(pv.shape(), DType::Bool, dev)?;
+            self.unary(UnaryOp::IsNan, &pv, &nan)?;
+            self.binary(BinaryOp::Eq, bv, bv, &num)?;
+            self.binary(BinaryOp::LogicalAnd, &nan, &num, &nan)?;
+            self.binary(BinaryOp::LogicalOr, &better, &nan, &better)?;
+        }
+        self.where_(&better, &pv, bv, bv)?;
+        self.where_(&better, &pi, bi, bi)
+    }
+
+    /// An arg-reduction whose lines are too long for one invocation's loops
+    /// (see `Gpu::loop_limit`): slices of each line in order, merged.
+    fn arg_reduce_long(
+        &self,
+        aop: ArgOp,
+        x: &Tensor,
+        dim: usize,
+        values: Option<&Tensor>,
+        indices: &Tensor,
+    ) -> Result<()> {
+        let op = arg_name(aop);
+        let dev = x.device();
+        let n = x.shape()[dim];
+        let limit = get()?.loop_limit.unwrap_or(u64::MAX);
+        let slices = (row_trips(1, n, 1).div_ceil((limit / 4).max(1)) as usize).clamp(2, n.max(2));
+        let len = n.div_ceil(slices).max(1);
+        let kept: Vec<usize> = (0..x.ndim())
+            .map(|d| if d == dim { 1 } else { x.shape()[d] })
+            .collect();
+        let bv = Tensor::empty_for(op, &kept, x.dtype(), dev)?;
+        let bi = Tensor::empty_for(op, &kept, indices.dtype(), dev)?;
+        for lo in (0..n).step_by(len) {
+            let xs = x.with_layout(x.layout().slice(dim, lo, len.min(n - lo), 1));
+            if lo == 0 {
+                self.arg_reduce(aop, &xs, dim, Some(&bv), &bi)?;
+            } else {
+                self.arg_merge(aop, &xs, dim, lo, &bv, &bi)?;
+            }
+        }
         self.copy_dense_as(&bi, indices)?;
         if let Some(vals) = values {
             self.copy_dense_as(&bv, vals)?;
