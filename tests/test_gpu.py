@@ -117,8 +117,16 @@ def test_work_past_the_loop_limit_is_split_or_refused():
     np.testing.assert_array_equal(idx.numpy(), fg.tensor(late).max(1)[1].numpy())
     np.testing.assert_array_equal(vals.numpy(), fg.tensor(late).max(1)[0].numpy())
     np.testing.assert_array_equal(gl.argmin(1).numpy(), fg.tensor(late).argmin(1).numpy())
-    with pytest.raises(RuntimeError, match="cumsum.*loop iterations"):
-        fg.ones(lim + 10, device="gpu").cumsum(0).numpy()
+    # Scans along lines past the limit run in slices, each carrying the last
+    # result of the slices before it.
+    assert fg.ones(3 * lim + 10, device="gpu").cumsum(0)[-1].item() == 3 * lim + 10
+    ints = (np.arange(3 * (lim + 7), dtype=np.int64) % 5 - 2).reshape(3, lim + 7)
+    got = fg.tensor(ints).to("gpu").t().cumsum(0).t().numpy()  # a strided view
+    np.testing.assert_array_equal(got, ints.cumsum(1))
+    # Factors of 2 and 1/2: every running product (1, 2 or 4) is exact, and
+    # the carries between slices are not all 1.
+    fl = np.tile(np.array([2, 2, 0.5, 0.5, 1], np.float32), (2 * lim + 5) // 5)
+    np.testing.assert_array_equal(fg.tensor(fl).to("gpu").cumprod(0).numpy(), np.cumprod(fl))
     # A convolution's weight gradient over more images than one pass may walk:
     # done a few images at a time, the parts added.
     rng = np.random.default_rng(3)

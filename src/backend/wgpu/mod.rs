@@ -3203,6 +3203,36 @@ impl Backend for WgpuBackend {
         if ty == GTy::U32 {
             return super::unsupported(self, op);
         }
+        let comb = match cop {
+            CumOp::Sum => BinaryOp::Add,
+            CumOp::Prod => BinaryOp::Mul,
+        };
+        if x.ndim() > 0 && over_loop_limit(x.shape()[dim] as u64 + 64)? {
+            // One thread walks a line: past the adapter's loop limit the
+            // line is scanned in slices, each combined with the last result
+            // of the slices before it (`carry`).
+            let len = x.shape()[dim];
+            let limit = get()?.loop_limit.unwrap_or(u64::MAX);
+            let piece = ((limit / 4).max(1) as usize).min(len);
+            let kept: Vec<usize> = (0..x.ndim())
+                .map(|d| if d == dim { 1 } else { x.shape()[d] })
+                .collect();
+            let carry = Tensor::empty_for(op, &kept, out.dtype(), out.device())?;
+            for lo in (0..len).step_by(piece) {
+                let hi = (lo + piece).min(len);
+                let xs = x.with_layout(x.layout().slice(dim, lo, hi - lo, 1));
+                let os = out.with_layout(out.layout().slice(dim, lo, hi - lo, 1));
+                self.cumulative(cop, &xs, dim, &os)?;
+                if lo > 0 {
+                    self.binary(comb, &os, &self.spread(op, &carry, os.shape())?, &os)?;
+                }
+                if hi < len {
+                    let last = os.with_layout(os.layout().slice(dim, hi - lo - 1, 1, 1));
+                    self.cast_copy(&last, &carry)?;
+                }
+            }
+            return Ok(());
+        }
         if x.ndim() > 0 && split::needed(op, &[x, out])? {
             // Lines split, and so does a line longer than one binding: each
             // later piece along `dim` combines the previous piece's last
@@ -3218,10 +3248,6 @@ impl Backend for WgpuBackend {
                 axes: vec![axes.clone(), axes.clone(), axes],
                 sizes: x.shape().to_vec(),
                 splittable: vec![true; x.ndim()],
-            };
-            let comb = match cop {
-                CumOp::Sum => BinaryOp::Add,
-                CumOp::Prod => BinaryOp::Mul,
             };
             return split::in_pieces(op, &space, &mut |v, r| {
                 let (o, c) = (&v[1], &v[2]);
