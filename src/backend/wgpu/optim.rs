@@ -15,7 +15,8 @@
 //! A parameter whose buffers (its own or any of its state's) are larger
 //! than one storage binding is updated by the per-parameter kernel
 //! ([`shaders::optim_single`]), which works through it in pieces.
-//! `FG_GPU_OPTIM_PER_TENSOR=1` sends every parameter that way.
+//! `FG_GPU_OPTIM_PER_TENSOR=1` sends every parameter that way. On software
+//! adapters large parameters get a dispatch of their own (see [`group_max`]).
 
 use std::sync::Arc;
 
@@ -81,6 +82,28 @@ fn per_tensor_only() -> bool {
     static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FORCED.get_or_init(|| {
         std::env::var("FG_GPU_OPTIM_PER_TENSOR").is_ok_and(|v| !matches!(v.trim(), "" | "0"))
+    })
+}
+
+/// Parameters with more elements than this get a dispatch of their own
+/// (the multi-tensor kernel for one parameter, as fast as the per-parameter
+/// one): `FG_GPU_OPTIM_GROUP_MAX=n`, else 1024 on CPU-type (software)
+/// adapters and no bound elsewhere. A software driver runs a `switch` on
+/// the workgroup's parameter under a mask, every case's loads and stores
+/// included, so a chunk of K large parameters costs about K times the
+/// memory traffic; measured on lavapipe, grouping wins below about a
+/// thousand elements per parameter, where the cost of a dispatch dominates.
+fn group_max(g: &super::context::Gpu) -> usize {
+    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let forced = *FORCED.get_or_init(|| {
+        std::env::var("FG_GPU_OPTIM_GROUP_MAX")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    });
+    forced.unwrap_or(if g.info.device_type == wgpu::DeviceType::Cpu {
+        1024
+    } else {
+        usize::MAX
     })
 }
 
@@ -192,8 +215,13 @@ fn run(op: &'static str, rule: OptimRule, items: &[Item<'_>]) -> Result<()> {
     // Native float16 tensors after the others, so chunks of one kind share kernels.
     multi.sort_by_key(|it| is_half(it.ts[0].dtype()));
     let budget = (g.limits.max_storage_buffers_per_shader_stage as usize).saturating_sub(1);
+    let gm = group_max(g);
+    let (small, alone): (Vec<&Item<'_>>, Vec<&Item<'_>>) =
+        multi.iter().partition(|it| it.ts[0].numel() <= gm);
+    let mut parts = chunks(op, &small, budget)?;
+    parts.extend(alone.chunks(1));
     let mut ready = Vec::new();
-    for c in chunks(op, &multi, budget)? {
+    for c in parts {
         let ts: Vec<&Tensor> = c.iter().flat_map(|it| it.ts.iter().copied()).collect();
         let (bd, bufs) = optim_bind(op, &ts, per)?;
         if bufs.len() > budget {

@@ -1337,24 +1337,31 @@ enum First {
     Word,
 }
 
-/// How an optimizer body reaches one parameter's operands and parameter
-/// words: through the elementwise metadata (`off`, `pf`), or through the
-/// block at `blk` of a multi-tensor kernel, its operands from `base` on.
+/// How an optimizer body reads and writes one parameter's operands and
+/// reads its parameter words. Per-parameter kernel (`multi` false): operand
+/// `k` is `b{binding}[o{k}]` at offset `o{k}` from the elementwise
+/// metadata, parameter words `pf(j)`. Multi-tensor kernel: the statements
+/// run once for whichever parameter the workgroup updates, on values a
+/// `switch` loaded into `v{k}`; a written value is kept in `n{k}` for the
+/// `switch` that stores it, and parameter words are `pt(blk, j)`.
 struct OptimIo<'a> {
     bd: &'a Bindings,
     multi: bool,
-    base: usize,
 }
 
 impl OptimIo<'_> {
-    fn arr(&self, k: usize) -> String {
-        format!("b{}", self.bd.operand[self.base + k])
-    }
-    fn off(&self, k: usize) -> String {
+    fn ld(&self, k: usize) -> String {
         if self.multi {
-            format!("offt(blk, {k}u, i)")
+            format!("v{k}")
         } else {
-            format!("off({k}u, i)")
+            format!("b{}[o{k}]", self.bd.operand[k])
+        }
+    }
+    fn st(&self, k: usize, e: &str) -> String {
+        if self.multi {
+            format!("let n{k} = {e};")
+        } else {
+            format!("b{}[o{k}] = {e};", self.bd.operand[k])
         }
     }
     fn p(&self, j: u32) -> String {
@@ -1367,9 +1374,11 @@ impl OptimIo<'_> {
 }
 
 /// The statements of one element's update under `rule` (see [`sgd`],
-/// [`adam`] and [`rmsprop`] for the operands and parameter words).
+/// [`adam`] and [`rmsprop`] for the operands and parameter words), with
+/// operands' offsets `o{k}` already computed.
 fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
     let p = |j: u32| io.p(j);
+    let ld = |k: usize| io.ld(k);
     match rule {
         OptimRule::Sgd {
             with_buf,
@@ -1377,29 +1386,25 @@ fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
             maximize,
             wd,
         } => {
-            let (pa, ga) = (io.arr(0), io.arr(1));
             let mut body = format!(
-                "    let po = {};
-    let p = {pa}[po];
-    var g = {}{ga}[{}];",
-                io.off(0),
+                "    let p = {};\n    var g = {}{};",
+                ld(0),
                 if maximize { "-" } else { "" },
-                io.off(1)
+                ld(1)
             );
             if wd {
                 body += &format!("\n    g = g + {} * p;", p(1));
             }
             if with_buf {
-                let ba = io.arr(2);
-                let later = format!("{ba}[bo] * {} + {} * g", p(2), p(3));
+                let later = format!("{} * {} + {} * g", ld(2), p(2), p(3));
                 let b = match first {
                     First::Fixed(true) => "g".to_string(),
                     First::Fixed(false) => later,
                     First::Word => format!("select({later}, g, md[blk + 6u] != 0u)"),
                 };
                 body += &format!(
-                    "\n    let bo = {};\n    let b = {b};\n    {ba}[bo] = b;\n    g = {};",
-                    io.off(2),
+                    "\n    let b = {b};\n    {}\n    g = {};",
+                    io.st(2, "b"),
                     if nesterov {
                         format!("g + {} * b", p(2))
                     } else {
@@ -1407,7 +1412,7 @@ fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
                     }
                 );
             }
-            body += &format!("\n    {pa}[po] = p + {} * g;", p(0));
+            body += &format!("\n    {}", io.st(0, &format!("p + {} * g", p(0))));
             body
         }
         OptimRule::Adam {
@@ -1417,18 +1422,11 @@ fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
             decoupled,
             low,
         } => {
-            let (pa, ga, ma, va) = (io.arr(0), io.arr(1), io.arr(2), io.arr(3));
             let mut body = format!(
-                "    let po = {};
-    let mo = {};
-    let vo = {};
-    var p = {pa}[po];
-    var g = {}{ga}[{}];",
-                io.off(0),
-                io.off(2),
-                io.off(3),
+                "    var p = {};\n    var g = {}{};",
+                ld(0),
                 if maximize { "-" } else { "" },
-                io.off(1)
+                ld(1)
             );
             if wd {
                 body += &if decoupled {
@@ -1438,29 +1436,29 @@ fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
                 };
             }
             body += &format!(
-                "\n    let a = {ma}[mo];\n    let m = {};\n    let sq = {va}[vo] * {} + {} * g * g;",
+                "\n    let a = {};\n    let m = {};\n    let sq = {} * {} + {} * g * g;",
+                ld(2),
                 if low {
                     format!("a + {} * (g - a)", p(3))
                 } else {
                     format!("g - (g - a) * (1.0 - {})", p(3))
                 },
+                ld(3),
                 p(4),
                 p(5)
             );
             if amsgrad {
-                let xa = io.arr(4);
-                body += &format!(
-                    "\n    let xo = {};\n    let d = max_f({xa}[xo], sq);\n    {xa}[xo] = d;",
-                    io.off(4)
-                );
+                body += &format!("\n    let d = max_f({}, sq);\n    {}", ld(4), io.st(4, "d"));
             } else {
                 body += "\n    let d = sq;";
             }
             body += &format!(
-                "\n    let denom = sqrt(d) / {} + {};\n    {pa}[po] = p + {} * m / denom;\n    {ma}[mo] = m;\n    {va}[vo] = sq;",
+                "\n    let denom = sqrt(d) / {} + {};\n    {}\n    {}\n    {}",
                 p(1),
                 p(2),
-                p(0)
+                io.st(0, &format!("p + {} * m / denom", p(0))),
+                io.st(2, "m"),
+                io.st(3, "sq")
             );
             body
         }
@@ -1471,51 +1469,48 @@ fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
             wd,
             low,
         } => {
-            let (pa, ga, sa) = (io.arr(0), io.arr(1), io.arr(2));
             let mut body = format!(
-                "    let po = {};
-    let so = {};
-    let p = {pa}[po];
-    var g = {}{ga}[{}];",
-                io.off(0),
-                io.off(2),
+                "    let p = {};\n    var g = {}{};",
+                ld(0),
                 if maximize { "-" } else { "" },
-                io.off(1)
+                ld(1)
             );
             if wd {
                 body += &format!("\n    g = g + {} * p;", p(1));
             }
             body += &format!(
-                "\n    let sq = {sa}[so] * {} + {} * g * g;\n    {sa}[so] = sq;",
+                "\n    let sq = {} * {} + {} * g * g;\n    {}",
+                ld(2),
                 p(2),
-                p(3)
+                p(3),
+                io.st(2, "sq")
             );
             if centered {
                 let k = 3 + with_buf as usize;
-                let aa = io.arr(k);
                 body += &format!(
-                    "\n    let ao = {};\n    let a0 = {aa}[ao];\n    let a = {};\n    {aa}[ao] = a;\n    let avg = sqrt(sq - a * a) + {};",
-                    io.off(k),
+                    "\n    let a0 = {};\n    let a = {};\n    {}\n    let avg = sqrt(sq - a * a) + {};",
+                    ld(k),
                     if low {
                         format!("a0 + {} * (g - a0)", p(3))
                     } else {
                         format!("g - (g - a0) * (1.0 - {})", p(3))
                     },
+                    io.st(k, "a"),
                     p(4)
                 );
             } else {
                 body += &format!("\n    let avg = sqrt(sq) + {};", p(4));
             }
             if with_buf {
-                let ba = io.arr(3);
                 body += &format!(
-                    "\n    let bo = {};\n    let b = {ba}[bo] * {} + g / avg;\n    {ba}[bo] = b;\n    {pa}[po] = p + {} * b;",
-                    io.off(3),
+                    "\n    let b = {} * {} + g / avg;\n    {}\n    {}",
+                    ld(3),
                     p(5),
-                    p(0)
+                    io.st(3, "b"),
+                    io.st(0, &format!("p + {} * b", p(0)))
                 );
             } else {
-                body += &format!("\n    {pa}[po] = p + {} * g / avg;", p(0));
+                body += &format!("\n    {}", io.st(0, &format!("p + {} * g / avg", p(0))));
             }
             body
         }
@@ -1526,12 +1521,13 @@ fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
 /// [`OptimRule`]; elementwise metadata); `first`: SGD's momentum buffer
 /// starts from the gradient.
 pub fn optim_single(bd: &Bindings, rule: OptimRule, first: bool) -> String {
-    let io = OptimIo {
-        bd,
-        multi: false,
-        base: 0,
-    };
-    ew_shader(bd, &optim_body(&io, rule, First::Fixed(first)))
+    let io = OptimIo { bd, multi: false };
+    let mut body = String::new();
+    for k in 0..rule.operands() {
+        let _ = writeln!(body, "    let o{k} = off({k}u, i);");
+    }
+    body += &optim_body(&io, rule, First::Fixed(first));
+    ew_shader(bd, &body)
 }
 
 /// SGD update of operands (param, grad[, momentum buffer]), in place:
@@ -1627,27 +1623,42 @@ fn offt(blk: u32, k: u32, i: u32) -> u32 {
 /// its block at word `blk_t` is elementwise metadata of its operands (its
 /// element count, shape, offsets and strides, and its parameter words —
 /// Adam's bias corrections per parameter, SGD's first-step flag in word 4).
-/// A workgroup finds its parameter by a linear search of the `W` table
-/// (uniform across the workgroup), then runs that parameter's case of a
-/// `switch`, which names its bindings.
+/// A workgroup finds its parameter `t` by a linear search of the `W` table
+/// (uniform across the workgroup); its operands' offsets come from the
+/// block, a `switch` on `t` loads them from the bindings case `t` names,
+/// the update runs once and a second `switch` stores the results.
 pub fn optim_multi(bd: &Bindings, rule: OptimRule, tensors: usize) -> String {
     let n = rule.operands();
-    let mut cases = String::new();
-    for t in 0..tensors {
-        let io = OptimIo {
-            bd,
-            multi: true,
-            base: t * n,
-        };
-        let body = optim_body(&io, rule, First::Word);
-        let body = body.replace("\n    ", "\n            ");
-        let _ = write!(
-            cases,
-            "        case {t}u: {{\n        {}\n        }}\n",
-            body.trim_start()
-        );
+    let mut body = String::new();
+    for k in 0..n {
+        let _ = writeln!(body, "    let o{k} = offt(blk, {k}u, i);");
     }
-    let body = bd.io(&cases);
+    for k in 0..n {
+        let _ = writeln!(body, "    var v{k} = 0.0;");
+    }
+    // Loads, the update once, stores: only the memory accesses sit in the
+    // switch (a software driver that runs every case under a mask then
+    // pays K times the accesses, not K times the update).
+    body += "    switch t {\n";
+    for t in 0..tensors {
+        let _ = write!(body, "        case {t}u: {{");
+        for k in 0..n {
+            let _ = write!(body, " v{k} = b{}[o{k}];", bd.operand[t * n + k]);
+        }
+        body += " }\n";
+    }
+    body += "        default: {}\n    }\n";
+    body += &optim_body(&OptimIo { bd, multi: true }, rule, First::Word);
+    body += "\n    switch t {\n";
+    for t in 0..tensors {
+        let _ = write!(body, "        case {t}u: {{");
+        for k in (0..n).filter(|&k| k != 1) {
+            let _ = write!(body, " b{}[o{k}] = n{k};", bd.operand[t * n + k]);
+        }
+        body += " }\n";
+    }
+    body += "        default: {}\n    }";
+    let body = bd.io(&body);
     format!(
         "{}{MATH}{OFFT}
 @compute @workgroup_size({WG})
@@ -1663,9 +1674,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let blk = md[2u + nt + t];
     let i = (w - md[1u + t]) * {WG}u + lid;
     if (i >= md[blk]) {{ return; }}
-    switch t {{
-{body}        default: {{}}
-    }}
+{body}
 }}
 ",
         bd.decl()
@@ -2535,11 +2544,12 @@ mod tests {
         );
     }
 
-    /// The per-parameter optimizer kernels read their parameter words from
-    /// the elementwise metadata, the multi-tensor ones from each tensor's
-    /// block; both run the same statements.
+    /// The multi-tensor kernel loads each parameter's operands in one
+    /// `switch` and stores all but the gradient in another, each case naming
+    /// that parameter's bindings; SGD's first step is a word of the block
+    /// there and fixed in the source of the per-parameter kernel.
     #[test]
-    fn optimizer_kernels_share_their_update() {
+    fn multi_tensor_kernel_layout() {
         let rule = OptimRule::Adam {
             amsgrad: true,
             maximize: false,
@@ -2547,29 +2557,25 @@ mod tests {
             decoupled: false,
             low: true,
         };
-        let mut bd = Bindings::distinct(&[GTy::F32; 5]);
+        let mut bd = Bindings::distinct(&[GTy::F32; 10]);
         for (j, x) in bd.bufs.iter_mut().enumerate() {
-            x.1 = j != 1;
+            x.1 = j % 5 != 1;
         }
-        let one = optim_single(&bd, rule, false);
-        let multi = optim_multi(&bd, rule, 1);
-        let strip = |s: &str| {
-            s.replace("offt(blk, ", "off(")
-                .replace("pt(blk, ", "pf(")
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let body = |s: &str, from: &str, to: &str| {
-            let a = s.find(from).expect("start") + from.len();
-            let b = a + s[a..].find(to).expect("end");
-            strip(&s[a..b])
-        };
-        assert_eq!(
-            body(&one, "if (i >= md[0]) { return; }", "\n}"),
-            body(&multi, "case 0u: {", "\n        }")
+        let src = optim_multi(&bd, rule, 2);
+        assert_eq!(src.matches("switch t {").count(), 2, "{src}");
+        assert!(src.contains(
+            "case 1u: { v0 = b5[o0]; v1 = b6[o1]; v2 = b7[o2]; v3 = b8[o3]; v4 = b9[o4]; }"
+        ));
+        assert!(src.contains("case 0u: { b0[o0] = n0; b2[o2] = n2; b3[o3] = n3; b4[o4] = n4; }"));
+        assert!(!src.contains("b6[o1] ="), "a gradient is never stored");
+        // The update runs once, outside the switches.
+        assert_eq!(src.matches("let denom").count(), 1);
+        let one = optim_single(&Bindings::distinct(&[GTy::F32; 5]), rule, false);
+        assert!(one.contains("b0[o0] = p + pf(0u) * m / denom;"), "{one}");
+        assert!(
+            src.contains("let n0 = p + pt(blk, 0u) * m / denom;"),
+            "{src}"
         );
-        // SGD's first step: fixed in the per-parameter source, a word in the block.
         let sgd = OptimRule::Sgd {
             with_buf: true,
             nesterov: false,
@@ -2579,6 +2585,14 @@ mod tests {
         let bd3 = Bindings::distinct(&[GTy::F32; 3]);
         assert!(optim_single(&bd3, sgd, true).contains("let b = g;"));
         assert!(optim_multi(&bd3, sgd, 1).contains("md[blk + 6u] != 0u"));
+        // Native float16 bindings convert on load and store.
+        let mut hb = Bindings::distinct(&[GTy::F32; 3]);
+        hb.half = vec![true, false, true];
+        let hs = optim_multi(&hb, sgd, 1);
+        assert!(
+            hs.contains("v0 = f32(b0[o0]);") && hs.contains("b2[o2] = to_h(n2);"),
+            "{hs}"
+        );
     }
 
     #[test]
