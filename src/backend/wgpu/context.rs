@@ -501,6 +501,16 @@ fn init() -> std::result::Result<Gpu, String> {
         limits.max_storage_buffer_binding_size =
             limits.max_storage_buffer_binding_size.min(v as u64);
     }
+    // Fewer storage buffers per shader stage than the adapter allows (at
+    // least WebGPU's default of 8): how kernels that group their operands
+    // by that limit (the multi-tensor optimizer updates) are tested.
+    if let Some(v) = std::env::var("FG_GPU_MAX_STORAGE_BUFFERS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    {
+        limits.max_storage_buffers_per_shader_stage =
+            limits.max_storage_buffers_per_shader_stage.min(v.max(8));
+    }
     let features = adapter.features();
     // float16 is stored natively (`array<f16>`) where the adapter has
     // `shader-f16`, unless FG_GPU_NO_F16 asks for the float32 storage of

@@ -4,11 +4,14 @@
 //! `shaders` for the kernels.
 
 pub mod context;
+mod optim;
 pub mod peak;
 pub mod shaders;
 #[cfg(test)]
 mod snapshot_tests;
 mod split;
+
+pub use optim::WgpuOptim;
 
 use std::sync::Arc;
 
@@ -4465,170 +4468,6 @@ impl WgpuBackend {
         self.copy_dense_as(&bi, indices)?;
         if let Some(vals) = values {
             self.copy_dense_as(&bv, vals)?;
-        }
-        Ok(())
-    }
-}
-
-/// Optimizer updates on the GPU: one elementwise kernel per parameter.
-pub struct WgpuOptim;
-
-fn f32s(v: [f64; 8]) -> [u32; 8] {
-    v.map(|x| (x as f32).to_bits())
-}
-
-fn optim_check(op: &'static str, ts: &[&Tensor]) -> Result<()> {
-    for t in ts {
-        if !gpu_float(t.dtype()) {
-            gty(op, t.dtype())?;
-            return Err(Error::runtime(
-                op,
-                format!("not supported on the gpu device for dtype {}", t.dtype()),
-            ));
-        }
-    }
-    check_same_device(op, ts)
-}
-
-/// Bind (param, grad, state...) with every operand but the gradient written.
-fn optim_bind(op: &'static str, ts: &[&Tensor]) -> Result<(Bindings, Vec<Arc<GpuBuffer>>)> {
-    let (mut bd, bufs) = bind(op, ts)?;
-    for k in 0..ts.len() {
-        if k != 1 {
-            let j = bd.operand[k];
-            bd.bufs[j].1 = true;
-        }
-    }
-    Ok((bd, bufs))
-}
-
-impl crate::ops::optim::OptimKernels for WgpuOptim {
-    fn name(&self) -> String {
-        "gpu".into()
-    }
-
-    fn sgd(
-        &self,
-        params: &[Tensor],
-        grads: &[Tensor],
-        bufs: &[Tensor],
-        first: &[bool],
-        h: &crate::ops::optim::SgdHyper,
-    ) -> Result<()> {
-        let op = "sgd_step";
-        let p = f32s([
-            -h.lr,
-            h.weight_decay,
-            h.momentum,
-            1.0 - h.dampening,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-        ]);
-        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
-            let mut ts = vec![x, g];
-            if let Some(b) = bufs.get(j) {
-                ts.push(b);
-            }
-            optim_check(op, &ts)?;
-            let (bd, bb) = optim_bind(op, &ts)?;
-            let src = shaders::sgd(
-                &bd,
-                ts.len() == 3,
-                first.get(j).copied().unwrap_or(false),
-                h.nesterov,
-                h.maximize,
-                h.weight_decay != 0.0,
-            );
-            run_ew(op, &src, &ts, &bb, p)?;
-        }
-        Ok(())
-    }
-
-    fn adam(
-        &self,
-        params: &[Tensor],
-        grads: &[Tensor],
-        exp_avgs: &[Tensor],
-        exp_avg_sqs: &[Tensor],
-        max_sqs: &[Tensor],
-        steps: &[u64],
-        h: &crate::ops::optim::AdamHyper,
-    ) -> Result<()> {
-        let op = "adam_step";
-        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
-            let t = steps[j] as f64;
-            let bc1 = 1.0 - h.beta1.powf(t);
-            let bc2 = 1.0 - h.beta2.powf(t);
-            let p = f32s([
-                -(h.lr / bc1),
-                bc2.sqrt(),
-                h.eps,
-                1.0 - h.beta1,
-                h.beta2,
-                1.0 - h.beta2,
-                h.weight_decay,
-                1.0 - h.lr * h.weight_decay,
-            ]);
-            let mut ts = vec![x, g, &exp_avgs[j], &exp_avg_sqs[j]];
-            if let Some(m) = max_sqs.get(j) {
-                ts.push(m);
-            }
-            optim_check(op, &ts)?;
-            let (bd, bb) = optim_bind(op, &ts)?;
-            let src = shaders::adam(
-                &bd,
-                ts.len() == 5,
-                h.maximize,
-                h.weight_decay != 0.0,
-                h.decoupled,
-                1.0 - h.beta1 < 0.5,
-            );
-            run_ew(op, &src, &ts, &bb, p)?;
-        }
-        Ok(())
-    }
-
-    fn rmsprop(
-        &self,
-        params: &[Tensor],
-        grads: &[Tensor],
-        square_avgs: &[Tensor],
-        bufs: &[Tensor],
-        grad_avgs: &[Tensor],
-        h: &crate::ops::optim::RmspropHyper,
-    ) -> Result<()> {
-        let op = "rmsprop_step";
-        let p = f32s([
-            -h.lr,
-            h.weight_decay,
-            h.alpha,
-            1.0 - h.alpha,
-            h.eps,
-            h.momentum,
-            0.0,
-            0.0,
-        ]);
-        for (j, (x, g)) in params.iter().zip(grads).enumerate() {
-            let mut ts = vec![x, g, &square_avgs[j]];
-            if let Some(b) = bufs.get(j) {
-                ts.push(b);
-            }
-            if let Some(a) = grad_avgs.get(j) {
-                ts.push(a);
-            }
-            optim_check(op, &ts)?;
-            let (bd, bb) = optim_bind(op, &ts)?;
-            let src = shaders::rmsprop(
-                &bd,
-                !bufs.is_empty(),
-                !grad_avgs.is_empty(),
-                h.maximize,
-                h.weight_decay != 0.0,
-                1.0 - h.alpha < 0.5,
-            );
-            run_ew(op, &src, &ts, &bb, p)?;
         }
         Ok(())
     }

@@ -1284,6 +1284,252 @@ pub fn layer_norm_grad_params(bd: &Bindings, has_dw: bool, has_db: bool, rms: bo
     ew_shader(bd, &body)
 }
 
+/// The flags of an optimizer update that change its WGSL (per-step
+/// values — learning rate, bias corrections, SGD's first-step flag in the
+/// multi-tensor kernel — are metadata words, so they never recompile).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum OptimRule {
+    /// SGD over (param, grad[, momentum buffer]).
+    Sgd {
+        with_buf: bool,
+        nesterov: bool,
+        maximize: bool,
+        wd: bool,
+    },
+    /// Adam/AdamW over (param, grad, exp_avg, exp_avg_sq[, max_exp_avg_sq]).
+    Adam {
+        amsgrad: bool,
+        maximize: bool,
+        wd: bool,
+        decoupled: bool,
+        /// Which form of `lerp(m, g, 1 - beta1)` the CPU uses for that weight.
+        low: bool,
+    },
+    /// RMSprop over (param, grad, square_avg[, momentum buffer][, grad_avg]).
+    Rmsprop {
+        with_buf: bool,
+        centered: bool,
+        maximize: bool,
+        wd: bool,
+        /// Which form of `lerp(grad_avg, g, 1 - alpha)` the CPU uses.
+        low: bool,
+    },
+}
+
+impl OptimRule {
+    /// Operands per parameter: the parameter, its gradient, then its state.
+    pub fn operands(self) -> usize {
+        match self {
+            OptimRule::Sgd { with_buf, .. } => 2 + with_buf as usize,
+            OptimRule::Adam { amsgrad, .. } => 4 + amsgrad as usize,
+            OptimRule::Rmsprop {
+                with_buf, centered, ..
+            } => 3 + with_buf as usize + centered as usize,
+        }
+    }
+}
+
+/// Where SGD's "first step" flag comes from: fixed in the source (the
+/// per-parameter kernel) or parameter word 4 of the tensor's block.
+#[derive(Copy, Clone)]
+enum First {
+    Fixed(bool),
+    Word,
+}
+
+/// How an optimizer body reads and writes one parameter's operands and
+/// reads its parameter words. Per-parameter kernel (`multi` false): operand
+/// `k` is `b{binding}[o{k}]` at offset `o{k}` from the elementwise
+/// metadata, parameter words `pf(j)`. Multi-tensor kernel: the statements
+/// run once for whichever parameter the workgroup updates, on values a
+/// `switch` loaded into `v{k}`; a written value is kept in `n{k}` for the
+/// `switch` that stores it, and parameter words are `pt(blk, j)`.
+struct OptimIo<'a> {
+    bd: &'a Bindings,
+    multi: bool,
+}
+
+impl OptimIo<'_> {
+    fn ld(&self, k: usize) -> String {
+        if self.multi {
+            format!("v{k}")
+        } else {
+            format!("b{}[o{k}]", self.bd.operand[k])
+        }
+    }
+    fn st(&self, k: usize, e: &str) -> String {
+        if self.multi {
+            format!("let n{k} = {e};")
+        } else {
+            format!("b{}[o{k}] = {e};", self.bd.operand[k])
+        }
+    }
+    fn p(&self, j: u32) -> String {
+        if self.multi {
+            format!("pt(blk, {j}u)")
+        } else {
+            format!("pf({j}u)")
+        }
+    }
+}
+
+/// The statements of one element's update under `rule` (see [`sgd`],
+/// [`adam`] and [`rmsprop`] for the operands and parameter words), with
+/// operands' offsets `o{k}` already computed.
+fn optim_body(io: &OptimIo<'_>, rule: OptimRule, first: First) -> String {
+    let p = |j: u32| io.p(j);
+    let ld = |k: usize| io.ld(k);
+    match rule {
+        OptimRule::Sgd {
+            with_buf,
+            nesterov,
+            maximize,
+            wd,
+        } => {
+            let mut body = format!(
+                "    let p = {};\n    var g = {}{};",
+                ld(0),
+                if maximize { "-" } else { "" },
+                ld(1)
+            );
+            if wd {
+                body += &format!("\n    g = g + {} * p;", p(1));
+            }
+            if with_buf {
+                let later = format!("{} * {} + {} * g", ld(2), p(2), p(3));
+                let b = match first {
+                    First::Fixed(true) => "g".to_string(),
+                    First::Fixed(false) => later,
+                    First::Word => format!("select({later}, g, md[blk + 6u] != 0u)"),
+                };
+                body += &format!(
+                    "\n    let b = {b};\n    {}\n    g = {};",
+                    io.st(2, "b"),
+                    if nesterov {
+                        format!("g + {} * b", p(2))
+                    } else {
+                        "b".to_string()
+                    }
+                );
+            }
+            body += &format!("\n    {}", io.st(0, &format!("p + {} * g", p(0))));
+            body
+        }
+        OptimRule::Adam {
+            amsgrad,
+            maximize,
+            wd,
+            decoupled,
+            low,
+        } => {
+            let mut body = format!(
+                "    var p = {};\n    var g = {}{};",
+                ld(0),
+                if maximize { "-" } else { "" },
+                ld(1)
+            );
+            if wd {
+                body += &if decoupled {
+                    format!("\n    p = p * {};", p(7))
+                } else {
+                    format!("\n    g = g + {} * p;", p(6))
+                };
+            }
+            body += &format!(
+                "\n    let a = {};\n    let m = {};\n    let sq = {} * {} + {} * g * g;",
+                ld(2),
+                if low {
+                    format!("a + {} * (g - a)", p(3))
+                } else {
+                    format!("g - (g - a) * (1.0 - {})", p(3))
+                },
+                ld(3),
+                p(4),
+                p(5)
+            );
+            if amsgrad {
+                body += &format!("\n    let d = max_f({}, sq);\n    {}", ld(4), io.st(4, "d"));
+            } else {
+                body += "\n    let d = sq;";
+            }
+            body += &format!(
+                "\n    let denom = sqrt(d) / {} + {};\n    {}\n    {}\n    {}",
+                p(1),
+                p(2),
+                io.st(0, &format!("p + {} * m / denom", p(0))),
+                io.st(2, "m"),
+                io.st(3, "sq")
+            );
+            body
+        }
+        OptimRule::Rmsprop {
+            with_buf,
+            centered,
+            maximize,
+            wd,
+            low,
+        } => {
+            let mut body = format!(
+                "    let p = {};\n    var g = {}{};",
+                ld(0),
+                if maximize { "-" } else { "" },
+                ld(1)
+            );
+            if wd {
+                body += &format!("\n    g = g + {} * p;", p(1));
+            }
+            body += &format!(
+                "\n    let sq = {} * {} + {} * g * g;\n    {}",
+                ld(2),
+                p(2),
+                p(3),
+                io.st(2, "sq")
+            );
+            if centered {
+                let k = 3 + with_buf as usize;
+                body += &format!(
+                    "\n    let a0 = {};\n    let a = {};\n    {}\n    let avg = sqrt(sq - a * a) + {};",
+                    ld(k),
+                    if low {
+                        format!("a0 + {} * (g - a0)", p(3))
+                    } else {
+                        format!("g - (g - a0) * (1.0 - {})", p(3))
+                    },
+                    io.st(k, "a"),
+                    p(4)
+                );
+            } else {
+                body += &format!("\n    let avg = sqrt(sq) + {};", p(4));
+            }
+            if with_buf {
+                body += &format!(
+                    "\n    let b = {} * {} + g / avg;\n    {}\n    {}",
+                    ld(3),
+                    p(5),
+                    io.st(3, "b"),
+                    io.st(0, &format!("p + {} * b", p(0)))
+                );
+            } else {
+                body += &format!("\n    {}", io.st(0, &format!("p + {} * g / avg", p(0))));
+            }
+            body
+        }
+    }
+}
+
+/// The per-parameter kernel of `rule` (operands in the order of
+/// [`OptimRule`]; elementwise metadata); `first`: SGD's momentum buffer
+/// starts from the gradient.
+pub fn optim_single(bd: &Bindings, rule: OptimRule, first: bool) -> String {
+    let io = OptimIo { bd, multi: false };
+    let mut body = String::new();
+    for k in 0..rule.operands() {
+        let _ = writeln!(body, "    let o{k} = off({k}u, i);");
+    }
+    body += &optim_body(&io, rule, First::Fixed(first));
+    ew_shader(bd, &body)
+}
+
 /// SGD update of operands (param, grad[, momentum buffer]), in place:
 /// p0 = -lr, p1 = weight decay, p2 = momentum, p3 = 1 - dampening.
 pub fn sgd(
@@ -1294,34 +1540,13 @@ pub fn sgd(
     maximize: bool,
     wd: bool,
 ) -> String {
-    let (pa, ga) = (bd.arr(0), bd.arr(1));
-    let mut body = format!(
-        "    let po = off(0u, i);
-    let p = {pa}[po];
-    var g = {};",
-        if maximize {
-            format!("-{ga}[off(1u, i)]")
-        } else {
-            format!("{ga}[off(1u, i)]")
-        }
-    );
-    if wd {
-        body += "\n    g = g + pf(1u) * p;";
-    }
-    if with_buf {
-        let ba = bd.arr(2);
-        let b = if first {
-            "g".to_string()
-        } else {
-            format!("{ba}[bo] * pf(2u) + pf(3u) * g")
-        };
-        body += &format!(
-            "\n    let bo = off(2u, i);\n    let b = {b};\n    {ba}[bo] = b;\n    g = {};",
-            if nesterov { "g + pf(2u) * b" } else { "b" }
-        );
-    }
-    body += &format!("\n    {pa}[po] = p + pf(0u) * g;");
-    ew_shader(bd, &body)
+    let rule = OptimRule::Sgd {
+        with_buf,
+        nesterov,
+        maximize,
+        wd,
+    };
+    optim_single(bd, rule, first)
 }
 
 /// Adam/AdamW update of operands (param, grad, exp_avg, exp_avg_sq[, max_sq]):
@@ -1335,38 +1560,14 @@ pub fn adam(
     decoupled: bool,
     low: bool,
 ) -> String {
-    let (pa, ga, ma, va) = (bd.arr(0), bd.arr(1), bd.arr(2), bd.arr(3));
-    let mut body = format!(
-        "    let po = off(0u, i);
-    let mo = off(2u, i);
-    let vo = off(3u, i);
-    var p = {pa}[po];
-    var g = {}{ga}[off(1u, i)];",
-        if maximize { "-" } else { "" }
-    );
-    if wd {
-        body += if decoupled {
-            "\n    p = p * pf(7u);"
-        } else {
-            "\n    g = g + pf(6u) * p;"
-        };
-    }
-    body += &format!(
-        "\n    let a = {ma}[mo];\n    let m = {};\n    let sq = {va}[vo] * pf(4u) + pf(5u) * g * g;",
-        if low { "a + pf(3u) * (g - a)" } else { "g - (g - a) * (1.0 - pf(3u))" }
-    );
-    if amsgrad {
-        let xa = bd.arr(4);
-        body += &format!(
-            "\n    let xo = off(4u, i);\n    let d = max_f({xa}[xo], sq);\n    {xa}[xo] = d;"
-        );
-    } else {
-        body += "\n    let d = sq;";
-    }
-    body += &format!(
-        "\n    let denom = sqrt(d) / pf(1u) + pf(2u);\n    {pa}[po] = p + pf(0u) * m / denom;\n    {ma}[mo] = m;\n    {va}[vo] = sq;"
-    );
-    ew_shader(bd, &body)
+    let rule = OptimRule::Adam {
+        amsgrad,
+        maximize,
+        wd,
+        decoupled,
+        low,
+    };
+    optim_single(bd, rule, false)
 }
 
 /// RMSprop update of operands (param, grad, square_avg[, momentum buffer][,
@@ -1381,37 +1582,103 @@ pub fn rmsprop(
     wd: bool,
     low: bool,
 ) -> String {
-    let (pa, ga, sa) = (bd.arr(0), bd.arr(1), bd.arr(2));
-    let mut body = format!(
-        "    let po = off(0u, i);
-    let so = off(2u, i);
-    let p = {pa}[po];
-    var g = {}{ga}[off(1u, i)];",
-        if maximize { "-" } else { "" }
-    );
-    if wd {
-        body += "\n    g = g + pf(1u) * p;";
+    let rule = OptimRule::Rmsprop {
+        with_buf,
+        centered,
+        maximize,
+        wd,
+        low,
+    };
+    optim_single(bd, rule, false)
+}
+
+/// The multi-tensor kernels' accessors: parameter word `j` and the element
+/// offset of operand `k` at element `i`, in the tensor block at word `blk`
+/// (a block is laid out as elementwise metadata).
+const OFFT: &str = r#"
+fn pt(blk: u32, j: u32) -> f32 { return bitcast<f32>(md[blk + 2u + j]); }
+fn offt(blk: u32, k: u32, i: u32) -> u32 {
+    let nd = md[blk + 1u];
+    let base = blk + 10u + nd + k * (nd + 1u);
+    var rem = i;
+    var o = bitcast<i32>(md[base]);
+    var d = nd;
+    loop {
+        if (d == 0u) { break; }
+        d = d - 1u;
+        let s = md[blk + 10u + d];
+        let c = rem % s;
+        rem = rem / s;
+        o = o + i32(c) * bitcast<i32>(md[base + 1u + d]);
     }
-    body += &format!("\n    let sq = {sa}[so] * pf(2u) + pf(3u) * g * g;\n    {sa}[so] = sq;");
-    if centered {
-        let k = 3 + with_buf as usize;
-        let aa = bd.arr(k);
-        body += &format!(
-            "\n    let ao = off({k}u, i);\n    let a0 = {aa}[ao];\n    let a = {};\n    {aa}[ao] = a;\n    let avg = sqrt(sq - a * a) + pf(4u);",
-            if low { "a0 + pf(3u) * (g - a0)" } else { "g - (g - a0) * (1.0 - pf(3u))" }
-        );
-    } else {
-        body += "\n    let avg = sqrt(sq) + pf(4u);";
+    return u32(o);
+}
+"#;
+
+/// One dispatch updating `tensors` parameters under `rule`: operand
+/// `t * rule.operands() + k` is operand `k` of parameter `t`, bound through
+/// `bd` (buffers shared by several operands are bound once). Metadata:
+/// `[K, W_0..W_K, blk_0..blk_{K-1}, blocks]`: parameter `t` covers
+/// workgroups `[W_t, W_{t+1})` (each starts on a workgroup of its own), and
+/// its block at word `blk_t` is elementwise metadata of its operands (its
+/// element count, shape, offsets and strides, and its parameter words —
+/// Adam's bias corrections per parameter, SGD's first-step flag in word 4).
+/// A workgroup finds its parameter `t` by a linear search of the `W` table
+/// (uniform across the workgroup); its operands' offsets come from the
+/// block, a `switch` on `t` loads them from the bindings case `t` names,
+/// the update runs once and a second `switch` stores the results.
+pub fn optim_multi(bd: &Bindings, rule: OptimRule, tensors: usize) -> String {
+    let n = rule.operands();
+    let mut body = String::new();
+    for k in 0..n {
+        let _ = writeln!(body, "    let o{k} = offt(blk, {k}u, i);");
     }
-    if with_buf {
-        let ba = bd.arr(3);
-        body += &format!(
-            "\n    let bo = off(3u, i);\n    let b = {ba}[bo] * pf(5u) + g / avg;\n    {ba}[bo] = b;\n    {pa}[po] = p + pf(0u) * b;"
-        );
-    } else {
-        body += &format!("\n    {pa}[po] = p + pf(0u) * g / avg;");
+    for k in 0..n {
+        let _ = writeln!(body, "    var v{k} = 0.0;");
     }
-    ew_shader(bd, &body)
+    // Loads, the update once, stores: only the memory accesses sit in the
+    // switch (a software driver that runs every case under a mask then
+    // pays K times the accesses, not K times the update).
+    body += "    switch t {\n";
+    for t in 0..tensors {
+        let _ = write!(body, "        case {t}u: {{");
+        for k in 0..n {
+            let _ = write!(body, " v{k} = b{}[o{k}];", bd.operand[t * n + k]);
+        }
+        body += " }\n";
+    }
+    body += "        default: {}\n    }\n";
+    body += &optim_body(&OptimIo { bd, multi: true }, rule, First::Word);
+    body += "\n    switch t {\n";
+    for t in 0..tensors {
+        let _ = write!(body, "        case {t}u: {{");
+        for k in (0..n).filter(|&k| k != 1) {
+            let _ = write!(body, " b{}[o{k}] = n{k};", bd.operand[t * n + k]);
+        }
+        body += " }\n";
+    }
+    body += "        default: {}\n    }";
+    let body = bd.io(&body);
+    format!(
+        "{}{MATH}{OFFT}
+@compute @workgroup_size({WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let w = wid.y * nwg.x + wid.x;
+    let nt = md[0];
+    if (w >= md[1u + nt]) {{ return; }}
+    var t = 0u;
+    loop {{
+        if (t + 1u >= nt || w < md[2u + t]) {{ break; }}
+        t = t + 1u;
+    }}
+    let blk = md[2u + nt + t];
+    let i = (w - md[1u + t]) * {WG}u + lid;
+    if (i >= md[blk]) {{ return; }}
+{body}
+}}
+",
+        bd.decl()
+    )
 }
 
 /// WGSL of the matmul kernels: the offsets `ao`, `bo`, `oo` of batch
@@ -2196,6 +2463,135 @@ mod tests {
             "{} invalid shaders:\n{}",
             errs.len(),
             errs.join("\n\n")
+        );
+    }
+
+    /// Every optimizer rule's multi-tensor kernel, for several chunk sizes,
+    /// with distinct buffers, buffers shared between parameters (one
+    /// binding for several operands) and native float16 bindings mixed in.
+    #[test]
+    fn multi_tensor_optimizer_shaders_validate() {
+        let mut rules = Vec::new();
+        for f in 0..32u32 {
+            let b = |k: u32| f & (1 << k) != 0;
+            rules.push(OptimRule::Sgd {
+                with_buf: b(0),
+                nesterov: b(1),
+                maximize: b(2),
+                wd: b(3),
+            });
+            rules.push(OptimRule::Adam {
+                amsgrad: b(0),
+                maximize: b(1),
+                wd: b(2),
+                decoupled: b(3),
+                low: b(4),
+            });
+            rules.push(OptimRule::Rmsprop {
+                with_buf: b(0),
+                centered: b(1),
+                maximize: b(2),
+                wd: b(3),
+                low: b(4),
+            });
+        }
+        rules.dedup();
+        let mut n = 0;
+        for rule in rules {
+            let per = rule.operands();
+            for k in [1usize, 2, 3, 7] {
+                // Distinct buffers; every operand written but the gradients.
+                let mut bd = Bindings::distinct(&vec![GTy::F32; k * per]);
+                for (j, x) in bd.bufs.iter_mut().enumerate() {
+                    x.1 = j % per != 1;
+                }
+                let src = optim_multi(&bd, rule, k);
+                for t in 0..k {
+                    assert!(src.contains(&format!("case {t}u: {{")), "{src}");
+                }
+                assert!(!src.contains(&format!("case {k}u:")));
+                validate(&src);
+                // The same with odd parameters' bindings stored as float16.
+                let mut hb = bd.clone();
+                hb.half = (0..k * per).map(|j| (j / per) % 2 == 1).collect();
+                let hs = optim_multi(&hb, rule, k);
+                assert_eq!(hs.starts_with("enable f16;"), k > 1, "{hs}");
+                validate(&hs);
+                // Parameters in one buffer, gradients in another, state distinct.
+                let mut sb = Bindings {
+                    bufs: vec![(GTy::F32, true), (GTy::F32, false)],
+                    operand: Vec::new(),
+                    half: Vec::new(),
+                };
+                for _ in 0..k {
+                    sb.operand.extend([0, 1]);
+                    for _ in 2..per {
+                        sb.operand.push(sb.bufs.len());
+                        sb.bufs.push((GTy::F32, true));
+                    }
+                }
+                validate(&optim_multi(&sb, rule, k));
+                n += 3;
+            }
+        }
+        assert!(n >= 3 * 4 * 40, "{n} shaders");
+        let errs = ERRORS.with(|v| v.borrow().clone());
+        assert!(
+            errs.is_empty(),
+            "{} invalid shaders:\n{}",
+            errs.len(),
+            errs.join("\n\n")
+        );
+    }
+
+    /// The multi-tensor kernel loads each parameter's operands in one
+    /// `switch` and stores all but the gradient in another, each case naming
+    /// that parameter's bindings; SGD's first step is a word of the block
+    /// there and fixed in the source of the per-parameter kernel.
+    #[test]
+    fn multi_tensor_kernel_layout() {
+        let rule = OptimRule::Adam {
+            amsgrad: true,
+            maximize: false,
+            wd: true,
+            decoupled: false,
+            low: true,
+        };
+        let mut bd = Bindings::distinct(&[GTy::F32; 10]);
+        for (j, x) in bd.bufs.iter_mut().enumerate() {
+            x.1 = j % 5 != 1;
+        }
+        let src = optim_multi(&bd, rule, 2);
+        assert_eq!(src.matches("switch t {").count(), 2, "{src}");
+        assert!(src.contains(
+            "case 1u: { v0 = b5[o0]; v1 = b6[o1]; v2 = b7[o2]; v3 = b8[o3]; v4 = b9[o4]; }"
+        ));
+        assert!(src.contains("case 0u: { b0[o0] = n0; b2[o2] = n2; b3[o3] = n3; b4[o4] = n4; }"));
+        assert!(!src.contains("b6[o1] ="), "a gradient is never stored");
+        // The update runs once, outside the switches.
+        assert_eq!(src.matches("let denom").count(), 1);
+        let one = optim_single(&Bindings::distinct(&[GTy::F32; 5]), rule, false);
+        assert!(one.contains("b0[o0] = p + pf(0u) * m / denom;"), "{one}");
+        assert!(
+            src.contains("let n0 = p + pt(blk, 0u) * m / denom;"),
+            "{src}"
+        );
+        let sgd = OptimRule::Sgd {
+            with_buf: true,
+            nesterov: false,
+            maximize: false,
+            wd: false,
+        };
+        let bd3 = Bindings::distinct(&[GTy::F32; 3]);
+        assert!(optim_single(&bd3, sgd, true).contains("let b = g;"));
+        assert!(optim_multi(&bd3, sgd, 1).contains("md[blk + 6u] != 0u"));
+        // Native float16 bindings convert on load and store.
+        let mut hb = Bindings::distinct(&[GTy::F32; 3]);
+        hb.half = vec![true, false, true];
+        let hs = optim_multi(&hb, sgd, 1);
+        assert!(
+            hs.contains("v0 = f32(b0[o0]);") && hs.contains("b2[o2] = to_h(n2);"),
+            "{hs}"
         );
     }
 
