@@ -27,12 +27,16 @@
 //! advanced indexing and embeddings) is computed again from each replay's
 //! tensors and uploaded anew, and random numbers drawn on the host are
 //! drawn again (new streams from the same generators) and uploaded anew.
+//! Random kernels run on the device read their stream from their metadata:
+//! their metadata lies in a small buffer written anew for each run, with
+//! streams reserved anew from the same generators, in the run's order (host
+//! draws included), so a replay draws the numbers eager code would.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::backend::wgpu::context::{get, DeriveFn, GpuBuffer, HostCheck, RecLive, Recording};
-use crate::backend::wgpu::{buffer, storage_over};
+use crate::backend::wgpu::{buffer, storage_over, Redraw};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Device, Layout, Storage, Tensor};
 
@@ -64,8 +68,11 @@ struct Fresh {
 struct Disp {
     op: &'static str,
     pipe: Arc<wgpu::ComputePipeline>,
-    /// Byte offset and size of its metadata in the plan's metadata buffer.
+    /// Byte offset and size of its metadata in the plan's metadata buffer
+    /// (or, for a random kernel, in the buffer of per-run metadata).
     meta: (u64, u64),
+    /// Whether its metadata is per run (a random kernel's stream).
+    per_run: bool,
     /// Per binding 1, 2, ...: the buffer and the recorded (offset, size), if a range.
     binds: Vec<(Src, Option<(u64, u64)>)>,
     groups: (u32, u32),
@@ -117,8 +124,14 @@ pub struct Replay {
     outputs: Vec<Port>,
     grads: Vec<Option<Port>>,
     checks: Vec<(usize, Layout, DType, HostCheck)>,
-    /// Uploads computed from inputs' host values: sources (input, layout, dtype) and how.
-    derived: Vec<(Vec<InputView>, DeriveFn)>,
+    /// Uploads computed from inputs' host values: sources (input, layout,
+    /// dtype), how, and its position among the recorded uploads.
+    derived: Vec<(Vec<InputView>, DeriveFn, usize)>,
+    /// Metadata words of the random kernels, written anew for each run.
+    run_words: Vec<u32>,
+    /// Per random op: how it reserves its stream, the word positions of
+    /// the stream in `run_words`, and how many recorded uploads precede it.
+    streams: Vec<(Redraw, Vec<usize>, usize)>,
     /// Inputs some kernel writes (their versions move, their host copies go).
     written_inputs: Vec<usize>,
     /// Held buffers some kernel writes.
@@ -253,6 +266,17 @@ impl Replay {
         }
         let rec_checks = std::mem::take(&mut rec.checks);
         let rec_derived = std::mem::take(&mut rec.derived);
+        let rec_streams = std::mem::take(&mut rec.streams);
+        // Dispatches reading a random stream: their metadata is per run.
+        let mut stream_of: HashMap<usize, usize> = HashMap::new();
+        for (k, st) in rec_streams.iter().enumerate() {
+            for &d in &st.dispatches {
+                if is_live[d] {
+                    return Err("an optimizer step draws random numbers".into());
+                }
+                stream_of.insert(d, k);
+            }
+        }
         // Where the host values a check or a computed upload read come
         // from: an input's view, or data the run uploaded and never
         // rewrites (the same every run: nothing to repeat).
@@ -277,7 +301,7 @@ impl Replay {
         // Uploads computed from inputs' host values: computed again each run.
         let mut derived = Vec::with_capacity(rec.derived.len());
         let mut derived_of: HashMap<usize, usize> = HashMap::new();
-        for d in rec_derived {
+        for (at, d) in rec_derived.into_iter().enumerate() {
             let sources = d
                 .sources
                 .iter()
@@ -286,7 +310,7 @@ impl Replay {
             match sources.iter().filter(|s| s.is_none()).count() {
                 0 => {
                     derived_of.insert(d.target, derived.len());
-                    derived.push((sources.into_iter().flatten().collect(), d.make));
+                    derived.push((sources.into_iter().flatten().collect(), d.make, at));
                 }
                 n if n == sources.len() => {} // from constant data: the recorded upload stands
                 _ => {
@@ -373,6 +397,8 @@ impl Replay {
         // One metadata buffer, each dispatch's words at a bindable offset.
         let align = (g.binding_align() / 4) as usize;
         let mut words: Vec<u32> = Vec::new();
+        let mut run_words: Vec<u32> = Vec::new();
+        let mut stream_words: Vec<Vec<usize>> = vec![Vec::new(); rec_streams.len()];
         let mut disps = Vec::with_capacity(rec.dispatches.len());
         let mut steps = Vec::new();
         let mut lives = rec.live.iter().peekable();
@@ -386,11 +412,19 @@ impl Replay {
             if is_live[di] {
                 continue;
             }
+            let stream = stream_of.get(&di).copied();
+            let words = match stream {
+                Some(_) => &mut run_words,
+                None => &mut words,
+            };
             let start = words.len().div_ceil(align) * align;
             words.resize(start, 0);
             words.extend_from_slice(&d.meta);
             if d.meta.is_empty() {
                 words.push(0);
+            }
+            if let Some(k) = stream {
+                stream_words[k].push(start);
             }
             let binds = d
                 .buffers
@@ -405,6 +439,7 @@ impl Replay {
                 op: d.op,
                 pipe: kernels[&d.shader].0.clone(),
                 meta: (start as u64 * 4, (words.len() - start) as u64 * 4),
+                per_run: stream.is_some(),
                 binds,
                 groups: d.groups,
             });
@@ -460,6 +495,12 @@ impl Replay {
             grads,
             checks,
             derived,
+            run_words,
+            streams: rec_streams
+                .into_iter()
+                .zip(stream_words)
+                .map(|(st, w)| (st.redraw, w, st.after_derived))
+                .collect(),
             written_inputs,
             written_held,
             own_bytes,
@@ -510,14 +551,38 @@ impl Replay {
         let view = |(k, layout, dtype): &InputView| {
             Tensor::from_parts(inputs[*k].storage().clone(), layout.clone(), *dtype)
         };
-        let derived = self
-            .derived
-            .iter()
-            .map(|(sources, make)| {
-                let ts = sources.iter().map(view).collect::<Result<Vec<_>>>()?;
-                make(&ts)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Uploads computed from host values and the random streams, in the
+        // order the run made them (host draws and streams both reserve
+        // from generators).
+        let mut derived = Vec::with_capacity(self.derived.len());
+        let mut run_words = self.run_words.clone();
+        let mut next_stream = 0;
+        let mut draw_streams = |upto: usize, run_words: &mut Vec<u32>| {
+            while let Some((redraw, at, _)) = self.streams.get(next_stream).filter(|s| s.2 <= upto)
+            {
+                let s = redraw();
+                for &w in at {
+                    run_words[w..w + 4].copy_from_slice(&[
+                        s.seed as u32,
+                        (s.seed >> 32) as u32,
+                        s.offset as u32,
+                        (s.offset >> 32) as u32,
+                    ]);
+                }
+                next_stream += 1;
+            }
+        };
+        for (sources, make, at) in &self.derived {
+            draw_streams(*at, &mut run_words);
+            let ts = sources.iter().map(view).collect::<Result<Vec<_>>>()?;
+            derived.push(make(&ts)?);
+        }
+        draw_streams(usize::MAX, &mut run_words);
+        let run_meta = if run_words.is_empty() {
+            None
+        } else {
+            Some(g.upload(OP, bytemuck::cast_slice(&run_words))?)
+        };
         let changed: Vec<bool> = bufs
             .iter()
             .zip(&self.last)
@@ -547,6 +612,7 @@ impl Replay {
         };
         for (d, bg) in self.disps.iter().zip(self.bind_groups.iter_mut()) {
             let stale = bg.is_none()
+                || d.per_run
                 || d.binds.iter().any(|(s, _)| match s {
                     Src::Input(k) => changed[*k],
                     Src::Fresh(_) => true,
@@ -567,7 +633,11 @@ impl Replay {
                     (&**b, off, size)
                 })
                 .collect();
-            *bg = Some(g.bind_group(&d.pipe, (&self.meta, d.meta.0, d.meta.1), &binds));
+            let meta = match (&run_meta, d.per_run) {
+                (Some(m), true) => m,
+                _ => &self.meta,
+            };
+            *bg = Some(g.bind_group(&d.pipe, (meta, d.meta.0, d.meta.1), &binds));
         }
         let items: Vec<_> = self
             .disps
@@ -583,6 +653,7 @@ impl Replay {
             })
             .collect();
         let mut uses: Vec<&GpuBuffer> = vec![&self.meta];
+        uses.extend(run_meta.as_deref());
         uses.extend(bufs.iter().map(|b| &**b));
         uses.extend(self.held.iter().map(|b| &**b));
         uses.extend(self.own.iter().map(|b| &**b));

@@ -330,6 +330,22 @@ pub struct Recording {
     pub live: Vec<RecLive>,
     /// Uploads computed from the host values of tensors (see [`RecDerived`]).
     pub derived: Vec<RecDerived>,
+    /// Streams of random kernels a replay reserves anew (see [`RecStream`]).
+    pub streams: Vec<RecStream>,
+}
+
+/// The Philox stream of a random op run on the device: its dispatches'
+/// metadata starts with the stream's four words, which a replay replaces
+/// with a stream reserved anew, as the op would (so each replay draws new
+/// numbers, the ones eager code would).
+pub struct RecStream {
+    /// How the op reserves its stream from its generator.
+    pub redraw: super::Redraw,
+    /// The recorded dispatches reading it.
+    pub dispatches: Vec<usize>,
+    /// How many [`RecDerived`] uploads were recorded before it (host draws
+    /// among them reserve from generators too: a replay keeps the order).
+    pub after_derived: usize,
 }
 
 /// Data a captured run uploaded that it computed from the host values of
@@ -1369,6 +1385,19 @@ impl Gpu {
                 sources: sources.to_vec(),
                 target,
                 make,
+            });
+        });
+    }
+
+    /// Note that the work being captured ran random kernels as
+    /// `dispatches` (recorded indices) on a stream `redraw` reserves (see [`RecStream`]).
+    pub fn note_stream(&self, dispatches: Vec<usize>, redraw: super::Redraw) {
+        self.with_capture(|rec| {
+            let after_derived = rec.derived.len();
+            rec.streams.push(RecStream {
+                redraw,
+                dispatches,
+                after_derived,
             });
         });
     }

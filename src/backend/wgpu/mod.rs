@@ -6,6 +6,7 @@
 pub mod context;
 mod optim;
 pub mod peak;
+pub mod random;
 pub mod shaders;
 #[cfg(test)]
 mod snapshot_tests;
@@ -1773,26 +1774,28 @@ impl Backend for WgpuBackend {
         "gpu".into()
     }
 
-    // Random numbers are drawn on the host from the same counter-based stream
-    // as the CPU device (so a seed gives the same numbers on both) and uploaded.
+    // Random numbers are generated on the device from the CPU's
+    // counter-based stream (see `random`): the same numbers on both devices.
     fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
         gty("random", out.dtype())?;
+        if random::fill(out, dist, s)?.is_some() {
+            return Ok(());
+        }
+        // Integers a float32 cannot hold exactly: drawn on the host.
         let up = drawn(out.shape(), out.dtype(), out.device(), s, move |h, s| {
             super::backend(Device::Cpu).random_fill(h, dist, s)
         })?;
         self.cast_copy(&up, out)
     }
 
-    // The probabilities are read on the host: they are range-checked there
-    // (an invalid one raises before anything is written, as on the CPU) and
-    // the CPU's kernel draws the same numbers from the same stream.
+    // The probabilities are checked on the device (an invalid one raises
+    // before anything is written, as on the CPU; only the verdict is read
+    // back) and the draws made there.
     fn bernoulli_tensor(&self, p: &Tensor, out: &Tensor, s: PhiloxStream) -> Result<()> {
         check_same_device("bernoulli", &[p, out])?;
         gty("bernoulli", out.dtype())?;
-        let hp = download(p)?;
-        via_host(out, |h| {
-            super::backend(Device::Cpu).bernoulli_tensor(&hp, h, s)
-        })
+        gty("bernoulli", p.dtype())?;
+        random::bernoulli_tensor(p, out, s)
     }
 
     fn multinomial(
@@ -1832,17 +1835,7 @@ impl Backend for WgpuBackend {
                 format!("not supported on the gpu device for dtype {}", x.dtype()),
             ));
         }
-        // The mask (0 or 1/(1-p)) from the CPU's stream, then `x * mask` on the device.
-        let m = drawn(x.shape(), DType::F32, x.device(), s, move |mask, s| {
-            let ones = crate::ops::creation::full(
-                mask.shape(),
-                Scalar::Float(1.0),
-                DType::F32,
-                Device::Cpu,
-            )?;
-            super::backend(Device::Cpu).dropout(&ones, mask, p, s)
-        })?;
-        self.binary(BinaryOp::Mul, x, &m, out)
+        random::dropout(x, out, p, s)
     }
 
     fn layer_norm(

@@ -109,10 +109,10 @@ impl Bindings {
     pub fn is_half(&self, j: usize) -> bool {
         self.half.get(j).copied().unwrap_or(false)
     }
-    fn any_half(&self) -> bool {
+    pub(crate) fn any_half(&self) -> bool {
         (0..self.bufs.len()).any(|j| self.is_half(j))
     }
-    fn decl(&self) -> String {
+    pub(crate) fn decl(&self) -> String {
         let mut s = String::new();
         if self.any_half() {
             s.push_str("enable f16;\n");
@@ -133,7 +133,7 @@ impl Bindings {
         s
     }
     /// `body` (kernel statements) with the float16 bindings' accesses converted.
-    fn io(&self, body: &str) -> String {
+    pub(crate) fn io(&self, body: &str) -> String {
         if !self.any_half() {
             return body.to_string();
         }
@@ -146,14 +146,11 @@ impl Bindings {
     }
 }
 
-/// Storing an `f32` as float16: `h_round(x)` is the nearest float16 value
-/// (as an `f32`), ties to even, overflow to an infinity, NaN kept —
-/// computed on the bits, so it is exactly the CPU's `half::f16::from_f32`
-/// — and `to_h` converts that value, which float16 represents exactly, so
-/// no rounding is left to the driver's `f16(x)` (WGSL leaves the rounding
-/// of an inexact conversion to the implementation). Infinities and NaN
-/// pass through the conversion as the driver keeps them (IEEE hardware does).
-const HALF: &str = r#"fn h_round(x: f32) -> f32 {
+/// `h_round` alone (no `f16` type needed): for kernels that round to
+/// float16 values stored as `f32`.
+macro_rules! h_round_src {
+    () => {
+        r#"fn h_round(x: f32) -> f32 {
     let u = bitcast<u32>(x);
     let a = u & 0x7fffffffu;
     let s = u & 0x80000000u;
@@ -165,8 +162,22 @@ const HALF: &str = r#"fn h_round(x: f32) -> f32 {
     }
     return bitcast<f32>(s | ((a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u));
 }
-fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
-"#;
+"#
+    };
+}
+/// Storing an `f32` as float16: `h_round(x)` is the nearest float16 value
+/// (as an `f32`), ties to even, overflow to an infinity, NaN kept —
+/// computed on the bits, so it is exactly the CPU's `half::f16::from_f32`
+/// — and `to_h` converts that value, which float16 represents exactly, so
+/// no rounding is left to the driver's `f16(x)` (WGSL leaves the rounding
+/// of an inexact conversion to the implementation). Infinities and NaN
+/// pass through the conversion as the driver keeps them (IEEE hardware does).
+const HALF: &str = concat!(
+    h_round_src!(),
+    "fn to_h(x: f32) -> f16 { return f16(h_round(x)); }\n"
+);
+/// [`h_round`](HALF) for kernels without float16 bindings.
+pub(crate) const HALF_ROUND: &str = h_round_src!();
 
 /// `body` with every access to a float16 binding `bN` (`half[N]`)
 /// converted to and from the `f32` the kernels compute in: a load
