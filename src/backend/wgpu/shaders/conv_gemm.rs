@@ -43,10 +43,34 @@ impl ConvGemm {
     }
 }
 
+/// WGSL: `k` as mixed-radix digits `(k % r1, k / r1 % r2, k / (r1 r2))`,
+/// and digits `v` advanced by the digits `s` of a step (each carry at most 1).
+const DIGITS: &str = "fn digits(k: u32, r1: u32, r2: u32) -> vec3<u32> {
+    let q = k / max(r1, 1u);
+    return vec3<u32>(k - q * r1, q % max(r2, 1u), q / max(r2, 1u));
+}
+fn advance(v: vec3<u32>, s: vec3<u32>, r1: u32, r2: u32) -> vec3<u32> {
+    var a = v.x + s.x;
+    var b = v.y + s.y;
+    var c = v.z + s.z;
+    if (a >= r1) { a = a - r1; b = b + 1u; }
+    if (b >= r2) { b = b - r2; c = c + 1u; }
+    return vec3<u32>(a, b, c);
+}
+";
+
 /// The implicit-GEMM convolution kernel `kind` (see the module docs).
 pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {
     let t = CONV_TILE;
     // (GEMM rows, columns; row setup, column setup, A load, B load, store)
+    // The K index `k` of the A and B loads is walked as mixed-radix digits
+    // `(k % R1, k / R1 % R2, k / (R1 R2))` (kernel taps, or output pixels),
+    // advanced a tile at a time by additions with carries: no integer
+    // division per element (slow where the driver runs shaders on a CPU).
+    let radix = match kind {
+        ConvGemm::WeightGrad => "OW, OH",
+        _ => "KW, KH",
+    };
     let (dims, rows, cols, a_load, b_load, store) = match kind {
         ConvGemm::Forward { bias } => {
             let (xa, wa) = (bd.arr(0), bd.arr(1));
@@ -67,7 +91,7 @@ pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {
                     .to_string(),
                 "    let oc = grp * OG + col;\n".to_string(),
                 format!(
-                    "let kw = ka % KW; let kh = (ka / KW) % KH; let ci = ka / (KW * KH);
+                    "let kw = va.x; let kh = va.y; let ci = va.z;
             let ih = ih0 + i32(kh) * DH; let iw = iw0 + i32(kw) * DW;
             if (ih >= 0 && ih < i32(H) && iw >= 0 && iw < i32(W)) {{
                 av = {xa}[xp + (ci * H + u32(ih)) * W + u32(iw)];
@@ -87,20 +111,23 @@ pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {
             (
                 "    let MM = NN * H * W; let NC = CG; let KK = OG * KH * KW;\n".to_string(),
                 "    let iw = r % W; let ih = (r / W) % H; let nb = r / max(W * H, 1u);
-    let th0 = i32(ih) + PT; let tw0 = i32(iw) + PL;
+    let th0 = i32(ih) + PT; let tw0 = i32(iw) + PL; let unit = SH == 1 && SW == 1;
     let gp = md[18] + (nb * O + grp * OG) * OH * OW;\n"
                     .to_string(),
                 "    let wp = md[19] + grp * OG * CG * KH * KW + col * KH * KW;\n".to_string(),
                 format!(
-                    "let kw = ka % KW; let kh = (ka / KW) % KH; let oi = ka / (KW * KH);
+                    "let kw = va.x; let kh = va.y; let oi = va.z;
             let th = th0 - i32(kh) * DH; let tw = tw0 - i32(kw) * DW;
-            if (th >= 0 && tw >= 0 && th % SH == 0 && tw % SW == 0) {{
-                let oh = u32(th / SH); let ow = u32(tw / SW);
-                if (oh < OH && ow < OW) {{ av = {ga}[gp + (oi * OH + oh) * OW + ow]; }}
+            if (th >= 0 && tw >= 0) {{
+                var oh = u32(th); var ow = u32(tw); var on = true;
+                if (!unit) {{
+                    on = th % SH == 0 && tw % SW == 0; oh = u32(th / SH); ow = u32(tw / SW);
+                }}
+                if (on && oh < OH && ow < OW) {{ av = {ga}[gp + (oi * OH + oh) * OW + ow]; }}
             }}"
                 ),
                 format!(
-                    "let kw = kb % KW; let kh = (kb / KW) % KH; let oi = kb / (KW * KH);
+                    "let kw = vb.x; let kh = vb.y; let oi = vb.z;
             bv = {wa}[wp + oi * CG * KH * KW + kh * KW + kw];"
                 ),
                 format!(
@@ -120,11 +147,11 @@ pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {
     let dh = i32(kh) * DH - PT; let dw = i32(kw) * DW - PL;\n"
                     .to_string(),
                 format!(
-                    "let ow = ka % OW; let oh = (ka / OW) % OH; let nb = ka / (OW * OH);
+                    "let ow = va.x; let oh = va.y; let nb = va.z;
             av = {ga}[gp + nb * O * OH * OW + oh * OW + ow];"
                 ),
                 format!(
-                    "let ow = kb % OW; let oh = (kb / OW) % OH; let nb = kb / (OW * OH);
+                    "let ow = vb.x; let oh = vb.y; let nb = vb.z;
             let ih = i32(oh) * SH + dh; let iw = i32(ow) * SW + dw;
             if (ih >= 0 && ih < i32(H) && iw >= 0 && iw < i32(W)) {{
                 bv = {xa}[xp + nb * C * H * W + u32(ih) * W + u32(iw)];
@@ -154,6 +181,9 @@ pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {
     let rok = live && r < MM;
     let cok = live && col < NC;
 {rows}{cols}    var acc = 0.0;
+    let sd = digits({t}u, {radix});
+    var va = digits(k0 + lc, {radix});
+    var vb = digits(k0 + lr, {radix});
     let steps = (k1 - k0 + {t}u - 1u) / {t}u;
     for (var st = 0u; st < steps; st = st + 1u) {{
         let ka = k0 + st * {t}u + lc;
@@ -173,13 +203,15 @@ pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {
             acc = acc + ta[lr * {t}u + q] * tb[q * {t}u + lc];
         }}
         workgroupBarrier();
+        va = advance(va, sd, {radix});
+        vb = advance(vb, sd, {radix});
     }}
     if (rok && cok) {{
         {store}
     }}"
     ));
     format!(
-        "{}var<workgroup> ta: array<f32, {n}>;
+        "{}{DIGITS}var<workgroup> ta: array<f32, {n}>;
 var<workgroup> tb: array<f32, {n}>;
 @compute @workgroup_size({n})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
