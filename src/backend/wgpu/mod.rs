@@ -4,6 +4,7 @@
 //! `shaders` for the kernels.
 
 pub mod context;
+mod conv_gemm;
 mod optim;
 pub mod peak;
 pub mod random;
@@ -2647,7 +2648,15 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d";
-        if w.ndim() == 4 {
+        // The implicit GEMM splits its sums for a loop limit itself.
+        let gemm = conv_gemm::chosen(
+            shaders::ConvGemm::Forward {
+                bias: bias.is_some(),
+            },
+            w.shape(),
+            p.groups,
+        )?;
+        if w.ndim() == 4 && !gemm {
             // Each output sums over its group's input channels and the window.
             let (cg, kh, kw) = (
                 w.shape()[1] as u64,
@@ -2725,6 +2734,9 @@ impl Backend for WgpuBackend {
             ts.extend(bc.as_ref());
             ts.push(o);
             let hb = bias.is_some();
+            if gemm {
+                return conv_gemm::run(op, shaders::ConvGemm::Forward { bias: hb }, &ts, &meta);
+            }
             run_items(op, |bd| shaders::conv2d(bd, hb), &ts, &[], &meta, n)?;
             Ok(())
         })
@@ -2738,7 +2750,10 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d_backward";
-        conv_grad_trips(op, g, Some(w), p)?;
+        let gemm = conv_gemm::chosen(shaders::ConvGemm::InputGrad, w.shape(), p.groups)?;
+        if !gemm {
+            conv_grad_trips(op, g, Some(w), p)?;
+        }
         conv_check(op, &[g, w, out], p)?;
         let n = out.numel();
         if n == 0 {
@@ -2792,6 +2807,9 @@ impl Backend for WgpuBackend {
                 n,
                 [gc.offset(), wc.offset(), 0],
             );
+            if gemm {
+                return conv_gemm::run(op, shaders::ConvGemm::InputGrad, &[&gc, &wc, o], &meta);
+            }
             run_items(
                 op,
                 shaders::conv2d_input_grad,
@@ -2812,10 +2830,11 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d_backward";
-        // Every thread of the weight's gradient walks all images and output
-        // pixels: under a loop limit, fewer images at a time, their
-        // gradients added.
-        if let (Some(limit), 4, 4) = (get()?.loop_limit, g.ndim(), x.ndim()) {
+        let gemm = conv_gemm::chosen(shaders::ConvGemm::WeightGrad, out.shape(), p.groups)?;
+        // Every thread of the direct weight gradient walks all images and
+        // output pixels: under a loop limit, fewer images at a time, their
+        // gradients added (the implicit GEMM splits its sum itself).
+        if let (Some(limit), 4, 4, false) = (get()?.loop_limit, g.ndim(), x.ndim(), gemm) {
             let (imgs, oh, ow) = (g.shape()[0], g.shape()[2] as u64, g.shape()[3] as u64);
             // Twice the plain count: the kernel's `continue`s (padding) cost
             // trips of their own (measured: 80 images of 28x28 outputs, 65,040
@@ -2833,7 +2852,9 @@ impl Backend for WgpuBackend {
                 return Ok(());
             }
         }
-        conv_grad_trips(op, g, None, p)?;
+        if !gemm {
+            conv_grad_trips(op, g, None, p)?;
+        }
         conv_check(op, &[g, x, out], p)?;
         let n = out.numel();
         if n == 0 {
@@ -2881,6 +2902,9 @@ impl Backend for WgpuBackend {
                 n,
                 [gc.offset(), xc.offset(), 0],
             );
+            if gemm {
+                return conv_gemm::run(op, shaders::ConvGemm::WeightGrad, &[&gc, &xc, o], &meta);
+            }
             run_items(
                 op,
                 shaders::conv2d_weight_grad,

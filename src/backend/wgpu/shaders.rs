@@ -20,6 +20,9 @@ use std::fmt::Write as _;
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::ReduceOp;
 
+mod conv_gemm;
+pub use conv_gemm::{conv_gemm, ConvGemm, CONV_TILE};
+
 /// Threads per workgroup of the elementwise and matmul kernels.
 pub const WG: u32 = 256;
 /// Threads per workgroup of the row kernels (reductions, softmax).
@@ -2441,6 +2444,17 @@ mod tests {
         validate(&avg_pool2d(&mk(&[GTy::F32; 2])));
         validate(&conv2d_input_grad(&mk(&[GTy::F32; 3])));
         validate(&conv2d_weight_grad(&mk(&[GTy::F32; 3])));
+        for kind in [ConvGemm::InputGrad, ConvGemm::WeightGrad] {
+            validate(&conv_gemm(&mk(&[GTy::F32; 3]), kind));
+        }
+        validate(&conv_gemm(
+            &mk(&[GTy::F32; 4]),
+            ConvGemm::Forward { bias: true },
+        ));
+        validate(&conv_gemm(
+            &mk(&[GTy::F32; 3]),
+            ConvGemm::Forward { bias: false },
+        ));
         for ty in TYS {
             validate(&gather(&mk(&[ty, GTy::I32, ty]), ty));
             validate(&scatter(&mk(&[GTy::I32, ty, ty]), ty));
