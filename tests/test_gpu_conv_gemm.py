@@ -218,15 +218,34 @@ def test_conv_kernels_match_the_cpu(kind):
 
 def test_direct_kernels_refuse_what_the_gemm_splits():
     """Under a loop limit the direct forward refuses a sum the GEMM splits,
-    naming the op and the limit (so the GEMM test above really ran the GEMM)."""
+    naming the op and the limit (so the GEMM test above really ran the GEMM);
+    by default (no family forced) such a convolution, and its input gradient,
+    run as the GEMM and match the CPU."""
     if fg.gpu.info()["loop_limit"] is None:
         pytest.skip("this adapter runs loops to the end")
     code = textwrap.dedent(
         """
         import ferrograd as fg
         import ferrograd.nn.functional as F
+        import numpy as np
         try:
-            F.conv2d(fg.ones(1, 6000, 3, 3, device="gpu"), fg.ones(2, 6000, 3, 3, device="gpu")).numpy()
+            x = fg.ones(1, 6000, 3, 3, device="gpu").requires_grad_()
+            w = (fg.arange(2 * 6000 * 9, dtype=fg.float32) % 3 - 1).reshape(2, 6000, 3, 3)
+            y = F.conv2d(x, w.to("gpu"), padding=1)
+            y.backward(fg.ones(1, 2, 3, 3, device="gpu"))
+            xc = fg.ones(1, 6000, 3, 3).requires_grad_()
+            yc = F.conv2d(xc, w, padding=1)
+            yc.backward(fg.ones(1, 2, 3, 3))
+            np.testing.assert_array_equal(y.detach().numpy(), yc.detach().numpy())
+            np.testing.assert_array_equal(x.grad.numpy(), xc.grad.numpy())
+            # An input gradient summing 6000 output channels of 3x3 windows.
+            w2 = (fg.arange(6000 * 2 * 9, dtype=fg.float32) % 3 - 1).reshape(6000, 2, 3, 3)
+            grads = []
+            for dev in ("gpu", "cpu"):
+                x2 = fg.ones(1, 2, 4, 4, device=dev).requires_grad_()
+                F.conv2d(x2, w2.to(dev), padding=1).sum().backward()
+                grads.append(x2.grad.numpy())
+            np.testing.assert_array_equal(grads[0], grads[1])
         except RuntimeError as e:
             assert "conv2d" in str(e) and "loop iterations" in str(e), e
             print("refused")
@@ -235,13 +254,14 @@ def test_direct_kernels_refuse_what_the_gemm_splits():
         """
     )
     out = {}
-    for kind in ("direct", "gemm"):
-        r = subprocess.run(
-            [sys.executable, "-c", code], env=_env(kind), capture_output=True, text=True, timeout=300
-        )
+    for kind in ("direct", "gemm", "default"):
+        env = _env(kind)
+        if kind == "default":
+            env.pop("FG_GPU_CONV")
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         out[kind] = r.stdout.strip()
-    assert out == {"direct": "refused", "gemm": "ran"}, out
+    assert out == {"direct": "refused", "gemm": "ran", "default": "ran"}, out
 
 
 def test_existing_conv_tests_under_the_gemm():

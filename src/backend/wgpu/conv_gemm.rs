@@ -21,13 +21,7 @@ use crate::tensor::Tensor;
 /// (depthwise convolutions: one channel per group) would leave most of
 /// each workgroup idle, so it too runs the direct kernel unless forced.
 pub(super) fn chosen(kind: ConvGemm, w: &[usize], groups: usize) -> Result<bool> {
-    static CHOICE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let forced = *CHOICE.get_or_init(|| match std::env::var("FG_GPU_CONV") {
-        Ok(v) if v.trim() == "gemm" => Some(true),
-        Ok(v) if v.trim() == "direct" => Some(false),
-        _ => None,
-    });
-    if let Some(f) = forced {
+    if let Some(f) = forced() {
         return Ok(f);
     }
     let &[o, cg, kh, kw] = w else {
@@ -40,6 +34,17 @@ pub(super) fn chosen(kind: ConvGemm, w: &[usize], groups: usize) -> Result<bool>
         ConvGemm::WeightGrad => og.min(cg * kh * kw),
     };
     Ok(side * 4 >= CONV_TILE as usize && get()?.info.device_type != wgpu::DeviceType::Cpu)
+}
+
+/// The family `FG_GPU_CONV` forces: `Some(true)` for the implicit GEMMs,
+/// `Some(false)` for the direct kernels, `None` to choose per convolution.
+pub(super) fn forced() -> Option<bool> {
+    static CHOICE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| match std::env::var("FG_GPU_CONV") {
+        Ok(v) if v.trim() == "gemm" => Some(true),
+        Ok(v) if v.trim() == "direct" => Some(false),
+        _ => None,
+    })
 }
 
 /// The K elements one dispatch may sum where the adapter stops an

@@ -761,6 +761,24 @@ fn check_loop_trips(
     }
 }
 
+/// Loop trips per invocation of a direct convolution gradient (see
+/// [`conv_grad_trips`]); 0 for operands that are not 4-d.
+fn conv_grad_trip_count(g: &Tensor, w: Option<&Tensor>, p: &Conv2dParams) -> u64 {
+    if g.ndim() != 4 {
+        return 0;
+    }
+    let s = g.shape();
+    let (n, o, oh, ow) = (s[0] as u64, s[1] as u64, s[2] as u64, s[3] as u64);
+    match w.filter(|w| w.ndim() == 4) {
+        Some(w) => {
+            let og = o / (p.groups as u64).max(1);
+            let (kh, kw) = (w.shape()[2] as u64, w.shape()[3] as u64);
+            2 * og * (1 + kh * (1 + kw)) + 64
+        }
+        None => 2 * n * (1 + oh * (1 + ow)) + 64,
+    }
+}
+
 /// Refuse a convolution gradient whose per-thread sums run past the
 /// adapter's loop limit: the input's sums over the output channels of a
 /// group and the window (`w` given), the weight's over all images and
@@ -776,14 +794,7 @@ fn conv_grad_trips(
     }
     let s = g.shape();
     let (n, o, oh, ow) = (s[0] as u64, s[1] as u64, s[2] as u64, s[3] as u64);
-    let trips = match w.filter(|w| w.ndim() == 4) {
-        Some(w) => {
-            let og = o / (p.groups as u64).max(1);
-            let (kh, kw) = (w.shape()[2] as u64, w.shape()[3] as u64);
-            2 * og * (1 + kh * (1 + kw)) + 64
-        }
-        None => 2 * n * (1 + oh * (1 + ow)) + 64,
-    };
+    let trips = conv_grad_trip_count(g, w, p);
     check_loop_trips(
         op,
         trips,
@@ -2649,7 +2660,7 @@ impl Backend for WgpuBackend {
     ) -> Result<()> {
         let op = "conv2d";
         // The implicit GEMM splits its sums for a loop limit itself.
-        let gemm = conv_gemm::chosen(
+        let mut gemm = conv_gemm::chosen(
             shaders::ConvGemm::Forward {
                 bias: bias.is_some(),
             },
@@ -2657,18 +2668,25 @@ impl Backend for WgpuBackend {
             p.groups,
         )?;
         if w.ndim() == 4 && !gemm {
-            // Each output sums over its group's input channels and the window.
+            // Each output sums over its group's input channels and the
+            // window: past the adapter's loop limit the implicit GEMM (which
+            // splits its sums) runs instead, unless the direct kernel is forced.
             let (cg, kh, kw) = (
                 w.shape()[1] as u64,
                 w.shape()[2] as u64,
                 w.shape()[3] as u64,
             );
-            check_loop_trips(
-                op,
-                2 * cg * (1 + kh * (1 + kw)) + 64,
-                &|| format!("a convolution summing {cg} channels of {kh}x{kw} windows"),
-                "split the input channels (convolve groups of them and add)",
-            )?;
+            let trips = 2 * cg * (1 + kh * (1 + kw)) + 64;
+            if conv_gemm::forced().is_none() && over_loop_limit(trips)? {
+                gemm = true;
+            } else {
+                check_loop_trips(
+                    op,
+                    trips,
+                    &|| format!("a convolution summing {cg} channels of {kh}x{kw} windows"),
+                    "split the input channels (convolve groups of them and add)",
+                )?;
+            }
         }
         conv_check(op, &[x, w, out], p)?;
         if let Some(b) = bias {
@@ -2750,9 +2768,17 @@ impl Backend for WgpuBackend {
         out: &Tensor,
     ) -> Result<()> {
         let op = "conv2d_backward";
-        let gemm = conv_gemm::chosen(shaders::ConvGemm::InputGrad, w.shape(), p.groups)?;
+        let mut gemm = conv_gemm::chosen(shaders::ConvGemm::InputGrad, w.shape(), p.groups)?;
         if !gemm {
-            conv_grad_trips(op, g, Some(w), p)?;
+            // Past the adapter's loop limit the implicit GEMM runs instead
+            // (as for the forward), unless the direct kernel is forced.
+            if conv_gemm::forced().is_none()
+                && over_loop_limit(conv_grad_trip_count(g, Some(w), p))?
+            {
+                gemm = true;
+            } else {
+                conv_grad_trips(op, g, Some(w), p)?;
+            }
         }
         conv_check(op, &[g, w, out], p)?;
         let n = out.numel();
