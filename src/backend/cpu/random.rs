@@ -164,7 +164,7 @@ fn fill_blocks<T: Copy + Send + Sync, const K: usize>(
 }
 
 /// The largest f32 below `x` (finite `x`).
-fn below_f32(x: f32) -> f32 {
+pub(crate) fn below_f32(x: f32) -> f32 {
     if x == 0.0 {
         -f32::from_bits(1)
     } else if x > 0.0 {
@@ -197,7 +197,7 @@ macro_rules! half_open {
 }
 
 /// Largest value of a 16-bit float type below `h` (sign-magnitude bit step).
-fn below_bits16(bits: u16) -> u16 {
+pub(crate) fn below_bits16(bits: u16) -> u16 {
     let neg = bits & 0x8000 != 0;
     let mag = bits & 0x7fff;
     if mag == 0 {

@@ -820,6 +820,16 @@ fn over_loop_limit(trips: u64) -> Result<bool> {
     Ok(get()?.loop_limit.is_some_and(|limit| trips >= limit))
 }
 
+/// The length of the slices a dim of `n` is cut into when walking it whole
+/// would take about `trips` loop iterations per invocation, past the
+/// adapter's loop limit: at least two slices, each about a quarter of the
+/// limit's worth.
+fn slice_len(n: usize, trips: u64) -> Result<usize> {
+    let limit = get()?.loop_limit.unwrap_or(u64::MAX);
+    let slices = (trips.div_ceil((limit / 4).max(1)) as usize).clamp(2, n.max(2));
+    Ok(n.div_ceil(slices).max(1))
+}
+
 /// Loop trips of a row kernel (one workgroup of `RED_WG` threads per row):
 /// `passes` strided walks over `len` elements, each element's offset found
 /// by a loop over `dims` dims, and the workgroup's tree steps.
@@ -1323,9 +1333,9 @@ impl WgpuBackend {
     ) -> Result<()> {
         let op = rop.name();
         if let ReduceOp::Var { .. } | ReduceOp::LogSumExp = rop {
-            return self.two_pass_long(rop, x, mask, out);
+            // Its passes are reductions that split, and elementwise ops.
+            return self.reduce_two_pass(rop, x, mask, out);
         }
-        let limit = get()?.loop_limit.unwrap_or(u64::MAX);
         let float = gpu_float(out.dtype());
         let (piece_op, part_dtype) = match rop {
             ReduceOp::Sum | ReduceOp::Mean if float => (ReduceOp::Sum, DType::F32),
@@ -1347,10 +1357,7 @@ impl WgpuBackend {
             .max_by_key(|&&d| x.shape()[d])
             .ok_or_else(|| Error::runtime(op, "no reduced dims (internal error)"))?;
         let n = x.shape()[d];
-        // Slices of about a quarter of the budget each.
-        let trips = row_trips(1, nred, reduced.len());
-        let slices = (trips.div_ceil((limit / 4).max(1)) as usize).clamp(2, n.max(2));
-        let len = n.div_ceil(slices).max(1);
+        let len = slice_len(n, row_trips(1, nred, reduced.len()))?;
         let slices = n.div_ceil(len);
         let mut pshape = vec![slices];
         pshape.extend_from_slice(out.shape());
@@ -1373,59 +1380,6 @@ impl WgpuBackend {
         self.reduce(ReduceOp::Sum, &parts, &first, &total)?;
         let count = self.splat(op, Scalar::Float(nred as f64), DType::F32, out.shape())?;
         self.binary(BinaryOp::Div, &total, &count, out)
-    }
-
-    /// Variance (or its square root) and logsumexp over long rows, from
-    /// reductions that split (see [`WgpuBackend::reduce_long_rows`]) and
-    /// elementwise ops, in float32 with one temporary of `x`'s size:
-    /// `Σ(x - mean)² / max(0, N - correction)`, and `m + log Σ exp(x - m)`
-    /// with `m` the line max (0 where it is infinite, as the one-pass
-    /// kernels do).
-    fn two_pass_long(&self, rop: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<()> {
-        let op = rop.name();
-        let (dev, shape) = (x.device(), x.shape());
-        let kept: Vec<usize> = (0..x.ndim())
-            .map(|d| if mask[d] { 1 } else { shape[d] })
-            .collect();
-        let nred: usize = (0..x.ndim())
-            .filter(|&d| mask[d])
-            .map(|d| shape[d])
-            .product();
-        let centre = Tensor::empty_for(op, &kept, DType::F32, dev)?;
-        let d = Tensor::empty_for(op, shape, DType::F32, dev)?;
-        self.cast_copy(x, &d)?;
-        let acc = Tensor::empty_for(op, &kept, DType::F32, dev)?;
-        // `acc` over `out`'s shape (the same elements, in order).
-        let as_out = |t: &Tensor| {
-            Tensor::from_parts(
-                t.storage().clone(),
-                Layout::contiguous(out.shape()),
-                DType::F32,
-            )
-        };
-        match rop {
-            ReduceOp::Var { correction, std } => {
-                self.reduce(ReduceOp::Mean, &d, mask, &centre)?;
-                self.binary(BinaryOp::Sub, &d, &self.spread(op, &centre, shape)?, &d)?;
-                self.binary(BinaryOp::Mul, &d, &d, &d)?;
-                self.reduce(ReduceOp::Sum, &d, mask, &acc)?;
-                let dof = (nred as f64 - correction).max(0.0);
-                let count = self.splat(op, Scalar::Float(dof), DType::F32, &kept)?;
-                self.binary(BinaryOp::Div, &acc, &count, &acc)?;
-                if std {
-                    self.unary(UnaryOp::Sqrt, &acc, &acc)?;
-                }
-            }
-            _ => {
-                self.line_max(op, &d, mask, &centre)?;
-                self.binary(BinaryOp::Sub, &d, &self.spread(op, &centre, shape)?, &d)?;
-                self.unary(UnaryOp::Exp, &d, &d)?;
-                self.reduce(ReduceOp::Sum, &d, mask, &acc)?;
-                self.unary(UnaryOp::Log, &acc, &acc)?;
-                self.binary(BinaryOp::Add, &acc, &centre, &acc)?;
-            }
-        }
-        self.cast_copy(&as_out(&acc)?, out)
     }
 }
 
@@ -3258,8 +3212,7 @@ impl Backend for WgpuBackend {
             // line is scanned in slices, each combined with the last result
             // of the slices before it (`carry`).
             let len = x.shape()[dim];
-            let limit = get()?.loop_limit.unwrap_or(u64::MAX);
-            let piece = ((limit / 4).max(1) as usize).min(len);
+            let piece = slice_len(len, len as u64 + 64)?;
             let kept: Vec<usize> = (0..x.ndim())
                 .map(|d| if d == dim { 1 } else { x.shape()[d] })
                 .collect();
@@ -4492,9 +4445,7 @@ impl WgpuBackend {
         let op = arg_name(aop);
         let dev = x.device();
         let n = x.shape()[dim];
-        let limit = get()?.loop_limit.unwrap_or(u64::MAX);
-        let slices = (row_trips(1, n, 1).div_ceil((limit / 4).max(1)) as usize).clamp(2, n.max(2));
-        let len = n.div_ceil(slices).max(1);
+        let len = slice_len(n, row_trips(1, n, 1))?;
         let kept: Vec<usize> = (0..x.ndim())
             .map(|d| if d == dim { 1 } else { x.shape()[d] })
             .collect();

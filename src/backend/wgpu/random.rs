@@ -420,28 +420,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     )
 }
 
-/// The largest f32 below `x` (finite `x`), as the CPU's half-open clamp.
-fn below_f32(x: f32) -> f32 {
-    if x == 0.0 {
-        -f32::from_bits(1)
-    } else if x > 0.0 {
-        f32::from_bits(x.to_bits() - 1)
-    } else {
-        f32::from_bits(x.to_bits() + 1)
-    }
-}
-
-/// The largest value of a 16-bit float type below the one with `bits`.
-fn below_bits16(bits: u16) -> u16 {
-    let mag = bits & 0x7fff;
-    if mag == 0 {
-        0x8001
-    } else if bits & 0x8000 != 0 {
-        bits + 1
-    } else {
-        bits - 1
-    }
-}
+// The largest value below a bound, as the CPU's half-open clamp computes it.
+use crate::backend::cpu::random::{below_bits16, below_f32};
 
 /// Parameters of a uniform kernel in `[low, high)` for `dtype`, as the
 /// CPU's kernel computes them.
