@@ -215,12 +215,14 @@ class Graph:
         """Bytes the graph needs per run, by liveness of its buffers.
 
         ``{"peak_bytes", "total_bytes", "input_bytes", "output_bytes",
-        "allocations", "in_place", "live_after"}``: ``peak_bytes`` is the most
+        "allocations", "in_place", "recycled", "live_after"}``: ``peak_bytes`` is the most
         memory held by node-made buffers at once when each is released after
         its last use (as the executor does); ``total_bytes`` is what they would
         take without any release; ``in_place`` counts fused-kernel outputs
         written into the buffer of an input that dies at their node (an
-        intermediate result, never an argument or parameter). Arguments (as for :meth:`profile`) are
+        intermediate result, never an argument or parameter); ``recycled``
+        counts the allocations that, once the graph has run, take a buffer
+        of at most 256 KiB kept from an earlier run instead of allocating. Arguments (as for :meth:`profile`) are
         needed only to fix the sizes of symbolic dimensions.
         """
         g = self._built()

@@ -42,6 +42,15 @@ pub struct Plan {
     /// reuse (a table per run would be a large allocation for small steps).
     /// A run that finds it taken (one running on another thread) makes its own.
     slots: parking_lot::Mutex<Vec<Option<Tensor>>>,
+    /// Buffer recycling (CPU plans): the byte sizes of the node-made buffers
+    /// worth keeping, sorted, and for each value the index of its size
+    /// there (`NO_SPARE` for values whose buffers are not kept).
+    spare_bytes: Vec<usize>,
+    spare_class: Vec<u32>,
+    /// Buffers of values that died, by size class, offered to the nodes
+    /// that make results of that size (in this run or the next): see
+    /// [`Plan::run_inputs`].
+    spares: parking_lot::Mutex<Vec<Vec<Tensor>>>,
     /// For a GPU plan whose runs may replay their device work (see
     /// [`super::replay`]): the last capture and its counters.
     #[cfg(feature = "gpu")]
@@ -123,6 +132,10 @@ pub struct MemoryPlan {
     /// Fused-kernel outputs written into the buffer of an input that dies
     /// at their node (no allocation).
     pub in_place: usize,
+    /// Of `allocations`, the buffers that come from those the plan keeps
+    /// from its earlier runs (small intermediate results; see
+    /// [`Plan::run_inputs`]) once it has run.
+    pub recycled: usize,
     /// Bytes of node-made buffers alive after each node.
     pub live_after: Vec<usize>,
 }
@@ -282,6 +295,7 @@ impl Plan {
                     .all(|n| n.inputs.iter().all(|&v| g.storage_root(v) != root))
             });
         }
+        let (spare_bytes, spare_class) = spare_classes(&g, record_autograd);
         #[cfg(feature = "gpu")]
         let refusal = replay_refusal(&g, record_autograd, &mutated_consts);
         #[cfg(feature = "gpu")]
@@ -312,6 +326,9 @@ impl Plan {
             early,
             record_autograd,
             slots: parking_lot::Mutex::new(Vec::new()),
+            spares: parking_lot::Mutex::new(vec![Vec::new(); spare_bytes.len()]),
+            spare_bytes,
+            spare_class,
         })
     }
 
@@ -477,6 +494,7 @@ impl Plan {
         let mut total = 0usize;
         let mut allocations = 0usize;
         let mut reused = 0usize;
+        let mut recycled = 0usize;
         let mut live_after = Vec::with_capacity(end);
         // Bytes each root's buffer holds (a buffer handed on to an output
         // that reuses it moves to that output).
@@ -510,6 +528,9 @@ impl Plan {
                         live += b;
                         total += b;
                         allocations += 1;
+                        if self.spare_class[o] != NO_SPARE && !pinned[o] {
+                            recycled += 1;
+                        }
                     }
                     if !pinned[o] {
                         // Unread results are released as soon as their node is done.
@@ -531,7 +552,32 @@ impl Plan {
             output_bytes,
             allocations,
             in_place: reused,
+            recycled,
             live_after,
+        }
+    }
+
+    /// Offer node `i` a kept buffer for each result it makes of a recycled
+    /// size (see [`crate::tensor::offer`]); returns whether any was offered.
+    fn offer(&self, i: usize, spares: &mut [Vec<Tensor>]) -> bool {
+        let mut any = false;
+        for &o in &self.graph.nodes[i].outputs {
+            let c = self.spare_class[o];
+            if c == NO_SPARE {
+                continue;
+            }
+            if let Some(t) = spares[c as usize].pop() {
+                crate::tensor::offer(t);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Keep `t` (recyclable) among the spares of its size, if that size is recycled.
+    fn keep_spare(&self, spares: &mut [Vec<Tensor>], t: Tensor) {
+        if let Ok(c) = self.spare_bytes.binary_search(&t.storage().nbytes()) {
+            spares[c].push(t);
         }
     }
 
@@ -678,6 +724,18 @@ impl Plan {
         }
         let recording = self.record_autograd && ag::is_grad_enabled();
         let _mode = GradMode::set(recording);
+        // Buffers of values that died in earlier runs, offered to the nodes
+        // that make results of their size. A run that finds them taken (one
+        // running on another thread) allocates as usual.
+        let mut spares: Option<Vec<Vec<Tensor>>> = if self.spare_bytes.is_empty() {
+            None
+        } else {
+            self.spares.try_lock().map(|mut s| std::mem::take(&mut *s))
+        };
+        // Dead values some view still shares a buffer with, and replaced
+        // gradients: looked at again at the end of the run, when most of
+        // those views are gone.
+        let mut later: Vec<Tensor> = Vec::new();
         // Interrupts are taken between nodes until the first node that writes
         // to existing tensors (an optimizer step): from there the run finishes,
         // so an interrupted step never leaves parameters half-updated.
@@ -700,6 +758,7 @@ impl Plan {
                         // the node takes one over in place or the run records
                         // autograd, which may give an input its autograd state
                         // (a lent copy would keep it apart).
+                        let offered = spares.as_mut().is_some_and(|sp| self.offer(i, sp));
                         let (outs, t) = if !recording && self.reuse[i].is_empty() {
                             self.gather_borrowed(i, &vals, &mut borrowed);
                             // SAFETY: `ManuallyDrop<Tensor>` has `Tensor`'s layout.
@@ -715,6 +774,11 @@ impl Plan {
                             ins.clear(); // inputs released as soon as the node is done
                             r
                         };
+                        if offered {
+                            if let Some(sp) = spares.as_mut() {
+                                crate::tensor::take_back_offers(|t| self.keep_spare(sp, t));
+                            }
+                        }
                         let outs = outs?;
                         if timing {
                             node_times[i] = t;
@@ -765,7 +829,16 @@ impl Plan {
                 }
             }
             for &v in &self.free_after[i] {
-                vals[v] = None;
+                let dead = vals[v].take();
+                if let (Some(mut t), Some(sp)) = (dead, spares.as_mut()) {
+                    if self.spare_class[v] != NO_SPARE {
+                        if t.recyclable() {
+                            self.keep_spare(sp, t);
+                        } else {
+                            later.push(t);
+                        }
+                    }
+                }
             }
         }
         if let Some(ts) = times {
@@ -774,16 +847,28 @@ impl Plan {
         for s in &g.set_grads {
             let target = vals[s.target].as_ref().expect("grad target bound");
             let m = target.init_meta(|| ag::AutogradMeta::leaf(true));
+            let old = if spares.is_some() { m.grad() } else { None };
             m.set_grad(
                 s.value
                     .map(|v| vals[v].as_ref().expect("grad value computed").detach()),
             );
+            // The gradient this one replaces makes the next run's, when
+            // nothing else holds it.
+            later.extend(old);
         }
         let outs = g
             .outputs
             .iter()
             .map(|&o| vals[o].clone().expect("output computed"))
             .collect();
+        if let Some(mut sp) = spares {
+            for mut t in later {
+                if t.recyclable() {
+                    self.keep_spare(&mut sp, t);
+                }
+            }
+            *self.spares.lock() = sp;
+        }
         if let Some(mut s) = self.slots.try_lock() {
             // Nothing stays alive through the kept table: empty the slots
             // still holding a tensor (most were freed during the run).
@@ -794,6 +879,51 @@ impl Plan {
         }
         Ok(outs)
     }
+}
+
+/// Marks a value whose buffer a plan does not keep for reuse.
+const NO_SPARE: u32 = u32::MAX;
+
+/// The largest buffer a plan keeps between runs for reuse. Allocating a
+/// small result (and freeing it) costs as much as a small op's kernel; for
+/// large ones the caching allocator's cost is negligible beside the work,
+/// and keeping them would hold memory between runs.
+const SPARE_MAX_BYTES: usize = 1 << 18;
+
+/// The size classes of the buffers a CPU plan recycles and each value's
+/// class (see [`Plan::run_inputs`]): results of nodes that make a new
+/// buffer (not views, not in-place writes), of at most [`SPARE_MAX_BYTES`].
+fn spare_classes(g: &Graph, record_autograd: bool) -> (Vec<usize>, Vec<u32>) {
+    let mut class = vec![NO_SPARE; g.values.len()];
+    if record_autograd || g.device != Device::Cpu {
+        return (vec![], class);
+    }
+    let bytes = |v: ValueId| -> usize {
+        let info = &g.values[v];
+        info.shape.iter().product::<usize>() * info.dtype.itemsize()
+    };
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut keep = vec![false; g.values.len()];
+    for n in &g.nodes {
+        if n.call.effect() == super::Effect::Mutates {
+            continue;
+        }
+        for &o in &n.outputs {
+            let b = bytes(o);
+            if g.storage_root(o) == o && b > 0 && b <= SPARE_MAX_BYTES {
+                keep[o] = true;
+                sizes.push(b);
+            }
+        }
+    }
+    sizes.sort_unstable();
+    sizes.dedup();
+    for (v, k) in keep.iter().enumerate() {
+        if *k {
+            class[v] = sizes.binary_search(&bytes(v)).expect("size listed") as u32;
+        }
+    }
+    (sizes, class)
 }
 
 /// Work below which a node is not worth handing to another thread (about

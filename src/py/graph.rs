@@ -335,7 +335,7 @@ impl PyGraph {
     }
     /// Memory the graph needs per run, by buffer liveness: `{"peak_bytes",
     /// "total_bytes", "input_bytes", "output_bytes", "allocations", "in_place",
-    /// "live_after"}`.
+    /// "recycled", "live_after"}`.
     /// `args` fix the sizes of symbolic dimensions (not needed without symbols).
     #[pyo3(signature = (args=None))]
     fn memory_plan<'py>(
@@ -351,6 +351,7 @@ impl PyGraph {
         d.set_item("output_bytes", m.output_bytes)?;
         d.set_item("allocations", m.allocations)?;
         d.set_item("in_place", m.in_place)?;
+        d.set_item("recycled", m.recycled)?;
         d.set_item("live_after", m.live_after)?;
         Ok(d)
     }

@@ -108,6 +108,47 @@ pub fn nbytes_for(op: &'static str, shape: &[usize], dtype: DType) -> Result<usi
         })
 }
 
+thread_local! {
+    /// Buffers offered to the op running on this thread for its results
+    /// (see [`offer`]). Almost always empty.
+    static OFFERED: std::cell::RefCell<Vec<Tensor>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Offer `t` (a tensor for which [`Tensor::recyclable`] held) to the next
+/// [`Tensor::empty_for`] on this thread that asks for as many bytes on the
+/// CPU: that result takes over `t`'s buffer instead of allocating one. A
+/// compiled graph's executor offers the buffers of values that died in an
+/// earlier run to the node about to run, and takes back what was not used
+/// with [`take_back_offers`].
+pub(crate) fn offer(t: Tensor) {
+    OFFERED.with(|o| o.borrow_mut().push(t));
+}
+
+/// The offered buffers no result took (see [`offer`]).
+pub(crate) fn take_back_offers(mut f: impl FnMut(Tensor)) {
+    OFFERED.with(|o| o.borrow_mut().drain(..).for_each(&mut f));
+}
+
+/// An offered buffer of exactly the bytes `shape` of `dtype` needs, as a
+/// fresh contiguous tensor of that shape and dtype.
+#[inline]
+fn take_offered(shape: &[usize], dtype: DType) -> Option<Tensor> {
+    OFFERED.with(|o| {
+        let mut o = o.try_borrow_mut().ok()?;
+        if o.is_empty() {
+            return None;
+        }
+        let nbytes = layout::numel_checked(shape)?.checked_mul(dtype.itemsize())?;
+        let k = o.iter().position(|t| t.storage.nbytes() == nbytes)?;
+        let mut t = o.swap_remove(k);
+        if t.layout.shape[..] != *shape {
+            t.layout = Layout::contiguous(shape);
+        }
+        t.dtype = dtype;
+        Some(t)
+    })
+}
+
 impl Tensor {
     /// Assemble a tensor from parts, checking that the layout stays inside the storage.
     pub fn from_parts(storage: Arc<Storage>, layout: Layout, dtype: DType) -> Result<Tensor> {
@@ -156,6 +197,11 @@ impl Tensor {
         dtype: DType,
         device: Device,
     ) -> Result<Tensor> {
+        if device == Device::Cpu {
+            if let Some(t) = take_offered(shape, dtype) {
+                return Ok(t);
+            }
+        }
         let storage = nbytes_for(op, shape, dtype)
             .and_then(|nbytes| match device {
                 Device::Cpu => Storage::new_cpu(nbytes).map_err(|e| e.for_op(op)),
@@ -302,6 +348,29 @@ impl Tensor {
     #[inline]
     pub fn meta(&self) -> Option<&Arc<AutogradMeta>> {
         self.meta.get()
+    }
+
+    /// Whether this tensor's buffer may be handed to a new result (see
+    /// [`offer`]): it is the only holder of host memory this library
+    /// allocated, views all of it from the start, has no autograd state,
+    /// and nothing else can reach the bytes (no weak reference from the
+    /// deferred queue, never exported to NumPy, DLPack or `data_ptr`).
+    pub(crate) fn recyclable(&mut self) -> bool {
+        let numel = self.layout.numel();
+        self.meta.get().is_none()
+            && self.layout.offset == 0
+            && self.layout.is_contiguous()
+            && match Arc::get_mut(&mut self.storage) {
+                Some(s) => {
+                    s.is_owned()
+                        && s.device() == Device::Cpu
+                        && !s.is_readonly()
+                        && s.defer_flags() == 0
+                        && s.nbytes() == numel * self.dtype.itemsize()
+                        && s.nbytes() > 0
+                }
+                None => false,
+            }
     }
 
     /// A tensor over `storage` with this layout and dtype that shares this

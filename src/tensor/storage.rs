@@ -217,6 +217,11 @@ impl Storage {
     pub fn is_foreign(&self) -> bool {
         matches!(self.kind, Kind::Foreign { .. })
     }
+    /// Host memory this library allocated (from the CPU caching allocator).
+    #[inline]
+    pub(crate) fn is_owned(&self) -> bool {
+        matches!(self.kind, Kind::Owned { .. })
+    }
     /// The address of the bytes for code outside this library (NumPy,
     /// DLPack, `data_ptr`): from now on the storage may change behind our
     /// back, so no deferred result will ever read it.
