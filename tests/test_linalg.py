@@ -181,6 +181,45 @@ def test_large_products(sa, sb):
         np.testing.assert_allclose(val(T(a) @ T(b)), a.astype(np.float64) @ b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("m,k,n", [(10, 1024, 300), (300, 64, 10), (12, 200, 96), (96, 33, 15), (8, 9, 64), (256, 1024, 10)])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt", "strided"])
+def test_skinny_float32_products(m, k, n, layout):
+    """A short side of 8–15 runs the packed kernel (transposed when it is
+    the columns); every operand layout and the bias-initialised linear agree
+    with float64 NumPy."""
+    a64, b64 = rand(m, k), rand(k, n)
+    a32, b32 = a64.astype(np.float32), b64.astype(np.float32)
+    if layout == "nn":
+        ta, tb = T(a32), T(b32)
+    elif layout == "tn":
+        ta, tb = T(np.ascontiguousarray(a32.T)).T, T(b32)
+    elif layout == "nt":
+        ta, tb = T(a32), T(np.ascontiguousarray(b32.T)).T
+    elif layout == "tt":
+        ta, tb = T(np.ascontiguousarray(a32.T)).T, T(np.ascontiguousarray(b32.T)).T
+    else:
+        wide_a = np.zeros((m, 2 * k), np.float32)
+        wide_a[:, ::2] = a32
+        wide_b = np.zeros((2 * k, n), np.float32)
+        wide_b[::2] = b32
+        ta, tb = T(wide_a)[:, ::2], T(wide_b)[::2]
+    want = a32.astype(np.float64) @ b32.astype(np.float64)
+    tol = 2e-5 * np.sqrt(k)
+    got = ta @ tb
+    assert got.shape == (m, n)
+    np.testing.assert_allclose(val(got), want, rtol=tol, atol=tol)
+    # linear: x @ w.T + bias, and its gradients through the transposed product
+    bias = rand(n).astype(np.float32)
+    x = T(a32).requires_grad_()
+    w = T(np.ascontiguousarray(b32.T)).requires_grad_()
+    y = F.linear(x, w, T(bias))
+    np.testing.assert_allclose(val(y), want + bias, rtol=tol, atol=tol)
+    y.sum().backward()
+    ones = np.ones((m, n))
+    np.testing.assert_allclose(val(x.grad), ones @ b32.astype(np.float64).T, rtol=tol, atol=tol)
+    np.testing.assert_allclose(val(w.grad), (a32.astype(np.float64).T @ ones).T, rtol=tol, atol=tol)
+
+
 def test_folded_batch_with_noncontiguous_left():
     b = rand(20, 7)
     ta = T(rand(4, 30, 20)).permute(1, 0, 2)  # [30, 4, 20]: batch and rows do not merge
