@@ -112,6 +112,9 @@ thread_local! {
     /// Buffers offered to the op running on this thread for its results
     /// (see [`offer`]). Almost always empty.
     static OFFERED: std::cell::RefCell<Vec<Tensor>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether `OFFERED` may hold a buffer: a plain flag, so that every
+    /// other allocation pays one thread-local load and no more.
+    static OFFERING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Offer `t` (a tensor for which [`Tensor::recyclable`] held) to the next
@@ -122,10 +125,12 @@ thread_local! {
 /// with [`take_back_offers`].
 pub(crate) fn offer(t: Tensor) {
     OFFERED.with(|o| o.borrow_mut().push(t));
+    OFFERING.set(true);
 }
 
 /// The offered buffers no result took (see [`offer`]).
 pub(crate) fn take_back_offers(mut f: impl FnMut(Tensor)) {
+    OFFERING.set(false);
     OFFERED.with(|o| o.borrow_mut().drain(..).for_each(&mut f));
 }
 
@@ -133,6 +138,9 @@ pub(crate) fn take_back_offers(mut f: impl FnMut(Tensor)) {
 /// fresh contiguous tensor of that shape and dtype.
 #[inline]
 fn take_offered(shape: &[usize], dtype: DType) -> Option<Tensor> {
+    if !OFFERING.get() {
+        return None;
+    }
     OFFERED.with(|o| {
         let mut o = o.try_borrow_mut().ok()?;
         if o.is_empty() {
