@@ -131,13 +131,13 @@ def test_concurrent_runs_of_one_plan_agree():
 
     def worker(off):
         try:
-            for r in range(200):
+            for r in range(400):
                 k = (r + off) % len(xs)
                 np.testing.assert_allclose(cf(xs[k]).numpy(), want[k], rtol=1e-6, atol=1e-6)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
     for t in ts:
         t.start()
     for t in ts:

@@ -110,6 +110,10 @@ impl AutogradMeta {
     pub fn set_grad(&self, g: Option<Tensor>) {
         *self.grad.lock() = g;
     }
+    /// Set the gradient; returns the one it replaces.
+    pub fn replace_grad(&self, g: Option<Tensor>) -> Option<Tensor> {
+        std::mem::replace(&mut *self.grad.lock(), g)
+    }
     pub fn retains_grad(&self) -> bool {
         self.retains_grad.load(Ordering::Relaxed)
     }

@@ -727,10 +727,14 @@ impl Plan {
         // Buffers of values that died in earlier runs, offered to the nodes
         // that make results of their size. A run that finds them taken (one
         // running on another thread) allocates as usual.
+        // (A run that is still going left an empty list in their place.)
         let mut spares: Option<Vec<Vec<Tensor>>> = if self.spare_bytes.is_empty() {
             None
         } else {
-            self.spares.try_lock().map(|mut s| std::mem::take(&mut *s))
+            self.spares
+                .try_lock()
+                .filter(|s| s.len() == self.spare_bytes.len())
+                .map(|mut s| std::mem::take(&mut *s))
         };
         // Dead values some view still shares a buffer with, and replaced
         // gradients: looked at again at the end of the run, when most of
@@ -847,14 +851,15 @@ impl Plan {
         for s in &g.set_grads {
             let target = vals[s.target].as_ref().expect("grad target bound");
             let m = target.init_meta(|| ag::AutogradMeta::leaf(true));
-            let old = if spares.is_some() { m.grad() } else { None };
-            m.set_grad(
+            let old = m.replace_grad(
                 s.value
                     .map(|v| vals[v].as_ref().expect("grad value computed").detach()),
             );
             // The gradient this one replaces makes the next run's, when
             // nothing else holds it.
-            later.extend(old);
+            if spares.is_some() {
+                later.extend(old);
+            }
         }
         let outs = g
             .outputs

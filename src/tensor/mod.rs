@@ -363,22 +363,23 @@ impl Tensor {
     /// allocated, views all of it from the start, has no autograd state,
     /// and nothing else can reach the bytes (no weak reference from the
     /// deferred queue, never exported to NumPy, DLPack or `data_ptr`).
+    ///
+    /// Taking `self` by `&mut` (an owned tensor) makes the reference counts
+    /// final: with one strong and no weak reference nobody else can make a
+    /// new one.
     pub(crate) fn recyclable(&mut self) -> bool {
-        let numel = self.layout.numel();
+        let s = &*self.storage;
         self.meta.get().is_none()
             && self.layout.offset == 0
+            && Arc::strong_count(&self.storage) == 1
+            && Arc::weak_count(&self.storage) == 0
+            && s.is_owned()
+            && s.device() == Device::Cpu
+            && !s.is_readonly()
+            && s.defer_flags() == 0
+            && s.nbytes() > 0
+            && s.nbytes() == self.layout.numel() * self.dtype.itemsize()
             && self.layout.is_contiguous()
-            && match Arc::get_mut(&mut self.storage) {
-                Some(s) => {
-                    s.is_owned()
-                        && s.device() == Device::Cpu
-                        && !s.is_readonly()
-                        && s.defer_flags() == 0
-                        && s.nbytes() == numel * self.dtype.itemsize()
-                        && s.nbytes() > 0
-                }
-                None => false,
-            }
     }
 
     /// A tensor over `storage` with this layout and dtype that shares this
