@@ -143,3 +143,24 @@ def test_concurrent_runs_of_one_plan_agree():
     for t in ts:
         t.join()
     assert not errors, errors[0]
+
+
+def test_a_failed_run_keeps_recycling():
+    def f(x, idx):
+        y = (x * 2.0).tanh() + x
+        return (y * y)[idx].sum()
+
+    cf = fg.compile(f)
+    x = _batch(0)
+    good, bad = fg.tensor([0, 2, 3]), fg.tensor([0, 2, 99])
+    for _ in range(3):
+        cf(x, good)
+    with pytest.raises(IndexError):
+        cf(x, bad)
+    cf(x, good)
+    before = fg.memory_stats()["cpu.allocations"]
+    for _ in range(10):
+        got = cf(x, good)
+    per_run = (fg.memory_stats()["cpu.allocations"] - before) / 10
+    assert per_run <= 2, per_run  # the result (and at most one more)
+    np.testing.assert_allclose(got.numpy(), f(x, good).numpy(), rtol=1e-6)

@@ -728,14 +728,19 @@ impl Plan {
         // that make results of their size. A run that finds them taken (one
         // running on another thread) allocates as usual.
         // (A run that is still going left an empty list in their place.)
-        let mut spares: Option<Vec<Vec<Tensor>>> = if self.spare_bytes.is_empty() {
-            None
-        } else {
-            self.spares
-                .try_lock()
-                .filter(|s| s.len() == self.spare_bytes.len())
-                .map(|mut s| std::mem::take(&mut *s))
+        // They go back when the run ends, also when it fails.
+        let mut kept = KeptBuffers {
+            home: &self.spares,
+            spares: if self.spare_bytes.is_empty() {
+                None
+            } else {
+                self.spares
+                    .try_lock()
+                    .filter(|s| s.len() == self.spare_bytes.len())
+                    .map(|mut s| std::mem::take(&mut *s))
+            },
         };
+        let spares = &mut kept.spares;
         // Dead values some view still shares a buffer with, and replaced
         // gradients: looked at again at the end of the run, when most of
         // those views are gone.
@@ -866,14 +871,14 @@ impl Plan {
             .iter()
             .map(|&o| vals[o].clone().expect("output computed"))
             .collect();
-        if let Some(mut sp) = spares {
+        if let Some(sp) = spares.as_mut() {
             for mut t in later {
                 if t.recyclable() {
-                    self.keep_spare(&mut sp, t);
+                    self.keep_spare(sp, t);
                 }
             }
-            *self.spares.lock() = sp;
         }
+        drop(kept);
         if let Some(mut s) = self.slots.try_lock() {
             // Nothing stays alive through the kept table: empty the slots
             // still holding a tensor (most were freed during the run).
@@ -883,6 +888,21 @@ impl Plan {
             *s = vals;
         }
         Ok(outs)
+    }
+}
+
+/// The buffers a run took from its plan (see [`Plan::run_inputs`]), put
+/// back when the run ends however it ends.
+struct KeptBuffers<'a> {
+    home: &'a parking_lot::Mutex<Vec<Vec<Tensor>>>,
+    spares: Option<Vec<Vec<Tensor>>>,
+}
+
+impl Drop for KeptBuffers<'_> {
+    fn drop(&mut self) {
+        if let Some(sp) = self.spares.take() {
+            *self.home.lock() = sp;
+        }
     }
 }
 
