@@ -275,9 +275,13 @@ impl Backend for CpuBackend {
 }
 
 /// Multiply-adds above which a kernel runs on the pool while the calling
-/// thread watches for Ctrl-C (the hand-off costs microseconds; such kernels
-/// take tens of milliseconds).
-const INTERRUPTIBLE_MIN: usize = 1 << 26;
+/// thread watches for Ctrl-C: such kernels take tens of milliseconds (2^32
+/// is about 17 ms at 250 G multiply-adds per second), next to which the
+/// hand-off is free. Below that, ops between which Ctrl-C is checked anyway
+/// come quickly enough, and the hand-off is not free: at 2^26 every GEMM of
+/// a 1024-wide MLP step (each under a millisecond) paid a thread wake-up
+/// and ran beside a spinning pool thread, 4% of the step.
+const INTERRUPTIBLE_MIN: usize = 1 << 32;
 
 /// Run a long kernel interruptibly (see [`crate::par::run_interruptible`]);
 /// an interrupted kernel's output is incomplete, so it is reported as
