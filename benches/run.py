@@ -224,6 +224,9 @@ class Row:
     bytes_moved: float | None = None  # minimal bytes a memory-bound workload must move
     roofline: str | None = None  # "copy" or "read": the bandwidth it is judged against
     fraction: dict[str, float] = field(default_factory=dict)
+    # The roofline's bandwidth (GB/s) measured side by side with this row's
+    # implementations (see run_variant); the run-wide figure when missing.
+    bandwidth: float | None = None
 
 
 @dataclass
@@ -271,11 +274,34 @@ def run_variant(ctx: Ctx, row: Row, impls: dict[str, Callable[[], Callable[[], o
         except AssertionError as e:
             row.notes["ferrograd"] = f"result differs from NumPy: {str(e).strip().splitlines()[0][:80]}"
     del outs
+    probes = bandwidth_probes(row) if fns else {}
     if fns:
-        for name, sec in measure(fns, ctx.repeats, target).items():
-            row.values[name] = scale(sec)
+        times = measure({**fns, **probes}, ctx.repeats, target)
+        for name in fns:
+            row.values[name] = scale(times[name])
+        if probes:
+            row.bandwidth = row.bytes_moved / min(times[k] for k in probes) / 1e9
     ctx.rows.append(row)
     return row
+
+
+def bandwidth_probes(row: Row) -> dict[str, Callable[[], object]]:
+    """For a row judged against a roofline: a copy (or a read) that moves as
+    many bytes as the row's workload, by NumPy and by ferrograd, to time with
+    the row's implementations. The machine's memory bandwidth drifts (by up
+    to half between minutes here), so a bandwidth measured once at the start
+    made the row's share of it swing with the drift."""
+    if not row.bytes_moved or row.roofline not in ("copy", "read"):
+        return {}
+    if row.roofline == "copy":
+        n = int(row.bytes_moved) // 8  # read n floats, write n floats
+        src, dst = rng_array(n, 1), np.empty(n, F32)
+        fsrc, fdst = fg.from_numpy(src.copy()), fg.from_numpy(np.empty(n, F32))
+        return {" copy/numpy": lambda: np.copyto(dst, src), " copy/ferrograd": lambda: fdst.copy_(fsrc)}
+    n = int(row.bytes_moved) // 4
+    src = rng_array(n, 1)
+    fsrc = fg.from_numpy(src.copy())
+    return {" read/numpy": lambda: src.sum(), " read/ferrograd": lambda: fsrc.sum()}
 
 
 def us(s):
@@ -677,7 +703,7 @@ def ratio_text(row: Row, peer: str) -> str:
 def fill_fractions(ctx: Ctx):
     for r in ctx.rows:
         if r.bytes_moved and r.roofline:
-            bw = ctx.rooflines.get(f"{r.roofline}_GBps")
+            bw = r.bandwidth or ctx.rooflines.get(f"{r.roofline}_GBps")
             if not bw:
                 continue
             for peer, v in r.values.items():
@@ -718,7 +744,8 @@ def print_table(ctx: Ctx):
     print("\nratios: ferrograd ÷ peer. Times (µs, ms): below 1 = ferrograd faster. "
           "GFLOP/s: above 1 = ferrograd faster.")
     print("roofline: bytes the workload must move ÷ time ÷ bandwidth (copy bandwidth for read+write, "
-          "read bandwidth for reductions).")
+          "read bandwidth for reductions), the bandwidth timed side by side with the row: a copy (or sum) "
+          "of as many bytes.")
 
 
 def machine_info():
