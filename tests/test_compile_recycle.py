@@ -7,6 +7,7 @@ from __future__ import annotations
 import ferrograd as fg
 import numpy as np
 import pytest
+from _threads import run_threads
 
 
 def _deep(width=16, layers=6, seed=0):
@@ -118,8 +119,6 @@ def test_returned_results_and_views_of_dead_values_stay_intact(view):
 
 
 def test_concurrent_runs_of_one_plan_agree():
-    import threading
-
     def f(x):
         return ((x * 3.0).sin() + x).tanh() * 2.0
 
@@ -127,22 +126,13 @@ def test_concurrent_runs_of_one_plan_agree():
     xs = [_batch(k) for k in range(8)]
     want = [f(x).numpy() for x in xs]
     cf(xs[0])
-    errors = []
 
     def worker(off):
-        try:
-            for r in range(400):
-                k = (r + off) % len(xs)
-                np.testing.assert_allclose(cf(xs[k]).numpy(), want[k], rtol=1e-6, atol=1e-6)
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for r in range(400):
+            k = (r + off) % len(xs)
+            np.testing.assert_allclose(cf(xs[k]).numpy(), want[k], rtol=1e-6, atol=1e-6)
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+    run_threads(worker, 4)
 
 
 def test_a_failed_run_keeps_recycling():

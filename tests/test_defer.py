@@ -14,11 +14,11 @@ import gc
 import os
 import subprocess
 import sys
-import threading
 
 import ferrograd as fg
 import numpy as np
 import pytest
+from _threads import run_threads
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -271,24 +271,15 @@ def test_long_chains_stay_correct_and_bounded(defer_all):
 def test_threads_share_the_queue_safely(defer_all):
     base = [owned(rng_values((2048,), 20 + i)) for i in range(4)]
     refs = [immediate(lambda b=b: fg.tanh(b * 1.5) + b) for b in base]
-    errors: list[BaseException] = []
 
     def worker(i):
-        try:
-            for _ in range(50):
-                r = fg.tanh(base[i] * 1.5) + base[i]
-                if i % 2:
-                    base[(i + 1) % 4].add_(0.0)  # writes (of nothing) to another thread's input
-                np.testing.assert_array_equal(r.numpy(), refs[i])
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for _ in range(50):
+            r = fg.tanh(base[i] * 1.5) + base[i]
+            if i % 2:
+                base[(i + 1) % 4].add_(0.0)  # writes (of nothing) to another thread's input
+            np.testing.assert_array_equal(r.numpy(), refs[i])
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+    run_threads(worker, 4)
 
 
 def test_compiled_functions_take_pending_inputs(defer_all):

@@ -8,6 +8,7 @@ import threading
 import ferrograd as fg
 import ferrograd.nn as nn
 import numpy as np
+from _threads import run_threads
 
 
 def test_shared_model_inference_from_threads_matches_serial():
@@ -16,24 +17,15 @@ def test_shared_model_inference_from_threads_matches_serial():
     inputs = [fg.randn(n, 256) for n in (1, 7, 64, 300)]  # small ones hold the GIL, large ones release it
     with fg.no_grad():
         want = [np.asarray(model(x)) for x in inputs]
-    errors: list[BaseException] = []
     results: dict[tuple[int, int], np.ndarray] = {}
 
     def worker(k: int) -> None:
-        try:
-            with fg.no_grad():
-                for r in range(15):
-                    i = (k + r) % len(inputs)
-                    results[(k, r)] = np.asarray(model(inputs[i]))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        with fg.no_grad():
+            for r in range(15):
+                i = (k + r) % len(inputs)
+                results[(k, r)] = np.asarray(model(inputs[i]))
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_threads(worker, 4)
     assert len(results) == 60
     for (k, r), got in results.items():
         np.testing.assert_allclose(got, want[(k + r) % len(inputs)], rtol=1e-6, atol=1e-6)
