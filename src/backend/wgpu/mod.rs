@@ -1216,7 +1216,7 @@ fn dense(t: &Tensor) -> Result<Tensor> {
 }
 
 /// Refuse anything but float32 for `op`, naming the dtype.
-fn f32_only(op: &'static str, ts: &[&Tensor]) -> Result<()> {
+pub(super) fn f32_only(op: &'static str, ts: &[&Tensor]) -> Result<()> {
     for t in ts {
         if !gpu_float(t.dtype()) {
             gty(op, t.dtype())?;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use super::context::{get, GpuBuffer};
 use super::shaders::{self, Bindings, OptimRule};
-use super::{bind_written, buffer, check_same_device, ew_meta, gpu_float, gty, is_half, run_ew};
+use super::{bind_written, buffer, check_same_device, ew_meta, f32_only, is_half, run_ew};
 use crate::error::{Error, Result};
 use crate::ops::optim::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
 use crate::tensor::Tensor;
@@ -38,15 +38,7 @@ fn f32s(v: [f64; 8]) -> [u32; 8] {
 }
 
 fn optim_check(op: &'static str, ts: &[&Tensor]) -> Result<()> {
-    for t in ts {
-        if !gpu_float(t.dtype()) {
-            gty(op, t.dtype())?;
-            return Err(Error::runtime(
-                op,
-                format!("not supported on the gpu device for dtype {}", t.dtype()),
-            ));
-        }
-    }
+    f32_only(op, ts)?;
     check_same_device(op, ts)
 }
 

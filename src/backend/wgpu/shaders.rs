@@ -2206,6 +2206,17 @@ mod tests {
         }
     }
 
+    /// Fail the test with every invalid shader [`validate`] collected.
+    fn assert_all_valid() {
+        let errs = ERRORS.with(|v| v.borrow().clone());
+        assert!(
+            errs.is_empty(),
+            "{} invalid shaders:\n{}",
+            errs.len(),
+            errs.join("\n\n")
+        );
+    }
+
     const TYS: [GTy; 3] = [GTy::F32, GTy::I32, GTy::U32];
 
     fn unary_ops() -> Vec<UnaryOp> {
@@ -2482,13 +2493,7 @@ mod tests {
                 validate(&src);
             }
         }
-        let errs = ERRORS.with(|v| v.borrow().clone());
-        assert!(
-            errs.is_empty(),
-            "{} invalid shaders:\n{}",
-            errs.len(),
-            errs.join("\n\n")
-        );
+        assert_all_valid();
     }
 
     /// Every optimizer rule's multi-tensor kernel, for several chunk sizes,
@@ -2560,13 +2565,7 @@ mod tests {
             }
         }
         assert!(n >= 3 * 4 * 40, "{n} shaders");
-        let errs = ERRORS.with(|v| v.borrow().clone());
-        assert!(
-            errs.is_empty(),
-            "{} invalid shaders:\n{}",
-            errs.len(),
-            errs.join("\n\n")
-        );
+        assert_all_valid();
     }
 
     /// The multi-tensor kernel loads each parameter's operands in one
