@@ -269,6 +269,36 @@ def test_dynamic_batch_dimension():
     assert f.stats.traces == 1
 
 
+@pytest.mark.parametrize("op", ["div", "mul", "rdiv"])
+def test_gradient_through_a_batch_size_scalar_follows_each_batch(op):
+    # `loss / x.shape[0]` with a symbolic batch: the gradient saves the divisor,
+    # which was made a constant holding the size the trace saw (its large
+    # sentinel), so with dynamic=True every gradient came out ~1e-7 times too small.
+    w = fg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+    def f(x):
+        n, y = x.shape[0], (x * w).sum()
+        loss = {"div": lambda: y / n, "mul": lambda: y * n, "rdiv": lambda: n / (y * y + 1.0)}[op]()
+        return loss, fg.autograd.grad(loss, [w])[0]
+
+    cf = fg.compile(f, dynamic=True)
+    for n in (1, 4, 7):
+        x = fg.randn(n, 3, generator=fg.Generator().manual_seed(n))
+        for got, want in zip(cf(x), f(x), strict=True):
+            np.testing.assert_allclose(arr(got), arr(want), rtol=1e-6)
+    assert cf.stats.traces == 1
+
+
+def test_factory_of_a_batch_size_is_not_folded():
+    # `full((), n)` has no inputs and a 0-d shape: constant folding evaluated
+    # it at the size the trace saw.
+    cf = fg.compile(lambda x: x.sum() / fg.full((), x.shape[0], dtype=fg.float32), dynamic=True)
+    for n in (2, 5):
+        x = fg.ones(n, 3)
+        assert arr(cf(x)).item() == 3.0
+    assert cf.stats.traces == 1
+
+
 def test_graph_inspection():
     def f(x):
         return (x * 2).exp().sum()

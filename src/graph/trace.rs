@@ -943,6 +943,28 @@ fn new_symbol(tr: &mut Tracer, name: Option<&str>, axis: usize) -> Result<usize>
     Ok(sentinel)
 }
 
+/// Whether the integer `v`, given to an op while capturing, stands for a
+/// size derived from a symbolic dimension (`s`, `2*s`, `s - 1`, ...).
+pub fn is_symbolic(v: i64) -> bool {
+    with(|tr| Ok(super::sym::decompose(v, &tr.graph.symbols).is_some())).unwrap_or(false)
+}
+
+/// A 0-d tensor holding the symbolic size `s` (as `dtype`), made inside an
+/// op being captured (and maybe saved for its gradient: `loss / x.shape[0]`
+/// saves its divisor): a `full` node, whose value each run binds to its
+/// sizes, where a constant would keep the size the trace saw.
+pub fn symbolic_scalar(s: crate::tensor::Scalar, dtype: crate::tensor::DType) -> Result<Tensor> {
+    let call = OpCall::Full {
+        shape: vec![],
+        value: s,
+        dtype,
+        device: graph_device(),
+    };
+    record_node(call, &[])?
+        .pop()
+        .ok_or_else(|| Error::runtime("capture", "full made no tensor"))
+}
+
 /// A constant: `t`'s current data becomes part of the graph.
 pub fn constant(t: &Tensor) -> Result<Tensor> {
     with(|tr| {

@@ -638,7 +638,13 @@ pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> 
     }
     if device == crate::tensor::Device::Meta && crate::graph::trace::tracing() {
         // Made inside an op being captured (and maybe saved for its
-        // gradient): a constant of the graph, since its value is known.
+        // gradient): a constant of the graph, since its value is known —
+        // unless it is a size derived from a symbolic dim.
+        if let Scalar::Int(i) = s {
+            if crate::graph::trace::is_symbolic(i) {
+                return crate::graph::trace::symbolic_scalar(s, dtype);
+            }
+        }
         let on = crate::graph::trace::graph_device();
         let real = crate::graph::trace::suspended(|| scalar_tensor(s, dtype, on))?;
         return crate::graph::trace::constant(&real);

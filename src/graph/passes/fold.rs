@@ -4,14 +4,15 @@
 //!
 //! Tensors read by reference (parameters) are not constants — their values
 //! change between runs. Random draws, uninitialised allocations, writes and
-//! views are not folded; nor are nodes with symbolic sizes (their sizes are
-//! known only when the graph runs), nor constants that the graph writes.
+//! views are not folded; nor are nodes with symbolic sizes or integer
+//! arguments (`full((), s)`, `c / s`: known only when the graph runs), nor
+//! constants that the graph writes.
 
 use std::collections::HashMap;
 
 use super::{add_const, mutated_roots, remove_nodes, substitute};
 use crate::autograd::GradMode;
-use crate::graph::{sym, Effect, Graph, InputKind, ValueId};
+use crate::graph::{sym, Effect, Graph, InputKind, OpCall, ValueId};
 use crate::tensor::{Device, Tensor};
 
 /// Largest output (elements) folded: bigger constants would bloat the graph.
@@ -33,6 +34,17 @@ pub fn run(g: &mut Graph) -> String {
             .iter()
             .any(|&d| sym::decompose(d as i64, &g.symbols).is_some())
     };
+    // An integer argument that a run binds to its sizes (see `OpCall::map_ints`).
+    let symbolic_args = |call: &OpCall| {
+        let mut any = false;
+        if !g.symbols.is_empty() {
+            call.clone().map_ints(&mut |v| {
+                any |= sym::decompose(v, &g.symbols).is_some();
+                v
+            });
+        }
+        any
+    };
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     let mut dead = vec![false; g.nodes.len()];
     // (node, [(output value, its tensor, whether it shares an input's storage)])
@@ -46,7 +58,7 @@ pub fn run(g: &mut Graph) -> String {
         if n.call.factory_device().is_some_and(|d| d != Device::Cpu) {
             continue;
         }
-        if !n.inputs.iter().all(|v| known.contains_key(v)) {
+        if !n.inputs.iter().all(|v| known.contains_key(v)) || symbolic_args(&n.call) {
             continue;
         }
         if n.outputs.iter().any(|&o| {
