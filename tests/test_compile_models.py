@@ -227,6 +227,21 @@ def test_batch_norm_train_mode_updates_running_stats_in_the_compiled_graph():
     assert cf.stats.graph_breaks == 0
 
 
+def test_batch_norm_running_var_follows_a_dynamic_batch():
+    # The running variance's unbiased factor n / (n - 1) was a Python float
+    # computed from the symbolic batch size, so with dynamic=True it stayed
+    # at the traced (sentinel) size's value, about 1, at every batch size.
+    make = _bn_maker("2d", True)
+    em, cm = make(), make()
+    cf = fg.compile(cm, dynamic=True)
+    for n in (1, 2, 5):
+        x = _randn(n, 4, 2, 2, seed=n)
+        _close(cf(x), em(x), f"output at batch {n}")
+        for (name, be), bc in zip(em.named_buffers(), cm.buffers(), strict=True):
+            _close(bc, be, f"{name} at batch {n}")
+    assert cf.stats.traces == 1
+
+
 @pytest.mark.parametrize("kind", ["1d", "2d"])
 def test_batch_norm_training_steps_match_eager(kind):
     def make():

@@ -553,7 +553,10 @@ def batch_norm(
                 if running_mean is not None:
                     running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype) * momentum)
                 if running_var is not None:
-                    unbiased = var.detach().to(running_var.dtype) * (n / (n - 1))
+                    # `* n / (n - 1)`, not `* (n / (n - 1))`: integer sizes stay
+                    # symbolic in a graph captured with a dynamic batch, a float
+                    # computed from them would keep the size it was traced at.
+                    unbiased = var.detach().to(running_var.dtype) * n / (n - 1)
                     running_var.mul_(1 - momentum).add_(unbiased * momentum)
     else:
         if running_mean is None or running_var is None:
