@@ -519,6 +519,27 @@ pub enum OpCall {
         weight: bool,
         eps: Option<f64>,
     },
+    /// Fused gradient of a unary op (internal, its VJP); inputs `[x, y, g]`.
+    UnaryGrad {
+        op: UnaryOp,
+    },
+    /// Fused gradient of `softmax` / `log_softmax` along `dim` (internal, its
+    /// VJP); inputs `[y, g]`.
+    SoftmaxGrad {
+        dim: usize,
+        log: bool,
+    },
+    /// Fused gradient of `layer_norm` / `rms_norm` over the `k` trailing dims
+    /// (internal, its VJP); inputs `[x, g, mean, rstd]` then the weight when
+    /// `weight`; outputs the input, weight and bias gradients asked for.
+    NormGrad {
+        rms: bool,
+        k: usize,
+        weight: bool,
+        dx: bool,
+        dw: bool,
+        db: bool,
+    },
     /// Logit-row gradients of `cross_entropy` (internal, its VJP); inputs
     /// `[x2, t2, lse, gr]` then the class weights when `weight`.
     CrossEntropyGradRows {
@@ -915,6 +936,10 @@ impl OpCall {
             RmsNorm { .. } => "rms_norm",
             CrossEntropy { .. } => "cross_entropy",
             CrossEntropyGradRows { .. } => "cross_entropy_grad",
+            UnaryGrad { .. } => "unary_grad",
+            SoftmaxGrad { .. } => "softmax_grad",
+            NormGrad { rms: false, .. } => "layer_norm_grad",
+            NormGrad { rms: true, .. } => "rms_norm_grad",
             Rand { .. } => "rand",
             Randn { .. } => "randn",
             Randint { .. } => "randint",
@@ -1442,6 +1467,28 @@ impl OpCall {
                 *reduction,
                 *label_smoothing,
             )?),
+            UnaryGrad { op } => one(crate::ops::elementwise_grad::unary_grad(
+                *op, &ins[0], &ins[1], &ins[2],
+            )?),
+            SoftmaxGrad { dim, log } => one(red::softmax_grad(&ins[0], &ins[1], *dim, *log)?),
+            NormGrad {
+                rms,
+                k,
+                weight,
+                dx,
+                dw,
+                db,
+            } => norm::norm_grad(
+                &ins[0],
+                &ins[1],
+                &ins[2],
+                &ins[3],
+                weight.then(|| &ins[4]),
+                *rms,
+                *k,
+                [*dx, *dw, *db],
+            )
+            .map(Outs::from_vec),
             CrossEntropyGradRows {
                 c,
                 ignore_index,

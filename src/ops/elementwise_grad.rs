@@ -46,31 +46,75 @@ fn zeros_like(x: &Tensor) -> Result<Tensor> {
     Tensor::zeros(x.shape(), x.dtype(), x.device())
 }
 
-/// `g · op'(x)` from the device's fused kernel (one pass, no temporaries),
-/// when the gradient is not itself recorded (no `create_graph`), the operands
-/// share a floating dtype and shape and the device fuses `op`; `None` otherwise.
-fn fused_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+/// Whether `g · op'(x)` may come from the device's fused kernel: the
+/// gradient is not itself recorded (no `create_graph`) and the operands
+/// share a floating dtype, a shape and a device.
+fn fusable(x: &Tensor, y: &Tensor, g: &Tensor) -> bool {
     if crate::autograd::is_grad_enabled() && (x.requires_grad() || g.requires_grad()) {
-        return Ok(None);
+        return false;
     }
     let dt = x.dtype();
-    if !dt.is_floating_point()
-        || y.dtype() != dt
-        || g.dtype() != dt
-        || y.shape() != x.shape()
-        || g.shape() != x.shape()
-        || y.device() != x.device()
-        || g.device() != x.device()
-    {
+    dt.is_floating_point()
+        && y.dtype() == dt
+        && g.dtype() == dt
+        && y.shape() == x.shape()
+        && g.shape() == x.shape()
+        && y.device() == x.device()
+        && g.device() == x.device()
+}
+
+/// `g · op'(x)` from the device's fused kernel (one pass, no temporaries)
+/// when [`fusable`] and the device fuses `op`; `None` otherwise.
+fn fused_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+    if !fusable(x, y, g) {
         return Ok(None);
     }
-    let out = Tensor::empty(x.shape(), dt, x.device())?;
+    let out = Tensor::empty(x.shape(), x.dtype(), x.device())?;
     if out.numel() == 0 {
         return Ok(Some(out));
     }
     Ok(crate::backend::backend(x.device())
         .unary_grad(op, x, y, g, &out)?
         .then_some(out))
+}
+
+/// Ops whose fused gradient kernel computes the derivative by another
+/// formula than its composition from primitives (GELU's: a clamped `exp`
+/// and `erfc` or a sigmoid form, with fused multiply-adds), so the two round
+/// differently. Their gradient is captured as one [`unary_grad`] node, so a
+/// captured graph computes what eager mode computes; the other ops' kernels
+/// round as their compositions do, which stay elementwise ops a graph fuses.
+fn captured_fused(op: UnaryOp) -> bool {
+    matches!(op, UnaryOp::Gelu | UnaryOp::GeluTanh)
+}
+
+/// The fused gradient of a unary op as an op of its own (internal; not
+/// differentiable): `g · op'(x)` with `y = op(x)` (`x`, `y`, `g` of one
+/// floating dtype, shape and device), from the device's fused kernel where
+/// it has one, else composed from primitives — what the backward pass
+/// computes eagerly.
+pub fn unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    capture!(crate::graph::call::OpCall::UnaryGrad { op }, [x, y, g], one);
+    let _no = crate::autograd::GradMode::set(false);
+    if !fusable(x, y, g) {
+        return Err(crate::error::Error::value(
+            "unary_grad",
+            format!(
+                "{}'s gradient needs x, y and g of one floating dtype, shape and device, got {} {:?}, {} {:?} and {} {:?}",
+                op.name(),
+                x.dtype(),
+                x.shape(),
+                y.dtype(),
+                y.shape(),
+                g.dtype(),
+                g.shape()
+            ),
+        ));
+    }
+    match fused_unary_grad(op, x, y, g)? {
+        Some(out) => Ok(out),
+        None => to_dtype(&composed_unary_grad(op, x, y, g)?, x.dtype()),
+    }
 }
 
 /// Backward of a unary op. Saved: `[x, y]` (input and output).
@@ -122,101 +166,128 @@ impl Backward for UnaryBackward {
         grads: &[Option<Tensor>],
         _needs: &[bool],
     ) -> Result<Vec<Option<Tensor>>> {
-        use UnaryOp::*;
         let (x, y) = (&saved[0], &saved[1]);
         let Some(g) = &grads[0] else {
             return Ok(vec![None]);
         };
+        if captured_fused(self.op) && fusable(x, y, g) {
+            return Ok(vec![Some(unary_grad(self.op, x, y, g)?)]);
+        }
         if let Some(gx) = fused_unary_grad(self.op, x, y, g)? {
             return Ok(vec![Some(gx)]);
         }
-        let gx = match self.op {
-            Neg => unary(Neg, g)?,
-            Abs => mul(g, &unary(Sign, x)?)?,
-            Sign | Floor | Ceil | Round | Trunc => zeros_like(x)?,
-            Square => mul(g, &muls(x, 2.0)?)?,
-            Reciprocal => unary(Neg, &mul(g, &mul(y, y)?)?)?,
-            Exp => mul(g, y)?,
-            Log => div(g, x)?,
-            Log2 => div(g, &muls(x, LN_2)?)?,
-            Log1p => div(g, &adds(x, 1.0)?)?,
-            Expm1 => mul(g, &adds(y, 1.0)?)?,
-            Sqrt => div(g, &muls(y, 2.0)?)?,
-            Rsqrt => mul(g, &muls(&mul(y, &mul(y, y)?)?, -0.5)?)?,
-            Sin => mul(g, &unary(Cos, x)?)?,
-            Cos => unary(Neg, &mul(g, &unary(Sin, x)?)?)?,
-            Tan => mul(g, &adds(&mul(y, y)?, 1.0)?)?,
-            Tanh => mul(g, &rsubs(&mul(y, y)?, 1.0)?)?,
-            Sigmoid => mul(g, &mul(y, &rsubs(y, 1.0)?)?)?,
-            Relu => mask_grad(&cmps(BinaryOp::Gt, x, 0.0)?, g)?,
-            LeakyRelu(s) => {
-                let m = cmps(BinaryOp::Gt, x, 0.0)?;
-                where_(&m, g, &muls(g, s)?)?
-            }
-            Elu(a) => {
-                let m = cmps(BinaryOp::Gt, x, 0.0)?;
-                where_(&m, g, &mul(g, &adds(y, a)?)?)?
-            }
-            Gelu => {
-                // Φ(x) + x φ(x)
-                let cdf = muls(
-                    &adds(
-                        &unary(Erf, &muls(x, std::f64::consts::FRAC_1_SQRT_2)?)?,
-                        1.0,
-                    )?,
-                    0.5,
-                )?;
-                let pdf = muls(
-                    &unary(Exp, &muls(&mul(x, x)?, -0.5)?)?,
-                    1.0 / (2.0 * PI).sqrt(),
-                )?;
-                mul(g, &add(&cdf, &mul(x, &pdf)?)?)?
-            }
-            GeluTanh => {
-                let k = (2.0 / PI).sqrt();
-                let x2 = mul(x, x)?;
-                let inner = muls(&mul(x, &adds(&muls(&x2, 0.044715)?, 1.0)?)?, k)?;
-                let t = unary(Tanh, &inner)?;
-                let left = muls(&adds(&t, 1.0)?, 0.5)?;
-                let dinner = muls(&adds(&muls(&x2, 3.0 * 0.044715)?, 1.0)?, k)?;
-                let right = mul(&muls(x, 0.5)?, &mul(&rsubs(&mul(&t, &t)?, 1.0)?, &dinner)?)?;
-                mul(g, &add(&left, &right)?)?
-            }
-            Silu => {
-                let s = unary(Sigmoid, x)?;
-                let d = mul(&s, &adds(&mul(x, &rsubs(&s, 1.0)?)?, 1.0)?)?;
-                mul(g, &d)?
-            }
-            Softplus { beta, threshold } => {
-                let bx = muls(x, beta)?;
-                let lin = cmps(BinaryOp::Gt, &bx, threshold)?;
-                where_(&lin, g, &mul(g, &unary(Sigmoid, &bx)?)?)?
-            }
-            Erf => {
-                let e = unary(Exp, &unary(Neg, &mul(x, x)?)?)?;
-                mul(g, &muls(&e, 2.0 / PI.sqrt())?)?
-            }
-            Clamp { min, max } => {
-                let mut m: Option<Tensor> = None;
-                if let Some(lo) = min {
-                    m = Some(cmps(BinaryOp::Ge, x, lo)?);
-                }
-                if let Some(hi) = max {
-                    let mh = cmps(BinaryOp::Le, x, hi)?;
-                    m = Some(match m {
-                        Some(ml) => binary(BinaryOp::LogicalAnd, &ml, &mh)?,
-                        None => mh,
-                    });
-                }
-                match m {
-                    Some(m) => mask_grad(&m, g)?,
-                    None => g.clone(),
-                }
-            }
-            LogicalNot | BitwiseNot | IsNan | IsInf | IsFinite => return Ok(vec![None]),
-        };
-        Ok(vec![Some(to_dtype(&gx, x.dtype())?)])
+        if matches!(
+            self.op,
+            UnaryOp::LogicalNot
+                | UnaryOp::BitwiseNot
+                | UnaryOp::IsNan
+                | UnaryOp::IsInf
+                | UnaryOp::IsFinite
+        ) {
+            return Ok(vec![None]);
+        }
+        Ok(vec![Some(to_dtype(
+            &composed_unary_grad(self.op, x, y, g)?,
+            x.dtype(),
+        )?)])
     }
+}
+
+/// `g · op'(x)` composed from primitives (`y = op(x)`), in the dtype the
+/// primitives give; not defined for the non-differentiable ops.
+fn composed_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    use UnaryOp::*;
+    let gx = match op {
+        Neg => unary(Neg, g)?,
+        Abs => mul(g, &unary(Sign, x)?)?,
+        Sign | Floor | Ceil | Round | Trunc => zeros_like(x)?,
+        Square => mul(g, &muls(x, 2.0)?)?,
+        Reciprocal => unary(Neg, &mul(g, &mul(y, y)?)?)?,
+        Exp => mul(g, y)?,
+        Log => div(g, x)?,
+        Log2 => div(g, &muls(x, LN_2)?)?,
+        Log1p => div(g, &adds(x, 1.0)?)?,
+        Expm1 => mul(g, &adds(y, 1.0)?)?,
+        Sqrt => div(g, &muls(y, 2.0)?)?,
+        Rsqrt => mul(g, &muls(&mul(y, &mul(y, y)?)?, -0.5)?)?,
+        Sin => mul(g, &unary(Cos, x)?)?,
+        Cos => unary(Neg, &mul(g, &unary(Sin, x)?)?)?,
+        Tan => mul(g, &adds(&mul(y, y)?, 1.0)?)?,
+        Tanh => mul(g, &rsubs(&mul(y, y)?, 1.0)?)?,
+        Sigmoid => mul(g, &mul(y, &rsubs(y, 1.0)?)?)?,
+        Relu => mask_grad(&cmps(BinaryOp::Gt, x, 0.0)?, g)?,
+        LeakyRelu(s) => {
+            let m = cmps(BinaryOp::Gt, x, 0.0)?;
+            where_(&m, g, &muls(g, s)?)?
+        }
+        Elu(a) => {
+            let m = cmps(BinaryOp::Gt, x, 0.0)?;
+            where_(&m, g, &mul(g, &adds(y, a)?)?)?
+        }
+        Gelu => {
+            // Φ(x) + x φ(x)
+            let cdf = muls(
+                &adds(
+                    &unary(Erf, &muls(x, std::f64::consts::FRAC_1_SQRT_2)?)?,
+                    1.0,
+                )?,
+                0.5,
+            )?;
+            let pdf = muls(
+                &unary(Exp, &muls(&mul(x, x)?, -0.5)?)?,
+                1.0 / (2.0 * PI).sqrt(),
+            )?;
+            mul(g, &add(&cdf, &mul(x, &pdf)?)?)?
+        }
+        GeluTanh => {
+            let k = (2.0 / PI).sqrt();
+            let x2 = mul(x, x)?;
+            let inner = muls(&mul(x, &adds(&muls(&x2, 0.044715)?, 1.0)?)?, k)?;
+            let t = unary(Tanh, &inner)?;
+            let left = muls(&adds(&t, 1.0)?, 0.5)?;
+            let dinner = muls(&adds(&muls(&x2, 3.0 * 0.044715)?, 1.0)?, k)?;
+            let right = mul(&muls(x, 0.5)?, &mul(&rsubs(&mul(&t, &t)?, 1.0)?, &dinner)?)?;
+            mul(g, &add(&left, &right)?)?
+        }
+        Silu => {
+            let s = unary(Sigmoid, x)?;
+            let d = mul(&s, &adds(&mul(x, &rsubs(&s, 1.0)?)?, 1.0)?)?;
+            mul(g, &d)?
+        }
+        Softplus { beta, threshold } => {
+            let bx = muls(x, beta)?;
+            let lin = cmps(BinaryOp::Gt, &bx, threshold)?;
+            where_(&lin, g, &mul(g, &unary(Sigmoid, &bx)?)?)?
+        }
+        Erf => {
+            let e = unary(Exp, &unary(Neg, &mul(x, x)?)?)?;
+            mul(g, &muls(&e, 2.0 / PI.sqrt())?)?
+        }
+        Clamp { min, max } => {
+            let mut m: Option<Tensor> = None;
+            if let Some(lo) = min {
+                m = Some(cmps(BinaryOp::Ge, x, lo)?);
+            }
+            if let Some(hi) = max {
+                let mh = cmps(BinaryOp::Le, x, hi)?;
+                m = Some(match m {
+                    Some(ml) => binary(BinaryOp::LogicalAnd, &ml, &mh)?,
+                    None => mh,
+                });
+            }
+            match m {
+                Some(m) => mask_grad(&m, g)?,
+                None => g.clone(),
+            }
+        }
+        LogicalNot | BitwiseNot | IsNan | IsInf | IsFinite => {
+            return Err(crate::error::Error::value(
+                "unary_grad",
+                format!("{} is not differentiable", op.name()),
+            ))
+        }
+    };
+    Ok(gx)
 }
 
 /// Backward of a binary op. Saved: `[a, b, y]` (inputs after dtype conversion, output).

@@ -229,6 +229,88 @@ struct NormBackward {
     in_dtype: DType,
 }
 
+/// The fused gradient of [`layer_norm`] (`rms_norm` when `rms`) over the
+/// `k` trailing dims as an op of its own (internal; not differentiable):
+/// from the input `x`, the output gradient `g` (of `x`'s dtype, shape and
+/// device), the forward's per-row `mean` and `rstd` and the weight, the
+/// gradients `want`ed of the input, the weight (with a weight only) and the
+/// bias, in that order. The device's fused kernel where it has one, else
+/// composed from primitives — what the backward pass computes eagerly.
+/// Captured graphs record it as one node.
+#[allow(clippy::too_many_arguments)]
+pub fn norm_grad(
+    x: &Tensor,
+    g: &Tensor,
+    mean: &Tensor,
+    rstd: &Tensor,
+    weight: Option<&Tensor>,
+    rms: bool,
+    k: usize,
+    want: [bool; 3],
+) -> Result<Vec<Tensor>> {
+    let [dx, dw, db] = want;
+    capture!(
+        crate::graph::call::OpCall::NormGrad {
+            rms,
+            k,
+            weight: weight.is_some(),
+            dx,
+            dw,
+            db
+        },
+        [x, g, mean, rstd] + weight.cloned(),
+        all
+    );
+    let op = if rms {
+        "rms_norm_grad"
+    } else {
+        "layer_norm_grad"
+    };
+    if !DTypes::FLOAT.contains(x.dtype())
+        || g.dtype() != x.dtype()
+        || g.shape() != x.shape()
+        || g.device() != x.device()
+        || k == 0
+        || k > x.ndim()
+        || (dw && weight.is_none())
+    {
+        return Err(Error::value(
+            op,
+            format!(
+                "needs x and g of one floating dtype, shape and device, 1 to {} normalised dims and a weight for its gradient, got {} {} and {} {}, {k} dims",
+                x.ndim(),
+                x.dtype(),
+                fmt_shape(x.shape()),
+                g.dtype(),
+                fmt_shape(g.shape())
+            ),
+        ));
+    }
+    let _no = crate::autograd::GradMode::set(false);
+    let bw = NormBackward {
+        rms,
+        eps: 0.0,
+        k,
+        has_w: weight.is_some(),
+        has_b: db,
+        in_dtype: x.dtype(),
+    };
+    let mut saved = vec![x.clone(), mean.clone(), rstd.clone()];
+    saved.extend(weight.cloned());
+    let mut needs = vec![dx];
+    if bw.has_w {
+        needs.push(dw);
+    }
+    if bw.has_b {
+        needs.push(db);
+    }
+    let grads = match bw.fused(&saved, g, &needs)? {
+        Some(grads) => grads,
+        None => bw.composed(&saved, g, &needs)?,
+    };
+    Ok(grads.into_iter().flatten().collect())
+}
+
 impl NormBackward {
     /// All the gradients from the device's fused kernel, when it has one.
     fn fused(
@@ -296,11 +378,45 @@ impl Backward for NormBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None; n_in]);
         };
-        if !(ag::is_grad_enabled() && (saved[0].requires_grad() || g.requires_grad())) {
-            if let Some(out) = self.fused(saved, g, needs)? {
-                return Ok(out);
-            }
+        let x = &saved[0];
+        let fusable = !(ag::is_grad_enabled() && (x.requires_grad() || g.requires_grad()))
+            && g.dtype() == x.dtype()
+            && g.shape() == x.shape()
+            && g.device() == x.device();
+        if !fusable {
+            return self.composed(saved, g, needs);
         }
+        let want = [
+            needs[0],
+            self.has_w && needs[1],
+            self.has_b && needs[n_in - 1],
+        ];
+        if !want.iter().any(|&w| w) {
+            return Ok(vec![None; n_in]);
+        }
+        let w = self.has_w.then(|| &saved[3]);
+        let mut got = norm_grad(x, g, &saved[1], &saved[2], w, self.rms, self.k, want)?.into_iter();
+        let mut out = vec![if want[0] { got.next() } else { None }];
+        if self.has_w {
+            out.push(if want[1] { got.next() } else { None });
+        }
+        if self.has_b {
+            out.push(if want[2] { got.next() } else { None });
+        }
+        Ok(out)
+    }
+}
+
+impl NormBackward {
+    /// The gradients composed of primitives (recorded: under `create_graph`
+    /// the statistics are recomputed from `x`, so the rule differentiates again).
+    fn composed(
+        &self,
+        saved: &[Tensor],
+        g: &Tensor,
+        needs: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let n_in = 1 + self.has_w as usize + self.has_b as usize;
         let sd = stats_dtype(self.in_dtype);
         let x = elementwise::to_dtype(&saved[0], sd)?;
         let g = elementwise::to_dtype(g, sd)?;

@@ -1000,22 +1000,67 @@ impl Backward for SoftmaxBackward {
             && g.dtype() == y.dtype()
             && g.shape() == y.shape()
             && g.device() == y.device();
-        if fused {
-            let out = Tensor::empty(y.shape(), y.dtype(), y.device())?;
-            if backend(y.device()).softmax_grad(y, g, self.dim as usize, self.log, &out)? {
-                return Ok(vec![Some(elementwise::to_dtype(&out, self.in_dtype)?)]);
-            }
-        }
-        let d = [self.dim];
-        let gx = if self.log {
-            let s = sum(g, Some(&d), true, None)?;
-            sub(g, &mul(&elementwise::unary(UnaryOp::Exp, y)?, &s)?)?
+        let gx = if fused {
+            softmax_grad(y, g, self.dim as usize, self.log)?
         } else {
-            let s = sum(&mul(g, y)?, Some(&d), true, None)?;
-            mul(y, &sub(g, &s)?)?
+            composed_softmax_grad(y, g, self.dim, self.log)?
         };
         Ok(vec![Some(elementwise::to_dtype(&gx, self.in_dtype)?)])
     }
+}
+
+/// The softmax gradient composed of recorded ops (differentiable again).
+fn composed_softmax_grad(y: &Tensor, g: &Tensor, dim: isize, log: bool) -> Result<Tensor> {
+    let d = [dim];
+    if log {
+        let s = sum(g, Some(&d), true, None)?;
+        sub(g, &mul(&elementwise::unary(UnaryOp::Exp, y)?, &s)?)
+    } else {
+        let s = sum(&mul(g, y)?, Some(&d), true, None)?;
+        mul(y, &sub(g, &s)?)
+    }
+}
+
+/// The fused gradient of [`softmax`] (`log_softmax` when `log`) along `dim`
+/// as an op of its own (internal; not differentiable), from the forward
+/// output `y` and the output gradient `g` (one floating dtype, shape and
+/// device): the device's fused kernel where it has one, else composed from
+/// primitives — what the backward pass computes eagerly. Captured graphs
+/// record it as one node.
+pub fn softmax_grad(y: &Tensor, g: &Tensor, dim: usize, log: bool) -> Result<Tensor> {
+    capture!(
+        crate::graph::call::OpCall::SoftmaxGrad { dim, log },
+        [y, g],
+        one
+    );
+    let op = if log {
+        "log_softmax_grad"
+    } else {
+        "softmax_grad"
+    };
+    if !y.dtype().is_floating_point()
+        || g.dtype() != y.dtype()
+        || g.shape() != y.shape()
+        || g.device() != y.device()
+        || dim >= y.ndim().max(1)
+    {
+        return Err(Error::value(
+            op,
+            format!(
+                "needs y and g of one floating dtype, shape and device and a dim within them, got {} {:?} and {} {:?}, dim {dim}",
+                y.dtype(),
+                y.shape(),
+                g.dtype(),
+                g.shape()
+            ),
+        ));
+    }
+    let _no = GradMode::set(false);
+    let out = Tensor::empty(y.shape(), y.dtype(), y.device())?;
+    if backend(y.device()).softmax_grad(y, g, dim, log, &out)? {
+        return Ok(out);
+    }
+    composed_softmax_grad(y, g, dim as isize, log)
 }
 
 /// `Σ_{j >= i} t_j` along `dim` (a cumsum of the flipped tensor, flipped back).
