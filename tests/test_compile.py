@@ -299,6 +299,39 @@ def test_factory_of_a_batch_size_is_not_folded():
     assert cf.stats.traces == 1
 
 
+_OPAQUE_BEFORE = {
+    "gather": lambda x, w, i: (x @ w).log_softmax(-1).gather(1, i).sum(),
+    "scatter": lambda x, w, i: ((x @ w).scatter(1, i, x[:, :1] * 2.0) ** 2).sum(),
+    "scatter_add": lambda x, w, i: ((x @ w).scatter_add(1, i, x[:, :1]) ** 2).sum(),
+    "einsum": lambda x, w, i: (fg.einsum("bi,ij,bk->bjk", x, w, x) ** 2).sum(),
+}
+
+
+@pytest.mark.parametrize("case", list(_OPAQUE_BEFORE))
+def test_gather_scatter_and_einsum_gradients_are_captured_as_ops(case, tmp_path):
+    # Their backward rules called kernels outside the captured ops, so each
+    # became one opaque `vjp` node keeping the traced shapes: with a symbolic
+    # batch every call failed ("not valid for these argument shapes"), and
+    # the graph could not be saved.
+    w = fg.randn(3, 4, dtype=fg.float64, generator=fg.Generator().manual_seed(0), requires_grad=True)
+    loss = _OPAQUE_BEFORE[case]
+
+    def f(x, i):
+        return fg.autograd.grad(loss(x, w, i), [x, w])
+
+    cf = fg.compile(f, dynamic=True)
+    for n in (2, 5):
+        gen = fg.Generator().manual_seed(n)
+        x = fg.randn(n, 3, dtype=fg.float64, generator=gen, requires_grad=True)
+        i = fg.randint(0, 4, (n, 1), generator=gen)
+        for got, want in zip(cf(x, i), f(x, i), strict=True):
+            np.testing.assert_allclose(arr(got), arr(want), rtol=1e-12, atol=1e-12)
+    assert cf.stats.traces == 1
+    g = cf.graph(x, i)
+    assert "vjp" not in [n["op"] for n in g.nodes()]
+    g.save(tmp_path / "g.fgraph")
+
+
 def test_graph_inspection():
     def f(x):
         return (x * 2).exp().sum()

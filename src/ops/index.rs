@@ -1013,8 +1013,10 @@ impl Backward for GatherBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None]);
         };
+        // Through the public op, so a captured graph records this gradient as
+        // ops (a graph with a symbolic batch binds their sizes at each run).
         let z = Tensor::zeros(&self.in_shape, g.dtype(), g.device())?;
-        let gx = scatter_out("scatter_add", &z, self.d as isize, &saved[0], g, true)?;
+        let gx = scatter_add(&z, self.d as isize, &saved[0], g)?;
         Ok(vec![Some(gx)])
     }
 }
@@ -1273,7 +1275,7 @@ impl Backward for ScatterBackward {
             Some(g.clone())
         } else {
             let z = Tensor::zeros(index.shape(), g.dtype(), g.device())?;
-            Some(scatter_out("scatter", g, self.dim, index, &z, false)?)
+            Some(scatter(g, self.dim, index, &z)?)
         };
         let gs = if needs[1] && self.src_dtype.is_floating_point() {
             let gi = gather(g, self.dim, index)?;

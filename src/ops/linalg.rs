@@ -760,7 +760,7 @@ impl Backward for EinsumBackward {
                 .copied()
                 .filter(|&l| present(l))
                 .collect();
-            let r = einsum_rec(&ops, &ls, &r_labels)?;
+            let r = einsum_of_labels(&ops, &ls, &r_labels)?;
             let mut k = 0;
             let spec: Vec<isize> = target
                 .iter()
@@ -782,6 +782,40 @@ impl Backward for EinsumBackward {
         }
         Ok(res)
     }
+}
+
+/// The einsum of labelled operands into `out`, through the public [`einsum`]
+/// (with one letter per label), so that a captured graph records it as an
+/// op: a backward pass made of ops is captured node by node, and binds a
+/// symbolic batch's sizes at each run. More labels than letters go through
+/// [`einsum_rec`] directly.
+fn einsum_of_labels(operands: &[Tensor], labels: &[Vec<usize>], out: &[usize]) -> Result<Tensor> {
+    let mut order: Vec<usize> = vec![];
+    for &l in labels.iter().flatten().chain(out) {
+        if !order.contains(&l) {
+            order.push(l);
+        }
+    }
+    if order.len() > 52 {
+        return einsum_rec(operands, labels, out);
+    }
+    let letter = |l: usize| {
+        let k = order
+            .iter()
+            .position(|&x| x == l)
+            .expect("a label of the equation");
+        (if k < 26 {
+            b'a' + k as u8
+        } else {
+            b'A' + (k - 26) as u8
+        }) as char
+    };
+    let terms: Vec<String> = labels
+        .iter()
+        .map(|ls| ls.iter().map(|&l| letter(l)).collect())
+        .collect();
+    let rhs: String = out.iter().map(|&l| letter(l)).collect();
+    einsum(&format!("{}->{rhs}", terms.join(",")), operands)
 }
 
 // ---------------------------------------------------------------------------
