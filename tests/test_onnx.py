@@ -122,3 +122,19 @@ def test_unsupported_graphs_are_refused_clearly():
 
     with pytest.raises(NotImplementedError, match="in place"):
         fg.onnx.export(update, fg.ones(3))
+
+
+def test_split_chunk_and_unbind():
+    # Attention code splits one projection into q, k, v (`split`, `chunk`) and
+    # loops over `unbind`: these had no ONNX translation.
+    def f(x):
+        q, k, v = x.split(4, dim=-1)
+        a, b = x.chunk(2, dim=1)
+        rows = x.unbind(1)
+        uneven = x.split([3, 5, 4], dim=-1)
+        return q * k - v, a + b, rows[0] - rows[-1], uneven[1].sum(-1, keepdim=True) + uneven[0]
+
+    check(f, fg.randn(3, 4, 12))
+    check(f, fg.randn(2, 4, 12), dynamic=True, other_inputs=(fg.randn(5, 4, 12),))
+    with pytest.raises(NotImplementedError, match="symbolic dim"):
+        fg.onnx.export(lambda x: x.split([1, x.shape[0] - 1])[1], fg.randn(4, 3), dynamic=True)

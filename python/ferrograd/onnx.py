@@ -440,6 +440,25 @@ class _Exporter:
         xs = [self.node("Unsqueeze", [self.cast(x, self.dtype(v), d), self.ints([dim])]) for x, v in zip(ins, vin, strict=True)]
         return self.node("Concat", xs, axis=dim)
 
+    def split(self, x: str, vin: int, sizes: list, dim: int, loc: str) -> list[str]:
+        """``x`` cut along ``dim`` (normalised) into pieces of ``sizes``."""
+        if any(isinstance(n, str) for n in sizes):
+            raise NotImplementedError(f"split along a symbolic dim ({loc}): not exportable")
+        if len(sizes) == 1:
+            return [self.node("Identity", [x])]
+        return self.node("Split", [x, self.ints(sizes)], n_out=len(sizes), axis=dim)
+
+    def op_Split(self, a, ins, vin, vout, loc):
+        dim = a["dim"] % self.rank(vin[0])
+        return self.split(ins[0], vin[0], [self.shape(v)[dim] for v in vout], dim, loc)
+
+    op_Chunk = op_Split
+
+    def op_Unbind(self, a, ins, vin, vout, loc):
+        dim = a["dim"] % self.rank(vin[0])
+        axes = self.ints([dim])
+        return [self.node("Squeeze", [p, axes]) for p in self.split(ins[0], vin[0], [1] * len(vout), dim, loc)]
+
     def op_Tril(self, a, ins, vin, vout, loc):
         return self.node("Trilu", [ins[0], self.const(np.int64(a["k"]))], upper=0)
 
