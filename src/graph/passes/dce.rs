@@ -6,7 +6,11 @@
 //! reference, gradients), every `.grad` effect and every random draw (which
 //! advances a generator the caller can see). A node that writes in place
 //! is needed when a needed node reads the written memory later; reads
-//! through views count as reads of the memory they alias.
+//! through views count as reads of the memory they alias. Without
+//! `keep_effects` (a static graph's `Session.run`, TensorFlow's rule), a
+//! write into state read by reference (a `Variable`) runs only when its node
+//! is asked for: reading a variable reads its current value, and an assign
+//! recorded before the read is not pulled in by it.
 
 use std::collections::HashSet;
 
@@ -40,6 +44,15 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         visible_roots.insert(g.storage_root(o));
     }
     let keep_set: HashSet<usize> = keep_nodes.iter().copied().collect();
+    let state: HashSet<ValueId> = if keep_effects {
+        HashSet::new()
+    } else {
+        g.inputs
+            .iter()
+            .filter(|i| matches!(i.kind, InputKind::Ref(_)))
+            .map(|i| i.value)
+            .collect()
+    };
     let mut needed_node = vec![false; g.nodes.len()];
     // A needed random draw needs the seeding that precedes it.
     let mut draws_later = false;
@@ -54,9 +67,9 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
             .collect();
         let need = keep_set.contains(&i)
             || n.outputs.iter().any(|&o| needed_val[o])
-            || writes
-                .iter()
-                .any(|r| read_roots.contains(r) || visible_roots.contains(r))
+            || writes.iter().any(|r| {
+                !state.contains(r) && (read_roots.contains(r) || visible_roots.contains(r))
+            })
             || (keep_effects && effect == Effect::Random && n.call.is_random())
             || (seeds && draws_later);
         if !need {
