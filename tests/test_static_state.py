@@ -235,3 +235,19 @@ def test_gradient_reshaped_by_an_unshaped_feed_is_refused():
     np.testing.assert_array_equal(sess.run(gw, {s: [1.0, 2.0, 3.0]}).numpy(), [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="gradient"):
         sess.run(gw, {s: np.ones((4, 3), np.float32)})
+
+
+def test_variable_from_a_tensor_the_graph_reads_aliases_it():
+    """A real tensor the graph already reads (a module's parameter) stays that tensor."""
+    lin = fg.nn.Linear(3, 2)
+    g = fg.Graph()
+    with g:
+        x = fg.placeholder(fg.float32, [None, 3])
+        y = lin(x).sum()
+        (gw,) = fg.gradients(y, [lin.weight])
+        w = fg.Variable(lin.weight)
+        step = w.assign_sub(gw)
+    assert w._shares_storage(lin.weight)
+    before = lin.weight.detach().numpy().copy()
+    fg.Session(g).run(step, {x: np.ones((2, 3), np.float32)})
+    np.testing.assert_allclose(lin.weight.detach().numpy(), before - 2.0, rtol=1e-6)

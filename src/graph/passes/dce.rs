@@ -107,10 +107,15 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         no_inplace: g.no_inplace,
         no_parallel: g.no_parallel,
     };
+    // An argument declaring a symbolic dimension that a kept value has (a
+    // gradient of `x.sum()` is `x`'s shape without reading `x`) stays, so the
+    // run can size it: the first argument with that symbol, unless a kept one has it.
+    let sized = sizing_args(g, &needed_val, &needed_node);
     for inp in &g.inputs {
         let used = needed_val[inp.value]
             || matches!(inp.kind, InputKind::Grad(b) if needed_val[b])
-            || outputs.contains(&inp.value);
+            || outputs.contains(&inp.value)
+            || sized.contains(&inp.value);
         if used {
             out.values[inp.value].producer = Producer::Input(out.inputs.len());
             out.inputs.push(inp.clone());
@@ -153,6 +158,62 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         } else {
             for &o in &n.outputs {
                 out.values[o].producer = Producer::Removed;
+            }
+        }
+    }
+    out
+}
+
+/// Unkept argument inputs that must stay to give a symbol its size: for each
+/// symbol a kept node's value has, no kept argument has it, the first
+/// argument that has it.
+fn sizing_args(g: &Graph, needed_val: &[bool], needed_node: &[bool]) -> HashSet<ValueId> {
+    let mut out = HashSet::new();
+    if g.symbols.is_empty() {
+        return out;
+    }
+    let syms_of = |v: ValueId| -> Vec<usize> {
+        g.values[v]
+            .shape
+            .iter()
+            .filter_map(|&d| crate::graph::sym::decompose(d as i64, &g.symbols))
+            .flat_map(|e| e.syms)
+            .collect()
+    };
+    let plain = |v: ValueId| -> Vec<usize> {
+        g.values[v]
+            .shape
+            .iter()
+            .filter_map(|&d| crate::graph::sym::decompose(d as i64, &g.symbols))
+            .filter(|e| e.syms.len() == 1 && e.coef == 1 && e.offset == 0)
+            .map(|e| e.syms[0])
+            .collect()
+    };
+    let mut want = vec![false; g.symbols.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        if needed_node[i] {
+            for &o in &n.outputs {
+                for s in syms_of(o) {
+                    want[s] = true;
+                }
+            }
+        }
+    }
+    let args = || {
+        g.inputs
+            .iter()
+            .filter(|i| matches!(i.kind, InputKind::Arg(_)))
+    };
+    for inp in args().filter(|i| needed_val[i.value]) {
+        for s in plain(inp.value) {
+            want[s] = false;
+        }
+    }
+    for inp in args() {
+        for s in plain(inp.value) {
+            if want[s] {
+                want[s] = false;
+                out.insert(inp.value);
             }
         }
     }

@@ -84,7 +84,26 @@ pub struct PassReport {
 
 /// Run the enabled passes in order (simplify, CSE, fold, DCE) to a fixed
 /// point of at most a few rounds; returns the graph and one report per pass run.
+///
+/// With `opts.verify` the IR is verified after every pass; without, once at
+/// the end — and when that fails, the passes run again verifying after
+/// each, so the error still names the pass that broke the graph.
 pub fn optimize(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassReport>)> {
+    if opts.verify {
+        return optimize_checked(g, opts);
+    }
+    let want = verify::result_layouts(g);
+    let out = optimize_checked(g, opts)?;
+    if let Err(e) = verify::after_pass(&out.0, "the passes", &want) {
+        let mut each = opts.clone();
+        each.verify = true;
+        optimize_checked(g, &each)?;
+        return Err(e);
+    }
+    Ok(out)
+}
+
+fn optimize_checked(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassReport>)> {
     let mut g = g.clone();
     let mut reports = vec![];
     // What every pass must leave as captured: the layouts of the results.
@@ -99,7 +118,7 @@ pub fn optimize(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassReport>
                 let n0 = g.nodes.len();
                 let detail = $f(&mut g);
                 if let Some(want) = &want {
-                    verify::after_pass(&g, $name, want)?;
+                    verify::after_pass(&g, concat!("the ", $name, " pass"), want)?;
                 }
                 reports.push(PassReport {
                     pass: $name,

@@ -116,16 +116,16 @@ pub(crate) fn result_layouts(g: &Graph) -> Vec<Option<LayoutKey>> {
         .collect()
 }
 
-/// [`verify`] after the pass `pass`, and the results' layouts against `want`
-/// (from [`result_layouts`] of the graph the passes started from); an error
-/// names the pass.
+/// [`verify`] after `pass` ("the cse pass"), and the results' layouts
+/// against `want` (from [`result_layouts`] of the graph the passes started
+/// from); an error names the pass.
 pub(crate) fn after_pass(g: &Graph, pass: &str, want: &[Option<LayoutKey>]) -> Result<()> {
     let named = |e: Error| match e {
         Error::Runtime {
             op: "graph verifier",
             msg,
-        } => bad(format!("after the {pass} pass: {msg}")),
-        e => bad(format!("after the {pass} pass: {e}")),
+        } => bad(format!("after {pass}: {msg}")),
+        e => bad(format!("after {pass}: {e}")),
     };
     verify(g).map_err(named)?;
     let got = result_layouts(g);
@@ -139,14 +139,14 @@ pub(crate) fn after_pass(g: &Graph, pass: &str, want: &[Option<LayoutKey>]) -> R
                     format!("the .grad effect {}", k - n_out)
                 };
                 return Err(bad(format!(
-                    "after the {pass} pass: {what} has layout {h:?} where the captured graph had {w:?}"
+                    "after {pass}: {what} has layout {h:?} where the captured graph had {w:?}"
                 )));
             }
         }
     }
     if want.len() != got.len() {
         return Err(bad(format!(
-            "after the {pass} pass: {} results where the captured graph had {}",
+            "after {pass}: {} results where the captured graph had {}",
             got.len(),
             want.len()
         )));
