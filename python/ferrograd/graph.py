@@ -528,7 +528,7 @@ class Variable(Tensor):
         building = g is not None and g._building
         init_value = None
         with _capture.suspended():
-            if building and isinstance(initial_value, Tensor) and _core._trace_value_id(initial_value) is not None:
+            if building and isinstance(initial_value, Tensor) and initial_value.is_meta:
                 # A value the graph computes: computed by the initializer, not at every run.
                 init_value = initial_value if dtype is None else initial_value.to(dtype)
                 shape = tuple(init_value.shape)
