@@ -185,3 +185,146 @@ def test_grad_captured(spec: OpSpec):
                                            err_msg=f"{spec.name}: gradient {k}, {label}")
 
     run()
+
+
+# ---------------------------------------------------------------------------
+# Compiled-vs-eager column: every cell with gradients recorded, and through a
+# saved graph file
+# ---------------------------------------------------------------------------
+
+# float32 results of a graph whose passes may sum in another order (fusion):
+# the issue's tolerance. Every other dtype, and every result eager computes
+# exactly, must match bit for bit.
+F32_TOL = (1e-5, 1e-6)
+
+
+def _close(got, want, where):
+    got, want = _vals(got), _vals(want)
+    assert len(got) == len(want), f"{where}: {len(got)} vs {len(want)} outputs"
+    for i, (x, y) in enumerate(zip(got, want, strict=True)):
+        assert x.shape == y.shape, f"{where}, output {i}: shape {x.shape} vs {y.shape}"
+        assert x.dtype == y.dtype, f"{where}, output {i}: dtype {x.dtype} vs {y.dtype}"
+        if x.dtype == np.float32:
+            np.testing.assert_allclose(x, y, rtol=F32_TOL[0], atol=F32_TOL[1], equal_nan=True,
+                                       err_msg=f"{where}, output {i}")
+        else:
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{where}, output {i}: values differ\n{x}\n{y}"
+
+
+def _all_cases():
+    for spec in ALL_SPECS:
+        if spec.skip:
+            continue
+        for dtype in spec.dtypes:
+            yield pytest.param(spec, dtype, id=f"{spec.name}-{dtype}",
+                               marks=[pytest.mark.optable_cell(spec.name, "compiled")])
+
+
+def _cotangent_loss(outs):
+    """A weighted sum of the float outputs that record a gradient (distinct weights per element)."""
+    total = None
+    for o in outs:
+        if isinstance(o, fg.Tensor) and o.dtype.is_floating_point and o.requires_grad:
+            w = 1.0 + 0.25 * fg.arange(o.numel(), dtype=fg.float64).reshape(o.shape).to(o.dtype)
+            term = (o * w).sum()
+            total = term if total is None else total + term
+    return total
+
+
+@pytest.mark.parametrize("spec,dtype", list(_all_cases()))
+def test_op_compiled_column(spec: OpSpec, dtype: str, tmp_path):
+    """Every op-table cell through ``fg.compile`` with gradients recorded (the
+    outputs, then the input gradients of a backward through them) and through
+    ``Graph.save`` / ``fg.load_graph``, against eager."""
+    info = REGISTRY.get(spec.name, {})
+    float_dtype = dtype.startswith("float") or dtype == "bfloat16"
+    record = float_dtype and info.get("differentiable") and info.get("mutates") is None and not spec.grad_skip
+    ran = []
+
+    @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def run(data):
+        arrays, kwargs = spec.sample(data.draw, dtype)
+        noncontig = data.draw(st.booleans(), label="non-contiguous")
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+        base = _tensors(arrays, dtype, rng, noncontig)
+        note(f"inputs: {[getattr(a, 'shape', a) for a in base]}, kwargs {kwargs}")
+        seed = data.draw(st.integers(0, 2**31), label="rng seed")
+
+        def fn(*xs):
+            return spec.fg_fn(*xs, **kwargs)
+
+        fg.manual_seed(seed)
+        try:
+            want = fn(*_copies(base))
+        except Exception:
+            return  # refusals are checked by test_op_captured
+        where = f"{spec.name}[{dtype}]"
+        if spec.name in DATA_DEPENDENT or bool_key(kwargs):
+            # Output shapes that depend on values: refused at capture, in both modes.
+            with pytest.raises(fg.TraceError):
+                fg.compile(fn)(*_copies(base))
+            with pytest.raises(fg.TraceError):
+                fg.compile(fn).graph(*_copies(base))
+            ran.append(1)
+            return
+        # 1. Gradients recorded: the graph records autograd as it runs.
+        if record:
+            diff = [i for i, a in enumerate(base) if isinstance(a, fg.Tensor) and a.dtype.is_floating_point]
+            if spec.grad_args is not None:
+                diff = [i for i in diff if i in spec.grad_args]
+
+            def leaves():
+                xs = _copies(base)
+                for i in diff:
+                    xs[i] = xs[i].detach().requires_grad_()
+                return xs
+
+            fg.manual_seed(seed)
+            e_in = leaves()
+            e_out = fn(*e_in)
+            compiled = fg.compile(fn)
+            for call in range(2):
+                c_in = leaves()
+                fg.manual_seed(seed)
+                c_out = compiled(*c_in)
+                _close(c_out, e_out, f"{where} compiled with gradients recorded (call {call + 1})")
+                for a, b in zip(as_tuple(c_out), as_tuple(e_out), strict=True):
+                    if isinstance(b, fg.Tensor):
+                        assert a.requires_grad == b.requires_grad, f"{where}: requires_grad differs"
+                e_loss, c_loss = _cotangent_loss(as_tuple(e_out)), _cotangent_loss(as_tuple(c_out))
+                if e_loss is None:
+                    continue
+                if call == 0:
+                    e_loss.backward()
+                c_loss.backward()
+                for i in diff:
+                    eg, cg = e_in[i].grad, c_in[i].grad
+                    assert (eg is None) == (cg is None), f"{where}: gradient {i} present in one mode only"
+                    if eg is not None:
+                        _close(cg, eg, f"{where} compiled, gradient of input {i} (call {call + 1})")
+            assert compiled.stats.traces == 1, f"{where}: traced {compiled.stats.traces} times"
+        # 2. No gradients recorded (every dtype), then saved and loaded: the
+        # graph file runs without the code that built it.
+        cin = _copies(base)
+        fg.manual_seed(seed)
+        compiled = fg.compile(fn)
+        with fg.no_grad():
+            _close(compiled(*cin), want, f"{where} compiled under no_grad")
+        g = compiled.graph(*_copies(base))
+        path = tmp_path / f"{spec.name}.fgraph"
+        g.save(path)
+        loaded = fg.load_graph(path)
+        lin = _copies(base)
+        fg.manual_seed(seed)
+        targs = [a for a in lin if isinstance(a, fg.Tensor)]
+        # Arguments the graph does not read are not part of the saved signature.
+        n_args = max((i["position"] + 1 for i in loaded._built().inputs() if i["kind"] == "arg"), default=0)
+        got = loaded(*targs[:n_args])
+        _close(got, want, f"{where} saved and loaded")
+        ran.append(1)
+
+    run()
+    if not ran:
+        pytest.skip(f"{spec.name}[{dtype}]: every drawn sample is refused eagerly "
+                    "(test_op_captured checks that capture refuses them too)")

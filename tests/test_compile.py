@@ -429,3 +429,25 @@ def test_tensor_only_call_key_matches_general_key():
     f(a, b)
     f(a, p)  # a Parameter takes the general path; same signature as b's
     assert f.stats.traces == 1
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_contiguous_then_view_of_a_transpose(grad):
+    """`(...).transpose(...).contiguous().view(...)` compiles with and without
+    gradients recorded: the passes keep the copy the view needs."""
+    x = fg.randn(2, 3, 4, requires_grad=grad)
+
+    def f(x):
+        return (x * 2).transpose(0, 1).contiguous().view(3, 8)
+
+    def g(x):
+        return (x.transpose(0, 2) + 0).view(-1)
+
+    for fn in (f, g):
+        want = fn(x)
+        got = fg.compile(fn)(x)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        with fg.no_grad():
+            got = fg.compile(fn)(x)
+        np.testing.assert_array_equal(got.numpy(), want.detach().numpy())

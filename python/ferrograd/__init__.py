@@ -215,9 +215,11 @@ from .graph import (  # noqa: E402
     Operation,
     Session,
     Variable,
+    global_variables_initializer,
     gradients,
     load_graph,
     placeholder,
+    variables_initializer,
 )
 from .serialization import CheckpointError, load, save  # noqa: E402
 

@@ -1273,6 +1273,7 @@ class _Graph:
     def prune(
         self, outputs: Sequence[_int], keep_nodes: Sequence[_int] = ..., keep_effects: _bool = True
     ) -> _Graph: ...
+    def retyped(self, shapes: Sequence[tuple[_int, Sequence[_int]]]) -> _Graph: ...
     def optimize(
         self,
         dce: _bool = True,

@@ -33,7 +33,9 @@ __all__ = [
     "Operation",
     "Session",
     "Variable",
+    "global_variables_initializer",
     "gradients",
+    "variables_initializer",
     "placeholder",
     "get_default_graph",
     "load_graph",
@@ -82,6 +84,11 @@ class Graph:
         self._sessions_cache: dict = {}
         self._scalars: Any = None  # dynamic scalar arguments of a compiled graph
         self._times: list[float] | None = None  # node times of the last profile()
+        self._variables: list[Variable] = []  # variables made inside `with self:`, in order
+        self._any_shape: set[int] = set()  # positions of placeholders declared without a shape
+        # id of a gradients() result -> its shape, or the position of the unshaped placeholder it is taken for
+        self._grad_shapes: dict[int, tuple | int] = {}
+        self._keep: list[Any] = []  # keeps the tensors keyed by id above alive
 
     @classmethod
     def _wrap(cls, g: Any, raw: Any = None, reports: list[dict] | None = None, scalars: Any = None) -> Graph:
@@ -461,9 +468,16 @@ def placeholder(
     e.g. ``("batch", 784)`` and ``("batch",)``). ``None`` dims at the same
     axis of different placeholders are one symbol (``"?0"`` for axis 0...):
     like a batch dimension, they must agree at each run (name dims to tell
-    them apart). ``shape=None`` declares a vector, ``(None,)``. Float
-    placeholders require grad inside the graph, so :func:`gradients` can
-    differentiate with respect to them (as TensorFlow's ``tf.gradients`` can).
+    them apart). ``shape=None`` (the default) accepts a value of any shape,
+    as in TensorFlow: a scalar such as a learning rate, or a tensor of any
+    rank; the graph is recorded treating it as a scalar and each run derives
+    every shape again from what is fed (an op that needs a rank, such as a
+    matmul, needs a declared shape). Float placeholders require grad inside
+    the graph, so :func:`gradients` can differentiate with respect to them
+    (as TensorFlow's ``tf.gradients`` can); a gradient with respect to an
+    unshaped placeholder fed a shape that needs a reduction the recorded
+    graph lacks (fed ``(3,)`` where its partner is fed a scalar) is an error
+    at the run, never a wrong shape.
     ``device`` (default cpu): where the placeholder is fed, and so where
     the graph runs when it is the first input (``device="gpu"`` builds a GPU
     graph; NumPy values fed to it are uploaded, tensors must be there already).
@@ -471,19 +485,21 @@ def placeholder(
     g = get_default_graph()
     if g is None or not g._building:
         raise RuntimeError("fg.placeholder must be called inside a `with fg.Graph():` block")
-    if shape is None:
-        shape = (None,)
-    shape = tuple(d if d is None or isinstance(d, str) else int(d) for d in shape)
     pos = len(g._placeholders)
     loc = _capture._user_location()
-    # Unnamed symbolic dims at the same axis share a symbol ("?0", "?1", ...):
-    # the batch dims of several placeholders are assumed equal.
-    dims = [f"?{i}" if d is None else d for i, d in enumerate(shape)]
-    t = _core._trace_placeholder(dims, dtype, pos, name, device)
-    if device is not None:
-        g._ph_devices[pos] = str(device)
+    if shape is None:
+        t = _core._trace_placeholder([], dtype, pos, name, device)
+        g._any_shape.add(pos)
+    else:
+        shape = tuple(d if d is None or isinstance(d, str) else int(d) for d in shape)
+        # Unnamed symbolic dims at the same axis share a symbol ("?0", "?1", ...):
+        # the batch dims of several placeholders are assumed equal.
+        dims = [f"?{i}" if d is None else d for i, d in enumerate(shape)]
+        t = _core._trace_placeholder(dims, dtype, pos, name, device)
     if t.dtype.is_floating_point:
         t.requires_grad_(True)
+    if device is not None:
+        g._ph_devices[pos] = str(device)
     g._placeholders.append((t, name, shape, loc))
     return t
 
@@ -491,24 +507,67 @@ def placeholder(
 class Variable(Tensor):
     """State kept between runs of a graph (TensorFlow's ``tf.Variable``).
 
-    A tensor (aliasing ``initial_value``'s data when given a tensor, else a
-    new tensor from it) that graphs read by reference: each run sees its
-    current value. Trainable float variables require grad.
-    ``assign``/``assign_add``/``assign_sub`` update it in place — inside a
-    graph they are recorded and return an :class:`Operation` to fetch.
+    A tensor that graphs read by reference: each run sees its current value,
+    and ``assign``/``assign_add``/``assign_sub`` update it in place (inside a
+    graph they are recorded and return an :class:`Operation` to fetch).
+    Trainable float variables require grad.
+
+    Made from data (a NumPy array, a list, a tensor outside any graph), it
+    holds that data at once (aliasing ``initial_value`` when it is a
+    tensor). Made inside ``with g:`` from a value the graph computes
+    (``fg.Variable(fg.zeros(64, 10))``, ``fg.randn(...) * 0.01``), its
+    initial value is an op of the graph that runs **once**: on the first
+    :meth:`Session.run` of that graph that reads the variable (or earlier,
+    when its :attr:`initializer` or :func:`global_variables_initializer` is
+    run). From then on it keeps its value across runs until assigned; running
+    an initializer again resets it, as in TensorFlow.
     """
 
     def __new__(cls, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> Variable:
+        g = get_default_graph()
+        building = g is not None and g._building
+        init_value = None
         with _capture.suspended():
-            if isinstance(initial_value, Tensor) and dtype is None:
+            if building and isinstance(initial_value, Tensor) and initial_value.is_meta:
+                # A value the graph computes: computed by the initializer, not at every run.
+                init_value = initial_value if dtype is None else initial_value.to(dtype)
+                shape = tuple(init_value.shape)
+                if _core._trace_value_id(init_value) is None or _symbolic(shape):
+                    raise ValueError(
+                        f"Variable{f' {name!r}' if name else ''}: the initial value must have a fixed shape, "
+                        f"got {_fmt_shape(shape)} (it depends on a placeholder's unknown dimension)"
+                    )
+                data = _core.zeros(shape, dtype=init_value.dtype, device=init_value.device)
+            elif isinstance(initial_value, Tensor) and dtype is None:
                 data = initial_value.detach()
             else:
                 data = _core.tensor(initial_value, dtype=dtype)
-        return super().__new__(cls, data, bool(trainable and data.dtype.is_floating_point))
+        obj = super().__new__(cls, data, bool(trainable and data.dtype.is_floating_point))
+        obj._init_value = init_value
+        obj._initialized = init_value is None
+        obj._graph = g if building else None
+        obj._init_data = None
+        if building:
+            with _capture.suspended():
+                # What the initializer restores for a variable made from data.
+                obj._init_data = data.detach().clone() if init_value is None else None
+            g._variables.append(obj)
+        return obj
 
     def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
         self.name = name
         self.trainable = trainable
+
+    @property
+    def initializer(self) -> Operation:
+        """The op that sets this variable to its initial value (fetch it with ``Session.run``)."""
+        if self._graph is None:
+            raise ValueError(f"{self!r} was made outside a graph: it holds its initial value already")
+        return _Initializer(self._graph, [self], f"{self.name or 'variable'}.initializer")
+
+    def initialized_value(self) -> Tensor:
+        """The variable itself (its initializer runs before any run that reads it)."""
+        return self
 
     def _assign(self, op: str, value: Any) -> Operation | None:
         from ._grad_mode import no_grad
@@ -536,6 +595,50 @@ class Variable(Tensor):
         return f"<fg.Variable {self.name or ''} shape={tuple(self.shape)} dtype={self.dtype}>"
 
 
+def _symbolic(shape: tuple) -> bool:
+    # Symbolic dims are captured as sentinels far above any real size (see the graph module).
+    return any(d >= 1 << 22 for d in shape)
+
+
+class _Initializer(Operation):
+    """Runs variables' initializers (``Variable.initializer``, :func:`global_variables_initializer`)."""
+
+    def __init__(self, graph: Graph, variables: list[Variable], name: str) -> None:
+        super().__init__(graph, -1, name)
+        self.variables = list(variables)
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.name!r} ({len(self.variables)} variables)>"
+
+
+def global_variables_initializer() -> Operation:
+    """An op that (re)sets every variable of the graph being built to its initial value.
+
+    Call it inside ``with g:`` and fetch it with ``Session.run``. Running it is
+    optional in ferrograd — a variable is initialized on the first run that
+    reads it — but running it again resets the variables (TensorFlow's
+    ``tf.global_variables_initializer``).
+    """
+    g = get_default_graph()
+    if g is None or not g._building:
+        raise RuntimeError("fg.global_variables_initializer must be called inside a `with fg.Graph():` block")
+    return _Initializer(g, g._variables, "global_variables_initializer")
+
+
+def variables_initializer(var_list: Sequence[Variable]) -> Operation:
+    """An op that (re)sets the variables in ``var_list`` (of one graph) to their initial values."""
+    var_list = list(var_list)
+    graphs = {id(v._graph) for v in var_list}
+    if any(v._graph is None for v in var_list):
+        raise ValueError("variables_initializer: every variable must have been made inside a graph")
+    if len(graphs) > 1:
+        raise ValueError("variables_initializer: the variables belong to different graphs")
+    g = var_list[0]._graph if var_list else get_default_graph()
+    if g is None:
+        raise ValueError("variables_initializer: no variables and no graph being built")
+    return _Initializer(g, var_list, "variables_initializer")
+
+
 def _last_node(self: Graph) -> int:
     return _core._trace_num_nodes() - 1
 
@@ -554,11 +657,23 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None) -> list[Tensor | None]:
 
     ys_l = [y for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
     xs_l = [x for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+    g = get_default_graph()
+    building = g is not None and g._building
     if grad_ys is None:
         gys = [_core.ones_like(y) for y in ys_l]
     else:
         gys = [g for g in (grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys])]
-    return list(grad(ys_l, xs_l, grad_outputs=gys, allow_unused=True))
+    out = list(grad(ys_l, xs_l, grad_outputs=gys, allow_unused=True))
+    if building and g._any_shape:
+        # A gradient has the shape of what it is taken with respect to, whatever
+        # is fed: checked at each run (a feed of another shape than the
+        # recorded one can call for a reduction the recording did not make).
+        unshaped = {id(g._placeholders[p][0]): p for p in g._any_shape}
+        for x, r in zip(xs_l, out, strict=True):
+            if r is not None:
+                g._grad_shapes[id(r)] = unshaped.get(id(x), tuple(r.shape))
+                g._keep.append(r)
+    return out
 
 
 class Session:
@@ -586,11 +701,10 @@ class Session:
         ``fetches``: a tensor, an :class:`Operation`, a :class:`Variable`, or a
         list/tuple/dict of those (Operations give None). ``feed`` (alias
         ``feed_dict``): ``{placeholder: value}``; values are tensors, NumPy
-        arrays or nested lists.
+        arrays or nested lists. Initializers among the fetches run first; a
+        variable not yet initialized is initialized before the run that first
+        reads it.
         """
-        from ._grad_mode import no_grad
-
-        g = self.graph._built()
         feed = dict(feed or {}) if feed_dict is None else dict(feed_dict)
         flat: list[Any] = []
 
@@ -603,39 +717,69 @@ class Session:
             return len(flat) - 1
 
         tree = collect(fetches)
-        out_vals: list[int] = []
+        g = self.graph._built()
+        tensors: list[Tensor] = []
         ops: list[int] = []
         slots: list[tuple[str, int]] = []
         for f in flat:
             if isinstance(f, Operation):
                 if f.graph is not self.graph:
                     raise ValueError(f"{f!r} belongs to another graph")
-                ops.append(f.node)
+                if isinstance(f, _Initializer):
+                    self._initialize(f.variables, feed)
+                else:
+                    ops.append(f.node)
                 slots.append(("op", -1))
                 continue
             if isinstance(f, Variable):
-                slots.append(("var", len(out_vals)))
-                out_vals.append(-1)
+                slots.append(("var", -1))
                 continue
             if not isinstance(f, Tensor):
                 raise TypeError(f"cannot fetch {type(f).__name__}; fetch tensors, Variables or Operations")
-            vid = g.value_id(f)
-            if vid is None:
+            if g.value_id(f) is None:
                 raise ValueError("a fetched tensor does not belong to this session's graph")
-            slots.append(("val", len(out_vals)))
-            out_vals.append(vid)
-        real_vals = [v for v in out_vals if v >= 0]
+            slots.append(("val", len(tensors)))
+            tensors.append(f)
+        fetched_vars = [f for f in flat if isinstance(f, Variable)]
+        self._initialize([v for v in fetched_vars if not v._initialized], feed)
+        results = self._execute(tensors, ops, feed) if tensors or ops else []
+        values: list[Any] = []
+        for f, (kind, idx) in zip(flat, slots, strict=True):
+            if kind == "op":
+                values.append(None)
+            elif kind == "var":
+                values.append(f.detach().clone())
+            else:
+                values.append(results[idx])
+
+        def rebuild(t: Any) -> Any:
+            if isinstance(t, (list, tuple)):
+                return type(t)(rebuild(x) for x in t)
+            if isinstance(t, dict):
+                return {k: rebuild(v) for k, v in t.items()}
+            return values[t]
+
+        return rebuild(tree)
+
+    def _execute(self, tensors: list[Tensor], ops: list[int], feed: dict) -> list[Tensor]:
+        """Run the part of the graph that computes ``tensors`` and the op nodes ``ops``."""
+        from ._compile import optimize
+        from ._grad_mode import no_grad
+
+        g = self.graph._built()
+        real_vals = [g.value_id(t) for t in tensors]
         key = (tuple(real_vals), tuple(ops))
         cached = self._pruned.get(key)
         if cached is None:
-            from ._compile import optimize
-
-            sub = g.prune(real_vals, ops, False)
-            sub, _ = optimize(sub)
-            positions = sorted(i["position"] for i in sub.inputs() if i["kind"] == "arg")
-            cached = (sub, positions)
+            raw = g.prune(real_vals, ops, False)
+            reads = [t for _, t in raw.references()]
+            positions = sorted(i["position"] for i in raw.inputs() if i["kind"] == "arg")
+            cached = (raw, positions, reads, {})
             self._pruned[key] = cached
-        sub, positions = cached
+        raw, positions, reads, by_shapes = cached
+        pending = [v for v in self.graph._variables if not v._initialized]
+        if pending:
+            self._initialize([v for v in pending if any(r._shares_storage(v) for r in reads)], feed)
         fed = {id(k): v for k, v in feed.items()}
         # One slot per placeholder position (positions the sub-graph does not read stay empty).
         args: list[Any] = [_EMPTY] * (max(positions) + 1 if positions else 0)
@@ -651,35 +795,52 @@ class Session:
             if not isinstance(v, Tensor):
                 v = _core.tensor(v, dtype=ph.dtype, device=self.graph._ph_devices.get(pos))
             args[pos] = v
+        # Placeholders without a declared shape: the graph, typed for what is fed.
+        shapes = tuple((p, tuple(args[p].shape)) for p in positions if p in self.graph._any_shape)
         try:
+            sub = by_shapes.get(shapes)
+            if sub is None:
+                typed = raw.retyped([(p, list(s)) for p, s in shapes]) if any(s for _, s in shapes) else raw
+                sub, _ = optimize(typed)
+                by_shapes[shapes] = sub
             with no_grad():
-                results = sub.run(args)
+                out = list(sub.run(args))
         except (ValueError, TypeError) as e:
             raise type(e)(f"Session.run: {e}{_placeholder_notes(self.graph, positions)}") from None
-        values: list[Any] = []
-        it = iter(results)
-        res_by_slot = {}
-        k = 0
-        for kind, idx in slots:
-            if kind == "val" and out_vals[idx] >= 0:
-                res_by_slot[k] = next(it)
-            k += 1
-        for i, (kind, _) in enumerate(slots):
-            if kind == "op":
-                values.append(None)
-            elif kind == "var":
-                values.append(flat[i].detach().clone())
+        for t, r in zip(tensors, out, strict=True):
+            want = self.graph._grad_shapes.get(id(t))
+            if isinstance(want, int):  # the gradient of a placeholder without a declared shape
+                v = fed.get(id(self.graph._placeholders[want][0]))
+                want = None if v is None else tuple(v.shape) if isinstance(v, Tensor) else _np_shape(v)
+            if want is not None and tuple(r.shape) != want:
+                raise ValueError(
+                    f"Session.run: a gradient that must have shape {want} came out with shape "
+                    f"{tuple(r.shape)}: the feed of a placeholder declared without a shape calls for a "
+                    "reduction the recorded graph does not make; declare the placeholder's shape"
+                )
+        return out
+
+    def _initialize(self, variables: list[Variable], feed: dict) -> None:
+        """Set ``variables`` to their initial values, in the order they were made."""
+        from ._grad_mode import no_grad
+
+        order = {id(v): i for i, v in enumerate(self.graph._variables)}
+        for v in sorted(variables, key=lambda v: order.get(id(v), -1)):
+            if v._init_value is None:
+                if v._init_data is not None:
+                    with no_grad():
+                        v.copy_(v._init_data)
             else:
-                values.append(res_by_slot[i])
-
-        def rebuild(t: Any) -> Any:
-            if isinstance(t, (list, tuple)):
-                return type(t)(rebuild(x) for x in t)
-            if isinstance(t, dict):
-                return {k: rebuild(v) for k, v in t.items()}
-            return values[t]
-
-        return rebuild(tree)
+                try:
+                    (value,) = self._execute([v._init_value], [], feed)
+                except ValueError as e:
+                    raise ValueError(
+                        f"Session.run: could not initialize {v!r}: {e} "
+                        "(feed what its initial value needs, or make it from data)"
+                    ) from None
+                with no_grad():
+                    v.copy_(value)
+            v._initialized = True
 
 
 _EMPTY = _core.empty(0)
@@ -717,7 +878,15 @@ def load_graph(path: Any, device: Any = None) -> Graph:
     return obj
 
 
-def _fmt_shape(shape: tuple) -> str:
+def _np_shape(v: Any) -> tuple:
+    import numpy as np
+
+    return tuple(np.shape(v))
+
+
+def _fmt_shape(shape: tuple | None) -> str:
+    if shape is None:
+        return "(any shape)"
     return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 

@@ -16,7 +16,7 @@ use crate::tensor::{Device, Layout, Storage, Tensor};
 use super::call::Outs;
 use super::fused::FInstr;
 use super::sym;
-use super::{Graph, InputKind, OpCall, ValueId};
+use super::{Graph, InputKind, OpCall, Producer, ValueId};
 
 /// A graph specialised to concrete sizes, ready to run.
 pub struct Plan {
@@ -171,6 +171,40 @@ fn type_error(g: &Graph, node: usize, v: ValueId, got: &Tensor, want: &[usize]) 
 /// the types recorded for its outputs. `g`'s dims are concrete sizes (a
 /// symbolic graph's sentinels, as when it was captured, or the sizes of a run).
 pub(crate) fn infer_types(g: &Graph) -> Result<()> {
+    infer_meta(g).map(|_| ())
+}
+
+/// [`infer_types`], returning the shape-only tensor of every value (with the
+/// layout each op gives it: strides and offset, as eager execution would);
+/// `None` for values no node defines.
+pub(crate) fn infer_meta(g: &Graph) -> Result<Vec<Option<Tensor>>> {
+    infer_meta_with(g, true)
+}
+
+/// `g` with the arguments at the given positions taking new shapes (and
+/// ranks): every value's shape is derived again by its op's own rules, in
+/// order, and an op whose arguments do not fit the new shapes fails with its
+/// own error. How a graph with an input of unknown shape (a placeholder
+/// declared without one) runs on the shape it is fed.
+pub fn retype(g: &Graph, shapes: &[(usize, Vec<usize>)]) -> Result<Graph> {
+    let mut g = g.clone();
+    for inp in &g.inputs {
+        if let InputKind::Arg(p) = inp.kind {
+            if let Some((_, s)) = shapes.iter().find(|(q, _)| *q == p) {
+                g.values[inp.value].shape.clone_from(s);
+            }
+        }
+    }
+    let twins = infer_meta_with(&g, false)?;
+    for (v, t) in twins.iter().enumerate() {
+        if let Some(t) = t {
+            g.values[v].shape = t.shape().to_vec();
+        }
+    }
+    Ok(g)
+}
+
+fn infer_meta_with(g: &Graph, check: bool) -> Result<Vec<Option<Tensor>>> {
     let mut twins: Vec<Option<Tensor>> = vec![None; g.values.len()];
     for inp in &g.inputs {
         let info = &g.values[inp.value];
@@ -204,12 +238,16 @@ pub(crate) fn infer_types(g: &Graph) -> Result<()> {
             .collect::<Result<_>>()?;
         let outs = exec_node(n, &n.call.on_device(Device::Meta), &ins, true)
             .map_err(|e| e.with_note(&node_note(g, i)))?;
-        check_outputs(g, i, &outs)?;
+        if check {
+            check_outputs(g, i, &outs)?;
+        } else {
+            check_output_count(g, i, outs.len())?;
+        }
         for (&v, t) in n.outputs.iter().zip(outs) {
             twins[v] = Some(t);
         }
     }
-    Ok(())
+    Ok(twins)
 }
 
 impl Plan {
@@ -1376,7 +1414,18 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
     env.iter()
         .enumerate()
         .map(|(i, e)| {
-            e.ok_or_else(|| {
+            // A symbol no value's shape involves (a sub-graph that kept none
+            // of the inputs declaring it) needs no size.
+            let unused = || {
+                !g.values.iter().any(|v| {
+                    v.producer != Producer::Removed
+                        && v.shape.iter().any(|&d| {
+                            sym::decompose(d as i64, &g.symbols)
+                                .is_some_and(|x| x.syms.contains(&i))
+                        })
+                })
+            };
+            e.or_else(|| unused().then_some(1)).ok_or_else(|| {
                 Error::value(
                     "graph",
                     format!(

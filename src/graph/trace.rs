@@ -337,10 +337,22 @@ pub fn end_with_lookup(outputs: &[Tensor]) -> Result<(Graph, Lookup)> {
         .collect();
     sg.reverse();
     g.set_grads = sg;
+    // A tensor names the first value it stood for: an op that hands back its
+    // input (a fused loss returning the logits it saved, `contiguous` of a
+    // contiguous value) makes a later value with the same key, and fetching
+    // the tensor must not pull in that op.
+    let mut values = tracer.values;
+    let mut first: HashMap<Key, ValueId> = HashMap::new();
+    for (v, t) in tracer.twins.iter().enumerate() {
+        first.entry(key(t)).or_insert(v);
+    }
+    for (k, v) in first {
+        values.insert(k, v);
+    }
     Ok((
         g,
         Lookup {
-            values: tracer.values,
+            values,
             _keep: tracer.keep,
         },
     ))

@@ -423,6 +423,15 @@ impl PyGraph {
         pg.lookup = self.lookup.clone();
         Ok(pg)
     }
+    /// The graph with the arguments at the given positions taking the given
+    /// shapes, every value's shape derived again by its op's rules (for
+    /// placeholders declared without a shape).
+    fn retyped(&self, shapes: Vec<(usize, Vec<usize>)>) -> PyResult<PyGraph> {
+        let g = run(|| crate::graph::exec::retype(&self.g, &shapes))?;
+        let mut pg = PyGraph::new(g);
+        pg.lookup = self.lookup.clone();
+        Ok(pg)
+    }
     /// The graph after the optimisation passes, and one report per pass run:
     /// `(graph, [{"pass", "nodes_before", "nodes_after", "detail"}])`.
     #[pyo3(signature = (dce=true, cse=true, fold=true, simplify=true, fuse=true, inplace=true, parallel=true, verify=false))]

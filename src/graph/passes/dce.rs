@@ -6,7 +6,11 @@
 //! reference, gradients), every `.grad` effect and every random draw (which
 //! advances a generator the caller can see). A node that writes in place
 //! is needed when a needed node reads the written memory later; reads
-//! through views count as reads of the memory they alias.
+//! through views count as reads of the memory they alias. Without
+//! `keep_effects` (a static graph's `Session.run`, TensorFlow's rule), a
+//! write into state read by reference (a `Variable`) runs only when its node
+//! is asked for: reading a variable reads its current value, and an assign
+//! recorded before the read is not pulled in by it.
 
 use std::collections::HashSet;
 
@@ -40,6 +44,15 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         visible_roots.insert(g.storage_root(o));
     }
     let keep_set: HashSet<usize> = keep_nodes.iter().copied().collect();
+    let state: HashSet<ValueId> = if keep_effects {
+        HashSet::new()
+    } else {
+        g.inputs
+            .iter()
+            .filter(|i| matches!(i.kind, InputKind::Ref(_)))
+            .map(|i| i.value)
+            .collect()
+    };
     let mut needed_node = vec![false; g.nodes.len()];
     // A needed random draw needs the seeding that precedes it.
     let mut draws_later = false;
@@ -54,9 +67,9 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
             .collect();
         let need = keep_set.contains(&i)
             || n.outputs.iter().any(|&o| needed_val[o])
-            || writes
-                .iter()
-                .any(|r| read_roots.contains(r) || visible_roots.contains(r))
+            || writes.iter().any(|r| {
+                !state.contains(r) && (read_roots.contains(r) || visible_roots.contains(r))
+            })
             || (keep_effects && effect == Effect::Random && n.call.is_random())
             || (seeds && draws_later);
         if !need {
@@ -94,10 +107,15 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         no_inplace: g.no_inplace,
         no_parallel: g.no_parallel,
     };
+    // An argument declaring a symbolic dimension that a kept value has (a
+    // gradient of `x.sum()` is `x`'s shape without reading `x`) stays, so the
+    // run can size it: the first argument with that symbol, unless a kept one has it.
+    let sized = sizing_args(g, &needed_val, &needed_node);
     for inp in &g.inputs {
         let used = needed_val[inp.value]
             || matches!(inp.kind, InputKind::Grad(b) if needed_val[b])
-            || outputs.contains(&inp.value);
+            || outputs.contains(&inp.value)
+            || sized.contains(&inp.value);
         if used {
             out.values[inp.value].producer = Producer::Input(out.inputs.len());
             out.inputs.push(inp.clone());
@@ -140,6 +158,62 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         } else {
             for &o in &n.outputs {
                 out.values[o].producer = Producer::Removed;
+            }
+        }
+    }
+    out
+}
+
+/// Unkept argument inputs that must stay to give a symbol its size: for each
+/// symbol a kept node's value has, no kept argument has it, the first
+/// argument that has it.
+fn sizing_args(g: &Graph, needed_val: &[bool], needed_node: &[bool]) -> HashSet<ValueId> {
+    let mut out = HashSet::new();
+    if g.symbols.is_empty() {
+        return out;
+    }
+    let syms_of = |v: ValueId| -> Vec<usize> {
+        g.values[v]
+            .shape
+            .iter()
+            .filter_map(|&d| crate::graph::sym::decompose(d as i64, &g.symbols))
+            .flat_map(|e| e.syms)
+            .collect()
+    };
+    let plain = |v: ValueId| -> Vec<usize> {
+        g.values[v]
+            .shape
+            .iter()
+            .filter_map(|&d| crate::graph::sym::decompose(d as i64, &g.symbols))
+            .filter(|e| e.syms.len() == 1 && e.coef == 1 && e.offset == 0)
+            .map(|e| e.syms[0])
+            .collect()
+    };
+    let mut want = vec![false; g.symbols.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        if needed_node[i] {
+            for &o in &n.outputs {
+                for s in syms_of(o) {
+                    want[s] = true;
+                }
+            }
+        }
+    }
+    let args = || {
+        g.inputs
+            .iter()
+            .filter(|i| matches!(i.kind, InputKind::Arg(_)))
+    };
+    for inp in args().filter(|i| needed_val[i.value]) {
+        for s in plain(inp.value) {
+            want[s] = false;
+        }
+    }
+    for inp in args() {
+        for s in plain(inp.value) {
+            if want[s] {
+                want[s] = false;
+                out.insert(inp.value);
             }
         }
     }

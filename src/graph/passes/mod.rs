@@ -84,16 +84,41 @@ pub struct PassReport {
 
 /// Run the enabled passes in order (simplify, CSE, fold, DCE) to a fixed
 /// point of at most a few rounds; returns the graph and one report per pass run.
+///
+/// With `opts.verify` the IR is verified after every pass; without, once at
+/// the end — and when that fails, the passes run again verifying after
+/// each, so the error still names the pass that broke the graph.
 pub fn optimize(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassReport>)> {
+    if opts.verify {
+        return optimize_checked(g, opts);
+    }
+    let want = verify::result_layouts(g);
+    let out = optimize_checked(g, opts)?;
+    if let Err(e) = verify::after_pass(&out.0, "the passes", &want) {
+        let mut each = opts.clone();
+        each.verify = true;
+        optimize_checked(g, &each)?;
+        return Err(e);
+    }
+    Ok(out)
+}
+
+fn optimize_checked(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassReport>)> {
     let mut g = g.clone();
     let mut reports = vec![];
+    // What every pass must leave as captured: the layouts of the results.
+    let want = if opts.verify {
+        Some(verify::result_layouts(&g))
+    } else {
+        None
+    };
     macro_rules! pass {
         ($on:expr, $name:literal, $f:expr) => {
             if $on {
                 let n0 = g.nodes.len();
                 let detail = $f(&mut g);
-                if opts.verify {
-                    verify(&g)?;
+                if let Some(want) = &want {
+                    verify::after_pass(&g, concat!("the ", $name, " pass"), want)?;
                 }
                 reports.push(PassReport {
                     pass: $name,
@@ -223,6 +248,60 @@ pub(crate) fn remove_nodes(g: &mut Graph, dead: &[bool]) {
         }
         g.nodes.push(n);
     }
+}
+
+/// How a value's elements lie in memory, as far as any reader can tell: its
+/// strides with those of size-1 dims zeroed (they are never stepped), or
+/// nothing for an empty value (it has no elements to place); and whether
+/// that is row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct LayoutKey {
+    strides: Option<Vec<isize>>,
+    dense: bool,
+}
+
+fn layout_key(t: &crate::tensor::Tensor) -> LayoutKey {
+    if t.numel() == 0 {
+        return LayoutKey {
+            strides: None,
+            dense: true,
+        };
+    }
+    LayoutKey {
+        strides: Some(
+            t.shape()
+                .iter()
+                .zip(t.strides())
+                .map(|(&d, &s)| if d == 1 { 0 } else { s })
+                .collect(),
+        ),
+        dense: t.is_contiguous(),
+    }
+}
+
+/// The layout every value has when the graph runs (eager execution's: each
+/// op's own rule on shape-only tensors); `None` where unknown (every value,
+/// when the graph does not type-check). A rewrite that replaces one value by
+/// another must keep the layout: `view` reads strides, and outputs and
+/// `.grad`s are contiguous exactly when eager makes them so.
+pub(crate) fn layouts(g: &Graph) -> Vec<Option<LayoutKey>> {
+    match super::exec::infer_meta(g) {
+        Ok(twins) => twins.iter().map(|t| t.as_ref().map(layout_key)).collect(),
+        Err(_) => vec![None; g.values.len()],
+    }
+}
+
+/// Whether `a` and `b` are known to have the same layout.
+pub(crate) fn same_layout(lay: &[Option<LayoutKey>], a: ValueId, b: ValueId) -> bool {
+    match (lay.get(a), lay.get(b)) {
+        (Some(Some(x)), Some(Some(y))) => x.strides == y.strides,
+        _ => false,
+    }
+}
+
+/// Whether `v` is known to be laid out in row-major order (or empty).
+pub(crate) fn dense(lay: &[Option<LayoutKey>], v: ValueId) -> bool {
+    matches!(lay.get(v), Some(Some(k)) if k.dense)
 }
 
 /// Add a constant input holding `t`; returns its value.

@@ -17,11 +17,15 @@
 //!
 //! A replaced value must be *replaceable* (its memory is never written in
 //! place and belongs to no graph input): otherwise a later in-place write
-//! would reach another tensor.
+//! would reach another tensor. It must also have the layout of the value it
+//! is replaced by (see [`super::layouts`]): `x.t() + 0` is a contiguous copy
+//! and `x.t()` is not, and a `view` of the one works where the other fails.
 
 use std::collections::HashMap;
 
-use super::{mutated_roots, remove_nodes, replaceable, substitute};
+use super::{
+    dense, layouts, mutated_roots, remove_nodes, replaceable, same_layout, substitute, LayoutKey,
+};
 use crate::graph::{Graph, InputKind, OpCall, Producer, ValueId};
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{reduce_mask, reduced_shape};
@@ -44,6 +48,9 @@ fn producer(g: &Graph, v: ValueId) -> Option<usize> {
 #[allow(clippy::needless_range_loop)]
 pub fn run(g: &mut Graph) -> String {
     let mutated = mutated_roots(g);
+    // Every rewrite below keeps each value's layout, so these stay true as
+    // the pass goes.
+    let lay = layouts(g);
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     let mut dead = vec![false; g.nodes.len()];
     let (mut ids, mut chains, mut scalars) = (0, 0, 0);
@@ -131,6 +138,7 @@ pub fn run(g: &mut Graph) -> String {
                 _ => x,
             };
             if same_type(g, out, target)
+                && same_layout(&lay, out, target)
                 && replaceable(g, &mutated, out)
                 && !g.values[out].requires_grad
             {
@@ -148,7 +156,9 @@ pub fn run(g: &mut Graph) -> String {
                     OpCall::Reshape { .. } | OpCall::View { .. } | OpCall::Flatten { .. }
                 ) {
                     let inner = resolve(&map, g.nodes[p].inputs[0]);
-                    if g.nodes[i].inputs[0] != inner {
+                    // From a row-major value both spellings are the same view;
+                    // from another layout one may copy where the other views.
+                    if g.nodes[i].inputs[0] != inner && dense(&lay, inner) {
                         g.nodes[i].inputs[0] = inner;
                         chains += 1;
                     }
@@ -181,7 +191,7 @@ pub fn run(g: &mut Graph) -> String {
     }
     substitute(g, &map);
     remove_nodes(g, &dead);
-    let copies = drop_copies(g);
+    let copies = drop_copies(g, &lay);
     let squeezed = squeeze_reductions(g);
     format!("{ids} identities removed, {chains} reshape chains shortened, {scalars} constant operands made scalars, {copies} copies of dying values removed, {squeezed} keepdim reductions reshaped away")
 }
@@ -284,7 +294,7 @@ fn allocates(c: &OpCall) -> bool {
 /// `clone(x)` where `x` is fresh memory of a node that nothing else reads
 /// (no other node, view, output or effect): the copy is `x` itself. Backward
 /// passes make such copies when they hand a gradient to `.grad`.
-fn drop_copies(g: &mut Graph) -> usize {
+fn drop_copies(g: &mut Graph, lay: &[Option<LayoutKey>]) -> usize {
     let uses = g.use_counts();
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     let mut dead = vec![false; g.nodes.len()];
@@ -307,7 +317,9 @@ fn drop_copies(g: &mut Graph) -> usize {
             Producer::Node { node, .. } => allocates(&g.nodes[node].call),
             _ => false,
         });
+        // The copy is contiguous: `x` stands for it only if it is too.
         if fresh
+            && same_layout(lay, out, x)
             && uses[x] == 1
             && !g.values[out].requires_grad
             && !g.values[x].requires_grad

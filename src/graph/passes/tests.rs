@@ -418,3 +418,87 @@ fn simplify_makes_one_element_constants_scalars_when_promotion_allows() {
     let args = [x, i];
     assert_eq!(run(&g, &args), run(&h, &args));
 }
+
+/// `x * 2` transposed, copied (what `.contiguous()` of a strided value is
+/// captured as) and viewed flat: the copy must survive simplify (the view
+/// needs row-major memory).
+fn transpose_contiguous_view(a: &[Tensor]) -> Vec<Tensor> {
+    let y = ew::binary_scalar(BinaryOp::Mul, &a[0], Scalar::Float(2.0), false).unwrap();
+    let yt = shape::transpose(&y, 0, 1).unwrap();
+    let c = ew::clone(&yt).unwrap();
+    vec![shape::view(&c, &[3, 8]).unwrap()]
+}
+
+#[test]
+fn simplify_keeps_the_copy_a_view_needs() {
+    let x = Tensor::from_vec((0..24).map(|i| i as f32).collect(), &[2, 3, 4]).unwrap();
+    let g = capture(std::slice::from_ref(&x), transpose_contiguous_view);
+    let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert_eq!(count(&h, |c| matches!(c, OpCall::Clone)), 1, "{rep:?}");
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, &[x]));
+}
+
+#[test]
+fn simplify_keeps_a_strided_operand_of_an_identity() {
+    // `x.t() + 0` is a contiguous copy: replacing it by `x.t()` would break the view.
+    let x = t(&(0..12).map(|i| i as f32).collect::<Vec<_>>(), &[3, 4]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let xt = shape::transpose(&a[0], 0, 1).unwrap();
+        let z = ew::binary_scalar(BinaryOp::Add, &xt, Scalar::Float(0.0), false).unwrap();
+        vec![shape::view(&z, &[12]).unwrap()]
+    });
+    let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert_eq!(count(&h, |c| matches!(c, OpCall::BinaryScalar { .. })), 1, "{rep:?}");
+    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, std::slice::from_ref(&x)));
+    // From a contiguous operand the identity still goes.
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let z = ew::binary_scalar(BinaryOp::Add, &a[0], Scalar::Float(0.0), false).unwrap();
+        vec![shape::view(&z, &[12]).unwrap()]
+    });
+    let (h, _) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert_eq!(count(&h, |c| matches!(c, OpCall::BinaryScalar { .. })), 0);
+}
+
+#[test]
+fn verifier_names_the_pass_that_breaks_a_layout() {
+    let x = Tensor::from_vec((0..24).map(|i| i as f32).collect(), &[2, 3, 4]).unwrap();
+    let g = capture(std::slice::from_ref(&x), transpose_contiguous_view);
+    let want = verify::result_layouts(&g);
+    // What the old simplify did: the copy replaced by the transposed view.
+    let mut bad = g.clone();
+    let i = bad
+        .nodes
+        .iter()
+        .position(|n| matches!(n.call, OpCall::Clone))
+        .expect("a copy");
+    let (src, out) = (bad.nodes[i].inputs[0], bad.nodes[i].outputs[0]);
+    substitute(&mut bad, &HashMap::from([(out, src)]));
+    let mut dead = vec![false; bad.nodes.len()];
+    dead[i] = true;
+    remove_nodes(&mut bad, &dead);
+    let err = verify::after_pass(&bad, "the simplify pass", &want)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("after the simplify pass"), "{err}");
+    assert!(err.contains("view"), "{err}");
+    // A result whose layout changed is caught even when nothing reads it.
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let y = ew::binary_scalar(BinaryOp::Mul, &a[0], Scalar::Float(2.0), false).unwrap();
+        let yt = shape::transpose(&y, 0, 1).unwrap();
+        vec![ew::clone(&yt).unwrap()]
+    });
+    let want = verify::result_layouts(&g);
+    let mut bad = g.clone();
+    let i = bad
+        .nodes
+        .iter()
+        .position(|n| matches!(n.call, OpCall::Clone))
+        .expect("a copy");
+    let (src, out) = (bad.nodes[i].inputs[0], bad.nodes[i].outputs[0]);
+    substitute(&mut bad, &HashMap::from([(out, src)]));
+    let mut dead = vec![false; bad.nodes.len()];
+    dead[i] = true;
+    remove_nodes(&mut bad, &dead);
+    let err = verify::after_pass(&bad, "the cse pass", &want).unwrap_err().to_string();
+    assert!(err.contains("after the cse pass: output 0 has layout"), "{err}");
+}

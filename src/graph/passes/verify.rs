@@ -8,8 +8,14 @@
 //!   shape-only tensors from the inputs' types, give the types recorded for
 //!   its outputs (symbolic dims stand at the sizes they were captured with,
 //!   so a rewrite that loses track of a symbol shows too). `Plan::new` runs
-//!   the same inference at each run's sizes.
+//!   the same inference at each run's sizes. The shape-only tensors carry
+//!   layouts, so a `view` (or an op's internal re-stride) that a rewrite left
+//!   reading memory of another layout fails here too;
+//! - layouts ([`after_pass`]): the graph's results and the gradients it hands
+//!   to `.grad` keep the layouts they had when captured (eager's), so a pass
+//!   cannot swap a contiguous copy for the strided value it was made from.
 
+use super::{layouts, LayoutKey};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, InputKind, Producer};
 
@@ -96,4 +102,54 @@ pub fn verify(g: &Graph) -> Result<()> {
     }
     crate::graph::exec::infer_types(g)
         .map_err(|e| bad(format!("the graph does not type-check: {e}")))
+}
+
+/// The layouts of `g`'s results: its outputs, then the values of its `.grad`
+/// effects (`None` where unknown).
+pub(crate) fn result_layouts(g: &Graph) -> Vec<Option<LayoutKey>> {
+    let lay = layouts(g);
+    let at = |v: usize| lay.get(v).cloned().flatten();
+    g.outputs
+        .iter()
+        .map(|&o| at(o))
+        .chain(g.set_grads.iter().map(|s| s.value.and_then(at)))
+        .collect()
+}
+
+/// [`verify`] after `pass` ("the cse pass"), and the results' layouts
+/// against `want` (from [`result_layouts`] of the graph the passes started
+/// from); an error names the pass.
+pub(crate) fn after_pass(g: &Graph, pass: &str, want: &[Option<LayoutKey>]) -> Result<()> {
+    let named = |e: Error| match e {
+        Error::Runtime {
+            op: "graph verifier",
+            msg,
+        } => bad(format!("after {pass}: {msg}")),
+        e => bad(format!("after {pass}: {e}")),
+    };
+    verify(g).map_err(named)?;
+    let got = result_layouts(g);
+    let n_out = g.outputs.len();
+    for (k, (w, h)) in want.iter().zip(&got).enumerate() {
+        if let (Some(w), Some(h)) = (w, h) {
+            if w != h {
+                let what = if k < n_out {
+                    format!("output {k}")
+                } else {
+                    format!("the .grad effect {}", k - n_out)
+                };
+                return Err(bad(format!(
+                    "after {pass}: {what} has layout {h:?} where the captured graph had {w:?}"
+                )));
+            }
+        }
+    }
+    if want.len() != got.len() {
+        return Err(bad(format!(
+            "after {pass}: {} results where the captured graph had {}",
+            got.len(),
+            want.len()
+        )));
+    }
+    Ok(())
 }
