@@ -387,6 +387,24 @@ def test_module_to_gpu_and_back():
     np.testing.assert_allclose(m(x).detach().numpy(), want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU", "GRUCell", "LSTMCell"])
+def test_recurrent_layers_on_the_gpu_start_from_zeros_there(kind):
+    # Without an initial state the layers made their zeros on the CPU, so
+    # every recurrent layer on the GPU failed with "found cpu and gpu".
+    fg.manual_seed(0)
+    m = getattr(fg.nn, kind)(3, 5)
+    x = fg.randn(2, 4, 3) if not kind.endswith("Cell") else fg.randn(4, 3)
+    want = [t.detach().numpy() for t in _flat(m(x))]
+    m.to("gpu")
+    got = [t.cpu().numpy() for t in _flat(m(x.to("gpu")))]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _flat(out):
+    return [t for o in out for t in _flat(o)] if isinstance(out, (tuple, list)) else [out]
+
+
 def test_grad_flows_back_across_devices():
     x = fg.tensor([1.0, -2.0, 3.0], requires_grad=True)
     y = (x.to("gpu") * 2).relu().sum()

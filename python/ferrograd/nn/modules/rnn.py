@@ -88,7 +88,7 @@ class _CellBase(Module):
         return input, hx, batched
 
     def _zeros(self, input: Tensor) -> Tensor:
-        return _core.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
+        return _core.zeros((input.shape[0], self.hidden_size), dtype=input.dtype, device=input.device)
 
     def _check_hidden(self, h: Tensor, input: Tensor, what: str) -> None:
         if tuple(h.shape) != (input.shape[0], self.hidden_size):
@@ -242,7 +242,7 @@ class _RNNBase(Module):
         dirs = 2 if self.bidirectional else 1
         want = (self.num_layers * dirs, n, self.hidden_size)
         if hx is None:
-            h0 = _core.zeros(want, dtype=input.dtype)
+            h0 = _core.zeros(want, dtype=input.dtype, device=input.device)
             c0 = h0 if is_lstm else None
         else:
             h0, c0 = hx if is_lstm else (hx, None)
@@ -270,7 +270,7 @@ class _RNNBase(Module):
                 for t in steps:
                     h, c = _step(self.mode, xp[t], h, c, w_hh, b_hh)
                     ys[t] = h
-                outs.append(_core.stack(ys) if seq_len else _core.zeros((0, n, self.hidden_size), dtype=input.dtype))
+                outs.append(_core.stack(ys) if seq_len else _core.zeros((0, n, self.hidden_size), dtype=input.dtype, device=input.device))
                 h_n.append(h)
                 if c is not None:
                     c_n.append(c)
