@@ -253,3 +253,33 @@ def test_session_with_gpu_placeholders():
     with pytest.raises(TypeError, match="float64"):
         with fg.Graph():
             fg.placeholder(fg.float64, (2,), device="gpu")
+
+
+@pytest.mark.parametrize("pool", ["avg", "adaptive"])
+def test_training_step_through_average_pooling_captures_on_the_gpu(pool):
+    # The pooling gradients built their constant factors for the device the
+    # gradient was on, which while tracing is the shape-only one: on a GPU
+    # graph average pooling's float64 factors were refused and adaptive
+    # pooling's matrices stayed on the CPU.
+    def make():
+        fg.manual_seed(4)
+        p = fg.nn.AvgPool2d(2) if pool == "avg" else fg.nn.AdaptiveAvgPool2d((2, 3))
+        return fg.nn.Sequential(fg.nn.Conv2d(2, 3, 3), p, fg.nn.Flatten()).to("gpu")
+
+    em, cm = make(), make()
+    x = fg.tensor(_rand(3, 2, 8, 9, seed=5), device="gpu")
+
+    def step_of(m):
+        def step(x):
+            m.zero_grad()
+            loss = (m(x) ** 2).mean()
+            loss.backward()
+            return loss
+
+        return step
+
+    cstep = fg.compile(step_of(cm))
+    for _ in range(2):
+        np.testing.assert_allclose(cstep(x).cpu().numpy(), step_of(em)(x).cpu().numpy(), **TOL)
+        for pe, pc in zip(em.parameters(), cm.parameters(), strict=True):
+            np.testing.assert_allclose(pc.grad.cpu().numpy(), pe.grad.cpu().numpy(), **TOL)

@@ -1189,7 +1189,11 @@ impl Backward for AvgPoolBackward {
                 inv.push(if div > 0 { 1.0 / div as f64 } else { 0.0 });
             }
         }
-        let inv = if matches!(g.device(), crate::tensor::Device::Gpu(_)) {
+        // (`run_device`: a captured gradient is on the device the graph runs on.)
+        let inv = if matches!(
+            crate::graph::trace::run_device(g),
+            crate::tensor::Device::Gpu(_)
+        ) {
             // The GPU holds no float64: build the factors in float32 there.
             let inv: Vec<f32> = inv.iter().map(|&v| v as f32).collect();
             Tensor::from_vec_on(inv, &[oh, ow], g.device())?
@@ -1215,9 +1219,10 @@ impl Backward for AvgPoolBackward {
     }
 }
 
-/// `(out, size)` averaging matrix of adaptive pooling along one dim: row `i`
-/// is `1/len` over the window `[floor(i*size/out), ceil((i+1)*size/out))`.
-fn adaptive_matrix(out: usize, size: usize) -> Result<Tensor> {
+/// `(out, size)` averaging matrix of adaptive pooling along one dim, on
+/// `like`'s device in its dtype: row `i` is `1/len` over the window
+/// `[floor(i*size/out), ceil((i+1)*size/out))`.
+fn adaptive_matrix(out: usize, size: usize, like: &Tensor) -> Result<Tensor> {
     let mut m = vec![0.0f64; out * size];
     for i in 0..out {
         let s = i * size / out;
@@ -1226,7 +1231,19 @@ fn adaptive_matrix(out: usize, size: usize) -> Result<Tensor> {
             m[i * size + j] = 1.0 / (e - s) as f64;
         }
     }
-    Tensor::from_vec(m, &[out, size])
+    // (`run_device`: a captured gradient is on the device the graph runs on;
+    // made on `like`'s device, the matrix is then a constant of the graph.)
+    let m = if matches!(
+        crate::graph::trace::run_device(like),
+        crate::tensor::Device::Gpu(_)
+    ) {
+        // The GPU holds no float64.
+        let m: Vec<f32> = m.iter().map(|&v| v as f32).collect();
+        Tensor::from_vec_on(m, &[out, size], like.device())?
+    } else {
+        Tensor::from_vec_on(m, &[out, size], like.device())?
+    };
+    ew::to_dtype(&m, like.dtype())
 }
 
 /// Backward of `adaptive_avg_pool2d`: the pooling is `Aₕ x Aᵥᵀ` per plane
@@ -1258,16 +1275,8 @@ impl Backward for AdaptiveAvgPoolBackward {
                 g.device(),
             )?)]);
         }
-        let on_device = |m: Tensor| -> Result<Tensor> {
-            let m = ew::to_dtype(&m, g.dtype())?;
-            if matches!(g.device(), crate::tensor::Device::Gpu(_)) {
-                crate::backend::transfer(&m, g.device())
-            } else {
-                Ok(m)
-            }
-        };
-        let ah = on_device(adaptive_matrix(self.out_hw[0], self.hw[0])?)?;
-        let aw = on_device(adaptive_matrix(self.out_hw[1], self.hw[1])?)?;
+        let ah = adaptive_matrix(self.out_hw[0], self.hw[0], g)?;
+        let aw = adaptive_matrix(self.out_hw[1], self.hw[1], g)?;
         let t = crate::ops::linalg::matmul(&shape::transpose(&ah, 0, 1)?, g)?;
         Ok(vec![Some(crate::ops::linalg::matmul(&t, &aw)?)])
     }
