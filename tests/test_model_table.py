@@ -766,7 +766,21 @@ TABLE = [
 ]
 
 ENTRIES = [pytest.param(e, id=e.id) for e in TABLE]
-DYNAMIC = pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+_NO_GPU = pytest.mark.skipif(
+    not torch.gpu.is_available(), reason=f"no WebGPU adapter: {torch.gpu.unavailable_reason()}"
+)
+#: The WebGPU device runs each mode traced per shape (dynamic shapes run
+#: the same kernels there).
+DEVICE = pytest.mark.parametrize(
+    "device,dynamic",
+    [("cpu", False), ("cpu", True), pytest.param("gpu", False, marks=_NO_GPU)],
+    ids=["static", "dynamic", "gpu"],
+)
+
+
+def _on(device: str, batch: tuple[tuple[Tensor, ...], Tensor]) -> tuple[tuple[Tensor, ...], Tensor]:
+    args, target = batch
+    return tuple(a.to(device) for a in args), target.to(device)
 
 
 # ---------------------------------------------------------------------------
@@ -791,7 +805,7 @@ def _close(got: Any, want: Any, what: str) -> None:
         where = f"{what} [{k}]"
         assert g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape), (
             f"{where}: {g.dtype}{tuple(g.shape)} != {w.dtype}{tuple(w.shape)}")
-        gn, wn = g.detach().numpy(), w.detach().numpy()
+        gn, wn = g.detach().cpu().numpy(), w.detach().cpu().numpy()
         if w.dtype.is_floating_point:
             np.testing.assert_allclose(gn, wn, rtol=RTOL, atol=ATOL, err_msg=where)
         else:
@@ -820,11 +834,11 @@ def _check_traces(cf: Any, dynamic: bool, batches: tuple[int, ...]) -> None:
 # ---------------------------------------------------------------------------
 
 
-@DYNAMIC
+@DEVICE
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_inference_matches_eager(entry: Entry, dynamic: bool) -> None:
+def test_inference_matches_eager(entry: Entry, device: str, dynamic: bool) -> None:
     """(a) eval() and no_grad(): the compiled module (or prediction function) against eager."""
-    model = entry.build().eval()
+    model = entry.build().eval().to(device)
     if entry.predict is None:
         eager: Callable[..., Any] = model
     else:
@@ -833,17 +847,17 @@ def test_inference_matches_eager(entry: Entry, dynamic: bool) -> None:
     cf = torch.compile(eager, dynamic=dynamic)
     with torch.no_grad():
         for b in BATCHES:
-            args, _ = entry.data(b)
+            args, _ = _on(device, entry.data(b))
             _close(cf(*args), eager(*args), f"batch {b}")
     _check_traces(cf, dynamic, BATCHES)
 
 
-@DYNAMIC
+@DEVICE
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_gradients_match_eager(entry: Entry, dynamic: bool) -> None:
+def test_gradients_match_eager(entry: Entry, device: str, dynamic: bool) -> None:
     """(b) train(), gradients on: zero_grad, loss and backward inside the
     compiled function; the loss, every .grad and the buffers against eager."""
-    em = entry.build().train()
+    em = entry.build().train().to(device)
     cm = copy.deepcopy(em)
 
     def step_of(model: nn.Module) -> Callable[..., Tensor]:
@@ -858,7 +872,7 @@ def test_gradients_match_eager(entry: Entry, dynamic: bool) -> None:
     estep = step_of(em)
     cstep = torch.compile(step_of(cm), dynamic=dynamic)
     for k, b in enumerate(BATCHES):
-        args, target = entry.data(b)
+        args, target = _on(device, entry.data(b))
         torch.manual_seed(100 + k)
         want = estep(*args, target)
         torch.manual_seed(100 + k)
@@ -868,16 +882,16 @@ def test_gradients_match_eager(entry: Entry, dynamic: bool) -> None:
     _check_traces(cstep, dynamic, BATCHES)
 
 
-@DYNAMIC
+@DEVICE
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_compiled_module_backward_outside_matches_eager(entry: Entry, dynamic: bool) -> None:
+def test_compiled_module_backward_outside_matches_eager(entry: Entry, device: str, dynamic: bool) -> None:
     """(b) the other way users compile: ``torch.compile(model)`` called with
     gradients on, the loss and ``backward()`` in eager code around it."""
-    em = entry.build().train()
+    em = entry.build().train().to(device)
     cm = copy.deepcopy(em)
     cf = torch.compile(cm, dynamic=dynamic)
     for k, b in enumerate(BATCHES):
-        args, target = entry.data(b)
+        args, target = _on(device, entry.data(b))
         for model in (em, cm):
             model.zero_grad()
         torch.manual_seed(300 + k)
@@ -891,12 +905,12 @@ def test_compiled_module_backward_outside_matches_eager(entry: Entry, dynamic: b
     _check_traces(cf, dynamic, BATCHES)
 
 
-@DYNAMIC
+@DEVICE
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_training_steps_match_eager(entry: Entry, dynamic: bool) -> None:
+def test_training_steps_match_eager(entry: Entry, device: str, dynamic: bool) -> None:
     """(c) full training steps (forward, backward, optimizer step) compiled and
     eager from the same weights: the losses, then parameters and buffers after each step."""
-    em = entry.build().train()
+    em = entry.build().train().to(device)
     cm = copy.deepcopy(em)
 
     def step_of(model: nn.Module) -> Callable[..., Tensor]:
@@ -914,7 +928,7 @@ def test_training_steps_match_eager(entry: Entry, dynamic: bool) -> None:
     estep = step_of(em)
     cstep = torch.compile(step_of(cm), dynamic=dynamic)
     for k, b in enumerate(TRAIN_BATCHES):
-        args, target = entry.data(b)
+        args, target = _on(device, entry.data(b))
         torch.manual_seed(200 + k)
         want = estep(*args, target)
         torch.manual_seed(200 + k)
