@@ -47,6 +47,16 @@ def _tensors(arrays, dtype, rng, noncontig):
     return out
 
 
+def _draw(data, spec: OpSpec, dtype: str):
+    """One drawn sample as tensors (contiguous or not, drawn too) and its kwargs."""
+    arrays, kwargs = spec.sample(data.draw, dtype)
+    noncontig = data.draw(st.booleans(), label="non-contiguous")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    base = _tensors(arrays, dtype, rng, noncontig)
+    note(f"inputs: {[getattr(a, 'shape', a) for a in base]}, kwargs {kwargs}")
+    return base, kwargs
+
+
 def _copies(args):
     return [a.clone() if isinstance(a, fg.Tensor) else a for a in args]
 
@@ -75,11 +85,7 @@ def test_op_captured(spec: OpSpec, dtype: str):
     @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def run(data):
-        arrays, kwargs = spec.sample(data.draw, dtype)
-        noncontig = data.draw(st.booleans(), label="non-contiguous")
-        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-        base = _tensors(arrays, dtype, rng, noncontig)
-        note(f"inputs: {[getattr(a, 'shape', a) for a in base]}, kwargs {kwargs}")
+        base, kwargs = _draw(data, spec, dtype)
 
         def fn(*xs):
             return spec.fg_fn(*xs, **kwargs)
@@ -244,11 +250,7 @@ def test_op_compiled_column(spec: OpSpec, dtype: str, tmp_path):
     @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def run(data):
-        arrays, kwargs = spec.sample(data.draw, dtype)
-        noncontig = data.draw(st.booleans(), label="non-contiguous")
-        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-        base = _tensors(arrays, dtype, rng, noncontig)
-        note(f"inputs: {[getattr(a, 'shape', a) for a in base]}, kwargs {kwargs}")
+        base, kwargs = _draw(data, spec, dtype)
         seed = data.draw(st.integers(0, 2**31), label="rng seed")
 
         def fn(*xs):
