@@ -7,9 +7,10 @@ would paste from PyTorch code (``nn.Module`` subclasses, ``F.`` calls,
 ``.transpose(1, 2).contiguous().view(B, T, C)``, ``masked_fill`` with a
 ``tril`` buffer, ``x[:, -1, :]``, ``out += identity``...).
 
-Each entry runs in four modes, each traced per shape (``static``) and with a
-symbolic batch dimension (``dynamic=True``), over batch sizes 1, 3 and 16
-(then 3 again, which reuses a graph):
+Each entry runs in four modes, each traced per shape (``static``), with a
+symbolic batch dimension (``dynamic=True``) and on the WebGPU device (traced
+per shape; skipped, saying why, without an adapter), over batch sizes 1, 3
+and 16 (then 3 again, which reuses a graph):
 
 - ``inference``: the model in ``eval()``, under ``no_grad()``, compiled as a
   module (or the entry's prediction function);
