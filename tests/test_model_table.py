@@ -7,10 +7,10 @@ would paste from PyTorch code (``nn.Module`` subclasses, ``F.`` calls,
 ``.transpose(1, 2).contiguous().view(B, T, C)``, ``masked_fill`` with a
 ``tril`` buffer, ``x[:, -1, :]``, ``out += identity``...).
 
-Each entry runs in four modes, each traced per shape (``static``), with a
-symbolic batch dimension (``dynamic=True``) and on the WebGPU device (traced
-per shape; skipped, saying why, without an adapter), over batch sizes 1, 3
-and 16 (then 3 again, which reuses a graph):
+Each entry runs in four modes, each traced per shape (``static``) and with a
+symbolic batch dimension (``dynamic=True``), on the CPU and on the WebGPU
+device (skipped, saying why, without an adapter), over batch sizes 1, 3 and
+16 (then 3 again, which reuses a graph):
 
 - ``inference``: the model in ``eval()``, under ``no_grad()``, compiled as a
   module (or the entry's prediction function);
@@ -770,12 +770,15 @@ ENTRIES = [pytest.param(e, id=e.id) for e in TABLE]
 _NO_GPU = pytest.mark.skipif(
     not torch.gpu.is_available(), reason=f"no WebGPU adapter: {torch.gpu.unavailable_reason()}"
 )
-#: The WebGPU device runs each mode traced per shape (dynamic shapes run
-#: the same kernels there).
 DEVICE = pytest.mark.parametrize(
     "device,dynamic",
-    [("cpu", False), ("cpu", True), pytest.param("gpu", False, marks=_NO_GPU)],
-    ids=["static", "dynamic", "gpu"],
+    [
+        ("cpu", False),
+        ("cpu", True),
+        pytest.param("gpu", False, marks=_NO_GPU),
+        pytest.param("gpu", True, marks=_NO_GPU),
+    ],
+    ids=["static", "dynamic", "gpu-static", "gpu-dynamic"],
 )
 
 
