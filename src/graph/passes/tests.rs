@@ -448,8 +448,15 @@ fn simplify_keeps_a_strided_operand_of_an_identity() {
         vec![shape::view(&z, &[12]).unwrap()]
     });
     let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
-    assert_eq!(count(&h, |c| matches!(c, OpCall::BinaryScalar { .. })), 1, "{rep:?}");
-    assert_eq!(run(&g, std::slice::from_ref(&x)), run(&h, std::slice::from_ref(&x)));
+    assert_eq!(
+        count(&h, |c| matches!(c, OpCall::BinaryScalar { .. })),
+        1,
+        "{rep:?}"
+    );
+    assert_eq!(
+        run(&g, std::slice::from_ref(&x)),
+        run(&h, std::slice::from_ref(&x))
+    );
     // From a contiguous operand the identity still goes.
     let g = capture(std::slice::from_ref(&x), |a| {
         let z = ew::binary_scalar(BinaryOp::Add, &a[0], Scalar::Float(0.0), false).unwrap();
@@ -499,6 +506,11 @@ fn verifier_names_the_pass_that_breaks_a_layout() {
     let mut dead = vec![false; bad.nodes.len()];
     dead[i] = true;
     remove_nodes(&mut bad, &dead);
-    let err = verify::after_pass(&bad, "the cse pass", &want).unwrap_err().to_string();
-    assert!(err.contains("after the cse pass: output 0 has layout"), "{err}");
+    let err = verify::after_pass(&bad, "the cse pass", &want)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("after the cse pass: output 0 has layout"),
+        "{err}"
+    );
 }
