@@ -8,8 +8,9 @@ would paste from PyTorch code (``nn.Module`` subclasses, ``F.`` calls,
 ``tril`` buffer, ``x[:, -1, :]``, ``out += identity``...).
 
 Each entry runs in four modes, each traced per shape (``static``) and with a
-symbolic batch dimension (``dynamic=True``), over batch sizes 1, 3 and 16
-(then 3 again, which reuses a graph):
+symbolic batch dimension (``dynamic=True``), on the CPU and on the WebGPU
+device (skipped, saying why, without an adapter), over batch sizes 1, 3 and
+16 (then 3 again, which reuses a graph):
 
 - ``inference``: the model in ``eval()``, under ``no_grad()``, compiled as a
   module (or the entry's prediction function);
@@ -769,12 +770,15 @@ ENTRIES = [pytest.param(e, id=e.id) for e in TABLE]
 _NO_GPU = pytest.mark.skipif(
     not torch.gpu.is_available(), reason=f"no WebGPU adapter: {torch.gpu.unavailable_reason()}"
 )
-#: The WebGPU device runs each mode traced per shape (dynamic shapes run
-#: the same kernels there).
 DEVICE = pytest.mark.parametrize(
     "device,dynamic",
-    [("cpu", False), ("cpu", True), pytest.param("gpu", False, marks=_NO_GPU)],
-    ids=["static", "dynamic", "gpu"],
+    [
+        ("cpu", False),
+        ("cpu", True),
+        pytest.param("gpu", False, marks=_NO_GPU),
+        pytest.param("gpu", True, marks=_NO_GPU),
+    ],
+    ids=["static", "dynamic", "gpu-static", "gpu-dynamic"],
 )
 
 
@@ -936,6 +940,63 @@ def test_training_steps_match_eager(entry: Entry, device: str, dynamic: bool) ->
         _close(got, want, f"step {k} (batch {b}): loss")
         _same_params(cm, em, f"after step {k} (batch {b})")
     _check_traces(cstep, dynamic, TRAIN_BATCHES)
+
+
+# ---------------------------------------------------------------------------
+# Model code whose Python needs tensor values: refused at capture
+# ---------------------------------------------------------------------------
+
+
+def loss_over_real_tokens(logits: Tensor, targets: Tensor) -> Tensor:
+    """Padding dropped by a boolean mask (``ignore_index`` keeps shapes fixed)."""
+    keep = targets != -100
+    return F.cross_entropy(logits[keep], targets[keep])
+
+
+def truncate_to_longest(x: Tensor, lengths: Tensor) -> Tensor:
+    """A padded batch cut to its longest sequence, a size read from a tensor."""
+    T = int(lengths.max())
+    return x[:, :T].mean(dim=1)
+
+
+def skip_bad_batches(x: Tensor) -> Tensor:
+    """A Python branch on a value (``fg.cond`` captures both sides)."""
+    loss = (x * x).mean()
+    if torch.isnan(loss):
+        return torch.zeros(())
+    return loss
+
+
+def _refused_inputs(name: str) -> tuple[Tensor, ...]:
+    g = _gen(3, 20)
+    x = _randn(g, 3, 5, 7)
+    if name == "loss_over_real_tokens":
+        return x, _labels(g, 7, 3, 5).masked_fill(torch.arange(5) >= 3, -100)
+    if name == "truncate_to_longest":
+        return x, torch.tensor([2, 4, 3])
+    return (x,)
+
+
+REFUSED = {
+    "loss_over_real_tokens": (loss_over_real_tokens, r"boolean mask index.*not known while a graph is being captured"),
+    "truncate_to_longest": (truncate_to_longest, r"value of a tensor being captured.*not known until the graph runs"),
+    "skip_bad_batches": (skip_bad_batches, r"value of a tensor being captured.*fg\.cond"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_value_dependent_model_code_is_refused_at_capture(name: str) -> None:
+    """Data-dependent shapes and Python that reads a tensor's value cannot be
+    captured: ``TraceError`` names the reason and the user's line; with
+    ``fallback="eager"`` such a function runs eagerly instead."""
+    fn, why = REFUSED[name]
+    args = _refused_inputs(name)
+    with pytest.raises(torch.TraceError, match=why) as info:
+        torch.compile(fn)(*args)
+    assert "test_model_table.py" in str(info.value) and fn.__name__ in str(info.value)
+    cf = torch.compile(fn, fallback="eager")
+    _close(cf(*args), fn(*args), name)
+    assert cf.stats.graph_breaks == 1
 
 
 # ---------------------------------------------------------------------------

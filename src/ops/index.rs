@@ -279,7 +279,16 @@ impl AdvKey {
                             ));
                         }
                     }
-                    let nz = nonzero(t)?;
+                    let nz = nonzero(t).map_err(|e| match e {
+                        Error::Symbolic { .. } => Error::symbolic(
+                            op,
+                            format!(
+                                "a boolean mask index (mask shape {}) selects as many elements as it has true values, which are not known while a graph is being captured; keep shapes fixed with `where(mask, x, 0)` or `masked_fill`, or a loss's `ignore_index`",
+                                fmt_shape(t.shape())
+                            ),
+                        ),
+                        e => e,
+                    })?;
                     for j in 0..k {
                         adv.push((d + j, src + j, shape::select(&nz, 1, j as isize)?));
                     }
