@@ -193,16 +193,29 @@ impl Backward for UnaryBackward {
             Sin => mul(g, &unary(Cos, x)?)?,
             Cos => unary(Neg, &mul(g, &unary(Sin, x)?)?)?,
             Tan => mul(g, &adds(&mul(y, y)?, 1.0)?)?,
-            Tanh => mul(g, &rsubs(&mul(y, y)?, 1.0)?)?,
-            Sigmoid => mul(g, &mul(y, &rsubs(y, 1.0)?)?)?,
+            // From x, step for step as the fused kernels (so that a captured
+            // graph gives their bits): 1 - y² and y·(1 - y) cancel for large
+            // |x|. 1 - tanh²(x) = 4e / (1 + e)² with e = exp(-2|x|).
+            Tanh => {
+                let e = unary(Exp, &muls(&unary(Abs, x)?, -2.0)?)?;
+                let d = adds(&e, 1.0)?;
+                mul(g, &div(&muls(&e, 4.0)?, &mul(&d, &d)?)?)?
+            }
+            // σ(x)·(1 - σ(x)) = e / (1 + e)² with e = exp(-|x|).
+            Sigmoid => {
+                let e = unary(Exp, &unary(Neg, &unary(Abs, x)?)?)?;
+                let d = adds(&e, 1.0)?;
+                mul(g, &div(&e, &mul(&d, &d)?)?)?
+            }
             Relu => mask_grad(&cmps(BinaryOp::Gt, x, 0.0)?, g)?,
             LeakyRelu(s) => {
                 let m = cmps(BinaryOp::Gt, x, 0.0)?;
                 where_(&m, g, &muls(g, s)?)?
             }
             Elu(a) => {
+                // y + α = α·eˣ for x <= 0, from x (y + α cancels as x → -∞).
                 let m = cmps(BinaryOp::Gt, x, 0.0)?;
-                where_(&m, g, &mul(g, &adds(y, a)?)?)?
+                where_(&m, g, &mul(g, &muls(&unary(Exp, x)?, a)?)?)?
             }
             Gelu => {
                 // Φ(x) + x φ(x)
@@ -230,9 +243,14 @@ impl Backward for UnaryBackward {
                 mul(g, &add(&left, &right)?)?
             }
             Silu => {
-                let s = unary(Sigmoid, x)?;
-                let d = mul(&s, &adds(&mul(x, &rsubs(&s, 1.0)?)?, 1.0)?)?;
-                mul(g, &d)?
+                // σ(x)·(1 + x·σ(-x)), σ(x) and σ(-x) = 1 - σ(x) from one
+                // e = exp(-|x|) as in the fused kernels (1 - σ(x) cancels).
+                let e = unary(Exp, &unary(Neg, &unary(Abs, x)?)?)?;
+                let r = unary(Reciprocal, &adds(&e, 1.0)?)?;
+                let er = mul(&e, &r)?;
+                let pos = cmps(BinaryOp::Ge, x, 0.0)?;
+                let (s, sn) = (where_(&pos, &r, &er)?, where_(&pos, &er, &r)?);
+                mul(g, &mul(&s, &adds(&mul(x, &sn)?, 1.0)?)?)?
             }
             Softplus { beta, threshold } => {
                 let bx = muls(x, beta)?;

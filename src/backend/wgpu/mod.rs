@@ -2509,7 +2509,9 @@ impl Backend for WgpuBackend {
     ) -> Result<bool> {
         let op = uop.name();
         check_same_device(op, &[x, y, g, out])?;
-        if [x, y, g, out].iter().any(|t| t.dtype() != DType::F32) {
+        // float16/bfloat16 compute in float32, rounded once on store (their
+        // gradients written out of ops would round every intermediate).
+        if !gpu_float(x.dtype()) || [y, g, out].iter().any(|t| t.dtype() != x.dtype()) {
             return Ok(false);
         }
         let (bd, bufs) = bind(op, &[x, y, g, out])?;
