@@ -1019,11 +1019,20 @@ impl Backward for SoftmaxBackward {
             }
         }
         let d = [self.dim];
+        // float16/bfloat16 compute in float32 and round once at the end, as the
+        // fused kernels do: rounded to the dtype, Σ g·y carries an error of
+        // about u·|g|, and the dominant entry's g - Σ g·y is only (1 - y)·g.
+        let (y, g) = (&for_vjp(y)?, &for_vjp(g)?);
         let gx = if self.log {
             let s = sum(g, Some(&d), true, None)?;
             sub(g, &mul(&elementwise::unary(UnaryOp::Exp, y)?, &s)?)?
         } else {
-            let s = sum(&mul(g, y)?, Some(&d), true, None)?;
+            // Σ g·y / Σ y: rounded outputs do not sum to exactly 1 (Σ y is 1 as a
+            // function of x, so the derivatives of this form are the same).
+            let s = div(
+                &sum(&mul(g, y)?, Some(&d), true, None)?,
+                &sum(y, Some(&d), true, None)?,
+            )?;
             mul(y, &sub(g, &s)?)?
         };
         Ok(vec![Some(elementwise::to_dtype(&gx, self.in_dtype)?)])

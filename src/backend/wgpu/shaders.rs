@@ -1053,7 +1053,7 @@ pub fn softmax(bd: &Bindings) -> String {
 }
 
 /// Softmax (log-softmax when `md[2] != 0`) gradient of (y, g, out) over the
-/// single reduced dim: `y·(g - Σ g·y)`, or `g - exp(y)·Σ g` for log-softmax.
+/// single reduced dim: `y·(g - Σ g·y / Σ y)`, or `g - exp(y)·Σ g` for log-softmax.
 /// Metadata as [`softmax`] for `y` (offset md[5]), then g's offset (md[6])
 /// and strides after y's, then out's offset and strides.
 pub fn softmax_grad(bd: &Bindings) -> String {
@@ -1091,7 +1091,17 @@ pub fn softmax_grad(bd: &Bindings) -> String {
     }}
     sh[lid] = a;
 {}
-    let tot = sh[0];
+    var tot = sh[0];
+    workgroupBarrier();
+    // Σ y, to weigh Σ g·y by: rounded outputs do not sum to exactly 1, and the
+    // dominant entry's g - Σ g·y cancels to about (1 - y)·g, below that error.
+    a = 0.0;
+    if (valid && !lg) {{
+        for (var j = lid; j < nred; j = j + {RED_WG}u) {{ a = a + {ya}[u32(i32(xb) + red_off(j))]; }}
+    }}
+    sh[lid] = a;
+{}
+    if (!lg) {{ tot = tot / sh[0]; }}
     if (valid) {{
         for (var j = lid; j < nred; j = j + {RED_WG}u) {{
             let yv = {ya}[u32(i32(xb) + red_off(j))];
@@ -1101,6 +1111,7 @@ pub fn softmax_grad(bd: &Bindings) -> String {
             {oa}[u32(oo + i32(j) * os)] = r;
         }}
     }}",
+        tree("A + B"),
         tree("A + B"),
     );
     row_shader(bd, GTy::F32, &body)
