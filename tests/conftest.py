@@ -6,7 +6,8 @@ draws fresh random examples each run and remembers failures.
 
 Tests that fill a cell of the coverage matrix carry the marker
 ``optable_cell(op, column)`` — the op-table driver uses the dtype as the
-column; later suites add their own columns (``grad``, ``gpu``, ...). At the
+column; later suites add their own columns (``grad``, ``gradgrad``, the
+low-precision gradients ``grad-<dtype>`` and ``gpu-grad-<dtype>``, ...). At the
 end of the session a table of op × column shows each cell's outcome.
 """
 
@@ -46,6 +47,13 @@ settings.register_profile("dev", deadline=None, suppress_health_check=_QUIET_CHE
 settings.load_profile(os.environ.get("FG_HYPOTHESIS_PROFILE", "ci"))
 
 DTYPE_COLUMNS = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]
+# Columns shown after the dtype columns, in this order when present (others follow as met).
+LATER_COLUMNS = [
+    "grad", "gradgrad", "grad-float32", "grad-float16", "grad-bfloat16",
+    "gpu", "gpu-grad-float32", "gpu-grad-float16", "gpu-grad-bfloat16",
+]
+SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+         "int32": "i32", "int64": "i64", "bool": "bool"}
 MARKS = {"pass": "+", "fail": "F", "skip": "s", "xfail": "x", "xpass": "X"}
 _RANK = {"fail": 4, "xpass": 3, "xfail": 2, "skip": 1, "pass": 0}
 
@@ -120,7 +128,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _cells or config.getoption("--no-optable-matrix"):
         return
     reg = _registry()
-    extra = []
+    seen = {col for _, col in _cells}
+    extra = [c for c in LATER_COLUMNS if c in seen]
     for _, col in _cells:
         if col not in DTYPE_COLUMNS and col not in extra:
             extra.append(col)
@@ -130,21 +139,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         key=lambda n: (reg.get(n, {}).get("family", "~"), n),
     )
     width = max(len(o) for o in ops) + 2
-    short = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-             "int32": "i32", "int64": "i64", "bool": "bool"}
-    heads = [short.get(c, c) for c in cols]
+    # "gpu-grad-bfloat16" -> "gpu-grad-bf16": dtype names in column names shortened
+    heads = ["-".join(SHORT.get(p, p) for p in c.split("-")) for c in cols]
+    widths = [max(4, len(h)) for h in heads]
     tr = terminalreporter
     tr.write_sep("=", "op-table coverage")
     tr.write_line(
         "+ pass  F fail  s skip  x xfail  X xpass  ? declared by the registry, not tested  . not declared"
     )
-    tr.write_line("op".ljust(width) + "family".ljust(13) + " ".join(h.rjust(4) for h in heads))
+    tr.write_line("op".ljust(width) + "family".ljust(13) + " ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)))
     counts: dict[str, int] = {}
     for op in ops:
         info = reg.get(op, {})
         declared = set(info.get("dtypes", []))
         row = []
-        for c in cols:
+        for c, w in zip(cols, widths, strict=True):
             o = _cells.get((op, c))
             if o is not None:
                 mark = MARKS[o]
@@ -154,7 +163,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 counts["untested"] = counts.get("untested", 0) + 1
             else:
                 mark = "."
-            row.append(mark.rjust(4))
+            row.append(mark.rjust(w))
         tr.write_line(op.ljust(width) + info.get("family", "-").ljust(13) + " ".join(row))
     tr.write_line("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 

@@ -24,6 +24,9 @@ import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from optable import ALL_SPECS
+from optable._lowp import LOWP_DTYPES, draw_example, lowp_grads, reference
+from optable._lowp import compare as lowp_compare
+from optable._lowp import describe as lowp_describe
 from optable._runner import (
     as_array,
     compare,
@@ -165,6 +168,7 @@ NOT_DIFFERENTIABLE = {
 # outputs do not record history); the list may only shrink.
 PENDING_GRAD: set[str] = set()
 MAX_GRAD_ELEMENTS = 60  # finite differences cost two forward runs per input element
+LOWP_EXAMPLES = 20  # at least this many examples per low-precision gradient cell
 GRAD_SPECS = [s for s in ALL_SPECS if REGISTRY.get(s.name, {}).get("differentiable")]
 
 
@@ -229,6 +233,50 @@ def test_grad(spec: OpSpec, order: str):
             raise
 
     run()
+
+
+# ---------------------------------------------------------------------------
+# Low-precision gradient column: float32/float16/bfloat16 VJPs against float64
+# ---------------------------------------------------------------------------
+
+def _lowp_cases():
+    for spec in GRAD_SPECS:
+        for dtype in LOWP_DTYPES:
+            if dtype in spec.dtypes:
+                yield pytest.param(spec, dtype, id=f"{spec.name}-grad-{dtype}",
+                                   marks=[pytest.mark.optable_cell(spec.name, f"grad-{dtype}")])
+
+
+@pytest.mark.parametrize("spec,dtype", list(_lowp_cases()))
+def test_grad_lowp(spec: OpSpec, dtype: str):
+    """The VJP of every differentiable op in float32, float16 and bfloat16 equals the float64
+    VJP of the same rounded inputs and cotangents, within the dtype's unit roundoff times the
+    spec's ``lowp_grad_factor`` (the tolerance is described in ``tests/optable/_lowp.py``)."""
+    if spec.skip:
+        pytest.skip(spec.skip)
+    if spec.grad_skip:
+        pytest.skip(spec.grad_skip)
+    ran: list[float] = []
+
+    @settings(max_examples=max(1, round(max(spec.grad_examples, LOWP_EXAMPLES) * SCALE)), deadline=None)
+    @given(st.data())
+    def run(data):
+        ex = draw_example(spec, data.draw, dtype, MAX_GRAD_ELEMENTS, spec.noncontig)
+        ref = reference(spec, ex, dtype)
+        assume(ref is not None)
+        try:
+            got = lowp_grads(spec, ex, ref, dtype, "cpu")
+            worst, where = lowp_compare(ex, got, ref, dtype, spec.lowp_factor(dtype))
+        except BaseException:
+            note(lowp_describe(ex))
+            raise
+        ran.append(worst)
+        if worst > 1.0:
+            note(lowp_describe(ex))
+            raise AssertionError(f"{spec.name}[{dtype}] gradient differs from float64: {where}")
+
+    run()
+    assert ran, f"{spec.name}[{dtype}]: no drawn example had a gradient to compare"
 
 
 def test_float_ops_are_differentiable():

@@ -37,6 +37,27 @@ pub(crate) fn rsubs(a: &Tensor, s: f64) -> Result<Tensor> {
 fn cmps(op: BinaryOp, a: &Tensor, s: f64) -> Result<Tensor> {
     binary_scalar(op, a, Scalar::Float(s), false)
 }
+/// The dtype a VJP written in ops computes in: float32 for float16 and
+/// bfloat16, rounded once to the dtype at the end (as their kernels compute
+/// in float32 and round once on store; composed in the dtype itself, every
+/// intermediate would be rounded), else the dtype itself.
+pub(crate) fn vjp_dtype(d: DType) -> DType {
+    match d {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// `t` in [`vjp_dtype`] of its dtype (itself, recording nothing, where that is its dtype).
+pub(crate) fn for_vjp(t: &Tensor) -> Result<Tensor> {
+    let d = vjp_dtype(t.dtype());
+    if d == t.dtype() {
+        Ok(t.clone())
+    } else {
+        to_dtype(t, d)
+    }
+}
+
 /// `mask ? g : 0`.
 fn mask_grad(mask: &Tensor, g: &Tensor) -> Result<Tensor> {
     let z = scalar_tensor(Scalar::Float(0.0), g.dtype(), g.device())?;
@@ -194,9 +215,34 @@ impl Backward for UnaryBackward {
 }
 
 /// `g · op'(x)` composed from primitives (`y = op(x)`), in the dtype the
-/// primitives give; not defined for the non-differentiable ops.
+/// primitives give (float32 for float16/bfloat16 where the rule takes more
+/// than one rounding step; callers round to the dtype once); not defined for
+/// the non-differentiable ops.
 fn composed_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
     use UnaryOp::*;
+    // Rules of more than one rounding step compute half types in float32.
+    let one_step = matches!(
+        op,
+        Neg | Abs
+            | Sign
+            | Floor
+            | Ceil
+            | Round
+            | Trunc
+            | Square
+            | Exp
+            | Log
+            | Sqrt
+            | Relu
+            | LeakyRelu(_)
+            | Clamp { .. }
+    );
+    let (x, y, g) = if one_step {
+        (x.clone(), y.clone(), g.clone())
+    } else {
+        (for_vjp(x)?, for_vjp(y)?, for_vjp(g)?)
+    };
+    let (x, y, g) = (&x, &y, &g);
     let gx = match op {
         Neg => unary(Neg, g)?,
         Abs => mul(g, &unary(Sign, x)?)?,
@@ -207,22 +253,37 @@ fn composed_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Resul
         Log => div(g, x)?,
         Log2 => div(g, &muls(x, LN_2)?)?,
         Log1p => div(g, &adds(x, 1.0)?)?,
-        Expm1 => mul(g, &adds(y, 1.0)?)?,
+        // eˣ from x: y + 1 cancels for negative x (rounded y near -1).
+        Expm1 => mul(g, &unary(Exp, x)?)?,
         Sqrt => div(g, &muls(y, 2.0)?)?,
-        Rsqrt => mul(g, &muls(&mul(y, &mul(y, y)?)?, -0.5)?)?,
+        // -y³/2 as -y/(2x): one product of the stored y where y³ has three.
+        Rsqrt => mul(g, &muls(&div(y, x)?, -0.5)?)?,
         Sin => mul(g, &unary(Cos, x)?)?,
         Cos => unary(Neg, &mul(g, &unary(Sin, x)?)?)?,
         Tan => mul(g, &adds(&mul(y, y)?, 1.0)?)?,
-        Tanh => mul(g, &rsubs(&mul(y, y)?, 1.0)?)?,
-        Sigmoid => mul(g, &mul(y, &rsubs(y, 1.0)?)?)?,
+        // From x, step for step as the fused kernels (so that a captured
+        // graph gives their bits): 1 - y² and y·(1 - y) cancel for large
+        // |x|. 1 - tanh²(x) = 4e / (1 + e)² with e = exp(-2|x|).
+        Tanh => {
+            let e = unary(Exp, &muls(&unary(Abs, x)?, -2.0)?)?;
+            let d = adds(&e, 1.0)?;
+            mul(g, &div(&muls(&e, 4.0)?, &mul(&d, &d)?)?)?
+        }
+        // σ(x)·(1 - σ(x)) = e / (1 + e)² with e = exp(-|x|).
+        Sigmoid => {
+            let e = unary(Exp, &unary(Neg, &unary(Abs, x)?)?)?;
+            let d = adds(&e, 1.0)?;
+            mul(g, &div(&e, &mul(&d, &d)?)?)?
+        }
         Relu => mask_grad(&cmps(BinaryOp::Gt, x, 0.0)?, g)?,
         LeakyRelu(s) => {
             let m = cmps(BinaryOp::Gt, x, 0.0)?;
             where_(&m, g, &muls(g, s)?)?
         }
         Elu(a) => {
+            // y + α = α·eˣ for x <= 0, from x (y + α cancels as x → -∞).
             let m = cmps(BinaryOp::Gt, x, 0.0)?;
-            where_(&m, g, &mul(g, &adds(y, a)?)?)?
+            where_(&m, g, &mul(g, &muls(&unary(Exp, x)?, a)?)?)?
         }
         Gelu => {
             // Φ(x) + x φ(x)
@@ -250,9 +311,14 @@ fn composed_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Resul
             mul(g, &add(&left, &right)?)?
         }
         Silu => {
-            let s = unary(Sigmoid, x)?;
-            let d = mul(&s, &adds(&mul(x, &rsubs(&s, 1.0)?)?, 1.0)?)?;
-            mul(g, &d)?
+            // σ(x)·(1 + x·σ(-x)), σ(x) and σ(-x) = 1 - σ(x) from one
+            // e = exp(-|x|) as in the fused kernels (1 - σ(x) cancels).
+            let e = unary(Exp, &unary(Neg, &unary(Abs, x)?)?)?;
+            let r = unary(Reciprocal, &adds(&e, 1.0)?)?;
+            let er = mul(&e, &r)?;
+            let pos = cmps(BinaryOp::Ge, x, 0.0)?;
+            let (s, sn) = (where_(&pos, &r, &er)?, where_(&pos, &er, &r)?);
+            mul(g, &mul(&s, &adds(&mul(x, &sn)?, 1.0)?)?)?
         }
         Softplus { beta, threshold } => {
             let bx = muls(x, beta)?;
@@ -328,6 +394,9 @@ impl Backward for BinaryBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None, None]);
         };
+        // Rules of more than one rounding step (division, power, atan2) compute
+        // half types in float32; the others are exact or one product.
+        let c = for_vjp;
         let (ga, gb): (Option<Tensor>, Option<Tensor>) = match self.op {
             Add => (Some(g.clone()), Some(g.clone())),
             Sub => (Some(g.clone()), Some(unary(UnaryOp::Neg, g)?)),
@@ -338,7 +407,10 @@ impl Backward for BinaryBackward {
             Div => (
                 needs[0].then(|| div(g, b)).transpose()?,
                 needs[1]
-                    .then(|| -> Result<Tensor> { unary(UnaryOp::Neg, &div(&mul(g, y)?, b)?) })
+                    .then(|| -> Result<Tensor> {
+                        let (g, y, b) = (&c(g)?, &c(y)?, &c(b)?);
+                        unary(UnaryOp::Neg, &div(&mul(g, y)?, b)?)
+                    })
                     .transpose()?,
             ),
             FloorDiv => (Some(zeros_like(g)?), Some(zeros_like(g)?)),
@@ -351,6 +423,7 @@ impl Backward for BinaryBackward {
                     .transpose()?,
             ),
             Pow => {
+                let (a, b, g) = (&c(a)?, &c(b)?, &c(g)?);
                 let ga = needs[0]
                     .then(|| -> Result<Tensor> {
                         // b * a^(b-1), with 0 where b == 0 (avoids 0 * inf).
@@ -363,7 +436,7 @@ impl Backward for BinaryBackward {
                 let gb = needs[1]
                     .then(|| -> Result<Tensor> {
                         // y * ln(a), with 0 where a == 0 and b >= 0.
-                        let d = mul(y, &unary(UnaryOp::Log, a)?)?;
+                        let d = mul(&c(y)?, &unary(UnaryOp::Log, a)?)?;
                         let m = binary(LogicalAnd, &cmps(Eq, a, 0.0)?, &cmps(Ge, b, 0.0)?)?;
                         let z = scalar_tensor(Scalar::Float(0.0), d.dtype(), d.device())?;
                         mul(g, &where_(&m, &z, &d)?)
@@ -387,6 +460,7 @@ impl Backward for BinaryBackward {
                 )
             }
             Atan2 => {
+                let (a, b, g) = (&c(a)?, &c(b)?, &c(g)?);
                 let den = add(&mul(a, a)?, &mul(b, b)?)?;
                 (
                     Some(mul(g, &div(b, &den)?)?),

@@ -25,7 +25,7 @@ use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::ops::elementwise::{self, BinaryOp, UnaryOp};
-use crate::ops::elementwise_grad::{div, mul, muls, sub};
+use crate::ops::elementwise_grad::{div, for_vjp, mul, muls, sub};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::{fmt_shape, norm_dim};
 use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
@@ -925,15 +925,24 @@ impl Backward for VarBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None]);
         };
-        let x = &saved[0];
-        let mut gv = self.r.keep(g)?;
+        // float16/bfloat16 compute in float32 (rounded once, by `done`): in the
+        // dtype itself the mean is rounded before x - mean, an error of u·|mean|
+        // against values that may be much smaller than it.
+        let x = &for_vjp(&saved[0])?;
+        let mut gv = for_vjp(&self.r.keep(g)?)?;
         if self.std {
-            let yk = self.r.keep(&saved[1])?;
+            let yk = for_vjp(&self.r.keep(&saved[1])?)?;
             let z = cmp_s(BinaryOp::Eq, &yk, Scalar::Float(0.0))?;
             let den = elementwise::where_(&z, &scalar_like(1.0, &yk)?, &muls(&yk, 2.0)?)?;
             gv = elementwise::where_(&z, &scalar_like(0.0, &yk)?, &div(&gv, &den)?)?;
         }
+        // Centred twice (the corrected two-pass scheme): x - mean(x) is off by
+        // the rounding of the mean, u·|mean|, the same in every element, which
+        // std's gradient divides by std; the mean of the first residuals is
+        // that offset, and taking it away leaves an error of u·|x - mean|. (The
+        // second mean is 0 as a function of x: the derivatives do not change.)
         let xm = sub(x, &mean(x, Some(&self.r.dims), true, None)?)?;
+        let xm = sub(&xm, &mean(&xm, Some(&self.r.dims), true, None)?)?;
         let denom = (self.r.count as f64 - self.correction).max(0.0);
         let scaled = if self.correction.fract() == 0.0 && denom > 0.0 {
             // An integer divisor: a size, which a captured graph can make symbolic.
@@ -964,9 +973,12 @@ impl Backward for LogSumExpBackward {
         let Some(g) = &grads[0] else {
             return Ok(vec![None]);
         };
-        let (x, y) = (&saved[0], &saved[1]);
+        // float16/bfloat16 compute in float32 (rounded once, by `done`): x - y
+        // rounded to the dtype would cost u·|x - y| of relative error in eˣ⁻ʸ.
+        let (x, y) = (&for_vjp(&saved[0])?, &for_vjp(&saved[1])?);
         let p = elementwise::unary(UnaryOp::Exp, &sub(x, &self.r.keep(y)?)?)?;
-        self.r.done(&mul(&self.r.keep(g)?, &p)?)
+        let g = for_vjp(&self.r.keep(g)?)?;
+        self.r.done(&mul(&g, &p)?)
     }
 }
 
@@ -1012,11 +1024,20 @@ impl Backward for SoftmaxBackward {
 /// The softmax gradient composed of recorded ops (differentiable again).
 fn composed_softmax_grad(y: &Tensor, g: &Tensor, dim: isize, log: bool) -> Result<Tensor> {
     let d = [dim];
+    // float16/bfloat16 compute in float32 and round once at the end, as the
+    // fused kernels do: rounded to the dtype, Σ g·y carries an error of
+    // about u·|g|, and the dominant entry's g - Σ g·y is only (1 - y)·g.
+    let (y, g) = (&for_vjp(y)?, &for_vjp(g)?);
     if log {
         let s = sum(g, Some(&d), true, None)?;
         sub(g, &mul(&elementwise::unary(UnaryOp::Exp, y)?, &s)?)
     } else {
-        let s = sum(&mul(g, y)?, Some(&d), true, None)?;
+        // Σ g·y / Σ y: rounded outputs do not sum to exactly 1 (Σ y is 1 as a
+        // function of x, so the derivatives of this form are the same).
+        let s = div(
+            &sum(&mul(g, y)?, Some(&d), true, None)?,
+            &sum(y, Some(&d), true, None)?,
+        )?;
         mul(y, &sub(g, &s)?)
     }
 }
@@ -1060,7 +1081,7 @@ pub fn softmax_grad(y: &Tensor, g: &Tensor, dim: usize, log: bool) -> Result<Ten
     if backend(y.device()).softmax_grad(y, g, dim, log, &out)? {
         return Ok(out);
     }
-    composed_softmax_grad(y, g, dim as isize, log)
+    elementwise::to_dtype(&composed_softmax_grad(y, g, dim as isize, log)?, y.dtype())
 }
 
 /// `Σ_{j >= i} t_j` along `dim` (a cumsum of the flipped tensor, flipped back).

@@ -25,6 +25,10 @@ DEFAULT_TOL = {
     "bool": (0, 0),
 }
 
+# Unit roundoffs a low-precision VJP may be off by, per unit of its terms' size
+# (``OpSpec.lowp_grad_factor``).
+LOWP_GRAD_FACTOR = 4.0
+
 # A sampler takes hypothesis's ``draw`` and a dtype name, and returns
 # (list of NumPy input arrays, dict of keyword arguments).
 Sampler = Callable[[Callable[[Any], Any], str], "tuple[list[np.ndarray], dict]"]
@@ -84,9 +88,21 @@ class OpSpec:
     # for abs/relu/sign, rounding steps, ties) before the check; turn off for a
     # ``grad_sample`` that places values deliberately.
     grad_snap: bool = True
+    # Low-precision gradient columns (``<op>-grad-<dtype>``, ``tests/optable/_lowp.py``):
+    # the VJP in float32/float16/bfloat16 may differ from the float64 VJP of the
+    # same rounded values by this many unit roundoffs of the dtype, times the
+    # sum of the magnitudes of the terms it adds up. The default allows a few
+    # roundings (operands, a product, the one rounding on store); an op needing
+    # more says why next to its spec (a dict gives factors per dtype, the
+    # default for the dtypes it leaves out).
+    lowp_grad_factor: float | dict[str, float] = LOWP_GRAD_FACTOR
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return self.tol.get(dtype, DEFAULT_TOL[dtype])
+
+    def lowp_factor(self, dtype: str) -> float:
+        f = self.lowp_grad_factor
+        return f.get(dtype, LOWP_GRAD_FACTOR) if isinstance(f, dict) else f
 
 
 # ---------------------------------------------------------------------------

@@ -1180,8 +1180,25 @@ macro_rules! float_unary_grad {
         let one = <$C>::ONE;
         let zero = <$C>::ZERO;
         match $op {
-            Tanh => $run!(PAR_MIN, move |_x: $C, y: $C, g: $C| g * (one - y * y)),
-            Sigmoid => $run!(PAR_MIN, move |_x: $C, y: $C, g: $C| g * (y * (one - y))),
+            // The derivatives come from x, not from the stored output y:
+            // 1 - y² and y·(1 - y) cancel where |x| is large (y near ±1), and a
+            // float16/bfloat16 y, rounded before the kernel sees it, is then
+            // often exactly ±1 (a zero gradient). With e = exp(-2|x|),
+            // 1 - tanh²(x) = 4e / (1 + e)²; with e = exp(-|x|),
+            // σ(x)·(1 - σ(x)) = e / (1 + e)²: no cancellation anywhere.
+            Tanh => {
+                let (two, four) = (<$C>::c(2.0), <$C>::c(4.0));
+                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
+                    let e = Real::exp(-(two * x.abs()));
+                    let d = one + e;
+                    g * (four * e / (d * d))
+                })
+            }
+            Sigmoid => $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
+                let e = Real::exp(-x.abs());
+                let d = one + e;
+                g * (e / (d * d))
+            }),
             Relu => $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero {
                 g
             } else {
@@ -1197,17 +1214,22 @@ macro_rules! float_unary_grad {
             }
             Elu(a) => {
                 let a = <$C>::c(a);
-                $run!(PAR_MIN, move |x: $C, y: $C, g: $C| if x > zero {
+                // y + α = α·eˣ for x <= 0, taken from x: y + α cancels as x → -∞.
+                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| if x > zero {
                     g
                 } else {
-                    g * (y + a)
+                    g * (a * Real::exp(x))
                 })
             }
             Gelu => $run!(PAR_MIN_HEAVY, |x: $C, _y: $C, g: $C| g * x.gelu_grad()),
             GeluTanh => $run!(PAR_MIN_HEAVY, |x: $C, _y: $C, g: $C| g * x.gelu_tanh_grad()),
+            // σ(x) and 1 - σ(x) = σ(-x) from one e = exp(-|x|): 1 - σ(x) taken
+            // as a difference cancels for large x.
             Silu => $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
-                let s = x.sigmoid();
-                g * (s * (x * (one - s) + one))
+                let e = Real::exp(-x.abs());
+                let r = one / (one + e);
+                let (s, sn) = if x >= zero { (r, e * r) } else { (e * r, r) };
+                g * (s * (x * sn + one))
             }),
             Softplus { beta, threshold } => {
                 let (b, t) = (<$C>::c(beta), <$C>::c(threshold));

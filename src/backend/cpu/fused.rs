@@ -107,7 +107,7 @@ unsafe fn rows_of<R: Element>(t: &Tensor, a: usize, b: usize, d: usize) -> &[R] 
 // ---------------------------------------------------------------------------
 
 multiversion! {
-    /// Gradient rows of softmax (`y·(g - Σ g·y)`) or log-softmax (`g - e^y·Σ g`).
+    /// Gradient rows of softmax (`y·(g - Σ g·y / Σ y)`) or log-softmax (`g - e^y·Σ g`).
     fn softmax_grad_rows<R: Real>(y: &[R], g: &[R], out: &mut [R], d: usize, log: bool) {
         for ((yr, gr), or) in y.chunks_exact(d).zip(g.chunks_exact(d)).zip(out.chunks_exact_mut(d)) {
             if log {
@@ -116,7 +116,12 @@ multiversion! {
                     *o = gv - yv.exp() * s;
                 }
             } else {
-                let s = R::c(sum2(gr, yr, |a, b| a * b));
+                // Σ g·y over Σ y: the stored outputs are rounded and do not sum to
+                // exactly 1, and for a dominant entry g - Σ g·y cancels to about
+                // (1 - y)·g, which a sum off by n roundings of y would swamp.
+                // (Each sum rounded to R, then divided: as the VJP composed of
+                // ops computes it, so that a captured graph gives these bits.)
+                let s = R::c(sum2(gr, yr, |a, b| a * b)) / R::c(sum2(yr, yr, |a, _| a));
                 for ((o, &yv), &gv) in or.iter_mut().zip(yr).zip(gr) {
                     *o = yv * (gv - s);
                 }

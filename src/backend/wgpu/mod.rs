@@ -2425,7 +2425,8 @@ impl Backend for WgpuBackend {
             "softmax_backward"
         };
         check_same_device(op, &[y, g, out])?;
-        if [y, g, out].iter().any(|t| t.dtype() != DType::F32) {
+        // float16/bfloat16 compute in float32 here as well, rounded once on store.
+        if !gpu_float(y.dtype()) || [g, out].iter().any(|t| t.dtype() != y.dtype()) {
             return Ok(false);
         }
         let nd = y.ndim();
@@ -2509,7 +2510,9 @@ impl Backend for WgpuBackend {
     ) -> Result<bool> {
         let op = uop.name();
         check_same_device(op, &[x, y, g, out])?;
-        if [x, y, g, out].iter().any(|t| t.dtype() != DType::F32) {
+        // float16/bfloat16 compute in float32, rounded once on store (their
+        // gradients written out of ops would round every intermediate).
+        if !gpu_float(x.dtype()) || [y, g, out].iter().any(|t| t.dtype() != x.dtype()) {
             return Ok(false);
         }
         let (bd, bufs) = bind(op, &[x, y, g, out])?;
@@ -4078,7 +4081,7 @@ impl WgpuBackend {
     }
 
     /// The softmax gradient along a line longer than one binding:
-    /// `y·(g - Σ g·y)`, or `g - exp(y)·Σ g` for log-softmax (float32).
+    /// `y·(g - Σ g·y / Σ y)`, or `g - exp(y)·Σ g` for log-softmax (float32).
     fn softmax_grad_long(
         &self,
         y: &Tensor,
@@ -4105,8 +4108,12 @@ impl WgpuBackend {
             self.binary(BinaryOp::Mul, &t, &self.spread(op, &s, shape)?, &t)?;
             self.binary(BinaryOp::Sub, g, &t, out)
         } else {
+            // Σ g·y / Σ y, as the one-pass kernel: rounded outputs do not sum to exactly 1.
+            let sy = Tensor::empty(&kept, DType::F32, dev)?;
+            self.reduce(ReduceOp::Sum, y, &mask, &sy)?;
             self.binary(BinaryOp::Mul, g, y, &t)?;
             self.reduce(ReduceOp::Sum, &t, &mask, &s)?;
+            self.binary(BinaryOp::Div, &s, &sy, &s)?;
             self.binary(BinaryOp::Sub, g, &self.spread(op, &s, shape)?, &t)?;
             self.binary(BinaryOp::Mul, y, &t, out)
         }

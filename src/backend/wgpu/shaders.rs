@@ -582,18 +582,20 @@ pub fn unary(b: &Bindings, op: UnaryOp, ty: GTy, out: GTy) -> Option<String> {
 pub fn unary_grad_expr(op: UnaryOp) -> Option<&'static str> {
     use UnaryOp::*;
     Some(match op {
-        Tanh => "g * (1.0 - y * y)",
-        Sigmoid => "g * (y * (1.0 - y))",
+        // From x, as on the CPU: 1 - y² and y·(1 - y) cancel for large |x|
+        // (and a rounded half-precision y is often exactly ±1 there).
+        Tanh => "g * tanh_grad(x)",
+        Sigmoid => "g * sigmoid_grad(x)",
         Relu => "select(0.0, g, x > 0.0)",
         LeakyRelu(_) => "select(g * pf(0u), g, x > 0.0)",
-        Elu(_) => "select(g * (y + pf(0u)), g, x > 0.0)",
+        Elu(_) => "select(g * (pf(0u) * exp_f(x)), g, x > 0.0)",
         // d/dx x·Φ(x) = Φ(x) + x·φ(x), x clamped in φ as on the CPU.
         Gelu => {
             "g * (0.5 * (1.0 + erf_f(x * 0.7071067811865476)) + cx(x, 40.0) * exp_f(-0.5 * cx(x, 40.0) * cx(x, 40.0)) * 0.3989422804014327)"
         }
         // 0.5·(1 + tanh(u)) = sigmoid(2u): sigmoid(z) + x·z'·sigmoid'(z).
         GeluTanh => "g * gelu_tanh_grad(cx(x, 1000.0))",
-        Silu => "g * (sigmoid_f(x) * (x * (1.0 - sigmoid_f(x)) + 1.0))",
+        Silu => "g * silu_grad(x)",
         Softplus { .. } => "select(g * sigmoid_f(x * pf(0u)), g, x * pf(0u) > pf(1u))",
         Erf => "g * (exp_f(-(x * x)) * 1.1283791670955126)",
         _ => return None,
@@ -605,6 +607,22 @@ pub fn unary_grad(b: &Bindings, op: UnaryOp) -> Option<String> {
     let e = unary_grad_expr(op)?;
     let helpers = "
 fn cx(x: f32, m: f32) -> f32 { return select(clamp(x, -m, m), x, is_nan(x)); }
+// 1 - tanh²(x) = 4e / (1 + e)² with e = exp(-2|x|); σ'(x) = e / (1 + e)² with e = exp(-|x|).
+fn tanh_grad(x: f32) -> f32 {
+    let e = exp_f(-2.0 * abs(x));
+    return 4.0 * e / ((1.0 + e) * (1.0 + e));
+}
+fn sigmoid_grad(x: f32) -> f32 {
+    let e = exp_f(-abs(x));
+    return e / ((1.0 + e) * (1.0 + e));
+}
+// σ(x)·(1 + x·σ(-x)), σ(x) and σ(-x) from one e = exp(-|x|) (1 - σ(x) cancels for large x).
+fn silu_grad(x: f32) -> f32 {
+    let e = exp_f(-abs(x));
+    let r = 1.0 / (1.0 + e);
+    let pos = x >= 0.0;
+    return select(e * r, r, pos) * (x * select(r, e * r, pos) + 1.0);
+}
 fn gelu_tanh_grad(x: f32) -> f32 {
     let z = 1.5957691216057308 * x * (1.0 + 0.044715 * x * x);
     let dz = 1.5957691216057308 * (1.0 + 0.134145 * x * x);
@@ -1035,7 +1053,7 @@ pub fn softmax(bd: &Bindings) -> String {
 }
 
 /// Softmax (log-softmax when `md[2] != 0`) gradient of (y, g, out) over the
-/// single reduced dim: `y·(g - Σ g·y)`, or `g - exp(y)·Σ g` for log-softmax.
+/// single reduced dim: `y·(g - Σ g·y / Σ y)`, or `g - exp(y)·Σ g` for log-softmax.
 /// Metadata as [`softmax`] for `y` (offset md[5]), then g's offset (md[6])
 /// and strides after y's, then out's offset and strides.
 pub fn softmax_grad(bd: &Bindings) -> String {
@@ -1073,7 +1091,17 @@ pub fn softmax_grad(bd: &Bindings) -> String {
     }}
     sh[lid] = a;
 {}
-    let tot = sh[0];
+    var tot = sh[0];
+    workgroupBarrier();
+    // Σ y, to weigh Σ g·y by: rounded outputs do not sum to exactly 1, and the
+    // dominant entry's g - Σ g·y cancels to about (1 - y)·g, below that error.
+    a = 0.0;
+    if (valid && !lg) {{
+        for (var j = lid; j < nred; j = j + {RED_WG}u) {{ a = a + {ya}[u32(i32(xb) + red_off(j))]; }}
+    }}
+    sh[lid] = a;
+{}
+    if (!lg) {{ tot = tot / sh[0]; }}
     if (valid) {{
         for (var j = lid; j < nred; j = j + {RED_WG}u) {{
             let yv = {ya}[u32(i32(xb) + red_off(j))];
@@ -1083,6 +1111,7 @@ pub fn softmax_grad(bd: &Bindings) -> String {
             {oa}[u32(oo + i32(j) * os)] = r;
         }}
     }}",
+        tree("A + B"),
         tree("A + B"),
     );
     row_shader(bd, GTy::F32, &body)
