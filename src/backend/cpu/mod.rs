@@ -1,5 +1,6 @@
 //! The CPU backend: SIMD (runtime-dispatched) and multithreaded (rayon) kernels.
 
+pub mod arg_reduce;
 pub mod conv;
 pub mod elementwise;
 pub mod fused;
@@ -7,10 +8,13 @@ pub mod gemm;
 pub mod graph_kernel;
 pub mod index;
 pub mod math;
+pub mod norm;
 pub mod random;
 pub mod reduce;
+pub mod scan;
 pub mod sgemm;
 pub mod simd;
+pub mod softmax;
 pub mod strided;
 pub mod vmath;
 
@@ -199,10 +203,10 @@ impl Backend for CpuBackend {
         values: Option<&Tensor>,
         indices: &Tensor,
     ) -> Result<()> {
-        reduce::arg_reduce(op, x, dim, values, indices)
+        arg_reduce::arg_reduce(op, x, dim, values, indices)
     }
     fn softmax(&self, x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
-        reduce::softmax(x, dim, log, out)
+        softmax::softmax(x, dim, log, out)
     }
     fn layer_norm(
         &self,
@@ -215,10 +219,10 @@ impl Backend for CpuBackend {
         mean: &Tensor,
         rstd: &Tensor,
     ) -> Result<()> {
-        reduce::layer_norm(x, weight, bias, eps, rms, out, mean, rstd)
+        norm::layer_norm(x, weight, bias, eps, rms, out, mean, rstd)
     }
     fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
-        reduce::cumulative(op, x, dim, out)
+        scan::cumulative(op, x, dim, out)
     }
     fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
         random::fill(out, dist, s)

@@ -1,5 +1,7 @@
 //! CPU reduction kernels: `reduce` (sum, mean, prod, max, min, all, any, var,
-//! logsumexp), `arg_reduce`, `softmax` and `cumulative` scans.
+//! logsumexp), and the folds, loaders and geometry the arg-reductions
+//! (`arg_reduce.rs`), softmax (`softmax.rs`), norms (`norm.rs`) and scans
+//! (`scan.rs`) share.
 //!
 //! # Plan
 //!
@@ -31,31 +33,31 @@ use std::marker::PhantomData;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
-use super::elementwise::{cast_copy, stream_fence, stream_lines, stream_ok};
-use super::math::{lane_fold, lane_sum, Real};
+use super::elementwise::cast_copy;
+use super::math::{lane_fold, Real};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
 use crate::multiversion;
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::ops::reduce::ReduceOp;
 use crate::tensor::layout::contiguous_strides;
 use crate::tensor::{DType, Element, Layout, Shape, Strides, Tensor};
 
 /// Independent accumulators per block (4 AVX2 / 2 AVX-512 vectors of f32).
 const LANES: usize = 32;
 /// Elements folded in the lane type before being combined in the wide type.
-const BLOCK: usize = 8192;
+pub(super) const BLOCK: usize = 8192;
 /// Runs shorter than this are folded with a scalar loop.
 const SCALAR_MAX: usize = 64;
 /// Contiguous runs at least this long align their blocks to 64 bytes.
 const ALIGN_MIN: usize = 4096;
 /// Work unit (elements) when one reduction is split over threads.
-const CHUNK: usize = 1 << 15;
+pub(super) const CHUNK: usize = 1 << 15;
 /// Kept-dim chunk of the column path (whole rows of up to 4 KiB of f32 stream best).
 const JC: usize = 1024;
 /// Reduced rows folded in the lane type by the column path before widening.
 const COL_FLUSH: usize = 64;
 /// Below this many input elements a reduction runs on the calling thread.
-const PAR_MIN: usize = 1 << 15;
+pub(super) const PAR_MIN: usize = 1 << 15;
 
 // ---------------------------------------------------------------------------
 // Loading inputs into the compute type
@@ -144,6 +146,30 @@ macro_rules! load_int {
 load_int!(i32);
 load_int!(u8);
 
+/// `n` contiguous elements at `p` as the compute type (converted into `buf` if needed).
+///
+/// # Safety
+/// `p` valid for `n` reads, not written while the slice lives.
+#[inline]
+pub(super) unsafe fn load_run<T: Load<C>, C: Copy + Default>(
+    p: *const T,
+    n: usize,
+    buf: &mut Vec<C>,
+) -> &[C] {
+    let xs = std::slice::from_raw_parts(p, n);
+    match T::native(xs) {
+        Some(c) => c,
+        None => {
+            buf.resize(n, C::default());
+            T::load(xs, buf);
+            buf
+        }
+    }
+}
+
+/// Columns handled together by the column arg-reduction and scans.
+pub(super) const AJ: usize = 1024;
+
 // ---------------------------------------------------------------------------
 // Folds
 // ---------------------------------------------------------------------------
@@ -221,7 +247,7 @@ macro_rules! red_float {
 }
 
 #[inline(always)]
-fn max_nan<F: Real>(a: F, x: F) -> F {
+pub(super) fn max_nan<F: Real>(a: F, x: F) -> F {
     if x > a || x.is_nan() {
         x
     } else {
@@ -385,7 +411,7 @@ multiversion! {
 /// # Safety
 /// `p` must be valid for `n` reads.
 #[inline]
-unsafe fn fold_run<T: Load<R::C>, R: Red>(
+pub(super) unsafe fn fold_run<T: Load<R::C>, R: Red>(
     r: R,
     p: *const T,
     n: usize,
@@ -440,7 +466,13 @@ unsafe fn fold_run<T: Load<R::C>, R: Red>(
 /// Call `f(offset)` for `count` consecutive row-major positions of
 /// `(shape, strides)` starting at linear index `start`.
 #[inline]
-fn walk(shape: &[usize], strides: &[isize], start: usize, count: usize, mut f: impl FnMut(isize)) {
+pub(super) fn walk(
+    shape: &[usize],
+    strides: &[isize],
+    start: usize,
+    count: usize,
+    mut f: impl FnMut(isize),
+) {
     if count == 0 {
         return;
     }
@@ -475,7 +507,7 @@ fn walk(shape: &[usize], strides: &[isize], start: usize, count: usize, mut f: i
 
 /// Offset of linear position `i` of `(shape, strides)`.
 #[inline]
-fn offset_of(shape: &[usize], strides: &[isize], i: usize) -> isize {
+pub(super) fn offset_of(shape: &[usize], strides: &[isize], i: usize) -> isize {
     let mut o = 0;
     walk(shape, strides, i, 1, |off| o = off);
     o
@@ -637,7 +669,7 @@ impl Geo {
     }
 }
 
-fn threads() -> usize {
+pub(super) fn threads() -> usize {
     crate::par::split()
 }
 
@@ -1128,303 +1160,7 @@ where
 }
 
 // ---------------------------------------------------------------------------
-// arg_reduce
-// ---------------------------------------------------------------------------
-
-pub fn arg_reduce(
-    op: ArgOp,
-    x: &Tensor,
-    dim: usize,
-    values: Option<&Tensor>,
-    indices: &Tensor,
-) -> Result<()> {
-    if let Some(v) = values {
-        if v.dtype() != x.dtype() {
-            return Err(Error::runtime(
-                "max",
-                format!(
-                    "values dtype {} differs from input {}",
-                    v.dtype(),
-                    x.dtype()
-                ),
-            ));
-        }
-    }
-    let max = op == ArgOp::Max;
-    macro_rules! float {
-        ($T:ty, $C:ty) => {
-            if max {
-                arg_typed::<$T, _>(MaxF::<$C>::new(), max, x, dim, values, indices)
-            } else {
-                arg_typed::<$T, _>(MinF::<$C>::new(), max, x, dim, values, indices)
-            }
-        };
-    }
-    macro_rules! int {
-        ($T:ty) => {
-            if max {
-                arg_typed::<$T, _>(MaxI, max, x, dim, values, indices)
-            } else {
-                arg_typed::<$T, _>(MinI, max, x, dim, values, indices)
-            }
-        };
-    }
-    match x.dtype() {
-        DType::F32 => float!(f32, f32),
-        DType::F16 => float!(f16, f32),
-        DType::BF16 => float!(bf16, f32),
-        DType::F64 => float!(f64, f64),
-        DType::I32 => int!(i32),
-        DType::I64 => int!(i64),
-        DType::Bool => int!(u8),
-    }
-    Ok(())
-}
-
-/// Compute types compared by the arg-reductions.
-pub trait Lane: Copy + Send + Sync + Default + PartialOrd + 'static {
-    fn isnan(self) -> bool;
-}
-impl Lane for f32 {
-    #[inline(always)]
-    fn isnan(self) -> bool {
-        self.is_nan()
-    }
-}
-impl Lane for f64 {
-    #[inline(always)]
-    fn isnan(self) -> bool {
-        self.is_nan()
-    }
-}
-impl Lane for i64 {
-    #[inline(always)]
-    fn isnan(self) -> bool {
-        false
-    }
-}
-
-/// Whether `v` beats the current best `b` (NaN beats everything but NaN; ties keep `b`).
-#[inline(always)]
-fn better<C: Lane>(max: bool, v: C, b: C) -> bool {
-    let nan = v.isnan() & !b.isnan();
-    if max {
-        (v > b) | nan
-    } else {
-        (v < b) | nan
-    }
-}
-
-multiversion! {
-    /// First position holding `m` (NaN matches NaN).
-    fn find_same<C: Lane>(xs: &[C], m: C) -> Option<usize> {
-        let mnan = m.isnan();
-        let same = |v: C| (v == m) | (v.isnan() & mnan);
-        for (ci, c) in xs.chunks(64).enumerate() {
-            if c.iter().fold(false, |h, &v| h | same(v)) {
-                return c.iter().position(|&v| same(v)).map(|i| ci * 64 + i);
-            }
-        }
-        None
-    }
-}
-
-multiversion! {
-    /// Column update: where `xs[j]` beats `best[j]`, take it with index `i`.
-    fn arg_cols<C: Lane>(best: &mut [C], idx: &mut [i64], xs: &[C], i: i64, max: bool) {
-        if max {
-            for ((b, k), &v) in best.iter_mut().zip(idx.iter_mut()).zip(xs) {
-                let t = better(true, v, *b);
-                *b = if t { v } else { *b };
-                *k = if t { i } else { *k };
-            }
-        } else {
-            for ((b, k), &v) in best.iter_mut().zip(idx.iter_mut()).zip(xs) {
-                let t = better(false, v, *b);
-                *b = if t { v } else { *b };
-                *k = if t { i } else { *k };
-            }
-        }
-    }
-}
-
-/// `n` contiguous elements at `p` as the compute type (converted into `buf` if needed).
-///
-/// # Safety
-/// `p` valid for `n` reads, not written while the slice lives.
-#[inline]
-unsafe fn load_run<T: Load<C>, C: Copy + Default>(p: *const T, n: usize, buf: &mut Vec<C>) -> &[C] {
-    let xs = std::slice::from_raw_parts(p, n);
-    match T::native(xs) {
-        Some(c) => c,
-        None => {
-            buf.resize(n, C::default());
-            T::load(xs, buf);
-            buf
-        }
-    }
-}
-
-/// The extreme value of `n` contiguous elements at `p` and its first position:
-/// a vectorised fold finds the value, a vectorised scan its first occurrence.
-///
-/// # Safety
-/// `p` valid for `n >= 1` reads.
-unsafe fn arg_run<T, R>(r: R, p: *const T, n: usize, buf: &mut Vec<R::C>) -> (R::C, usize)
-where
-    T: Load<R::C>,
-    R: Red<W = <R as Red>::C>,
-    R::C: Lane,
-{
-    let m = fold_run(r, p, n, R::C::default(), buf);
-    let mut base = 0;
-    while base < n {
-        let len = BLOCK.min(n - base);
-        let xs = load_run(p.add(base), len, buf);
-        if let Some(i) = find_same(xs, m) {
-            return (m, base + i);
-        }
-        base += len;
-    }
-    (m, 0)
-}
-
-/// Columns handled together by the column arg-reduction and scans.
-const AJ: usize = 1024;
-
-fn arg_typed<T, R>(
-    r: R,
-    max: bool,
-    x: &Tensor,
-    dim: usize,
-    values: Option<&Tensor>,
-    indices: &Tensor,
-) where
-    T: Load<R::C> + Element,
-    R: Red<W = <R as Red>::C>,
-    R::C: Lane,
-{
-    let n = x.shape()[dim];
-    let sd = x.strides()[dim];
-    let mut ks: Vec<usize> = x.shape().into();
-    let mut kst: Vec<isize> = x.strides().into();
-    ks.remove(dim);
-    kst.remove(dim);
-    let k: usize = ks.iter().product();
-    if k == 0 || n == 0 {
-        return;
-    }
-    let ko = contiguous_strides(&ks);
-    let (kshape, mut kstrs) = Layout::coalesce(&ks, &[&kst, &ko]);
-    let kstr = kstrs.swap_remove(0);
-    let xp = SendPtr(x.data_ptr::<T>());
-    let ip = SendPtr(indices.data_ptr::<i64>());
-    let vp = values.map(|v| SendPtr(v.data_ptr::<T>()));
-    let store = |kk: usize, koff: isize, i: usize| {
-        // SAFETY: kk < k; each output is written by one task; i < n.
-        unsafe {
-            *ip.get().add(kk) = i as i64;
-            if let Some(vp) = vp {
-                *vp.get().add(kk) = *xp.get().offset(koff + i as isize * sd);
-            }
-        }
-    };
-    let nthreads = threads();
-    let serial = k * n < PAR_MIN || nthreads == 1;
-    let tasks = if serial { 1 } else { nthreads * 8 };
-    if sd == 1 || n == 1 {
-        // Row path: each output scans a contiguous run.
-        let rows = |k0: usize, k1: usize| {
-            let mut buf = Vec::new();
-            let mut kk = k0;
-            walk(&kshape, &kstr, k0, k1 - k0, |koff| {
-                // SAFETY: a contiguous run of n elements.
-                let (_, i) = unsafe { arg_run(r, xp.get().offset(koff), n, &mut buf) };
-                store(kk, koff, i);
-                kk += 1;
-            });
-        };
-        if serial || k >= 2 * nthreads || n < 2 * CHUNK {
-            par_ranges(k, tasks, rows);
-        } else {
-            // Few long rows: fold fixed segments in parallel, combine in order.
-            let nseg = n.div_ceil(CHUNK);
-            let mut koffs = Vec::with_capacity(k);
-            walk(&kshape, &kstr, 0, k, |o| koffs.push(o));
-            let parts: Vec<(R::C, usize)> = crate::par::map_init(k * nseg, Vec::new, |buf, gi| {
-                let (kk, sg) = (gi / nseg, gi % nseg);
-                let a = sg * CHUNK;
-                let len = CHUNK.min(n - a);
-                // SAFETY: inside row kk.
-                let (m, i) =
-                    unsafe { arg_run(r, xp.get().offset(koffs[kk] + a as isize), len, buf) };
-                (m, a + i)
-            });
-            for kk in 0..k {
-                let mut best = parts[kk * nseg];
-                for &p in &parts[kk * nseg + 1..(kk + 1) * nseg] {
-                    if better(max, p.0, best.0) {
-                        best = p;
-                    }
-                }
-                store(kk, koffs[kk], best.1);
-            }
-        }
-    } else if kstr.last() == Some(&1) {
-        // Column path: the innermost kept dim is contiguous; keep a vector of bests.
-        let nk = kshape.len();
-        let ki = kshape[nk - 1];
-        let (ko_shape, ko_str) = (&kshape[..nk - 1], &kstr[..nk - 1]);
-        let ko_count: usize = ko_shape.iter().product();
-        let nj = ki.div_ceil(AJ);
-        par_ranges(ko_count * nj, tasks, |t0, t1| {
-            let mut buf = Vec::new();
-            let mut best: Vec<R::C> = Vec::with_capacity(AJ);
-            let mut idx: Vec<i64> = vec![0; AJ];
-            for t in t0..t1 {
-                let (o, jc) = (t / nj, t % nj);
-                let j0 = jc * AJ;
-                let len = AJ.min(ki - j0);
-                let koff = offset_of(ko_shape, ko_str, o) + j0 as isize;
-                // SAFETY: rows of `len` contiguous elements inside the input.
-                unsafe {
-                    best.clear();
-                    best.extend_from_slice(load_run(xp.get().offset(koff), len, &mut buf));
-                    let idx = &mut idx[..len];
-                    idx.iter_mut().for_each(|v| *v = 0);
-                    for i in 1..n {
-                        let xs = load_run(xp.get().offset(koff + i as isize * sd), len, &mut buf);
-                        arg_cols(&mut best, idx, xs, i as i64, max);
-                    }
-                    for (j, &i) in idx.iter().enumerate() {
-                        store(o * ki + j0 + j, koff + j as isize, i as usize);
-                    }
-                }
-            }
-        });
-    } else {
-        // Anything else: a strided scan per output.
-        par_ranges(k, tasks, |k0, k1| {
-            let mut kk = k0;
-            walk(&kshape, &kstr, k0, k1 - k0, |koff| {
-                // SAFETY: offsets from the layout.
-                let (mut best, mut bi) = (unsafe { *xp.get().offset(koff) }.lift(), 0);
-                for i in 1..n {
-                    let v = unsafe { *xp.get().offset(koff + i as isize * sd) }.lift();
-                    if better(max, v, best) {
-                        best = v;
-                        bi = i;
-                    }
-                }
-                store(kk, koff, bi);
-                kk += 1;
-            });
-        });
-    }
-}
-
-// ---------------------------------------------------------------------------
-// softmax
+// Helpers shared with the softmax, norm and scan kernels
 // ---------------------------------------------------------------------------
 
 /// A contiguous version of `x` (the tensor itself when already contiguous).
@@ -1438,7 +1174,7 @@ pub(super) fn contiguous_as(x: &Tensor, dtype: DType) -> Result<Tensor> {
 }
 
 /// `(outer, n, inner)` of a contiguous shape around `dim`.
-fn split3(shape: &[usize], dim: usize) -> (usize, usize, usize) {
+pub(super) fn split3(shape: &[usize], dim: usize) -> (usize, usize, usize) {
     if shape.is_empty() {
         return (1, 1, 1);
     }
@@ -1447,619 +1183,6 @@ fn split3(shape: &[usize], dim: usize) -> (usize, usize, usize) {
         shape[dim],
         shape[dim + 1..].iter().product(),
     )
-}
-
-pub fn softmax(x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
-    match x.dtype() {
-        DType::F32 => softmax_real::<f32>(x, dim, log, out),
-        DType::F64 => softmax_real::<f64>(x, dim, log, out),
-        DType::F16 | DType::BF16 => {
-            let xf = contiguous_as(x, DType::F32)?;
-            let of = Tensor::empty(x.shape(), DType::F32, x.device())?;
-            softmax_real::<f32>(&xf, dim, log, &of)?;
-            cast_copy(&of, out)
-        }
-        d => Err(Error::dtype(
-            if log { "log_softmax" } else { "softmax" },
-            format!("not implemented for dtype {d}"),
-        )),
-    }
-}
-
-/// Most columns handled together by the column softmax.
-const SJ: usize = 2048;
-
-#[inline(always)]
-fn softmax_row<R: Real>(x: &[R], y: &mut [R], log: bool) {
-    const L: usize = 16;
-    let ninf = R::c(f64::NEG_INFINITY);
-    let mut mx = [ninf; L];
-    let mut it = x.chunks_exact(L);
-    for c in &mut it {
-        let c: &[R; L] = c.try_into().unwrap();
-        for (m, &v) in mx.iter_mut().zip(c) {
-            *m = max_nan(*m, v);
-        }
-    }
-    let mut m = mx.iter().fold(ninf, |a, &b| max_nan(a, b));
-    for &v in it.remainder() {
-        m = max_nan(m, v);
-    }
-    let mut total = R::ZERO;
-    for (xb, yb) in x.chunks(BLOCK).zip(y.chunks_mut(BLOCK)) {
-        let mut acc = [R::ZERO; L];
-        let mut xi = xb.chunks_exact(L);
-        let mut yi = yb.chunks_exact_mut(L);
-        for (xc, yc) in (&mut xi).zip(&mut yi) {
-            let xc: &[R; L] = xc.try_into().unwrap();
-            let yc: &mut [R; L] = yc.try_into().unwrap();
-            for ((a, &v), o) in acc.iter_mut().zip(xc).zip(yc.iter_mut()) {
-                let e = (v - m).exp();
-                *o = e;
-                *a = *a + e;
-            }
-        }
-        for ((a, &v), o) in acc.iter_mut().zip(xi.remainder()).zip(yi.into_remainder()) {
-            let e = (v - m).exp();
-            *o = e;
-            *a = *a + e;
-        }
-        total = total + lane_sum(acc);
-    }
-    if log {
-        // (x - max) is exact for the values that matter; subtract log Σ after.
-        let ls = total.ln();
-        for (o, &v) in y.iter_mut().zip(x) {
-            *o = (v - m) - ls;
-        }
-    } else {
-        let inv = R::ONE / total;
-        for o in y.iter_mut() {
-            *o = *o * inv;
-        }
-    }
-}
-
-multiversion! {
-    /// Softmax of consecutive rows of length `d`.
-    fn softmax_rows<R: Real>(x: &[R], y: &mut [R], d: usize, log: bool) {
-        for (xr, yr) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
-            softmax_row(xr, yr, log);
-        }
-    }
-}
-
-multiversion! {
-    /// Column softmax, first pass over rows `a..b` of a slab (rows of length
-    /// `inner`, columns `j0..j0 + len`): the column maxima `m`, then the sums
-    /// `s` of `exp(x - m)`.
-    fn cols_max_sum<R: Real>(x: SendPtr<R>, inner: usize, a: usize, b: usize, j0: usize, m: &mut [R], s: &mut [R]) {
-        let len = m.len();
-        // SAFETY: the caller passes a slab holding rows a..b.
-        let row = |i: usize| unsafe { std::slice::from_raw_parts(x.get().add(i * inner + j0) as *const R, len) };
-        for i in a..b {
-            for (mj, &v) in m.iter_mut().zip(row(i)) {
-                *mj = max_nan(*mj, v);
-            }
-        }
-        for i in a..b {
-            for ((sj, &v), &mj) in s.iter_mut().zip(row(i)).zip(m.iter()) {
-                *sj = *sj + (v - mj).exp();
-            }
-        }
-    }
-}
-
-multiversion! {
-    /// Column softmax, last pass over `rows` (`x` and `y` point at the first column): `y = exp(x - m) * t`, or
-    /// `y = (x - m) - t` for log-softmax.
-    fn cols_write<R: Real>(x: SendPtr<R>, y: SendPtr<R>, inner: usize, rows: std::ops::Range<usize>, m: &[R], t: &[R], log: bool) {
-        let len = m.len();
-        for i in rows {
-            // SAFETY: rows of the slab; these `len` columns of y are
-            // written by this call only.
-            let (xr, yr) = unsafe {
-                (
-                    std::slice::from_raw_parts(x.get().add(i * inner) as *const R, len),
-                    std::slice::from_raw_parts_mut(y.get().add(i * inner), len),
-                )
-            };
-            if log {
-                for (((o, &v), &mj), &tj) in yr.iter_mut().zip(xr).zip(m).zip(t) {
-                    *o = (v - mj) - tj;
-                }
-            } else {
-                for (((o, &v), &mj), &tj) in yr.iter_mut().zip(xr).zip(m).zip(t) {
-                    *o = (v - mj).exp() * tj;
-                }
-            }
-        }
-    }
-}
-
-fn softmax_real<R: Real + Element>(x: &Tensor, dim: usize, log: bool, out: &Tensor) -> Result<()> {
-    let x = contiguous_as(x, R::DTYPE)?;
-    let (outer, n, inner) = split3(x.shape(), dim);
-    if outer * n * inner == 0 {
-        return Ok(());
-    }
-    let xp = SendPtr(x.data_ptr::<R>());
-    let yp = SendPtr(out.data_ptr::<R>());
-    let nthreads = threads();
-    let total = outer * n * inner;
-    let tasks = if total < PAR_MIN / 4 { 1 } else { nthreads * 8 };
-    if inner == 1 {
-        par_ranges(outer, tasks, |a, b| {
-            // SAFETY: rows a..b of the input and of the freshly allocated output,
-            // disjoint between tasks.
-            let (xs, ys) = unsafe {
-                (
-                    std::slice::from_raw_parts(xp.get().add(a * n) as *const R, (b - a) * n),
-                    std::slice::from_raw_parts_mut(yp.get().add(a * n), (b - a) * n),
-                )
-            };
-            softmax_rows(xs, ys, n, log);
-        });
-    } else {
-        // Column chunks as wide as possible (whole rows stream best); for
-        // parallelism the reduced rows are cut into parts whose partial
-        // maxima and sums are combined: S = Σ_p s_p · exp(m_p - M).
-        let nj = inner.div_ceil(SJ);
-        let width = inner.div_ceil(nj);
-        let slabs = outer * nj;
-        let parts = if tasks == 1 {
-            1
-        } else {
-            (2 * nthreads).div_ceil(slabs).min(n.div_ceil(16)).max(1)
-        };
-        let per = n.div_ceil(parts);
-        let ninf = R::c(f64::NEG_INFINITY);
-        let geom = |u: usize| {
-            let (sl, p) = (u / parts, u % parts);
-            let (o, jc) = (sl / nj, sl % nj);
-            let j0 = jc * width;
-            let len = width.min(inner - j0);
-            let (ra, rb) = (p * per, ((p + 1) * per).min(n));
-            (o, j0, len, ra, rb)
-        };
-        if parts == 1 {
-            // Enough slab chunks for the threads: each one in a single sweep pair.
-            par_ranges(slabs, tasks, |a, b| {
-                let mut m = vec![ninf; width];
-                let mut sm = vec![R::ZERO; width];
-                for u in a..b {
-                    let (o, j0, len, _, _) = geom(u);
-                    let (m, sm) = (&mut m[..len], &mut sm[..len]);
-                    m.iter_mut().for_each(|v| *v = ninf);
-                    sm.iter_mut().for_each(|v| *v = R::ZERO);
-                    // SAFETY: slab o of both tensors; columns j0..j0+len are this unit's.
-                    let (xs, ys) = unsafe {
-                        (
-                            SendPtr(xp.get().add(o * n * inner)),
-                            SendPtr(yp.get().add(o * n * inner)),
-                        )
-                    };
-                    cols_max_sum(xs, inner, 0, n, j0, m, sm);
-                    for tj in sm.iter_mut() {
-                        *tj = if log { tj.ln() } else { R::ONE / *tj };
-                    }
-                    cols_write(
-                        SendPtr(xs.get().wrapping_add(j0)),
-                        SendPtr(ys.get().wrapping_add(j0)),
-                        inner,
-                        0..n,
-                        m,
-                        sm,
-                        log,
-                    );
-                }
-            });
-            return Ok(());
-        }
-        let partial: Vec<(Vec<R>, Vec<R>)> = crate::par::map(slabs * parts, |u| {
-            let (o, j0, len, ra, rb) = geom(u);
-            let mut m = vec![ninf; len];
-            let mut sm = vec![R::ZERO; len];
-            // SAFETY: slab o of the input.
-            let xs = SendPtr(unsafe { xp.get().add(o * n * inner) });
-            cols_max_sum(xs, inner, ra, rb.max(ra), j0, &mut m, &mut sm);
-            (m, sm)
-        });
-        // Combine the parts of each slab chunk.
-        let combined: Vec<(Vec<R>, Vec<R>)> = (0..slabs)
-            .map(|sl| {
-                let ps = &partial[sl * parts..(sl + 1) * parts];
-                let len = ps[0].0.len();
-                let mut mm = vec![ninf; len];
-                for (m, _) in ps {
-                    for (a, &b) in mm.iter_mut().zip(m) {
-                        *a = max_nan(*a, b);
-                    }
-                }
-                let mut t = vec![R::ZERO; len];
-                for (m, sm) in ps {
-                    for (((tj, &mj), &sj), &mmj) in t.iter_mut().zip(m).zip(sm).zip(&mm) {
-                        // A part holding only -inf adds nothing (its own sum is NaN).
-                        if mj != ninf {
-                            *tj = *tj + sj * (mj - mmj).exp();
-                        }
-                    }
-                }
-                for tj in t.iter_mut() {
-                    *tj = if log { tj.ln() } else { R::ONE / *tj };
-                }
-                (mm, t)
-            })
-            .collect();
-        crate::par::for_each(slabs * parts, |u| {
-            let (o, j0, _len, ra, rb) = geom(u);
-            let (m, t) = &combined[u / parts];
-            // SAFETY: slab o of both tensors; each unit writes its own rows/columns.
-            let (xs, ys) = unsafe {
-                (
-                    SendPtr(xp.get().add(o * n * inner)),
-                    SendPtr(yp.get().add(o * n * inner)),
-                )
-            };
-            cols_write(
-                SendPtr(xs.get().wrapping_add(j0)),
-                SendPtr(ys.get().wrapping_add(j0)),
-                inner,
-                ra..rb.max(ra),
-                m,
-                t,
-                log,
-            );
-        });
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------
-// Layer norm / RMS norm
-// ---------------------------------------------------------------------------
-
-#[allow(clippy::too_many_arguments)]
-pub fn layer_norm(
-    x: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    eps: f64,
-    rms: bool,
-    out: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
-) -> Result<()> {
-    match x.dtype() {
-        DType::F32 => layer_norm_real::<f32>(x, weight, bias, eps, rms, out, mean, rstd),
-        DType::F64 => layer_norm_real::<f64>(x, weight, bias, eps, rms, out, mean, rstd),
-        DType::F16 | DType::BF16 => {
-            let f = |t: &Tensor| contiguous_as(t, DType::F32);
-            let xf = f(x)?;
-            let wf = weight.map(f).transpose()?;
-            let bf = bias.map(f).transpose()?;
-            let of = Tensor::empty(x.shape(), DType::F32, x.device())?;
-            layer_norm_real::<f32>(&xf, wf.as_ref(), bf.as_ref(), eps, rms, &of, mean, rstd)?;
-            cast_copy(&of, out)
-        }
-        d => Err(Error::dtype(
-            if rms { "rms_norm" } else { "layer_norm" },
-            format!("not implemented for dtype {d}"),
-        )),
-    }
-}
-
-/// Σ of `f(v)` over a row, with 16 accumulators per block and blocks combined in f64.
-#[inline(always)]
-fn row_sum<R: Real>(x: &[R], f: impl Fn(R) -> R) -> f64 {
-    const L: usize = 16;
-    let mut total = 0.0f64;
-    for xb in x.chunks(BLOCK) {
-        let mut acc = [R::ZERO; L];
-        let mut it = xb.chunks_exact(L);
-        for c in &mut it {
-            let c: &[R; L] = c.try_into().unwrap();
-            for (a, &v) in acc.iter_mut().zip(c) {
-                *a = *a + f(v);
-            }
-        }
-        for (a, &v) in acc.iter_mut().zip(it.remainder()) {
-            *a = *a + f(v);
-        }
-        total += lane_sum(acc).as_f64();
-    }
-    total
-}
-
-/// Σ (v - mu)² over a row: the shifted values are formed in a lane-sized
-/// array first so the loop vectorises like [`row_sum`]'s (written as one
-/// closure the compiler only half-vectorised it).
-#[inline(always)]
-fn row_sq_dev<R: Real>(x: &[R], mu: R) -> f64 {
-    const L: usize = 16;
-    let mut total = 0.0f64;
-    for xb in x.chunks(BLOCK) {
-        let mut acc = [R::ZERO; L];
-        let mut it = xb.chunks_exact(L);
-        for c in &mut it {
-            let c: &[R; L] = c.try_into().unwrap();
-            let mut t = [R::ZERO; L];
-            for (t, &v) in t.iter_mut().zip(c) {
-                *t = v - mu;
-            }
-            for (a, &t) in acc.iter_mut().zip(&t) {
-                *a = *a + t * t;
-            }
-        }
-        for (a, &v) in acc.iter_mut().zip(it.remainder()) {
-            *a = *a + (v - mu) * (v - mu);
-        }
-        total += lane_sum(acc).as_f64();
-    }
-    total
-}
-
-/// The per-call constants of [`norm_rows`].
-struct NormCfg<'a, R> {
-    w: Option<&'a [R]>,
-    b: Option<&'a [R]>,
-    d: usize,
-    eps: f64,
-    rms: bool,
-    /// Write the output with streaming stores (a large, fresh output).
-    stream: bool,
-}
-
-/// `yr[i] = (xr[i] - mu) * r * w[i] + b[i]` (missing `w`/`b` are 1/0), with
-/// streaming stores when `stream` (the caller fences).
-#[inline(always)]
-fn norm_write<R: Real>(
-    xr: &[R],
-    w: Option<&[R]>,
-    b: Option<&[R]>,
-    mu: R,
-    r: R,
-    yr: &mut [R],
-    stream: bool,
-) {
-    let d = yr.len();
-    if stream {
-        let (x, y) = (xr.as_ptr(), yr.as_mut_ptr());
-        // SAFETY: `y` holds `d` elements; `x`, `w`, `b` at least `d` (checked
-        // by the caller's chunking and the parameter shapes); index `i < d`.
-        let done = unsafe {
-            match (w, b) {
-                (Some(w), Some(b)) => {
-                    let (w, b) = (w.as_ptr(), b.as_ptr());
-                    stream_lines(y, d, &|i| (*x.add(i) - mu) * r * *w.add(i) + *b.add(i))
-                }
-                (Some(w), None) => {
-                    let w = w.as_ptr();
-                    stream_lines(y, d, &|i| (*x.add(i) - mu) * r * *w.add(i))
-                }
-                (None, Some(b)) => {
-                    let b = b.as_ptr();
-                    stream_lines(y, d, &|i| (*x.add(i) - mu) * r + *b.add(i))
-                }
-                (None, None) => stream_lines(y, d, &|i| (*x.add(i) - mu) * r),
-            }
-        };
-        if done {
-            return;
-        }
-    }
-    match (w, b) {
-        (Some(w), Some(b)) => {
-            for (((o, &v), &wi), &bi) in yr.iter_mut().zip(xr).zip(w).zip(b) {
-                *o = (v - mu) * r * wi + bi;
-            }
-        }
-        (Some(w), None) => {
-            for ((o, &v), &wi) in yr.iter_mut().zip(xr).zip(w) {
-                *o = (v - mu) * r * wi;
-            }
-        }
-        (None, Some(b)) => {
-            for ((o, &v), &bi) in yr.iter_mut().zip(xr).zip(b) {
-                *o = (v - mu) * r + bi;
-            }
-        }
-        (None, None) => {
-            for (o, &v) in yr.iter_mut().zip(xr) {
-                *o = (v - mu) * r;
-            }
-        }
-    }
-}
-
-multiversion! {
-    /// Normalise consecutive rows of length `d` of `x` into `y`, writing each row's mean and 1/std.
-    fn norm_rows<R: Real>(x: &[R], cfg: &NormCfg<'_, R>, y: &mut [R], mean: &mut [R], rstd: &mut [R]) {
-        let NormCfg { w, b, d, eps, rms, stream } = *cfg;
-        let n = d as f64;
-        for (((xr, yr), m), s) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)).zip(mean.iter_mut()).zip(rstd.iter_mut()) {
-            let mu = if rms { R::ZERO } else { R::c(row_sum(xr, |v| v) / n) };
-            let var = row_sq_dev(xr, mu) / n;
-            let r = R::c(1.0 / (var + eps).sqrt());
-            *m = mu;
-            *s = r;
-            norm_write(xr, w, b, mu, r, yr, stream);
-        }
-        if stream {
-            stream_fence();
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn layer_norm_real<R: Real + Element>(
-    x: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    eps: f64,
-    rms: bool,
-    out: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
-) -> Result<()> {
-    let x = contiguous_as(x, R::DTYPE)?;
-    let total = x.numel();
-    let rows = mean.numel();
-    if total == 0 || rows == 0 {
-        return Ok(());
-    }
-    let d = total / rows;
-    // SAFETY: weight and bias are contiguous with `d` elements of R, only read.
-    let param = |t: Option<&Tensor>| {
-        t.map(|t| unsafe { std::slice::from_raw_parts(t.data_ptr::<R>() as *const R, d) })
-    };
-    let cfg = NormCfg {
-        w: param(weight),
-        b: param(bias),
-        d,
-        eps,
-        rms,
-        stream: stream_ok(total * std::mem::size_of::<R>())
-            && x.data_ptr::<u8>() != out.data_ptr::<u8>(),
-    };
-    let xp = SendPtr(x.data_ptr::<R>());
-    let yp = SendPtr(out.data_ptr::<R>());
-    let mp = SendPtr(mean.data_ptr::<R>());
-    let sp = SendPtr(rstd.data_ptr::<R>());
-    let tasks = if total < PAR_MIN / 4 {
-        1
-    } else {
-        threads() * 4
-    };
-    par_ranges(rows, tasks, |a, c| {
-        // SAFETY: rows a..c of the contiguous input and of the freshly
-        // allocated outputs, disjoint between tasks.
-        let (xs, ys, ms, ss) = unsafe {
-            (
-                std::slice::from_raw_parts(xp.get().add(a * d) as *const R, (c - a) * d),
-                std::slice::from_raw_parts_mut(yp.get().add(a * d), (c - a) * d),
-                std::slice::from_raw_parts_mut(mp.get().add(a), c - a),
-                std::slice::from_raw_parts_mut(sp.get().add(a), c - a),
-            )
-        };
-        norm_rows(xs, &cfg, ys, ms, ss);
-    });
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------
-// cumsum / cumprod
-// ---------------------------------------------------------------------------
-
-pub fn cumulative(op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
-    let od = out.dtype();
-    let x = contiguous_as(x, od)?;
-    let (outer, n, inner) = split3(x.shape(), dim);
-    macro_rules! float {
-        ($T:ty) => {
-            match op {
-                CumOp::Sum => scan::<$T, f64>(
-                    &x,
-                    out,
-                    outer,
-                    n,
-                    inner,
-                    0.0,
-                    |a, v: $T| a + v.to_f64(),
-                    <$T>::from_f64,
-                ),
-                CumOp::Prod => scan::<$T, f64>(
-                    &x,
-                    out,
-                    outer,
-                    n,
-                    inner,
-                    1.0,
-                    |a, v: $T| a * v.to_f64(),
-                    <$T>::from_f64,
-                ),
-            }
-        };
-    }
-    match od {
-        DType::F32 => float!(f32),
-        DType::F64 => float!(f64),
-        DType::F16 => float!(f16),
-        DType::BF16 => float!(bf16),
-        DType::I64 => match op {
-            CumOp::Sum => {
-                scan::<i64, i64>(&x, out, outer, n, inner, 0, |a, v| a.wrapping_add(v), |a| a)
-            }
-            CumOp::Prod => {
-                scan::<i64, i64>(&x, out, outer, n, inner, 1, |a, v| a.wrapping_mul(v), |a| a)
-            }
-        },
-        d => {
-            return Err(Error::runtime(
-                "cumsum",
-                format!("the CPU kernel got output dtype {d}"),
-            ))
-        }
-    }
-    Ok(())
-}
-
-/// Inclusive scan of a contiguous `(outer, n, inner)` tensor along the middle dim.
-#[allow(clippy::too_many_arguments)]
-fn scan<T: Element, A: Copy + Send + Sync>(
-    x: &Tensor,
-    out: &Tensor,
-    outer: usize,
-    n: usize,
-    inner: usize,
-    init: A,
-    step: impl Fn(A, T) -> A + Sync,
-    store: impl Fn(A) -> T + Sync,
-) {
-    let xp = SendPtr(x.data_ptr::<T>());
-    let yp = SendPtr(out.data_ptr::<T>());
-    let total = outer * n * inner;
-    let tasks = if total < PAR_MIN { 1 } else { threads() * 8 };
-    if inner == 1 {
-        par_ranges(outer, tasks, |a, b| {
-            for o in a..b {
-                let mut acc = init;
-                for i in o * n..(o + 1) * n {
-                    // SAFETY: row o, written by this task only.
-                    unsafe {
-                        acc = step(acc, *xp.get().add(i));
-                        *yp.get().add(i) = store(acc);
-                    }
-                }
-            }
-        });
-    } else {
-        let nj = inner.div_ceil(AJ);
-        par_ranges(outer * nj, tasks, |a, b| {
-            let mut acc = [init; AJ];
-            for t in a..b {
-                let (o, jc) = (t / nj, t % nj);
-                let j0 = jc * AJ;
-                let len = AJ.min(inner - j0);
-                let acc = &mut acc[..len];
-                acc.iter_mut().for_each(|v| *v = init);
-                for i in 0..n {
-                    let base = o * n * inner + i * inner + j0;
-                    // SAFETY: columns j0..j0+len of slab o, written by this task only.
-                    let (xs, ys) = unsafe {
-                        (
-                            std::slice::from_raw_parts(xp.get().add(base) as *const T, len),
-                            std::slice::from_raw_parts_mut(yp.get().add(base), len),
-                        )
-                    };
-                    for ((a, &v), y) in acc.iter_mut().zip(xs).zip(ys.iter_mut()) {
-                        *a = step(*a, v);
-                        *y = store(*a);
-                    }
-                }
-            }
-        });
-    }
 }
 
 #[cfg(test)]
