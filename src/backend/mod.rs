@@ -12,6 +12,7 @@
 
 pub mod cpu;
 pub mod meta;
+pub mod optim;
 #[cfg(feature = "gpu")]
 pub mod wgpu;
 

@@ -9,6 +9,7 @@ pub mod graph_kernel;
 pub mod index;
 pub mod math;
 pub mod norm;
+pub mod optim;
 pub mod random;
 pub mod reduce;
 pub mod scan;

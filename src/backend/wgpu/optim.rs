@@ -23,8 +23,8 @@ use std::sync::Arc;
 use super::context::{get, GpuBuffer};
 use super::shaders::{self, Bindings, OptimRule};
 use super::{bind_written, buffer, check_same_device, ew_meta, f32_only, is_half, run_ew};
+use crate::backend::optim::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
 use crate::error::{Error, Result};
-use crate::ops::optim::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
 use crate::tensor::Tensor;
 
 /// Parameters one multi-tensor kernel updates at most (bounds its source's size).
