@@ -783,3 +783,69 @@ def test_no_warnings_from_regular_use():
         warnings.simplefilter("error")
         nn.Dropout2d()(fg.randn(2, 3, 4, 4))
         nn.InstanceNorm2d(3)(fg.randn(2, 3, 4, 4))
+
+
+# ---------------------------------------------------------------------------
+# packed sequences through the recurrent layers
+# ---------------------------------------------------------------------------
+
+
+def test_pack_and_unpack_round_trip():
+    from ferrograd.nn.utils.rnn import pack_padded_sequence, pack_sequence, pad_packed_sequence
+
+    lengths = [2, 4, 1]
+    x = t64(4, 3, 2, requires_grad=True)  # (T, B, *)
+    p = pack_padded_sequence(x, lengths, enforce_sorted=False)
+    assert p.batch_sizes.tolist() == [3, 2, 1, 1] and p.sorted_indices.tolist() == [1, 0, 2]
+    xv = npv(x)
+    close(p.data, np.concatenate([xv[0, [1, 0, 2]], xv[1, [1, 0]], xv[2, [1]], xv[3, [1]]]))
+    padded, lens = pad_packed_sequence(p, batch_first=True, padding_value=-1.0, total_length=5)
+    assert lens.tolist() == lengths and tuple(padded.shape) == (3, 5, 2)
+    ref = np.full((3, 5, 2), -1.0)
+    for b, n in enumerate(lengths):
+        ref[b, :n] = xv[:n, b]
+    close(padded, ref)
+    padded.sum().backward()
+    close(x.grad, np.array([[[float(t < n)] * 2 for n in lengths] for t in range(4)]))
+    with pytest.raises(ValueError, match="sorted in decreasing order"):
+        pack_padded_sequence(x, lengths)
+    q = pack_sequence([fg.ones(3, 2), fg.ones(1, 2)])
+    assert q.batch_sizes.tolist() == [2, 1, 1] and q.sorted_indices is None
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+def test_recurrent_layers_take_packed_sequences(cls):
+    from ferrograd.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+    fg.manual_seed(0)
+    rnn = cls(3, 4, num_layers=2, bidirectional=True, batch_first=True, dtype=fg.float64)
+    lengths = [3, 5, 2]
+    x = t64(3, 5, 3, requires_grad=True)
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, state = rnn(packed)
+    assert isinstance(out, PackedSequence)
+    padded, lens = pad_packed_sequence(out, batch_first=True)
+    assert lens.tolist() == lengths and tuple(padded.shape) == (3, 5, 8)
+    hn = state[0] if cls is nn.LSTM else state
+    for b, n in enumerate(lengths):  # each sequence alone, unpadded
+        o1, s1 = rnn(x[b : b + 1, :n])
+        close(padded[b, :n], npv(o1)[0], rtol=1e-10, atol=1e-12)
+        close(padded[b, n:], np.zeros((5 - n, 8)))
+        close(hn[:, b], npv(s1[0] if cls is nn.LSTM else s1)[:, 0], rtol=1e-10, atol=1e-12)
+    padded.sum().backward()
+    g = npv(x.grad)
+    assert all(np.all(g[b, n:] == 0) for b, n in enumerate(lengths)) and np.abs(g).sum() > 0
+
+
+def test_packed_sequence_with_initial_state_keeps_batch_order():
+    from ferrograd.nn.utils.rnn import pack_padded_sequence
+
+    lstm = nn.LSTM(2, 3, dtype=fg.float64)
+    lengths = [1, 3, 2]
+    x = t64(3, 3, 2)
+    h0, c0 = t64(1, 3, 3), t64(1, 3, 3)
+    _, (hn, cn) = lstm(pack_padded_sequence(x, lengths, enforce_sorted=False), (h0, c0))
+    for b, n in enumerate(lengths):
+        _, (h1, c1) = lstm(x[:n, b : b + 1], (h0[:, b : b + 1], c0[:, b : b + 1]))
+        close(hn[:, b], npv(h1)[:, 0])
+        close(cn[:, b], npv(c1)[:, 0])
