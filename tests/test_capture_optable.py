@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS
+from optable import ALL_SPECS, op_info
 from optable._runner import as_array, as_tuple, bool_key, fg_values, to_fg, to_fg_noncontig
 from optable._spec import OpSpec
 
@@ -80,7 +80,7 @@ def _same(a, b, where):
 @pytest.mark.parametrize("spec,dtype", list(_cases()))
 def test_op_captured(spec: OpSpec, dtype: str):
     """Eager, ``fg.compile`` and the static API agree on every sample (and on mutated inputs)."""
-    info = REGISTRY.get(spec.name, {})
+    info = op_info(spec, REGISTRY)
 
     @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
@@ -143,7 +143,7 @@ def test_op_captured(spec: OpSpec, dtype: str):
     run()
 
 
-GRAD_SPECS = [s for s in ALL_SPECS if REGISTRY.get(s.name, {}).get("differentiable") and not s.skip and not s.grad_skip]
+GRAD_SPECS = [s for s in ALL_SPECS if op_info(s, REGISTRY).get("differentiable") and not s.skip and not s.grad_skip]
 
 
 @pytest.mark.parametrize("spec", GRAD_SPECS, ids=[s.name for s in GRAD_SPECS])
@@ -242,7 +242,7 @@ def test_op_compiled_column(spec: OpSpec, dtype: str, tmp_path):
     """Every op-table cell through ``fg.compile`` with gradients recorded (the
     outputs, then the input gradients of a backward through them) and through
     ``Graph.save`` / ``fg.load_graph``, against eager."""
-    info = REGISTRY.get(spec.name, {})
+    info = op_info(spec, REGISTRY)
     float_dtype = dtype.startswith("float") or dtype == "bfloat16"
     record = float_dtype and info.get("differentiable") and info.get("mutates") is None and not spec.grad_skip
     ran = []

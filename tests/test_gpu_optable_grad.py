@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS
+from optable import ALL_SPECS, op_info
 from optable._runner import as_array, float_outputs, off_kinks
 from optable._spec import OpSpec
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 
 EXAMPLES = int(os.environ.get("FG_GPU_OPTABLE_EXAMPLES", "3"))
 REGISTRY = {op["name"]: op for op in fg.registry()}
-SPECS = [s for s in ALL_SPECS if REGISTRY.get(s.name, {}).get("differentiable")]
+SPECS = [s for s in ALL_SPECS if op_info(s, REGISTRY).get("differentiable")]
 MAX_ELEMENTS = 400
 # (rtol, atol relative to the largest gradient element): float32 on two devices whose
 # sums run in different orders, and WGSL's looser transcendental functions.

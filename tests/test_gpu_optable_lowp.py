@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS
+from optable import ALL_SPECS, op_info, op_supports
 from optable._lowp import LOWP_DTYPES, compare, describe, draw_example, lowp_grads, reference
 from optable._spec import OpSpec
 
@@ -37,7 +37,7 @@ GPU_FACTOR = {"float32": 2.0, "float16": 1.0, "bfloat16": 1.0}
 # float64, a type the gpu device does not hold; there they convert to float32.
 GPU_KWARGS = {"to": {"target": "float32"}}
 REGISTRY = {op["name"]: op for op in fg.registry()}
-SPECS = [s for s in ALL_SPECS if REGISTRY.get(s.name, {}).get("differentiable")]
+SPECS = [s for s in ALL_SPECS if op_info(s, REGISTRY).get("differentiable")]
 
 
 def _cases():
@@ -55,7 +55,7 @@ def test_gpu_grad_lowp(spec: OpSpec, dtype: str):
         pytest.skip(spec.skip)
     if spec.grad_skip:
         pytest.skip(spec.grad_skip)
-    if not fg.supports(spec.name, dtype, "gpu"):
+    if op_supports(spec, dtype, "gpu") is False:
         pytest.skip(f"{spec.name} does not support {dtype} on the gpu device")
     ran: list[float] = []
 

@@ -3,10 +3,16 @@
 Each family module (``elementwise.py``, ``reduce.py``, ...) defines ``SPECS``;
 ``ALL_SPECS`` joins them. ``tests/test_optable.py`` drives forward checks
 against NumPy for every spec and fails when a registry op has no spec.
+
+Specs with ``composed=True`` cover functionals built in Python from registry
+ops (``F.pixel_shuffle``, ``F.interpolate``, ...): ``op_info`` gives them the
+registry entry their composition implies, so the drivers treat both alike.
 """
 
 import importlib
 import pkgutil
+
+import ferrograd as fg
 
 from ._spec import OpSpec
 
@@ -15,3 +21,28 @@ for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if _m.name.startswith("_"):
         continue
     ALL_SPECS.extend(importlib.import_module(f"{__name__}.{_m.name}").SPECS)
+
+
+def op_info(spec: OpSpec, registry: dict[str, dict]) -> dict:
+    """The registry entry of ``spec``'s op ({} when it names none); for a composed spec, the
+    entry its composition implies: differentiable when it has float dtypes, no view, no
+    mutation, output shapes independent of the values."""
+    if not spec.composed:
+        return registry.get(spec.name, {})
+    return {
+        "name": spec.name,
+        "family": "composed",
+        "differentiable": any(d.startswith("float") or d == "bfloat16" for d in spec.dtypes),
+        "views": None,
+        "mutates": None,
+        "data_dependent": False,
+        "dtypes": list(spec.dtypes),
+    }
+
+
+def op_supports(spec: OpSpec, dtype: str, device: str) -> bool | None:
+    """``fg.supports`` for the spec's op; ``None`` for a composed spec (the registry lists
+    no such op: it runs on a device where its parts do, which the column's outcome shows)."""
+    if spec.composed:
+        return None
+    return fg.supports(spec.name, dtype, device)

@@ -96,6 +96,12 @@ class OpSpec:
     # more says why next to its spec (a dict gives factors per dtype, the
     # default for the dtypes it leaves out).
     lowp_grad_factor: float | dict[str, float] = LOWP_GRAD_FACTOR
+    # Not a registry op: a functional composed in Python of registry ops (``name`` is its
+    # ``torch.nn.functional`` name, and must name no registry op). Every column runs it
+    # like an op; it is differentiable when it has float dtypes (its gradient is the
+    # composition of its parts' VJPs), neither views nor mutates its inputs and has
+    # shapes that do not depend on values (see ``op_info`` in ``optable/__init__.py``).
+    composed: bool = False
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return self.tol.get(dtype, DEFAULT_TOL[dtype])

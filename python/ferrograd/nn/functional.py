@@ -9,7 +9,13 @@ their gradients come from the core's VJPs.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from .. import _capture, _core
 from .._core import (
@@ -665,4 +671,838 @@ def scaled_dot_product_attention(
                       "scaled_dot_product_attention")[0]
 
 
-__all__ = sorted(n for n in dir() if not n.startswith("_") and n not in ("Tensor", "annotations", "math", "no_grad"))
+# ---------------------------------------------------------------------------
+# float16/bfloat16 compositions compute in float32
+# ---------------------------------------------------------------------------
+
+_LOWP = (_core.float16, _core.bfloat16)
+
+
+def _in_float32(*names: str) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
+    """Run a composition in float32 when its ``names`` arguments are float16/bfloat16 tensors,
+    rounding the result to that dtype once (as the core's fused ops do): its steps then round
+    at float32 precision, forward and backward (the casts' VJPs round the gradients once)."""
+
+    def wrap(f: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        sig = inspect.signature(f)
+
+        @functools.wraps(f)
+        def run(*args: object, **kwargs: object) -> Tensor:
+            bound = sig.bind(*args, **kwargs)
+            low = None
+            for n in names:
+                v = bound.arguments.get(n)
+                if isinstance(v, Tensor) and v.dtype in _LOWP:
+                    low = low or v.dtype
+                    bound.arguments[n] = v.float()
+            out = f(*bound.args, **bound.kwargs)
+            return out.to(low) if low is not None and out.dtype == _core.float32 else out
+
+        return run
+
+    return wrap
+
+
+# ---------------------------------------------------------------------------
+# channel dropout
+# ---------------------------------------------------------------------------
+
+
+def _check_p(fn: str, p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{fn}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _feature_dropout(input: Tensor, p: float, inplace: bool) -> Tensor:
+    """Zero whole channels of ``(N, C, *)``: one draw per (n, c), survivors scaled by ``1/(1-p)``."""
+    mask_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+    if p == 1.0:
+        mask = _core.zeros(mask_shape, dtype=input.dtype, device=input.device)
+    else:
+        keep = _core.full(mask_shape, 1.0 - p, dtype=input.dtype, device=input.device).bernoulli()
+        mask = keep / (1.0 - p)
+    return input.mul_(mask) if inplace else input * mask
+
+
+def _channel_dropout(
+    fn: str, input: Tensor, p: float, training: bool, inplace: bool, batched_dim: int, strict: bool,
+    unbatched: bool = True,
+) -> Tensor:
+    """Channel dropout of ``batched_dim``-D input; ``batched_dim - 1`` dims are one unbatched sample
+    when ``unbatched``. Other ranks raise when ``strict``, else warn (as PyTorch) and drop slices of dim 1."""
+    _check_p(fn, p)
+    _check_float(fn, "input", input)
+    nd = input.dim()
+    if nd not in (batched_dim - 1, batched_dim):
+        msg = (f"{fn}: expected {batched_dim - 1}-D (unbatched) or {batched_dim}-D (batched) input, "
+               f"got {nd}-D input of shape {tuple(input.shape)}")
+        if strict or nd < 2:
+            raise ValueError(msg)
+        warnings.warn(msg + "; whole slices along dim 1 are dropped", UserWarning, stacklevel=3)
+    if not training or p == 0.0:
+        return input
+    if nd == batched_dim - 1 and unbatched:
+        out = _feature_dropout(input.unsqueeze(0), p, inplace)
+        return input if inplace else out.squeeze(0)
+    return _feature_dropout(input, p, inplace)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, L)`` (or unbatched ``(C, L)``) input with probability ``p``.
+
+    Survivors are scaled by ``1/(1-p)``; with ``training=False`` the input
+    is returned unchanged.
+    """
+    return _channel_dropout("dropout1d", input, p, training, inplace, 3, strict=True)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, H, W)`` input with probability ``p`` (survivors ``* 1/(1-p)``).
+
+    As PyTorch, a 3-D input is taken as ``(N, C, L)`` (channel-wise 1-D
+    dropout, with a warning): use ``dropout1d`` for that, or add the batch
+    dim of an unbatched ``(C, H, W)`` sample.
+    """
+    if isinstance(input, Tensor) and input.dim() == 3:
+        warnings.warn(
+            "dropout2d: received a 3-D input; as PyTorch, it is taken as (N, C, L) and whole (n, c) rows "
+            "are dropped (use dropout1d for that, or add a batch dim to an unbatched (C, H, W) sample)",
+            UserWarning, stacklevel=2,
+        )
+    return _channel_dropout("dropout2d", input, p, training, inplace, 4, strict=False, unbatched=False)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, D, H, W)`` (or unbatched ``(C, D, H, W)``) input with probability ``p``."""
+    return _channel_dropout("dropout3d", input, p, training, inplace, 5, strict=False)
+
+
+# ---------------------------------------------------------------------------
+# activations composed of ops
+# ---------------------------------------------------------------------------
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    return input.copy_(out) if inplace else out
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """``clamp(x, min_val, max_val)``."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _maybe_inplace(input, input.clamp(min=min_val, max=max_val), inplace)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """``min(max(x, 0), 6)``."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``clamp(x + 3, 0, 6) / 6``: a piecewise-linear sigmoid."""
+    return _maybe_inplace(input, (input + 3.0).clamp(min=0.0, max=6.0) / 6.0, inplace)
+
+
+@_in_float32("input")
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * clamp(x + 3, 0, 6) / 6`` (MobileNetV3's hard swish)."""
+    return _maybe_inplace(input, input * (input + 3.0).clamp(min=0.0, max=6.0) / 6.0, inplace)
+
+
+@_in_float32("input")
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    return _maybe_inplace(input, input * softplus(input).tanh(), inplace)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with the self-normalising constants (alpha ≈ 1.6733, scale ≈ 1.0507)."""
+    return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+@_in_float32("input")
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise ValueError("celu: alpha cannot be 0")
+    out = input.clamp(min=0.0) + (input.clamp(max=0.0) / alpha).expm1() * alpha
+    return _maybe_inplace(input, out, inplace)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    return softplus(input.neg()).neg()
+
+
+@_in_float32("input")
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1.0)
+
+
+@_in_float32("input")
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    return input - input.tanh()
+
+
+def softmin(input: Tensor, dim: int | None = None, dtype: object = None) -> Tensor:
+    """``softmax(-x)`` along ``dim``."""
+    if dim is None:
+        raise ValueError("softmin: dim must be given (implicit dim choice is deprecated in PyTorch)")
+    x = input if dtype is None else input.to(dtype)
+    return x.neg().softmax(dim)
+
+
+@_in_float32("input")
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """Gated linear unit: split ``input`` in halves ``a, b`` along ``dim``; ``a * sigmoid(b)``."""
+    _check_float("glu", "input", input)
+    if input.dim() == 0:
+        raise ValueError("glu: does not support scalars (0-d input)")
+    n = input.shape[dim]
+    if n % 2:
+        raise ValueError(
+            f"glu: halving dimension must be even, but dimension {dim} is size {n} (input {tuple(input.shape)})"
+        )
+    a, b = input.narrow(dim, 0, n // 2), input.narrow(dim, n // 2, n // 2)
+    return a * b.sigmoid()
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` where ``x > 0``, else ``weight * x``; ``weight`` has 1 or ``C`` (= ``input.shape[1]``) elements."""
+    fn = "prelu"
+    _check_float(fn, "input", input)
+    _check_float(fn, "weight", weight)
+    n = weight.numel()
+    channels = input.shape[1] if input.dim() >= 2 else 1
+    if weight.dim() > 1 or n not in (1, channels):
+        raise ValueError(
+            f"{fn}: weight must be 1-D with 1 or {channels} elements (the channels on dim 1 of input "
+            f"{tuple(input.shape)}), got shape {tuple(weight.shape)}"
+        )
+    if n == 1:
+        w = weight.reshape(())
+    else:
+        w = weight.reshape((channels,) + (1,) * (input.dim() - 2))
+    return _core.where(input > 0, input, input * w)
+
+
+# ---------------------------------------------------------------------------
+# normalisation composed of ops
+# ---------------------------------------------------------------------------
+
+
+@_in_float32("input", "weight", "bias")
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalise each channel of each sample of ``(N, C, *)`` input over its spatial dims.
+
+    With ``use_input_stats`` the per-(n, c) mean and biased variance
+    normalise, and the running statistics (shape ``(C,)``), if given, are
+    updated in place with the batch average of those statistics
+    (``running = (1 - momentum) * running + momentum * stat``, the unbiased
+    variance for ``running_var``). Otherwise the running statistics
+    normalise. Then ``* weight + bias`` per channel.
+    """
+    fn = "instance_norm"
+    _check_float(fn, "input", input)
+    if input.dim() < 3:
+        raise ValueError(f"{fn}: expected input of shape (N, C, *) with spatial dims, got {tuple(input.shape)}")
+    c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(
+                f"{fn}: {name} must have shape ({c},) for input of shape {tuple(input.shape)}, got {tuple(t.shape)}"
+            )
+    shape = (1, c) + (1,) * (input.dim() - 2)
+    dims = tuple(range(2, input.dim()))
+    if use_input_stats:
+        n = math.prod(input.shape[2:])
+        if n <= 1:
+            raise ValueError(
+                f"{fn}: expected more than 1 spatial element when training, got input size {tuple(input.shape)}"
+            )
+        mean = input.mean(dims, keepdim=True)
+        var = input.var(dims, correction=0, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                if running_mean is not None:
+                    m = mean.detach().reshape(tuple(input.shape[:2])).mean(0).to(running_mean.dtype)
+                    running_mean.mul_(1 - momentum).add_(m * momentum)
+                if running_var is not None:
+                    v = var.detach().reshape(tuple(input.shape[:2])).mean(0).to(running_var.dtype) * n / (n - 1)
+                    running_var.mul_(1 - momentum).add_(v * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(f"{fn}: running_mean and running_var are needed when use_input_stats=False")
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    out = (input - mean) * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+@_in_float32("input", "weight", "bias")
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """Normalise ``(N, C, *)`` input over groups of ``C / num_groups`` channels (and all spatial dims).
+
+    Mean and biased variance per (sample, group); then ``* weight + bias``
+    per channel.
+    """
+    fn = "group_norm"
+    _check_float(fn, "input", input)
+    if input.dim() < 2:
+        raise ValueError(f"{fn}: expected input of shape (N, C, *), got {tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise ValueError(
+            f"{fn}: expected number of channels in input to be divisible by num_groups, but got input of "
+            f"shape {tuple(input.shape)} and num_groups={num_groups}"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"{fn}: {name} must have shape ({c},), got {tuple(t.shape)}")
+    per_group = (c // num_groups) * math.prod(input.shape[2:])
+    x = input.reshape((n, num_groups, per_group))
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, correction=0, keepdim=True)
+    out = ((x - mean) * (var + eps).rsqrt()).reshape(tuple(input.shape))
+    shape = (1, c) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+@_in_float32("input")
+def local_response_norm(
+    input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0
+) -> Tensor:
+    """Divide each element by ``(k + alpha / size * Σ x²)^beta``, the sum over ``size`` neighbouring channels.
+
+    The window on channel ``c`` spans ``c - size//2 .. c + (size-1)//2``,
+    zero-padded at the edges (as PyTorch's average pooling over channels).
+    """
+    fn = "local_response_norm"
+    _check_float(fn, "input", input)
+    if input.dim() < 3:
+        raise ValueError(f"{fn}: expected 3D or higher dimensionality input (got {input.dim()} dimensions)")
+    if size < 1:
+        raise ValueError(f"{fn}: size must be a positive integer, got {size}")
+    if input.numel() == 0:
+        return input.clone()
+    c = input.shape[1]
+    sq = input.square()
+    before, after = size // 2, (size - 1) // 2
+    zshape = list(input.shape)
+    parts = []
+    if before:
+        zshape[1] = before
+        parts.append(_core.zeros(tuple(zshape), dtype=input.dtype, device=input.device))
+    parts.append(sq)
+    if after:
+        zshape[1] = after
+        parts.append(_core.zeros(tuple(zshape), dtype=input.dtype, device=input.device))
+    padded = _core.cat(parts, 1) if len(parts) > 1 else sq
+    total = padded.narrow(1, 0, c)
+    for j in range(1, size):
+        total = total + padded.narrow(1, j, c)
+    div = (total * (alpha / size) + k).pow(beta)
+    return input / div
+
+
+# ---------------------------------------------------------------------------
+# pixel shuffle and interpolation
+# ---------------------------------------------------------------------------
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """Rearrange ``(*, C * r², H, W)`` into ``(*, C, H * r, W * r)`` (sub-pixel convolution's upsampling)."""
+    fn = "pixel_shuffle"
+    _check_tensor(fn, "input", input)
+    r = upscale_factor
+    if input.dim() < 3:
+        raise ValueError(f"{fn}: expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise ValueError(f"{fn}: upscale_factor must be greater than 0, but got {r}")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise ValueError(
+            f"{fn}: expects its input's 'channel' dimension to be divisible by the square of upscale_factor, "
+            f"but input.size(-3)={c} is not divisible by {r * r}"
+        )
+    oc = c // (r * r)
+    nl = len(lead)
+    x = input.reshape((*lead, oc, r, r, h, w))
+    perm = (*range(nl), nl, nl + 3, nl + 1, nl + 4, nl + 2)
+    return x.permute(*perm).reshape((*lead, oc, h * r, w * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """Rearrange ``(*, C, H * r, W * r)`` into ``(*, C * r², H, W)`` (inverse of ``pixel_shuffle``)."""
+    fn = "pixel_unshuffle"
+    _check_tensor(fn, "input", input)
+    r = downscale_factor
+    if input.dim() < 3:
+        raise ValueError(f"{fn}: expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise ValueError(f"{fn}: downscale_factor must be greater than 0, but got {r}")
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise ValueError(
+            f"{fn}: expects height and width ({h}, {w}) of input {tuple(input.shape)} to be divisible by "
+            f"downscale_factor {r}"
+        )
+    nl = len(lead)
+    x = input.reshape((*lead, c, h // r, r, w // r, r))
+    perm = (*range(nl), nl, nl + 2, nl + 4, nl + 1, nl + 3)
+    return x.permute(*perm).reshape((*lead, c * r * r, h // r, w // r))
+
+
+_INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _index(values: Sequence[int], device: object) -> Tensor:
+    return _core.tensor(list(values), dtype=_core.int64, device=device)
+
+
+def _weights(values: Sequence[float], x: Tensor, dim: int) -> Tensor:
+    shape = [1] * x.dim()
+    shape[dim] = len(values)
+    return _core.tensor(list(values), dtype=x.dtype, device=x.device).reshape(tuple(shape))
+
+
+def _nearest_src(out_size: int, in_size: int, scale: float | None, exact: bool) -> list[int]:
+    """Source indices of nearest interpolation, computed in float32 as PyTorch's kernels do."""
+    if not exact and out_size == in_size:
+        return list(range(out_size))
+    if not exact and out_size == 2 * in_size:
+        return [i >> 1 for i in range(out_size)]
+    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_size) / np.float32(out_size)
+    i = np.arange(out_size)
+    if exact:
+        src = np.floor(((i + 0.5) * np.float64(s)).astype(np.float32))
+    else:
+        src = np.floor(i.astype(np.float32) * s)
+    return [int(v) for v in np.minimum(src.astype(np.int64), in_size - 1)]
+
+
+def _linear_ratio(in_size: int, out_size: int, scale: float | None, align_corners: bool) -> float:
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+
+
+def _interp_linear_dim(x: Tensor, dim: int, out_size: int, scale: float | None, align_corners: bool) -> Tensor:
+    in_size = x.shape[dim]
+    ratio = _linear_ratio(in_size, out_size, scale, align_corners)
+    i0s, i1s, l0s, l1s = [], [], [], []
+    for i in range(out_size):
+        src = ratio * i if align_corners else max(ratio * (i + 0.5) - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), in_size - 1)
+        lam = min(max(src - i0, 0.0), 1.0)
+        i0s.append(i0)
+        i1s.append(i0 + (1 if i0 < in_size - 1 else 0))
+        l0s.append(1.0 - lam)
+        l1s.append(lam)
+    a = x.index_select(dim, _index(i0s, x.device))
+    b = x.index_select(dim, _index(i1s, x.device))
+    return a * _weights(l0s, x, dim) + b * _weights(l1s, x, dim)
+
+
+def _cubic_weights(t: float, a: float = -0.75) -> tuple[float, float, float, float]:
+    def near(u: float) -> float:  # |u| <= 1
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+
+    def far(u: float) -> float:  # 1 < |u| < 2
+        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+
+    return far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)
+
+
+def _interp_cubic_dim(x: Tensor, dim: int, out_size: int, scale: float | None, align_corners: bool) -> Tensor:
+    in_size = x.shape[dim]
+    ratio = _linear_ratio(in_size, out_size, scale, align_corners)
+    idx: list[list[int]] = [[], [], [], []]
+    ws: list[list[float]] = [[], [], [], []]
+    for i in range(out_size):
+        src = ratio * i if align_corners else ratio * (i + 0.5) - 0.5
+        i0 = math.floor(src)
+        t = src - i0
+        for k, wk in enumerate(_cubic_weights(t)):
+            idx[k].append(min(max(i0 - 1 + k, 0), in_size - 1))
+            ws[k].append(wk)
+    out = None
+    for k in range(4):
+        term = x.index_select(dim, _index(idx[k], x.device)) * _weights(ws[k], x, dim)
+        out = term if out is None else out + term
+    assert out is not None
+    return out
+
+
+def _adaptive_avg_dim(x: Tensor, dim: int, out_size: int) -> Tensor:
+    """Adaptive average pooling along one dim: bin ``i`` averages ``floor(i*in/out) .. ceil((i+1)*in/out)``."""
+    in_size = x.shape[dim]
+    parts = []
+    for i in range(out_size):
+        start = (i * in_size) // out_size
+        end = -((-(i + 1) * in_size) // out_size)
+        parts.append(x.narrow(dim, start, end - start).mean(dim, keepdim=True))
+    return _core.cat(parts, dim)
+
+
+def interpolate(
+    input: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Tensor:
+    """Resize the spatial dims of ``(N, C, *spatial)`` input (1 to 3 spatial dims), as ``torch.nn.functional.interpolate``.
+
+    Give either ``size`` (the output's spatial size) or ``scale_factor``
+    (output size ``floor(in * scale_factor)``; the factor itself sets the
+    source coordinates unless ``recompute_scale_factor=True``). Modes:
+    ``'nearest'`` (PyTorch's legacy nearest: ``floor(i * in / out)``),
+    ``'nearest-exact'`` (pixel centres), ``'linear'`` / ``'bilinear'`` /
+    ``'trilinear'`` (with ``align_corners``), ``'bicubic'`` (A = -0.75,
+    border replicated) and ``'area'`` (adaptive average pooling). Every
+    mode is separable and composed of index selections and weighted sums,
+    so gradients flow to the input. ``antialias`` is not supported.
+    """
+    fn = "interpolate"
+    _check_tensor(fn, "input", input)
+    modes = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+    if mode not in modes:
+        raise ValueError(f"{fn}: mode must be one of {modes}, got {mode!r}")
+    nd = input.dim() - 2
+    if nd not in (1, 2, 3):
+        raise ValueError(
+            f"{fn}: expected 3-D, 4-D or 5-D input (N, C, *spatial), got {input.dim()}-D input {tuple(input.shape)}"
+        )
+    if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
+        want = _INTERP_DIMS[mode] + 2
+        raise ValueError(f"{fn}: got {input.dim()}-D input, but {mode} mode needs {want}-D input")
+    if mode not in _INTERP_DIMS:
+        if align_corners is not None:
+            raise ValueError(
+                f"{fn}: align_corners option can only be set with the interpolating modes: "
+                "linear | bilinear | bicubic | trilinear"
+            )
+    elif align_corners is None:
+        align_corners = False
+    if antialias:
+        raise NotImplementedError(f"{fn}: antialias=True is not supported")
+    if mode != "nearest" and mode != "nearest-exact" and not input.dtype.is_floating_point:
+        raise TypeError(f"{fn}: mode {mode!r} needs a floating point input, got {input.dtype}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{fn}: exactly one of size or scale_factor should be defined")
+    spatial = tuple(input.shape[2:])
+    scales: list[float | None]
+    if size is not None:
+        sizes = [size] * nd if isinstance(size, int) else list(size)
+        if len(sizes) != nd or not all(isinstance(s, int) for s in sizes):
+            raise ValueError(
+                f"{fn}: size must be an int or a sequence of {nd} ints for input {tuple(input.shape)}, got {size!r}"
+            )
+        out_sizes = sizes
+        scales = [None] * nd
+    else:
+        factors = [float(scale_factor)] * nd if isinstance(scale_factor, (int, float)) else [
+            float(f) for f in scale_factor  # type: ignore[union-attr]
+        ]
+        if len(factors) != nd:
+            raise ValueError(
+                f"{fn}: scale_factor must be a number or a sequence of {nd} numbers for input "
+                f"{tuple(input.shape)}, got {scale_factor!r}"
+            )
+        out_sizes = [math.floor(s * f) for s, f in zip(spatial, factors, strict=True)]
+        scales = [None] * nd if recompute_scale_factor else list(factors)
+    if any(o <= 0 for o in out_sizes) and input.numel():
+        raise ValueError(f"{fn}: output size {tuple(out_sizes)} must be positive (input {tuple(input.shape)})")
+    if any(s == 0 for s in spatial) and any(o > 0 for o in out_sizes):
+        raise ValueError(f"{fn}: cannot resize an empty spatial dim (input {tuple(input.shape)})")
+    x = input
+    for k in range(nd):
+        dim = 2 + k
+        out_k, in_k, sc = out_sizes[k], spatial[k], scales[k]
+        if mode in ("nearest", "nearest-exact"):
+            src = _nearest_src(out_k, in_k, sc, mode == "nearest-exact")
+            if src != list(range(in_k)):
+                x = x.index_select(dim, _index(src, x.device))
+        elif mode == "area":
+            if out_k != in_k:
+                x = _adaptive_avg_dim(x, dim, out_k)
+        elif mode == "bicubic":
+            x = _interp_cubic_dim(x, dim, out_k, sc, bool(align_corners))
+        elif out_k != in_k or align_corners or (sc is not None and sc != 1.0):
+            x = _interp_linear_dim(x, dim, out_k, sc, bool(align_corners))
+    return x if x is not input else input.clone()
+
+
+def upsample(
+    input: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+) -> Tensor:
+    """Deprecated alias of :func:`interpolate` (as in PyTorch)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: int | Sequence[int] | None = None,
+                     scale_factor: float | Sequence[float] | None = None) -> Tensor:
+    """Deprecated: ``interpolate(..., mode='nearest')``."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: int | Sequence[int] | None = None,
+                      scale_factor: float | Sequence[float] | None = None) -> Tensor:
+    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)``."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ---------------------------------------------------------------------------
+# distances and bilinear
+# ---------------------------------------------------------------------------
+
+
+def _broadcast_pair(fn: str, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
+    _check_float(fn, "x1", x1)
+    _check_float(fn, "x2", x2)
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    except ValueError:
+        raise ValueError(
+            f"{fn}: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} must broadcast together"
+        ) from None
+    if x1.dtype != x2.dtype:
+        raise TypeError(f"{fn}: x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
+    return x1.broadcast_to(shape), x2.broadcast_to(shape)
+
+
+def _vector_norm(x: Tensor, p: float, dim: int, keepdim: bool) -> Tensor:
+    """The ``p``-norm along ``dim``, with a zero (not NaN) gradient at a zero vector."""
+    if p == math.inf:
+        return x.abs().amax(dim, keepdim=keepdim)
+    if p == -math.inf:
+        return x.abs().amin(dim, keepdim=keepdim)
+    if p == 0:
+        return (x != 0).to(x.dtype).sum(dim, keepdim=keepdim)
+    s = x.square().sum(dim, keepdim=keepdim) if p == 2 else x.abs().pow(p).sum(dim, keepdim=keepdim)
+    pos = s > 0
+    safe = _core.where(pos, s, 1.0)
+    root = safe.sqrt() if p == 2 else safe.pow(1.0 / p)
+    return _core.where(pos, root, 0.0)
+
+
+@_in_float32("x1", "x2")
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``Σ x1·x2 / (max(‖x1‖, eps) · max(‖x2‖, eps))`` along ``dim`` (inputs broadcast together)."""
+    fn = "cosine_similarity"
+    x1, x2 = _broadcast_pair(fn, x1, x2)
+    nd = x1.dim()
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise IndexError(f"{fn}: dim {dim} is out of range for inputs of shape {tuple(x1.shape)}")
+    e2 = float(eps) * float(eps)
+    n1 = x1.square().sum(dim, keepdim=True).clamp(min=e2).sqrt()
+    n2 = x2.square().sum(dim, keepdim=True).clamp(min=e2).sqrt()
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+@_in_float32("x1", "x2")
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """``‖x1 - x2 + eps‖_p`` along the last dim (inputs broadcast together)."""
+    fn = "pairwise_distance"
+    x1, x2 = _broadcast_pair(fn, x1, x2)
+    if x1.dim() == 0:
+        raise ValueError(f"{fn}: inputs must have at least 1 dimension, got 0-d tensors")
+    return _vector_norm(x1 - x2 + eps, float(p), x1.dim() - 1, keepdim)
+
+
+@_in_float32("input1", "input2", "weight", "bias")
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y_o = Σ_ij x1_i W_oij x2_j + b_o`` over ``(*, in1)``, ``(*, in2)``, weight ``(out, in1, in2)``."""
+    fn = "bilinear"
+    for name, t in (("input1", input1), ("input2", input2), ("weight", weight)):
+        _check_float(fn, name, t)
+    if weight.dim() != 3:
+        raise ValueError(f"{fn}: weight must be 3-D (out, in1, in2), got {tuple(weight.shape)}")
+    out_f, in1, in2 = weight.shape
+    if input1.dim() == 0 or input1.shape[-1] != in1 or input2.dim() == 0 or input2.shape[-1] != in2:
+        raise ValueError(
+            f"{fn}: input1 {tuple(input1.shape)} and input2 {tuple(input2.shape)} must end in {in1} and {in2} "
+            f"features (weight {tuple(weight.shape)})"
+        )
+    if tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ValueError(
+            f"{fn}: input1 {tuple(input1.shape)} and input2 {tuple(input2.shape)} must have the same batch dims"
+        )
+    if bias is not None and tuple(bias.shape) != (out_f,):
+        raise ValueError(f"{fn}: bias must have shape ({out_f},), got {tuple(bias.shape)}")
+    w = weight.permute(1, 0, 2).reshape((in1, out_f * in2))
+    tmp = input1.matmul(w).reshape(tuple(input1.shape[:-1]) + (out_f, in2))
+    out = (tmp * input2.unsqueeze(-2)).sum(-1)
+    return out + bias if bias is not None else out
+
+
+# ---------------------------------------------------------------------------
+# ranking and embedding losses
+# ---------------------------------------------------------------------------
+
+
+@_in_float32("input1", "input2", "target")
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)`` with ``target`` of ±1, reduced."""
+    fn = "margin_ranking_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(fn, reduction)
+    for name, t in (("input1", input1), ("input2", input2), ("target", target)):
+        _check_float(fn, name, t)
+    if not input1.dim() == input2.dim() == target.dim():
+        raise ValueError(
+            f"{fn}: all input tensors should have the same dimension but got sizes: input1: "
+            f"{tuple(input1.shape)}, input2: {tuple(input2.shape)}, target: {tuple(target.shape)}"
+        )
+    loss = (target.neg() * (input1 - input2) + margin).clamp(min=0.0)
+    return _reduce(loss, reduction)
+
+
+@_in_float32("anchor", "positive", "negative")
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the ``pairwise_distance``, reduced.
+
+    ``swap=True`` uses ``min(d(a, n), d(p, n))`` as the negative distance.
+    """
+    fn = "triplet_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(fn, reduction)
+    for name, t in (("anchor", anchor), ("positive", positive), ("negative", negative)):
+        _check_float(fn, name, t)
+    if not anchor.dim() == positive.dim() == negative.dim():
+        raise ValueError(
+            f"{fn}: the anchor, positive, and negative tensors are expected to have the same number of "
+            f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and negative "
+            f"{negative.dim()}D inputs"
+        )
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    loss = (d_pos - d_neg + margin).clamp(min=0.0)
+    return _reduce(loss, reduction)
+
+
+@_in_float32("input1", "input2")
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where ``target == -1``.
+
+    ``input1``/``input2`` are ``(N, D)`` (``target`` ``(N,)``) or ``(D,)``
+    (``target`` 0-d); the cosine uses ``sqrt((|x1|² + 1e-12)(|x2|² + 1e-12))``.
+    """
+    fn = "cosine_embedding_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(fn, reduction)
+    _check_float(fn, "input1", input1)
+    _check_float(fn, "input2", input2)
+    _check_tensor(fn, "target", target)
+    if input1.dim() not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
+        raise ValueError(
+            f"{fn}: input1 and input2 must be 1-D or 2-D of the same shape, got {tuple(input1.shape)} "
+            f"and {tuple(input2.shape)}"
+        )
+    if target.dim() != input1.dim() - 1 or (target.dim() == 1 and target.shape[0] != input1.shape[0]):
+        raise ValueError(
+            f"{fn}: {input1.dim()}D target tensor expected to have {input1.dim() - 1} dims matching the "
+            f"batch of the inputs {tuple(input1.shape)}, got target {tuple(target.shape)}"
+        )
+    d = input1.dim() - 1
+    prod = (input1 * input2).sum(d)
+    mag1 = input1.square().sum(d) + 1e-12
+    mag2 = input2.square().sum(d) + 1e-12
+    cos = prod / (mag1 * mag2).sqrt()
+    pos = _core.where(target == 1, 1.0 - cos, 0.0)
+    neg = _core.where(target == -1, (cos - margin).clamp(min=0.0), 0.0)
+    return _reduce(pos + neg, reduction)
+
+
+@_in_float32("input", "target", "weight")
+def multilabel_soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Multi-label one-vs-all logistic loss: ``-mean_c(t log σ(x) + (1 - t) log σ(-x))`` per sample, reduced.
+
+    ``weight`` (broadcast to the input) rescales each class's term.
+    """
+    fn = "multilabel_soft_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(fn, reduction)
+    _check_float(fn, "input", input)
+    _check_float(fn, "target", target)
+    _check_same_shape(fn, input, target)
+    if input.dim() == 0:
+        raise ValueError(f"{fn}: input must have at least 1 dimension (the classes), got a 0-d tensor")
+    loss = (target * logsigmoid(input) + (1 - target) * logsigmoid(input.neg())).neg()
+    if weight is not None:
+        _check_float(fn, "weight", weight)
+        loss = loss * weight
+    cdim = input.dim() - 1
+    loss = loss.sum(cdim) / input.shape[cdim]
+    return _reduce(loss, reduction)
+
+
+_NOT_EXPORTED = ("Callable", "functools", "inspect", "Sequence", "Tensor", "annotations", "math", "no_grad", "np", "warnings")
+__all__ = sorted(n for n in dir() if not n.startswith("_") and n not in _NOT_EXPORTED)

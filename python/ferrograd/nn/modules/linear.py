@@ -1,4 +1,4 @@
-"""Affine layers: ``Identity`` and ``Linear``."""
+"""Affine layers: ``Identity``, ``Linear`` and ``Bilinear``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .module import Module
 
 Tensor = _core.Tensor
 
-__all__ = ["Identity", "Linear"]
+__all__ = ["Bilinear", "Identity", "Linear"]
 
 
 class Identity(Module):
@@ -61,3 +61,42 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """``y = x1ᵀ A x2 + b`` with ``weight`` ``(out_features, in1_features, in2_features)``.
+
+    Weight and bias start uniform in ``±1/sqrt(in1_features)``, as PyTorch.
+    """
+
+    def __init__(
+        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, dtype: Any = None
+    ) -> None:
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        dtype = dtype or _core.float32
+        self.weight = Parameter(_core.empty((out_features, in1_features, in2_features), dtype=dtype))
+        if bias:
+            self.bias = Parameter(_core.empty((out_features,), dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-draw weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""
+        bound = 1 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        """Apply the bilinear form to the last dims of ``input1`` and ``input2``."""
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )

@@ -11,13 +11,17 @@ Tensor = _core.Tensor
 __all__ = [
     "BCELoss",
     "BCEWithLogitsLoss",
+    "CosineEmbeddingLoss",
     "CrossEntropyLoss",
     "HuberLoss",
     "KLDivLoss",
     "L1Loss",
     "MSELoss",
+    "MarginRankingLoss",
+    "MultiLabelSoftMarginLoss",
     "NLLLoss",
     "SmoothL1Loss",
+    "TripletMarginLoss",
 ]
 
 
@@ -177,3 +181,62 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(
             input, target, weight=self.weight, reduction=self.reduction, pos_weight=self.pos_weight
         )
+
+
+class MarginRankingLoss(_Loss):
+    """``max(0, -y * (x1 - x2) + margin)`` for targets ``y`` of ±1 (see ``F.margin_ranking_loss``)."""
+
+    def __init__(
+        self, margin: float = 0.0, size_average: bool | None = None, reduce: bool | None = None,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        """The ranking loss of ``input1`` against ``input2``."""
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with the ``p``-norm distance (see ``F.triplet_margin_loss``)."""
+
+    def __init__(
+        self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
+        size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean",
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got {margin} instead")
+        self.margin = margin
+        self.p = p
+        self.eps = eps
+        self.swap = swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        """The triplet loss of ``anchor`` with ``positive`` and ``negative``."""
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
+                                     swap=self.swap, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """``1 - cos`` for similar pairs (``y = 1``), ``max(0, cos - margin)`` for dissimilar ones (``y = -1``)."""
+
+    def __init__(
+        self, margin: float = 0.0, size_average: bool | None = None, reduce: bool | None = None,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        """The cosine embedding loss of the pairs."""
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Multi-label one-vs-all logistic loss (see ``F.multilabel_soft_margin_loss``)."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of logits ``input`` against 0/1 ``target``."""
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)

@@ -1,7 +1,8 @@
-"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``RMSNorm``."""
+"""Normalisation layers: batch, layer, RMS, instance, group and local response normalisation."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,17 @@ from .module import Module
 
 Tensor = _core.Tensor
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm"]
+__all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "LayerNorm",
+    "LocalResponseNorm",
+    "RMSNorm",
+]
 
 
 class _BatchNorm(Module):
@@ -206,3 +217,130 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance normalisation: per sample and channel over the spatial dims, as ``torch.nn.InstanceNorm*d``.
+
+    ``affine`` (default False) adds a per-channel ``weight``/``bias``;
+    ``track_running_stats`` (default False) keeps running averages of the
+    instance statistics, which then normalise in eval mode. Unbatched input
+    (one dim fewer) is accepted.
+    """
+
+    _spatial: int
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise ``input`` (``(N, C, *spatial)`` or unbatched ``(C, *spatial)``)."""
+        name = type(self).__name__
+        nd = self._spatial + 2
+        if input.dim() not in (nd - 1, nd):
+            raise ValueError(f"{name}: expected {nd - 1}D (unbatched) or {nd}D (batched) input, got {input.dim()}D input")
+        batched = input.dim() == nd
+        x = input if batched else input.unsqueeze(0)
+        if x.shape[1] != self.num_features:
+            if self.affine:
+                raise ValueError(
+                    f"{name}: expected input's size at dim={1 if batched else 0} to match num_features "
+                    f"({self.num_features}), but got: {x.shape[1]} (input {tuple(input.shape)})"
+                )
+            warnings.warn(
+                f"{name}: input's size at dim={1 if batched else 0} ({x.shape[1]}) does not match num_features "
+                f"({self.num_features}); as affine=False the layer does not use num_features",
+                UserWarning, stacklevel=2,
+            )
+        # As PyTorch: momentum=None leaves the running statistics as they are, and
+        # num_batches_tracked (kept for checkpoint compatibility) is not counted.
+        use_stats = self.training or not self.track_running_stats
+        factor = 0.0 if self.momentum is None else self.momentum
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              use_stats, factor, self.eps)
+        return out if batched else out.squeeze(0)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation over ``(N, C, L)`` or ``(C, L)`` input."""
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation over ``(N, C, H, W)`` or ``(C, H, W)`` input."""
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input."""
+
+    _spatial = 3
+
+
+class GroupNorm(Module):
+    """Group normalisation: ``num_channels`` split into ``num_groups`` groups, each normalised per
+    sample over its channels and the spatial dims; then a per-channel ``weight``/``bias``
+    (``affine``, starting at 1 and 0)."""
+
+    def __init__(
+        self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype: Any = None
+    ) -> None:
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        dtype = dtype or _core.float32
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(_core.ones((num_channels,), dtype=dtype))
+            self.bias = Parameter(_core.zeros((num_channels,), dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        """Weight 1, bias 0."""
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise ``(N, C, *)`` input by groups of channels."""
+        if input.dim() < 2 or input.shape[1] != self.num_channels:
+            raise ValueError(
+                f"GroupNorm: expected input of shape (N, {self.num_channels}, *), got {tuple(input.shape)}"
+            )
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class LocalResponseNorm(Module):
+    """Local response normalisation across channels (see ``F.local_response_norm``)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise ``(N, C, *)`` input across neighbouring channels."""
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -14,6 +14,7 @@ from ... import _core
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence, _padded_sorted
 from .module import Module
 
 Tensor = _core.Tensor
@@ -223,15 +224,28 @@ class _RNNBase(Module):
         get = self._parameters.get
         return get(f"weight_ih{sfx}"), get(f"weight_hh{sfx}"), get(f"bias_ih{sfx}"), get(f"bias_hh{sfx}")
 
-    def _run(self, input: Tensor, hx: Any) -> tuple[Tensor, Any]:
+    def _run(self, input: Tensor | PackedSequence, hx: Any) -> tuple[Tensor | PackedSequence, Any]:
         name = type(self).__name__
         is_lstm = self.mode == "LSTM"
-        if input.dim() not in (2, 3):
+        packed = input if isinstance(input, PackedSequence) else None
+        masks: list[Tensor] = []
+        if packed is not None:
+            # Run the padded batch (sorted by length) and keep each sequence's state once it has
+            # ended: step t updates only the first batch_sizes[t] rows, so the reverse direction
+            # starts each sequence at its own last element.
+            input, _ = _padded_sorted(packed, 0.0, None)
+            sizes = [int(v) for v in packed.batch_sizes.tolist()]
+            rows = _core.arange(input.shape[1], device=input.device).reshape((-1, 1))
+            masks = [rows < bs for bs in sizes]
+            if hx is not None and packed.sorted_indices is not None:
+                idx = packed.sorted_indices.to(input.device)
+                hx = tuple(h.index_select(1, idx) for h in hx) if is_lstm else hx.index_select(1, idx)
+        elif input.dim() not in (2, 3):
             raise ValueError(f"{name}: expected input to be 2-D (unbatched) or 3-D, got {input.dim()}-D")
         batched = input.dim() == 3
         if not batched:
             input = input.unsqueeze(1)
-        elif self.batch_first:
+        elif self.batch_first and packed is None:
             input = input.transpose(0, 1)
         # now (L, N, input_size)
         seq_len, n, in_size = input.shape
@@ -268,8 +282,14 @@ class _RNNBase(Module):
                 steps = range(seq_len - 1, -1, -1) if d == 1 else range(seq_len)
                 ys: list[Tensor] = [None] * seq_len  # type: ignore[list-item]
                 for t in steps:
-                    h, c = _step(self.mode, xp[t], h, c, w_hh, b_hh)
-                    ys[t] = h
+                    h_new, c_new = _step(self.mode, xp[t], h, c, w_hh, b_hh)
+                    if masks:
+                        ys[t] = h_new
+                        h = _core.where(masks[t], h_new, h)
+                        c = _core.where(masks[t], c_new, c) if c is not None else None
+                    else:
+                        h, c = h_new, c_new
+                        ys[t] = h
                 outs.append(_core.stack(ys) if seq_len else _core.zeros((0, n, self.hidden_size), dtype=input.dtype, device=input.device))
                 h_n.append(h)
                 if c is not None:
@@ -282,6 +302,14 @@ class _RNNBase(Module):
         output = layer_in
         hn = _core.stack(h_n)
         cn = _core.stack(c_n) if is_lstm else None
+        if packed is not None:
+            data = _core.cat([output[t].narrow(0, 0, bs) for t, bs in enumerate(sizes)], 0)
+            out_packed = packed._replace(data=data)
+            if packed.unsorted_indices is not None:
+                idx = packed.unsorted_indices.to(hn.device)
+                hn = hn.index_select(1, idx)
+                cn = cn.index_select(1, idx) if cn is not None else None
+            return out_packed, ((hn, cn) if is_lstm else hn)
         if not batched:
             output = output.squeeze(1)
             hn = hn.squeeze(1)
@@ -313,7 +341,9 @@ class RNN(_RNNBase):
     input_size)``) returns ``(output, h_n)``: ``output`` holds the last
     layer's hidden state at every step (``(L, N, D*hidden_size)``), ``h_n``
     the final hidden state of every layer and direction
-    (``(D*num_layers, N, hidden_size)``).
+    (``(D*num_layers, N, hidden_size)``). A ``PackedSequence`` input
+    (``nn.utils.rnn``) gives a ``PackedSequence`` output and each sequence's
+    own final state in ``h_n``.
     """
 
     def __init__(
@@ -334,7 +364,7 @@ class RNN(_RNNBase):
         mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
         super().__init__(mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run the sequence; returns ``(output, h_n)``."""
         return self._run(input, hx)
 
@@ -362,8 +392,8 @@ class LSTM(_RNNBase):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
 
     def forward(
-        self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Any, tuple[Tensor, Tensor]]:
         """Run the sequence; returns ``(output, (h_n, c_n))``."""
         return self._run(input, hx)
 
@@ -384,6 +414,6 @@ class GRU(_RNNBase):
     ) -> None:
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run the sequence; returns ``(output, h_n)``."""
         return self._run(input, hx)

@@ -1,4 +1,4 @@
-"""Gradient clipping and parameter/vector conversion, as ``torch.nn.utils``."""
+"""Gradient clipping, parameter/vector conversion and sequence padding (``rnn``), as ``torch.nn.utils``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,17 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .. import _capture, _core
-from .._grad_mode import no_grad
+from ... import _capture, _core
+from ..._grad_mode import no_grad
+from . import rnn
 
 Tensor = _core.Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector", "vector_to_parameters"]
+__all__ = [
+    "clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector",
+    "rnn",
+    "vector_to_parameters",
+]
 
 
 def _as_list(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
