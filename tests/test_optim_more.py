@@ -1,4 +1,4 @@
-"""ferrograd.optim: Adadelta, Adagrad, Adamax, NAdam and RAdam.
+"""ferrograd.optim: Adadelta, Adagrad, Adamax, NAdam, RAdam and LBFGS.
 
 Trajectories are compared with NumPy float64 re-implementations of the
 update rules PyTorch documents; L-BFGS also against a NumPy implementation
@@ -265,6 +265,8 @@ def test_adagrad_state_exists_at_construction():
         (optim.NAdam, dict(betas=(0.9, -0.1)), "Invalid beta parameter at index 1"),
         (optim.RAdam, dict(betas=(0.9,)), "betas must be a pair"),
         (optim.RAdam, dict(differentiable=True), "differentiable=True is not supported"),
+        (optim.LBFGS, dict(line_search_fn="armijo"), "line_search_fn must be None or 'strong_wolfe'"),
+        (optim.LBFGS, dict(history_size=0), "history_size must be a positive int"),
     ],
 )
 def test_bad_hyperparameters(cls, kw, match):
@@ -358,3 +360,306 @@ def test_gpu_parameters_follow_the_reference(cfg):
         for v in opt.state[p].values():
             if isinstance(v, fg.Tensor):
                 assert str(v.device) == "gpu"
+
+
+# ---------------------------------------------------------------------------
+# L-BFGS: a NumPy implementation of PyTorch's algorithm
+# ---------------------------------------------------------------------------
+
+
+def _np_cubic(x1, f1, g1, x2, f2, g2, bounds=None):
+    lo, hi = bounds if bounds is not None else sorted((x1, x2))
+    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
+    disc = d1 * d1 - g1 * g2
+    if disc < 0:
+        return (lo + hi) / 2
+    d2 = math.sqrt(disc)
+    if x1 <= x2:
+        m = x2 - (x2 - x1) * (g2 + d2 - d1) / (g2 - g1 + 2 * d2)
+    else:
+        m = x1 - (x1 - x2) * (g1 + d2 - d1) / (g1 - g2 + 2 * d2)
+    return float(np.clip(m, lo, hi))
+
+
+def _np_wolfe(fgrad, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tol=1e-9, max_ls=25):
+    """Bracketing then zoom; returns (f, g, t, evaluations)."""
+    dmax = np.abs(d).max()
+    fn, gn = fgrad(x + t * d)
+    n_ev, gtdn = 1, gn @ d
+    tp, fp, gp, gtdp = 0.0, f, g, gtd
+    done, it, br = False, 0, None
+    while it < max_ls:
+        if fn > f + c1 * t * gtd or (it > 1 and fn >= fp):
+            br = [[tp, fp, gp, gtdp], [t, fn, gn, gtdn]]
+            break
+        if abs(gtdn) <= -c2 * gtd:
+            br, done = [[t, fn, gn, gtdn]], True
+            break
+        if gtdn >= 0:
+            br = [[tp, fp, gp, gtdp], [t, fn, gn, gtdn]]
+            break
+        nt = _np_cubic(tp, fp, gtdp, t, fn, gtdn, bounds=(t + 0.01 * (t - tp), 10 * t))
+        tp, fp, gp, gtdp = t, fn, gn, gtdn
+        t = nt
+        fn, gn = fgrad(x + t * d)
+        n_ev, gtdn, it = n_ev + 1, gn @ d, it + 1
+    if it == max_ls:
+        br = [[0.0, f, g, gtd], [t, fn, gn, gtdn]]
+    insuf = False
+    lo = 0 if br[0][1] <= br[-1][1] else 1
+    while not done and it < max_ls:
+        hi = 1 - lo
+        if abs(br[1][0] - br[0][0]) * dmax < tol:
+            break
+        t = _np_cubic(br[0][0], br[0][1], br[0][3], br[1][0], br[1][1], br[1][3])
+        bmax, bmin = max(br[0][0], br[1][0]), min(br[0][0], br[1][0])
+        e = 0.1 * (bmax - bmin)
+        if min(bmax - t, t - bmin) < e:
+            if insuf or t >= bmax or t <= bmin:
+                t = bmax - e if abs(t - bmax) < abs(t - bmin) else bmin + e
+                insuf = False
+            else:
+                insuf = True
+        else:
+            insuf = False
+        fn, gn = fgrad(x + t * d)
+        n_ev, gtdn, it = n_ev + 1, gn @ d, it + 1
+        if fn > f + c1 * t * gtd or fn >= br[lo][1]:
+            br[hi] = [t, fn, gn, gtdn]
+            lo = 0 if br[0][1] <= br[1][1] else 1
+        else:
+            if abs(gtdn) <= -c2 * gtd:
+                done = True
+            elif gtdn * (br[hi][0] - br[lo][0]) >= 0:
+                br[hi] = list(br[lo])
+            br[lo] = [t, fn, gn, gtdn]
+    if len(br) == 1:
+        lo = 0
+    return br[lo][1], br[lo][2], br[lo][0], n_ev
+
+
+def np_lbfgs(
+    fgrad,
+    x,
+    calls,
+    lr=1.0,
+    max_iter=20,
+    max_eval=None,
+    tol_grad=1e-7,
+    tol_change=1e-9,
+    history=100,
+    wolfe=False,
+):
+    """``calls`` step() calls of L-BFGS from ``x``; returns the final x and every evaluated point."""
+    max_eval = max_eval or max_iter * 5 // 4
+    points = []
+
+    def ev(z):
+        points.append(z.copy())
+        return fgrad(z)
+
+    st = {"n_iter": 0}
+    x = x.copy()
+    for _ in range(calls):
+        f, g = ev(x)
+        evals = 1
+        if np.abs(g).max() <= tol_grad:
+            continue
+        for n in range(1, max_iter + 1):
+            st["n_iter"] += 1
+            if st["n_iter"] == 1:
+                d, S, Y, H = -g, [], [], 1.0
+            else:
+                y, s = g - st["g_prev"], st["d"] * st["t"]
+                ys = y @ s
+                if ys > 1e-10:
+                    if len(S) == history:
+                        S.pop(0)
+                        Y.pop(0)
+                    S.append(s)
+                    Y.append(y)
+                    H = ys / (y @ y)
+                q, alphas = -g, []
+                for s_i, y_i in zip(reversed(S), reversed(Y), strict=True):
+                    a = (s_i @ q) / (y_i @ s_i)
+                    alphas.append(a)
+                    q = q - a * y_i
+                r = q * H
+                for s_i, y_i, a in zip(S, Y, reversed(alphas), strict=True):
+                    r = r + s_i * (a - (y_i @ r) / (y_i @ s_i))
+                d = r
+            st["g_prev"], f_prev = g.copy(), f
+            t = min(1.0, 1.0 / np.abs(g).sum()) * lr if st["n_iter"] == 1 else lr
+            gtd = g @ d
+            if gtd > -tol_change:
+                st["d"], st["t"] = d, t
+                break
+            if wolfe:
+                f, g, t, k = _np_wolfe(ev, x, t, d, f, g, gtd, tol=tol_change)
+                x = x + t * d
+                done = np.abs(g).max() <= tol_grad
+            else:
+                x = x + t * d
+                k, done = 0, False
+                if n != max_iter:
+                    f, g = ev(x)
+                    k, done = 1, np.abs(g).max() <= tol_grad
+            evals += k
+            st["d"], st["t"] = d, t
+            if n == max_iter or evals >= max_eval or done:
+                break
+            if np.abs(d).max() * abs(t) <= tol_change or abs(f - f_prev) < tol_change:
+                break
+    return x, points
+
+
+def rosenbrock_np(z):
+    x, y = z
+    f = (1 - x) ** 2 + 100 * (y - x * x) ** 2
+    return f, np.array([-2 * (1 - x) - 400 * x * (y - x * x), 200 * (y - x * x)])
+
+
+def _fg_lbfgs(x0, calls, dtype=fg.float64, device="cpu", **kw):
+    """Run ferrograd's L-BFGS on Rosenbrock; returns the final x and every evaluated point."""
+    x = fg.tensor(x0[:1], dtype=dtype, device=device, requires_grad=True)
+    y = fg.tensor(x0[1:], dtype=dtype, device=device, requires_grad=True)
+    opt = optim.LBFGS([x, y], **kw)
+    points = []
+
+    def closure():
+        opt.zero_grad()
+        points.append(np.concatenate([x.detach().cpu().numpy(), y.detach().cpu().numpy()]).astype(np.float64))
+        loss = ((1 - x) ** 2 + 100 * (y - x * x) ** 2).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(calls):
+        opt.step(closure)
+    return (
+        np.concatenate([x.detach().cpu().numpy(), y.detach().cpu().numpy()]).astype(np.float64),
+        points,
+        opt,
+    )
+
+
+X0 = np.array([-1.5, 2.0])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(line_search_fn="strong_wolfe"),
+        dict(line_search_fn="strong_wolfe", history_size=3, max_iter=7),
+        dict(lr=0.02, max_iter=10),
+        dict(lr=0.05, history_size=2, max_iter=4, max_eval=3),
+    ],
+    ids=["wolfe", "wolfe-h3", "fixed-step", "fixed-h2-maxeval"],
+)
+def test_lbfgs_matches_numpy_step_for_step(kw):
+    """Every point the closure is evaluated at, over several step() calls, matches the NumPy algorithm."""
+    calls = 4
+    _, got, _ = _fg_lbfgs(X0, calls, **kw)
+    np_kw = dict(
+        lr=kw.get("lr", 1.0),
+        max_iter=kw.get("max_iter", 20),
+        max_eval=kw.get("max_eval"),
+        history=kw.get("history_size", 100),
+        wolfe=kw.get("line_search_fn") == "strong_wolfe",
+    )
+    _, want = np_lbfgs(rosenbrock_np, X0, calls, **np_kw)
+    assert len(got) == len(want) > calls
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-7, atol=1e-9)
+
+
+def test_lbfgs_strong_wolfe_minimises_rosenbrock():
+    x, points, opt = _fg_lbfgs(
+        X0, 5, line_search_fn="strong_wolfe", max_iter=100, tolerance_grad=1e-10, tolerance_change=1e-14
+    )
+    np.testing.assert_allclose(x, [1.0, 1.0], atol=1e-6)
+    st = opt.state[opt.param_groups[0]["params"][0]]
+    assert st["func_evals"] == len(points) and st["n_iter"] > 10
+
+
+def test_lbfgs_fixed_step_minimises_rosenbrock():
+    """Without a line search (a small fixed lr, as PyTorch's default behaviour needs on this valley)."""
+    x, _, _ = _fg_lbfgs(X0, 40, lr=0.1, max_iter=50, tolerance_change=0.0, tolerance_grad=0.0)
+    np.testing.assert_allclose(x, [1.0, 1.0], atol=1e-4)
+
+
+def test_lbfgs_least_squares_over_several_parameters():
+    """A linear model's weight and bias (two shapes, one flat vector) reach the least-squares solution."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(30, 4))
+    b = rng.normal(size=(30, 2))
+    w = fg.zeros(4, 2, dtype=fg.float64, requires_grad=True)
+    c = fg.zeros(2, dtype=fg.float64, requires_grad=True)
+    opt = optim.LBFGS([w, c], line_search_fn="strong_wolfe", tolerance_grad=1e-12, tolerance_change=1e-14)
+    at, bt = fg.tensor(a), fg.tensor(b)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((at @ w + c - bt) ** 2).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(3):
+        opt.step(closure)
+    sol = np.linalg.lstsq(np.hstack([a, np.ones((30, 1))]), b, rcond=None)[0]
+    np.testing.assert_allclose(w.detach().numpy(), sol[:4], atol=1e-8)
+    np.testing.assert_allclose(c.detach().numpy(), sol[4], atol=1e-8)
+
+
+def test_lbfgs_state_dict_round_trip():
+    """Two calls, save, reload into a fresh optimizer: the third call matches an uninterrupted run."""
+    kw = dict(line_search_fn="strong_wolfe", max_iter=3, history_size=4)
+    x_full, _, _ = _fg_lbfgs(X0, 3, **kw)
+    x2, _, opt = _fg_lbfgs(X0, 2, **kw)
+    sd = opt.state_dict()
+    assert sorted(sd["state"]) == [0] and len(sd["state"][0]["old_dirs"]) > 0
+    x = fg.tensor(x2[:1], dtype=fg.float64, requires_grad=True)
+    y = fg.tensor(x2[1:], dtype=fg.float64, requires_grad=True)
+    o2 = optim.LBFGS([x, y], **kw)
+    o2.load_state_dict(sd)
+
+    def closure():
+        o2.zero_grad()
+        loss = ((1 - x) ** 2 + 100 * (y - x * x) ** 2).sum()
+        loss.backward()
+        return loss
+
+    o2.step(closure)
+    np.testing.assert_allclose(np.concatenate([x.detach().numpy(), y.detach().numpy()]), x_full, rtol=1e-12)
+
+
+def test_lbfgs_returns_the_first_loss_and_stops_at_an_optimum():
+    p = fg.tensor([0.0, 0.0], dtype=fg.float64, requires_grad=True)
+    opt = optim.LBFGS([p])
+    n = []
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        n.append(1)
+        return loss
+
+    assert float(opt.step(closure)) == 0.0
+    assert len(n) == 1  # the gradient is zero: no iteration
+
+
+def test_lbfgs_errors():
+    p = fg.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        optim.LBFGS([{"params": [p]}, {"params": [fg.zeros(1, requires_grad=True)]}])
+    opt = optim.LBFGS([p])
+    with pytest.raises(ValueError, match="requires a closure"):
+        opt.step()
+    with pytest.raises(ValueError, match="must share a dtype"):
+        optim.LBFGS([p, fg.zeros(2, dtype=fg.float64, requires_grad=True)])
+
+
+def test_lbfgs_on_gpu():
+    """Rosenbrock from the same start on the GPU (float32) reaches the optimum."""
+    _gpu_skip()
+    x, _, _ = _fg_lbfgs(X0, 5, dtype=fg.float32, device="gpu", line_search_fn="strong_wolfe", max_iter=100)
+    np.testing.assert_allclose(x, [1.0, 1.0], atol=2e-3)

@@ -1,5 +1,5 @@
 """Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adadelta``, ``Adagrad``,
-``Adamax``, ``NAdam``, ``RAdam`` and their ``Optimizer`` base;
+``Adamax``, ``NAdam``, ``RAdam``, ``LBFGS`` and their ``Optimizer`` base;
 ``lr_scheduler``.
 
 ``SGD``, ``Adam``, ``AdamW`` and ``RMSprop`` update all parameters of a
@@ -12,7 +12,8 @@ Their steps can be captured into a graph.
 
 ``Adadelta``, ``Adagrad``, ``Adamax``, ``NAdam`` and ``RAdam`` apply their
 update with in-place tensor ops, one parameter at a time, in the
-parameter's dtype and on its device. These run eagerly only.
+parameter's dtype and on its device; ``LBFGS`` works on the flattened
+parameters with the closure protocol. These run eagerly only.
 
 The update formulas are PyTorch's (see each class).
 """
@@ -22,6 +23,7 @@ from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
+from .lbfgs import LBFGS
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
@@ -29,6 +31,7 @@ from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = [
+    "LBFGS",
     "SGD",
     "Adadelta",
     "Adagrad",
