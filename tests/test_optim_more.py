@@ -1,4 +1,4 @@
-"""ferrograd.optim: Adadelta, Adagrad, Adamax, NAdam, RAdam and LBFGS.
+"""ferrograd.optim: Adadelta, Adagrad, Adamax, NAdam, RAdam, LBFGS and swa_utils.
 
 Trajectories are compared with NumPy float64 re-implementations of the
 update rules PyTorch documents; L-BFGS also against a NumPy implementation
@@ -15,6 +15,7 @@ import ferrograd as fg
 import numpy as np
 import pytest
 from ferrograd import nn, optim
+from ferrograd.optim import swa_utils
 
 # ---------------------------------------------------------------------------
 # NumPy references (float64) of the documented update rules
@@ -663,3 +664,133 @@ def test_lbfgs_on_gpu():
     _gpu_skip()
     x, _, _ = _fg_lbfgs(X0, 5, dtype=fg.float32, device="gpu", line_search_fn="strong_wolfe", max_iter=100)
     np.testing.assert_allclose(x, [1.0, 1.0], atol=2e-3)
+
+
+# ---------------------------------------------------------------------------
+# swa_utils
+# ---------------------------------------------------------------------------
+
+
+def _tiny_model():
+    fg.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+
+
+def _perturb(model, rng):
+    with fg.no_grad():
+        for p in model.parameters():
+            p.add_(fg.tensor(rng.normal(size=tuple(p.shape)).astype(np.float32)))
+
+
+def _params_np(model):
+    return [p.detach().numpy().astype(np.float64) for p in model.parameters()]
+
+
+def test_averaged_model_swa_is_the_mean_of_snapshots():
+    rng = np.random.default_rng(0)
+    model = _tiny_model()
+    swa = swa_utils.AveragedModel(model)
+    snaps = []
+    for _ in range(4):
+        _perturb(model, rng)
+        snaps.append(_params_np(model))
+        swa.update_parameters(model)
+    assert int(swa.n_averaged) == 4
+    for i, p in enumerate(swa.parameters()):
+        np.testing.assert_allclose(
+            p.detach().numpy(), np.mean([s[i] for s in snaps], axis=0), rtol=1e-5, atol=1e-6
+        )
+    # the copy's parameters are its own; the model's are untouched
+    assert all(a is not b for a, b in zip(swa.parameters(), model.parameters(), strict=True))
+    x = fg.randn(5, 3)
+    swa.eval()
+    np.testing.assert_array_equal(swa(x).detach().numpy(), swa.module(x).detach().numpy())
+
+
+@pytest.mark.parametrize("style", ["multi", "single"])
+def test_averaged_model_ema(style):
+    rng = np.random.default_rng(1)
+    model = _tiny_model()
+    decay = 0.9
+    if style == "multi":
+        ema = swa_utils.AveragedModel(model, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(decay))
+    else:
+        ema = swa_utils.AveragedModel(model, avg_fn=swa_utils.get_ema_avg_fn(decay))
+    ref = None
+    for _ in range(5):
+        _perturb(model, rng)
+        cur = _params_np(model)
+        ref = cur if ref is None else [decay * r + (1 - decay) * c for r, c in zip(ref, cur, strict=True)]
+        ema.update_parameters(model)
+    for p, r in zip(ema.parameters(), ref, strict=True):
+        np.testing.assert_allclose(p.detach().numpy(), r, rtol=1e-5, atol=1e-6)
+
+
+def test_averaged_model_buffers():
+    """Without use_buffers the copy's buffers follow the model; with it they are averaged too."""
+    model = _tiny_model()
+    follow = swa_utils.AveragedModel(model)
+    avg = swa_utils.AveragedModel(model, use_buffers=True)
+    model.train()
+    means = []
+    for k in range(3):
+        model(fg.randn(8, 3) + float(k))
+        means.append(model[1].running_mean.numpy().copy())
+        follow.update_parameters(model)
+        avg.update_parameters(model)
+    np.testing.assert_array_equal(follow.module[1].running_mean.numpy(), means[-1])
+    np.testing.assert_allclose(
+        avg.module[1].running_mean.numpy(), np.mean(means, axis=0), rtol=1e-5, atol=1e-6
+    )
+    assert int(avg.module[1].num_batches_tracked) == 3  # integer buffers are copied
+    with pytest.raises(ValueError, match="only one of avg_fn and multi_avg_fn"):
+        swa_utils.AveragedModel(
+            model, avg_fn=swa_utils.get_swa_avg_fn(), multi_avg_fn=swa_utils.get_swa_multi_avg_fn()
+        )
+
+
+@pytest.mark.parametrize(("strategy", "anneal_epochs"), [("cos", 4), ("linear", 3), ("cos", 0)])
+def test_swalr_schedule(strategy, anneal_epochs):
+    p = fg.zeros(1, requires_grad=True)
+    opt = optim.SGD([p], lr=0.5)
+    sched = swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=anneal_epochs, anneal_strategy=strategy)
+
+    def f(t):
+        return (1 - math.cos(math.pi * t)) / 2 if strategy == "cos" else t
+
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(6):
+        p.grad = fg.zeros(1)
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    want = []
+    for k in range(7):
+        step = max(1, k) if anneal_epochs == 0 else k
+        a = f(min(1.0, step / max(1, anneal_epochs)))
+        want.append(0.05 * a + 0.5 * (1 - a))
+    np.testing.assert_allclose(lrs, want, rtol=1e-12)
+    assert lrs[-1] == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="anneal_strategy must be 'cos' or 'linear'"):
+        swa_utils.SWALR(opt, swa_lr=0.1, anneal_strategy="exp")
+    with pytest.raises(ValueError, match="anneal_epochs must be a non-negative int"):
+        swa_utils.SWALR(opt, swa_lr=0.1, anneal_epochs=-1)
+
+
+def test_update_bn_recomputes_statistics():
+    model = _tiny_model()
+    model.eval()
+    rng = np.random.default_rng(2)
+    batches = [fg.tensor(rng.normal(size=(10, 3)).astype(np.float32) * 2 + 1) for _ in range(3)]
+    loader = [(b, fg.zeros(10)) for b in batches]  # (input, target) pairs: the input is used
+    swa_utils.update_bn(loader, model)
+    assert not model.training and model[1].momentum == 0.1
+    with fg.no_grad():
+        hs = [model[0](b).numpy().astype(np.float64) for b in batches]
+    np.testing.assert_allclose(
+        model[1].running_mean.numpy(), np.mean([h.mean(0) for h in hs], axis=0), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        model[1].running_var.numpy(), np.mean([h.var(0, ddof=1) for h in hs], axis=0), rtol=1e-5, atol=1e-6
+    )
+    assert int(model[1].num_batches_tracked) == 3

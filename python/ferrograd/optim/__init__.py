@@ -1,6 +1,6 @@
 """Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adadelta``, ``Adagrad``,
 ``Adamax``, ``NAdam``, ``RAdam``, ``LBFGS`` and their ``Optimizer`` base;
-``lr_scheduler``.
+``lr_scheduler`` and ``swa_utils``.
 
 ``SGD``, ``Adam``, ``AdamW`` and ``RMSprop`` update all parameters of a
 parameter group with one call into the Rust core: a fused multi-tensor
@@ -18,7 +18,7 @@ parameters with the closure protocol. These run eagerly only.
 The update formulas are PyTorch's (see each class).
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
@@ -43,4 +43,5 @@ __all__ = [
     "RAdam",
     "RMSprop",
     "lr_scheduler",
+    "swa_utils",
 ]
