@@ -1,0 +1,35 @@
+"""Probability distributions and KL divergences, as ``torch.distributions``.
+
+``Normal``, ``Uniform``, ``Bernoulli``, ``Categorical``,
+``MultivariateNormal`` (``scale_tril`` parameterisation) and
+``Independent``, with ``sample``/``rsample`` (reparameterised where
+PyTorch's is), ``log_prob``, ``entropy``, ``mean``/``mode``/``variance``/
+``stddev``, ``batch_shape``/``event_shape`` and argument validation;
+``kl_divergence`` with closed forms for the common pairs, extensible with
+``register_kl``. Samples come from ferrograd's default generator
+(``ferrograd.manual_seed`` makes them reproducible); gradients flow through
+``rsample``, ``log_prob`` and ``entropy``, all composed of tensor ops.
+"""
+
+from . import constraints
+from .bernoulli import Bernoulli
+from .categorical import Categorical
+from .distribution import Distribution
+from .independent import Independent
+from .kl import kl_divergence, register_kl
+from .multivariate_normal import MultivariateNormal
+from .normal import Normal
+from .uniform import Uniform
+
+__all__ = [
+    "Bernoulli",
+    "Categorical",
+    "Distribution",
+    "Independent",
+    "MultivariateNormal",
+    "Normal",
+    "Uniform",
+    "constraints",
+    "kl_divergence",
+    "register_kl",
+]
