@@ -192,8 +192,23 @@ def test_independent_sums_the_reinterpreted_dimensions():
         (lambda: D.Categorical(logits=fg.zeros(2, 3, 5)), (2, 3), ()),
         (lambda: D.MultivariateNormal(fg.zeros(4, 3), scale_tril=fg.eye(3)), (4,), (3,)),
         (lambda: D.Independent(D.Normal(fg.zeros(2, 3), 1.0), 1), (2,), (3,)),
+        (lambda: D.Gamma(fg.ones(2, 1), fg.ones(3)), (2, 3), ()),
+        (lambda: D.Beta(fg.ones(3), 2.0), (3,), ()),
+        (lambda: D.Dirichlet(fg.ones(2, 4)), (2,), (4,)),
+        (lambda: D.Poisson(fg.tensor([0.5, 20.0])), (2,), ()),
     ],
-    ids=["normal", "uniform", "bernoulli", "categorical", "mvn", "independent"],
+    ids=[
+        "normal",
+        "uniform",
+        "bernoulli",
+        "categorical",
+        "mvn",
+        "independent",
+        "gamma",
+        "beta",
+        "dirichlet",
+        "poisson",
+    ],
 )
 def test_sample_shapes(make, batch, event):
     d = make()
@@ -573,6 +588,24 @@ def test_register_kl_dispatch():
             ValueError,
             "Independent: expected 0 <= reinterpreted_batch_ndims",
         ),
+        (
+            lambda: D.Gamma(fg.tensor([1.0, -1.0]), 1.0),
+            ValueError,
+            r"parameter concentration .* distribution Gamma",
+        ),
+        (lambda: D.Gamma(1.0, 0.0), ValueError, r"parameter rate .* distribution Gamma"),
+        (lambda: D.Beta(0.5, -2.0), ValueError, r"parameter concentration0 .* distribution Beta"),
+        (
+            lambda: D.Dirichlet(fg.tensor(1.0)),
+            ValueError,
+            "Dirichlet: `concentration` must be a Tensor of at least one",
+        ),
+        (
+            lambda: D.Dirichlet(fg.tensor([1.0, 0.0])),
+            ValueError,
+            r"parameter concentration .* distribution Dirichlet",
+        ),
+        (lambda: D.Poisson(-0.5), ValueError, r"parameter rate .* distribution Poisson"),
     ],
 )
 def test_bad_arguments(make, exc, match):
@@ -591,6 +624,15 @@ def test_values_outside_the_support():
         D.Normal(0.0, 1.0).log_prob(0.5)
 
 
+def test_values_outside_the_support_of_the_gamma_family():
+    with pytest.raises(ValueError, match=r"value argument .* support .* Poisson"):
+        D.Poisson(2.0).log_prob(fg.tensor(1.5))
+    with pytest.raises(ValueError, match=r"value argument .* support .* Dirichlet"):
+        D.Dirichlet(fg.ones(3)).log_prob(fg.tensor([0.5, 0.2, 0.1]))
+    with pytest.raises(ValueError, match=r"value argument .* support .* Beta"):
+        D.Beta(1.0, 1.0).log_prob(fg.tensor(1.5))
+
+
 def test_validation_can_be_turned_off():
     d = D.Normal(0.0, -1.0, validate_args=False)
     assert float(d.scale) == -1.0
@@ -601,6 +643,193 @@ def test_validation_can_be_turned_off():
         D.Distribution.set_default_validate_args(True)
     with pytest.raises(ValueError):
         D.Bernoulli(probs=fg.tensor(2.0))
+
+
+# ---------------------------------------------------------------------------
+# the gamma family and Poisson: special functions, densities, samples, gradients
+# ---------------------------------------------------------------------------
+
+special = pytest.importorskip("scipy.special")
+
+
+def test_lgamma_and_digamma_against_scipy():
+    from ferrograd.distributions._special import digamma, lgamma
+
+    x = np.concatenate([np.logspace(-5, 6, 200), [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 7.5, 8.0]])
+    t = t64(x, True)
+    lg, dg = lgamma(t), digamma(t)
+    np.testing.assert_allclose(npy(lg), special.gammaln(x), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(npy(dg), special.digamma(x), rtol=1e-13, atol=1e-13)
+    (g,) = fg.autograd.grad(lg.sum(), [t])
+    np.testing.assert_allclose(npy(g), special.digamma(x), rtol=1e-13, atol=1e-13)
+    (g,) = fg.autograd.grad(dg.sum(), [t])
+    np.testing.assert_allclose(npy(g), special.polygamma(1, x), rtol=1e-12, atol=1e-12)
+
+
+A = np.array([0.4, 1.0, 3.5, 40.0])
+B = np.array([2.0, 0.5, 1.3, 0.2])
+
+
+def test_gamma_against_scipy():
+    d = D.Gamma(t64(A), t64(B))
+    ref = stats.gamma(A, scale=1 / B)
+    x = ref.ppf([[0.05], [0.5], [0.97]])
+    np.testing.assert_allclose(npy(d.log_prob(t64(x))), ref.logpdf(x), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(npy(d.entropy()), ref.entropy(), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(npy(d.mean), ref.mean(), rtol=1e-12)
+    np.testing.assert_allclose(npy(d.variance), ref.var(), rtol=1e-12)
+    np.testing.assert_allclose(npy(d.mode), np.maximum((A - 1) / B, 0), rtol=1e-12)
+
+
+def test_beta_against_scipy():
+    d = D.Beta(t64(A), t64(B))
+    ref = stats.beta(A, B)
+    x = np.array([[0.05], [0.5], [0.93]])
+    np.testing.assert_allclose(npy(d.log_prob(t64(x))), ref.logpdf(x), rtol=1e-10, atol=1e-11)
+    np.testing.assert_allclose(npy(d.entropy()), ref.entropy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(npy(d.mean), ref.mean(), rtol=1e-12)
+    np.testing.assert_allclose(npy(d.variance), ref.var(), rtol=1e-12)
+
+
+def test_dirichlet_against_scipy():
+    alpha = np.array([[0.5, 3.0, 2.0], [1.0, 1.0, 7.0]])
+    d = D.Dirichlet(t64(alpha))
+    assert d.batch_shape == (2,) and d.event_shape == (3,)
+    x = np.array([[0.2, 0.5, 0.3], [0.1, 0.1, 0.8]])
+    for i in range(2):
+        ref = stats.dirichlet(alpha[i])
+        np.testing.assert_allclose(npy(d.log_prob(t64(x)))[i], ref.logpdf(x[i]), rtol=1e-11)
+        np.testing.assert_allclose(npy(d.entropy())[i], ref.entropy(), rtol=1e-11)
+        np.testing.assert_allclose(npy(d.mean)[i], ref.mean(), rtol=1e-12)
+        np.testing.assert_allclose(npy(d.variance)[i], ref.var(), rtol=1e-12)
+
+
+def test_poisson_against_scipy():
+    rate = np.array([0.0, 0.3, 4.0, 250.0])
+    d = D.Poisson(t64(rate))
+    k = np.array([[0.0], [3.0], [240.0]])
+    want = stats.poisson(rate).logpmf(k)
+    got = npy(d.log_prob(t64(k)))
+    np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-11, atol=1e-11)
+    assert got[0, 0] == 0.0 and np.all(got[1:, 0] == -np.inf)  # rate 0: all mass at 0
+    np.testing.assert_allclose(npy(d.mean), rate)
+    np.testing.assert_allclose(npy(d.variance), rate)
+
+
+@pytest.mark.parametrize("a", [0.3, 1.0, 4.5, 150.0])
+def test_gamma_samples(a):
+    fg.manual_seed(41)
+    x = npy(D.Gamma(t64(a), t64(2.0)).sample((20_000,)))
+    assert np.all(x > 0)
+    assert stats.kstest(x, stats.gamma(a, scale=0.5).cdf).pvalue > 1e-3
+
+
+def test_beta_and_dirichlet_samples():
+    fg.manual_seed(42)
+    x = npy(D.Beta(t64(0.7), t64(2.5)).sample((20_000,)))
+    assert stats.kstest(x, stats.beta(0.7, 2.5).cdf).pvalue > 1e-3
+    alpha = np.array([0.5, 2.0, 4.0])
+    s = npy(D.Dirichlet(t64(alpha)).sample((20_000,)))
+    np.testing.assert_allclose(s.sum(-1), 1.0, rtol=1e-12)
+    ref = stats.dirichlet(alpha)
+    assert np.all(np.abs(s.mean(0) - ref.mean()) < 5 * np.sqrt(ref.var() / 20_000))
+
+
+@pytest.mark.parametrize("rate", [0.7, 6.0, 25.0, 3000.0])
+def test_poisson_samples(rate):
+    fg.manual_seed(43)
+    n = 20_000
+    k = npy(D.Poisson(t64(rate)).sample((n,)))
+    assert np.all(k == np.round(k)) and np.all(k >= 0)
+    assert abs(k.mean() - rate) < 5 * math.sqrt(rate / n)
+    assert abs(k.var() / rate - 1) < 5 * math.sqrt(2 / n) + 5 / math.sqrt(n * rate)
+    # the whole distribution: a chi-square test over bins of the central values
+    lo, hi = stats.poisson(rate).ppf([0.001, 0.999]).astype(int)
+    cuts = np.unique(np.linspace(lo, hi + 1, 12).astype(int))[1:-1]  # bin i holds k < cuts[i]
+    counts = np.bincount(np.searchsorted(cuts, k, side="right"), minlength=len(cuts) + 1)
+    cdf = np.concatenate([stats.poisson(rate).cdf(cuts - 1), [1.0]])
+    probs = np.diff(np.concatenate([[0.0], cdf]))
+    assert stats.chisquare(counts, probs * n).pvalue > 1e-3
+
+
+def test_gamma_rsample_gradient_is_the_implicit_reparameterisation_gradient():
+    """dx/da at a fixed CDF value, against SciPy's inverse CDF differentiated numerically;
+    dx/d rate = -x / rate."""
+    a = t64([0.3, 1.0, 2.5, 60.0], True)
+    rate = t64([1.0, 2.0, 0.5, 1.5], True)
+    fg.manual_seed(44)
+    x = D.Gamma(a, rate).rsample((3,))
+    ga, gr = fg.autograd.grad(x.sum(), [a, rate])
+    xs, an, rn = npy(x), npy(a), npy(rate)
+    u = stats.gamma(an, scale=1 / rn).cdf(xs)
+    h = 1e-6
+    fd = (stats.gamma(an + h, scale=1 / rn).ppf(u) - stats.gamma(an - h, scale=1 / rn).ppf(u)) / (2 * h)
+    np.testing.assert_allclose(npy(ga), fd.sum(0), rtol=1e-5)
+    np.testing.assert_allclose(npy(gr), (-xs / rn).sum(0), rtol=1e-12)
+
+
+def test_beta_and_dirichlet_rsample_gradients_are_unbiased():
+    """The mean of the pathwise gradients is the gradient of the mean, within 5 standard errors
+    (one parameter per draw, so the per-draw gradients and their spread are seen)."""
+    n = 20_000
+    a, b = t64(np.full(n, 1.5), True), t64(np.full(n, 2.5), True)
+    fg.manual_seed(45)
+    ga, gb = (npy(g) for g in fg.autograd.grad(D.Beta(a, b).rsample().sum(), [a, b]))
+    # E[x] = a / (a + b): dE/da = b / (a + b)^2, dE/db = -a / (a + b)^2
+    for g, want in ((ga, 2.5 / 16), (gb, -1.5 / 16)):
+        assert g.std() > 0 and abs(g.mean() - want) < 5 * g.std() / math.sqrt(n), (g.mean(), want)
+    alpha = t64(np.tile([0.5, 2.0, 4.0], (n, 1)), True)
+    fg.manual_seed(46)
+    s = D.Dirichlet(alpha).rsample()
+    (g,) = fg.autograd.grad(s[:, 0].sum(), [alpha])
+    g = npy(g)
+    # E[x_0] = a_0 / a_sum: gradient (a_sum - a_0, -a_0, -a_0) / a_sum^2
+    want = np.array([6.0, -0.5, -0.5]) / 6.5**2
+    assert np.all(np.abs(g.mean(0) - want) < 5 * g.std(0) / math.sqrt(n)), (g.mean(0), want)
+
+
+def test_gamma_family_log_prob_gradchecks():
+    x = t64([0.3, 1.7])
+    gradcheck(
+        lambda a, b: D.Gamma(a, b).log_prob(x).sum() + D.Gamma(a, b).entropy().sum(),
+        (t64([0.8, 3.0], True), t64([1.5, 0.4], True)),
+    )
+    y = t64([0.3, 0.7])
+    gradcheck(
+        lambda a, b: D.Beta(a, b).log_prob(y).sum() + D.Beta(a, b).entropy().sum(),
+        (t64([0.8, 3.0], True), t64([1.5, 0.4], True)),
+    )
+    gradcheck(
+        lambda c: D.Dirichlet(c).log_prob(t64([0.2, 0.5, 0.3])) + D.Dirichlet(c).entropy(),
+        (t64([0.8, 3.0, 1.2], True),),
+    )
+    gradcheck(lambda r: D.Poisson(r).log_prob(t64([0.0, 3.0])).sum(), (t64([0.5, 4.0], True),))
+
+
+def _quad_kl(p_logpdf, q_logpdf, lo, hi):
+    from scipy import integrate
+
+    return integrate.quad(lambda x: math.exp(p_logpdf(x)) * (p_logpdf(x) - q_logpdf(x)), lo, hi, limit=200)[0]
+
+
+def test_kl_gamma_family_and_poisson():
+    p, q = (0.8, 1.5), (2.0, 0.7)
+    kl = float(D.kl_divergence(D.Gamma(t64(p[0]), t64(p[1])), D.Gamma(t64(q[0]), t64(q[1]))))
+    gp, gq = stats.gamma(p[0], scale=1 / p[1]), stats.gamma(q[0], scale=1 / q[1])
+    assert kl == pytest.approx(_quad_kl(gp.logpdf, gq.logpdf, 0, np.inf), rel=1e-7)
+    kl = float(D.kl_divergence(D.Beta(t64(p[0]), t64(p[1])), D.Beta(t64(q[0]), t64(q[1]))))
+    bp, bq = stats.beta(*p), stats.beta(*q)
+    assert kl == pytest.approx(_quad_kl(bp.logpdf, bq.logpdf, 0, 1), rel=1e-7)
+    kl = float(D.kl_divergence(D.Poisson(t64(3.0)), D.Poisson(t64(5.5))))
+    k = np.arange(200)
+    pp, pq = stats.poisson(3.0).logpmf(k), stats.poisson(5.5).logpmf(k)
+    assert kl == pytest.approx(float(np.sum(np.exp(pp) * (pp - pq))), rel=1e-10)
+    a, b = np.array([0.5, 2.0, 4.0]), np.array([1.0, 1.0, 2.0])
+    kl = float(D.kl_divergence(D.Dirichlet(t64(a)), D.Dirichlet(t64(b))))
+    fg.manual_seed(47)
+    x = npy(D.Dirichlet(t64(a)).sample((100_000,)))
+    diff = stats.dirichlet(a).logpdf(x.T) - stats.dirichlet(b).logpdf(x.T)
+    assert abs(diff.mean() - kl) < 5 * diff.std() / math.sqrt(len(diff))
 
 
 # ---------------------------------------------------------------------------
@@ -633,3 +862,10 @@ def test_gpu_distributions_match_cpu():
     np.testing.assert_allclose(got, want[np.arange(2), npy(a).astype(int)], rtol=1e-5, atol=1e-6)
     b = D.Bernoulli(probs=fg.tensor([0.2, 0.7], device="gpu"))
     assert set(np.unique(npy(b.sample((50,))))) <= {0.0, 1.0}
+    conc = fg.tensor([2.0, 0.5], device="gpu", requires_grad=True)
+    x = D.Gamma(conc, fg.tensor([1.0, 3.0], device="gpu")).rsample((6,))
+    assert str(x.device) == "gpu" and x.dtype == fg.float32 and tuple(x.shape) == (6, 2)
+    x.sum().backward()
+    assert str(conc.grad.device) == "gpu" and np.all(npy(conc.grad) > 0)
+    k = D.Poisson(fg.tensor([3.0, 40.0], device="gpu")).sample((5,))
+    assert str(k.device) == "gpu" and np.all(npy(k) == np.round(npy(k)))

@@ -7,12 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _core
+from ._special import digamma, lbeta, lgamma
 from .bernoulli import Bernoulli
+from .beta import Beta
 from .categorical import Categorical
+from .dirichlet import Dirichlet
 from .distribution import Distribution
+from .gamma import Gamma
 from .independent import Independent
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _half_log_det, _tril_solve
 from .normal import Normal
+from .poisson import Poisson
 from .uniform import Uniform
 from .utils import sum_rightmost
 
@@ -131,3 +136,35 @@ def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
             f"{p.reinterpreted_batch_ndims} and {q.reinterpreted_batch_ndims}"
         )
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p: Gamma, q: Gamma) -> Tensor:
+    a1, b1, a2, b2 = p.concentration, p.rate, q.concentration, q.rate
+    return a2 * (b1 / b2).log() + lgamma(a2) - lgamma(a1) + (a1 - a2) * digamma(a1) + (b2 - b1) * (a1 / b1)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p: Beta, q: Beta) -> Tensor:
+    a1, b1, a2, b2 = p.concentration1, p.concentration0, q.concentration1, q.concentration0
+    t = a1 + b1
+    return (
+        lbeta(a2, b2)
+        - lbeta(a1, b1)
+        + (a1 - a2) * digamma(a1)
+        + (b1 - b2) * digamma(b1)
+        + (a2 - a1 + b2 - b1) * digamma(t)
+    )
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p: Dirichlet, q: Dirichlet) -> Tensor:
+    a, b = p.concentration, q.concentration
+    a0 = a.sum(-1)
+    t1 = lgamma(a0) - lgamma(a).sum(-1) - lgamma(b.sum(-1)) + lgamma(b).sum(-1)
+    return t1 + ((a - b) * (digamma(a) - digamma(a0).unsqueeze(-1))).sum(-1)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p: Poisson, q: Poisson) -> Tensor:
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
