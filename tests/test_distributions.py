@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from ferrograd import distributions as D
 from ferrograd.autograd import gradcheck
-
-stats = pytest.importorskip("scipy.stats")
+from scipy import integrate, special, stats
 
 F64 = fg.float64
 
@@ -649,8 +648,6 @@ def test_validation_can_be_turned_off():
 # the gamma family and Poisson: special functions, densities, samples, gradients
 # ---------------------------------------------------------------------------
 
-special = pytest.importorskip("scipy.special")
-
 
 def test_lgamma_and_digamma_against_scipy():
     from ferrograd.distributions._special import digamma, lgamma
@@ -807,8 +804,6 @@ def test_gamma_family_log_prob_gradchecks():
 
 
 def _quad_kl(p_logpdf, q_logpdf, lo, hi):
-    from scipy import integrate
-
     return integrate.quad(lambda x: math.exp(p_logpdf(x)) * (p_logpdf(x) - q_logpdf(x)), lo, hi, limit=200)[0]
 
 
