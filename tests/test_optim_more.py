@@ -363,6 +363,23 @@ def test_gpu_parameters_follow_the_reference(cfg):
                 assert str(v.device) == "gpu"
 
 
+def test_gpu_loads_cpu_state():
+    """A state dict saved on the CPU loads into an optimizer of GPU parameters: the state moves there."""
+    _gpu_skip()
+    p = fg.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.Adamax([p], lr=0.1)
+    p.grad = fg.tensor([0.5, -1.0])
+    opt.step()
+    q = fg.tensor(p.detach().numpy(), device="gpu", requires_grad=True)
+    o2 = optim.Adamax([q], lr=0.1)
+    o2.load_state_dict(opt.state_dict())
+    assert str(o2.state[q]["exp_avg"].device) == "gpu"
+    for t, o in ((p, opt), (q, o2)):
+        t.grad = fg.tensor([0.25, 0.5], device=t.device)
+        o.step()
+    np.testing.assert_allclose(q.detach().cpu().numpy(), p.detach().numpy(), rtol=1e-6)
+
+
 # ---------------------------------------------------------------------------
 # L-BFGS: a NumPy implementation of PyTorch's algorithm
 # ---------------------------------------------------------------------------
@@ -608,6 +625,29 @@ def test_lbfgs_least_squares_over_several_parameters():
     sol = np.linalg.lstsq(np.hstack([a, np.ones((30, 1))]), b, rcond=None)[0]
     np.testing.assert_allclose(w.detach().numpy(), sol[:4], atol=1e-8)
     np.testing.assert_allclose(c.detach().numpy(), sol[4], atol=1e-8)
+
+
+def test_lbfgs_fits_a_module_through_its_parameters():
+    """The usual script shape: ``LBFGS(model.parameters())`` and a closure over a loss module."""
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(40, 3))
+    y = a @ np.array([[0.5], [-1.0], [2.0]]) + 0.25 + 0.01 * rng.normal(size=(40, 1))
+    model = nn.Linear(3, 1).double()
+    loss_fn = nn.MSELoss()
+    opt = optim.LBFGS(model.parameters(), lr=1, max_iter=50, line_search_fn="strong_wolfe")
+    x, t = fg.tensor(a), fg.tensor(y)
+
+    def closure():
+        opt.zero_grad()
+        loss = loss_fn(model(x), t)
+        loss.backward()
+        return loss
+
+    first = float(opt.step(closure))
+    sol = np.linalg.lstsq(np.hstack([a, np.ones((40, 1))]), y, rcond=None)[0]
+    np.testing.assert_allclose(model.weight.detach().numpy().ravel(), sol[:3, 0], atol=1e-6)
+    np.testing.assert_allclose(model.bias.detach().numpy(), sol[3], atol=1e-6)
+    assert float(closure()) < first / 100
 
 
 def test_lbfgs_state_dict_round_trip():

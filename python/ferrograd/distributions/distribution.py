@@ -90,10 +90,6 @@ class Distribution:
     # -------------------------------------------------------------- moments
 
     @property
-    def arg_names(self) -> list[str]:  # pragma: no cover - informational
-        return list(self.arg_constraints)
-
-    @property
     def support(self) -> constraints.Constraint:
         """The constraint the samples satisfy."""
         raise NotImplementedError

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,8 +70,7 @@ class Normal(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         var = self.scale.pow(2)
-        log_scale = math.log(self.scale) if isinstance(self.scale, numbers.Real) else self.scale.log()
-        return -((value - self.loc) ** 2) / (2 * var) - log_scale - LOG_SQRT_2PI
+        return -((value - self.loc) ** 2) / (2 * var) - self.scale.log() - LOG_SQRT_2PI
 
     def cdf(self, value: Tensor) -> Tensor:
         if self._validate_args:
