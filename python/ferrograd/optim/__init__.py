@@ -1,19 +1,47 @@
-"""Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop`` and their ``Optimizer`` base.
+"""Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adadelta``, ``Adagrad``,
+``Adamax``, ``NAdam``, ``RAdam``, ``LBFGS`` and their ``Optimizer`` base;
+``lr_scheduler`` and ``swa_utils``.
 
-Each ``step()`` updates all parameters of a parameter group with one call
-into the Rust core: a fused multi-tensor kernel applies weight decay, the
-moment updates, bias correction and the parameter update in one pass, in
-place, without recording autograd history. The update formulas are
-PyTorch's (see each class).
+``SGD``, ``Adam``, ``AdamW`` and ``RMSprop`` update all parameters of a
+parameter group with one call into the Rust core: a fused multi-tensor
+kernel applies weight decay, the moment updates, bias correction and the
+parameter update in one pass, in place, without recording autograd
+history. float16 and bfloat16 parameters compute in float32 inside the
+kernel and are rounded on store; their state has the parameter's dtype.
+Their steps can be captured into a graph.
 
-float16 and bfloat16 parameters compute in float32 inside the kernel and
-are rounded on store; their state has the parameter's dtype.
+``Adadelta``, ``Adagrad``, ``Adamax``, ``NAdam`` and ``RAdam`` apply their
+update with in-place tensor ops, one parameter at a time, in the
+parameter's dtype and on its device; ``LBFGS`` works on the flattened
+parameters with the closure protocol. These run eagerly only.
+
+The update formulas are PyTorch's (see each class).
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .adamax import Adamax
+from .lbfgs import LBFGS
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "lr_scheduler"]
+__all__ = [
+    "LBFGS",
+    "SGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "Optimizer",
+    "RAdam",
+    "RMSprop",
+    "lr_scheduler",
+    "swa_utils",
+]

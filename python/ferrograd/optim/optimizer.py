@@ -77,6 +77,10 @@ class Optimizer:
     #: Bumped when state tensors are replaced wholesale (load_state_dict, new groups).
     _state_version: int = 0
 
+    #: Whether :meth:`load_state_dict` requires state tensors shaped like their
+    #: parameter (False for optimizers keeping flattened or scalar state).
+    _state_shaped_like_params: bool = True
+
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults: dict[str, Any] = dict(defaults)
         self.state: _ParamState = _ParamState()
@@ -333,7 +337,7 @@ class Optimizer:
             for name, v in st.items():
                 if name == "step":
                     _step_value(k, v)
-                elif _is_tensor(v) and tuple(v.shape) != tuple(p.shape):
+                elif self._state_shaped_like_params and _is_tensor(v) and tuple(v.shape) != tuple(p.shape):
                     raise ValueError(
                         f"loaded state '{name}' of parameter {k!r} has shape {tuple(v.shape)}, "
                         f"but the parameter has shape {tuple(p.shape)}"
@@ -352,6 +356,8 @@ class Optimizer:
                     d[name] = _step_value(None, v)
                 elif _is_tensor(v):
                     d[name] = v.to(p.dtype) if v.dtype != p.dtype else v.clone()
+                    if d[name].device != p.device:
+                        d[name] = d[name].to(p.device)
                 else:
                     d[name] = copy.deepcopy(v)
             new_state[p] = d
