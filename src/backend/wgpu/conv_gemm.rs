@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use super::context::{get, GpuBuffer};
+use super::dispatch::bind;
+use super::limits::check_items;
 use super::shaders::{self, ConvGemm, CONV_TILE};
-use super::{bind, check_items};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 

@@ -21,8 +21,11 @@
 use std::sync::Arc;
 
 use super::context::{get, GpuBuffer};
+use super::dispatch::{bind_written, check_same_device, run_ew};
+use super::dtype::{f32_only, is_half};
+use super::meta::ew_meta;
 use super::shaders::{self, Bindings, OptimRule};
-use super::{bind_written, buffer, check_same_device, ew_meta, f32_only, is_half, run_ew};
+use super::storage::buffer;
 use crate::backend::optim::{AdamHyper, OptimKernels, RmspropHyper, SgdHyper};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

@@ -20,15 +20,27 @@
 //! operand bound through a window). A compiled graph's replay rewrites the
 //! first four words of each random dispatch with a new stream reserved
 //! from the same generator ([`super::context::Gpu::note_stream`]).
+//!
+//! The backend's random ops start here too; what the kernels cannot draw
+//! exactly (integers beyond float32's range, permutations, multinomial
+//! draws) is drawn on the host by the CPU's kernels and uploaded, and a
+//! graph capture records how to draw it again ([`note_reservation`]).
 
 use std::sync::Arc;
 
-use super::context::{get, GpuBuffer};
+use super::context::{self, get, GpuBuffer};
+use super::dispatch::{bind, check_same_device};
+use super::dtype::{elem_bytes, gpu_float, gty};
+use super::limits::check_items;
 use super::shaders::{Bindings, GTy, WG};
-use super::{bind, buffer, check_items, download, elem_bytes, gty, RESERVED};
+use super::storage::{buffer, download, host_words, upload};
+use super::views::via_host;
+use super::WgpuBackend;
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::ops::philox::{PhiloxStream, PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1};
-use crate::tensor::{DType, Tensor};
+use crate::ops::random::RandomDist;
+use crate::tensor::{DType, Device, Tensor};
 
 /// Index of the first parameter word in a random kernel's metadata.
 const PARAMS: usize = 8;
@@ -738,6 +750,155 @@ pub fn dropout(x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> 
 pub fn bernoulli_tensor(p: &Tensor, out: &Tensor, s: PhiloxStream) -> Result<()> {
     check_probabilities("bernoulli", p)?;
     launch("bernoulli", Kind::BernoulliTensor, &[p, out], [0; 8], s)
+}
+
+/// How a random op reserves its stream again from the generator it drew
+/// from (see [`note_reservation`]).
+pub type Redraw = Arc<dyn Fn() -> PhiloxStream + Send + Sync>;
+
+thread_local! {
+    /// The reservation of the random op this thread is running on the GPU.
+    static RESERVED: std::cell::RefCell<Option<Redraw>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Note how the random op about to run on this thread reserves its stream,
+/// so that a graph capture can draw again on each replay (see [`drawn`]).
+pub fn note_reservation(redraw: Redraw) {
+    RESERVED.with(|r| *r.borrow_mut() = Some(redraw));
+}
+
+/// Drop the reservation noted for this thread (an op about to draw from a
+/// saved stream, not a new one, must not pick up another op's).
+pub fn forget_reservation() {
+    RESERVED.with(|r| r.borrow_mut().take());
+}
+
+/// Note that a random op is drawing on the CPU: a GPU capture in progress on
+/// this thread cannot replay (the draw reaches the device as uploaded data,
+/// which a replay would repeat). Never starts the device.
+pub fn note_cpu_draw() {
+    forget_reservation();
+    if let Some(Ok(g)) = context::initialised() {
+        g.with_capture(|rec| {
+            rec.refuse("the run draws random numbers on the CPU (a replay would repeat them)")
+        });
+    }
+}
+
+/// A new GPU tensor of random values that `draw` writes into a CPU tensor
+/// of `shape` and `dtype` from the stream `s` (the CPU's kernels: the same
+/// numbers on both devices), uploaded. A graph capture records how to draw
+/// again: each replay reserves a new stream from the same generator, as the
+/// op would (see [`note_reservation`]), and uploads that draw instead.
+fn drawn(
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+    s: PhiloxStream,
+    draw: impl Fn(&Tensor, PhiloxStream) -> Result<()> + Send + Sync + 'static,
+) -> Result<Tensor> {
+    let redraw = RESERVED.with(|r| r.borrow_mut().take());
+    if get()?.bundling() {
+        return Err(Error::runtime(
+            "export_webgpu",
+            "a WebGPU bundle cannot draw random numbers (it would repeat one draw on every run): export the graph without random ops (a model in eval mode)",
+        ));
+    }
+    let h = Tensor::empty(shape, dtype, Device::Cpu)?;
+    draw(&h, s)?;
+    let up = upload(&h, device)?;
+    if let Some(redraw) = redraw {
+        let shape = shape.to_vec();
+        let again = move |_: &[Tensor]| -> Result<Vec<u8>> {
+            let h = Tensor::empty(&shape, dtype, Device::Cpu)?;
+            draw(&h, redraw())?;
+            Ok(host_words("to", &h)?.1)
+        };
+        get()?.note_derived(&[], &buffer("to", &up)?, Arc::new(again));
+    }
+    Ok(up)
+}
+
+impl WgpuBackend {
+    // Random numbers are generated on the device from the CPU's
+    // counter-based stream (see `random`): the same numbers on both devices.
+    pub(super) fn gpu_random_fill(
+        &self,
+        out: &Tensor,
+        dist: RandomDist,
+        s: PhiloxStream,
+    ) -> Result<()> {
+        gty("random", out.dtype())?;
+        if fill(out, dist, s)?.is_some() {
+            return Ok(());
+        }
+        // Integers a float32 cannot hold exactly: drawn on the host.
+        let up = drawn(out.shape(), out.dtype(), out.device(), s, move |h, s| {
+            crate::backend::backend(Device::Cpu).random_fill(h, dist, s)
+        })?;
+        self.cast_copy(&up, out)
+    }
+
+    // The probabilities are checked on the device (an invalid one raises
+    // before anything is written, as on the CPU; only the verdict is read
+    // back) and the draws made there.
+    pub(super) fn gpu_bernoulli_tensor(
+        &self,
+        p: &Tensor,
+        out: &Tensor,
+        s: PhiloxStream,
+    ) -> Result<()> {
+        check_same_device("bernoulli", &[p, out])?;
+        gty("bernoulli", out.dtype())?;
+        gty("bernoulli", p.dtype())?;
+        bernoulli_tensor(p, out, s)
+    }
+
+    pub(super) fn gpu_multinomial(
+        &self,
+        probs: &Tensor,
+        out: &Tensor,
+        replacement: bool,
+        s: PhiloxStream,
+    ) -> Result<()> {
+        check_same_device("multinomial", &[probs, out])?;
+        let hp = download(probs)?;
+        via_host(out, |h| {
+            crate::backend::backend(Device::Cpu).multinomial(&hp, h, replacement, s)
+        })
+    }
+
+    pub(super) fn gpu_randperm(&self, out: &Tensor, s: PhiloxStream) -> Result<()> {
+        gty("randperm", out.dtype())?;
+        if out.numel() > i32::MAX as usize {
+            return Err(Error::value(
+                "randperm",
+                "n exceeds the gpu device's 32-bit integers",
+            ));
+        }
+        let up = drawn(out.shape(), out.dtype(), out.device(), s, |h, s| {
+            crate::backend::backend(Device::Cpu).randperm(h, s)
+        })?;
+        self.cast_copy(&up, out)
+    }
+
+    pub(super) fn gpu_dropout(
+        &self,
+        x: &Tensor,
+        out: &Tensor,
+        p: f64,
+        s: PhiloxStream,
+    ) -> Result<()> {
+        check_same_device("dropout", &[x, out])?;
+        if !gpu_float(x.dtype()) {
+            gty("dropout", x.dtype())?;
+            return Err(Error::runtime(
+                "dropout",
+                format!("not supported on the gpu device for dtype {}", x.dtype()),
+            ));
+        }
+        dropout(x, out, p, s)
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@
 //! the bias is added only when `accumulate` is 0). The output is dense
 //! from offset 0; inputs are dense from their offsets.
 
-use super::{Bindings, CONV_MD};
+use super::conv::CONV_MD;
+use super::Bindings;
 
 /// Side of the square tile of the product one workgroup computes.
 pub const CONV_TILE: u32 = 16;
@@ -45,19 +46,7 @@ impl ConvGemm {
 
 /// WGSL: `k` as mixed-radix digits `(k % r1, k / r1 % r2, k / (r1 r2))`,
 /// and digits `v` advanced by the digits `s` of a step (each carry at most 1).
-const DIGITS: &str = "fn digits(k: u32, r1: u32, r2: u32) -> vec3<u32> {
-    let q = k / max(r1, 1u);
-    return vec3<u32>(k - q * r1, q % max(r2, 1u), q / max(r2, 1u));
-}
-fn advance(v: vec3<u32>, s: vec3<u32>, r1: u32, r2: u32) -> vec3<u32> {
-    var a = v.x + s.x;
-    var b = v.y + s.y;
-    var c = v.z + s.z;
-    if (a >= r1) { a = a - r1; b = b + 1u; }
-    if (b >= r2) { b = b - r2; c = c + 1u; }
-    return vec3<u32>(a, b, c);
-}
-";
+const DIGITS: &str = include_str!("conv_gemm.wgsl");
 
 /// The implicit-GEMM convolution kernel `kind` (see the module docs).
 pub fn conv_gemm(bd: &Bindings, kind: ConvGemm) -> String {

@@ -1,0 +1,67 @@
+//! Gather, scatter and index-put kernels (one thread per output element or
+//! line; elementwise metadata).
+
+use super::{ew_shader, Bindings, GTy};
+
+/// `out[p] = src[p with p[dim] = index[p]]`: elementwise metadata over the
+/// index's shape for operands (src with stride 0 on `dim`, index, out);
+/// p0 = src's stride along `dim`. The index `i32::MIN` writes nothing (how
+/// a source larger than one binding is gathered window by window).
+pub fn gather(bd: &Bindings, ty: GTy) -> String {
+    let (sa, ia, oa) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let _ = ty;
+    let body = format!(
+        "    let k = {ia}[off(1u, i)];
+    if (k == bitcast<i32>(0x80000000u)) {{ return; }}
+    {oa}[off(2u, i)] = {sa}[u32(i32(off(0u, i)) + k * pi(0u))];"
+    );
+    ew_shader(bd, &body)
+}
+
+/// Scatter along lines: elementwise metadata over the index's shape with
+/// `dim` set to 1, operands (index, src, dst); p0 = length along `dim`,
+/// p1..p3 = the index's, src's and dst's strides along `dim`, p4 = accumulate.
+/// One thread walks a line in order, so repeated indices combine as on the CPU.
+pub fn scatter(bd: &Bindings, ty: GTy) -> String {
+    let (ia, sa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let body = format!(
+        "    let io = i32(off(0u, i));
+    let so = i32(off(1u, i));
+    let dof = i32(off(2u, i));
+    for (var k = 0i; k < pi(0u); k = k + 1i) {{
+        let j = {ia}[u32(io + k * pi(1u))];
+        let d = u32(dof + j * pi(3u));
+        let v = {sa}[u32(so + k * pi(2u))];
+        if (md[6] != 0u) {{ {da}[d] = {da}[d] + v; }} else {{ {da}[d] = v; }}
+    }}"
+    );
+    let _ = ty;
+    ew_shader(bd, &body)
+}
+
+/// `dst[offs[b] + r] = values[b, r]` (`+=` when p2, or for bool): one
+/// thread per element `r` of the other dims walks `b` in order. Operands
+/// (values, offsets, dst) over R; p0 = number of index positions, p1 =
+/// values' stride between positions; the offsets start at operand 1's
+/// offset (its strides are 0). The offset `i32::MIN` writes nothing
+/// (how a destination larger than one binding is written window by window).
+pub fn index_put(bd: &Bindings, ty: GTy) -> String {
+    let (va, oa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let acc = if ty == GTy::U32 {
+        format!("max({da}[d], v)")
+    } else {
+        format!("{da}[d] + v")
+    };
+    let body = format!(
+        "    let vo = i32(off(0u, i));
+    let dof = i32(off(2u, i));
+    for (var b = 0i; b < pi(0u); b = b + 1i) {{
+        let o = {oa}[off(1u, i) + u32(b)];
+        if (o == bitcast<i32>(0x80000000u)) {{ continue; }}
+        let d = u32(dof + o);
+        let v = {va}[u32(vo + b * pi(1u))];
+        if (md[4] != 0u) {{ {da}[d] = {acc}; }} else {{ {da}[d] = v; }}
+    }}"
+    );
+    ew_shader(bd, &body)
+}
