@@ -203,7 +203,21 @@ def _dtype_from_name(name: str) -> dtype:
     return getattr(_core, name)
 
 
-from . import autograd, data, distributions, func, gpu, nn, onnx, optim, tensorboard, viz  # noqa: E402
+from . import (  # noqa: E402
+    autograd,
+    backends,
+    cuda,
+    data,
+    distributions,
+    func,
+    gpu,
+    nn,
+    onnx,
+    optim,
+    tensorboard,
+    utils,
+    viz,
+)
 from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402

@@ -379,7 +379,21 @@ def _raise_site(e: BaseException) -> str:
 class _Entry:
     """One traced signature: the graph, how to rebuild outputs, what to re-check."""
 
-    __slots__ = ("graph", "raw", "reports", "out_tree", "state", "snapshot", "eager", "key", "module_version", "n_args", "allocations", "kernels")
+    __slots__ = (
+        "graph",
+        "raw",
+        "reports",
+        "out_tree",
+        "state",
+        "snapshot",
+        "eager",
+        "key",
+        "module_version",
+        "n_args",
+        "allocations",
+        "kernels",
+        "rebind_epoch",
+    )
 
     def __init__(self) -> None:
         self.graph: Any = None
@@ -394,6 +408,8 @@ class _Entry:
         self.n_args = 0
         self.allocations: int | None = None
         self.kernels: int | None = None
+        #: ``_core._rebind_epoch()`` when the graph was captured (or last found current).
+        self.rebind_epoch = 0
 
 
 class CompiledFunction:
@@ -560,6 +576,13 @@ class CompiledFunction:
             if why is not None:
                 return why
             entry.module_version = Module._structure_version
+        epoch = _core._rebind_epoch()
+        if epoch != entry.rebind_epoch:
+            # Some tensor's data was rebound (``p.data = u``, ``Module.to()``):
+            # a graph reading one of those tensors by reference reads its old data.
+            if entry.graph is not None and entry.graph._refs_rebound_since(entry.rebind_epoch):
+                return "the .data of a tensor it reads was reassigned (e.g. by Module.to())"
+            entry.rebind_epoch = epoch
         return _changed(entry.snapshot)
 
     def _run(self, entry: _Entry, tensors: list[Tensor]) -> Any:
@@ -619,6 +642,7 @@ class CompiledFunction:
         entry.key = key
         entry.snapshot = _snapshot(self._names)
         entry.module_version = Module._structure_version
+        entry.rebind_epoch = _core._rebind_epoch()
         state = _capture.TraceState()
         # Modules the function reaches directly (its globals and closure
         # variables, a module argument such as a compiled method's ``self``)

@@ -158,6 +158,10 @@ impl AutogradMeta {
     pub fn has_hooks(&self) -> bool {
         !self.hooks.lock().is_empty()
     }
+    /// Whether this is the state of a differentiable view of another tensor.
+    pub fn is_view(&self) -> bool {
+        self.view.get().is_some()
+    }
 }
 
 /// Where a gradient goes: output `nr` of a node, or a leaf's accumulator.

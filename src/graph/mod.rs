@@ -129,6 +129,17 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Whether a tensor this graph reads by reference had its data rebound
+    /// (`t.data = u`) after rebinding epoch `epoch` (see
+    /// [`crate::tensor::storage::rebind_epoch`]): the graph then reads the
+    /// tensor's old storage and must be captured again.
+    pub fn refs_rebound_since(&self, epoch: u64) -> bool {
+        self.inputs.iter().any(|i| match &i.kind {
+            InputKind::Ref(t) => t.storage().rebound_at() > epoch,
+            _ => false,
+        })
+    }
+
     /// Rewrite every node's device `from` (factories, copies, control-flow
     /// bodies) to `to`, and the graph's own device when it is `from`.
     pub fn relocate_calls(&mut self, from: crate::tensor::Device, to: crate::tensor::Device) {

@@ -17,7 +17,7 @@ use crate::tensor::{DType, Device, Scalar, Tensor};
 
 thread_local! {
     /// An exception raised by a Python hook while the engine ran; re-raised as is.
-    static HOOK_ERROR: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+    pub(super) static HOOK_ERROR: RefCell<Option<PyErr>> = const { RefCell::new(None) };
 }
 
 /// Run the engine without the GIL; a Python exception from a hook is re-raised unchanged.
@@ -152,7 +152,7 @@ fn py_hook(f: Py<PyAny>) -> ag::Hook {
                     let t = r.bind(py).cast::<PyTensor>().map_err(|_| {
                         PyTypeError::new_err("a tensor hook must return None or a Tensor")
                     })?;
-                    Ok(Some(t.get().t.clone()))
+                    Ok(Some(t.borrow().t.clone()))
                 }
             });
             match r {
@@ -192,7 +192,7 @@ impl PyTensor {
     fn py_new(data: Option<&Bound<'_, PyAny>>, requires_grad: bool) -> PyResult<PyTensor> {
         let t = match data {
             Some(obj) => match obj.cast::<PyTensor>() {
-                Ok(t) => t.get().t.detach(),
+                Ok(t) => t.borrow().t.detach(),
                 Err(_) => super::convert::tensor_from_py(obj, None)?,
             },
             None => run(|| creation::full(&[0], Scalar::Float(0.0), DType::F32, Device::Cpu))?,
@@ -214,7 +214,7 @@ impl PyTensor {
         slf: &Bound<'py, Self>,
         requires_grad: bool,
     ) -> PyResult<Bound<'py, Self>> {
-        run(|| ag::set_requires_grad(&slf.get().t, requires_grad))?;
+        run(|| ag::set_requires_grad(&slf.borrow().t, requires_grad))?;
         Ok(slf.clone())
     }
     /// True for tensors not produced by a recorded op.
@@ -275,9 +275,9 @@ impl PyTensor {
     }
     /// Detach in place: drop history and stop requiring grad.
     fn detach_<'py>(slf: &Bound<'py, Self>) -> Bound<'py, Self> {
-        if let Some(m) = slf.get().t.meta() {
+        if let Some(m) = slf.borrow().t.meta() {
             m.set_grad_fn(None);
-            let _ = ag::set_requires_grad(&slf.get().t, false);
+            let _ = ag::set_requires_grad(&slf.borrow().t, false);
         }
         slf.clone()
     }
@@ -361,13 +361,13 @@ impl PyTensor {
 
 fn tensor_list(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(vec![t.get().t.clone()]);
+        return Ok(vec![t.borrow().t.clone()]);
     }
     obj.try_iter()?
         .map(|o| {
             let o = o?;
             o.cast::<PyTensor>()
-                .map(|t| t.get().t.clone())
+                .map(|t| t.borrow().t.clone())
                 .map_err(|_| PyTypeError::new_err("expected a Tensor or a sequence of Tensors"))
         })
         .collect()
@@ -392,7 +392,7 @@ fn autograd_grad<'py>(
         Some(g) if g.is_none() => vec![None; outs.len()],
         Some(g) => {
             if let Ok(t) = g.cast::<PyTensor>() {
-                vec![Some(t.get().t.clone())]
+                vec![Some(t.borrow().t.clone())]
             } else {
                 g.try_iter()?
                     .map(|x| {

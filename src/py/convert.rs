@@ -167,7 +167,8 @@ fn walk(
         return Ok(());
     }
     if let Ok(t) = obj.cast::<PyTensor>() {
-        let t = &t.get().t;
+        let t_ref = t.borrow();
+        let t = &t_ref.t;
         if t.ndim() == 0 {
             let s = run(|| t.item())?;
             vals.push(s);
@@ -240,7 +241,7 @@ fn fill_from_scalars(vals: &[Scalar], shape: &[usize], dtype: DType) -> crate::R
 /// Build a tensor (always a copy) from Python data: nested sequences, scalars, arrays or tensors.
 pub fn tensor_from_py(obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<Tensor> {
     if let Ok(t) = obj.cast::<PyTensor>() {
-        let t = t.get().t.clone();
+        let t = t.borrow().t.clone();
         let d = dtype.unwrap_or(t.dtype());
         return run(|| {
             let c = crate::ops::elementwise::clone(&t)?;
@@ -407,7 +408,7 @@ impl PyTensor {
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let np = py.import("numpy")?;
-        let arr = if slf.get().t.device() == Device::Cpu {
+        let arr = if slf.borrow().t.device() == Device::Cpu {
             np.call_method1("asarray", (slf,))?
         } else {
             np.call_method1("asarray", (Self::host(slf)?,))?
@@ -427,8 +428,8 @@ impl PyTensor {
     /// copied to the host first.
     fn numpy(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         let np = slf.py().import("numpy")?;
-        if slf.get().t.device() != Device::Cpu {
-            run(|| slf.get().t.check_has_data("numpy"))?;
+        if slf.borrow().t.device() != Device::Cpu {
+            run(|| slf.borrow().t.check_has_data("numpy"))?;
             return Ok(np.call_method1("asarray", (Self::host(slf)?,))?.unbind());
         }
         Ok(np.call_method1("asarray", (slf,))?.unbind())
@@ -461,7 +462,8 @@ impl PyTensor {
 impl PyTensor {
     /// A CPU copy of a GPU tensor (no autograd), as a Python tensor.
     fn host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTensor>> {
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         let h = super::detach(slf.py(), || {
             run(|| crate::backend::transfer(t, Device::Cpu))
         })?;

@@ -580,7 +580,7 @@ fn from_dlpack(
         ));
     }
     let t = if let Ok(t) = obj.cast::<PyTensor>() {
-        t.get().t.clone()
+        t.borrow().t.clone()
     } else {
         // SAFETY: a type check on a live object.
         let is_capsule = unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) } == 1;

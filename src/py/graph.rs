@@ -29,7 +29,7 @@ fn py_location() -> Option<String> {
 
 fn tensors(list: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
     list.try_iter()?
-        .map(|o| Ok(o?.cast::<PyTensor>()?.get().t.clone()))
+        .map(|o| Ok(o?.cast::<PyTensor>()?.borrow().t.clone()))
         .collect()
 }
 
@@ -219,6 +219,11 @@ impl PyGraph {
     #[getter]
     fn num_nodes(&self) -> usize {
         self.g.nodes.len()
+    }
+    /// Whether a tensor the graph reads by reference had its data rebound
+    /// (`t.data = u`) after rebinding epoch `epoch` (`_rebind_epoch()`).
+    fn _refs_rebound_since(&self, epoch: u64) -> bool {
+        self.g.refs_rebound_since(epoch)
     }
     /// Whether the graph computes gradients itself (a captured backward pass).
     #[getter]

@@ -160,7 +160,8 @@ impl PyTensor {
     ) -> PyResult<Bound<'py, Self>> {
         let i = index_arg(index)?;
         let s = as_tensor(src)?;
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         run_heavy(slf.py(), i.numel(), || index::scatter_add_(t, dim, &i, &s))?;
         Ok(slf.clone())
     }
@@ -191,7 +192,8 @@ impl PyTensor {
         src: Option<&Bound<'py, PyAny>>,
         value: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, Self>> {
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         let (i, s) = scatter_args("scatter_", t, index, src, value)?;
         run_heavy(slf.py(), i.numel(), || index::scatter_(t, dim, &i, &s))?;
         Ok(slf.clone())
@@ -207,7 +209,8 @@ impl PyTensor {
         values: &Bound<'py, PyAny>,
         accumulate: bool,
     ) -> PyResult<Bound<'py, Self>> {
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         let items = put_items(indices)?;
         let v = value_arg("index_put_", values, t.dtype())?;
         run_heavy(slf.py(), t.numel(), || {

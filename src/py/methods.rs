@@ -25,7 +25,8 @@ pub fn binop(
     reflected: bool,
 ) -> PyResult<PyTensor> {
     if let Ok(b) = other.cast::<PyTensor>() {
-        let b = &b.get().t;
+        let b_ref = b.borrow();
+        let b = &b_ref.t;
         let work = a.numel().max(b.numel());
         return run_heavy(py, work, || {
             if reflected {
@@ -67,7 +68,8 @@ fn un(py: Python<'_>, t: &Tensor, op: UnaryOp) -> PyResult<PyTensor> {
 }
 
 fn un_<'py>(slf: &Bound<'py, PyTensor>, op: UnaryOp) -> PyResult<Bound<'py, PyTensor>> {
-    let t = &slf.get().t;
+    let t_ref = slf.borrow();
+    let t = &t_ref.t;
     run_heavy(slf.py(), t.numel(), || ew::unary_(op, t))?;
     Ok(slf.clone())
 }
@@ -176,7 +178,7 @@ fn parse_index_item(obj: &Bound<'_, PyAny>) -> PyResult<IndexItem> {
         return slice_item(s);
     }
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(IndexItem::Tensor(t.get().t.clone()));
+        return Ok(IndexItem::Tensor(t.borrow().t.clone()));
     }
     if obj.is_instance_of::<pyo3::types::PyBool>() {
         let b: bool = obj.extract()?;
@@ -234,8 +236,8 @@ fn parse_to(
     let mut dev = None;
     for a in args.iter() {
         if let Ok(t) = a.cast::<PyTensor>() {
-            dt = Some(t.get().t.dtype());
-            dev = Some(crate::graph::trace::run_device(&t.get().t));
+            dt = Some(t.borrow().t.dtype());
+            dev = Some(crate::graph::trace::run_device(&t.borrow().t));
         } else if a.is_instance_of::<PyDType>() {
             dt = Some(parse_dtype(&a)?);
         } else if a.is_instance_of::<PyDevice>()
@@ -509,27 +511,27 @@ impl PyTensor {
 
     // ----- in-place operators -----
     fn __iadd__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::Add)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::Add)?;
         Ok(())
     }
     fn __isub__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::Sub)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::Sub)?;
         Ok(())
     }
     fn __imul__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::Mul)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::Mul)?;
         Ok(())
     }
     fn __itruediv__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::Div)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::Div)?;
         Ok(())
     }
     fn __ifloordiv__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::FloorDiv)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::FloorDiv)?;
         Ok(())
     }
     fn __imod__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::Remainder)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::Remainder)?;
         Ok(())
     }
     fn __ipow__(
@@ -537,19 +539,19 @@ impl PyTensor {
         o: &Bound<'_, PyAny>,
         _modulo: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::Pow)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::Pow)?;
         Ok(())
     }
     fn __iand__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::BitAnd)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::BitAnd)?;
         Ok(())
     }
     fn __ior__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::BitOr)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::BitOr)?;
         Ok(())
     }
     fn __ixor__(slf: &Bound<'_, Self>, o: &Bound<'_, PyAny>) -> PyResult<()> {
-        binop_(slf.py(), &slf.get().t, o, BinaryOp::BitXor)?;
+        binop_(slf.py(), &slf.borrow().t, o, BinaryOp::BitXor)?;
         Ok(())
     }
 
@@ -638,7 +640,7 @@ impl PyTensor {
                 if self.t.dtype().is_floating_point()
                     || other
                         .cast::<PyTensor>()
-                        .map(|o| o.get().t.dtype().is_floating_point())
+                        .map(|o| o.borrow().t.dtype().is_floating_point())
                         .unwrap_or(matches!(as_scalar(other), Some(Scalar::Float(_))))
                 {
                     let q = binop(py, &self.t, other, BinaryOp::Div, false)?;
@@ -714,28 +716,28 @@ impl PyTensor {
     ) -> PyResult<Bound<'py, Self>> {
         let py = slf.py();
         match alpha {
-            None => binop_(py, &slf.get().t, other, BinaryOp::Add)?,
+            None => binop_(py, &slf.borrow().t, other, BinaryOp::Add)?,
             Some(a) => {
                 let scaled = binop(py, &as_tensor(other)?, a, BinaryOp::Mul, false)?;
-                run(|| ew::binary_(BinaryOp::Add, &slf.get().t, &scaled.t))?
+                run(|| ew::binary_(BinaryOp::Add, &slf.borrow().t, &scaled.t))?
             }
         }
         Ok(slf.clone())
     }
     fn sub_<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
-        binop_(slf.py(), &slf.get().t, other, BinaryOp::Sub)?;
+        binop_(slf.py(), &slf.borrow().t, other, BinaryOp::Sub)?;
         Ok(slf.clone())
     }
     fn mul_<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
-        binop_(slf.py(), &slf.get().t, other, BinaryOp::Mul)?;
+        binop_(slf.py(), &slf.borrow().t, other, BinaryOp::Mul)?;
         Ok(slf.clone())
     }
     fn div_<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
-        binop_(slf.py(), &slf.get().t, other, BinaryOp::Div)?;
+        binop_(slf.py(), &slf.borrow().t, other, BinaryOp::Div)?;
         Ok(slf.clone())
     }
     fn pow_<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
-        binop_(slf.py(), &slf.get().t, other, BinaryOp::Pow)?;
+        binop_(slf.py(), &slf.borrow().t, other, BinaryOp::Pow)?;
         Ok(slf.clone())
     }
 
@@ -851,26 +853,27 @@ impl PyTensor {
         mask: &Bound<'py, PyAny>,
         value: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, Self>> {
-        let r = slf.get().masked_fill(mask, value)?;
-        run(|| ew::copy_(&slf.get().t, &r.t))?;
+        let r = slf.borrow().masked_fill(mask, value)?;
+        run(|| ew::copy_(&slf.borrow().t, &r.t))?;
         Ok(slf.clone())
     }
     /// Fill with a value, in place.
     fn fill_<'py>(slf: &Bound<'py, Self>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let v = as_scalar(value)
             .ok_or_else(|| PyTypeError::new_err("fill_: value must be a number"))?;
-        run(|| ew::fill_(&slf.get().t, v))?;
+        run(|| ew::fill_(&slf.borrow().t, v))?;
         Ok(slf.clone())
     }
     /// Fill with zeros, in place.
     fn zero_<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
-        run(|| ew::fill_(&slf.get().t, Scalar::Int(0)))?;
+        run(|| ew::fill_(&slf.borrow().t, Scalar::Int(0)))?;
         Ok(slf.clone())
     }
     /// Copy `src` (broadcast, converted) into this tensor, in place.
     fn copy_<'py>(slf: &Bound<'py, Self>, src: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let s = as_tensor(src)?;
-        let dst = &slf.get().t;
+        let dst_ref = slf.borrow();
+        let dst = &dst_ref.t;
         run_heavy(slf.py(), s.numel(), || ew::copy_(dst, &s))?;
         Ok(slf.clone())
     }
@@ -886,7 +889,8 @@ impl PyTensor {
         copy: bool,
     ) -> PyResult<Py<PyTensor>> {
         let (dt, dev) = parse_to(args, dtype, device)?;
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         if let Some(target) = dev.filter(|&d| d != crate::graph::trace::run_device(t)) {
             // Convert on the CPU side of the move (the GPU lacks some dtypes).
             let d = dt.unwrap_or(t.dtype());
@@ -914,7 +918,8 @@ impl PyTensor {
     }
     /// This tensor on the CPU (itself when already there).
     fn cpu(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         if crate::graph::trace::run_device(t) == Device::Cpu {
             return Ok(slf.clone().unbind());
         }
@@ -923,7 +928,8 @@ impl PyTensor {
     }
     /// This tensor on the WebGPU device (itself when already there).
     fn gpu(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         if matches!(crate::graph::trace::run_device(t), Device::Gpu(_)) {
             return Ok(slf.clone().unbind());
         }
@@ -961,10 +967,11 @@ impl PyTensor {
     }
     /// Itself when contiguous, else a contiguous copy.
     fn contiguous(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
-        if slf.get().t.is_contiguous() {
+        if slf.borrow().t.is_contiguous() {
             return Ok(slf.clone().unbind());
         }
-        let t = &slf.get().t;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
         let r = run_heavy(slf.py(), t.numel(), || ew::clone(t))?;
         Py::new(slf.py(), PyTensor::new(r))
     }
@@ -1142,7 +1149,8 @@ impl PyTensor {
 }
 
 fn cast(slf: &Bound<'_, PyTensor>, d: DType) -> PyResult<Py<PyTensor>> {
-    let t = &slf.get().t;
+    let t_ref = slf.borrow();
+    let t = &t_ref.t;
     if t.dtype() == d {
         return Ok(slf.clone().unbind());
     }

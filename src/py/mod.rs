@@ -9,6 +9,7 @@ mod autograd;
 mod convert;
 mod creation;
 mod dlpack;
+mod function;
 mod gpu;
 mod graph;
 mod index;
@@ -17,6 +18,7 @@ mod methods;
 mod optim;
 mod random;
 mod reduce;
+mod surface;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -175,7 +177,7 @@ pub fn run_detached<T: Send>(
 }
 
 /// The tensor type seen from Python (`ferrograd.Tensor`).
-#[pyclass(name = "Tensor", module = "ferrograd", frozen, weakref, subclass)]
+#[pyclass(name = "Tensor", module = "ferrograd", weakref, subclass)]
 pub struct PyTensor {
     pub t: Tensor,
 }
@@ -367,7 +369,7 @@ impl PyDevice {
 /// Extract a tensor argument, converting lists, scalars and arrays when needed.
 pub fn as_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(t.get().t.clone());
+        return Ok(t.borrow().t.clone());
     }
     tensor_from_py(obj, None)
 }
@@ -375,7 +377,7 @@ pub fn as_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
 /// Extract a binary-op operand: a tensor, or a Python scalar kept weak for promotion.
 pub fn as_operand(obj: &Bound<'_, PyAny>) -> PyResult<Operand> {
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(Operand::T(t.get().t.clone()));
+        return Ok(Operand::T(t.borrow().t.clone()));
     }
     if let Some(s) = as_scalar(obj) {
         return Ok(Operand::S(s));
@@ -644,5 +646,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     optim::register(m)?;
     graph::register(m)?;
     gpu::register(m)?;
+    surface::register(m)?;
+    function::register(m)?;
     Ok(())
 }

@@ -56,7 +56,7 @@ fn tensors(op: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>
         op,
         what,
         obj,
-        |o| o.cast::<PyTensor>().ok().map(|t| t.get().t.clone()),
+        |o| o.cast::<PyTensor>().ok().map(|t| t.borrow().t.clone()),
         "a Tensor",
     )
 }
@@ -115,7 +115,9 @@ fn sgd_step(
             if o.is_none() {
                 Some(None)
             } else {
-                o.cast::<PyTensor>().ok().map(|t| Some(t.get().t.clone()))
+                o.cast::<PyTensor>()
+                    .ok()
+                    .map(|t| Some(t.borrow().t.clone()))
             }
         },
         "a Tensor or None",

@@ -54,7 +54,8 @@ fn parse_state(obj: &Bound<'_, PyAny>) -> PyResult<GenState> {
     } else if let Ok(b) = obj.cast::<PyByteArray>() {
         b.to_vec()
     } else if let Ok(t) = obj.cast::<PyTensor>() {
-        let t = &t.get().t;
+        let t_ref = t.borrow();
+        let t = &t_ref.t;
         if t.dtype().is_floating_point() || t.dtype() == DType::Bool {
             return Err(PyTypeError::new_err(format!(
                 "set_state: a state tensor holds byte values in an integer dtype, got {}",
@@ -531,7 +532,8 @@ fn dropout<'py>(
     generator: Gen<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = input.py();
-    let x = &input.get().t;
+    let x_ref = input.borrow();
+    let x = &x_ref.t;
     let g = gen_arc(&generator);
     if inplace {
         run_heavy(py, x.numel(), || rnd::dropout_(x, p, training, g.as_ref()))?;
@@ -553,7 +555,8 @@ impl PyTensor {
         b: f64,
         generator: Gen<'py>,
     ) -> PyResult<Bound<'py, Self>> {
-        let x = &slf.get().t;
+        let x_ref = slf.borrow();
+        let x = &x_ref.t;
         let g = gen_arc(&generator);
         run_heavy(slf.py(), x.numel(), || rnd::uniform_(x, a, b, g.as_ref()))?;
         Ok(slf.clone())
@@ -567,7 +570,8 @@ impl PyTensor {
         std: f64,
         generator: Gen<'py>,
     ) -> PyResult<Bound<'py, Self>> {
-        let x = &slf.get().t;
+        let x_ref = slf.borrow();
+        let x = &x_ref.t;
         let g = gen_arc(&generator);
         run_heavy(slf.py(), x.numel(), || {
             rnd::normal_(x, mean, std, g.as_ref())
@@ -583,7 +587,8 @@ impl PyTensor {
         p: Option<&Bound<'py, PyAny>>,
         generator: Gen<'py>,
     ) -> PyResult<Bound<'py, Self>> {
-        let x = &slf.get().t;
+        let x_ref = slf.borrow();
+        let x = &x_ref.t;
         let p = match p {
             None => Operand::S(crate::tensor::Scalar::Float(0.5)),
             Some(v) if v.is_none() => Operand::S(crate::tensor::Scalar::Float(0.5)),

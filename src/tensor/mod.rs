@@ -393,6 +393,19 @@ impl Tensor {
         }
     }
 
+    /// This tensor's autograd state over `src`'s data (storage, layout and
+    /// dtype): what `t.data = src` makes of `t`. Tensors cloned from `self`
+    /// earlier (saved for a backward pass, read by a captured graph) keep
+    /// the old data.
+    pub fn with_data_of(&self, src: &Tensor) -> Tensor {
+        Tensor {
+            storage: src.storage.clone(),
+            layout: src.layout.clone(),
+            dtype: src.dtype,
+            meta: self.meta.clone(),
+        }
+    }
+
     /// Attach autograd state (once). Returns the state now attached.
     pub fn init_meta(&self, make: impl FnOnce() -> AutogradMeta) -> &Arc<AutogradMeta> {
         self.meta.get_or_init(|| Arc::new(make()))

@@ -80,6 +80,11 @@ pub struct Storage {
     kind: Kind,
     readonly: bool,
     version: AtomicU64,
+    /// The rebinding epoch (see [`rebind_epoch`]) at which a tensor last
+    /// stopped viewing this storage because its data was rebound
+    /// (`t.data = u`); 0 when that never happened. Captured graphs that read
+    /// this storage by reference were made for the tensor's old data.
+    rebound: AtomicU64,
     device: Device,
     /// Deferred-evaluation flags ([`crate::tensor::defer`]): the bytes are
     /// not computed yet, a queued program reads them, or other code may
@@ -114,6 +119,7 @@ impl Storage {
             kind: Kind::Meta,
             readonly: false,
             version: AtomicU64::new(0),
+            rebound: AtomicU64::new(0),
             device: Device::Meta,
             defer: AtomicU8::new(0),
         }
@@ -128,6 +134,7 @@ impl Storage {
             kind: Kind::Gpu { handle },
             readonly: false,
             version: AtomicU64::new(0),
+            rebound: AtomicU64::new(0),
             device,
             defer: AtomicU8::new(0),
         }
@@ -148,6 +155,7 @@ impl Storage {
             kind: Kind::Owned { cap },
             readonly: false,
             version: AtomicU64::new(0),
+            rebound: AtomicU64::new(0),
             device: Device::Cpu,
             defer: AtomicU8::new(0),
         }
@@ -170,6 +178,7 @@ impl Storage {
             kind: Kind::Foreign { owner },
             readonly,
             version: AtomicU64::new(0),
+            rebound: AtomicU64::new(0),
             device: Device::Cpu,
             // Its owner may write it at any time: never read later.
             defer: AtomicU8::new(defer::SHARED),
@@ -251,6 +260,29 @@ impl Storage {
     pub fn bump_version(&self) {
         self.version.fetch_add(1, Ordering::AcqRel);
     }
+    /// Note that a tensor stopped viewing this storage because its data was
+    /// rebound to other storage; returns the new [`rebind_epoch`].
+    pub fn mark_rebound(&self) -> u64 {
+        let e = REBIND_EPOCH.fetch_add(1, Ordering::AcqRel) + 1;
+        self.rebound.fetch_max(e, Ordering::AcqRel);
+        e
+    }
+    /// The [`rebind_epoch`] at which a tensor last stopped viewing this
+    /// storage (0: never).
+    #[inline]
+    pub fn rebound_at(&self) -> u64 {
+        self.rebound.load(Ordering::Acquire)
+    }
+}
+
+/// Counts data rebindings (`t.data = u`) in this process.
+static REBIND_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The number of data rebindings so far: a captured graph made at epoch `e`
+/// reads stale data when one of the storages it reads by reference has
+/// [`Storage::rebound_at`] `> e`.
+pub fn rebind_epoch() -> u64 {
+    REBIND_EPOCH.load(Ordering::Acquire)
 }
 
 impl Drop for Storage {

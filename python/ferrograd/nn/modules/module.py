@@ -135,6 +135,9 @@ def _parse_to(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         device = _core.device(device)
     if dtype is not None and not dtype.is_floating_point:
         raise TypeError(f"Module.to() only accepts floating point dtypes, but got desired dtype={dtype}")
+    if dtype == _core.float64 and device is not None and device.type == "gpu":
+        # Checked before anything moves, so that a failed call leaves the module as it was.
+        raise TypeError("Module.to(): float64 is not supported on the gpu device (WGSL has no 64-bit floats)")
     return device, dtype
 
 
@@ -494,31 +497,45 @@ class Module:
     # ------------------------------------------------------ dtype / device
 
     def _apply(self: T, fn: Callable[[Tensor], Tensor]) -> T:
+        """Apply ``fn`` (a conversion such as ``t.to(dtype)``) to every parameter,
+        gradient and buffer, depth first.
+
+        Parameters are converted in place: each keeps its identity (the same
+        ``Parameter`` object, rebound to the converted data through
+        ``p.data = fn(p)``), so weights tied between modules stay one
+        parameter and an optimizer built earlier still updates the model.
+        A parameter's ``.grad`` is converted with it. Buffers are replaced by
+        their converted tensors (as PyTorch does).
+        """
         for m in self.children():
             m._apply(fn)
         with no_grad():
-            for name, p in self._parameters.items():
+            for p in self._parameters.values():
                 if p is None:
                     continue
                 new = fn(p)
-                if new is p:
-                    continue
-                np_ = Parameter(new.detach(), p.requires_grad)
-                if p.grad is not None:
-                    np_.grad = fn(p.grad)
-                self._parameters[name] = np_
+                if new is not p:
+                    p.data = new
+                g = p.grad
+                if g is not None:
+                    new_g = fn(g)
+                    if new_g is not g:
+                        p.grad = new_g
             for name, b in self._buffers.items():
                 if b is not None:
-                    self._buffers[name] = fn(b)
+                    new_b = fn(b)
+                    if new_b is not b:
+                        self._buffers[name] = new_b
         return self
 
     def to(self: T, *args: Any, **kwargs: Any) -> T:
         """Convert floating-point parameters and buffers to a dtype and/or move
         everything to a device: ``to(fg.float64)``, ``to("gpu")``, ``to("cpu", fg.float32)``.
 
-        Integer buffers (e.g. ``num_batches_tracked``) keep their dtype. A
-        converted or moved parameter is a new ``Parameter`` object, so build
-        optimizers after calling ``to``.
+        Integer buffers (e.g. ``num_batches_tracked``) keep their dtype.
+        Parameters are converted in place (see :meth:`_apply`): the same
+        ``Parameter`` objects, ties between modules kept, optimizers built
+        before the call still train the model. Returns the module.
         """
         device, dtype = _parse_to(*args, **kwargs)
         if dtype is None and device is None:
@@ -534,24 +551,28 @@ class Module:
         return self._apply(convert)
 
     def float(self: T) -> T:
-        """Convert floating-point parameters and buffers to float32."""
+        """Convert floating-point parameters and buffers to float32 (in place, see :meth:`to`)."""
         return self.to(_core.float32)
 
     def double(self: T) -> T:
-        """Convert floating-point parameters and buffers to float64."""
+        """Convert floating-point parameters and buffers to float64 (in place, see :meth:`to`)."""
         return self.to(_core.float64)
 
     def half(self: T) -> T:
-        """Convert floating-point parameters and buffers to float16."""
+        """Convert floating-point parameters and buffers to float16 (in place, see :meth:`to`)."""
         return self.to(_core.float16)
 
     def bfloat16(self: T) -> T:
-        """Convert floating-point parameters and buffers to bfloat16."""
+        """Convert floating-point parameters and buffers to bfloat16 (in place, see :meth:`to`)."""
         return self.to(_core.bfloat16)
 
     def cpu(self: T) -> T:
-        """Move to the CPU (a no-op: modules live there)."""
-        return self
+        """Move parameters and buffers to the CPU (in place, see :meth:`to`)."""
+        return self.to("cpu")
+
+    def gpu(self: T) -> T:
+        """Move parameters and buffers to the WebGPU device (in place, see :meth:`to`)."""
+        return self.to("gpu")
 
     # ---------------------------------------------------------- state dict
 
