@@ -208,6 +208,8 @@ from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
+from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
+from ._tensor_extras import install as _install_tensor_extras  # noqa: E402
 from .control import cond, while_loop  # noqa: E402
 from .graph import (  # noqa: E402
     Graph,
@@ -224,5 +226,6 @@ from .graph import (  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 _install_pickling()
+_install_tensor_extras()
 
 __all__ = [n for n in dir() if not n.startswith("_")]
