@@ -24,6 +24,7 @@ registry's data-dependent ops do.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -196,6 +197,23 @@ def _odd(x: Tensor, g: Callable[[Tensor], Tensor]) -> Tensor:
     return _core.where(neg, -y, y)
 
 
+def _opmath(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` in float32 when its float tensor arguments are all float16 or all
+    bfloat16, rounding the result back once (as the registry's kernels compute those
+    dtypes): a composition of several ops would otherwise round after each of them."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        floats = {_name(a.dtype) for a in args if isinstance(a, Tensor) and _is_float(a)}
+        if len(floats) != 1 or next(iter(floats)) not in ("float16", "bfloat16"):
+            return fn(*args, **kwargs)
+        low = getattr(_core, next(iter(floats)))
+        wide = [a.to(_core.float32) if isinstance(a, Tensor) and a.dtype == low else a for a in args]
+        return fn(*wide, **kwargs).to(low)
+
+    return wrapper
+
+
 def _refuse_in_capture(fn: str, why: str) -> None:
     if _capture.is_capturing():
         raise _core.TraceError(f"{fn}(): {why}, so it cannot be captured in a graph (run it eagerly)")
@@ -206,6 +224,7 @@ def _refuse_in_capture(fn: str, why: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+@_opmath
 def lerp(input: Tensor, end: Tensor, weight: Tensor | _Number) -> Tensor:
     """``input + weight * (end - input)``, computed as PyTorch does: from ``end``
     backwards when ``|weight| >= 0.5``, so that ``weight = 1`` gives ``end`` exactly."""
@@ -391,6 +410,7 @@ def _float_pair(fn: str, input: Any, other: Any) -> tuple[Tensor, Tensor]:
     return a, b
 
 
+@_opmath
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """``log(exp(input) + exp(other))`` without overflow: ``max + log1p(exp(-|input - other|))``.
     Equal infinities give that infinity; the gradient is ``sigmoid(input - other)``."""
@@ -399,6 +419,7 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     return a.maximum(b) + (-d.abs()).exp().log1p()
 
 
+@_opmath
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     """``log2(2**input + 2**other)`` without overflow."""
     a, b = _float_pair("logaddexp2", input, other)
@@ -406,6 +427,7 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     return a.maximum(b) + (d.abs() * -_LN2).exp().log1p() * (1.0 / _LN2)
 
 
+@_opmath
 def hypot(input: Tensor, other: Tensor) -> Tensor:
     """``sqrt(input**2 + other**2)`` without overflow or underflow (scaled by the larger
     magnitude); infinite if either is, even against NaN."""
@@ -419,6 +441,7 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     return _core.where(aa.isinf() | ab.isinf(), math.inf, h)
 
 
+@_opmath
 def xlogy(input: Tensor | _Number, other: Tensor | _Number) -> Tensor:
     """``input * log(other)``, 0 where ``input == 0`` (unless ``other`` is NaN)."""
     x, y = _float_pair("xlogy", input, other)
@@ -426,6 +449,7 @@ def xlogy(input: Tensor | _Number, other: Tensor | _Number) -> Tensor:
     return x * _core.where(zero, 0.0, _where_safe(zero, y, 1.0).log())
 
 
+@_opmath
 def sinc(input: Tensor) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0 (with gradient 0 there)."""
     x = _to_float(_need_tensor("sinc", "input", input))
@@ -496,12 +520,14 @@ def _one_minus_sq(x: Tensor) -> Tensor:
     return ((1 - x) * (1 + x)).sqrt()
 
 
+@_opmath
 def asin(input: Tensor) -> Tensor:
     """The inverse sine, ``atan2(x, sqrt(1 - x**2))`` (NaN outside [-1, 1])."""
     x = _to_float(_need_tensor("asin", "input", input))
     return x.atan2(_one_minus_sq(x))
 
 
+@_opmath
 def acos(input: Tensor) -> Tensor:
     """The inverse cosine, ``atan2(sqrt(1 - x**2), x)`` (NaN outside [-1, 1])."""
     x = _to_float(_need_tensor("acos", "input", input))
@@ -519,22 +545,24 @@ def _large(x: Tensor) -> Tensor:
     return x > 1.0 / math.sqrt(_FLOAT_EPS[_name(x.dtype)])
 
 
+@_opmath
 def asinh(input: Tensor) -> Tensor:
-    """The inverse hyperbolic sine: ``log1p(a + a / (1/a + sqrt(1 + 1/a**2)))`` for
-    ``a = |x| >= 0`` (the ``a**2 / (1 + sqrt(1 + a**2))`` of ``log1p``'s argument,
-    rewritten not to overflow), ``log(2a)`` for huge ``a``; odd."""
+    """The inverse hyperbolic sine: ``log1p(a + a**2 / (1 + sqrt(1 + a**2)))`` for
+    ``a = |x|`` (no cancellation near 0), ``log(2a)`` once ``1/a**2`` is below the
+    dtype's precision (so ``a**2`` never overflows); odd."""
     x = _to_float(_need_tensor("asinh", "input", input))
 
     def g(a: Tensor) -> Tensor:
         large = _large(a)
-        asafe = _where_safe(large, a, 1.0)
-        t = asafe.reciprocal()
-        small = (asafe + asafe / (t + (t * t + 1).sqrt())).log1p()
+        s = _where_safe(large, a, 1.0)
+        sq = s * s
+        small = (s + sq / ((sq + 1).sqrt() + 1)).log1p()
         return _core.where(large, _where_safe(~large, a, 1.0).log() + _LN2, small)
 
     return _odd(x, g)
 
 
+@_opmath
 def acosh(input: Tensor) -> Tensor:
     """The inverse hyperbolic cosine: ``log1p(y + sqrt(y (y + 2)))`` with ``y = x - 1``
     (accurate near 1), ``log(2x)`` for huge ``x``; NaN below 1."""
@@ -545,6 +573,7 @@ def acosh(input: Tensor) -> Tensor:
     return _core.where(large, _where_safe(~large, x, 1.0).log() + _LN2, small)
 
 
+@_opmath
 def atanh(input: Tensor) -> Tensor:
     """The inverse hyperbolic tangent, ``0.5 * log1p(2a / (1 - a))`` for ``a = |x|``; odd,
     ±inf at ±1, NaN beyond."""
@@ -568,6 +597,7 @@ def _poly(z: Tensor, coeffs: Sequence[float]) -> Tensor:
     return acc
 
 
+@_opmath
 def erfinv(input: Tensor) -> Tensor:
     """The inverse error function on [-1, 1] (±inf at ±1, NaN beyond).
 
@@ -604,6 +634,7 @@ def erfinv(input: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
+@_opmath
 def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|`` for all real ``x`` (the reflection formula below 0.5; +inf at
     the poles 0, -1, -2, ...)."""
@@ -617,6 +648,7 @@ def lgamma(input: Tensor) -> Tensor:
     return _core.where(refl, neg, _special.lgamma(xp))
 
 
+@_opmath
 def digamma(input: Tensor) -> Tensor:
     """``d/dx log Gamma(x)`` for all real ``x`` (reflection ``psi(1 - x) - pi / tan(pi x)``
     below 0.5; -inf at 0 and NaN at the negative integers, as PyTorch)."""
@@ -652,6 +684,7 @@ def _trigamma_pos(x: Tensor) -> Tensor:
     return shift + inv + inv2 * 0.5 + series * inv
 
 
+@_opmath
 def polygamma(n: int, input: Tensor) -> Tensor:
     """The ``n``-th derivative of ``digamma`` (``n`` = 0 or 1 here)."""
     x = _to_float(_need_tensor("polygamma", "input", input))
@@ -791,6 +824,7 @@ def nanmean(
     return total / keep.sum(dim, keepdim).to(total.dtype)
 
 
+@_opmath
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``log(cumsum(exp(input), dim))``, accurate at any spread of values: a log-space
     scan of ``logaddexp`` steps over doubling strides (``ceil(log2(n))`` of them)."""
@@ -845,6 +879,8 @@ def diff(
                 f"in every dim but {dim}"
             )
         parts.append(t)
+    if n == 0:
+        return input.clone()
     x = _core.cat([t for t in (parts[0], input, parts[1]) if t is not None], d)
     is_bool = _name(x.dtype) == "bool"
     for _ in range(n):
