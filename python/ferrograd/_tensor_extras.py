@@ -192,7 +192,7 @@ def _where_safe(cond: Tensor, x: Tensor, safe: float) -> Tensor:
 def _odd(x: Tensor, g: Callable[[Tensor], Tensor]) -> Tensor:
     """``g`` extended as an odd function: ``g(x)`` for ``x >= 0``, ``-g(-x)`` below.
     The derivative at 0 is ``g'(0)`` (not 0, which ``sign(x) * g(|x|)`` would give)."""
-    neg = x < 0
+    neg = signbit(x)  # -0.0 included, so that it maps to -0.0
     y = g(_core.where(neg, -x, x))
     return _core.where(neg, -y, y)
 
@@ -255,7 +255,11 @@ def _scale_add(fn: str, input: Tensor, prod: Tensor, beta: _Number, alpha: _Numb
     (and ignored when ``beta == 0``, so NaN in it does not propagate)."""
     _need_tensor(fn, "input", input)
     target = tuple(prod.shape)
-    if _broadcast_shape(fn, input.shape, target) != target:
+    try:
+        fits = _broadcast_shape(fn, input.shape, target) == target
+    except RuntimeError:
+        fits = False
+    if not fits:
         raise RuntimeError(f"{fn}(): input of shape {tuple(input.shape)} does not broadcast to {target}")
     if input.dtype != prod.dtype:
         raise RuntimeError(
