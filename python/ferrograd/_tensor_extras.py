@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -1158,12 +1159,32 @@ def histc(input: Tensor, bins: int = 100, min: _Number = 0, max: _Number = 0) ->
 # ---------------------------------------------------------------------------
 
 
+def _self_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature with its first parameter called ``self`` (as a method's)."""
+    sig = inspect.signature(fn)
+    first, *rest = sig.parameters.values()
+    return sig.replace(parameters=[first.replace(name="self"), *rest])
+
+
+def _as_method(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
+    """A ``Tensor`` method calling ``fn(self, ...)``, with ``fn``'s signature and docstring."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name or fn.__name__
+    method.__doc__ = fn.__doc__
+    method.__signature__ = _self_signature(fn)  # type: ignore[attr-defined]
+    return method
+
+
 def _inplace(fn: Callable[..., Tensor], name: str) -> Callable[..., Tensor]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return self.copy_(fn(self, *args, **kwargs))
 
-    method.__name__ = name
+    method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In-place :func:`ferrograd.{fn.__name__}` (writes the result into ``self``)."
+    method.__signature__ = _self_signature(fn)  # type: ignore[attr-defined]
     return method
 
 
@@ -1249,10 +1270,16 @@ METHODS.update(
 
 def install() -> None:
     """Attach :data:`METHODS` to ``Tensor`` (and so its subclasses), leaving any method
-    the core defines in place."""
+    the core defines in place. Aliases share one method object."""
+    made: dict[int, Callable[..., Any]] = {}
     for name, fn in METHODS.items():
-        if name not in Tensor.__dict__:
-            setattr(Tensor, name, fn)
+        if name in Tensor.__dict__ and getattr(Tensor.__dict__[name], "__module__", None) != __name__:
+            continue
+        if name.endswith("_") or fn.__name__.endswith("_method"):
+            method = fn
+        else:
+            method = made.setdefault(id(fn), _as_method(fn))
+        setattr(Tensor, name, method)
 
 
 # PyTorch's numpy-style aliases.
