@@ -3,7 +3,10 @@
 
 Every function here is bound to one entry of the Rust op registry
 (``ferrograd.registry()`` lists them); this package only re-exports and
-arranges names so they sit where PyTorch users expect them.
+arranges names so they sit where PyTorch users expect them. The exception is
+``_tensor_extras``: PyTorch functions composed in Python of registry ops
+(``lerp``, ``addmm``, ``erfinv``, ``searchsorted``, ...), also installed as
+``Tensor`` methods.
 """
 
 from . import _core
