@@ -463,10 +463,13 @@ def test_gamma_family_accuracy():
     np.testing.assert_allclose(vals(fg.lgamma(t)), sp.gammaln(x), rtol=1e-12, atol=5e-14)
     np.testing.assert_allclose(vals(fg.digamma(t)), sp.digamma(x), rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(vals(fg.polygamma(1, t)), sp.polygamma(1, x), rtol=1e-12)
-    poles = T([0.0, -1.0, -3.0])
-    assert vals(fg.lgamma(poles)).tolist() == [math.inf] * 3
+    poles = T([0.0, -1.0, -3.0, -0.0, math.inf, -math.inf])
+    assert vals(fg.lgamma(poles)).tolist() == [math.inf] * 6
     d = vals(fg.digamma(poles))
-    assert d[0] == -math.inf and np.isnan(d[1:]).all()
+    assert d[0] == -math.inf and d[3] == math.inf and d[4] == math.inf and np.isnan(d[[1, 2, 5]]).all()
+    # float32 computed in float64 and rounded once: exact zeros at 1 and 2, as PyTorch
+    assert vals(fg.lgamma(fg.tensor([1.0, 2.0]))).tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(vals(fg.lgamma(fg.tensor([-3.5, 0.1]))), sp.gammaln([-3.5, 0.1]), rtol=1e-7)
     (g,) = grads(fg.lgamma, T([-2.5, 0.3, 7.0]))
     np.testing.assert_allclose(vals(g), sp.digamma([-2.5, 0.3, 7.0]), rtol=1e-12)
 
@@ -478,14 +481,21 @@ def test_erfinv_accuracy():
     np.testing.assert_allclose(vals(y32), sp.erfinv(y.astype(np.float32)), rtol=2e-6)
 
 
-def test_low_precision_runs_in_float32():
-    """float16/bfloat16 compositions compute in float32 and round once."""
+def test_low_precision_runs_wide():
+    """float16/bfloat16 compositions compute in float32 and round once; the special
+    functions (erfinv, the gamma family) compute in float64 on the CPU."""
     x = np.array([0.3, -0.7, 0.95, 0.99])
     for dt in (fg.float16, fg.bfloat16):
-        for fn in (fg.asin, fg.atanh, fg.erfinv, fg.lgamma, fg.asinh):
+        for fn, wide in (
+            (fg.asin, fg.float32),
+            (fg.atanh, fg.float32),
+            (fg.asinh, fg.float32),
+            (fg.erfinv, fg.float64),
+            (fg.lgamma, fg.float64),
+        ):
             low = fn(T(x, dt))
             assert low.dtype == dt
-            want = fn(T(x, dt).float()).to(dt)
+            want = fn(T(x, dt).to(wide)).to(dt)
             np.testing.assert_array_equal(vals(low.float()), vals(want.float()), err_msg=fn.__name__)
 
 
@@ -512,6 +522,10 @@ def test_semantics():
     )
     np.testing.assert_array_equal(fg.repeat_interleave(fg.tensor([2, 0, 1])).numpy(), [0, 0, 2])
     np.testing.assert_array_equal(fg.repeat_interleave(x, fg.tensor(2)).numpy(), np.repeat(x.numpy(), 2))
+    # a one-element repeats tensor applies to every slice
+    np.testing.assert_array_equal(
+        fg.repeat_interleave(x, fg.tensor([2]), dim=1).numpy(), np.repeat(x.numpy(), 2, 1)
+    )
     gx, gy = fg.meshgrid([T([1.0, 2.0, 3.0]), T([4.0, 5.0])], indexing="xy")
     assert gx.shape == (2, 3) and vals(gy)[:, 0].tolist() == [4.0, 5.0]
     assert fg.meshgrid(T([1.0, 2.0]), T([3.0]))[0].shape == (2, 1)  # default "ij"

@@ -215,6 +215,27 @@ def _opmath(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _wide(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a special function of one tensor in float64 on the CPU (float32 on the GPU,
+    which has no float64) and round the result once to the input's float dtype (float32
+    for integers): its series and recurrences add many terms whose roundings would
+    otherwise show in float32 (``lgamma(2)`` would be 1e-6, not 0)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ts = [a for a in args if isinstance(a, Tensor)]
+        if len(ts) != 1 or _name(ts[0].dtype) == "float64":
+            return fn(*args, **kwargs)
+        t = ts[0]
+        out = t.dtype if _is_float(t) else _core.float32
+        wide = _core.float64 if str(t.device) == "cpu" else _core.float32
+        if wide == out:
+            return fn(*args, **kwargs)
+        return fn(*[a.to(wide) if a is t else a for a in args], **kwargs).to(out)
+
+    return wrapper
+
+
 def _refuse_in_capture(fn: str, why: str) -> None:
     if _capture.is_capturing():
         raise _core.TraceError(f"{fn}(): {why}, so it cannot be captured in a graph (run it eagerly)")
@@ -602,7 +623,7 @@ def _poly(z: Tensor, coeffs: Sequence[float]) -> Tensor:
     return acc
 
 
-@_opmath
+@_wide
 def erfinv(input: Tensor) -> Tensor:
     """The inverse error function on [-1, 1] (±inf at ±1, NaN beyond).
 
@@ -639,10 +660,10 @@ def erfinv(input: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-@_opmath
+@_wide
 def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|`` for all real ``x`` (the reflection formula below 0.5; +inf at
-    the poles 0, -1, -2, ...)."""
+    the poles 0, -1, -2, ... and at ±inf)."""
     x = _to_float(_need_tensor("lgamma", "input", input))
     refl = x < 0.5
     xp = _where_safe(refl, x, 1.0)
@@ -650,13 +671,14 @@ def lgamma(input: Tensor) -> Tensor:
     r = xn - xn.round()  # sin(pi x) = ±sin(pi r), with r exact
     s = (r * math.pi).sin().abs()
     neg = math.log(math.pi) - s.log() - _special.lgamma(1 - xn)
-    return _core.where(refl, neg, _special.lgamma(xp))
+    out = _core.where(refl, neg, _special.lgamma(xp))
+    return _core.where(x.isinf(), math.inf, out)
 
 
-@_opmath
+@_wide
 def digamma(input: Tensor) -> Tensor:
     """``d/dx log Gamma(x)`` for all real ``x`` (reflection ``psi(1 - x) - pi / tan(pi x)``
-    below 0.5; -inf at 0 and NaN at the negative integers, as PyTorch)."""
+    below 0.5; ``-inf`` at +0.0 and ``+inf`` at -0.0, NaN at the negative integers, as PyTorch)."""
     x = _to_float(_need_tensor("digamma", "input", input))
     refl = x < 0.5
     xp = _where_safe(refl, x, 1.0)
@@ -667,7 +689,7 @@ def digamma(input: Tensor) -> Tensor:
     neg = _special.digamma(1 - xn) - math.pi / (rs * math.pi).tan()
     neg = _core.where(pole, math.nan, neg)
     out = _core.where(refl, neg, _special.digamma(xp))
-    return _core.where(x == 0, -math.inf, out)
+    return _core.where(x == 0, _core.where(signbit(x), math.inf, -math.inf), out)
 
 
 _SHIFT = 8
@@ -689,7 +711,7 @@ def _trigamma_pos(x: Tensor) -> Tensor:
     return shift + inv + inv2 * 0.5 + series * inv
 
 
-@_opmath
+@_wide
 def polygamma(n: int, input: Tensor) -> Tensor:
     """The ``n``-th derivative of ``digamma`` (``n`` = 0 or 1 here)."""
     x = _to_float(_need_tensor("polygamma", "input", input))
@@ -975,8 +997,8 @@ def repeat_interleave(
     d = _dim("repeat_interleave", dim, input.ndim)
     if input.ndim == 0:
         input = input.reshape(1)
-    if isinstance(repeats, Tensor) and repeats.ndim == 0:
-        repeats = builtins.int(repeats.item())
+    if isinstance(repeats, Tensor) and repeats.ndim <= 1 and repeats.numel() == 1:
+        repeats = repeats.reshape(1).expand(input.shape[d])  # one count for every slice
     if isinstance(repeats, builtins.int):
         if repeats < 0:
             raise RuntimeError(f"repeat_interleave(): repeats must be non-negative, got {repeats}")
