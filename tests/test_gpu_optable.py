@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS, op_supports
+from optable import ALL_SPECS, op_info, op_supports
 from optable._runner import as_array, as_tuple, bool_key, fg_values, noncontig_array, to_fg, view_geometry
 from optable._spec import OpSpec
 
@@ -56,6 +56,12 @@ HOST_READS = {
     "multinomial": "probabilities are validated on the host and sampled there from the shared stream",
     "nonzero": "the output's shape depends on the data",
     "masked_select": "the output's shape depends on the data",
+    # Composed functions (tests/optable/composed_tensor.py):
+    "allclose": "returns a Python bool read from the device",
+    "equal": "returns a Python bool read from the device",
+    "bincount": "the output's length depends on the data",
+    "repeat_interleave": "index_select bounds-checks the computed indices on the host",
+    "histc": "scatter_add bounds-checks the computed bin indices on the host",
 }
 
 
@@ -73,6 +79,7 @@ def _unsupported(e: BaseException) -> bool:
 
 REGISTRY = {op["name"]: op for op in fg.registry()}
 DATA_DEPENDENT = {name for name, info in REGISTRY.items() if info["data_dependent"]}
+DATA_DEPENDENT |= {s.name for s in ALL_SPECS if op_info(s, REGISTRY).get("data_dependent")}
 
 
 # The spec builds some tensors itself (on the CPU), so its op cannot run on GPU inputs alone.

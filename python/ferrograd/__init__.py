@@ -3,7 +3,10 @@
 
 Every function here is bound to one entry of the Rust op registry
 (``ferrograd.registry()`` lists them); this package only re-exports and
-arranges names so they sit where PyTorch users expect them.
+arranges names so they sit where PyTorch users expect them. The exception is
+``_tensor_extras``: PyTorch functions composed in Python of registry ops
+(``lerp``, ``addmm``, ``erfinv``, ``searchsorted``, ...), also installed as
+``Tensor`` methods.
 """
 
 from . import _core
@@ -222,6 +225,8 @@ from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
+from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
+from ._tensor_extras import install as _install_tensor_extras  # noqa: E402
 from .control import cond, while_loop  # noqa: E402
 from .graph import (  # noqa: E402
     Graph,
@@ -238,5 +243,6 @@ from .graph import (  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 _install_pickling()
+_install_tensor_extras()
 
 __all__ = [n for n in dir() if not n.startswith("_")]

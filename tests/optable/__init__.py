@@ -26,16 +26,21 @@ for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
 def op_info(spec: OpSpec, registry: dict[str, dict]) -> dict:
     """The registry entry of ``spec``'s op ({} when it names none); for a composed spec, the
     entry its composition implies: differentiable when it has float dtypes, no view, no
-    mutation, output shapes independent of the values."""
+    mutation, output shapes independent of the values — unless the spec says otherwise
+    (``differentiable``, ``data_dependent``)."""
     if not spec.composed:
         return registry.get(spec.name, {})
     return {
         "name": spec.name,
         "family": "composed",
-        "differentiable": any(d.startswith("float") or d == "bfloat16" for d in spec.dtypes),
+        "differentiable": (
+            any(d.startswith("float") or d == "bfloat16" for d in spec.dtypes)
+            if spec.differentiable is None
+            else spec.differentiable
+        ),
         "views": None,
         "mutates": None,
-        "data_dependent": False,
+        "data_dependent": spec.data_dependent,
         "dtypes": list(spec.dtypes),
     }
 

@@ -102,6 +102,12 @@ class OpSpec:
     # composition of its parts' VJPs), neither views nor mutates its inputs and has
     # shapes that do not depend on values (see ``op_info`` in ``optable/__init__.py``).
     composed: bool = False
+    # For a composed spec only: ``differentiable=False`` when its float outputs carry no
+    # gradient (boolean or counting results: ``isclose``, ``histc``); ``data_dependent``
+    # when its output shape (or a Python value it returns) depends on the input's values,
+    # so capture must refuse it with ``TraceError`` as for the registry's such ops.
+    differentiable: bool | None = None
+    data_dependent: bool = False
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return self.tol.get(dtype, DEFAULT_TOL[dtype])
