@@ -16,7 +16,10 @@ import pytest
 
 
 def _digits():
-    from sklearn.datasets import load_digits
+    datasets = pytest.importorskip(
+        "sklearn.datasets", reason="sklearn is not installed (pip install -e '.[demo]' for the digits data)"
+    )
+    load_digits = datasets.load_digits
 
     d = load_digits()
     x = (d.data / 16.0).astype(np.float32)
