@@ -1,4 +1,4 @@
-"""Datasets and batching: ``Dataset``, ``TensorDataset``, ``Subset``, ``random_split``, ``DataLoader``.
+"""Datasets and batching: ``Dataset``, ``TensorDataset``, ``Subset``, ``random_split``, samplers, ``DataLoader``.
 
 The names and behaviour follow ``torch.utils.data`` where it matters to a
 training loop::
@@ -18,13 +18,27 @@ background thread prepares the next batches while the loop runs.
 
 from ._dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
 from ._loader import DataLoader, default_collate
+from ._sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 __all__ = [
+    "BatchSampler",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
     "Subset",
+    "SubsetRandomSampler",
     "TensorDataset",
+    "WeightedRandomSampler",
     "default_collate",
     "random_split",
 ]

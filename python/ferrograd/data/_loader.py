@@ -5,13 +5,14 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from .. import _core
 from ._dataset import Dataset, Subset, TensorDataset
+from ._sampler import BatchSampler, Sampler
 
 Tensor = _core.Tensor
 T = TypeVar("T")
@@ -140,8 +141,10 @@ class DataLoader(Generic[T]):
     def __init__(
         self,
         dataset: Dataset[Any],
-        batch_size: int = 1,
-        shuffle: bool = False,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler[int] | Iterable[int] | None = None,
+        batch_sampler: Sampler[list[int]] | Iterable[list[int]] | None = None,
         *,
         drop_last: bool = False,
         generator: _core.Generator | None = None,
@@ -151,9 +154,30 @@ class DataLoader(Generic[T]):
         num_prefetch: int = 2,
         worker_init_fn: Callable[[int], Any] | None = None,
         multiprocessing_context: Any = None,
+        pin_memory: bool = False,
+        pin_memory_device: str = "",
+        timeout: float = 0,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                    "and drop_last"
+                )
+            batch_size = None
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be a positive integer or None, got {batch_size!r}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if batch_size is None and batch_sampler is None and num_workers:
+            raise ValueError("DataLoader: batch_size=None (no auto-batching) is not supported with num_workers > 0")
+        if prefetch_factor is not None:
+            num_prefetch = prefetch_factor * max(1, num_workers)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
         if worker_init_fn is not None and not callable(worker_init_fn):
@@ -167,6 +191,12 @@ class DataLoader(Generic[T]):
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        # Accepted as in PyTorch; host memory is already where every device reads from.
+        self.pin_memory = bool(pin_memory)
+        self.timeout = timeout
+        self.persistent_workers = bool(persistent_workers)
         self.drop_last = bool(drop_last)
         self.generator = generator
         self.collate_fn = collate_fn
@@ -184,11 +214,28 @@ class DataLoader(Generic[T]):
 
     def __len__(self) -> int:
         """The number of batches per epoch."""
-        n = self._num_samples()
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)  # type: ignore[arg-type]
+        n = len(self.sampler) if self.sampler is not None else self._num_samples()  # type: ignore[arg-type]
+        if self.batch_size is None:
+            return n
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _custom_batches(self) -> list[list[int]] | list[int]:
+        """One epoch's index batches from ``batch_sampler`` or ``sampler``
+        (single indices when auto-batching is off)."""
+        if self.batch_sampler is not None:
+            return [[int(i) for i in b] for b in self.batch_sampler]
+        assert self.sampler is not None or self.batch_size is None
+        sampler: Iterable[int] = self.sampler if self.sampler is not None else range(self._num_samples())
+        if self.batch_size is None:
+            return [int(i) for i in sampler]
+        return list(BatchSampler(sampler, self.batch_size, self.drop_last))
 
     def __iter__(self) -> _LoaderIter[T]:
         """Start an epoch: draw the order (if shuffling) and start the prefetch thread."""
+        if self.sampler is not None or self.batch_sampler is not None or self.batch_size is None:
+            return self._iter_custom()
         n = self._num_samples()
         num_batches = len(self)
         bs = self.batch_size
@@ -221,6 +268,43 @@ class DataLoader(Generic[T]):
                 return collate([dataset[i] for i in indices[b * bs : (b + 1) * bs]])
 
         return _LoaderIter(make_batch, num_batches, self.prefetch, self.num_prefetch)
+
+    def _iter_custom(self) -> _LoaderIter[T]:
+        """An epoch whose indices come from a sampler or batch sampler (or,
+        without auto-batching, one sample per step)."""
+        batches = self._custom_batches()
+        if self.batch_size is None and self.batch_sampler is None:
+            dataset, collate = self.dataset, self.collate_fn
+            singles: list[int] = batches  # type: ignore[assignment]
+
+            def make_one(b: int) -> Any:
+                sample = dataset[singles[b]]
+                return collate(sample) if collate is not None else sample
+
+            return _LoaderIter(make_one, len(singles), self.prefetch, self.num_prefetch)
+        lists: list[list[int]] = batches  # type: ignore[assignment]
+        if self.num_workers > 0:
+            base_seed = int(_core.randint(0, 2**62, (1,), generator=self.generator).item())
+            return _WorkerIter(self, lists, base_seed)  # type: ignore[return-value]
+        source = _tensor_source(self.dataset) if self.collate_fn is None else None
+        make_batch: Callable[[int], Any]
+        if source is not None:
+            tensors, base = source
+
+            def make_batch(b: int) -> Any:
+                idx = _core.tensor(lists[b], dtype=_core.int64)
+                if base is not None:
+                    idx = base.index_select(0, idx)
+                return tuple(t.index_select(0, idx) for t in tensors)
+
+        else:
+            dataset = self.dataset
+            collate_fn = self.collate_fn or default_collate
+
+            def make_batch(b: int) -> Any:
+                return collate_fn([dataset[i] for i in lists[b]])
+
+        return _LoaderIter(make_batch, len(lists), self.prefetch, self.num_prefetch)
 
     def __repr__(self) -> str:
         return (
