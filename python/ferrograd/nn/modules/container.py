@@ -125,7 +125,12 @@ class Sequential(Module):
         # level less per child, a measurable part of deep stacks of small layers).
         call = Module.__call__
         for module in modules:
-            if type(module).__call__ is call and not (module._forward_pre_hooks or module._forward_hooks):
+            if type(module).__call__ is call and not (
+                module._forward_pre_hooks
+                or module._forward_hooks
+                or module.__dict__.get("_backward_hooks")
+                or module.__dict__.get("_backward_pre_hooks")
+            ):
                 input = module.forward(input)
             else:
                 input = module(input)

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from ... import _capture, _core
-from ..._grad_mode import no_grad
+from ..._grad_mode import is_grad_enabled, no_grad
+from ...autograd import Function
 from ..parameter import Buffer, Parameter
 
 Tensor = _core.Tensor
@@ -171,6 +172,8 @@ class Module:
         object.__setattr__(self, "_modules", _Members(version))
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
 
     # ------------------------------------------------------------- forward
 
@@ -189,17 +192,23 @@ class Module:
             # submodules (read by reference), its hooks. The trace snapshots
             # all of them when it ends; a change retraces.
             st.use_module(self)
-        if not (self._forward_pre_hooks or self._forward_hooks):
+        backward_hooks = self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks")
+        if not (self._forward_pre_hooks or self._forward_hooks or backward_hooks):
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
+        bw = _BackwardHooks(self, args) if backward_hooks and is_grad_enabled() else None
+        if bw is not None:
+            args = bw.wrap_inputs(args)
         out = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             res = hook(self, args, out)
             if res is not None:
                 out = res
+        if bw is not None:
+            out = bw.wrap_outputs(out)
         return out
 
     def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
@@ -214,6 +223,37 @@ class Module:
         self._bump_version()
         h = RemovableHandle(self._forward_hooks, self.__dict__.get("_version"))
         self._forward_hooks[h.id] = hook
+        return h
+
+    def register_full_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs when the gradients of
+        the module's tensor inputs are computed (``grad_input`` holds ``None``
+        for inputs that need none); a non-None result replaces ``grad_input``.
+        The hook sees gradients of the module's call as a whole, as in
+        PyTorch (the inputs and outputs pass through identity nodes)."""
+        self._bump_version()
+        h = RemovableHandle(self._backward_hooks, self.__dict__.get("_version"))
+        self._backward_hooks[h.id] = hook
+        return h
+
+    def register_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """PyTorch's older name: registered as :meth:`register_full_backward_hook`
+        (whose gradients are those of the module's inputs and outputs)."""
+        return self.register_full_backward_hook(hook)
+
+    def share_memory(self: T) -> T:
+        """Accepted as in PyTorch, which moves storages to shared memory for
+        worker processes; here the module is returned unchanged (workers
+        receive copies of what they are given)."""
+        return self
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(module, grad_output)`` runs when the gradients of the
+        module's outputs are known, before those of its inputs are computed;
+        a non-None result replaces ``grad_output``."""
+        self._bump_version()
+        h = RemovableHandle(self._backward_pre_hooks, self.__dict__.get("_version"))
+        self._backward_pre_hooks[h.id] = hook
         return h
 
     # -------------------------------------------------------- registration
@@ -680,3 +720,78 @@ class Module:
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
+
+
+class _HookIdentity(Function):
+    """Identity on its tensor arguments whose backward hands the gradients to
+    a callback (which may replace them): how module backward hooks see the
+    gradients at a module's boundary."""
+
+    @staticmethod
+    def forward(ctx: Any, callback: Callable[[tuple[Any, ...]], tuple[Any, ...]], *xs: Tensor) -> Any:
+        ctx.callback = callback
+        return tuple(x.view_as(x) for x in xs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        return (None, *ctx.callback(grads))
+
+
+class _BackwardHooks:
+    """One call's backward hooks: the module's tensor inputs and outputs go
+    through :class:`_HookIdentity` nodes; the outputs' node runs the
+    pre-hooks and keeps ``grad_output``, the inputs' node runs the hooks."""
+
+    def __init__(self, module: Module, args: tuple[Any, ...]) -> None:
+        self.module = module
+        self.positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        self.inputs_need_grad = any(args[i].requires_grad for i in self.positions)
+        self.grad_output: tuple[Any, ...] | None = None
+
+    def _run_hooks(self, grad_input: tuple[Any, ...]) -> tuple[Any, ...]:
+        for hook in list(self.module._backward_hooks.values()):
+            res = hook(self.module, grad_input, self.grad_output)
+            if res is not None:
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                if len(res) != len(grad_input):
+                    raise RuntimeError(
+                        f"{type(self.module).__name__} backward hook returned {len(res)} gradients "
+                        f"for {len(grad_input)} inputs"
+                    )
+                grad_input = res
+        return grad_input
+
+    def wrap_inputs(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        if not (self.inputs_need_grad and self.module._backward_hooks):
+            return args
+        wrapped = _HookIdentity.apply(self._run_hooks, *[args[i] for i in self.positions])
+        out = list(args)
+        for i, t in zip(self.positions, wrapped, strict=True):
+            out[i] = t
+        return tuple(out)
+
+    def _on_output_grads(self, grads: tuple[Any, ...]) -> tuple[Any, ...]:
+        for hook in list(self.module._backward_pre_hooks.values()):
+            res = hook(self.module, grads)
+            if res is not None:
+                grads = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+        self.grad_output = grads
+        if not self.inputs_need_grad and self.module._backward_hooks:
+            # No input takes a gradient: the hooks run now, with None for each.
+            self._run_hooks(tuple(None for _ in self.positions))
+        return grads
+
+    def wrap_outputs(self, out: Any) -> Any:
+        if isinstance(out, Tensor):
+            if not out.requires_grad:
+                return out
+            (res,) = _HookIdentity.apply(self._on_output_grads, out)
+            return res
+        if isinstance(out, tuple) and any(isinstance(o, Tensor) and o.requires_grad for o in out):
+            pos = [i for i, o in enumerate(out) if isinstance(o, Tensor) and o.requires_grad]
+            wrapped = _HookIdentity.apply(self._on_output_grads, *[out[i] for i in pos])
+            res_list = list(out)
+            for i, t in zip(pos, wrapped, strict=True):
+                res_list[i] = t
+            return type(out)(res_list) if type(out) is tuple else out
+        return out
