@@ -1,0 +1,66 @@
+"""Write the model-zoo references in ``tests/fixtures/zoo/`` with PyTorch.
+
+The stored files were made with PyTorch 2.15 on CPU; each file records the
+version it was made with under ``torch_version``. Run with a Python that has
+``torch`` and ``numpy``::
+
+    python scripts/make_zoo_references.py [name ...]
+
+For every model in ``tests/zoo_models.py`` it draws the initial weights with
+NumPy from a fixed seed, makes fixed NumPy inputs, trains ``STEPS`` steps in
+float64 and saves ``<name>.npz`` holding ``init/<key>`` (state_dict),
+``data/<name>`` (inputs), ``losses`` (one per step), ``grad/<param>`` (first
+step's gradients, before clipping), ``final/<key>`` (state_dict after
+training) and ``torch_version``. ``tests/test_model_zoo.py`` replays the same
+source with ferrograd and compares.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from zoo_models import ZOO, init_weights, to_numpy, train  # noqa: E402
+
+OUT = ROOT / "tests" / "fixtures" / "zoo"
+
+
+def make(index: int, name: str) -> Path:
+    """Train model ``name`` in PyTorch and write its reference file."""
+    spec = ZOO[name]
+    torch.manual_seed(0)
+    model = spec.build(torch).double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    params = {k for k, _ in model.named_parameters()}
+    init = init_weights(state, params, seed=1000 + index)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    data = spec.make_data(np.random.default_rng(2000 + index))
+    result = train(torch, spec, model, data)
+    arrays = {"torch_version": np.array(torch.__version__), "losses": result["losses"]}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"grad/{k}": v for k, v in result["grads"].items()}
+    arrays |= {f"final/{k}": v for k, v in result["final"].items()}
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.npz"
+    np.savez_compressed(path, **arrays)
+    return path
+
+
+def main() -> None:
+    """Write the references named on the command line, or all of them."""
+    names = sys.argv[1:] or list(ZOO)
+    for index, name in enumerate(ZOO):
+        if name in names:
+            path = make(index, name)
+            print(f"{path.name}: {path.stat().st_size} bytes, torch {torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()
