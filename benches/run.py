@@ -60,6 +60,7 @@ def need(obj, *names):
 # Peers
 # ---------------------------------------------------------------------------
 
+
 def _try_import(name):
     try:
         return __import__(name), None
@@ -81,6 +82,7 @@ SKIPPED_PEERS = {n: why for n, why in (("torch", _torch_why), ("jax", _jax_why))
 # ---------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------
+
 
 def _block(fn, number):
     t0 = time.perf_counter_ns()
@@ -170,7 +172,9 @@ def synced(fns: dict[str, Callable[[], object]]) -> tuple[dict[str, Callable[[],
             r = f()
             sync()
             return r
+
         return g
+
     out, unsynced = {}, False
     for k, f in fns.items():
         if k.startswith("ferrograd"):
@@ -200,7 +204,7 @@ def measure(fns: dict[str, Callable[[], object]], repeats: int, target=0.02) -> 
     samples: dict[str, list[float]] = {k: [] for k in fns}
     keys = list(fns)
     for r in range(repeats):
-        order = keys[r % len(keys):] + keys[:r % len(keys)]
+        order = keys[r % len(keys) :] + keys[: r % len(keys)]
         for k in order:
             quiesce()
             samples[k].append(_block(fns[k], numbers[k]))
@@ -212,6 +216,7 @@ def measure(fns: dict[str, Callable[[], object]], repeats: int, target=0.02) -> 
 # ---------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class Row:
@@ -245,9 +250,14 @@ def na_note(e: BaseException) -> str:
     return f"n/a ({type(e).__name__}: {msg})"
 
 
-def run_variant(ctx: Ctx, row: Row, impls: dict[str, Callable[[], Callable[[], object]]],
-                scale: Callable[[float], float], check: Callable[[dict], None] | None = None,
-                target: float = 0.02) -> Row:
+def run_variant(
+    ctx: Ctx,
+    row: Row,
+    impls: dict[str, Callable[[], Callable[[], object]]],
+    scale: Callable[[float], float],
+    check: Callable[[dict], None] | None = None,
+    target: float = 0.02,
+) -> Row:
     """Build each implementation (a setup returning the timed callable), time them together.
 
     ``scale`` turns seconds per call into the row's unit. A setup or first call raising
@@ -317,6 +327,7 @@ def close(rtol=1e-4, atol=1e-5):
         a = np.asarray(outs["ferrograd"], dtype=np.float64)
         b = np.asarray(outs["numpy"], dtype=np.float64)
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
     return check
 
 
@@ -335,6 +346,7 @@ def torch_t(a):
 # ---------------------------------------------------------------------------
 # Rooflines
 # ---------------------------------------------------------------------------
+
 
 def roofline_bandwidth(ctx: Ctx):
     n = 1 << 25  # 128 MiB of float32: far beyond the caches
@@ -385,6 +397,7 @@ def roofline_fma(ctx: Ctx):
 # Workloads
 # ---------------------------------------------------------------------------
 
+
 def w1a(ctx: Ctx):
     a_np, b_np = rng_array(16, 1), rng_array(16, 2)
 
@@ -397,14 +410,18 @@ def w1a(ctx: Ctx):
 
     impls = {"ferrograd": f_fg, "numpy": f_np}
     if torch:
+
         def f_torch():
             a, b = torch_t(a_np), torch_t(b_np)
             return lambda: a + b
+
         impls["torch"] = f_torch
     if jax:
+
         def f_jax():
             a, b = jnp.asarray(a_np), jnp.asarray(b_np)
             return lambda: (a + b).block_until_ready()
+
         impls["jax"] = f_jax
     run_variant(ctx, Row("W1a", "c = a + b, (16,)", "us", False), impls, us, close(), target=0.005)
 
@@ -424,6 +441,7 @@ def w1b(ctx: Ctx):
             a.grad = None
             b.grad = None
             ((a * b) + a).sum().backward()
+
         return step
 
     impls = {}
@@ -433,6 +451,7 @@ def w1b(ctx: Ctx):
         row.values["ferrograd"], row.notes["ferrograd"] = None, "skipped: autograd is not in this build yet"
     row.values["numpy"], row.notes["numpy"] = None, "n/a (no autograd)"
     if torch:
+
         def f_torch():
             a = torch_t(a_np).requires_grad_()
             b = torch_t(b_np).requires_grad_()
@@ -441,19 +460,24 @@ def w1b(ctx: Ctx):
                 a.grad = None
                 b.grad = None
                 ((a * b) + a).sum().backward()
+
             return step
+
         impls["torch"] = f_torch
     if jax:
+
         def f_jax():
             g = jax.jit(jax.grad(lambda a, b: ((a * b) + a).sum(), argnums=(0, 1)))
             a, b = jnp.asarray(a_np), jnp.asarray(b_np)
             return lambda: jax.block_until_ready(g(a, b))
+
         impls["jax"] = f_jax
     run_variant(ctx, row, impls, us, target=0.005)
 
 
 def _matmul_impls(a_np, b_np, ta=False, tb=False):
     """``A @ B`` where A/B are given (pre-transposed storage when ta/tb: the operand is a .T view)."""
+
     def prep_np():
         a = a_np.T if ta else a_np
         b = b_np.T if tb else b_np
@@ -469,17 +493,21 @@ def _matmul_impls(a_np, b_np, ta=False, tb=False):
 
     impls = {"ferrograd": prep_fg, "numpy": prep_np}
     if torch:
+
         def prep_torch():
             a, b = torch_t(a_np), torch_t(b_np)
             a = a.T if ta else a
             b = b.T if tb else b
             return lambda: a @ b
+
         impls["torch"] = prep_torch
     if jax:
+
         def prep_jax():
             a, b = jnp.asarray(a_np), jnp.asarray(b_np)
             f = jax.jit(lambda x, y: (x.T if ta else x) @ (y.T if tb else y))
             return lambda: f(a, b).block_until_ready()
+
         impls["jax"] = prep_jax
     return impls
 
@@ -488,8 +516,14 @@ def w2(ctx: Ctx):
     for n in (128, 512, 1024, 2048):
         a, b = rng_array((n, n), 1), rng_array((n, n), 2)
         flops = 2.0 * n**3
-        run_variant(ctx, Row("W2", f"n={n}", "GFLOP/s", True), _matmul_impls(a, b),
-                    lambda s, f=flops: f / s / 1e9, close(rtol=2e-3, atol=2e-3), target=0.05)
+        run_variant(
+            ctx,
+            Row("W2", f"n={n}", "GFLOP/s", True),
+            _matmul_impls(a, b),
+            lambda s, f=flops: f / s / 1e9,
+            close(rtol=2e-3, atol=2e-3),
+            target=0.05,
+        )
     # W4's GEMMs: forward x@W, and the backward forms with transposed operands
     shapes = [
         ("256x784 @ 784x1024", (256, 784), (784, 1024), False, False),
@@ -504,8 +538,14 @@ def w2(ctx: Ctx):
         k = sa[0] if ta else sa[1]
         nn = sb[0] if tb else sb[1]
         flops = 2.0 * m * k * nn
-        run_variant(ctx, Row("W2", name, "GFLOP/s", True), _matmul_impls(a, b, ta, tb),
-                    lambda s, f=flops: f / s / 1e9, close(rtol=2e-3, atol=2e-3), target=0.05)
+        run_variant(
+            ctx,
+            Row("W2", name, "GFLOP/s", True),
+            _matmul_impls(a, b, ta, tb),
+            lambda s, f=flops: f / s / 1e9,
+            close(rtol=2e-3, atol=2e-3),
+            target=0.05,
+        )
 
 
 N24 = 1 << 24
@@ -539,30 +579,36 @@ def w3(ctx: Ctx, which: str):
             # product is deferred and fused into the sum (see fg.synchronize).
             a, b, c = fg.tensor(x), fg.tensor(y), fg.tensor(z)
             return lambda: a * b + c
-        impls = {"ferrograd": f_fg, "numpy": lambda: (lambda: x * y + z)}
+
+        impls = {"ferrograd": f_fg, "numpy": lambda: lambda: x * y + z}
         if torch:
+
             def f_torch():
                 a, b, c = torch_t(x), torch_t(y), torch_t(z)
                 return lambda: a * b + c
+
             impls["torch"] = f_torch
         if jax:
+
             def f_jax():
                 a, b, c = jnp.asarray(x), jnp.asarray(y), jnp.asarray(z)
                 f = jax.jit(lambda p, q, r: p * q + r)
                 return lambda: f(a, b, c).block_until_ready()
+
             impls["jax"] = f_jax
         run_variant(ctx, row, impls, ms, close())
 
         # The same on memory shared with NumPy (fg.from_numpy), which NumPy
         # may change at any time: nothing is deferred, two passes.
-        shared = Row("W3a", "x*y+z, 2^24, from_numpy inputs", "ms", False,
-                     bytes_moved=4 * 4 * N24, roofline="copy")
+        shared = Row(
+            "W3a", "x*y+z, 2^24, from_numpy inputs", "ms", False, bytes_moved=4 * 4 * N24, roofline="copy"
+        )
 
         def f_fg_shared():
             a, b, c = fgt(x), fgt(y), fgt(z)
             return lambda: a * b + c
-        run_variant(ctx, shared, {"ferrograd": f_fg_shared, "numpy": lambda: (lambda: x * y + z)},
-                    ms, close())
+
+        run_variant(ctx, shared, {"ferrograd": f_fg_shared, "numpy": lambda: lambda: x * y + z}, ms, close())
     elif which == "W3b":
         x = rng_array(N24, 1, -4, 4)
         row = Row("W3b", "tanh-GELU, 2^24", "ms", False, bytes_moved=2 * 4 * N24, roofline="copy")
@@ -571,23 +617,29 @@ def w3(ctx: Ctx, which: str):
             gelu = need(F, "gelu")
             a = fgt(x)
             return lambda: gelu(a, approximate="tanh")
-        impls = {"ferrograd": f_fg, "numpy": lambda: (lambda: _gelu_np(x))}
+
+        impls = {"ferrograd": f_fg, "numpy": lambda: lambda: _gelu_np(x)}
         if torch:
+
             def f_torch():
                 a = torch_t(x)
                 return lambda: torch.nn.functional.gelu(a, approximate="tanh")
+
             impls["torch"] = f_torch
         if jax:
+
             def f_jax():
                 a = jnp.asarray(x)
                 f = jax.jit(lambda p: jax.nn.gelu(p, approximate=True))
                 return lambda: f(a).block_until_ready()
+
             impls["jax"] = f_jax
         run_variant(ctx, row, impls, ms, close(rtol=1e-4, atol=1e-5))
     elif which == "W3c":
         x = rng_array((4096, 1024), 1, -4, 4)
-        row = Row("W3c", "softmax(dim=-1), (4096,1024)", "ms", False, bytes_moved=2 * 4 * x.size,
-                  roofline="copy")
+        row = Row(
+            "W3c", "softmax(dim=-1), (4096,1024)", "ms", False, bytes_moved=2 * 4 * x.size, roofline="copy"
+        )
 
         def f_fg():
             a = fgt(x)
@@ -595,36 +647,51 @@ def w3(ctx: Ctx, which: str):
                 return lambda: F.softmax(a, dim=-1)
             sm = need(fg.Tensor, "softmax")
             return lambda: sm(a, -1)
-        impls = {"ferrograd": f_fg, "numpy": lambda: (lambda: _softmax_np(x))}
+
+        impls = {"ferrograd": f_fg, "numpy": lambda: lambda: _softmax_np(x)}
         if torch:
+
             def f_torch():
                 a = torch_t(x)
                 return lambda: torch.softmax(a, dim=-1)
+
             impls["torch"] = f_torch
         if jax:
+
             def f_jax():
                 a = jnp.asarray(x)
                 f = jax.jit(lambda p: jax.nn.softmax(p, axis=-1))
                 return lambda: f(a).block_until_ready()
+
             impls["jax"] = f_jax
         run_variant(ctx, row, impls, ms, close(rtol=1e-4, atol=1e-7))
     elif which == "W3d":
         x = rng_array((4096, 1024), 1)
         w, b = rng_array(1024, 2, 0.5, 1.5), rng_array(1024, 3)
-        row = Row("W3d", "layer_norm(dim=-1)+w,b, (4096,1024)", "ms", False, bytes_moved=2 * 4 * x.size,
-                  roofline="copy")
+        row = Row(
+            "W3d",
+            "layer_norm(dim=-1)+w,b, (4096,1024)",
+            "ms",
+            False,
+            bytes_moved=2 * 4 * x.size,
+            roofline="copy",
+        )
 
         def f_fg():
             a, fw, fb = fgt(x), fgt(w), fgt(b)
             ln = need(F, "layer_norm")
             return lambda: ln(a, (1024,), fw, fb, 1e-5)
-        impls = {"ferrograd": f_fg, "numpy": lambda: (lambda: _layer_norm_np(x, w, b))}
+
+        impls = {"ferrograd": f_fg, "numpy": lambda: lambda: _layer_norm_np(x, w, b)}
         if torch:
+
             def f_torch():
                 a, tw, tb = torch_t(x), torch_t(w), torch_t(b)
                 return lambda: torch.nn.functional.layer_norm(a, (1024,), tw, tb, 1e-5)
+
             impls["torch"] = f_torch
         if jax:
+
             def f_jax():
                 a, jw, jb = jnp.asarray(x), jnp.asarray(w), jnp.asarray(b)
 
@@ -632,8 +699,10 @@ def w3(ctx: Ctx, which: str):
                     m = p.mean(-1, keepdims=True)
                     v = p.var(-1, keepdims=True)
                     return (p - m) / jnp.sqrt(v + 1e-5) * q + r
+
                 f = jax.jit(ln)
                 return lambda: f(a, jw, jb).block_until_ready()
+
             impls["jax"] = f_jax
         run_variant(ctx, row, impls, ms, close(rtol=1e-3, atol=1e-4))
     elif which == "W3e":
@@ -644,17 +713,22 @@ def w3(ctx: Ctx, which: str):
             s = need(fg.Tensor, "sum")
             a = fgt(x)
             return lambda: s(a)
-        impls = {"ferrograd": f_fg, "numpy": lambda: (lambda: x.sum())}
+
+        impls = {"ferrograd": f_fg, "numpy": lambda: lambda: x.sum()}
         if torch:
+
             def f_torch():
                 a = torch_t(x)
                 return lambda: a.sum()
+
             impls["torch"] = f_torch
         if jax:
+
             def f_jax():
                 a = jnp.asarray(x)
                 f = jax.jit(jnp.sum)
                 return lambda: f(a).block_until_ready()
+
             impls["jax"] = f_jax
         run_variant(ctx, row, impls, ms, close(rtol=1e-3, atol=1e-2))
 
@@ -678,6 +752,7 @@ NOT_YET: dict[str, str] = {}
 # ---------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------
+
 
 def fmt(v: float | None) -> str:
     if v is None:
@@ -724,8 +799,10 @@ def print_table(ctx: Ctx):
         cells = [r.workload, r.variant, unit, fmt(r.values.get("ferrograd"))]
         for p in peers:
             cells += [fmt(r.values.get(p)), ratio_text(r, p)]
-        cells += [f"{r.fraction['ferrograd']:.0%}" if "ferrograd" in r.fraction else "—",
-                  f"{r.fraction['numpy']:.0%}" if "numpy" in r.fraction else "—"]
+        cells += [
+            f"{r.fraction['ferrograd']:.0%}" if "ferrograd" in r.fraction else "—",
+            f"{r.fraction['numpy']:.0%}" if "numpy" in r.fraction else "—",
+        ]
         lines.append(cells)
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
 
@@ -741,11 +818,15 @@ def print_table(ctx: Ctx):
         print("\nnotes:")
         for w, v, p, n in notes:
             print(f"  {w} [{v}] {p}: {n}")
-    print("\nratios: ferrograd ÷ peer. Times (µs, ms): below 1 = ferrograd faster. "
-          "GFLOP/s: above 1 = ferrograd faster.")
-    print("roofline: bytes the workload must move ÷ time ÷ bandwidth (copy bandwidth for read+write, "
-          "read bandwidth for reductions), the bandwidth timed side by side with the row: a copy (or sum) "
-          "of as many bytes.")
+    print(
+        "\nratios: ferrograd ÷ peer. Times (µs, ms): below 1 = ferrograd faster. "
+        "GFLOP/s: above 1 = ferrograd faster."
+    )
+    print(
+        "roofline: bytes the workload must move ÷ time ÷ bandwidth (copy bandwidth for read+write, "
+        "read bandwidth for reductions), the bandwidth timed side by side with the row: a copy (or sum) "
+        "of as many bytes."
+    )
 
 
 def machine_info():
@@ -789,8 +870,10 @@ def main(argv=None):
 
     ctx = Ctx(repeats=repeats)
     info = machine_info()
-    print(f"ferrograd {info['ferrograd']} ({info['ferrograd_cpu_level']}, {info['ferrograd_threads']} threads), "
-          f"NumPy {info['numpy']}, {info.get('cpu', platform.processor())}, {info['cpu_count']} CPUs")
+    print(
+        f"ferrograd {info['ferrograd']} ({info['ferrograd_cpu_level']}, {info['ferrograd_threads']} threads), "
+        f"NumPy {info['numpy']}, {info.get('cpu', platform.processor())}, {info['cpu_count']} CPUs"
+    )
     if os.environ.get("FG_BENCH_UNSET"):
         print(f"unset for this run: {os.environ['FG_BENCH_UNSET']}")
     for p, why in SKIPPED_PEERS.items():
@@ -803,11 +886,17 @@ def main(argv=None):
         WORKLOADS[w](ctx)
     roofline_fma(ctx)
     fill_fractions(ctx)
-    print(f"\nrooflines: copy {ctx.rooflines['copy_GBps']:.1f} GB/s ({ctx.roofline_sources['copy_GBps']}), "
-          f"read {ctx.rooflines['read_GBps']:.1f} GB/s ({ctx.roofline_sources['read_GBps']}), "
-          f"FMA stand-in {ctx.rooflines['fma_GFLOPs']:.0f} GFLOP/s ({ctx.roofline_sources['fma_GFLOPs']})"
-          + (f", WebGPU adapter FMA {ctx.rooflines['gpu_fma_GFLOPs']:.1f} GFLOP/s"
-             if "gpu_fma_GFLOPs" in ctx.rooflines else "") + "\n")
+    print(
+        f"\nrooflines: copy {ctx.rooflines['copy_GBps']:.1f} GB/s ({ctx.roofline_sources['copy_GBps']}), "
+        f"read {ctx.rooflines['read_GBps']:.1f} GB/s ({ctx.roofline_sources['read_GBps']}), "
+        f"FMA stand-in {ctx.rooflines['fma_GFLOPs']:.0f} GFLOP/s ({ctx.roofline_sources['fma_GFLOPs']})"
+        + (
+            f", WebGPU adapter FMA {ctx.rooflines['gpu_fma_GFLOPs']:.1f} GFLOP/s"
+            if "gpu_fma_GFLOPs" in ctx.rooflines
+            else ""
+        )
+        + "\n"
+    )
     print_table(ctx)
     if args.json:
         out = {

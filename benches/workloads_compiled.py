@@ -30,10 +30,19 @@ def compiled_step(fw, make, params, batches, opt: str, loss, device: str | None 
     elif opt == "sgd":
         o = fw.optim.SGD(model.parameters(), lr=wt.SGD_LR)
     else:
-        o = fw.optim.AdamW(model.parameters(), lr=wt.ADAMW_LR, betas=wt.ADAMW_BETAS, eps=wt.ADAMW_EPS,
-                           weight_decay=wt.ADAMW_WD)
-    data = itertools.cycle([tuple(wt._to_fw(fw, a) if device is None else wt._to_fw(fw, a).to(device) for a in b)
-                            for b in batches])
+        o = fw.optim.AdamW(
+            model.parameters(),
+            lr=wt.ADAMW_LR,
+            betas=wt.ADAMW_BETAS,
+            eps=wt.ADAMW_EPS,
+            weight_decay=wt.ADAMW_WD,
+        )
+    data = itertools.cycle(
+        [
+            tuple(wt._to_fw(fw, a) if device is None else wt._to_fw(fw, a).to(device) for a in b)
+            for b in batches
+        ]
+    )
 
     def train(x, *y):
         o.zero_grad()
@@ -60,20 +69,24 @@ def w3a_compiled(rt, ctx):
         row.notes["ferrograd"] = f"graph: {len(kinds)} node(s): {', '.join(kinds)}"
         return lambda: f(a, b, c)
 
-    impls = {"ferrograd": f_fg, "numpy": lambda: (lambda: x * y + z)}
+    impls = {"ferrograd": f_fg, "numpy": lambda: lambda: x * y + z}
     if rt.torch:
+
         def f_torch():
             a, b, c = rt.torch_t(x), rt.torch_t(y), rt.torch_t(z)
             f = rt.torch.compile(lambda p, q, r: p * q + r)
             f(a, b, c)
             return lambda: f(a, b, c)
+
         impls["torch"] = f_torch
     if rt.jax:
+
         def f_jax():
             jnp = rt.jnp
             a, b, c = jnp.asarray(x), jnp.asarray(y), jnp.asarray(z)
             f = rt.jax.jit(lambda p, q, r: p * q + r)
             return lambda: f(a, b, c).block_until_ready()
+
         impls["jax"] = f_jax
     rt.run_variant(ctx, row, impls, rt.ms, rt.close())
 
@@ -89,9 +102,11 @@ def _compiled_train(rt, ctx, label, make, params, batches, opt, loss_of, npy, ja
     if npy is not None:
         impls["numpy"] = npy
     if rt.torch:
+
         def torch_setup():
             step, _ = compiled_step(_TorchCompile(rt.torch), make, params, batches, opt, loss_of(rt.torch))
             return step
+
         impls["torch"] = torch_setup
     if rt.jax:
         impls["jax"] = lambda: wt.jax_step(rt.jax, jax_which, params, batches, opt)
@@ -113,9 +128,19 @@ class _TorchCompile:
 
 def w4_compiled(rt, ctx):
     params, batches = wt.mlp_params(), wt.mlp_data()
-    _compiled_train(rt, ctx, ("W4", "MLP 784-1024-1024-10, batch 256, SGD mom., compiled"), wt.mlp_model,
-                    params, batches, "sgd_momentum", wt._ce,
-                    lambda: wt.numpy_step(wt.NumpyMLP, params, batches), "W4", target=0.1)
+    _compiled_train(
+        rt,
+        ctx,
+        ("W4", "MLP 784-1024-1024-10, batch 256, SGD mom., compiled"),
+        wt.mlp_model,
+        params,
+        batches,
+        "sgd_momentum",
+        wt._ce,
+        lambda: wt.numpy_step(wt.NumpyMLP, params, batches),
+        "W4",
+        target=0.1,
+    )
 
 
 def w6_compiled(rt, ctx):
@@ -127,19 +152,44 @@ def w6_compiled(rt, ctx):
         after = next(((peer, losses[peer][1]) for peer in ("torch", "jax") if peer in losses), ("", None))
         return [("numpy", np_loss0), after]
 
-    r = _compiled_train(rt, ctx, ("W6", "GPT 4x256, seq 128, batch 16, AdamW: train, compiled"), wt.gpt_model,
-                        params, batches, "adamw", wt._gpt_loss, None, "W6", rtol=1e-3, atol=1e-3, target=0.0,
-                        repeats=5, reference=reference)
+    r = _compiled_train(
+        rt,
+        ctx,
+        ("W6", "GPT 4x256, seq 128, batch 16, AdamW: train, compiled"),
+        wt.gpt_model,
+        params,
+        batches,
+        "adamw",
+        wt._gpt_loss,
+        None,
+        "W6",
+        rtol=1e-3,
+        atol=1e-3,
+        target=0.0,
+        repeats=5,
+        reference=reference,
+    )
     r.values.setdefault("numpy", None)
     r.notes.setdefault("numpy", "n/a (no hand-written backward; its forward checks the initial loss)")
 
 
 def w7_compiled(rt, ctx):
     params, batches = wt.deep_params(), wt.deep_data()
-    _compiled_train(rt, ctx, ("W7", "50 x (Linear 32 + tanh), batch 8, SGD, compiled"), wt.deep_model,
-                    params, batches, "sgd", lambda fw: wt._sum_loss,
-                    lambda: wt.numpy_step(wt.NumpyDeep, params, batches), "W7", rtol=2e-4, atol=1e-3,
-                    target=0.05)
+    _compiled_train(
+        rt,
+        ctx,
+        ("W7", "50 x (Linear 32 + tanh), batch 8, SGD, compiled"),
+        wt.deep_model,
+        params,
+        batches,
+        "sgd",
+        lambda fw: wt._sum_loss,
+        lambda: wt.numpy_step(wt.NumpyDeep, params, batches),
+        "W7",
+        rtol=2e-4,
+        atol=1e-3,
+        target=0.05,
+    )
 
 
 def _first_call_seconds(fw, make, params, batches, opt, loss) -> tuple[float, float, int]:
@@ -170,10 +220,22 @@ def w8(rt, ctx):
     """Capture + compile time on the first call (s); chain capture scaling."""
     fg = rt.fg
     for label, make, params, batches, opt, loss in (
-        ("W4 step: first call (capture, passes, plan, run)", wt.mlp_model, wt.mlp_params(), wt.mlp_data(),
-         "sgd_momentum", wt._ce(fg)),
-        ("W6 step: first call (capture, passes, plan, run)", wt.gpt_model, wt.gpt_params(), wt.gpt_data(n=1),
-         "adamw", wt._gpt_loss(fg)),
+        (
+            "W4 step: first call (capture, passes, plan, run)",
+            wt.mlp_model,
+            wt.mlp_params(),
+            wt.mlp_data(),
+            "sgd_momentum",
+            wt._ce(fg),
+        ),
+        (
+            "W6 step: first call (capture, passes, plan, run)",
+            wt.gpt_model,
+            wt.gpt_params(),
+            wt.gpt_data(n=1),
+            "adamw",
+            wt._gpt_loss(fg),
+        ),
     ):
         row = rt.Row("W8", label, "s", False)
         total, capture, nodes = _first_call_seconds(fg, make, params, batches, opt, loss)

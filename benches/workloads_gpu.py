@@ -51,9 +51,11 @@ def _software(fg) -> bool:
 def _sync(fg):
     sync = getattr(fg.gpu, "synchronize", None)
     if sync is not None:
+
         def done(t):
             sync()
             return t
+
         return done
     return lambda t: t.to("cpu")
 
@@ -68,6 +70,7 @@ def _close(rt, **tol):
         if hasattr(f, "cpu"):
             outs["ferrograd"] = f.cpu()
         base(outs)
+
     return check
 
 
@@ -95,15 +98,32 @@ def _ops(rt, n_el: int, soft: bool):
     w, b = rt.rng_array(rows2[1], 5), rt.rng_array(rows2[1], 6)
     tag = f"2^{int(math.log2(n_el))}"
     return [
-        ("W3a", f"x*y+z, {tag}", lambda: (lambda p, q, r: lambda: p * q + r)(*(_gpu(fg, v) for v in (x, y, z))),
-         lambda: x * y + z),
-        ("W3b", f"tanh-GELU, {tag}", lambda: (lambda p: lambda: F.gelu(p, approximate="tanh"))(_gpu(fg, x)),
-         lambda: rt._gelu_np(x)),
-        ("W3c", f"softmax(dim=-1), {rows2}", lambda: (lambda p: lambda: F.softmax(p, dim=-1))(_gpu(fg, sm)),
-         lambda: rt._softmax_np(sm)),
-        ("W3d", f"layer_norm, {rows2}",
-         lambda: (lambda p, q, r: lambda: F.layer_norm(p, (rows2[1],), q, r))(*(_gpu(fg, v) for v in (sm, w, b))),
-         lambda: rt._layer_norm_np(sm, w, b)),
+        (
+            "W3a",
+            f"x*y+z, {tag}",
+            lambda: (lambda p, q, r: lambda: p * q + r)(*(_gpu(fg, v) for v in (x, y, z))),
+            lambda: x * y + z,
+        ),
+        (
+            "W3b",
+            f"tanh-GELU, {tag}",
+            lambda: (lambda p: lambda: F.gelu(p, approximate="tanh"))(_gpu(fg, x)),
+            lambda: rt._gelu_np(x),
+        ),
+        (
+            "W3c",
+            f"softmax(dim=-1), {rows2}",
+            lambda: (lambda p: lambda: F.softmax(p, dim=-1))(_gpu(fg, sm)),
+            lambda: rt._softmax_np(sm),
+        ),
+        (
+            "W3d",
+            f"layer_norm, {rows2}",
+            lambda: (lambda p, q, r: lambda: F.layer_norm(p, (rows2[1],), q, r))(
+                *(_gpu(fg, v) for v in (sm, w, b))
+            ),
+            lambda: rt._layer_norm_np(sm, w, b),
+        ),
         ("W3e", f"sum, {tag}", lambda: (lambda p: lambda: p.sum())(_gpu(fg, x)), lambda: np.sum(x)),
     ]
 
@@ -133,7 +153,7 @@ def w9(rt, ctx):
         print(f"W9: adapter FMA peak {peak:.1f} GFLOP/s (register-only FMA kernel)")
 
     # W2 on the GPU
-    for n in ((128, 256) if soft else (128, 512, 1024, 2048)):
+    for n in (128, 256) if soft else (128, 512, 1024, 2048):
         a, b = rt.rng_array((n, n), 1), rt.rng_array((n, n), 2)
         flops = 2.0 * n**3
         row = rt.Row("W9", f"W2 matmul n={n}", "GFLOP/s", True)
@@ -144,8 +164,9 @@ def w9(rt, ctx):
             ga, gb = _gpu(fg, a), _gpu(fg, b)
             return lambda: sync(ga @ gb)
 
-        impls = {"ferrograd": f_fg, "numpy": lambda a=a, b=b: (lambda: a @ b)}
+        impls = {"ferrograd": f_fg, "numpy": lambda a=a, b=b: lambda: a @ b}
         if cuda is not None:
+
             def f_cuda(a=a, b=b):
                 ta, tb = cuda.from_numpy(a).cuda(), cuda.from_numpy(b).cuda()
 
@@ -153,14 +174,19 @@ def w9(rt, ctx):
                     r = ta @ tb
                     cuda.cuda.synchronize()
                     return r.cpu()
+
                 return run
+
             impls["torch"] = f_cuda
-        rt.run_variant(ctx, row, impls, lambda s, f=flops: f / s / 1e9, _close(rt, rtol=2e-3, atol=2e-3),
-                       target=0.05)
+        rt.run_variant(
+            ctx, row, impls, lambda s, f=flops: f / s / 1e9, _close(rt, rtol=2e-3, atol=2e-3), target=0.05
+        )
         got = row.values.get("ferrograd")
         if peak and got:
             share = f"{got / peak:.0%} of the adapter's FMA peak ({peak:.0f} GFLOP/s)"
-            row.notes["ferrograd"] = f"{row.notes['ferrograd']}; {share}" if row.notes.get("ferrograd") else share
+            row.notes["ferrograd"] = (
+                f"{row.notes['ferrograd']}; {share}" if row.notes.get("ferrograd") else share
+            )
 
     # W3 on the GPU
     for wid, variant, setup, ref in _ops(rt, (1 << 20) if soft else rt.N24, soft):
@@ -172,19 +198,60 @@ def w9(rt, ctx):
             f = setup()
             return lambda: sync(f())
 
-        rt.run_variant(ctx, row, {"ferrograd": f_fg, "numpy": lambda ref=ref: ref},
-                       rt.ms, _close(rt, rtol=1e-3, atol=1e-3))
+        rt.run_variant(
+            ctx,
+            row,
+            {"ferrograd": f_fg, "numpy": lambda ref=ref: ref},
+            rt.ms,
+            _close(rt, rtol=1e-3, atol=1e-3),
+        )
 
     # W4, W7 (and W5, W6 on a hardware adapter): training steps on the GPU
     trains = [
-        ("W4", "MLP 784-1024-1024-10, batch 256, SGD mom.", wt.mlp_params, wt.mlp_data, wt.mlp_model,
-         "sgd_momentum", wt._ce, wt.NumpyMLP, dict(target=0.1)),
-        ("W7", "50 x (Linear 32 + tanh), batch 8, SGD", wt.deep_params, wt.deep_data, wt.deep_model,
-         "sgd", lambda fw: wt._sum_loss, wt.NumpyDeep, dict(rtol=2e-4, atol=1e-3, target=0.05)),
-        ("W5", "MNIST CNN, batch 64, SGD mom.", wt.cnn_params, wt.cnn_data, wt.cnn_model,
-         "sgd_momentum", wt._ce, wt.NumpyCNN, dict(target=0.1)),
-        ("W6", "GPT 4x256, seq 128, batch 16, AdamW: train", wt.gpt_params, lambda: wt.gpt_data(n=2),
-         wt.gpt_model, "adamw", wt._gpt_loss, None, dict(rtol=1e-3, atol=1e-3, target=0.0)),
+        (
+            "W4",
+            "MLP 784-1024-1024-10, batch 256, SGD mom.",
+            wt.mlp_params,
+            wt.mlp_data,
+            wt.mlp_model,
+            "sgd_momentum",
+            wt._ce,
+            wt.NumpyMLP,
+            dict(target=0.1),
+        ),
+        (
+            "W7",
+            "50 x (Linear 32 + tanh), batch 8, SGD",
+            wt.deep_params,
+            wt.deep_data,
+            wt.deep_model,
+            "sgd",
+            lambda fw: wt._sum_loss,
+            wt.NumpyDeep,
+            dict(rtol=2e-4, atol=1e-3, target=0.05),
+        ),
+        (
+            "W5",
+            "MNIST CNN, batch 64, SGD mom.",
+            wt.cnn_params,
+            wt.cnn_data,
+            wt.cnn_model,
+            "sgd_momentum",
+            wt._ce,
+            wt.NumpyCNN,
+            dict(target=0.1),
+        ),
+        (
+            "W6",
+            "GPT 4x256, seq 128, batch 16, AdamW: train",
+            wt.gpt_params,
+            lambda: wt.gpt_data(n=2),
+            wt.gpt_model,
+            "adamw",
+            wt._gpt_loss,
+            None,
+            dict(rtol=1e-3, atol=1e-3, target=0.0),
+        ),
     ]
     runs = [(compiled, *t) for t in trains for compiled in (False, True)]
     for compiled, wid, variant, params_fn, data_fn, make, opt, loss, npcls, kw in runs:
@@ -207,7 +274,9 @@ def w9(rt, ctx):
 
         impls = {"ferrograd": f_fg}
         if npcls is not None:  # W6 has no hand-written NumPy backward
-            impls["numpy"] = lambda npcls=npcls, params=params, batches=batches: wt.numpy_step(npcls, params, batches)
+            impls["numpy"] = lambda npcls=npcls, params=params, batches=batches: wt.numpy_step(
+                npcls, params, batches
+            )
         wt.run_train(rt, ctx, row, impls, repeats=5 if soft else None, **kw)
 
 

@@ -62,6 +62,7 @@ RSS_STEPS = 5
 # Initial weights (PyTorch's default schemes, drawn in NumPy) and data
 # ---------------------------------------------------------------------------
 
+
 def _linear_init(rng, p, name, n_in, n_out, bias=True):
     bound = 1.0 / math.sqrt(n_in)
     p[f"{name}.weight"] = rng.uniform(-bound, bound, (n_out, n_in)).astype(F32)
@@ -120,14 +121,24 @@ def gpt_params(seed=0):
 
 def mlp_data(seed=1, n=N_BATCHES):
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((MLP_BATCH, MLP_DIMS[0]), dtype=F32),
-             rng.integers(0, MLP_DIMS[-1], MLP_BATCH).astype(np.int64)) for _ in range(n)]
+    return [
+        (
+            rng.standard_normal((MLP_BATCH, MLP_DIMS[0]), dtype=F32),
+            rng.integers(0, MLP_DIMS[-1], MLP_BATCH).astype(np.int64),
+        )
+        for _ in range(n)
+    ]
 
 
 def cnn_data(seed=1, n=N_BATCHES):
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((CNN_BATCH, 1, 28, 28), dtype=F32),
-             rng.integers(0, 10, CNN_BATCH).astype(np.int64)) for _ in range(n)]
+    return [
+        (
+            rng.standard_normal((CNN_BATCH, 1, 28, 28), dtype=F32),
+            rng.integers(0, 10, CNN_BATCH).astype(np.int64),
+        )
+        for _ in range(n)
+    ]
 
 
 def deep_data(seed=1, n=N_BATCHES):
@@ -149,17 +160,27 @@ def gpt_data(seed=1, n=N_BATCHES, batch=GPT_BATCH):
 # ferrograd and PyTorch: one model definition against the shared API
 # ---------------------------------------------------------------------------
 
+
 def mlp_model(fw):
     nn = fw.nn
     d = MLP_DIMS
-    return nn.Sequential(nn.Linear(d[0], d[1]), nn.ReLU(), nn.Linear(d[1], d[2]), nn.ReLU(), nn.Linear(d[2], d[3]))
+    return nn.Sequential(
+        nn.Linear(d[0], d[1]), nn.ReLU(), nn.Linear(d[1], d[2]), nn.ReLU(), nn.Linear(d[2], d[3])
+    )
 
 
 def cnn_model(fw):
     nn = fw.nn
     return nn.Sequential(
-        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(9216, 128), nn.ReLU(), nn.Linear(128, 10),
+        nn.Conv2d(1, 32, 3),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(9216, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
     )
 
 
@@ -264,10 +285,12 @@ def eager_step(fw, make, params, batches, opt: str, loss: Callable, device: str 
     elif opt == "sgd":
         o = fw.optim.SGD(model.parameters(), lr=SGD_LR)
     else:
-        o = fw.optim.AdamW(model.parameters(), lr=ADAMW_LR, betas=ADAMW_BETAS, eps=ADAMW_EPS,
-                           weight_decay=ADAMW_WD)
-    data = itertools.cycle([tuple(_to_fw(fw, a) if device is None else _to_fw(fw, a).to(device) for a in b)
-                            for b in batches])
+        o = fw.optim.AdamW(
+            model.parameters(), lr=ADAMW_LR, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=ADAMW_WD
+        )
+    data = itertools.cycle(
+        [tuple(_to_fw(fw, a) if device is None else _to_fw(fw, a).to(device) for a in b) for b in batches]
+    )
 
     def step():
         x, *y = next(data)
@@ -277,12 +300,14 @@ def eager_step(fw, make, params, batches, opt: str, loss: Callable, device: str 
         value.backward()
         o.step()
         return value
+
     return step
 
 
 # ---------------------------------------------------------------------------
 # NumPy by hand
 # ---------------------------------------------------------------------------
+
 
 def _np_ce(z, y):
     """Mean cross-entropy of logits z (N, C) (overwritten) and its gradient dL/dz."""
@@ -398,13 +423,18 @@ class NumpyCNN:
         ga1 = np.zeros((n, 26, 26, 32), F32)
         for i in range(3):
             for j in range(3):
-                ga1[:, i:i + 24, j:j + 24, :] += gd[:, :, :, i, j, :]
+                ga1[:, i : i + 24, j : j + 24, :] += gd[:, :, :, i, j, :]
         ga1 *= a1 > 0
         ga1 = ga1.reshape(n * 676, 32)
         grads = [
             (ga1.T @ c1).reshape(32, 3, 3, 1).transpose(0, 3, 1, 2),
             (ga2.T @ c2).reshape(64, 3, 3, 32).transpose(0, 3, 1, 2),
-            gh.T @ f, gz.T @ h, ga1.sum(0), ga2.sum(0), gh.sum(0), gz.sum(0),
+            gh.T @ f,
+            gz.T @ h,
+            ga1.sum(0),
+            ga2.sum(0),
+            gh.sum(0),
+            gz.sum(0),
         ]
         self.opt.step(grads)
         return loss
@@ -451,6 +481,7 @@ def numpy_step(cls, params, batches):
 # Forward passes written once for NumPy and jax.numpy (xp)
 # ---------------------------------------------------------------------------
 
+
 def _xp_gelu_tanh(xp, x):
     c = math.sqrt(2.0 / math.pi)
     return 0.5 * x * (1.0 + xp.tanh(c * (x + 0.044715 * x * x * x)))
@@ -487,6 +518,7 @@ def xp_gpt_forward(xp, p, idx):
 
         def lin(v, name, pre=pre):
             return v @ p[pre + name + ".weight"].T + p[pre + name + ".bias"]
+
         h = _xp_layer_norm(xp, x, p[pre + "ln_1.weight"], p[pre + "ln_1.bias"])
         qkv = lin(h, "attn.c_attn").reshape(b, t, 3, nh, hd)
         q, k, v = (xp.swapaxes(qkv[:, :, j], 1, 2) for j in range(3))  # (B, H, T, hd)
@@ -504,6 +536,7 @@ def xp_gpt_forward(xp, p, idx):
 # jax: the whole step under jax.jit
 # ---------------------------------------------------------------------------
 
+
 def _jax_relu_linear(jnp, p, h, names, last_relu=False):
     for j, name in enumerate(names):
         h = h @ p[f"{name}.weight"].T + p[f"{name}.bias"]
@@ -517,15 +550,19 @@ def jax_loss_fn(jax, which):
     if which == "W4":
         return lambda p, x, y: _xp_ce(jnp, _jax_relu_linear(jnp, p, x, ("0", "2", "4")), y)
     if which == "W5":
+
         def cnn(p, x, y):
             dn = ("NCHW", "OIHW", "NCHW")
             h = x
             for name in ("0", "2"):
-                h = jax.lax.conv_general_dilated(h, p[f"{name}.weight"], (1, 1), "VALID", dimension_numbers=dn)
+                h = jax.lax.conv_general_dilated(
+                    h, p[f"{name}.weight"], (1, 1), "VALID", dimension_numbers=dn
+                )
                 h = jnp.maximum(h + p[f"{name}.bias"][None, :, None, None], 0)
             n = h.shape[0]
             h = h.reshape(n, 64, 12, 2, 12, 2).max(axis=(3, 5)).reshape(n, 9216)
             return _xp_ce(jnp, _jax_relu_linear(jnp, p, h, ("6", "8")), y)
+
         return cnn
     if which == "W6":
         return lambda p, idx, y: _xp_ce(jnp, xp_gpt_forward(jnp, p, idx), y)
@@ -534,6 +571,7 @@ def jax_loss_fn(jax, which):
         for i in range(DEEP_LAYERS):
             x = jnp.tanh(x @ p[f"{2 * i}.weight"].T + p[f"{2 * i}.bias"])
         return x.sum()
+
     return deep
 
 
@@ -563,10 +601,16 @@ def jax_step(jax, which, params, batches, opt: str):
             t = t + 1.0
             m = tmap(lambda m, g: b1 * m + (1 - b1) * g, m, g)
             v = tmap(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-            step_size = ADAMW_LR / (1 - b1 ** t)
-            bc2_sqrt = jnp.sqrt(1 - b2 ** t)
-            p = tmap(lambda p, m, v: p * (1 - ADAMW_LR * ADAMW_WD) - step_size * m / (jnp.sqrt(v) / bc2_sqrt
-                                                                                     + ADAMW_EPS), p, m, v)
+            step_size = ADAMW_LR / (1 - b1**t)
+            bc2_sqrt = jnp.sqrt(1 - b2**t)
+            p = tmap(
+                lambda p, m, v: (
+                    p * (1 - ADAMW_LR * ADAMW_WD) - step_size * m / (jnp.sqrt(v) / bc2_sqrt + ADAMW_EPS)
+                ),
+                p,
+                m,
+                v,
+            )
             return p, (m, v, t)
 
     vg = jax.value_and_grad(loss_fn)
@@ -575,22 +619,26 @@ def jax_step(jax, which, params, batches, opt: str):
         loss, g = vg(p, *batch)
         p, s = update(p, s, g)
         return p, s, loss
+
     fn = jax.jit(train_step, donate_argnums=(0, 1))
 
     def conv(a):
         return jnp.asarray(a.astype(np.int32) if a.dtype == np.int64 else a)
+
     data = itertools.cycle([tuple(conv(a) for a in b) for b in batches])
     st = [p0, state0]
 
     def step():
         st[0], st[1], loss = fn(st[0], st[1], *next(data))
         return loss.block_until_ready()
+
     return step
 
 
 # ---------------------------------------------------------------------------
 # Running a training row
 # ---------------------------------------------------------------------------
+
 
 def _scalar(v) -> float:
     return float(v.item()) if hasattr(v, "item") else float(v)
@@ -627,7 +675,7 @@ def _measure(rt, fns, repeats, target):
     samples = {k: [] for k in fns}
     keys = list(fns)
     for r in range(repeats):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+        for k in keys[r % len(keys) :] + keys[: r % len(keys)]:
             rt.quiesce()
             samples[k].append(rt._block(fns[k], 1))
     if unsynced and rt._deferred_count() != deferred_before:
@@ -635,8 +683,18 @@ def _measure(rt, fns, repeats, target):
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def run_train(rt, ctx, row, impls: dict[str, Callable[[], Callable[[], object]]], *, rtol=2e-4, atol=1e-4,
-              target=0.1, repeats=None, reference: Callable[[dict], list] | None = None):
+def run_train(
+    rt,
+    ctx,
+    row,
+    impls: dict[str, Callable[[], Callable[[], object]]],
+    *,
+    rtol=2e-4,
+    atol=1e-4,
+    target=0.1,
+    repeats=None,
+    reference: Callable[[dict], list] | None = None,
+):
     """Build every step, run two steps each (checking both losses), then time the steps interleaved.
 
     ``reference(losses)`` gives the reference for [initial loss, loss after one step] as
@@ -651,8 +709,10 @@ def run_train(rt, ctx, row, impls: dict[str, Callable[[], Callable[[], object]]]
         except Exception as e:  # noqa: BLE001 - a missing or broken op is reported, not fatal
             row.values[name], row.notes[name] = None, rt.na_note(e)
     if reference is None:
+
         def reference(ls):
             return [("numpy", v) for v in ls.get("numpy", [None, None])]
+
     row.notes.update(_compare(reference(losses), losses, rtol, atol))
     if fns:
         for name, sec in _measure(rt, fns, repeats or ctx.repeats, target).items():
@@ -676,6 +736,7 @@ def _peer_impls(rt, eager: Callable, npy: Callable | None, jx: Callable):
 # ---------------------------------------------------------------------------
 # Workloads
 # ---------------------------------------------------------------------------
+
 
 def w4(rt, ctx):
     params, batches = mlp_params(), mlp_data()
@@ -719,6 +780,7 @@ def w6(rt, ctx):
     def reference(losses):
         after = next(((peer, losses[peer][1]) for peer in ("torch", "jax") if peer in losses), ("", None))
         return [("numpy", np_loss0), after]
+
     run_train(rt, ctx, row, impls, rtol=1e-3, atol=1e-3, target=0.0, repeats=5, reference=reference)
 
     # forward latency: batch 1, no grad
@@ -734,6 +796,7 @@ def w6(rt, ctx):
         def fwd():
             with fw.no_grad():
                 return model(x)
+
         return fwd
 
     def np_infer():
@@ -769,6 +832,7 @@ def w7(rt, ctx):
 # W4 peak RSS: a fresh process per framework
 # ---------------------------------------------------------------------------
 
+
 def rss_probe(name: str) -> float:
     """Build W4, run a few steps; return this process's peak RSS in MB (run in a fresh process)."""
     import resource
@@ -778,6 +842,7 @@ def rss_probe(name: str) -> float:
         step = numpy_step(NumpyMLP, params, batches)
     elif name == "jax":
         import jax
+
         step = jax_step(jax, "W4", params, batches, "sgd_momentum")
     else:
         fw = __import__(name)
@@ -800,7 +865,16 @@ def rss_row(rt, ctx):
     row = rt.Row("W4", f"peak RSS, fresh process, {RSS_STEPS} steps", "MB", False)
     names = ["ferrograd", "numpy"] + (["torch"] if rt.torch else []) + (["jax"] if rt.jax else [])
     for name in names:
-        cmd = [sys.executable, "-S", "-c", _LAUNCHER, sys.executable, os.path.abspath(__file__), "--rss", name]
+        cmd = [
+            sys.executable,
+            "-S",
+            "-c",
+            _LAUNCHER,
+            sys.executable,
+            os.path.abspath(__file__),
+            "--rss",
+            name,
+        ]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
             lines = r.stdout.strip().splitlines()

@@ -134,9 +134,9 @@ def logits_of(model: nn.Module, x: fg.Tensor, batch_size: int = 512) -> fg.Tenso
     model.eval()
     dev = next(iter(model.parameters())).device
     with fg.no_grad():
-        return fg.cat(
-            [model(x[i : i + batch_size].to(dev)) for i in range(0, x.shape[0], batch_size)]
-        ).to("cpu")
+        return fg.cat([model(x[i : i + batch_size].to(dev)) for i in range(0, x.shape[0], batch_size)]).to(
+            "cpu"
+        )
 
 
 def accuracy(model: nn.Module, x: fg.Tensor, y: fg.Tensor) -> float:

@@ -179,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         "--sample", type=int, default=200, help="bytes to generate at the end (default: 200; 0: none)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed for initialisation, batches and sampling")
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where to train (gpu: the WebGPU device)")
+    p.add_argument(
+        "--device", choices=("cpu", "gpu"), default="cpu", help="where to train (gpu: the WebGPU device)"
+    )
     args = p.parse_args(argv)
     if args.device == "gpu" and not fg.gpu.is_available():
         sys.exit(f"gpt_tiny.py: no WebGPU device: {fg.gpu.unavailable_reason()}")
@@ -229,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         count += 1
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             dt = time.perf_counter() - t0
-            val = evaluate(model, val_data, args.seq_len, eval_batches, args.batch_size, args.seed, args.device)
+            val = evaluate(
+                model, val_data, args.seq_len, eval_batches, args.batch_size, args.seed, args.device
+            )
             tok_s = (step + 1) * args.batch_size * args.seq_len / dt
             print(
                 f"step {step + 1:>5}  train loss {running / count:.3f}  held-out loss {val:.3f}  "

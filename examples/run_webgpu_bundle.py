@@ -25,7 +25,13 @@ import numpy as np
 import wgpu
 
 _STORAGE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32}
-_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+_DTYPES = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+}
 # WebGPU's default limits: a bundle asks for more only where it needs more.
 _DEFAULT_LIMITS = {
     "max-storage-buffers-per-shader-stage": 8,
@@ -51,13 +57,17 @@ class WebGPUBundle:
             for key, value in m["limits"].items():
                 name = key.replace("_", "-")
                 if value > adapter.limits[name]:
-                    raise RuntimeError(f"the bundle needs {name} = {value}; this adapter allows {adapter.limits[name]}")
+                    raise RuntimeError(
+                        f"the bundle needs {name} = {value}; this adapter allows {adapter.limits[name]}"
+                    )
                 if value > _DEFAULT_LIMITS.get(name, 0):
                     need[name] = value
             features = m.get("features", [])
             missing = [f for f in features if f not in adapter.features]
             if missing:
-                raise RuntimeError(f"the bundle needs the WebGPU features {missing}, which this adapter lacks")
+                raise RuntimeError(
+                    f"the bundle needs the WebGPU features {missing}, which this adapter lacks"
+                )
             device = adapter.request_device_sync(required_features=features, required_limits=need)
         self.device = device
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
@@ -99,10 +109,14 @@ class WebGPUBundle:
         for spec, x in zip(specs, inputs, strict=True):
             a = np.asarray(x)
             if list(a.shape) != spec["shape"]:
-                raise ValueError(f"input {spec['name']!r} must have shape {spec['shape']}, got {list(a.shape)}")
+                raise ValueError(
+                    f"input {spec['name']!r} must have shape {spec['shape']}, got {list(a.shape)}"
+                )
             stored = _STORAGE[spec["storage"]]
             if stored == np.int32 and a.size and (a.min() < -(2**31) or a.max() >= 2**31):
-                raise ValueError(f"input {spec['name']!r} holds values outside int32, which the device stores")
+                raise ValueError(
+                    f"input {spec['name']!r} holds values outside int32, which the device stores"
+                )
             raw = np.ascontiguousarray(a.astype(stored)).tobytes()
             raw += b"\0" * (-len(raw) % 4)  # writes are whole words (an odd count of float16 halves)
             self.device.queue.write_buffer(self.buffers[spec["buffer"]], 0, raw)
@@ -117,7 +131,9 @@ class WebGPUBundle:
         outs = []
         for spec in self.manifest["outputs"]:
             stored = np.dtype(_STORAGE[spec["storage"]])
-            raw = np.frombuffer(bytes(self.device.queue.read_buffer(self.buffers[spec["buffer"]])), dtype=stored)
+            raw = np.frombuffer(
+                bytes(self.device.queue.read_buffer(self.buffers[spec["buffer"]])), dtype=stored
+            )
             view = np.lib.stride_tricks.as_strided(
                 raw[spec["offset"] :],
                 shape=spec["shape"],

@@ -127,7 +127,9 @@ def mutate(b: bytes, rng: random.Random) -> bytes:
         i = rng.randrange(len(b))
         del b[i : i + rng.randint(1, 32)]
     elif kind == 4:  # rewrite the header length
-        b[:8] = struct.pack("<Q", rng.choice([0, 1, len(b), len(b) - 8, 2**40, 2**64 - 1, rng.randrange(len(b))]))
+        b[:8] = struct.pack(
+            "<Q", rng.choice([0, 1, len(b), len(b) - 8, 2**40, 2**64 - 1, rng.randrange(len(b))])
+        )
     else:  # edit the JSON header (twice as likely: it reaches the validation logic)
         hd = _header(bytes(b))
         if hd is None:
@@ -135,7 +137,11 @@ def mutate(b: bytes, rng: random.Random) -> bytes:
         h, data = hd
         meta = h.get("__metadata__") if isinstance(h, dict) else None
         try:
-            g = json.loads(meta["graph"]) if isinstance(meta, dict) and isinstance(meta.get("graph"), str) else None
+            g = (
+                json.loads(meta["graph"])
+                if isinstance(meta, dict) and isinstance(meta.get("graph"), str)
+                else None
+            )
         except ValueError:
             g = None
         if g is not None and rng.random() < 0.6:
@@ -224,7 +230,9 @@ def main() -> int:
                 continue
             rng = random.Random(f"{a.seed}-{loader}")
             t1 = time.perf_counter()
-            counts = run_cases(loader, bases[loader], a.cases, rng, os.path.join(d, "case.bin"), findings.append)
+            counts = run_cases(
+                loader, bases[loader], a.cases, rng, os.path.join(d, "case.bin"), findings.append
+            )
             print(
                 f"{loader}: {a.cases} cases in {time.perf_counter() - t1:.1f} s: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -44,7 +44,9 @@ def main() -> int:
         gp = os.path.join(d, "model.fgraph")
         f.graph(x).save(gp)
         np.testing.assert_array_equal(np.asarray(fg.load_graph(gp)(x)), np.asarray(model(x).detach()))
-    print(f"smoke test passed: ferrograd from {here}, cpu level {fg.cpu_level()}, final loss {losses[-1]:.4f}")
+    print(
+        f"smoke test passed: ferrograd from {here}, cpu level {fg.cpu_level()}, final loss {losses[-1]:.4f}"
+    )
     return 0
 
 

@@ -237,8 +237,12 @@ def _is_tensor_key(k: Any) -> bool:
 
 def _is_seq_key(k: Any) -> bool:
     return (
-        isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
-        and k[0] not in _SCALAR_KEYS and k[0] != "id" and isinstance(k[1], tuple)
+        isinstance(k, tuple)
+        and len(k) == 2
+        and isinstance(k[0], str)
+        and k[0] not in _SCALAR_KEYS
+        and k[0] != "id"
+        and isinstance(k[1], tuple)
     )
 
 
@@ -497,7 +501,9 @@ class CompiledFunction:
             return {i: [0] for i, t in enumerate(tensors) if t.ndim >= 1}
         # The user counts the tensors passed, not the numbers made 0-d tensors (`scalars`).
         real = [i for i, t in enumerate(tensors) if id(t) not in lifted]
-        return {real[int(k)] if int(k) < len(real) else int(k): list(v) for k, v in dict(self.dynamic).items()}
+        return {
+            real[int(k)] if int(k) < len(real) else int(k): list(v) for k, v in dict(self.dynamic).items()
+        }
 
     @staticmethod
     def _symbols(tensors: list[Tensor], dyn: dict[int, list[int]]) -> dict[int, list[tuple[int, str]]]:
@@ -514,7 +520,11 @@ class CompiledFunction:
     def _signature(
         self, args: tuple, kwargs: dict, lifted: frozenset[int] = frozenset()
     ) -> tuple[Hashable, list[Tensor], dict[int, list[int]]]:
-        if not kwargs and (self.dynamic is False or self.dynamic is None) and all(type(a) is Tensor for a in args):
+        if (
+            not kwargs
+            and (self.dynamic is False or self.dynamic is None)
+            and all(type(a) is Tensor for a in args)
+        ):
             # The common call, tensors only: the key `_key_of` builds, in one pass.
             leaves = tuple(
                 ("T", t.dtype.name, tuple(t.shape), t.requires_grad, str(t.device), t.is_leaf) for t in args
@@ -659,9 +669,7 @@ class CompiledFunction:
         try:
             with _capture.capturing(state):
                 syms = self._symbols(tensors, dyn)
-                captured = [
-                    _core._trace_arg(t, i, syms.get(i, []), None) for i, t in enumerate(tensors)
-                ]
+                captured = [_core._trace_arg(t, i, syms.get(i, []), None) for i, t in enumerate(tensors)]
                 flat: list[Tensor] = []
                 tree = _flatten((args, kwargs), flat)
                 cargs, ckwargs = _unflatten(tree, captured)
@@ -678,9 +686,7 @@ class CompiledFunction:
                 self._store(key, entry)
                 return entry
             where = _raise_site(e)
-            raise _core.TraceError(
-                f"{e} — at {where}, while tracing {self._name()}"
-            ) from None
+            raise _core.TraceError(f"{e} — at {where}, while tracing {self._name()}") from None
         except BaseException:
             _core._trace_abort()
             raise
@@ -773,7 +779,9 @@ def compile(
     def wrap(f: Callable) -> Any:
         from .nn.modules.module import Module
 
-        opts = dict(dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes, scalars=scalars)
+        opts = dict(
+            dynamic=dynamic, fallback=fallback, debug=debug, explain=explain, passes=passes, scalars=scalars
+        )
         if isinstance(f, Module):
             return _CompiledModule(f, opts)
         return CompiledFunction(f, **opts)

@@ -29,8 +29,10 @@ def tensor_repr(t) -> str:
         if arr.dtype.kind == "f":
             finite = arr[np.isfinite(arr)].astype(np.float64)
             integral = finite.size == 0 or bool(np.all(finite == np.round(finite)))
-            big = finite.size > 0 and (np.abs(finite).max() >= 1e8 or (
-                np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False))
+            big = finite.size > 0 and (
+                np.abs(finite).max() >= 1e8
+                or (np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False)
+            )
             if big:
                 kw["formatter"] = {"float_kind": lambda v: f"{v:.4e}"}
             elif integral:

@@ -85,7 +85,11 @@ def to_dot(g: Any, times: list[float] | None = None) -> str:
     def q(s: str) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    lines = ["digraph ferrograd {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
+    lines = [
+        "digraph ferrograd {",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica"];',
+    ]
     for box in m["boxes"]:
         label = box["title"]
         if box["attrs"]:
@@ -127,7 +131,9 @@ def _layout(m: dict) -> tuple[list[tuple[float, float]], float, float]:
     return pos, width, height
 
 
-def to_html(g: Any, path: str | None = None, times: list[float] | None = None, title: str = "ferrograd graph") -> str:
+def to_html(
+    g: Any, path: str | None = None, times: list[float] | None = None, title: str = "ferrograd graph"
+) -> str:
     """A self-contained HTML page drawing the graph (inline SVG, no scripts
     from the network) with a table of its nodes; written to ``path`` if given.
     Returns the page."""
@@ -151,9 +157,7 @@ def to_html(g: Any, path: str | None = None, times: list[float] | None = None, t
     for b, box in enumerate(m["boxes"]):
         x, y = pos[b]
         tip = "\n".join(
-            s
-            for s in (box["title"], box["attrs"], box["sub"], box["loc"] or "", _ms(box["time"]))
-            if s
+            s for s in (box["title"], box["attrs"], box["sub"], box["loc"] or "", _ms(box["time"])) if s
         )
         stroke = "#c0392b" if b in outputs else "#555"
         rx = 24 if box["id"].startswith("i") else 6
@@ -201,9 +205,15 @@ code {{ font-size: 11px; white-space: pre-wrap; word-break: break-all; }}
         f"; profiled run: {total * 1e3:.3f} ms in nodes" if times is not None else ""
     }.</p>
 <p class="legend"><span style="background:{_KIND_COLOR["arg"]}">argument</span><span
-style="background:{_KIND_COLOR["ref"]}">captured tensor</span><span style="background:{_KIND_COLOR["const"]}">constant</span><span
-style="background:{_FUSED_COLOR}">fused kernel</span><span style="background:{_EFFECT_COLOR["view"]}">view</span><span
-style="background:{_EFFECT_COLOR["mutates"]}">in-place write</span><span style="background:{_EFFECT_COLOR["random"]}">random</span><span
+style="background:{_KIND_COLOR["ref"]}">captured tensor</span><span style="background:{
+        _KIND_COLOR["const"]
+    }">constant</span><span
+style="background:{_FUSED_COLOR}">fused kernel</span><span style="background:{
+        _EFFECT_COLOR["view"]
+    }">view</span><span
+style="background:{_EFFECT_COLOR["mutates"]}">in-place write</span><span style="background:{
+        _EFFECT_COLOR["random"]
+    }">random</span><span
 style="border:2px solid #c0392b">output</span></p>
 <div class="scroll">{"".join(svg)}</div>
 <table><tr><th>node</th><th>op</th><th>attributes</th><th>inputs</th><th>outputs</th><th>types</th><th>effect</th>

@@ -92,7 +92,9 @@ def _analytic_jacobian(fn: Callable, inputs: tuple, i: int) -> list[np.ndarray]:
         for k in range(o.numel()):
             go = np.zeros(o.numel())
             go[k] = 1.0
-            g = grad(o, x, _core.tensor(go.reshape(o.shape), dtype=o.dtype), retain_graph=True, allow_unused=True)[0]
+            g = grad(
+                o, x, _core.tensor(go.reshape(o.shape), dtype=o.dtype), retain_graph=True, allow_unused=True
+            )[0]
             rows.append(np.zeros(x.numel()) if g is None else np.asarray(g.double()).reshape(-1))
         jac.append(np.stack(rows, axis=0) if rows else np.zeros((0, x.numel())))
     return jac

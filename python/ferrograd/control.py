@@ -72,11 +72,15 @@ def cond(pred: Any, true_fn: Callable, false_fn: Callable, *operands: Any) -> An
     if not _core._tracing() or not isinstance(pred, Tensor):
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     if pred.numel() != 1:
-        raise ValueError(f"fg.cond: the condition must have one element, got shape {tuple(pred.shape)} ({pred.dtype})")
+        raise ValueError(
+            f"fg.cond: the condition must have one element, got shape {tuple(pred.shape)} ({pred.dtype})"
+        )
     then_g, seq = _trace_body(true_fn, ops, "true_fn")
     else_g, seq2 = _trace_body(false_fn, ops, "false_fn")
     if seq != seq2:
-        raise ValueError("fg.cond: one branch returned a tensor and the other a tuple; return the same structure")
+        raise ValueError(
+            "fg.cond: one branch returned a tensor and the other a tuple; return the same structure"
+        )
     needs_grad = is_grad_enabled() and (
         then_g.requires_grad or else_g.requires_grad or any(t.requires_grad for t in ops)
     )
@@ -128,4 +132,6 @@ def _as_truth(c: Any) -> Tensor:
         return c
     if isinstance(c, (bool, int, float)):
         return _core.tensor(bool(c))
-    raise TypeError(f"fg.while_loop: cond_fn must return a bool or a one-element tensor, got {type(c).__name__}")
+    raise TypeError(
+        f"fg.while_loop: cond_fn must return a bool or a one-element tensor, got {type(c).__name__}"
+    )

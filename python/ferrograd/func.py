@@ -78,7 +78,11 @@ def jacobian(f: Callable[..., Tensor], *inputs: Tensor) -> Any:
                 rows[j].append((g if g is not None else _core.zeros_like(x)).detach())
     jacs = []
     for j, x in enumerate(xs):
-        stacked = _core.tensor([r.tolist() for r in rows[j]], dtype=x.dtype) if rows[j] else _core.zeros(0, *x.shape)
+        stacked = (
+            _core.tensor([r.tolist() for r in rows[j]], dtype=x.dtype)
+            if rows[j]
+            else _core.zeros(0, *x.shape)
+        )
         jacs.append(stacked.reshape(*out.shape, *x.shape))
     return jacs[0] if len(jacs) == 1 else tuple(jacs)
 

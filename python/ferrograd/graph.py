@@ -45,6 +45,7 @@ __all__ = [
 class GraphFileError(ValueError):
     """A saved-graph file is malformed: truncated, corrupt, of another version, or not a saved graph."""
 
+
 _stack: list[Graph] = []
 
 
@@ -195,7 +196,11 @@ class Graph:
             if id(ph) not in fed:
                 raise ValueError(f"placeholder {name or pos!r} with shape {_fmt_shape(shape)} must be fed")
             v = fed[id(ph)]
-            out.append(v if isinstance(v, Tensor) else _core.tensor(v, dtype=ph.dtype, device=self._ph_devices.get(pos)))
+            out.append(
+                v
+                if isinstance(v, Tensor)
+                else _core.tensor(v, dtype=ph.dtype, device=self._ph_devices.get(pos))
+            )
         return out
 
     def profile(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> list[dict]:
@@ -303,7 +308,9 @@ class Graph:
                 vals.append(vid)
             g, _ = optimize(g.prune(vals, ops, False))
         elif not g.outputs:
-            raise ValueError("Graph.save: an explicit graph has no outputs of its own; pass outputs=[tensors]")
+            raise ValueError(
+                "Graph.save: an explicit graph has no outputs of its own; pass outputs=[tensors]"
+            )
         scalars = list(self._scalars()) if self._scalars is not None else []
         meta = {str(k): str(v) for k, v in (metadata or {}).items()}
         names = [ph_name for (_, ph_name, _, _) in self._placeholders]
@@ -422,7 +429,9 @@ class Graph:
         else:
             scal = [float(x) for x in scalars]
             if len(scal) != len(slots):
-                raise ValueError(f"the graph reads {len(slots)} scalar arguments ({', '.join(slots)}), got {len(scal)}")
+                raise ValueError(
+                    f"the graph reads {len(slots)} scalar arguments ({', '.join(slots)}), got {len(scal)}"
+                )
         with no_grad():
             outs = g.run(tensors, scal)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -523,7 +532,9 @@ class Variable(Tensor):
     an initializer again resets it, as in TensorFlow.
     """
 
-    def __new__(cls, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> Variable:
+    def __new__(
+        cls, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None
+    ) -> Variable:
         g = get_default_graph()
         building = g is not None and g._building
         init_value = None
@@ -554,7 +565,9 @@ class Variable(Tensor):
             g._variables.append(obj)
         return obj
 
-    def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
+    def __init__(
+        self, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None
+    ) -> None:
         self.name = name
         self.trainable = trainable
 
@@ -695,7 +708,9 @@ class Session:
         """Release the cached sub-graphs."""
         self._pruned.clear()
 
-    def run(self, fetches: Any, feed: Mapping[Any, Any] | None = None, feed_dict: Mapping[Any, Any] | None = None) -> Any:
+    def run(
+        self, fetches: Any, feed: Mapping[Any, Any] | None = None, feed_dict: Mapping[Any, Any] | None = None
+    ) -> Any:
         """Run what ``fetches`` need and return their values in the same structure.
 
         ``fetches``: a tensor, an :class:`Operation`, a :class:`Variable`, or a
@@ -887,8 +902,12 @@ def _np_shape(v: Any) -> tuple:
 def _fmt_shape(shape: tuple | None) -> str:
     if shape is None:
         return "(any shape)"
-    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
+    return (
+        "("
+        + ", ".join("None" if d is None else str(d) for d in shape)
+        + ("," if len(shape) == 1 else "")
+        + ")"
+    )
 
 
 def _placeholder_notes(g: Graph, positions: list[int]) -> str:

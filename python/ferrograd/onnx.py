@@ -154,7 +154,9 @@ class _Exporter:
     def ints(self, xs: Sequence[int]) -> str:
         return self.const(np.asarray(list(xs), np.int64))
 
-    def node(self, op: str, ins: Sequence[str], n_out: int = 1, out: Sequence[str] | None = None, **attrs: Any):
+    def node(
+        self, op: str, ins: Sequence[str], n_out: int = 1, out: Sequence[str] | None = None, **attrs: Any
+    ):
         outs = list(out) if out is not None else [self.fresh(op.lower()) for _ in range(n_out)]
         self.onnx_nodes.append(self.h.make_node(op, list(ins), outs, **attrs))
         return outs[0] if n_out == 1 else outs
@@ -210,11 +212,17 @@ class _Exporter:
                 name = f"v{v}" if not inp.get("name") else f"{inp['name']}_{v}"
                 t = self.tensors[arg]
                 if self.dtype(v) == "BF16":
-                    raise NotImplementedError("bfloat16 weights are not exportable; convert the model to float32")
-                self.inits.append(self.onnx.numpy_helper.from_array(np.ascontiguousarray(np.asarray(t)), name))
+                    raise NotImplementedError(
+                        "bfloat16 weights are not exportable; convert the model to float32"
+                    )
+                self.inits.append(
+                    self.onnx.numpy_helper.from_array(np.ascontiguousarray(np.asarray(t)), name)
+                )
                 self.name_of[v] = name
             else:
-                raise NotImplementedError("the graph reads .grad (a training step); export inference functions")
+                raise NotImplementedError(
+                    "the graph reads .grad (a training step); export inference functions"
+                )
         for i, (n, info) in enumerate(zip(j["nodes"], self.nodes_info, strict=True)):
             name, attrs = _split(n["call"])
             loc = n.get("loc") or "unknown line"
@@ -227,7 +235,9 @@ class _Exporter:
                 continue
             fn = getattr(self, f"op_{name}", None)
             if fn is None:
-                raise NotImplementedError(f"op {info['op']!r} ({name}, captured at {loc}) has no ONNX translation yet")
+                raise NotImplementedError(
+                    f"op {info['op']!r} ({name}, captured at {loc}) has no ONNX translation yet"
+                )
             ins = [self.name_of[v] for v in n["inputs"]]
             outs = fn(attrs, ins, n["inputs"], real, loc)
             outs = outs if isinstance(outs, list) else [outs]
@@ -237,7 +247,9 @@ class _Exporter:
         for k, v in enumerate(j["outputs"]):
             name = self.output_names[k] if k < len(self.output_names) else f"output{k}"
             self.node("Identity", [self.name_of[v]], out=[name])
-            graph_outputs.append(self.h.make_tensor_value_info(name, self.onnx_type(self.dtype(v)), self.shape(v)))
+            graph_outputs.append(
+                self.h.make_tensor_value_info(name, self.onnx_type(self.dtype(v)), self.shape(v))
+            )
         gp = self.h.make_graph(self.onnx_nodes, "ferrograd", graph_inputs, graph_outputs, self.inits)
         model = self.h.make_model(
             gp, opset_imports=[self.h.make_opsetid("", OPSET)], producer_name="ferrograd"
@@ -323,7 +335,9 @@ class _Exporter:
         raise NotImplementedError(f"binary op {op} on {cd} ({loc}) has no ONNX translation yet")
 
     def op_Binary(self, a, ins, vin, vout, loc):
-        return self.binary(a["op"], ins[0], ins[1], self.dtype(vin[0]), self.dtype(vin[1]), self.dtype(vout[0]), loc)
+        return self.binary(
+            a["op"], ins[0], ins[1], self.dtype(vin[0]), self.dtype(vin[1]), self.dtype(vout[0]), loc
+        )
 
     def scalar_dtype(self, op: str, kind: str, dx: str, dout: str) -> str:
         if op not in _COMPARE:
@@ -347,7 +361,8 @@ class _Exporter:
         d = self.dtype(vout[0])
         cond = self.cast(ins[0], self.dtype(vin[0]), "Bool")
         return self.node(
-            "Where", [cond, self.cast(ins[1], self.dtype(vin[1]), d), self.cast(ins[2], self.dtype(vin[2]), d)]
+            "Where",
+            [cond, self.cast(ins[1], self.dtype(vin[1]), d), self.cast(ins[2], self.dtype(vin[2]), d)],
         )
 
     def op_WhereScalar(self, a, ins, vin, vout, loc):
@@ -365,7 +380,8 @@ class _Exporter:
     def op_MaskedFill(self, a, ins, vin, vout, loc):
         d = self.dtype(vout[0])
         return self.node(
-            "Where", [self.cast(ins[1], self.dtype(vin[1]), "Bool"), self.const(_scalar(a["value"])[1], d), ins[0]]
+            "Where",
+            [self.cast(ins[1], self.dtype(vin[1]), "Bool"), self.const(_scalar(a["value"])[1], d), ins[0]],
         )
 
     # -- shapes -----------------------------------------------------------------
@@ -414,7 +430,9 @@ class _Exporter:
             if isinstance(size, str):
                 raise NotImplementedError(f"narrow from the end of a symbolic dim ({loc})")
             start += size
-        return self.node("Slice", [ins[0], self.ints([start]), self.ints([start + a["length"]]), self.ints([dim])])
+        return self.node(
+            "Slice", [ins[0], self.ints([start]), self.ints([start + a["length"]]), self.ints([dim])]
+        )
 
     def op_Select(self, a, ins, vin, vout, loc):
         dim = a["dim"] % self.rank(vin[0])
@@ -437,7 +455,10 @@ class _Exporter:
     def op_Stack(self, a, ins, vin, vout, loc):
         dim = a["dim"] % self.rank(vout[0])
         d = self.dtype(vout[0])
-        xs = [self.node("Unsqueeze", [self.cast(x, self.dtype(v), d), self.ints([dim])]) for x, v in zip(ins, vin, strict=True)]
+        xs = [
+            self.node("Unsqueeze", [self.cast(x, self.dtype(v), d), self.ints([dim])])
+            for x, v in zip(ins, vin, strict=True)
+        ]
         return self.node("Concat", xs, axis=dim)
 
     def split(self, x: str, vin: int, sizes: list, dim: int, loc: str) -> list[str]:
@@ -457,7 +478,9 @@ class _Exporter:
     def op_Unbind(self, a, ins, vin, vout, loc):
         dim = a["dim"] % self.rank(vin[0])
         axes = self.ints([dim])
-        return [self.node("Squeeze", [p, axes]) for p in self.split(ins[0], vin[0], [1] * len(vout), dim, loc)]
+        return [
+            self.node("Squeeze", [p, axes]) for p in self.split(ins[0], vin[0], [1] * len(vout), dim, loc)
+        ]
 
     def op_Tril(self, a, ins, vin, vout, loc):
         return self.node("Trilu", [ins[0], self.const(np.int64(a["k"]))], upper=0)
@@ -510,7 +533,9 @@ class _Exporter:
         x = ins[0]
         if slices:
             axes, starts, stops, steps = (list(t) for t in zip(*slices, strict=True))
-            x = self.node("Slice", [x, self.ints(starts), self.ints(stops), self.ints(axes), self.ints(steps)])
+            x = self.node(
+                "Slice", [x, self.ints(starts), self.ints(stops), self.ints(axes), self.ints(steps)]
+            )
         for dim, i in sorted(ints, reverse=True):
             x = self.node("Gather", [x, self.const(np.int64(i))], axis=dim)
         if new_axes:
@@ -570,7 +595,9 @@ class _Exporter:
     def op_Conv2dP(self, a, ins, vin, vout, loc):
         p = a["p"]
         top, bottom, left, right = p["pad"]
-        return self.conv(ins, vin, list(p["stride"]), [top, left, bottom, right], list(p["dilation"]), p["groups"], loc)
+        return self.conv(
+            ins, vin, list(p["stride"]), [top, left, bottom, right], list(p["dilation"]), p["groups"], loc
+        )
 
     def pool_args(self, a):
         rep = lambda v: list(v) * 2 if len(v) == 1 else list(v)  # noqa: E731
@@ -641,7 +668,9 @@ class _Exporter:
         return self.reduce("ReduceMax" if a["op"] == "Max" else "ReduceMin", a, ins, vin, vout, False)
 
     def op_MaxAll(self, a, ins, vin, vout, loc):
-        return self.reduce("ReduceMax" if a["op"] == "Max" else "ReduceMin", {"keepdim": False}, ins, vin, vout, False)
+        return self.reduce(
+            "ReduceMax" if a["op"] == "Max" else "ReduceMin", {"keepdim": False}, ins, vin, vout, False
+        )
 
     def op_MaxDim(self, a, ins, vin, vout, loc):
         dim = a["dim"] % max(1, self.rank(vin[0]))
@@ -672,7 +701,9 @@ class _Exporter:
         x = self.cast(ins[0], self.dtype(vin[0]), d)
         mean = self.node("ReduceMean", [x], axes=axes, keepdims=1)
         dev = self.node("Sub", [x, mean])
-        ss = self.node("ReduceSum", [self.node("Mul", [dev, dev]), self.ints(axes)], keepdims=int(a["keepdim"]))
+        ss = self.node(
+            "ReduceSum", [self.node("Mul", [dev, dev]), self.ints(axes)], keepdims=int(a["keepdim"])
+        )
         var = self.node("Div", [ss, self.const(max(n - a["correction"], 0.0), d)])
         return self.node("Sqrt", [var]) if a["std"] else var
 
@@ -697,7 +728,10 @@ class _Exporter:
         axes = list(range(-len(ns), 0))
         x = ins[0]
         ms = self.node("ReduceMean", [self.node("Mul", [x, x])], axes=axes, keepdims=1)
-        y = self.node("Mul", [x, self.node("Reciprocal", [self.node("Sqrt", [self.node("Add", [ms, self.const(eps, d)])])])])
+        y = self.node(
+            "Mul",
+            [x, self.node("Reciprocal", [self.node("Sqrt", [self.node("Add", [ms, self.const(eps, d)])])])],
+        )
         return self.node("Mul", [y, ins[1]]) if a["weight"] else y
 
     # -- creation ------------------------------------------------------------------------
@@ -706,7 +740,9 @@ class _Exporter:
         shape = self.shape(vout[0])
         if any(isinstance(s, str) for s in shape):
             raise NotImplementedError(f"full with a symbolic shape ({loc})")
-        return self.node("Identity", [self.const(np.full(shape, _scalar(a["value"])[1]), self.dtype(vout[0]))])
+        return self.node(
+            "Identity", [self.const(np.full(shape, _scalar(a["value"])[1]), self.dtype(vout[0]))]
+        )
 
     def op_Arange(self, a, ins, vin, vout, loc):
         vals = [_scalar(a[k])[1] for k in ("start", "end", "step")]

@@ -118,7 +118,11 @@ def save(obj: Any, path: PathLike) -> None:
         if dtype_name is None:
             raise TypeError(f"save: tensor {name!r} has dtype {t.dtype}, which safetensors cannot store")
         nbytes = t.numel() * _DTYPES[dtype_name][1].itemsize
-        header[name] = {"dtype": dtype_name, "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        header[name] = {
+            "dtype": dtype_name,
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + nbytes],
+        }
         offset += nbytes
         prepared.append(t)
     blob = json.dumps(header, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -135,8 +139,9 @@ def _is_flat(obj: Any) -> bool:
     )
 
 
-def _encode(obj: Any, entries: list[tuple[str, Tensor]], names: set[str], where: str, depth: int,
-            active: set[int]) -> Any:
+def _encode(
+    obj: Any, entries: list[tuple[str, Tensor]], names: set[str], where: str, depth: int, active: set[int]
+) -> Any:
     """The JSON skeleton of ``obj``; its tensors are appended to ``entries`` under unique names."""
     if depth > MAX_DEPTH:
         raise ValueError(f"save: {where} is nested more than {MAX_DEPTH} levels deep")
@@ -173,7 +178,9 @@ def _encode(obj: Any, entries: list[tuple[str, Tensor]], names: set[str], where:
             items = []
             for k, v in obj.items():
                 if isinstance(k, bool) or not isinstance(k, str | int | np.integer):
-                    raise TypeError(f"save: {where} has a key {k!r} of type {type(k).__name__}; keys must be str or int")
+                    raise TypeError(
+                        f"save: {where} has a key {k!r} of type {type(k).__name__}; keys must be str or int"
+                    )
                 k = k if isinstance(k, str) else int(k)
                 items.append([k, _encode(v, entries, names, f"{where}.{k}", depth + 1, active)])
             return {"dict": items}
@@ -283,13 +290,18 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _read_header(f: Any, path: str, size: int) -> tuple[dict[str, tuple[str, list[int], int, int]], dict[str, str], int]:
+def _read_header(
+    f: Any, path: str, size: int
+) -> tuple[dict[str, tuple[str, list[int], int, int]], dict[str, str], int]:
     """Parse and check the header; return ``{name: (dtype, shape, begin, end)}``, metadata, data start."""
     if size < 8:
         raise _fail(path, f"not a safetensors file: {size} bytes, too short for the 8-byte header length")
     (n,) = struct.unpack("<Q", f.read(8))
     if n > size - 8:
-        raise _fail(path, f"not a safetensors file or truncated: header length {n} exceeds the {size - 8} bytes that follow it")
+        raise _fail(
+            path,
+            f"not a safetensors file or truncated: header length {n} exceeds the {size - 8} bytes that follow it",
+        )
     if n > MAX_HEADER_BYTES:
         raise _fail(path, f"header length {n} exceeds the limit of {MAX_HEADER_BYTES} bytes")
     raw = f.read(n)
@@ -318,7 +330,10 @@ def _read_header(f: Any, path: str, size: int) -> tuple[dict[str, tuple[str, lis
         if not isinstance(info, dict):
             raise _fail(path, f"{where}: entry must be an object, got {type(info).__name__}")
         if set(info) != {"dtype", "shape", "data_offsets"}:
-            raise _fail(path, f"{where}: entry must have exactly the keys dtype, shape and data_offsets, got {sorted(info)}")
+            raise _fail(
+                path,
+                f"{where}: entry must have exactly the keys dtype, shape and data_offsets, got {sorted(info)}",
+            )
         dtype_name, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if dtype_name not in _DTYPES:
             raise _fail(path, f"{where}: unsupported dtype {dtype_name!r} (supported: {', '.join(_DTYPES)})")
@@ -330,7 +345,9 @@ def _read_header(f: Any, path: str, size: int) -> tuple[dict[str, tuple[str, lis
             or not all(_is_int(o) and o >= 0 for o in offsets)
             or offsets[0] > offsets[1]
         ):
-            raise _fail(path, f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end, got {offsets!r}")
+            raise _fail(
+                path, f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end, got {offsets!r}"
+            )
         expected = math.prod(shape) * _DTYPES[dtype_name][1].itemsize
         if offsets[1] - offsets[0] != expected:
             raise _fail(
@@ -344,7 +361,11 @@ def _read_header(f: Any, path: str, size: int) -> tuple[dict[str, tuple[str, lis
     pos = 0
     for name, (_, _, begin, end) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
         if begin != pos:
-            what = "overlaps the previous tensor" if begin < pos else f"leaves a gap (bytes {pos}..{begin} unused)"
+            what = (
+                "overlaps the previous tensor"
+                if begin < pos
+                else f"leaves a gap (bytes {pos}..{begin} unused)"
+            )
             raise _fail(path, f"tensor {name!r}: data_offsets [{begin}, {end}] {what}")
         pos = end
     if pos != data_size:
@@ -366,7 +387,10 @@ def _read_skeleton(path: str, metadata: dict[str, str], entries: Mapping[str, An
     if not isinstance(doc, dict) or set(doc) != {"version", "root"}:
         raise _fail(path, "the structure in '__metadata__' must be an object with 'version' and 'root'")
     if doc["version"] != _FORMAT_VERSION:
-        raise _fail(path, f"checkpoint structure version {doc['version']!r} is not supported (expected {_FORMAT_VERSION})")
+        raise _fail(
+            path,
+            f"checkpoint structure version {doc['version']!r} is not supported (expected {_FORMAT_VERSION})",
+        )
     used: set[str] = set()
     try:
         _check_node(doc["root"], entries, used, 0)
@@ -374,7 +398,9 @@ def _read_skeleton(path: str, metadata: dict[str, str], entries: Mapping[str, An
         raise _fail(path, f"the structure in '__metadata__' is inconsistent: {e}") from None
     missing = set(entries) - used
     if missing:
-        raise _fail(path, f"the structure in '__metadata__' does not refer to tensor(s) {sorted(missing)[:5]}")
+        raise _fail(
+            path, f"the structure in '__metadata__' does not refer to tensor(s) {sorted(missing)[:5]}"
+        )
     return doc["root"]
 
 
@@ -443,7 +469,9 @@ def _decode(node: Any, tensors: Mapping[str, Tensor]) -> Any:
     return float(val)  # "float": nan / inf / -inf
 
 
-def _read_tensor(f: Any, path: str, name: str, dtype_name: str, shape: list[int], pos: int, nbytes: int) -> Tensor:
+def _read_tensor(
+    f: Any, path: str, name: str, dtype_name: str, shape: list[int], pos: int, nbytes: int
+) -> Tensor:
     fg_dtype, np_dtype = _DTYPES[dtype_name]
     if nbytes == 0:
         return _core.zeros(shape, dtype=fg_dtype)
@@ -472,7 +500,12 @@ class _DLDataType(ctypes.Structure):
 
 
 class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+    ]
 
 
 _KDL_UINT, _KDL_BFLOAT = 1, 4
@@ -490,7 +523,9 @@ def _bf16_from_words(words: np.ndarray) -> Tensor:
     DLPack, its dtype relabelled from uint16 to bfloat16, and imported by
     ferrograd zero-copy: the tensor owns ``words`` from then on.
     """
-    words = np.require(words, dtype=np.uint16, requirements="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    words = np.require(
+        words, dtype=np.uint16, requirements="C"
+    )  # (ascontiguousarray would make 0-d arrays 1-d)
     capsule = words.__dlpack__()  # unversioned: a "dltensor" capsule holding a DLManagedTensor
     dl = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     if (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes, dl.ndim) != (_KDL_UINT, 16, 1, words.ndim):

@@ -55,7 +55,9 @@ class SummaryWriter:
         os.makedirs(self.log_dir, exist_ok=True)
         self._w = EventFileWriter(self.log_dir, flush_secs=flush_secs)
 
-    def add_scalar(self, tag: str, value: Any, global_step: int | None = None, walltime: float | None = None) -> None:
+    def add_scalar(
+        self, tag: str, value: Any, global_step: int | None = None, walltime: float | None = None
+    ) -> None:
         """Log one scalar (a number or a one-element tensor) under ``tag`` at ``global_step``."""
         from tensorboard.compat.proto import event_pb2, summary_pb2
 

@@ -34,7 +34,9 @@ def dot(tensor: _core.Tensor, params: dict[str, Any] | None = None) -> str:
         "  rankdir=BT;",
     ]
     out_id = "out"
-    lines.append(f'  {out_id} [label="output\\n{_fmt_shape(tensor.shape)} {tensor.dtype.name}", fillcolor="#c8f0c8"];')
+    lines.append(
+        f'  {out_id} [label="output\\n{_fmt_shape(tensor.shape)} {tensor.dtype.name}", fillcolor="#c8f0c8"];'
+    )
     root = tensor.grad_fn
     if root is None:
         lines.append("}")

@@ -54,7 +54,9 @@ class TensorDataset(Dataset[tuple[Tensor, ...]]):
         n = tensors[0].shape[0]
         if any(t.shape[0] != n for t in tensors):
             shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-            raise ValueError(f"TensorDataset: all tensors must have the same size in dim 0, got shapes {shapes}")
+            raise ValueError(
+                f"TensorDataset: all tensors must have the same size in dim 0, got shapes {shapes}"
+            )
         self.tensors = tuple(tensors)
 
     def __getitem__(self, index: int) -> tuple[Tensor, ...]:
@@ -77,7 +79,9 @@ class Subset(Dataset[T_co]):
     def __init__(self, dataset: Dataset[T_co], indices: Sequence[int] | Tensor) -> None:
         if isinstance(indices, Tensor):
             if indices.dim() != 1 or indices.dtype.is_floating_point:
-                raise TypeError(f"Subset: indices must be a 1-D integer tensor, got {indices.dtype} {tuple(indices.shape)}")
+                raise TypeError(
+                    f"Subset: indices must be a 1-D integer tensor, got {indices.dtype} {tuple(indices.shape)}"
+                )
             indices = indices.tolist()
         self.dataset = dataset
         self.indices = [operator.index(i) for i in indices]
@@ -145,8 +149,10 @@ def random_split(
             raise TypeError(f"random_split: lengths must be numbers, got {x!r}")
         if x < 0:
             raise ValueError(f"random_split: lengths must be non-negative, got {lengths}")
-    is_fractions = all(0 <= x <= 1 for x in lengths) and math.isclose(sum(lengths), 1.0) and any(
-        not isinstance(x, numbers.Integral) for x in lengths
+    is_fractions = (
+        all(0 <= x <= 1 for x in lengths)
+        and math.isclose(sum(lengths), 1.0)
+        and any(not isinstance(x, numbers.Integral) for x in lengths)
     )
     if is_fractions:
         counts = [math.floor(n * x) for x in lengths]
@@ -157,10 +163,14 @@ def random_split(
                 warnings.warn(f"random_split: length of split at index {i} is 0", UserWarning, stacklevel=2)
     else:
         if not all(isinstance(x, numbers.Integral) for x in lengths):
-            raise ValueError(f"random_split: lengths must be integers summing to {n} or fractions summing to 1, got {lengths}")
+            raise ValueError(
+                f"random_split: lengths must be integers summing to {n} or fractions summing to 1, got {lengths}"
+            )
         counts = [int(x) for x in lengths]
     if sum(counts) != n:
-        raise ValueError(f"random_split: the lengths {counts} sum to {sum(counts)}, but the dataset has {n} samples")
+        raise ValueError(
+            f"random_split: the lengths {counts} sum to {sum(counts)}, but the dataset has {n} samples"
+        )
     perm: list[Any] = _core.randperm(n, generator=generator).tolist() if n else []
     out, start = [], 0
     for c in counts:

@@ -42,7 +42,9 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, Tensor):
         shapes = {tuple(t.shape) for t in batch}
         if len(shapes) > 1:
-            raise ValueError(f"default_collate: tensors in a batch must have equal shapes, got {sorted(shapes)[:4]}")
+            raise ValueError(
+                f"default_collate: tensors in a batch must have equal shapes, got {sorted(shapes)[:4]}"
+            )
         dtypes = {str(t.dtype) for t in batch}
         if len(dtypes) > 1:
             raise ValueError(f"default_collate: tensors in a batch must have one dtype, got {sorted(dtypes)}")
@@ -63,7 +65,9 @@ def default_collate(batch: Sequence[Any]) -> Any:
         keys = list(elem)
         for b in batch:
             if not isinstance(b, Mapping) or set(b) != set(keys):
-                raise ValueError(f"default_collate: samples in a batch must be dicts with the same keys {keys}")
+                raise ValueError(
+                    f"default_collate: samples in a batch must be dicts with the same keys {keys}"
+                )
         return {k: default_collate([b[k] for b in batch]) for k in keys}
     if isinstance(elem, tuple | list):
         n = len(elem)
@@ -169,13 +173,17 @@ class DataLoader(Generic[T]):
             batch_size = None
         elif batch_size is None:
             if drop_last:
-                raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+                raise ValueError(
+                    "DataLoader: batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+                )
         elif isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive integer or None, got {batch_size!r}")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
         if batch_size is None and batch_sampler is None and num_workers:
-            raise ValueError("DataLoader: batch_size=None (no auto-batching) is not supported with num_workers > 0")
+            raise ValueError(
+                "DataLoader: batch_size=None (no auto-batching) is not supported with num_workers > 0"
+            )
         if prefetch_factor is not None:
             num_prefetch = prefetch_factor * max(1, num_workers)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
@@ -185,7 +193,9 @@ class DataLoader(Generic[T]):
         if isinstance(num_prefetch, bool) or not isinstance(num_prefetch, int) or num_prefetch < 1:
             raise ValueError(f"DataLoader: num_prefetch must be a positive integer, got {num_prefetch!r}")
         if generator is not None and not isinstance(generator, _core.Generator):
-            raise TypeError(f"DataLoader: generator must be a ferrograd Generator, got {type(generator).__name__}")
+            raise TypeError(
+                f"DataLoader: generator must be a ferrograd Generator, got {type(generator).__name__}"
+            )
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError("DataLoader: collate_fn must be callable")
         self.dataset = dataset
@@ -210,7 +220,9 @@ class DataLoader(Generic[T]):
         try:
             return len(self.dataset)  # type: ignore[arg-type]
         except TypeError:
-            raise TypeError(f"DataLoader: the dataset ({type(self.dataset).__name__}) must define __len__") from None
+            raise TypeError(
+                f"DataLoader: the dataset ({type(self.dataset).__name__}) must define __len__"
+            ) from None
 
     def __len__(self) -> int:
         """The number of batches per epoch."""
@@ -359,7 +371,9 @@ def _shutdown(q: queue.Queue[tuple[int, Any]], stop: threading.Event, thread: th
 class _LoaderIter(Iterator[T]):
     """One epoch of a :class:`DataLoader`."""
 
-    def __init__(self, make_batch: Callable[[int], Any], num_batches: int, prefetch: bool, num_prefetch: int) -> None:
+    def __init__(
+        self, make_batch: Callable[[int], Any], num_batches: int, prefetch: bool, num_prefetch: int
+    ) -> None:
         self._make_batch = make_batch
         self._num_batches = num_batches
         self._next_batch = 0
@@ -405,7 +419,9 @@ class _LoaderIter(Iterator[T]):
                     break
                 except queue.Empty:
                     self.close()
-                    raise RuntimeError("DataLoader: the prefetch thread stopped without delivering a batch") from None
+                    raise RuntimeError(
+                        "DataLoader: the prefetch thread stopped without delivering a batch"
+                    ) from None
         if kind == _OK:
             self._next_batch += 1
             return value

@@ -106,7 +106,9 @@ def _safe_log(x: Tensor) -> Tensor:
     return _core.where(pos, safe.log(), -100.0).clamp(min=-100.0)
 
 
-def _check_class_targets(fn: str, input: Tensor, target: Tensor, ignore_index: int, bounds: bool = True) -> int:
+def _check_class_targets(
+    fn: str, input: Tensor, target: Tensor, ignore_index: int, bounds: bool = True
+) -> int:
     """Validate class-index ``target`` for ``input`` (classes on dim 1, or dim 0 when 1-D); return C.
 
     ``bounds=False`` leaves the range check of the values to a fused op that makes it itself.
@@ -119,7 +121,7 @@ def _check_class_targets(fn: str, input: Tensor, target: Tensor, ignore_index: i
         )
     cdim = 1 if input.dim() >= 2 else 0
     shape = tuple(input.shape)
-    expected = shape[:cdim] + shape[cdim + 1:]
+    expected = shape[:cdim] + shape[cdim + 1 :]
     if tuple(target.shape) != expected:
         raise ValueError(
             f"{fn}: expected target of shape {expected} for input of shape {shape} "
@@ -491,7 +493,9 @@ def embedding(
     if input.dtype not in _INT_DTYPES:
         raise TypeError(f"{fn}: indices must have an integer dtype (int32 or int64), got {input.dtype}")
     if weight.dim() != 2:
-        raise ValueError(f"{fn}: weight must be 2-D (num_embeddings, embedding_dim), got {tuple(weight.shape)}")
+        raise ValueError(
+            f"{fn}: weight must be 2-D (num_embeddings, embedding_dim), got {tuple(weight.shape)}"
+        )
     n = weight.shape[0]
     if input.numel() and not _capture.is_capturing():
         # Checked on the host: a GPU index tensor that was uploaded still has its
@@ -537,8 +541,12 @@ def batch_norm(
     if input.dim() < 2:
         raise ValueError(f"{fn}: expected input of shape (N, C, *), got {tuple(input.shape)}")
     c = input.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
         if t is not None and tuple(t.shape) != (c,):
             raise ValueError(
                 f"{fn}: {name} must have shape ({c},) for input of shape {tuple(input.shape)}, "
@@ -663,12 +671,14 @@ def scaled_dot_product_attention(
                 f"of the key/value heads ({hk}, {value.shape[-3]})"
             )
         key, value = (
-            t.unsqueeze(-3).expand(*t.shape[:-2], hq // hk, *t.shape[-2:]).reshape(
-                tuple(t.shape[:-3]) + (hq,) + tuple(t.shape[-2:]))
+            t.unsqueeze(-3)
+            .expand(*t.shape[:-2], hq // hk, *t.shape[-2:])
+            .reshape(tuple(t.shape[:-3]) + (hq,) + tuple(t.shape[-2:]))
             for t in (key, value)
         )
-    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                      "scaled_dot_product_attention")[0]
+    return _attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, "scaled_dot_product_attention"
+    )[0]
 
 
 # ---------------------------------------------------------------------------
@@ -725,7 +735,13 @@ def _feature_dropout(input: Tensor, p: float, inplace: bool) -> Tensor:
 
 
 def _channel_dropout(
-    fn: str, input: Tensor, p: float, training: bool, inplace: bool, batched_dim: int, strict: bool,
+    fn: str,
+    input: Tensor,
+    p: float,
+    training: bool,
+    inplace: bool,
+    batched_dim: int,
+    strict: bool,
     unbatched: bool = True,
 ) -> Tensor:
     """Channel dropout of ``batched_dim``-D input; ``batched_dim - 1`` dims are one unbatched sample
@@ -734,8 +750,10 @@ def _channel_dropout(
     _check_float(fn, "input", input)
     nd = input.dim()
     if nd not in (batched_dim - 1, batched_dim):
-        msg = (f"{fn}: expected {batched_dim - 1}-D (unbatched) or {batched_dim}-D (batched) input, "
-               f"got {nd}-D input of shape {tuple(input.shape)}")
+        msg = (
+            f"{fn}: expected {batched_dim - 1}-D (unbatched) or {batched_dim}-D (batched) input, "
+            f"got {nd}-D input of shape {tuple(input.shape)}"
+        )
         if strict or nd < 2:
             raise ValueError(msg)
         warnings.warn(msg + "; whole slices along dim 1 are dropped", UserWarning, stacklevel=3)
@@ -767,7 +785,8 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         warnings.warn(
             "dropout2d: received a 3-D input; as PyTorch, it is taken as (N, C, L) and whole (n, c) rows "
             "are dropped (use dropout1d for that, or add a batch dim to an unbatched (C, H, W) sample)",
-            UserWarning, stacklevel=2,
+            UserWarning,
+            stacklevel=2,
         )
     return _channel_dropout("dropout2d", input, p, training, inplace, 4, strict=False, unbatched=False)
 
@@ -919,10 +938,16 @@ def instance_norm(
     fn = "instance_norm"
     _check_float(fn, "input", input)
     if input.dim() < 3:
-        raise ValueError(f"{fn}: expected input of shape (N, C, *) with spatial dims, got {tuple(input.shape)}")
+        raise ValueError(
+            f"{fn}: expected input of shape (N, C, *) with spatial dims, got {tuple(input.shape)}"
+        )
     c = input.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
         if t is not None and tuple(t.shape) != (c,):
             raise ValueError(
                 f"{fn}: {name} must have shape ({c},) for input of shape {tuple(input.shape)}, got {tuple(t.shape)}"
@@ -943,7 +968,11 @@ def instance_norm(
                     m = mean.detach().reshape(tuple(input.shape[:2])).mean(0).to(running_mean.dtype)
                     running_mean.mul_(1 - momentum).add_(m * momentum)
                 if running_var is not None:
-                    v = var.detach().reshape(tuple(input.shape[:2])).mean(0).to(running_var.dtype) * n / (n - 1)
+                    v = (
+                        var.detach().reshape(tuple(input.shape[:2])).mean(0).to(running_var.dtype)
+                        * n
+                        / (n - 1)
+                    )
                     running_var.mul_(1 - momentum).add_(v * momentum)
     else:
         if running_mean is None or running_var is None:
@@ -959,7 +988,11 @@ def instance_norm(
 
 @_in_float32("input", "weight", "bias")
 def group_norm(
-    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
 ) -> Tensor:
     """Normalise ``(N, C, *)`` input over groups of ``C / num_groups`` channels (and all spatial dims).
 
@@ -1040,7 +1073,9 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     _check_tensor(fn, "input", input)
     r = upscale_factor
     if input.dim() < 3:
-        raise ValueError(f"{fn}: expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)")
+        raise ValueError(
+            f"{fn}: expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)"
+        )
     if r <= 0:
         raise ValueError(f"{fn}: upscale_factor must be greater than 0, but got {r}")
     *lead, c, h, w = input.shape
@@ -1062,7 +1097,9 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     _check_tensor(fn, "input", input)
     r = downscale_factor
     if input.dim() < 3:
-        raise ValueError(f"{fn}: expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)")
+        raise ValueError(
+            f"{fn}: expects input to have at least 3 dimensions, but got input with {input.dim()} dimension(s)"
+        )
     if r <= 0:
         raise ValueError(f"{fn}: downscale_factor must be greater than 0, but got {r}")
     *lead, c, h, w = input.shape
@@ -1096,7 +1133,11 @@ def _nearest_src(out_size: int, in_size: int, scale: float | None, exact: bool) 
         return list(range(out_size))
     if not exact and out_size == 2 * in_size:
         return [i >> 1 for i in range(out_size)]
-    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_size) / np.float32(out_size)
+    s = (
+        np.float32(1.0 / scale)
+        if scale is not None and scale > 0
+        else np.float32(in_size) / np.float32(out_size)
+    )
     i = np.arange(out_size)
     if exact:
         src = np.floor(((i + 0.5) * np.float64(s)).astype(np.float32))
@@ -1111,7 +1152,9 @@ def _linear_ratio(in_size: int, out_size: int, scale: float | None, align_corner
     return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
 
 
-def _interp_linear_dim(x: Tensor, dim: int, out_size: int, scale: float | None, align_corners: bool) -> Tensor:
+def _interp_linear_dim(
+    x: Tensor, dim: int, out_size: int, scale: float | None, align_corners: bool
+) -> Tensor:
     in_size = x.shape[dim]
     ratio = _linear_ratio(in_size, out_size, scale, align_corners)
     i0s, i1s, l0s, l1s = [], [], [], []
@@ -1228,9 +1271,14 @@ def interpolate(
         out_sizes = sizes
         scales = [None] * nd
     else:
-        factors = [float(scale_factor)] * nd if isinstance(scale_factor, (int, float)) else [
-            float(f) for f in scale_factor  # type: ignore[union-attr]
-        ]
+        factors = (
+            [float(scale_factor)] * nd
+            if isinstance(scale_factor, (int, float))
+            else [
+                float(f)
+                for f in scale_factor  # type: ignore[union-attr]
+            ]
+        )
         if len(factors) != nd:
             raise ValueError(
                 f"{fn}: scale_factor must be a number or a sequence of {nd} numbers for input "
@@ -1239,7 +1287,9 @@ def interpolate(
         out_sizes = [math.floor(s * f) for s, f in zip(spatial, factors, strict=True)]
         scales = [None] * nd if recompute_scale_factor else list(factors)
     if any(o <= 0 for o in out_sizes) and input.numel():
-        raise ValueError(f"{fn}: output size {tuple(out_sizes)} must be positive (input {tuple(input.shape)})")
+        raise ValueError(
+            f"{fn}: output size {tuple(out_sizes)} must be positive (input {tuple(input.shape)})"
+        )
     if any(s == 0 for s in spatial) and any(o > 0 for o in out_sizes):
         raise ValueError(f"{fn}: cannot resize an empty spatial dim (input {tuple(input.shape)})")
     x = input
@@ -1271,14 +1321,20 @@ def upsample(
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-def upsample_nearest(input: Tensor, size: int | Sequence[int] | None = None,
-                     scale_factor: float | Sequence[float] | None = None) -> Tensor:
+def upsample_nearest(
+    input: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+) -> Tensor:
     """Deprecated: ``interpolate(..., mode='nearest')``."""
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
-def upsample_bilinear(input: Tensor, size: int | Sequence[int] | None = None,
-                      scale_factor: float | Sequence[float] | None = None) -> Tensor:
+def upsample_bilinear(
+    input: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+) -> Tensor:
     """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)``."""
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
@@ -1332,7 +1388,9 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 
 @_in_float32("x1", "x2")
-def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+def pairwise_distance(
+    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+) -> Tensor:
     """``‖x1 - x2 + eps‖_p`` along the last dim (inputs broadcast together)."""
     fn = "pairwise_distance"
     x1, x2 = _broadcast_pair(fn, x1, x2)
@@ -1504,5 +1562,16 @@ def multilabel_soft_margin_loss(
     return _reduce(loss, reduction)
 
 
-_NOT_EXPORTED = ("Callable", "functools", "inspect", "Sequence", "Tensor", "annotations", "math", "no_grad", "np", "warnings")
+_NOT_EXPORTED = (
+    "Callable",
+    "functools",
+    "inspect",
+    "Sequence",
+    "Tensor",
+    "annotations",
+    "math",
+    "no_grad",
+    "np",
+    "warnings",
+)
 __all__ = sorted(n for n in dir() if not n.startswith("_") and n not in _NOT_EXPORTED)

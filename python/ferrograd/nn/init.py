@@ -38,8 +38,15 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     linear/conv*/sigmoid: 1; tanh: 5/3; relu: sqrt(2);
     leaky_relu: sqrt(2 / (1 + slope²)) (``param`` is the slope, default 0.01); selu: 3/4.
     """
-    linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                  "conv_transpose3d"]
+    linear_fns = [
+        "linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+    ]
     if nonlinearity in linear_fns or nonlinearity == "sigmoid":
         return 1.0
     if nonlinearity == "tanh":
@@ -85,7 +92,9 @@ def _no_grad_check(tensor: Tensor, fn: str) -> None:
         raise TypeError(f"init.{fn}: expected a Tensor, got {type(tensor).__name__}")
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: _core.Generator | None = None) -> Tensor:
+def uniform_(
+    tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: _core.Generator | None = None
+) -> Tensor:
     """Fill with values drawn from U(a, b)."""
     _no_grad_check(tensor, "uniform_")
     with no_grad():
@@ -123,7 +132,9 @@ def trunc_normal_(
             bad = (vals < a).logical_or(vals > b)
             if not bool(bad.any()):
                 break
-            fresh = _core.empty(tuple(tensor.shape), dtype=_core.float64).normal_(mean, std, generator=generator)
+            fresh = _core.empty(tuple(tensor.shape), dtype=_core.float64).normal_(
+                mean, std, generator=generator
+            )
             vals = _core.where(bad, fresh, vals)
         else:  # pragma: no cover - only for a window far out in the tails
             vals = vals.clamp(a, b)
@@ -153,7 +164,9 @@ def zeros_(tensor: Tensor) -> Tensor:
 def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity matrix."""
     if tensor.dim() != 2:
-        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape {tuple(tensor.shape)}")
+        raise ValueError(
+            f"eye_: only tensors with 2 dimensions are supported, got shape {tuple(tensor.shape)}"
+        )
     with no_grad():
         return tensor.copy_(_core.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
 

@@ -40,7 +40,9 @@ class Adam(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+        defaults = dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+        )
         self._validate_group(defaults)
         super().__init__(params, defaults)
 
@@ -78,24 +80,36 @@ class Adam(Optimizer):
             new_states.append(s)
         beta1, beta2 = group["betas"]
         steps = [int(s["step"]) + 1 for s in new_states]
-        dyn = self._dynamic(group, {
-            "lr": lambda g: float(g["lr"]), "beta1": lambda g: float(g["betas"][0]),
-            "beta2": lambda g: float(g["betas"][1]), "eps": lambda g: float(g["eps"]),
-            "weight_decay": lambda g: float(g["weight_decay"]),
-        })
+        dyn = self._dynamic(
+            group,
+            {
+                "lr": lambda g: float(g["lr"]),
+                "beta1": lambda g: float(g["betas"][0]),
+                "beta2": lambda g: float(g["betas"][1]),
+                "eps": lambda g: float(g["eps"]),
+                "weight_decay": lambda g: float(g["weight_decay"]),
+            },
+        )
         if dyn is not None:
             # Captured: step counts are read at every run and advanced after it.
             st = _capture.current()
             for i, p in enumerate(params):
                 dyn.append(("step", i, st.slot(lambda p=p: self.state[p]["step"] + 1)))
         _core._adam_step(
-            params, grads,
+            params,
+            grads,
             [s["exp_avg"] for s in new_states],
             [s["exp_avg_sq"] for s in new_states],
             [s["max_exp_avg_sq"] for s in new_states] if amsgrad else [],
             steps,
-            float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-            float(group["weight_decay"]), amsgrad, bool(group["maximize"]), self._decoupled,
+            float(group["lr"]),
+            float(beta1),
+            float(beta2),
+            float(group["eps"]),
+            float(group["weight_decay"]),
+            amsgrad,
+            bool(group["maximize"]),
+            self._decoupled,
             dynamic=dyn,
         )
         if dyn is not None:

@@ -321,7 +321,10 @@ class LambdaLR(_LambdaStateMixin, LRScheduler):
     def get_lr(self) -> list[float]:
         """``base_lr * lr_lambda(last_epoch)`` for each group."""
         _warn_get_lr_called_within_step(self)
-        return [base_lr * lmbda(self.last_epoch) for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs, strict=False)]
+        return [
+            base_lr * lmbda(self.last_epoch)
+            for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs, strict=False)
+        ]
 
 
 class MultiplicativeLR(_LambdaStateMixin, LRScheduler):
@@ -370,7 +373,9 @@ class StepLR(LRScheduler):
         last_epoch: index of the last epoch (default -1: start).
     """
 
-    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
         if not _is_int(step_size) or step_size <= 0:
             raise ValueError(f"StepLR step_size must be a positive integer, but got {step_size!r}")
         self.step_size = step_size
@@ -413,11 +418,16 @@ class MultiStepLR(LRScheduler):
         _warn_get_lr_called_within_step(self)
         if self.last_epoch not in self.milestones:
             return [group["lr"] for group in self.optimizer.param_groups]
-        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch] for group in self.optimizer.param_groups]
+        return [
+            group["lr"] * self.gamma ** self.milestones[self.last_epoch]
+            for group in self.optimizer.param_groups
+        ]
 
     def _get_closed_form_lr(self) -> list[float]:
         milestones = sorted(self.milestones.elements())
-        return [base_lr * self.gamma ** bisect_right(milestones, self.last_epoch) for base_lr in self.base_lrs]
+        return [
+            base_lr * self.gamma ** bisect_right(milestones, self.last_epoch) for base_lr in self.base_lrs
+        ]
 
 
 class ConstantLR(LRScheduler):
@@ -480,7 +490,9 @@ class LinearLR(LRScheduler):
         last_epoch: int = -1,
     ) -> None:
         if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+            raise ValueError(
+                "Starting multiplicative factor expected to be greater than 0 and less or equal to 1."
+            )
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
         self.start_factor = start_factor
@@ -504,7 +516,9 @@ class LinearLR(LRScheduler):
             base_lr
             * (
                 self.start_factor
-                + (self.end_factor - self.start_factor) * min(self.total_iters, self.last_epoch) / self.total_iters
+                + (self.end_factor - self.start_factor)
+                * min(self.total_iters, self.last_epoch)
+                / self.total_iters
             )
             for base_lr in self.base_lrs
         ]
@@ -563,7 +577,8 @@ class CosineAnnealingLR(LRScheduler):
             return [group["lr"] for group in groups]
         if self._step_count == 1 and self.last_epoch > 0:
             return [
-                self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
+                self.eta_min
+                + (base_lr - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
                 for base_lr in self.base_lrs
             ]
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
@@ -581,7 +596,8 @@ class CosineAnnealingLR(LRScheduler):
 
     def _get_closed_form_lr(self) -> list[float]:
         return [
-            self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+            self.eta_min
+            + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
             for base_lr in self.base_lrs
         ]
 
@@ -636,7 +652,11 @@ class SequentialLR(_ContainerStateMixin, LRScheduler):
     """
 
     def __init__(
-        self, optimizer: Optimizer, schedulers: Sequence[LRScheduler], milestones: Sequence[int], last_epoch: int = -1
+        self,
+        optimizer: Optimizer,
+        schedulers: Sequence[LRScheduler],
+        milestones: Sequence[int],
+        last_epoch: int = -1,
     ) -> None:
         name = type(self).__name__
         if len(schedulers) < 1:
@@ -783,7 +803,9 @@ class OneCycleLR(LRScheduler):
         if not isinstance(pct_start, float) or pct_start < 0 or pct_start > 1:
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+            raise ValueError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
+            )
         self._anneal_func_type = anneal_strategy
 
         T = self.total_steps
@@ -815,7 +837,9 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+                raise ValueError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
             self.use_beta1 = "betas" in optimizer.defaults
             max_ms = _format_param("max_momentum", optimizer, max_momentum)
             base_ms = _format_param("base_momentum", optimizer, base_momentum)
@@ -849,7 +873,9 @@ class OneCycleLR(LRScheduler):
         _warn_get_lr_called_within_step(self)
         step_num = self.last_epoch
         if step_num > self.total_steps:
-            raise ValueError(f"Tried to step {step_num} times. The specified number of total steps is {self.total_steps}")
+            raise ValueError(
+                f"Tried to step {step_num} times. The specified number of total steps is {self.total_steps}"
+            )
         lrs = []
         last = len(self._schedule_phases) - 1
         for group in self.optimizer.param_groups:
@@ -860,7 +886,9 @@ class OneCycleLR(LRScheduler):
                     pct = (step_num - start_step) / (end_step - start_step)
                     lrs.append(self._anneal_func(group[phase["start_lr"]], group[phase["end_lr"]], pct))
                     if self.cycle_momentum:
-                        mom = self._anneal_func(group[phase["start_momentum"]], group[phase["end_momentum"]], pct)
+                        mom = self._anneal_func(
+                            group[phase["start_momentum"]], group[phase["end_momentum"]], pct
+                        )
                         if self.use_beta1:
                             group["betas"] = (mom, *group["betas"][1:])
                         else:

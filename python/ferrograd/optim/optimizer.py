@@ -121,9 +121,13 @@ class Optimizer:
             params = list(params)
         for i, p in enumerate(params):
             if not _is_tensor(p):
-                raise TypeError(f"optimizer can only optimize Tensors, but parameter {i} is a {type(p).__name__}")
+                raise TypeError(
+                    f"optimizer can only optimize Tensors, but parameter {i} is a {type(p).__name__}"
+                )
             if not p.dtype.is_floating_point:
-                raise TypeError(f"optimizer can only optimize floating-point Tensors, but parameter {i} has dtype {p.dtype}")
+                raise TypeError(
+                    f"optimizer can only optimize floating-point Tensors, but parameter {i} has dtype {p.dtype}"
+                )
             if not p.is_leaf:
                 raise ValueError(f"can't optimize a non-leaf Tensor (parameter {i}, shape {tuple(p.shape)})")
         ids = [id(p) for p in params]
@@ -217,7 +221,9 @@ class Optimizer:
         baked = self._baked_options()
         for gi, group in enumerate(self.param_groups):
             groups = self.param_groups
-            st.guard_value(f"{name}.param_groups[{gi}]", lambda gs=groups, gi=gi: gs[gi] if gi < len(gs) else None)
+            st.guard_value(
+                f"{name}.param_groups[{gi}]", lambda gs=groups, gi=gi: gs[gi] if gi < len(gs) else None
+            )
             for label, get in baked.items():
                 st.guard_value(f"{name}.param_groups[{gi}]{label}", lambda g=group, get=get: get(g))
 
@@ -294,7 +300,11 @@ class Optimizer:
         parameter's dtype); ``"step"`` may be an int, a float or a
         one-element tensor.
         """
-        if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
+        if (
+            not isinstance(state_dict, Mapping)
+            or "state" not in state_dict
+            or "param_groups" not in state_dict
+        ):
             raise ValueError("optimizer state dict must be a mapping with 'state' and 'param_groups' entries")
         saved_groups = state_dict["param_groups"]
         saved_state = state_dict["state"]
@@ -330,7 +340,9 @@ class Optimizer:
         checked: list[tuple[Tensor, dict[str, Any]]] = []
         for k, st in saved_state.items():
             if k not in id_map:
-                raise ValueError(f"loaded state refers to parameter {k!r}, which no loaded parameter group lists")
+                raise ValueError(
+                    f"loaded state refers to parameter {k!r}, which no loaded parameter group lists"
+                )
             if not isinstance(st, Mapping):
                 raise ValueError(f"loaded state of parameter {k!r} must be a dict, got {type(st).__name__}")
             p = id_map[k]
@@ -382,10 +394,14 @@ def _step_value(key: Any, v: Any) -> int:
     """A saved step count as an int (an int, an integral float, or a one-element tensor)."""
     if _is_tensor(v):
         if v.numel() != 1:
-            raise ValueError(f"loaded state 'step' of parameter {key!r} must have one element, got shape {tuple(v.shape)}")
+            raise ValueError(
+                f"loaded state 'step' of parameter {key!r} must have one element, got shape {tuple(v.shape)}"
+            )
         v = v.item()
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != int(v) or v < 0:
-        raise ValueError(f"loaded state 'step' of parameter {key!r} must be a non-negative integer, got {v!r}")
+        raise ValueError(
+            f"loaded state 'step' of parameter {key!r} must be a non-negative integer, got {v!r}"
+        )
     return int(v)
 
 

@@ -40,8 +40,13 @@ class RMSprop(Optimizer):
         maximize: bool = False,
     ) -> None:
         defaults = dict(
-            lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-            centered=centered, maximize=maximize,
+            lr=lr,
+            alpha=alpha,
+            eps=eps,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            centered=centered,
+            maximize=maximize,
         )
         self._validate_group(defaults)
         super().__init__(params, defaults)
@@ -81,18 +86,29 @@ class RMSprop(Optimizer):
             if centered and "grad_avg" not in s:
                 s["grad_avg"] = self._zeros_like(p)
             new_states.append(s)
-        dyn = self._dynamic(group, {
-            "lr": lambda g: float(g["lr"]), "alpha": lambda g: float(g["alpha"]),
-            "eps": lambda g: float(g["eps"]), "weight_decay": lambda g: float(g["weight_decay"]),
-            "momentum": lambda g: float(g["momentum"]),
-        })
+        dyn = self._dynamic(
+            group,
+            {
+                "lr": lambda g: float(g["lr"]),
+                "alpha": lambda g: float(g["alpha"]),
+                "eps": lambda g: float(g["eps"]),
+                "weight_decay": lambda g: float(g["weight_decay"]),
+                "momentum": lambda g: float(g["momentum"]),
+            },
+        )
         _core._rmsprop_step(
-            params, grads,
+            params,
+            grads,
             [s["square_avg"] for s in new_states],
             [s["momentum_buffer"] for s in new_states] if use_buf else [],
             [s["grad_avg"] for s in new_states] if centered else [],
-            float(group["lr"]), float(group["alpha"]), float(group["eps"]),
-            float(group["weight_decay"]), float(group["momentum"]), centered, bool(group["maximize"]),
+            float(group["lr"]),
+            float(group["alpha"]),
+            float(group["eps"]),
+            float(group["weight_decay"]),
+            float(group["momentum"]),
+            centered,
+            bool(group["maximize"]),
             dynamic=dyn,
         )
         if dyn is not None:

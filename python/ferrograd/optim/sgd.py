@@ -37,8 +37,12 @@ class SGD(Optimizer):
         maximize: bool = False,
     ) -> None:
         defaults = dict(
-            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-            nesterov=nesterov, maximize=maximize,
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
         )
         self._validate_group(defaults)
         super().__init__(params, defaults)
@@ -56,7 +60,9 @@ class SGD(Optimizer):
         _check(momentum >= 0.0, f"Invalid momentum value: {group['momentum']}")
         _check(wd >= 0.0, f"Invalid weight_decay value: {group['weight_decay']}")
         if group["nesterov"]:
-            _check(momentum > 0 and dampening == 0, "Nesterov momentum requires a momentum and zero dampening")
+            _check(
+                momentum > 0 and dampening == 0, "Nesterov momentum requires a momentum and zero dampening"
+            )
 
     def _update_group(
         self,
@@ -69,10 +75,15 @@ class SGD(Optimizer):
             bufs: list = [None] * len(states)  # no momentum: the step reads no buffer
         else:
             bufs = [None if s is None else s.get("momentum_buffer") for s in states]
-        dyn = self._dynamic(group, {
-            "lr": lambda g: float(g["lr"]), "momentum": lambda g: float(g["momentum"]),
-            "dampening": lambda g: float(g["dampening"]), "weight_decay": lambda g: float(g["weight_decay"]),
-        })
+        dyn = self._dynamic(
+            group,
+            {
+                "lr": lambda g: float(g["lr"]),
+                "momentum": lambda g: float(g["momentum"]),
+                "dampening": lambda g: float(g["dampening"]),
+                "weight_decay": lambda g: float(g["weight_decay"]),
+            },
+        )
         if dyn is not None and float(group["momentum"]) != 0:
             # Captured: buffers must exist before the graph runs; a fresh one
             # starts from the gradient at the first run (a slot says which are fresh).
@@ -89,9 +100,15 @@ class SGD(Optimizer):
             ids = [id(p) for p in params]
             st.after_run.append(lambda fr=fresh, ids=ids: fr.difference_update(ids))
         new_bufs = _core._sgd_step(
-            params, grads, bufs,
-            float(group["lr"]), float(group["momentum"]), float(group["dampening"]),
-            bool(group["nesterov"]), float(group["weight_decay"]), bool(group["maximize"]),
+            params,
+            grads,
+            bufs,
+            float(group["lr"]),
+            float(group["momentum"]),
+            float(group["dampening"]),
+            bool(group["nesterov"]),
+            float(group["weight_decay"]),
+            bool(group["maximize"]),
             dynamic=dyn,
         )
         out = []

@@ -29,6 +29,7 @@ def _inplace(input: Tensor, fn: Callable[[Tensor], Tensor], native: str | None =
         return getattr(input, native)()
     return input.copy_(fn(input.clone()))
 
+
 __all__ = [
     "CELU",
     "ELU",
@@ -257,7 +258,9 @@ class Hardtanh(Module):
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
         if min_val > max_val:
-            raise ValueError(f"{type(self).__name__}: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+            raise ValueError(
+                f"{type(self).__name__}: min_val ({min_val}) cannot be greater than max_val ({max_val})"
+            )
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace
@@ -366,7 +369,9 @@ class Softmax2d(Module):
     def forward(self, input: Tensor) -> Tensor:
         """Apply softmax over the channels."""
         if input.dim() not in (3, 4):
-            raise ValueError(f"Softmax2d: expected 3D or 4D input, got {input.dim()}D input {tuple(input.shape)}")
+            raise ValueError(
+                f"Softmax2d: expected 3D or 4D input, got {input.dim()}D input {tuple(input.shape)}"
+            )
         return input.softmax(-3)
 
 

@@ -57,9 +57,13 @@ class MultiheadAttention(Module):
     ) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be > 0, got {embed_dim} and {num_heads}")
+            raise ValueError(
+                f"MultiheadAttention: embed_dim and num_heads must be > 0, got {embed_dim} and {num_heads}"
+            )
         if embed_dim % num_heads != 0:
-            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
+            raise ValueError(
+                f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})"
+            )
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         dtype = dtype or _core.float32
@@ -106,8 +110,11 @@ class MultiheadAttention(Module):
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         if self.in_proj_bias is not None:
-            bq, bk, bv = self.in_proj_bias.narrow(0, 0, e), self.in_proj_bias.narrow(0, e, e), \
-                self.in_proj_bias.narrow(0, 2 * e, e)
+            bq, bk, bv = (
+                self.in_proj_bias.narrow(0, 0, e),
+                self.in_proj_bias.narrow(0, e, e),
+                self.in_proj_bias.narrow(0, 2 * e, e),
+            )
         else:
             bq = bk = bv = None
         return wq, wk, wv, bq, bk, bv
@@ -141,7 +148,9 @@ class MultiheadAttention(Module):
         n, L, e = query.shape
         s = key.shape[1]
         if e != self.embed_dim:
-            raise ValueError(f"{name}: expected query embedding size {self.embed_dim}, got {tuple(query.shape)}")
+            raise ValueError(
+                f"{name}: expected query embedding size {self.embed_dim}, got {tuple(query.shape)}"
+            )
         if key.shape[0] != n or value.shape[0] != n or value.shape[1] != s:
             raise ValueError(
                 f"{name}: key and value must match the query batch and each other's length, got query "

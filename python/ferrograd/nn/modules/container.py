@@ -27,6 +27,7 @@ def _all_handed_out(ms: Iterable[Module]) -> Iterator[Module]:
             st.use_module(m)
     return iter(ms)
 
+
 __all__ = ["ModuleDict", "ModuleList", "Sequential"]
 
 

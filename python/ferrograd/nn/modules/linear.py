@@ -60,7 +60,9 @@ class Linear(Module):
         return F.linear(input, p["weight"], p["bias"])
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        )
 
 
 class Bilinear(Module):

@@ -28,7 +28,9 @@ __all__ = [
 class _Loss(Module):
     """Stores ``reduction`` (accepting the deprecated ``size_average``/``reduce`` flags)."""
 
-    def __init__(self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean") -> None:
+    def __init__(
+        self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean"
+    ) -> None:
         super().__init__()
         self.reduction = F._legacy_reduction(size_average, reduce, reduction)
 
@@ -69,8 +71,12 @@ class CrossEntropyLoss(_WeightedLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """The loss of logits ``input`` against ``target``."""
         return F.cross_entropy(
-            input, target, weight=self.weight, ignore_index=self.ignore_index,
-            reduction=self.reduction, label_smoothing=self.label_smoothing,
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
         )
 
 
@@ -90,7 +96,9 @@ class NLLLoss(_WeightedLoss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """The loss of log-probabilities ``input`` against class indices ``target``."""
-        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+        return F.nll_loss(
+            input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction
+        )
 
 
 class MSELoss(_Loss):
@@ -113,7 +121,11 @@ class SmoothL1Loss(_Loss):
     """Smooth L1 loss with threshold ``beta`` (see ``F.smooth_l1_loss``)."""
 
     def __init__(
-        self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean", beta: float = 1.0
+        self,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+        beta: float = 1.0,
     ) -> None:
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -187,7 +199,10 @@ class MarginRankingLoss(_Loss):
     """``max(0, -y * (x1 - x2) + margin)`` for targets ``y`` of ±1 (see ``F.margin_ranking_loss``)."""
 
     def __init__(
-        self, margin: float = 0.0, size_average: bool | None = None, reduce: bool | None = None,
+        self,
+        margin: float = 0.0,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
         reduction: str = "mean",
     ) -> None:
         super().__init__(size_average, reduce, reduction)
@@ -202,8 +217,14 @@ class TripletMarginLoss(_Loss):
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the ``p``-norm distance (see ``F.triplet_margin_loss``)."""
 
     def __init__(
-        self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
-        size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean",
+        self,
+        margin: float = 1.0,
+        p: float = 2.0,
+        eps: float = 1e-6,
+        swap: bool = False,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
+        reduction: str = "mean",
     ) -> None:
         super().__init__(size_average, reduce, reduction)
         if margin <= 0:
@@ -215,15 +236,26 @@ class TripletMarginLoss(_Loss):
 
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         """The triplet loss of ``anchor`` with ``positive`` and ``negative``."""
-        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
-                                     swap=self.swap, reduction=self.reduction)
+        return F.triplet_margin_loss(
+            anchor,
+            positive,
+            negative,
+            margin=self.margin,
+            p=self.p,
+            eps=self.eps,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
 
 
 class CosineEmbeddingLoss(_Loss):
     """``1 - cos`` for similar pairs (``y = 1``), ``max(0, cos - margin)`` for dissimilar ones (``y = -1``)."""
 
     def __init__(
-        self, margin: float = 0.0, size_average: bool | None = None, reduce: bool | None = None,
+        self,
+        margin: float = 0.0,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
         reduction: str = "mean",
     ) -> None:
         super().__init__(size_average, reduce, reduction)

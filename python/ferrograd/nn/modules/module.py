@@ -13,6 +13,8 @@ from ...autograd import Function
 from ..parameter import Buffer, Parameter
 
 Tensor = _core.Tensor
+
+
 class _Members(OrderedDict):
     """A module's parameter, buffer or submodule table: every change bumps
     ``Module._structure_version`` and the owning module's version (writes
@@ -180,7 +182,9 @@ class Module:
     forward: Callable[..., Any]
 
     def _forward_unimplemented(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
 
     forward = _forward_unimplemented
 
@@ -348,14 +352,18 @@ class Module:
             self._modules[name] = value
         elif d.get("_modules") is not None and name in d["_modules"]:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' (Module or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' (Module or None expected)"
+                )
             self._modules[name] = None
         elif isinstance(value, Buffer):
             d.pop(name, None)
             self.register_buffer(name, value.data, value.persistent)
         elif d.get("_buffers") is not None and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' (Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' (Tensor or None expected)"
+                )
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -460,7 +468,11 @@ class Module:
         self, kind: str, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Tensor]]:
         memo: set[int] = set()
-        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        mods = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for mod_prefix, mod in mods:
             for k, v in getattr(mod, kind).items():
                 if v is None or (remove_duplicate and id(v) in memo):
@@ -656,7 +668,9 @@ class Module:
         errors: list[str] = []
         if strict:
             if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+                errors.append(
+                    "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". "
+                )
             if missing:
                 errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
         for k, dst in targets.items():

@@ -111,7 +111,11 @@ class _BatchNorm(Module):
             input,
             self.running_mean if not self.training or self.track_running_stats else None,
             self.running_var if not self.training or self.track_running_stats else None,
-            self.weight, self.bias, use_batch, factor, self.eps,
+            self.weight,
+            self.bias,
+            use_batch,
+            factor,
+            self.eps,
         )
 
     def extra_repr(self) -> str:
@@ -246,7 +250,9 @@ class _InstanceNorm(_BatchNorm):
         name = type(self).__name__
         nd = self._spatial + 2
         if input.dim() not in (nd - 1, nd):
-            raise ValueError(f"{name}: expected {nd - 1}D (unbatched) or {nd}D (batched) input, got {input.dim()}D input")
+            raise ValueError(
+                f"{name}: expected {nd - 1}D (unbatched) or {nd}D (batched) input, got {input.dim()}D input"
+            )
         batched = input.dim() == nd
         x = input if batched else input.unsqueeze(0)
         if x.shape[1] != self.num_features:
@@ -258,14 +264,16 @@ class _InstanceNorm(_BatchNorm):
             warnings.warn(
                 f"{name}: input's size at dim={1 if batched else 0} ({x.shape[1]}) does not match num_features "
                 f"({self.num_features}); as affine=False the layer does not use num_features",
-                UserWarning, stacklevel=2,
+                UserWarning,
+                stacklevel=2,
             )
         # As PyTorch: momentum=None leaves the running statistics as they are, and
         # num_batches_tracked (kept for checkpoint compatibility) is not counted.
         use_stats = self.training or not self.track_running_stats
         factor = 0.0 if self.momentum is None else self.momentum
-        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                              use_stats, factor, self.eps)
+        out = F.instance_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, use_stats, factor, self.eps
+        )
         return out if batched else out.squeeze(0)
 
 
@@ -297,7 +305,9 @@ class GroupNorm(Module):
     ) -> None:
         super().__init__()
         if num_groups <= 0 or num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+            raise ValueError(
+                f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"
+            )
         dtype = dtype or _core.float32
         self.num_groups = num_groups
         self.num_channels = num_channels

@@ -36,8 +36,13 @@ class MaxPool2d(Module):
     def forward(self, input: Tensor) -> Any:
         """Pool ``input``; with ``return_indices`` also the flat positions of the maxima."""
         return F.max_pool2d(
-            input, self.kernel_size, self.stride, self.padding, self.dilation,
-            ceil_mode=self.ceil_mode, return_indices=self.return_indices,
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
         )
 
     def extra_repr(self) -> str:
@@ -70,8 +75,13 @@ class AvgPool2d(Module):
     def forward(self, input: Tensor) -> Tensor:
         """Average-pool ``input``."""
         return F.avg_pool2d(
-            input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-            self.count_include_pad, self.divisor_override,
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
         )
 
     def extra_repr(self) -> str:

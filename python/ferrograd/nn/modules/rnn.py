@@ -24,8 +24,9 @@ __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _step(mode: str, xp: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_hh: Tensor | None
-          ) -> tuple[Tensor, Tensor | None]:
+def _step(
+    mode: str, xp: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_hh: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
     """One recurrence step given the input projection ``xp = x @ W_ih.T + b_ih``."""
     hp = F.linear(h, w_hh, b_hh)
     if mode == "RNN_TANH":
@@ -110,7 +111,12 @@ class RNNCell(_CellBase):
     """Elman RNN cell: ``h' = tanh(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)`` (or ReLU)."""
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh", dtype: Any = None
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        dtype: Any = None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r} (use 'tanh' or 'relu')")
@@ -123,7 +129,9 @@ class RNNCell(_CellBase):
         x, h, batched = self._prepare(input, hx)
         h = self._zeros(x) if h is None else h
         self._check_hidden(h, x, "hx")
-        out, _ = _step(self._mode, F.linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh)
+        out, _ = _step(
+            self._mode, F.linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh
+        )
         return out if batched else out.squeeze(0)
 
 
@@ -159,7 +167,9 @@ class GRUCell(_CellBase):
         x, h, batched = self._prepare(input, hx)
         h = self._zeros(x) if h is None else h
         self._check_hidden(h, x, "hx")
-        out, _ = _step("GRU", F.linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh)
+        out, _ = _step(
+            "GRU", F.linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh
+        )
         return out if batched else out.squeeze(0)
 
 
@@ -290,7 +300,11 @@ class _RNNBase(Module):
                     else:
                         h, c = h_new, c_new
                         ys[t] = h
-                outs.append(_core.stack(ys) if seq_len else _core.zeros((0, n, self.hidden_size), dtype=input.dtype, device=input.device))
+                outs.append(
+                    _core.stack(ys)
+                    if seq_len
+                    else _core.zeros((0, n, self.hidden_size), dtype=input.dtype, device=input.device)
+                )
                 h_n.append(h)
                 if c is not None:
                     c_n.append(c)
@@ -362,7 +376,9 @@ class RNN(_RNNBase):
             raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r} (use 'tanh' or 'relu')")
         self.nonlinearity = nonlinearity
         mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
+        super().__init__(
+            mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+        )
 
     def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run the sequence; returns ``(output, h_n)``."""
@@ -389,7 +405,9 @@ class LSTM(_RNNBase):
     ) -> None:
         if proj_size:
             raise NotImplementedError("LSTM: proj_size is not supported")
-        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
+        super().__init__(
+            "LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+        )
 
     def forward(
         self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
@@ -412,7 +430,9 @@ class GRU(_RNNBase):
         bidirectional: bool = False,
         dtype: Any = None,
     ) -> None:
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
+        super().__init__(
+            "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+        )
 
     def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run the sequence; returns ``(output, h_n)``."""

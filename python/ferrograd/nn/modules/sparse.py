@@ -51,7 +51,8 @@ class Embedding(Module):
         self.padding_idx = padding_idx
         if _weight is None:
             self.weight = Parameter(
-                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.float32), requires_grad=not _freeze
+                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.float32),
+                requires_grad=not _freeze,
             )
             self.reset_parameters()
         else:
@@ -78,7 +79,9 @@ class Embedding(Module):
     ) -> Embedding:
         """An embedding whose table is (a fresh leaf aliasing) ``embeddings``; frozen unless ``freeze=False``."""
         if embeddings.dim() != 2:
-            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got {tuple(embeddings.shape)}")
+            raise ValueError(
+                f"Embedding.from_pretrained: embeddings must be 2-D, got {tuple(embeddings.shape)}"
+            )
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings.detach(), _freeze=freeze, **kwargs)
 

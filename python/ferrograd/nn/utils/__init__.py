@@ -13,7 +13,10 @@ from . import rnn
 Tensor = _core.Tensor
 
 __all__ = [
-    "clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector",
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "get_total_norm",
+    "parameters_to_vector",
     "rnn",
     "vector_to_parameters",
 ]
@@ -48,9 +51,11 @@ def get_total_norm(
         elif norm_type == 0:
             total = _core.stack([(t.detach() != 0).sum().to(_acc(t)) for t in ts]).sum()
         else:
-            total = _core.stack(
-                [t.detach().to(_acc(t)).abs().pow(norm_type).sum() for t in ts]
-            ).sum().pow(1.0 / norm_type)
+            total = (
+                _core.stack([t.detach().to(_acc(t)).abs().pow(norm_type).sum() for t in ts])
+                .sum()
+                .pow(1.0 / norm_type)
+            )
         if error_if_nonfinite and not _capture.is_capturing() and not bool(total.isfinite()):
             raise RuntimeError(
                 f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
