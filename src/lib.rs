@@ -1,6 +1,7 @@
 //! ferrograd: a tensor engine with a Rust core.
 //!
 //! Layers, bottom up: [`tensor`] (dtype, storage, layout, the tensor value),
+//! [`kernel`] (the kernel-level op kinds, each defined once),
 //! [`backend`] (device kernels behind one trait), [`ops`] (the op registry:
 //! every public op defined once), and `py` (the PyO3 bindings, only with the
 //! `python` feature).
@@ -29,6 +30,7 @@ pub mod autograd;
 pub mod backend;
 pub mod error;
 pub mod graph;
+pub mod kernel;
 pub mod ops;
 pub mod par;
 

@@ -1,7 +1,8 @@
 """The Rust sources' layers: no module may refer to a layer above its own.
 
 Layers, bottom to top (``docs/architecture.md``): ``error``/``par``/``tensor``
-(storage, layout, dtypes), ``backend`` (CPU and WebGPU kernels), ``ops`` and
+(storage, layout, dtypes), ``kernel`` (the op kinds the backends implement,
+each family's definitions in one table), ``backend`` (CPU and WebGPU kernels), ``ops`` and
 ``autograd``, ``graph`` (trace, passes, executor, save), ``py`` (the Python
 bindings). Every reference form counts: ``crate::`` paths (in ``use`` groups
 too), ``super::`` chains that climb out of a top-level module, crate-root
@@ -32,11 +33,12 @@ LAYER = {
     "error": 0,
     "par": 0,
     "tensor": 0,
-    "backend": 1,
-    "ops": 2,
-    "autograd": 2,
-    "graph": 3,
-    "py": 4,
+    "kernel": 1,
+    "backend": 2,
+    "ops": 3,
+    "autograd": 3,
+    "graph": 4,
+    "py": 5,
 }
 # Names defined or re-exported at the crate root, by the module they come from.
 ROOT_ITEMS = {

@@ -13,8 +13,8 @@ translation raises ``NotImplementedError`` naming the op and its source line.
 from __future__ import annotations
 
 import json
-import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,28 +50,65 @@ _FROM_NAME = {
     "float64": "F64",
 }
 
-_UNARY_SAME = {
-    "Neg": "Neg",
-    "Abs": "Abs",
-    "Sign": "Sign",
-    "Reciprocal": "Reciprocal",
-    "Floor": "Floor",
-    "Ceil": "Ceil",
-    "Round": "Round",
-    "Exp": "Exp",
-    "Log": "Log",
-    "Sqrt": "Sqrt",
-    "Sin": "Sin",
-    "Cos": "Cos",
-    "Tan": "Tan",
-    "Tanh": "Tanh",
-    "Sigmoid": "Sigmoid",
-    "Relu": "Relu",
-    "Erf": "Erf",
-    "LogicalNot": "Not",
-    "IsNan": "IsNaN",
-    "IsInf": "IsInf",
-}
+# The unary ops' ONNX mappings, from their definitions in the Rust op table
+# (`src/kernel/unary.rs`), keyed by the variant name saved graphs use.
+_UNARY = {u["variant"]: u for u in _core._unary_ops()}
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(-?[0-9][0-9.eE+-]*)|(.))")
+
+
+def _parse_onnx(expr: str) -> Any:
+    """Parse a unary op's ONNX expression (``"Mul(x, Sigmoid(x))"``) into a tree.
+
+    Nodes: ``("x",)``, ``("num", v)``, ``("param", name, optional)`` and
+    ``("call", op, args, attrs)`` with attrs ``{name: node}`` (after ``;``).
+    """
+    toks = [m.group(1) or m.group(2) or m.group(3) for m in _TOKEN.finditer(expr) if m.group(0).strip()]
+    pos = 0
+
+    def take(want: str | None = None) -> str:
+        nonlocal pos
+        t = toks[pos]
+        if want is not None and t != want:
+            raise ValueError(f"ONNX expression {expr!r}: expected {want!r} at {t!r}")
+        pos += 1
+        return t
+
+    def term() -> Any:
+        t = take()
+        if t[0].isdigit() or t[0] == "-":
+            return ("num", float(t))
+        if pos < len(toks) and toks[pos] == "(":
+            take("(")
+            args: list = []
+            attrs: dict = {}
+            in_attrs = False
+            while toks[pos] != ")":
+                if toks[pos] in (",", ";"):
+                    in_attrs = in_attrs or toks[pos] == ";"
+                    take()
+                    continue
+                if in_attrs:
+                    k = take()
+                    take("=")
+                    attrs[k] = term()
+                else:
+                    args.append(term())
+            take(")")
+            return ("call", t, args, attrs)
+        if t == "x":
+            return ("x",)
+        optional = pos < len(toks) and toks[pos] == "?"
+        if optional:
+            take("?")
+        return ("param", t, optional)
+
+    tree = term()
+    if pos != len(toks):
+        raise ValueError(f"ONNX expression {expr!r}: trailing {toks[pos:]}")
+    return tree
+
+
+_UNARY_ONNX = {v: _parse_onnx(u["onnx"]) for v, u in _UNARY.items() if u["onnx"]}
 _BINARY_SAME = {
     "Add": "Add",
     "Sub": "Sub",
@@ -269,52 +306,45 @@ class _Exporter:
         return self.cast(ins[0], self.dtype(vin[0]), a["dtype"])
 
     def unary(self, op: Any, x: str, d: str, loc: str) -> str:
+        """ONNX nodes for unary op `op` on `x` (constants in dtype `d`), from its definition."""
         name, arg = _split(op)
-        if name in _UNARY_SAME:
-            return self.node(_UNARY_SAME[name], [x])
-        c = lambda v: self.const(v, d)  # noqa: E731
-        if name == "Square":
-            return self.node("Mul", [x, x])
-        if name == "Rsqrt":
-            return self.node("Reciprocal", [self.node("Sqrt", [x])])
-        if name == "Log2":
-            return self.node("Div", [self.node("Log", [x]), c(math.log(2.0))])
-        if name == "Log1p":
-            return self.node("Log", [self.node("Add", [x, c(1.0)])])
-        if name == "Expm1":
-            return self.node("Sub", [self.node("Exp", [x]), c(1.0)])
-        if name == "Silu":
-            return self.node("Mul", [x, self.node("Sigmoid", [x])])
-        if name == "Gelu":
-            e = self.node("Erf", [self.node("Mul", [x, c(1.0 / math.sqrt(2.0))])])
-            return self.node("Mul", [self.node("Mul", [x, c(0.5)]), self.node("Add", [e, c(1.0)])])
-        if name == "GeluTanh":
-            x3 = self.node("Mul", [self.node("Mul", [x, x]), x])
-            inner = self.node("Add", [x, self.node("Mul", [x3, c(0.044715)])])
-            t = self.node("Tanh", [self.node("Mul", [inner, c(math.sqrt(2.0 / math.pi))])])
-            return self.node("Mul", [self.node("Mul", [x, c(0.5)]), self.node("Add", [t, c(1.0)])])
-        if name == "LeakyRelu":
-            return self.node("LeakyRelu", [x], alpha=float(arg["value"]))
-        if name == "Elu":
-            return self.node("Elu", [x], alpha=float(arg["value"]))
-        if name == "Softplus":
-            beta, thr = float(arg["beta"]), float(arg["threshold"])
-            bx = self.node("Mul", [x, c(beta)])
-            sp = self.node("Div", [self.node("Softplus", [bx]), c(beta)])
-            return self.node("Where", [self.node("Greater", [bx, c(thr)]), x, sp])
-        if name == "Clamp":
-            lo = c(arg["min"]) if arg.get("min") is not None else ""
-            hi = c(arg["max"]) if arg.get("max") is not None else ""
-            return self.node("Clip", [x, lo, hi])
-        if name == "IsFinite":
-            return self.node("Not", [self.node("Or", [self.node("IsNaN", [x]), self.node("IsInf", [x])])])
-        raise NotImplementedError(f"unary op {name} ({loc}) has no ONNX translation yet")
+        tree = _UNARY_ONNX.get(name)
+        if tree is None:
+            raise NotImplementedError(f"unary op {name} ({loc}) has no ONNX translation yet")
+        info = _UNARY[name]
+        params = {info["params"][0]: arg["value"]} if info["tuple"] else dict(arg)
+        memo: dict[Any, str] = {}
+
+        def value(p: Any) -> Any:
+            if p[0] == "num":
+                return p[1]
+            return float(params[p[1]])
+
+        def ev(t: Any) -> str:
+            key = repr(t)
+            if key in memo:
+                return memo[key]
+            if t[0] == "x":
+                return x
+            if t[0] == "param" and params.get(t[1]) is None:
+                if not t[2]:
+                    raise NotImplementedError(f"unary op {name} ({loc}): parameter {t[1]} is not set")
+                out = ""
+            elif t[0] in ("num", "param"):
+                out = self.const(value(t), d)
+            else:
+                attrs = {k: value(v) for k, v in t[3].items()}
+                out = self.node(t[1], [ev(a) for a in t[2]], **attrs)
+            memo[key] = out
+            return out
+
+        return ev(tree)
 
     def op_Unary(self, a, ins, vin, vout, loc):
         d = self.dtype(vout[0])
         x = ins[0]
         name, _ = _split(a["op"])
-        if name not in ("LogicalNot", "IsNan", "IsInf", "IsFinite", "Sign", "Abs", "Neg"):
+        if name in _UNARY and _UNARY[name]["out"] == "float":
             x = self.cast(x, self.dtype(vin[0]), d)
         return self.unary(a["op"], x, d if d != "Bool" else self.dtype(vin[0]), loc)
 

@@ -7,8 +7,8 @@
 
 use super::Backend;
 use crate::error::{Error, Result};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::index::IndexArgs;
 use crate::ops::philox::PhiloxStream;
 use crate::ops::random::RandomDist;

@@ -17,8 +17,8 @@ pub mod optim;
 pub mod wgpu;
 
 use crate::error::{Error, Result};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;

@@ -1,8 +1,6 @@
 //! Vector-Jacobian products of the elementwise family, written in terms of
 //! registry ops so that they are themselves differentiable.
 
-use std::f64::consts::{LN_2, PI};
-
 use crate::autograd::{sum_to, Backward};
 use crate::error::Result;
 use crate::ops::elementwise::{
@@ -106,7 +104,7 @@ fn fused_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<O
 /// captured graph computes what eager mode computes; the other ops' kernels
 /// round as their compositions do, which stay elementwise ops a graph fuses.
 fn captured_fused(op: UnaryOp) -> bool {
-    matches!(op, UnaryOp::Gelu | UnaryOp::GeluTanh)
+    op.grad_captured()
 }
 
 /// The fused gradient of a unary op as an op of its own (internal; not
@@ -145,40 +143,7 @@ pub struct UnaryBackward {
 
 impl Backward for UnaryBackward {
     fn name(&self) -> &'static str {
-        use UnaryOp::*;
-        match self.op {
-            Neg => "NegBackward",
-            Abs => "AbsBackward",
-            Sign => "SignBackward",
-            Square => "SquareBackward",
-            Reciprocal => "ReciprocalBackward",
-            Floor => "FloorBackward",
-            Ceil => "CeilBackward",
-            Round => "RoundBackward",
-            Trunc => "TruncBackward",
-            Exp => "ExpBackward",
-            Log => "LogBackward",
-            Log2 => "Log2Backward",
-            Log1p => "Log1pBackward",
-            Expm1 => "Expm1Backward",
-            Sqrt => "SqrtBackward",
-            Rsqrt => "RsqrtBackward",
-            Sin => "SinBackward",
-            Cos => "CosBackward",
-            Tan => "TanBackward",
-            Tanh => "TanhBackward",
-            Sigmoid => "SigmoidBackward",
-            Relu => "ReluBackward",
-            LeakyRelu(_) => "LeakyReluBackward",
-            Elu(_) => "EluBackward",
-            Gelu => "GeluBackward",
-            GeluTanh => "GeluBackward",
-            Silu => "SiluBackward",
-            Softplus { .. } => "SoftplusBackward",
-            Erf => "ErfBackward",
-            Clamp { .. } => "ClampBackward",
-            LogicalNot | BitwiseNot | IsNan | IsInf | IsFinite => "NotDifferentiable",
-        }
+        self.op.backward_name().unwrap_or("NotDifferentiable")
     }
 
     fn apply(
@@ -197,14 +162,7 @@ impl Backward for UnaryBackward {
         if let Some(gx) = fused_unary_grad(self.op, x, y, g)? {
             return Ok(vec![Some(gx)]);
         }
-        if matches!(
-            self.op,
-            UnaryOp::LogicalNot
-                | UnaryOp::BitwiseNot
-                | UnaryOp::IsNan
-                | UnaryOp::IsInf
-                | UnaryOp::IsFinite
-        ) {
+        if self.op.backward_name().is_none() {
             return Ok(vec![None]);
         }
         Ok(vec![Some(to_dtype(
@@ -219,141 +177,22 @@ impl Backward for UnaryBackward {
 /// than one rounding step; callers round to the dtype once); not defined for
 /// the non-differentiable ops.
 fn composed_unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
-    use UnaryOp::*;
     // Rules of more than one rounding step compute half types in float32.
-    let one_step = matches!(
-        op,
-        Neg | Abs
-            | Sign
-            | Floor
-            | Ceil
-            | Round
-            | Trunc
-            | Square
-            | Exp
-            | Log
-            | Sqrt
-            | Relu
-            | LeakyRelu(_)
-            | Clamp { .. }
-    );
-    let (x, y, g) = if one_step {
+    let (x, y, g) = if op.vjp_one_step() {
         (x.clone(), y.clone(), g.clone())
     } else {
         (for_vjp(x)?, for_vjp(y)?, for_vjp(g)?)
     };
     let (x, y, g) = (&x, &y, &g);
-    let gx = match op {
-        Neg => unary(Neg, g)?,
-        Abs => mul(g, &unary(Sign, x)?)?,
-        Sign | Floor | Ceil | Round | Trunc => zeros_like(x)?,
-        Square => mul(g, &muls(x, 2.0)?)?,
-        Reciprocal => unary(Neg, &mul(g, &mul(y, y)?)?)?,
-        Exp => mul(g, y)?,
-        Log => div(g, x)?,
-        Log2 => div(g, &muls(x, LN_2)?)?,
-        Log1p => div(g, &adds(x, 1.0)?)?,
-        // eˣ from x: y + 1 cancels for negative x (rounded y near -1).
-        Expm1 => mul(g, &unary(Exp, x)?)?,
-        Sqrt => div(g, &muls(y, 2.0)?)?,
-        // -y³/2 as -y/(2x): one product of the stored y where y³ has three.
-        Rsqrt => mul(g, &muls(&div(y, x)?, -0.5)?)?,
-        Sin => mul(g, &unary(Cos, x)?)?,
-        Cos => unary(Neg, &mul(g, &unary(Sin, x)?)?)?,
-        Tan => mul(g, &adds(&mul(y, y)?, 1.0)?)?,
-        // From x, step for step as the fused kernels (so that a captured
-        // graph gives their bits): 1 - y² and y·(1 - y) cancel for large
-        // |x|. 1 - tanh²(x) = 4e / (1 + e)² with e = exp(-2|x|).
-        Tanh => {
-            let e = unary(Exp, &muls(&unary(Abs, x)?, -2.0)?)?;
-            let d = adds(&e, 1.0)?;
-            mul(g, &div(&muls(&e, 4.0)?, &mul(&d, &d)?)?)?
-        }
-        // σ(x)·(1 - σ(x)) = e / (1 + e)² with e = exp(-|x|).
-        Sigmoid => {
-            let e = unary(Exp, &unary(Neg, &unary(Abs, x)?)?)?;
-            let d = adds(&e, 1.0)?;
-            mul(g, &div(&e, &mul(&d, &d)?)?)?
-        }
-        Relu => mask_grad(&cmps(BinaryOp::Gt, x, 0.0)?, g)?,
-        LeakyRelu(s) => {
-            let m = cmps(BinaryOp::Gt, x, 0.0)?;
-            where_(&m, g, &muls(g, s)?)?
-        }
-        Elu(a) => {
-            // y + α = α·eˣ for x <= 0, from x (y + α cancels as x → -∞).
-            let m = cmps(BinaryOp::Gt, x, 0.0)?;
-            where_(&m, g, &mul(g, &muls(&unary(Exp, x)?, a)?)?)?
-        }
-        Gelu => {
-            // Φ(x) + x φ(x)
-            let cdf = muls(
-                &adds(
-                    &unary(Erf, &muls(x, std::f64::consts::FRAC_1_SQRT_2)?)?,
-                    1.0,
-                )?,
-                0.5,
-            )?;
-            let pdf = muls(
-                &unary(Exp, &muls(&mul(x, x)?, -0.5)?)?,
-                1.0 / (2.0 * PI).sqrt(),
-            )?;
-            mul(g, &add(&cdf, &mul(x, &pdf)?)?)?
-        }
-        GeluTanh => {
-            let k = (2.0 / PI).sqrt();
-            let x2 = mul(x, x)?;
-            let inner = muls(&mul(x, &adds(&muls(&x2, 0.044715)?, 1.0)?)?, k)?;
-            let t = unary(Tanh, &inner)?;
-            let left = muls(&adds(&t, 1.0)?, 0.5)?;
-            let dinner = muls(&adds(&muls(&x2, 3.0 * 0.044715)?, 1.0)?, k)?;
-            let right = mul(&muls(x, 0.5)?, &mul(&rsubs(&mul(&t, &t)?, 1.0)?, &dinner)?)?;
-            mul(g, &add(&left, &right)?)?
-        }
-        Silu => {
-            // σ(x)·(1 + x·σ(-x)), σ(x) and σ(-x) = 1 - σ(x) from one
-            // e = exp(-|x|) as in the fused kernels (1 - σ(x) cancels).
-            let e = unary(Exp, &unary(Neg, &unary(Abs, x)?)?)?;
-            let r = unary(Reciprocal, &adds(&e, 1.0)?)?;
-            let er = mul(&e, &r)?;
-            let pos = cmps(BinaryOp::Ge, x, 0.0)?;
-            let (s, sn) = (where_(&pos, &r, &er)?, where_(&pos, &er, &r)?);
-            mul(g, &mul(&s, &adds(&mul(x, &sn)?, 1.0)?)?)?
-        }
-        Softplus { beta, threshold } => {
-            let bx = muls(x, beta)?;
-            let lin = cmps(BinaryOp::Gt, &bx, threshold)?;
-            where_(&lin, g, &mul(g, &unary(Sigmoid, &bx)?)?)?
-        }
-        Erf => {
-            let e = unary(Exp, &unary(Neg, &mul(x, x)?)?)?;
-            mul(g, &muls(&e, 2.0 / PI.sqrt())?)?
-        }
-        Clamp { min, max } => {
-            let mut m: Option<Tensor> = None;
-            if let Some(lo) = min {
-                m = Some(cmps(BinaryOp::Ge, x, lo)?);
-            }
-            if let Some(hi) = max {
-                let mh = cmps(BinaryOp::Le, x, hi)?;
-                m = Some(match m {
-                    Some(ml) => binary(BinaryOp::LogicalAnd, &ml, &mh)?,
-                    None => mh,
-                });
-            }
-            match m {
-                Some(m) => mask_grad(&m, g)?,
-                None => g.clone(),
-            }
-        }
-        LogicalNot | BitwiseNot | IsNan | IsInf | IsFinite => {
-            return Err(crate::error::Error::value(
-                "unary_grad",
-                format!("{} is not differentiable", op.name()),
-            ))
-        }
-    };
-    Ok(gx)
+    crate::kernel::unary::unary_ops!([vjp op x y g])
+}
+
+/// Calls a VJP of the unary table with its operands (`x`, `y = op(x)`, `g`).
+fn call_vjp<F>(f: F, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor>
+where
+    F: FnOnce(&Tensor, &Tensor, &Tensor) -> Result<Tensor>,
+{
+    f(x, y, g)
 }
 
 /// Backward of a binary op. Saved: `[a, b, y]` (inputs after dtype conversion, output).

@@ -170,6 +170,7 @@ impl OpInfo {
 /// Every registered op.
 pub fn all() -> Vec<&'static OpInfo> {
     let families: &[&'static [OpInfo]] = &[
+        super::elementwise::UNARY_OPS,
         super::elementwise::OPS,
         super::shape::OPS,
         super::index::OPS,

@@ -74,52 +74,8 @@ fn un_<'py>(slf: &Bound<'py, PyTensor>, op: UnaryOp) -> PyResult<Bound<'py, PyTe
     Ok(slf.clone())
 }
 
-macro_rules! unary_methods {
-    ($($name:ident, $name_:ident => $op:expr, $doc:literal;)*) => {
-        #[pymethods]
-        impl PyTensor {
-            $(
-                #[doc = $doc]
-                fn $name(&self, py: Python<'_>) -> PyResult<PyTensor> {
-                    un(py, &self.t, $op)
-                }
-                #[doc = concat!("In-place form of `", stringify!($name), "`.")]
-                fn $name_<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTensor>> {
-                    un_(slf, $op)
-                }
-            )*
-        }
-    };
-}
-
-unary_methods! {
-    neg, neg_ => UnaryOp::Neg, "Elementwise negation.";
-    abs, abs_ => UnaryOp::Abs, "Elementwise absolute value.";
-    sign, sign_ => UnaryOp::Sign, "Elementwise sign (-1, 0 or 1).";
-    square, square_ => UnaryOp::Square, "Elementwise square.";
-    reciprocal, reciprocal_ => UnaryOp::Reciprocal, "Elementwise 1/x.";
-    floor, floor_ => UnaryOp::Floor, "Round down.";
-    ceil, ceil_ => UnaryOp::Ceil, "Round up.";
-    round, round_ => UnaryOp::Round, "Round half to even.";
-    trunc, trunc_ => UnaryOp::Trunc, "Round toward zero.";
-    exp, exp_ => UnaryOp::Exp, "Elementwise e**x.";
-    log, log_ => UnaryOp::Log, "Natural logarithm.";
-    log2, log2_ => UnaryOp::Log2, "Base-2 logarithm.";
-    log1p, log1p_ => UnaryOp::Log1p, "log(1 + x), accurate near 0.";
-    expm1, expm1_ => UnaryOp::Expm1, "exp(x) - 1, accurate near 0.";
-    sqrt, sqrt_ => UnaryOp::Sqrt, "Square root.";
-    rsqrt, rsqrt_ => UnaryOp::Rsqrt, "1 / sqrt(x).";
-    sin, sin_ => UnaryOp::Sin, "Sine.";
-    cos, cos_ => UnaryOp::Cos, "Cosine.";
-    tan, tan_ => UnaryOp::Tan, "Tangent.";
-    tanh, tanh_ => UnaryOp::Tanh, "Hyperbolic tangent.";
-    sigmoid, sigmoid_ => UnaryOp::Sigmoid, "Logistic sigmoid 1/(1+exp(-x)).";
-    relu, relu_ => UnaryOp::Relu, "max(x, 0).";
-    silu, silu_ => UnaryOp::Silu, "x * sigmoid(x).";
-    erf, erf_ => UnaryOp::Erf, "Gauss error function.";
-    logical_not, logical_not_ => UnaryOp::LogicalNot, "Elementwise `not`, as bool.";
-    bitwise_not, bitwise_not_ => UnaryOp::BitwiseNot, "Bitwise not (logical not for bool).";
-}
+// The plain unary methods (`x.exp()`, `x.exp_()`, ...), from the op table.
+crate::kernel::unary::unary_ops!([py]);
 
 fn clamp_op(min: Option<f64>, max: Option<f64>) -> PyResult<UnaryOp> {
     if min.is_none() && max.is_none() {
@@ -808,15 +764,6 @@ impl PyTensor {
     #[pyo3(signature = (beta=1.0, threshold=20.0))]
     fn softplus(&self, py: Python<'_>, beta: f64, threshold: f64) -> PyResult<PyTensor> {
         un(py, &self.t, UnaryOp::Softplus { beta, threshold })
-    }
-    fn isnan(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        un(py, &self.t, UnaryOp::IsNan)
-    }
-    fn isinf(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        un(py, &self.t, UnaryOp::IsInf)
-    }
-    fn isfinite(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        un(py, &self.t, UnaryOp::IsFinite)
     }
 
     /// `where(cond, self, other)` as a method: `self.where(cond, other)`.

@@ -458,6 +458,32 @@ fn registry(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         .collect()
 }
 
+/// The unary op table's metadata as a list of dicts (variant, name, params,
+/// out, dtypes, method, method_inplace, doc, backward, onnx): what the ONNX
+/// exporter and the stub generator read.
+#[pyfunction]
+fn _unary_ops(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+    use pyo3::types::PyDict;
+    crate::kernel::unary::INFO
+        .iter()
+        .map(|o| {
+            let d = PyDict::new(py);
+            d.set_item("variant", o.variant)?;
+            d.set_item("name", o.name)?;
+            d.set_item("params", o.params.to_vec())?;
+            d.set_item("tuple", o.tuple)?;
+            d.set_item("out", o.out.name())?;
+            d.set_item("dtypes", o.dtypes)?;
+            d.set_item("method", o.method)?;
+            d.set_item("method_inplace", o.method_inplace)?;
+            d.set_item("doc", o.doc)?;
+            d.set_item("backward", o.backward)?;
+            d.set_item("onnx", o.onnx)?;
+            Ok(d.into_any().unbind())
+        })
+        .collect()
+}
+
 /// Whether `(op, dtype, device)` is supported.
 #[pyfunction]
 fn supports(
@@ -620,6 +646,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add(d.name(), PyDType { d })?;
     }
     m.add_function(wrap_pyfunction!(registry, m)?)?;
+    m.add_function(wrap_pyfunction!(_unary_ops, m)?)?;
     m.add_function(wrap_pyfunction!(supports, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_level, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_level, m)?)?;

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 use super::{DType, Device, Layout, Storage, Tensor};
 use crate::error::Result;
 use crate::graph::fused::{FInstr, FusedKernel};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 
 /// The storage's bytes are not computed yet.
 pub const PENDING: u8 = 1;

@@ -11,7 +11,8 @@ use super::math::Real;
 use super::simd::{level, Level};
 use super::strided::{par_for_each_row, SendPtr, PAR_MIN};
 use crate::error::Result;
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::BinaryOp;
+use crate::kernel::{UnaryOp, UnaryOut};
 use crate::tensor::{DType, Element, Scalar, Tensor};
 use crate::with_dtype;
 
@@ -480,87 +481,12 @@ pub fn run_zip<T: Copy, U: Copy, F: Fn(T, T) -> U + Sync>(
 // Unary
 // ---------------------------------------------------------------------------
 
-/// Expand to a `match` over float unary ops, calling `$run!(grain, closure over $C)`.
+/// Expand to a `match` over the float unary kernels of the op table
+/// ([`crate::kernel::unary`]), calling `$run!(grain, closure over $C)`.
 macro_rules! float_unary {
     ($op:expr, $C:ty, $run:ident) => {{
-        use UnaryOp::*;
-        match $op {
-            Neg => $run!(PAR_MIN, |x: $C| -x),
-            Abs => $run!(PAR_MIN, |x: $C| Real::abs(x)),
-            Sign => $run!(PAR_MIN, |x: $C| if x > <$C>::ZERO {
-                <$C>::ONE
-            } else if x < <$C>::ZERO {
-                -<$C>::ONE
-            } else {
-                x * <$C>::ZERO
-            }),
-            Square => $run!(PAR_MIN, |x: $C| x * x),
-            Reciprocal => $run!(PAR_MIN, |x: $C| <$C>::ONE / x),
-            Floor => $run!(PAR_MIN, |x: $C| Real::floor(x)),
-            Ceil => $run!(PAR_MIN, |x: $C| Real::ceil(x)),
-            Round => $run!(PAR_MIN, |x: $C| x.round_even()),
-            Trunc => $run!(PAR_MIN, |x: $C| Real::trunc(x)),
-            Exp => $run!(PAR_MIN_HEAVY, |x: $C| Real::exp(x)),
-            Log => $run!(PAR_MIN_HEAVY, |x: $C| Real::ln(x)),
-            Log2 => $run!(PAR_MIN_HEAVY, |x: $C| Real::log2(x)),
-            Log1p => $run!(PAR_MIN_HEAVY, |x: $C| Real::ln_1p(x)),
-            Expm1 => $run!(PAR_MIN_HEAVY, |x: $C| Real::exp_m1(x)),
-            Sqrt => $run!(PAR_MIN, |x: $C| Real::sqrt(x)),
-            Rsqrt => $run!(PAR_MIN, |x: $C| <$C>::ONE / Real::sqrt(x)),
-            Sin => $run!(PAR_MIN_HEAVY, |x: $C| Real::sin(x)),
-            Cos => $run!(PAR_MIN_HEAVY, |x: $C| Real::cos(x)),
-            Tan => $run!(PAR_MIN_HEAVY, |x: $C| Real::tan(x)),
-            Tanh => $run!(PAR_MIN_HEAVY, |x: $C| Real::tanh(x)),
-            Sigmoid => $run!(PAR_MIN_HEAVY, |x: $C| x.sigmoid()),
-            Relu => $run!(PAR_MIN, |x: $C| if x > <$C>::ZERO {
-                x
-            } else if x.is_nan() {
-                x
-            } else {
-                <$C>::ZERO
-            }),
-            LeakyRelu(s) => {
-                let s = <$C>::c(s);
-                $run!(PAR_MIN, move |x: $C| if x > <$C>::ZERO { x } else { x * s })
-            }
-            Elu(alpha) => {
-                let a = <$C>::c(alpha);
-                $run!(PAR_MIN_HEAVY, move |x: $C| if x > <$C>::ZERO {
-                    x
-                } else {
-                    a * Real::exp_m1(x)
-                })
-            }
-            Gelu => $run!(PAR_MIN_HEAVY, |x: $C| x.gelu()),
-            GeluTanh => $run!(PAR_MIN_HEAVY, |x: $C| x.gelu_tanh()),
-            Silu => $run!(PAR_MIN_HEAVY, |x: $C| x * x.sigmoid()),
-            Softplus { beta, threshold } => {
-                let (b, t) = (<$C>::c(beta), <$C>::c(threshold));
-                $run!(PAR_MIN_HEAVY, move |x: $C| if x * b > t {
-                    x
-                } else {
-                    Real::ln_1p(Real::exp(x * b)) / b
-                })
-            }
-            Erf => $run!(PAR_MIN_HEAVY, |x: $C| x.erf_fn()),
-            Clamp { min, max } => {
-                let lo = min.map(<$C>::c);
-                let hi = max.map(<$C>::c);
-                $run!(PAR_MIN, move |x: $C| {
-                    let mut y = x;
-                    if let Some(l) = lo {
-                        y = y.max_nan(l);
-                    }
-                    if let Some(h) = hi {
-                        y = y.min_nan(h);
-                    }
-                    y
-                })
-            }
-            LogicalNot | BitwiseNot | IsNan | IsInf | IsFinite => {
-                unreachable!("predicates are dispatched separately")
-            }
-        }
+        let op = $op;
+        $crate::kernel::unary::unary_ops!([cpu_float op $run] $C, i64)
     }};
 }
 
@@ -569,52 +495,22 @@ pub(crate) use float_unary;
 /// Same, for integer types (only the ops that keep an integer dtype).
 macro_rules! int_unary {
     ($op:expr, $T:ty, $x:expr, $out:expr) => {{
-        use UnaryOp::*;
-        let (x, out) = ($x, $out);
-        match $op {
-            Neg => run_map(x, out, PAR_MIN, |v: $T| v.wrapping_neg()),
-            Abs => run_map(x, out, PAR_MIN, |v: $T| v.wrapping_abs()),
-            Sign => run_map(x, out, PAR_MIN, |v: $T| v.signum()),
-            Square => run_map(x, out, PAR_MIN, |v: $T| v.wrapping_mul(v)),
-            Relu => run_map(x, out, PAR_MIN, |v: $T| v.max(0)),
-            Floor | Ceil | Round | Trunc => run_map(x, out, PAR_MIN, |v: $T| v),
-            BitwiseNot => run_map(x, out, PAR_MIN, |v: $T| !v),
-            Clamp { min, max } => {
-                let lo = min.map(|m| m.ceil() as $T);
-                let hi = max.map(|m| m.floor() as $T);
-                run_map(x, out, PAR_MIN, move |v: $T| {
-                    let mut y = v;
-                    if let Some(l) = lo {
-                        y = y.max(l);
-                    }
-                    if let Some(h) = hi {
-                        y = y.min(h);
-                    }
-                    y
-                })
-            }
-            other => unreachable!("integer unary {other:?} is promoted to float by the op layer"),
+        let (op, x, out) = ($op, $x, $out);
+        macro_rules! run_int {
+            ($f:expr) => {
+                run_map(x, out, PAR_MIN, $f)
+            };
         }
+        $crate::kernel::unary::unary_ops!([cpu_int op run_int] f32, $T)
     }};
 }
 
 pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
-    use UnaryOp::*;
-    // Predicates: any input dtype, bool output.
-    if matches!(op, LogicalNot | IsNan | IsInf | IsFinite)
-        || (op == BitwiseNot && x.dtype() == DType::Bool)
-    {
+    // Predicates: any input dtype, bool output (and bitwise not of bool).
+    let pred: Option<fn(f64) -> bool> = crate::kernel::unary::unary_ops!([cpu_pred op]);
+    if let Some(p) = pred.filter(|_| op.out_kind() == UnaryOut::Bool || x.dtype() == DType::Bool) {
         with_dtype!(x.dtype(), T => {
-            let f = move |v: T| -> u8 {
-                let d = v.to_f64();
-                (match op {
-                    LogicalNot | BitwiseNot => d == 0.0,
-                    IsNan => d.is_nan(),
-                    IsInf => d.is_infinite(),
-                    _ => d.is_finite(),
-                }) as u8
-            };
-            run_map(x, out, PAR_MIN, f);
+            run_map(x, out, PAR_MIN, move |v: T| -> u8 { p(v.to_f64()) as u8 });
         });
         return Ok(());
     }
@@ -657,12 +553,8 @@ pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
         }
         DType::I32 => int_unary!(op, i32, x, out),
         DType::I64 => int_unary!(op, i64, x, out),
-        DType::Bool => match op {
-            Relu | Abs | Floor | Ceil | Round | Trunc | Square | Sign | Clamp { .. } => {
-                run_map(x, out, PAR_MIN, |v: u8| v)
-            }
-            other => unreachable!("bool unary {other:?} rejected by the op layer"),
-        },
+        DType::Bool if op.keeps_bool() => run_map(x, out, PAR_MIN, |v: u8| v),
+        DType::Bool => unreachable!("bool unary {op:?} rejected by the op layer"),
     }
     Ok(())
 }
@@ -1171,85 +1063,13 @@ pub fn run_zip3<T: Copy, U: Copy, F: Fn(T, T, T) -> U + Sync>(
     );
 }
 
-/// Expand to a `match` over the unary ops with a fused gradient, calling
-/// `$run!(grain, closure (x, y, g) -> g·op'(x) over $C)`; evaluates to
-/// `false` for the other ops.
+/// Expand to a `match` over the unary ops' fused gradients in the op table,
+/// calling `$run!(grain, closure (x, y, g) -> g·op'(x) over $C)`; evaluates
+/// to `false` for ops without one.
 macro_rules! float_unary_grad {
     ($op:expr, $C:ty, $run:ident) => {{
-        use UnaryOp::*;
-        let one = <$C>::ONE;
-        let zero = <$C>::ZERO;
-        match $op {
-            // The derivatives come from x, not from the stored output y:
-            // 1 - y² and y·(1 - y) cancel where |x| is large (y near ±1), and a
-            // float16/bfloat16 y, rounded before the kernel sees it, is then
-            // often exactly ±1 (a zero gradient). With e = exp(-2|x|),
-            // 1 - tanh²(x) = 4e / (1 + e)²; with e = exp(-|x|),
-            // σ(x)·(1 - σ(x)) = e / (1 + e)²: no cancellation anywhere.
-            Tanh => {
-                let (two, four) = (<$C>::c(2.0), <$C>::c(4.0));
-                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
-                    let e = Real::exp(-(two * x.abs()));
-                    let d = one + e;
-                    g * (four * e / (d * d))
-                })
-            }
-            Sigmoid => $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
-                let e = Real::exp(-x.abs());
-                let d = one + e;
-                g * (e / (d * d))
-            }),
-            Relu => $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero {
-                g
-            } else {
-                zero
-            }),
-            LeakyRelu(s) => {
-                let s = <$C>::c(s);
-                $run!(PAR_MIN, move |x: $C, _y: $C, g: $C| if x > zero {
-                    g
-                } else {
-                    g * s
-                })
-            }
-            Elu(a) => {
-                let a = <$C>::c(a);
-                // y + α = α·eˣ for x <= 0, taken from x: y + α cancels as x → -∞.
-                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| if x > zero {
-                    g
-                } else {
-                    g * (a * Real::exp(x))
-                })
-            }
-            Gelu => $run!(PAR_MIN_HEAVY, |x: $C, _y: $C, g: $C| g * x.gelu_grad()),
-            GeluTanh => $run!(PAR_MIN_HEAVY, |x: $C, _y: $C, g: $C| g * x.gelu_tanh_grad()),
-            // σ(x) and 1 - σ(x) = σ(-x) from one e = exp(-|x|): 1 - σ(x) taken
-            // as a difference cancels for large x.
-            Silu => $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
-                let e = Real::exp(-x.abs());
-                let r = one / (one + e);
-                let (s, sn) = if x >= zero { (r, e * r) } else { (e * r, r) };
-                g * (s * (x * sn + one))
-            }),
-            Softplus { beta, threshold } => {
-                let (b, t) = (<$C>::c(beta), <$C>::c(threshold));
-                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| {
-                    let bx = x * b;
-                    if bx > t {
-                        g
-                    } else {
-                        g * bx.sigmoid()
-                    }
-                })
-            }
-            Erf => {
-                let k = <$C>::c(std::f64::consts::FRAC_2_SQRT_PI);
-                $run!(PAR_MIN_HEAVY, move |x: $C, _y: $C, g: $C| g
-                    * (Real::exp(-(x * x)) * k))
-            }
-            _ => return false,
-        }
-        true
+        let op = $op;
+        $crate::kernel::unary::unary_ops!([cpu_grad op $run] $C, i64)
     }};
 }
 

@@ -20,7 +20,7 @@ use super::math::Real;
 use super::strided::{SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
 use crate::graph::fused::{FInstr, FusedKernel};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::tensor::{DType, Element, Tensor};
 
 /// Elements per chunk at least: registers of this many elements stay in L1.
@@ -898,38 +898,10 @@ unsafe fn unary_into<C: Real + Element>(
     n: usize,
     stream: bool,
 ) {
-    use UnaryOp::*;
-    match op {
-        LogicalNot => map_run(x, sx, y, sy, n, &|v: C| {
-            if v == C::ZERO {
-                C::ONE
-            } else {
-                C::ZERO
-            }
-        }),
-        IsNan => map_run(x, sx, y, sy, n, &|v: C| {
-            if v.is_nan() {
-                C::ONE
-            } else {
-                C::ZERO
-            }
-        }),
-        IsInf => map_run(x, sx, y, sy, n, &|v: C| {
-            if v.to_f64().is_infinite() {
-                C::ONE
-            } else {
-                C::ZERO
-            }
-        }),
-        IsFinite => map_run(x, sx, y, sy, n, &|v: C| {
-            if v.to_f64().is_finite() {
-                C::ONE
-            } else {
-                C::ZERO
-            }
-        }),
-        BitwiseNot => map_run(x, sx, y, sy, n, &|v: C| {
-            if v == C::ZERO {
+    let pred: Option<fn(f64) -> bool> = crate::kernel::unary::unary_ops!([cpu_pred op]);
+    match pred {
+        Some(p) => map_run(x, sx, y, sy, n, &|v: C| {
+            if p(v.to_f64()) {
                 C::ONE
             } else {
                 C::ZERO

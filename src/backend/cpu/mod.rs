@@ -21,8 +21,8 @@ pub mod vmath;
 
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;

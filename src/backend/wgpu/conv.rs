@@ -10,8 +10,8 @@ use super::views::{dense, dense_out};
 use super::{conv_gemm, shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::kernel::BinaryOp;
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::elementwise::BinaryOp;
 use crate::tensor::Tensor;
 
 /// Loop trips per invocation of a direct convolution gradient (see

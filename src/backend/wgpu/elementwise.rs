@@ -10,7 +10,7 @@ use super::storage::upload;
 use super::{shaders, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::tensor::{DType, Device, Scalar, Tensor};
 
 /// A GPU copy of `t` converted to bool (for `where` conditions of other dtypes).

@@ -10,7 +10,7 @@ use super::views::{as_rows, dense, into_dense};
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::loss::CeCfg;
 use crate::ops::reduce::ReduceOp;
 use crate::tensor::{DType, Device, Scalar, Tensor};

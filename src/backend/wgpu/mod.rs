@@ -44,8 +44,8 @@ pub(crate) use storage::{buffer, storage_over};
 pub use storage::{download, new_storage, upload};
 
 use crate::error::Result;
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
 use crate::ops::philox::PhiloxStream;

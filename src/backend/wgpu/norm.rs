@@ -11,7 +11,7 @@ use super::views::{as_rows, as_shape, dim_last, into_dense};
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::reduce::ReduceOp;
 use crate::tensor::{DType, Scalar, Tensor};
 

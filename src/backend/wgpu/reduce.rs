@@ -15,7 +15,7 @@ use super::views::{dense_out, into_dense};
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{DType, Layout, Scalar, Tensor};
 

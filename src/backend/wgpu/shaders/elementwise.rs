@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::{conv, ew_shader, load, Bindings, GTy, WG};
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::BinaryOp;
+use crate::kernel::UnaryOp;
 
 /// `out = convert(src)`: operands (src, out).
 pub fn cast(b: &Bindings, from: GTy, to: GTy) -> String {
@@ -64,89 +65,20 @@ pub fn fill(b: &Bindings, ty: GTy) -> String {
     ew_shader(b, &format!("    {}[off(0u, i)] = {v};", b.arr(0)))
 }
 
-/// The WGSL expression of a unary op on `x` (of type `ty`), giving `out` type.
-/// `None` when the device has no kernel for this op and type.
+/// The WGSL expression of a unary op on `x` (of type `ty`), from the op's
+/// definition. `None` when the device has no kernel for this op and type.
 pub fn unary_expr(op: UnaryOp, ty: GTy) -> Option<String> {
-    use UnaryOp::*;
-    let f = ty == GTy::F32;
-    let i = ty == GTy::I32;
-    let e = match op {
-        Neg if ty != GTy::U32 => "-x".into(),
-        Abs if ty != GTy::U32 => "abs(x)".into(),
-        Abs => "x".into(),
-        Sign if f => "select(sign(x), x, is_nan(x))".into(),
-        Sign if i => "sign(x)".into(),
-        Square if ty != GTy::U32 => "x * x".into(),
-        Floor | Ceil | Round | Trunc if !f => "x".into(),
-        Floor => "floor(x)".into(),
-        Ceil => "ceil(x)".into(),
-        Round => "round(x)".into(),
-        Trunc => "trunc(x)".into(),
-        Relu if f => "select(x, 0.0, x < 0.0)".into(),
-        Relu if i => "max(x, 0i)".into(),
-        Clamp { min, max } if ty != GTy::U32 => {
-            let (lo, hi) = if f {
-                ("pf(0u)", "pf(1u)")
-            } else {
-                ("pi(0u)", "pi(1u)")
-            };
-            let mut s = String::from("x");
-            if min.is_some() {
-                s = format!("select({s}, {lo}, {s} < {lo})");
-            }
-            if max.is_some() {
-                s = format!("select({s}, {hi}, {s} > {hi})");
-            }
-            s
-        }
-        LogicalNot => format!("select(0u, 1u, x == {})", ty.zero()),
-        BitwiseNot if i => "~x".into(),
-        BitwiseNot if ty == GTy::U32 => "1u - x".into(),
-        IsNan if f => "select(0u, 1u, is_nan(x))".into(),
-        IsInf if f => "select(0u, 1u, is_inf(x))".into(),
-        IsFinite if f => "select(1u, 0u, is_nan(x) || is_inf(x))".into(),
-        IsNan | IsInf => "0u".into(),
-        IsFinite => "1u".into(),
-        _ if !f => return None,
-        Reciprocal => "1.0 / x".into(),
-        Exp => "exp_f(x)".into(),
-        Log => "log_f(x)".into(),
-        Log2 => "log_f(x) * 1.4426950408889634".into(),
-        Log1p => "log1p_f(x)".into(),
-        Expm1 => "expm1_f(x)".into(),
-        Sqrt => "sqrt_f(x)".into(),
-        // 1/sqrt(±0) = ±inf, as on the CPU.
-        Rsqrt => "select(1.0 / sqrt_f(x), select(inf_f(), -inf_f(), sign_bit(x)), x == 0.0)".into(),
-        Sin => "sin(x)".into(),
-        Cos => "cos(x)".into(),
-        Tan => "sin(x) / cos(x)".into(),
-        Tanh => "tanh_f(x)".into(),
-        Sigmoid => "sigmoid_f(x)".into(),
-        LeakyRelu(_) => "select(x, x * pf(0u), x < 0.0)".into(),
-        Elu(_) => "select(x, pf(0u) * expm1_f(x), x <= 0.0)".into(),
-        Gelu => "0.5 * x * (1.0 + erf_f(x * 0.7071067811865476))".into(),
-        GeluTanh => {
-            "0.5 * x * (1.0 + tanh_f(0.7978845608028654 * (x + 0.044715 * x * x * x)))".into()
-        }
-        Silu => "x * sigmoid_f(x)".into(),
-        Softplus { .. } => {
-            "select(log1p_f(exp_f(pf(0u) * x)) / pf(0u), x, pf(0u) * x > pf(1u))".into()
-        }
-        Erf => "erf_f(x)".into(),
-        _ => return None,
-    };
-    Some(e)
+    let [f, i, u] = op.wgsl();
+    match ty {
+        GTy::F32 => f,
+        GTy::I32 => i,
+        GTy::U32 => u,
+    }
 }
 
 /// The scalar parameters (as f64, converted to the element type's bits by the caller) of a unary op.
 pub fn unary_params(op: UnaryOp) -> [f64; 2] {
-    use UnaryOp::*;
-    match op {
-        LeakyRelu(a) | Elu(a) => [a, 0.0],
-        Softplus { beta, threshold } => [beta, threshold],
-        Clamp { min, max } => [min.unwrap_or(0.0), max.unwrap_or(0.0)],
-        _ => [0.0, 0.0],
-    }
+    op.params()
 }
 
 /// `out = op(x)`: operands (x, out).
@@ -166,26 +98,7 @@ pub fn unary(b: &Bindings, op: UnaryOp, ty: GTy, out: GTy) -> Option<String> {
 /// as in [`unary_params`]. `None` for ops without a fused gradient (the
 /// caller composes those from primitives), as on the CPU.
 pub fn unary_grad_expr(op: UnaryOp) -> Option<&'static str> {
-    use UnaryOp::*;
-    Some(match op {
-        // From x, as on the CPU: 1 - y² and y·(1 - y) cancel for large |x|
-        // (and a rounded half-precision y is often exactly ±1 there).
-        Tanh => "g * tanh_grad(x)",
-        Sigmoid => "g * sigmoid_grad(x)",
-        Relu => "select(0.0, g, x > 0.0)",
-        LeakyRelu(_) => "select(g * pf(0u), g, x > 0.0)",
-        Elu(_) => "select(g * (pf(0u) * exp_f(x)), g, x > 0.0)",
-        // d/dx x·Φ(x) = Φ(x) + x·φ(x), x clamped in φ as on the CPU.
-        Gelu => {
-            "g * (0.5 * (1.0 + erf_f(x * 0.7071067811865476)) + cx(x, 40.0) * exp_f(-0.5 * cx(x, 40.0) * cx(x, 40.0)) * 0.3989422804014327)"
-        }
-        // 0.5·(1 + tanh(u)) = sigmoid(2u): sigmoid(z) + x·z'·sigmoid'(z).
-        GeluTanh => "g * gelu_tanh_grad(cx(x, 1000.0))",
-        Silu => "g * silu_grad(x)",
-        Softplus { .. } => "select(g * sigmoid_f(x * pf(0u)), g, x * pf(0u) > pf(1u))",
-        Erf => "g * (exp_f(-(x * x)) * 1.1283791670955126)",
-        _ => return None,
-    })
+    op.wgsl_grad()
 }
 
 /// `out = g · op'(x)`: operands (x, y, g, out), all float32.
@@ -337,7 +250,7 @@ pub fn fused(
                     .replace("pf(0u)", &f32_lit(p[0]))
                     .replace("pf(1u)", &f32_lit(p[1]));
                 let e = match op.out_kind() {
-                    crate::ops::elementwise::UnaryOut::Bool => format!("f32({e})"),
+                    crate::kernel::UnaryOut::Bool => format!("f32({e})"),
                     _ => e,
                 };
                 let _ = writeln!(

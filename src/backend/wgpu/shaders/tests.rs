@@ -1,7 +1,7 @@
 //! Every generator's WGSL parsed and validated with naga (no device needed), and checks of what it computes.
 
 use super::*;
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, UnaryOp};
 use crate::ops::reduce::ReduceOp;
 
 thread_local! {
@@ -60,58 +60,7 @@ fn assert_all_valid() {
 const TYS: [GTy; 3] = [GTy::F32, GTy::I32, GTy::U32];
 
 fn unary_ops() -> Vec<UnaryOp> {
-    use UnaryOp::*;
-    vec![
-        Neg,
-        Abs,
-        Sign,
-        Square,
-        Reciprocal,
-        Floor,
-        Ceil,
-        Round,
-        Trunc,
-        Exp,
-        Log,
-        Log2,
-        Log1p,
-        Expm1,
-        Sqrt,
-        Rsqrt,
-        Sin,
-        Cos,
-        Tan,
-        Tanh,
-        Sigmoid,
-        Relu,
-        LeakyRelu(0.1),
-        Elu(1.0),
-        Gelu,
-        GeluTanh,
-        Silu,
-        Softplus {
-            beta: 1.0,
-            threshold: 20.0,
-        },
-        Erf,
-        Clamp {
-            min: Some(0.0),
-            max: None,
-        },
-        Clamp {
-            min: None,
-            max: Some(1.0),
-        },
-        Clamp {
-            min: Some(0.0),
-            max: Some(1.0),
-        },
-        LogicalNot,
-        BitwiseNot,
-        IsNan,
-        IsInf,
-        IsFinite,
-    ]
+    UnaryOp::examples()
 }
 
 fn binary_ops() -> Vec<BinaryOp> {

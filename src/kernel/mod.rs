@@ -1,0 +1,10 @@
+//! The kernel-level IR: the op kinds that the backends implement, below the
+//! backends and above storage. Each family's definitions sit in one place
+//! (see [`unary`]): every layer that needs to know something about an op of
+//! the family reads it from that definition rather than keeping its own list.
+
+pub mod binary;
+pub mod unary;
+
+pub use binary::BinaryOp;
+pub use unary::{UnaryInfo, UnaryOp, UnaryOut};

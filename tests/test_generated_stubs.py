@@ -1,0 +1,36 @@
+"""The generated parts of the stub file match the op definitions they come from."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from ferrograd import _core
+
+_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gen_stubs.py"
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("gen_stubs", _SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_unary_stubs_are_up_to_date():
+    gen = _gen()
+    text = gen.STUB.read_text()
+    assert gen.render(text, _core._unary_ops()) == text, "run python scripts/gen_stubs.py"
+
+
+def test_every_generated_method_exists_and_is_stubbed():
+    gen = _gen()
+    block = "\n".join(gen.unary_block(_core._unary_ops()))
+    names = [op["method"] for op in _core._unary_ops() if op["method"]]
+    assert names, "the unary table lists no generated method"
+    for op in _core._unary_ops():
+        for m in (op["method"], op["method_inplace"]):
+            if m is None:
+                continue
+            assert hasattr(_core.Tensor, m), m
+            assert f"def {m}(self)" in block, m
