@@ -494,10 +494,21 @@ def test_successful_call_bumps_versions_of_written_tensors_only():
 
 
 def test_sharing_read_only_inputs_is_allowed():
-    """Gradients may share memory with one another (they are only read)."""
+    """Gradients may share memory with one another (they are only read): the step writes
+    what it writes with a separate copy of the gradient per parameter, and leaves the
+    shared gradient as it was."""
     ps, _, ms, vs = _adam_lists()
     g = fg.randn(2, 3)
+    g_before = _np(g).copy()
+    ps_before = [_np(p).copy() for p in ps]
+    rps, rms, rvs = ([t.clone() for t in ts] for ts in (ps, ms, vs))
     _call_adam(ps, [g, g, g], ms, vs)
+    _call_adam(rps, [g.clone() for _ in range(3)], rms, rvs)
+    np.testing.assert_array_equal(_np(g), g_before)
+    for got, want in zip(ps + ms + vs, rps + rms + rvs, strict=True):
+        np.testing.assert_array_equal(_np(got), _np(want))
+    # the step did move every parameter
+    assert all(not np.array_equal(_np(p), b) for p, b in zip(ps, ps_before, strict=True))
 
 
 def test_disjoint_views_of_one_buffer_are_allowed():
