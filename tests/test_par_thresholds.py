@@ -283,3 +283,132 @@ def test_low_precision_elementwise_around_the_thresholds(n, dtype):
         np.testing.assert_array_equal(
             np.asarray(got.float()), np.asarray(one_thread(lambda t=t: t.tanh()).float()), err_msg=name
         )
+
+
+# --------------------------------------------------------------------------- indexing
+
+IDX = 2 << 15  # 65536: indexing kernels split from twice ``1 << 15``
+
+
+@pytest.mark.parametrize("n", around(IDX))
+def test_indexing_around_its_threshold(n):
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(n).astype(np.float32)
+    idx = rng.integers(0, n, n)
+    t, ti = fg.tensor(a), fg.tensor(idx)
+    _close(t[ti], a[idx], rtol=0, msg="advanced index")
+    _close(fg.gather(t, 0, ti), np.take_along_axis(a, idx, 0), rtol=0, msg="gather")
+    _close(t.index_select(0, ti), a[idx], rtol=0, msg="index_select")
+    perm = rng.permutation(n)
+    out = fg.zeros(n)
+    out[fg.tensor(perm)] = t
+    want = np.zeros(n, np.float32)
+    want[perm] = a
+    _close(out, want, rtol=0, msg="index put")
+    # accumulation with repeated indices: integer-valued floats add exactly in any order
+    v = rng.integers(-8, 8, n).astype(np.float32)
+    acc = fg.zeros(n).index_put_((ti,), fg.tensor(v), accumulate=True)
+    want = np.zeros(n, np.float32)
+    np.add.at(want, idx, v)
+    _close(acc, want, rtol=0, msg="index_put_ accumulate")
+    sa = fg.zeros(n).scatter_add(0, ti, fg.tensor(v))
+    _close(sa, want, rtol=0, msg="scatter_add")
+    z = np.where(rng.random(n) < 0.5, 0.0, a).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(fg.tensor(z).nonzero()).reshape(-1), np.flatnonzero(z))
+    np.testing.assert_array_equal(np.asarray(fg.masked_select(t, fg.tensor(z != 0))), a[z != 0])
+
+
+@pytest.mark.parametrize("rows", [255, 256, 257])
+def test_triangles_around_their_threshold(rows):
+    a = np.random.default_rng(rows).standard_normal((rows, 256)).astype(np.float32)
+    t = fg.tensor(a)
+    for k in (-3, 0, 5):
+        _close(t.triu(k), np.triu(a, k), rtol=0, msg=f"triu {k}")
+        _close(t.tril(k), np.tril(a, k), rtol=0, msg=f"tril {k}")
+
+
+# --------------------------------------------------------------------------- random
+
+
+@pytest.mark.parametrize("n", around(RED) + [4 * RED + 5])
+def test_random_streams_do_not_depend_on_the_split(n):
+    """Counter-based streams: the same seed draws the same values on 1 thread and on many."""
+
+    def draw():
+        fg.manual_seed(1234)
+        return [
+            np.asarray(fg.rand(n)),
+            np.asarray(fg.randn(n)),
+            np.asarray(fg.randint(0, 1000, (n,))),
+            np.asarray(fg.randperm(n)),
+        ]
+
+    many, one = draw(), one_thread(draw)
+    for a, b in zip(many, one, strict=True):
+        np.testing.assert_array_equal(a, b)
+    u, g, i, p = many
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.02
+    assert abs(g.mean()) < 0.05 and abs(g.std() - 1) < 0.05
+    assert 0 <= i.min() and i.max() < 1000
+    np.testing.assert_array_equal(np.sort(p), np.arange(n))
+
+
+# --------------------------------------------------------------------------- optimizers
+
+
+@pytest.mark.parametrize("n", around(1 << 18))
+def test_adam_step_around_its_threshold(n):
+    """The fused optimizer kernels split from ``1 << 18`` elements in all."""
+    rng = np.random.default_rng(n)
+    p0 = rng.standard_normal(n)
+    grads = [rng.standard_normal(n) for _ in range(3)]
+    p = fg.tensor(p0.copy())
+    opt = fg.optim.Adam([p], lr=0.01, weight_decay=0.1)
+    ref, m, v = p0.copy(), np.zeros(n), np.zeros(n)
+    for step, g in enumerate(grads, 1):
+        p.grad = fg.tensor(g)
+        opt.step()
+        g = g + 0.1 * ref
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        mh, vh = m / (1 - 0.9**step), v / (1 - 0.999**step)
+        ref = ref - 0.01 * mh / (np.sqrt(vh) + 1e-8)
+    _close(p, ref, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+@pytest.mark.parametrize("w", [63, 64, 65])
+def test_pooling_around_its_threshold(w):
+    """Pooling splits over (batch, channel) planes from ``1 << 14`` input elements."""
+    a = np.random.default_rng(w).standard_normal((2, 2, 64, w)).astype(np.float32)
+    t = fg.tensor(a)
+    wc = w // 2 * 2
+    blocks = a[:, :, :, :wc].reshape(2, 2, 32, 2, wc // 2, 2)
+    _close(F.max_pool2d(t, 2), blocks.max(axis=(3, 5)), rtol=0)
+    _close(F.avg_pool2d(t, 2), blocks.astype(np.float64).mean(axis=(3, 5)), rtol=1e-6, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- compiled graphs
+
+
+@pytest.mark.parametrize("n", around(1 << 14) + around(CHEAP))
+def test_compiled_fused_kernels_around_their_thresholds(n):
+    """Fused kernels of compiled graphs split from ``1 << 14`` elements; their results
+    match eager ferrograd's (itself checked against NumPy above)."""
+    a = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    t = fg.tensor(a)
+
+    def fn(x):
+        y = (x * 2.0 + 1.0).tanh() * x - x.abs()
+        return y, y.sum()
+
+    f = fg.compile(fn)
+    got_y, got_s = f(t)
+    want_y, want_s = fn(t)
+    np.testing.assert_array_equal(np.asarray(got_y), np.asarray(want_y))
+    _close(got_s, np.asarray(want_s), rtol=1e-5, atol=1e-3)
+    y64 = np.tanh(a.astype(np.float64) * 2 + 1) * a - np.abs(a)
+    # the difference cancels: its error is relative to the terms (order 1), not to it
+    _close(got_y, y64.astype(np.float32), rtol=2e-6, atol=2e-6)
