@@ -76,7 +76,8 @@ def gpu_required() -> str | None:
 
     In CI (``CI`` set to anything but ``0``/``false``, as GitHub Actions, GitLab and most
     runners do) the GPU suites must run, whoever runs them: a runner without a driver, or
-    with the adapter hidden (``WGPU_BACKEND`` naming a backend this OS lacks), fails here
+    with the adapter hidden (``WGPU_BACKEND`` naming a backend this OS lacks,
+    ``WGPU_ADAPTER_NAME`` matching none), fails here
     rather than passing with the GPU tests skipped. ``FG_REQUIRE_GPU=1`` asks the same
     outside CI."""
     if _flag("FG_REQUIRE_GPU"):
@@ -95,10 +96,10 @@ def pytest_configure(config):
         import ferrograd as fg
 
         if not fg.gpu.is_available():
-            hidden = os.environ.get("WGPU_BACKEND")
+            limits = [f"{k}={os.environ[k]!r}" for k in ("WGPU_BACKEND", "WGPU_ADAPTER_NAME") if k in os.environ]
             raise pytest.UsageError(
                 f"{why} but no WebGPU adapter is usable: {fg.gpu.unavailable_reason()}"
-                + (f" [WGPU_BACKEND={hidden!r} limits the backends searched]" if hidden is not None else "")
+                + (f" [{', '.join(limits)} limit the adapters searched]" if limits else "")
                 + ". Without a GPU, install Mesa's Vulkan driver (Debian/Ubuntu packages mesa-vulkan-drivers"
                 " and libvulkan1; README: 'Running the tests in CI')."
             )
