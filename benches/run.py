@@ -5,7 +5,8 @@
 Prints one table row per (workload, variant): ferrograd's figure, each peer's
 figure and the ratio ferrograd ÷ peer. Time figures (µs, ms): a ratio below 1
 means ferrograd is faster. Rate figures (GFLOP/s): a ratio above 1 means
-ferrograd is faster. Rooflines (copy and read bandwidth, a matmul stand-in for
+ferrograd is faster. A row whose ferrograd result fails its correctness check
+shows FAILED (no figure, no ratio), and the run then exits with status 1. Rooflines (copy and read bandwidth, a matmul stand-in for
 the FMA peak) are measured in the same run; memory-bound workloads also report
 the fraction of the roofline they reach. See benches/README.md.
 """
@@ -232,6 +233,15 @@ class Row:
     # The roofline's bandwidth (GB/s) measured side by side with this row's
     # implementations (see run_variant); the run-wide figure when missing.
     bandwidth: float | None = None
+    # Implementations whose result failed the row's correctness check (name -> why):
+    # not timed, shown as FAILED; a failed ferrograd makes the run's exit status 1.
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, name: str, why: str) -> None:
+        """Mark ``name``'s result wrong: no figure, the reason in the notes."""
+        self.values[name] = None
+        self.failed[name] = why
+        self.notes[name] = f"FAILED: {why}"
 
 
 @dataclass
@@ -281,8 +291,13 @@ def run_variant(
     if check is not None and "ferrograd" in outs and "numpy" in outs:
         try:
             check(outs)
-        except AssertionError as e:
-            row.notes["ferrograd"] = f"result differs from NumPy: {str(e).strip().splitlines()[0][:80]}"
+        except Exception as e:  # noqa: BLE001 - any failure of the check fails the row
+            lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+            detail = (
+                "; ".join(ln for ln in lines if ln.startswith(("Mismatch", "Max "))) or (lines or [""])[0]
+            )
+            row.fail("ferrograd", f"result differs from NumPy: {detail[:160]}")
+            del fns["ferrograd"]  # a wrong result is not timed
     del outs
     probes = bandwidth_probes(row) if fns else {}
     if fns:
@@ -562,9 +577,12 @@ def _softmax_np(x):
 
 
 def _layer_norm_np(x, w, b, eps=1e-5):
+    """As a careful NumPy user writes it: one mean, one variance from the centred values
+    (``x.var`` would compute the mean a second time)."""
     m = x.mean(axis=-1, keepdims=True)
-    v = x.var(axis=-1, keepdims=True)
-    return (x - m) / np.sqrt(v + eps) * w + b
+    d = x - m
+    v = np.mean(d * d, axis=-1, keepdims=True)
+    return d / np.sqrt(v + eps) * w + b
 
 
 def w3(ctx: Ctx, which: str):
@@ -697,8 +715,9 @@ def w3(ctx: Ctx, which: str):
 
                 def ln(p, q, r):
                     m = p.mean(-1, keepdims=True)
-                    v = p.var(-1, keepdims=True)
-                    return (p - m) / jnp.sqrt(v + 1e-5) * q + r
+                    d = p - m
+                    v = (d * d).mean(-1, keepdims=True)
+                    return d / jnp.sqrt(v + 1e-5) * q + r
 
                 f = jax.jit(ln)
                 return lambda: f(a, jw, jb).block_until_ready()
@@ -765,6 +784,8 @@ def fmt(v: float | None) -> str:
 
 
 def ratio_text(row: Row, peer: str) -> str:
+    if row.failed.get("ferrograd") or row.failed.get(peer):
+        return "—"
     a, b = row.values.get("ferrograd"), row.values.get(peer)
     if not a or not b:
         return "—"
@@ -796,9 +817,13 @@ def print_table(ctx: Ctx):
     lines = []
     for r in ctx.rows:
         unit = {"us": "µs", "ms": "ms"}.get(r.unit, r.unit)
-        cells = [r.workload, r.variant, unit, fmt(r.values.get("ferrograd"))]
+
+        def cell(p, r=r):
+            return "FAILED" if p in r.failed else fmt(r.values.get(p))
+
+        cells = [r.workload, r.variant, unit, cell("ferrograd")]
         for p in peers:
-            cells += [fmt(r.values.get(p)), ratio_text(r, p)]
+            cells += [cell(p), ratio_text(r, p)]
         cells += [
             f"{r.fraction['ferrograd']:.0%}" if "ferrograd" in r.fraction else "—",
             f"{r.fraction['numpy']:.0%}" if "numpy" in r.fraction else "—",
@@ -898,6 +923,11 @@ def main(argv=None):
         + "\n"
     )
     print_table(ctx)
+    failed = [r for r in ctx.rows if "ferrograd" in r.failed]
+    if failed:
+        print(f"\nFAILED: {len(failed)} row(s) where ferrograd's result is wrong:")
+        for r in failed:
+            print(f"  {r.workload} [{r.variant}]: {r.failed['ferrograd']}")
     if args.json:
         out = {
             "machine": info,
@@ -912,7 +942,8 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
         print(f"\nwrote {args.json}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,9 +19,12 @@ Every implementation starts from the same weights, drawn once in NumPy with
 PyTorch's default initialisation (Linear/Conv: U(±1/sqrt(fan_in)) for weight
 and bias; Embedding: N(0, 1); LayerNorm: ones and zeros), and trains on the
 same seeded synthetic batches, cycled. Before timing, each implementation
-runs two steps; the two losses (at the initial weights, and after one update)
-are checked against the reference (the NumPy peer; for W6's second loss,
-PyTorch or else jax).
+runs ``CHECK_STEPS`` steps; every loss (at the initial weights, then after each
+update: momentum and AdamW's moments act from the second update on) is checked
+against the reference (the NumPy peer; for W6, whose NumPy peer has no
+backward, the initial loss against the NumPy forward and the later ones against
+PyTorch or else jax). A ferrograd loss that differs fails the row (FAILED, not
+timed) and the run.
 
 Only NumPy and the standard library are imported at module level, so that the
 peak-RSS probe (``python workloads_train.py --rss NAME``, started as a fresh
@@ -55,6 +58,9 @@ DEEP_LAYERS, DEEP_WIDTH, DEEP_BATCH = 50, 32, 8
 SGD_LR, MOMENTUM = 0.01, 0.9
 ADAMW_LR, ADAMW_BETAS, ADAMW_EPS, ADAMW_WD = 3e-4, (0.9, 0.999), 1e-8, 0.01
 N_BATCHES = 4  # synthetic batches cycled through while timing
+# Steps run and checked against the reference before timing: the first loss is at
+# the initial weights; momentum buffers and Adam moments first matter for the third.
+CHECK_STEPS = 5
 RSS_STEPS = 5
 
 
@@ -648,7 +654,7 @@ _LABELS = {"numpy": "NumPy", "torch": "PyTorch", "jax": "jax"}
 
 
 def _compare(ref: list[tuple[str, float | None]], losses, rtol, atol) -> dict[str, str]:
-    """Notes for the implementations whose [initial loss, loss after one step] differ from ``ref``.
+    """Why each implementation's losses (initial, then after each step) differ from ``ref``.
 
     ``ref`` holds one (source, value) pair per loss; a None value is not checked, and an
     implementation is not checked against itself.
@@ -659,15 +665,23 @@ def _compare(ref: list[tuple[str, float | None]], losses, rtol, atol) -> dict[st
             if r is None or src == name:
                 continue
             if not (math.isfinite(g) and abs(g - r) <= atol + rtol * abs(r)):
-                what = "initial loss" if i == 0 else "loss after one step"
+                what = "initial loss" if i == 0 else f"loss after step {i}"
                 notes[name] = f"result differs from {_LABELS.get(src, src)}: {what} {g:.6g} vs {r:.6g}"
                 break
     return notes
 
 
+def reference_after_first(first: tuple[str, float], losses) -> list[tuple[str, float | None]]:
+    """The reference of a row whose NumPy peer has only a forward: ``first`` for the initial
+    loss, then PyTorch's (else jax's) losses; unchecked (None) where neither ran."""
+    peer = next((p for p in ("torch", "jax") if p in losses), None)
+    rest = [(peer, v) for v in losses[peer][1:]] if peer else [("", None)] * (CHECK_STEPS - 1)
+    return [first, *rest]
+
+
 def _measure(rt, fns, repeats, target):
     """``rt.measure``; with ``target == 0`` (steps long enough to time one by one) one call per block
-    and no further warm-up: the two checked steps were the warm-up."""
+    and no further warm-up: the checked steps were the warm-up."""
     if target:
         return rt.measure(fns, repeats, target)
     fns, unsynced = rt.synced(fns)
@@ -695,25 +709,32 @@ def run_train(
     repeats=None,
     reference: Callable[[dict], list] | None = None,
 ):
-    """Build every step, run two steps each (checking both losses), then time the steps interleaved.
+    """Build every step, run ``CHECK_STEPS`` steps each (checking every loss), then time the
+    steps interleaved.
 
-    ``reference(losses)`` gives the reference for [initial loss, loss after one step] as
-    (source, value) pairs; by default the NumPy peer's two losses.
+    ``reference(losses)`` gives the reference for the ``CHECK_STEPS`` losses (initial, then
+    after each step) as (source, value) pairs; by default the NumPy peer's losses. A
+    ferrograd whose losses differ fails the row: it is not timed and shows FAILED.
     """
     fns, losses = {}, {}
     for name, setup in impls.items():
         try:
             fn = setup()
-            losses[name] = [_scalar(fn()), _scalar(fn())]
+            losses[name] = [_scalar(fn()) for _ in range(CHECK_STEPS)]
             fns[name] = fn
         except Exception as e:  # noqa: BLE001 - a missing or broken op is reported, not fatal
             row.values[name], row.notes[name] = None, rt.na_note(e)
     if reference is None:
 
         def reference(ls):
-            return [("numpy", v) for v in ls.get("numpy", [None, None])]
+            return [("numpy", v) for v in ls.get("numpy", [None] * CHECK_STEPS)]
 
-    row.notes.update(_compare(reference(losses), losses, rtol, atol))
+    for name, why in _compare(reference(losses), losses, rtol, atol).items():
+        if name == "ferrograd":
+            row.fail(name, why)
+            del fns[name]
+        else:
+            row.notes[name] = why
     if fns:
         for name, sec in _measure(rt, fns, repeats or ctx.repeats, target).items():
             row.values[name] = rt.ms(sec)
@@ -778,8 +799,7 @@ def w6(rt, ctx):
     np_loss0 = float(_xp_ce(np, xp_gpt_forward(np, params, x0).astype(np.float64), y0))
 
     def reference(losses):
-        after = next(((peer, losses[peer][1]) for peer in ("torch", "jax") if peer in losses), ("", None))
-        return [("numpy", np_loss0), after]
+        return reference_after_first(("numpy", np_loss0), losses)
 
     run_train(rt, ctx, row, impls, rtol=1e-3, atol=1e-3, target=0.0, repeats=5, reference=reference)
 

@@ -67,16 +67,41 @@ def pytest_addoption(parser):
     )
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def gpu_required() -> str | None:
+    """Why a missing WebGPU adapter must fail the run, or None where the GPU tests may skip.
+
+    In CI (``CI`` set to anything but ``0``/``false``, as GitHub Actions, GitLab and most
+    runners do) the GPU suites must run, whoever runs them: a runner without a driver, or
+    with the adapter hidden (``WGPU_BACKEND`` naming a backend this OS lacks,
+    ``WGPU_ADAPTER_NAME`` matching none), fails here
+    rather than passing with the GPU tests skipped. ``FG_REQUIRE_GPU=1`` asks the same
+    outside CI."""
+    if _flag("FG_REQUIRE_GPU"):
+        return "FG_REQUIRE_GPU is set"
+    if _flag("CI"):
+        return f"CI={os.environ['CI']} is set (CI must run the GPU tests, not skip them)"
+    return None
+
+
 def pytest_configure(config):
-    """Register the op-table marker. With ``FG_REQUIRE_GPU=1`` (set by CI once it has
-    installed a driver) a missing WebGPU adapter fails the run instead of letting the
-    GPU tests skip."""
-    if os.environ.get("FG_REQUIRE_GPU", "").strip() not in ("", "0"):
+    """Register the op-table marker. In CI, or with ``FG_REQUIRE_GPU=1``, a missing WebGPU
+    adapter fails the run (exit status 4, before any test) instead of letting the GPU
+    tests skip."""
+    why = gpu_required()
+    if why is not None:
         import ferrograd as fg
 
         if not fg.gpu.is_available():
+            limits = [f"{k}={os.environ[k]!r}" for k in ("WGPU_BACKEND", "WGPU_ADAPTER_NAME") if k in os.environ]
             raise pytest.UsageError(
-                f"FG_REQUIRE_GPU is set but no WebGPU adapter is usable: {fg.gpu.unavailable_reason()}"
+                f"{why} but no WebGPU adapter is usable: {fg.gpu.unavailable_reason()}"
+                + (f" [{', '.join(limits)} limit the adapters searched]" if limits else "")
+                + ". Without a GPU, install Mesa's Vulkan driver (Debian/Ubuntu packages mesa-vulkan-drivers"
+                " and libvulkan1; README: 'Running the tests in CI')."
             )
     config.addinivalue_line(
         "markers", "optable_cell(op, column): the test fills one cell of the op-table coverage matrix"

@@ -642,41 +642,49 @@ def test_exports():
 
 
 # ---------------------------------------------------------------------------
-# Parity with torch (only when torch is installed)
+# Parity with torch: references stored in tests/fixtures/parity/lr_scheduler.json
+# by scripts/make_parity_references.py (which records the PyTorch version)
 # ---------------------------------------------------------------------------
 
 PARITY = dict(ROUND_TRIP) | {
     "onecycle-default": lambda opt, M: M.OneCycleLR(opt, max_lr=0.5, total_steps=N_STEPS),
 }
+PLATEAU_METRICS = [5, 4, 4, 4, 4, 3, 3.5, 3.6, 3.7, 1, 1, 1]
+
+
+def parity_optimizer_args(kind: str) -> dict:
+    return {"momentum": 0.9} if kind == "sgd" else {}
 
 
 @pytest.mark.parametrize("kind", ["sgd", "adam"])
 def test_parity_with_torch(kind):
-    torch = pytest.importorskip(
-        "torch", reason="torch is not installed: parity with torch.optim.lr_scheduler is not checked"
-    )
-    TM = torch.optim.lr_scheduler
+    """Every schedule's lrs and momenta (or betas), epoch by epoch, against
+    torch.optim.lr_scheduler's; then ReduceLROnPlateau on one metric stream."""
+    import json
+    from pathlib import Path
+
+    refs = json.loads((Path(__file__).parent / "fixtures" / "parity" / "lr_scheduler.json").read_text())
+    assert refs["torch_version"] and refs["n_steps"] == N_STEPS and refs["base_lrs"] == list(BASE_LRS)
+    stored = refs[kind]
+    assert sorted(stored) == sorted(PARITY), "regenerate: scripts/make_parity_references.py"
+    key = "momentum" if kind == "sgd" else "betas"
     for name, build in PARITY.items():
-        opt = make_opt(kind, momentum=0.9) if kind == "sgd" else make_opt(kind)
-        tcls = torch.optim.SGD if kind == "sgd" else torch.optim.Adam
-        tkw = {"momentum": 0.9} if kind == "sgd" else {}
-        topt = tcls([{"params": [torch.zeros(3, requires_grad=True)], "lr": lr} for lr in BASE_LRS], **tkw)
-        ours, theirs = build(opt, S), build(topt, TM)
+        opt = make_opt(kind, **parity_optimizer_args(kind))
+        ours = build(opt, S)
+        want = stored[name]
         for e in range(N_STEPS + 1):
             if e:
                 opt.step()
-                topt.step()
                 ours.step()
-                theirs.step()
-            assert lrs_of(opt) == pytest.approx([g["lr"] for g in topt.param_groups], rel=1e-12), (name, e)
-            for g, tg in zip(opt.param_groups, topt.param_groups, strict=True):
-                key = "momentum" if kind == "sgd" else "betas"
-                assert g[key] == pytest.approx(tg[key], rel=1e-12), (name, e, key)
-    # ReduceLROnPlateau on one metric stream
-    opt, topt = make_opt(kind), torch.optim.SGD([torch.zeros(3, requires_grad=True)], lr=0.1)
+            assert lrs_of(opt) == pytest.approx(want["lr"][e], rel=1e-12), (name, e)
+            for g, tg in zip(opt.param_groups, want[key][e], strict=True):
+                got = list(g[key]) if key == "betas" else g[key]
+                assert got == pytest.approx(tg, rel=1e-12), (name, e, key)
+    # ReduceLROnPlateau on one metric stream (PyTorch's run: one group, lr 0.1)
+    opt = make_opt(kind)
     ours = S.ReduceLROnPlateau(opt, patience=1, cooldown=1, factor=0.5)
-    theirs = TM.ReduceLROnPlateau(topt, patience=1, cooldown=1, factor=0.5)
-    for m in [5, 4, 4, 4, 4, 3, 3.5, 3.6, 3.7, 1, 1, 1]:
+    want = refs["plateau"]
+    assert len(want) == len(PLATEAU_METRICS)
+    for m, w in zip(PLATEAU_METRICS, want, strict=True):
         ours.step(m)
-        theirs.step(m)
-        assert ours.get_last_lr()[0] / BASE_LRS[0] == pytest.approx(theirs.get_last_lr()[0] / 0.1)
+        assert ours.get_last_lr()[0] / BASE_LRS[0] == pytest.approx(w / 0.1)

@@ -2,7 +2,8 @@
 
 Every reference here is computed independently in NumPy (float64); gradients
 are checked with ``fg.autograd.gradcheck`` in float64. Parity tests against
-PyTorch run only when ``torch`` is importable.
+PyTorch read references stored in ``tests/fixtures/parity/`` (written by
+``scripts/make_parity_references.py``), so they run without PyTorch.
 """
 
 from __future__ import annotations
@@ -1217,53 +1218,82 @@ def test_deepcopy_module():
 
 
 # ---------------------------------------------------------------------------
-# PyTorch parity (only where torch is installed)
+# PyTorch parity: references stored in tests/fixtures/parity/nn.npz by
+# scripts/make_parity_references.py (which records the PyTorch version), so
+# these run without PyTorch
 # ---------------------------------------------------------------------------
 
+# name -> (build(nn), input shape); the builders take the nn module so that the
+# generator builds the same modules in PyTorch.
+PARITY_MODULES = {
+    "conv2d": (lambda nn: nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 6, 6)),
+    "batchnorm2d": (lambda nn: nn.BatchNorm2d(3), (2, 3, 6, 6)),
+    "linear": (lambda nn: nn.Linear(6, 5), (2, 3, 6, 6)),
+    "layernorm": (lambda nn: nn.LayerNorm(6), (2, 3, 6, 6)),
+    "lstm": (lambda nn: nn.LSTM(3, 4, 2, bidirectional=True), (5, 2, 3)),
+    "gru": (lambda nn: nn.GRU(3, 4), (5, 2, 3)),
+    "mha": (lambda nn: nn.MultiheadAttention(8, 2, batch_first=True), (2, 4, 8)),
+}
 
-def test_parity_with_torch():
-    torch = pytest.importorskip("torch", reason="torch is not installed: parity tests skipped (NumPy references above run)")
-    tnn = torch.nn
 
-    def load(fg_mod, t_mod):
-        sd = {k: t64(v.detach().double().numpy()) for k, v in t_mod.state_dict().items()}
-        fg_mod.load_state_dict(sd)
+def parity_outputs(name, module, x):
+    """The module's outputs as a flat list (recurrent states and attention weights too)."""
+    out = module(x, x, x) if name == "mha" else module(x)
+    flat, todo = [], [out]
+    while todo:
+        o = todo.pop(0)
+        if isinstance(o, (tuple, list)):
+            todo[:0] = list(o)
+        else:
+            flat.append(o)
+    return flat
 
-    torch.manual_seed(0)
-    x = RNG.standard_normal((2, 3, 6, 6))
-    pairs = [
-        (nn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1), tnn.Conv2d(3, 4, 3, stride=2, padding=1), x),
-        (nn.BatchNorm2d(3), tnn.BatchNorm2d(3), x),
-        (nn.Linear(6, 5), tnn.Linear(6, 5), x),
-        (nn.LayerNorm(6), tnn.LayerNorm(6), x),
-    ]
-    for fm, tm, inp in pairs:
-        fm.double()
-        tm.double()
-        load(fm, tm)
-        np.testing.assert_allclose(npy(fm(t64(inp))), tm(torch.from_numpy(inp)).detach().numpy(), rtol=1e-9, atol=1e-9)
-    seq = RNG.standard_normal((5, 2, 3))
-    for fm, tm in ((nn.LSTM(3, 4, 2, bidirectional=True), tnn.LSTM(3, 4, 2, bidirectional=True)),
-                   (nn.GRU(3, 4), tnn.GRU(3, 4))):
-        fm.double()
-        tm.double()
-        load(fm, tm)
-        np.testing.assert_allclose(npy(fm(t64(seq))[0]), tm(torch.from_numpy(seq))[0].detach().numpy(),
-                                   rtol=1e-9, atol=1e-9)
-    mha_f, mha_t = nn.MultiheadAttention(8, 2, batch_first=True).double(), tnn.MultiheadAttention(8, 2, batch_first=True).double()
-    load(mha_f, mha_t)
-    q = RNG.standard_normal((2, 4, 8))
-    of, wf = mha_f(t64(q), t64(q), t64(q))
-    ot, wt = mha_t(*(torch.from_numpy(q),) * 3)
-    np.testing.assert_allclose(npy(of), ot.detach().numpy(), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(npy(wf), wt.detach().numpy(), rtol=1e-9, atol=1e-9)
-    logits = RNG.standard_normal((6, 5))
-    tgt = np.array([0, 4, 2, -100, 1, 1])
-    w = RNG.uniform(0.5, 2, 5)
-    ref = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(tgt),
-                                            weight=torch.from_numpy(w), label_smoothing=0.1)
-    out = F.cross_entropy(t64(logits), fg.tensor(tgt), weight=t64(w), label_smoothing=0.1)
-    assert float(out) == pytest.approx(float(ref), rel=1e-10)
+
+def _parity_refs(name):
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "parity" / name
+    return np.load(path, allow_pickle=False)
+
+
+@pytest.mark.parametrize("name", list(PARITY_MODULES))
+def test_parity_with_torch(name):
+    """Outputs, the input's and the parameters' gradients (for stored cotangents) and the
+    state after one training-mode forward, against PyTorch's, from the same weights."""
+    ref = _parity_refs("nn.npz")
+    assert str(ref["torch_version"])
+    build, shape = PARITY_MODULES[name]
+    m = build(nn).double()
+    keys = [k[len(f"{name}/init/"):] for k in ref.files if k.startswith(f"{name}/init/")]
+    assert sorted(keys) == sorted(m.state_dict())
+    m.load_state_dict({k: fg.tensor(ref[f"{name}/init/{k}"]) for k in keys})
+    xa = ref[f"{name}/x"]
+    assert xa.shape == shape
+    x = t64(xa, requires_grad=True)
+    outs = parity_outputs(name, m, x)
+    n_out = int(ref[f"{name}/n_out"])
+    assert len(outs) == n_out
+    loss = None
+    for k, o in enumerate(outs):
+        np.testing.assert_allclose(npy(o), ref[f"{name}/out/{k}"], rtol=1e-9, atol=1e-9, err_msg=f"output {k}")
+        term = (o * t64(ref[f"{name}/cot/{k}"])).sum()
+        loss = term if loss is None else loss + term
+    loss.backward()
+    np.testing.assert_allclose(npy(x.grad), ref[f"{name}/grad/input"], rtol=1e-9, atol=1e-9)
+    for pname, p in m.named_parameters():
+        np.testing.assert_allclose(npy(p.grad), ref[f"{name}/grad/{pname}"], rtol=1e-9, atol=1e-9, err_msg=pname)
+    for k, v in m.state_dict().items():
+        np.testing.assert_allclose(npy(v), ref[f"{name}/after/{k}"], rtol=1e-12, atol=1e-12, err_msg=k)
+
+
+def test_cross_entropy_parity_with_torch():
+    """Weighted, label-smoothed cross entropy with an ignored target, and its gradient."""
+    ref = _parity_refs("nn.npz")
+    logits = t64(ref["ce/logits"], requires_grad=True)
+    out = F.cross_entropy(logits, fg.tensor(ref["ce/target"]), weight=t64(ref["ce/weight"]), label_smoothing=0.1)
+    assert float(out) == pytest.approx(float(ref["ce/loss"]), rel=1e-10)
+    out.backward()
+    np.testing.assert_allclose(npy(logits.grad), ref["ce/grad"], rtol=1e-9, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------

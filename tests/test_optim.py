@@ -245,32 +245,44 @@ def test_hyperparameters_are_read_at_every_step():
 
 
 # ---------------------------------------------------------------------------
-# Against PyTorch itself, when it is installed
+# Against PyTorch: references stored in tests/fixtures/parity/optim.npz by
+# scripts/make_parity_references.py (which records the PyTorch version)
 # ---------------------------------------------------------------------------
+
+# The run the stored references record: parameters of these shapes drawn from
+# default_rng(PARITY_SEED), then PARITY_STEPS steps, each with fresh gradients.
+PARITY_SEED = 11
+PARITY_SHAPES = [(), (6,), (3, 4)]
+PARITY_STEPS = 6
+
+
+def parity_config_json(cfg) -> str:
+    import json
+
+    kind, kw = cfg
+    return json.dumps([kind, {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()}], sort_keys=True)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_cfg_id)
 def test_matches_torch(cfg):
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed; the NumPy reference covers the formulas")
+    """Every step's parameters against torch.optim's, from the same start and gradients."""
+    from pathlib import Path
+
+    ref = np.load(Path(__file__).parent / "fixtures" / "parity" / "optim.npz", allow_pickle=False)
+    assert str(ref["torch_version"])
+    i = CONFIGS.index(cfg)
+    assert str(ref[f"{i}/config"]) == parity_config_json(cfg), "regenerate: scripts/make_parity_references.py"
     kind, kw = cfg
-    rng = np.random.default_rng(11)
-    shapes = [(), (6,), (3, 4)]
-    init = [rng.normal(size=s) for s in shapes]
-    ours = [fg.tensor(a) for a in init]
-    theirs = [torch.tensor(a, requires_grad=True) for a in init]
-    tkw = dict(kw)
-    tcls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-            "rmsprop": torch.optim.RMSprop}[kind]
-    opt, topt = CLASSES[kind](ours, **kw), tcls(theirs, **tkw)
-    for _ in range(4):
-        for o, t, s in zip(ours, theirs, shapes, strict=True):
-            g = rng.normal(size=s)
-            o.grad = fg.tensor(g)
-            t.grad = torch.tensor(g)
+    ours = [fg.tensor(ref[f"{i}/init/{j}"]) for j in range(len(PARITY_SHAPES))]
+    opt = CLASSES[kind](ours, **kw)
+    for step in range(PARITY_STEPS):
+        for j, o in enumerate(ours):
+            o.grad = fg.tensor(ref[f"{i}/grad/{step}/{j}"])
         opt.step()
-        topt.step()
-    for o, t in zip(ours, theirs, strict=True):
-        np.testing.assert_allclose(_np(o), t.detach().numpy(), rtol=1e-10, atol=1e-12)
+        for j, o in enumerate(ours):
+            np.testing.assert_allclose(
+                _np(o), ref[f"{i}/param/{step}/{j}"], rtol=1e-10, atol=1e-12, err_msg=f"step {step}, param {j}"
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -494,10 +506,21 @@ def test_successful_call_bumps_versions_of_written_tensors_only():
 
 
 def test_sharing_read_only_inputs_is_allowed():
-    """Gradients may share memory with one another (they are only read)."""
+    """Gradients may share memory with one another (they are only read): the step writes
+    what it writes with a separate copy of the gradient per parameter, and leaves the
+    shared gradient as it was."""
     ps, _, ms, vs = _adam_lists()
     g = fg.randn(2, 3)
+    g_before = _np(g).copy()
+    ps_before = [_np(p).copy() for p in ps]
+    rps, rms, rvs = ([t.clone() for t in ts] for ts in (ps, ms, vs))
     _call_adam(ps, [g, g, g], ms, vs)
+    _call_adam(rps, [g.clone() for _ in range(3)], rms, rvs)
+    np.testing.assert_array_equal(_np(g), g_before)
+    for got, want in zip(ps + ms + vs, rps + rms + rvs, strict=True):
+        np.testing.assert_array_equal(_np(got), _np(want))
+    # the step did move every parameter
+    assert all(not np.array_equal(_np(p), b) for p, b in zip(ps, ps_before, strict=True))
 
 
 def test_disjoint_views_of_one_buffer_are_allowed():

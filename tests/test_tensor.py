@@ -616,14 +616,26 @@ def test_clamp_int_with_float_bounds_promotes():
     np.testing.assert_array_equal(np.asarray(r), [1.0, 2.0, 2.5])
 
 
-_STR_CASES = ["fg.tensor('abc')", "fg.tensor([1.0])['a']", "fg.tensor([1.0]) + 'a'"]
+# Each expression and the exception PyTorch raises for it (a string index is an IndexError).
+_STR_CASES = [
+    ("fg.tensor('abc')", "TypeError"), ("fg.tensor(['a'])", "TypeError"),
+    ("fg.tensor([1.0])['a']", "IndexError"), ("fg.tensor([1.0]) + 'a'", "TypeError"),
+    ("'a' + fg.tensor([1.0])", "TypeError"), ("fg.tensor([1.0])[0] = 'a'", "TypeError"),
+    ("fg.tensor([1.0]).fill_('a')", "TypeError"),
+]
 
 
-@pytest.mark.parametrize("expr", _STR_CASES)
-def test_strings_raise_type_error(expr):
-    code = f"import ferrograd as fg\ntry:\n    {expr}\nexcept (TypeError, IndexError):\n    pass\n"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
-    assert r.returncode == 0, f"crashed with return code {r.returncode}"
+@pytest.mark.parametrize("expr,exc", _STR_CASES)
+def test_strings_raise_type_error(expr, exc):
+    """A string where a number belongs raises (in a subprocess, so that a crash is caught
+    too): the expression must raise ``exc``, not succeed and not crash."""
+    code = (
+        f"import ferrograd as fg\ntry:\n    {expr}\nexcept Exception as e:\n"
+        "    print(type(e).__name__)\nelse:\n    print('no exception')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"crashed with return code {r.returncode}: {r.stderr[-2000:]}"
+    assert r.stdout.strip() == exc, f"{expr}: expected {exc}, got {r.stdout.strip()!r}"
 
 
 # ---------------------------------------------------------------------------

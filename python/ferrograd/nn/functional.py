@@ -585,9 +585,26 @@ def batch_norm(
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """Divide ``input`` by its ``p``-norm along ``dim`` (at least ``eps``)."""
+    """Divide ``input`` by its ``p``-norm along ``dim`` (at least ``eps``).
+
+    ``p`` may be ``inf`` (the largest magnitude), ``-inf`` (the smallest) or 0 (the
+    number of non-zeros), as in ``torch.linalg.vector_norm``. A slice whose norm is
+    below ``eps`` is divided by ``eps``, its gradient ``1/eps`` (not NaN: the root is
+    taken of a positive sum only).
+    """
     _check_float("normalize", "input", input)
-    norm = input.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p)
+    a = input.abs()
+    if p == math.inf:
+        norm = a.amax(dim, keepdim=True)
+    elif p == -math.inf:
+        norm = a.amin(dim, keepdim=True)
+    elif p == 0:
+        norm = (input != 0).sum(dim, keepdim=True).to(input.dtype)
+    else:
+        s = a.pow(p).sum(dim, keepdim=True)
+        pos = s > 0
+        # the root's derivative is infinite at 0: root a stand-in there, then put 0 back
+        norm = _core.where(pos, _core.where(pos, s, 1.0).pow(1.0 / p), 0.0)
     return input / norm.clamp(min=eps)
 
 
