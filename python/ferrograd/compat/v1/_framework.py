@@ -323,7 +323,7 @@ class _Broken(tuple):
 class _Record:
     """One TF op: the ferrograd function that records it, and its inputs."""
 
-    __slots__ = ("fn", "args", "op_type", "name", "loc", "control", "kind", "outputs", "inits", "deps", "op")
+    __slots__ = ("fn", "args", "op_type", "name", "loc", "control", "kind", "outputs", "inits", "deps", "op", "folds")
 
     def __init__(self, fn: Callable, args: tuple, op_type: str, name: str, kind: str) -> None:
         self.fn = fn
@@ -337,6 +337,18 @@ class _Record:
         self.inits: list[Any] = []  # variables this op (re)sets
         self.deps: list[tuple[int, int]] = []
         self.op: Operation | None = None
+        self.folds = False  # computed from constants only: the graph passes fold it
+
+    def run(self, vals: list[tuple]) -> tuple:
+        """Record this op into the current recording; its outputs."""
+        out = _norm(self.fn(*_resolve(self.args, vals)))
+        if self.folds:
+            # A strided view folded from constants comes out dense: give the recording the dense
+            # layout from the start so the passes keep every output's layout.
+            out = tuple(
+                o.contiguous() if isinstance(o, _core.Tensor) and o.is_meta and not o.is_contiguous() else o for o in out
+            )
+        return out
 
 
 def _resolve(x: Any, vals: list[tuple]) -> Any:
@@ -675,8 +687,11 @@ class Graph:
         rec.loc = _capture._user_location()
         rec.control = self._current_control()
         _collect_deps(args, rec.deps)
+        rec.folds = kind == "op" and (op_type == "Const" or bool(rec.deps)) and all(
+            self._records[d].folds for d, _ in rec.deps
+        )
         with self._recording() as ep:
-            out = _norm(fn(*_resolve(args, ep.vals)))
+            out = rec.run(ep.vals)
         idx = len(self._records)
         self._records.append(rec)
         ep.vals.append(out)
@@ -720,7 +735,7 @@ class Graph:
                     ep.vals.append(_Broken(None))
                     continue
                 try:
-                    out = _norm(rec.fn(*_resolve(rec.args, ep.vals)))
+                    out = rec.run(ep.vals)
                 except Exception as e:  # only an error if a run needs it (a fed tensor cut its input)
                     ep.vals.append(_Broken(e))
                     continue
@@ -1350,7 +1365,7 @@ def _constant(value: Any, dtype: Any = None, name: str | None = None, shape: Any
             arr = arr.reshape(shape)
     g = get_default_graph()
     with _capture.suspended():
-        real = _core.tensor(np.ascontiguousarray(arr))
+        real = _core.tensor(np.array(arr, order="C"))
     t = g._apply(lambda: _core._trace_constant(real), (), "Const", name)
     t._const = arr
     return t

@@ -29,7 +29,7 @@ from ._framework import (
     int64,
 )
 
-fg: Any = _core
+import ferrograd as fg  # noqa: E402 - the package is initialised before its compat faces
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -970,14 +970,44 @@ def gradients(
     gys = None if grad_ys is None else [_convert(g) for g in (grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys])]
 
     def fn(y: Any, x: Any, gy: Any) -> Any:
-        return tuple(_fg.gradients(list(y), list(x), None if gy is None else list(gy)))
+        return tuple(_symbolic_gradients(list(y), list(x), None if gy is None else list(gy)))
 
     return _graph_of(ys_l)._apply(fn, (ys_l, xs_l, gys), "Gradients", name, multi=True)
 
 
+def _symbolic_gradients(ys: list[Any], xs: list[Any], gys: list[Any] | None) -> list[Any]:
+    """``fg.gradients``, keeping the recorded backward graph for later ``tf.gradients`` calls."""
+    g = _fg.get_default_graph()
+    if gys is None:
+        gys = [fg.ones_like(y) for y in ys]
+    live = [k for k, y in enumerate(ys) if y.requires_grad]  # the others depend on no variable
+    ys, gys = [ys[k] for k in live], [gys[k] for k in live]
+    usable = [x.requires_grad and bool(ys) for x in xs]
+    got = iter(
+        _core.autograd_grad(ys, [x for x, u in zip(xs, usable, strict=True) if u], gys, retain_graph=True, allow_unused=True)
+        if any(usable)
+        else ()
+    )
+    out = [next(got) if u else None for u in usable]
+    if g is not None and g._any_shape:
+        # As fg.gradients: a gradient's shape is checked at each run against what it is taken for.
+        unshaped = {id(g._placeholders[p][0]): p for p in g._any_shape}
+        for x, r in zip(xs, out, strict=True):
+            if r is not None:
+                g._grad_shapes[id(r)] = unshaped.get(id(x), tuple(r.shape))
+                g._keep.append(r)
+    return out
+
+
 def stop_gradient(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     """``input``, with no gradient flowing through it."""
-    return _unary(lambda x: x.detach(), input, "StopGradient", name)
+    return _unary(_detach, input, "StopGradient", name)
+
+
+def _detach(x: Any) -> Any:
+    """``x.detach()``; a variable is copied first, since the capture finds a detached alias of a
+    by-reference tensor by its storage and would give it the variable's gradient again."""
+    return x.detach() if x.is_meta else x.clone().detach()
 
 
 def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Tensor:
