@@ -1173,9 +1173,10 @@ class Session:
 
         # What the fetches need.
         starts: list[int] = []
-        for item in flat:
-            for r in item[1]:
-                starts.append(r)
+        for kind, recs, t in flat:
+            if kind == "tensor" and (t._rec, t._idx) in fed:
+                continue  # a fed fetch gives the fed value
+            starts.extend(recs)
         needed, missing, reads = g._walk(tuple(sorted(set(starts))), frozenset(fed))
         if missing:
             rec = g._records[missing[0]]
@@ -1200,6 +1201,9 @@ class Session:
                     "tf.global_variables_initializer() (or the variable's initializer) in this session first",
                 )
 
+        # A captured graph cannot run while another capture is open on the thread: end it (the
+        # graph it records stays usable; its next op records it again).
+        _release()
         ep = g._build(overrides)
         ops: list[_fg.Operation] = []
         for r in needed:

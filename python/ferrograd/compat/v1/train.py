@@ -81,7 +81,8 @@ def create_global_step(graph: Any = None) -> Variable:
 
 def get_or_create_global_step(graph: Any = None) -> Variable:
     """The global step, made on first use."""
-    return get_global_step(graph) or create_global_step(graph)
+    step = get_global_step(graph)
+    return step if step is not None else create_global_step(graph)
 
 
 def global_step(sess: Any, global_step_tensor: Any) -> int:
