@@ -390,9 +390,10 @@ _holder = _Holder()  # the recording that holds this thread's capture
 class _Epoch:
     """One recording of a graph's records into a ferrograd graph."""
 
-    def __init__(self, graph: Graph, overrides: frozenset) -> None:
+    def __init__(self, graph: Graph, overrides: frozenset, shapes: tuple = ()) -> None:
         self.graph = graph
         self.overrides = overrides  # (record, output) pairs fed in this variant: placeholders here
+        self.shapes = dict(shapes)  # placeholder record -> the shape it is recorded with here
         self.fgg = _fg.Graph()
         self.vals: list[tuple] = []
         self.feeds: dict[tuple[int, int], Any] = {}
@@ -504,7 +505,7 @@ class Graph:
         self._var_scopes: list[Any] = []
         self._vars_by_name: dict[str, Any] = {}
         self._base: _Epoch | None = None
-        self._variants: dict[frozenset, _Epoch] = {}
+        self._variants: dict[tuple, _Epoch] = {}
         self._inline = 0
         self._cur_vals: list[tuple] = []
         self._walks: dict[tuple, tuple] = {}
@@ -735,7 +736,10 @@ class Graph:
                     ep.vals.append(_Broken(None))
                     continue
                 try:
-                    out = rec.run(ep.vals)
+                    if i in ep.shapes:  # declared without a shape, fed a non-scalar: recorded at that shape
+                        out = (_fg.placeholder(rec.outputs[0].dtype._fg, list(ep.shapes[i]), name=rec.name),)
+                    else:
+                        out = rec.run(ep.vals)
                 except Exception as e:  # only an error if a run needs it (a fed tensor cut its input)
                     ep.vals.append(_Broken(e))
                     continue
@@ -753,10 +757,15 @@ class Graph:
                     out = tuple(out)
                 ep.vals.append(out)
 
-    def _build(self, overrides: frozenset) -> _Epoch:
-        """A finished recording of every record (with ``overrides`` fed), ready to run."""
+    def _build(self, overrides: frozenset, shapes: tuple = ()) -> _Epoch:
+        """A finished recording of every record (with ``overrides`` fed), ready to run.
+
+        ``shapes``: ``(record, shape)`` of placeholders declared without a shape that are fed
+        non-scalars; they are recorded at that shape (so gradients reduce as they must).
+        """
         n = len(self._records)
-        if not overrides:
+        key = (overrides, shapes)
+        if not overrides and not shapes:
             ep = self._base
             if ep is not None and not ep.dead and len(ep.vals) == n:
                 if ep.open:
@@ -767,10 +776,10 @@ class Graph:
                 if ep is not None:
                     return ep
         else:
-            ep = self._variants.get(overrides)
+            ep = self._variants.get(key)
             if ep is not None and len(ep.vals) == n:
                 return ep
-        ep = _Epoch(self, overrides)
+        ep = _Epoch(self, overrides, shapes)
         ep.begin()
         try:
             self._replay(ep)
@@ -778,8 +787,10 @@ class Graph:
             ep.abort()
             raise
         ep.end()
-        if overrides:
-            self._variants[overrides] = ep
+        if overrides or shapes:
+            if len(self._variants) > 32:
+                self._variants.clear()
+            self._variants[key] = ep
         else:
             self._base = ep
         return ep
@@ -1170,6 +1181,13 @@ class Session:
                 raise ValueError("cannot feed a tensor made inside a control-flow body")
             fed[(t._rec, t._idx)] = (t, _feed_value(t, v))
         overrides = frozenset(key for key in fed if g._records[key[0]].kind != "placeholder")
+        shapes = tuple(
+            sorted(
+                (key[0], tuple(val.shape) if isinstance(val, _core.Tensor) else np.shape(val))
+                for key, (t, val) in fed.items()
+                if g._records[key[0]].kind == "placeholder" and t._shape is None and len(val.shape) > 0
+            )
+        )
 
         # What the fetches need.
         starts: list[int] = []
@@ -1204,7 +1222,7 @@ class Session:
         # A captured graph cannot run while another capture is open on the thread: end it (the
         # graph it records stays usable; its next op records it again).
         _release()
-        ep = g._build(overrides)
+        ep = g._build(overrides, shapes)
         ops: list[_fg.Operation] = []
         for r in needed:
             if isinstance(ep.vals[r], _Broken):

@@ -21,6 +21,7 @@ from ._framework import (
     _convert,
     _Node,
     _last_node,
+    _release,
     as_dtype,
     float32,
     get_default_graph,
@@ -160,6 +161,7 @@ class Variable(Tensor):
 
     def load(self, value: Any, session: Any = None) -> None:
         """Set the variable's value now, without running an op."""
+        _release()  # the variable is written directly: no capture may hold it
         arr = np.asarray(value, dtype=self.dtype.as_numpy_dtype)
         if list(arr.shape) != list(self._shape or []):
             raise ValueError(f"load: value of shape {arr.shape} for a variable of shape {self.shape}")

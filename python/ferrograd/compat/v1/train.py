@@ -24,6 +24,7 @@ from . import _ops, _variables
 from ._framework import (
     NotFoundError,
     Operation,
+    _release,
     Tensor,
     _convert,
     _Node,
@@ -437,6 +438,7 @@ class Saver:
         """Write the variables' values; returns the checkpoint prefix (``save_path[-step]``)."""
         from ...serialization import save as fg_save
 
+        _release()  # variables are read directly: no capture may hold them
         prefix = os.fspath(save_path)
         if global_step is not None:
             step = int(sess.run(global_step)) if isinstance(global_step, Tensor) else int(global_step)
@@ -465,6 +467,7 @@ class Saver:
 
         if save_path is None:
             raise ValueError("Can't load save_path when it is None.")
+        _release()  # variables are written directly: no capture may hold them
         path = os.fspath(save_path)
         file = path if path.endswith(_SUFFIX) else path + _SUFFIX
         if not os.path.exists(file):
