@@ -77,7 +77,9 @@ def test_reductions_axis_forms(name, ref):
 def test_integer_mean_truncates_and_bool_reductions():
     x = tf.constant([[1, 2], [4, 4]])
     b = tf.constant([[True, False], [True, True]])
-    m, m0, anyr, allr = run([tf.reduce_mean(x), tf.reduce_mean(x, 0), tf.reduce_any(b, 1), tf.reduce_all(b, 1)])
+    m, m0, anyr, allr = run(
+        [tf.reduce_mean(x), tf.reduce_mean(x, 0), tf.reduce_any(b, 1), tf.reduce_all(b, 1)]
+    )
     assert m == 2 and x.dtype == tf.int32  # 11 / 4 = 2.75 -> 2
     np.testing.assert_array_equal(m0, [2, 3])
     np.testing.assert_array_equal(anyr, [True, True])
@@ -87,7 +89,16 @@ def test_integer_mean_truncates_and_bool_reductions():
 def test_argmax_axis_dimension_and_old_names():
     v = np.array([[1.0, 9.0, 3.0], [7.0, 2.0, 8.0]], np.float32)
     x = tf.constant(v)
-    got = run([tf.argmax(x), tf.argmax(x, axis=1), tf.argmax(x, dimension=1), tf.arg_max(x, 1), tf.argmin(x, 1), tf.arg_min(x, 0)])
+    got = run(
+        [
+            tf.argmax(x),
+            tf.argmax(x, axis=1),
+            tf.argmax(x, dimension=1),
+            tf.arg_max(x, 1),
+            tf.argmin(x, 1),
+            tf.arg_min(x, 0),
+        ]
+    )
     np.testing.assert_array_equal(got[0], [1, 0, 1])  # default axis 0
     for g in got[1:4]:
         np.testing.assert_array_equal(g, [1, 2])
@@ -109,7 +120,15 @@ def test_dtypes_and_constants():
     assert tf.as_dtype("int64") is tf.int64 and tf.int64.is_integer and tf.float32.is_floating
     c = tf.constant(2.0, shape=[2, 3])
     np.testing.assert_array_equal(run(c), np.full((2, 3), 2.0))
-    got = run([tf.zeros([2, 2]), tf.ones([3], tf.int32), tf.fill([2], 7), tf.zeros_like(c), tf.ones_like(c, tf.int64)])
+    got = run(
+        [
+            tf.zeros([2, 2]),
+            tf.ones([3], tf.int32),
+            tf.fill([2], 7),
+            tf.zeros_like(c),
+            tf.ones_like(c, tf.int64),
+        ]
+    )
     np.testing.assert_array_equal(got[0], np.zeros((2, 2)))
     assert got[1].dtype == np.int32 and got[1].tolist() == [1, 1, 1]
     assert got[2].tolist() == [7, 7]
@@ -118,7 +137,9 @@ def test_dtypes_and_constants():
 
 def test_cast_rounds_toward_zero():
     x = tf.constant([-1.7, -0.2, 0.5, 2.9])
-    i, b, f = run([tf.cast(x, tf.int32), tf.cast(x, tf.bool), tf.cast(tf.constant([True, False]), tf.float32)])
+    i, b, f = run(
+        [tf.cast(x, tf.int32), tf.cast(x, tf.bool), tf.cast(tf.constant([True, False]), tf.float32)]
+    )
     np.testing.assert_array_equal(i, [-1, 0, 0, 2])
     np.testing.assert_array_equal(b, [True, True, True, True])
     np.testing.assert_array_equal(f, [1.0, 0.0])
@@ -174,7 +195,16 @@ def test_join_and_split():
     parts = tf.split(tf.constant(np.arange(12).reshape(2, 6)), 3, axis=1)
     sized = tf.split(tf.constant(np.arange(12).reshape(2, 6)), [1, 5], 1)
     got = run(
-        [tf.concat([ta, tb], 0), tf.concat([ta, tb], axis=1), tf.concat(1, [ta, tb]), tf.stack([ta, tb]), tf.stack([ta, tb], axis=2), tf.unstack(ta), parts, sized]
+        [
+            tf.concat([ta, tb], 0),
+            tf.concat([ta, tb], axis=1),
+            tf.concat(1, [ta, tb]),
+            tf.stack([ta, tb]),
+            tf.stack([ta, tb], axis=2),
+            tf.unstack(ta),
+            parts,
+            sized,
+        ]
     )
     np.testing.assert_array_equal(got[0], np.concatenate([a, b]))
     np.testing.assert_array_equal(got[1], np.concatenate([a, b], 1))
@@ -214,7 +244,14 @@ def test_tile_pad_gather_slice():
 
 def test_one_hot():
     idx = tf.constant([0, 2, -1, 5])
-    got = run([tf.one_hot(idx, 3), tf.one_hot(idx, 3, on_value=5.0, off_value=-1.0), tf.one_hot(idx, 3, axis=0), tf.one_hot(idx, 3, dtype=tf.int32)])
+    got = run(
+        [
+            tf.one_hot(idx, 3),
+            tf.one_hot(idx, 3, on_value=5.0, off_value=-1.0),
+            tf.one_hot(idx, 3, axis=0),
+            tf.one_hot(idx, 3, dtype=tf.int32),
+        ]
+    )
     want = np.array([[1, 0, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]], np.float32)  # out of range: all off
     np.testing.assert_array_equal(got[0], want)
     np.testing.assert_array_equal(got[1], np.where(want == 1, 5.0, -1.0))
@@ -260,7 +297,9 @@ def test_matmul_transposes():
     a = RNG.standard_normal((3, 4)).astype(np.float32)
     b = RNG.standard_normal((5, 4)).astype(np.float32)
     x, y = tf.constant(a), tf.constant(b)
-    g1, g2, g3 = run([tf.matmul(x, y, transpose_b=True), tf.matmul(y, x, transpose_b=True), x @ tf.transpose(y)])
+    g1, g2, g3 = run(
+        [tf.matmul(x, y, transpose_b=True), tf.matmul(y, x, transpose_b=True), x @ tf.transpose(y)]
+    )
     np.testing.assert_allclose(g1, a @ b.T, rtol=1e-5)
     np.testing.assert_allclose(g2, b @ a.T, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g3, a @ b.T, rtol=1e-5)
@@ -269,7 +308,20 @@ def test_matmul_transposes():
 def test_comparisons_and_where():
     v = np.array([1.0, 2.0, 3.0], np.float32)
     x = tf.constant(v)
-    got = run([tf.equal(x, 2.0), tf.not_equal(x, 2.0), tf.less(x, 2.0), tf.less_equal(x, 2.0), tf.greater(x, 2.0), tf.greater_equal(x, 2.0), x > 1.5, tf.where(x > 1.5, x, -x), tf.logical_and(x > 1, x < 3), tf.logical_not(x > 1)])
+    got = run(
+        [
+            tf.equal(x, 2.0),
+            tf.not_equal(x, 2.0),
+            tf.less(x, 2.0),
+            tf.less_equal(x, 2.0),
+            tf.greater(x, 2.0),
+            tf.greater_equal(x, 2.0),
+            x > 1.5,
+            tf.where(x > 1.5, x, -x),
+            tf.logical_and(x > 1, x < 3),
+            tf.logical_not(x > 1),
+        ]
+    )
     np.testing.assert_array_equal(got[0], [False, True, False])
     np.testing.assert_array_equal(got[1], [True, False, True])
     np.testing.assert_array_equal(got[2], [True, False, False])
@@ -380,7 +432,18 @@ def _softmax(z):
 def test_activations():
     z = RNG.standard_normal((4, 6)).astype(np.float32) * 3
     x = tf.constant(z)
-    got = run([tf.nn.relu(x), tf.nn.sigmoid(x), tf.nn.tanh(x), tf.nn.softmax(x), tf.nn.log_softmax(x), tf.nn.softmax(x, axis=0), tf.nn.relu6(x), tf.nn.leaky_relu(x, 0.1)])
+    got = run(
+        [
+            tf.nn.relu(x),
+            tf.nn.sigmoid(x),
+            tf.nn.tanh(x),
+            tf.nn.softmax(x),
+            tf.nn.log_softmax(x),
+            tf.nn.softmax(x, axis=0),
+            tf.nn.relu6(x),
+            tf.nn.leaky_relu(x, 0.1),
+        ]
+    )
     np.testing.assert_allclose(got[0], np.maximum(z, 0))
     np.testing.assert_allclose(got[1], 1 / (1 + np.exp(-z)), rtol=1e-5)
     np.testing.assert_allclose(got[2], np.tanh(z), rtol=1e-5, atol=1e-6)
@@ -403,7 +466,9 @@ def test_cross_entropy_forms():
             tf.nn.softmax_cross_entropy_with_logits(labels=onehot, logits=logits),
             tf.nn.softmax_cross_entropy_with_logits_v2(labels=soft, logits=logits),
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(labels), logits=logits),
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(labels.astype(np.int32)), logits=logits),
+            tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=tf.constant(labels.astype(np.int32)), logits=logits
+            ),
             tf.nn.sigmoid_cross_entropy_with_logits(labels=bin_z, logits=logits),
             tf.nn.l2_loss(tf.constant([1.0, 2.0, 3.0])),
         ]
@@ -436,7 +501,9 @@ def test_bias_add_dropout_embedding():
     keep = tf.placeholder(tf.float32)
     d = tf.nn.dropout(x, keep)
     d_rate = tf.nn.dropout(x, rate=0.75)
-    emb = tf.nn.embedding_lookup(tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3)), tf.constant([[3, 0], [1, 1]]))
+    emb = tf.nn.embedding_lookup(
+        tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3)), tf.constant([[3, 0], [1, 1]])
+    )
     ones = np.ones((2000, 3), np.float32)
     with tf.Session() as sess:
         np.testing.assert_allclose(sess.run(tf.nn.bias_add(x, b), {x: ones}), ones + [1, 2, 3])
@@ -531,7 +598,13 @@ def test_pools_match_reference(size, k, s):
     xv = rng.standard_normal((2, size, size, 3)).astype(np.float32)
     x = tf.constant(xv)
     opts = dict(ksize=[1, k, k, 1], strides=[1, s, s, 1])
-    mps, aps, mpv = run([tf.nn.max_pool(x, padding="SAME", **opts), tf.nn.avg_pool(x, padding="SAME", **opts), tf.nn.max_pool(x, padding="VALID", **opts)])
+    mps, aps, mpv = run(
+        [
+            tf.nn.max_pool(x, padding="SAME", **opts),
+            tf.nn.avg_pool(x, padding="SAME", **opts),
+            tf.nn.max_pool(x, padding="VALID", **opts),
+        ]
+    )
     (t, b) = _same(size, k, s)
     o = -(-size // s)
     want_m = np.zeros((2, o, o, 3))
@@ -561,7 +634,14 @@ def test_layers_shapes_and_names():
     assert f.shape.as_list() == [None, 64]
     assert d.shape.as_list() == [None, 10]
     names = sorted(v.name for v in tf.trainable_variables())
-    assert names == ["conv2d/bias:0", "conv2d/kernel:0", "dense/bias:0", "dense/kernel:0", "head/bias:0", "head/kernel:0"]
+    assert names == [
+        "conv2d/bias:0",
+        "conv2d/kernel:0",
+        "dense/bias:0",
+        "dense/kernel:0",
+        "head/bias:0",
+        "head/kernel:0",
+    ]
     xv = RNG.standard_normal((2, 8, 8, 1)).astype(np.float32)
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())

@@ -53,7 +53,8 @@ class DataSet:
 class Digits:
     def __init__(self) -> None:
         datasets = pytest.importorskip(
-            "sklearn.datasets", reason="sklearn is not installed (pip install -e '.[demo]' for the digits data)"
+            "sklearn.datasets",
+            reason="sklearn is not installed (pip install -e '.[demo]' for the digits data)",
         )
         d = datasets.load_digits()
         order = np.random.default_rng(42).permutation(len(d.target))  # the writers mixed over both parts
@@ -162,7 +163,9 @@ def test_logistic_regression_on_digits():
             be.sub_(lr * gb)
         e_losses.append(loss.item())
     with fg.no_grad():
-        e_acc = ((fg.tensor(data.test.images) @ We + be).numpy().argmax(1) == data.test.labels.argmax(1)).mean()
+        e_acc = (
+            (fg.tensor(data.test.images) @ We + be).numpy().argmax(1) == data.test.labels.argmax(1)
+        ).mean()
 
     assert losses[0] == pytest.approx(np.log(10), rel=1e-5)
     np.testing.assert_allclose(losses, e_losses, rtol=1e-3, atol=1e-4)
@@ -263,7 +266,10 @@ def test_cnn_nhwc_on_digits_matches_eager():
         "wd1": tf.Variable(tf.truncated_normal([2 * 2 * 32, 64], stddev=0.1)),
         "out": tf.Variable(tf.truncated_normal([64, 10], stddev=0.1)),
     }
-    biases = {k: tf.Variable(tf.constant(0.1, shape=[n])) for k, n in (("bc1", 16), ("bc2", 32), ("bd1", 64), ("out", 10))}
+    biases = {
+        k: tf.Variable(tf.constant(0.1, shape=[n]))
+        for k, n in (("bc1", 16), ("bc2", 32), ("bd1", 64), ("out", 10))
+    }
 
     def conv_net(x, weights, biases, dropout):
         x = tf.reshape(x, shape=[-1, 8, 8, 1])
@@ -298,7 +304,10 @@ def test_cnn_nhwc_on_digits_matches_eager():
 
     # Eager ferrograd, NCHW, from the same weights and batches (dropout draws differ).
     data = Digits()
-    k = {n: fg.tensor(np.ascontiguousarray(start[n].transpose(3, 2, 0, 1)), requires_grad=True) for n in ("wc1", "wc2")}
+    k = {
+        n: fg.tensor(np.ascontiguousarray(start[n].transpose(3, 2, 0, 1)), requires_grad=True)
+        for n in ("wc1", "wc2")
+    }
     p = {n: fg.tensor(v, requires_grad=True) for n, v in start.items() if n not in ("wc1", "wc2")}
     opt = fg.optim.Adam([*k.values(), *p.values()], lr=lr, eps=1e-8)
 
@@ -317,7 +326,9 @@ def test_cnn_nhwc_on_digits_matches_eager():
         loss.backward()
         opt.step()
     with fg.no_grad():
-        e_acc = (net(fg.tensor(data.test.images), False).numpy().argmax(1) == data.test.labels.argmax(1)).mean()
+        e_acc = (
+            net(fg.tensor(data.test.images), False).numpy().argmax(1) == data.test.labels.argmax(1)
+        ).mean()
 
     assert last < 0.3 * first, (first, last)
     assert acc > 0.93, (acc, e_acc)  # 0.96 in both

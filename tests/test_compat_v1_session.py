@@ -255,7 +255,9 @@ def test_initializers():
     assert got["uniform"].min() >= -0.2 and got["uniform"].max() < 0.2
     lim = np.sqrt(6 / (40 + 60))
     assert np.abs(got["glorot"]).max() <= lim and np.abs(got["glorot"]).max() > 0.9 * lim
-    assert np.abs(d).max() <= lim and abs(d.std() - lim / np.sqrt(3)) < 0.02  # get_variable's default: Glorot uniform
+    assert (
+        np.abs(d).max() <= lim and abs(d.std() - lim / np.sqrt(3)) < 0.02
+    )  # get_variable's default: Glorot uniform
     assert abs(got["vs"].std() - np.sqrt(2.0 / 40)) < 0.03
 
 
@@ -278,7 +280,9 @@ def test_variable_scope_reuse():
         a2 = tf.get_variable("b", [1])
     assert a1 is a2
     assert [v.name for v in tf.global_variables()] == ["net/w:0", "auto/b:0"]
-    with pytest.raises(ValueError, match=r"Variable net/w already exists, disallowed\. Did you mean to set reuse=True"):
+    with pytest.raises(
+        ValueError, match=r"Variable net/w already exists, disallowed\. Did you mean to set reuse=True"
+    ):
         with tf.variable_scope("net"):
             layer(x)
     with pytest.raises(ValueError, match="does not exist"):
@@ -318,7 +322,11 @@ def _one_var_problem(opt):
     w = tf.Variable(w0)
     loss = tf.reduce_sum(w * w * x)  # dloss/dw = 2 * w * x
     train = opt.minimize(loss)
-    xs = [np.array([1.0, 0.5, 2.0], np.float32), np.array([0.2, 1.0, -1.0], np.float32), np.array([1.0, 1.0, 1.0], np.float32)]
+    xs = [
+        np.array([1.0, 0.5, 2.0], np.float32),
+        np.array([0.2, 1.0, -1.0], np.float32),
+        np.array([1.0, 1.0, 1.0], np.float32),
+    ]
     got = []
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())

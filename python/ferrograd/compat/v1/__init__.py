@@ -32,10 +32,12 @@ batch axis); ``tf.where`` needs ``x`` and ``y``.
 
 from __future__ import annotations
 
+import builtins
+
 from . import errors, layers, losses, nn, summary, train
 from ._framework import (
-    DType,
     Dimension,
+    DType,
     Graph,
     InteractiveSession,
     Operation,
@@ -229,6 +231,6 @@ def disable_v2_behavior() -> None:
     """Nothing to do: this module always has TF1's behaviour."""
 
 
-def executing_eagerly() -> bool:
+def executing_eagerly() -> builtins.bool:
     """False: ops build graphs."""
     return False

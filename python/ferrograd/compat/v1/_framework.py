@@ -246,7 +246,7 @@ class TensorShape:
         """The number of elements, or None when not fully defined."""
         if not self.is_fully_defined():
             return None
-        return int(np.prod(self._dims, dtype=np.int64))
+        return int(np.prod(_known(self._dims), dtype=np.int64))
 
     def __len__(self) -> int:
         if self._dims is None:
@@ -285,11 +285,18 @@ class TensorShape:
         return f"({inner}{',' if len(self._dims) == 1 else ''})"
 
 
+def _known(dims: Sequence[int | None] | None, what: str = "shape") -> list[int]:
+    """``dims`` as ints; raises when the rank or a dim is unknown."""
+    if dims is None or any(d is None for d in dims):
+        raise ValueError(f"the {what} must be fully known while the graph is built, got {_shape_text(dims)}")
+    return [int(d) for d in dims if d is not None]
+
+
 def _static_shape(t: Any) -> list[int | None]:
     return [None if int(d) >= _SYMBOLIC else int(d) for d in t.shape]
 
 
-def _shape_text(shape: list[int | None] | None) -> str:
+def _shape_text(shape: Sequence[int | None] | None) -> str:
     if shape is None:
         return "<unknown>"
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
@@ -323,7 +330,20 @@ class _Broken(tuple):
 class _Record:
     """One TF op: the ferrograd function that records it, and its inputs."""
 
-    __slots__ = ("fn", "args", "op_type", "name", "loc", "control", "kind", "outputs", "inits", "deps", "op", "folds")
+    __slots__ = (
+        "fn",
+        "args",
+        "op_type",
+        "name",
+        "loc",
+        "control",
+        "kind",
+        "outputs",
+        "inits",
+        "deps",
+        "op",
+        "folds",
+    )
 
     def __init__(self, fn: Callable, args: tuple, op_type: str, name: str, kind: str) -> None:
         self.fn = fn
@@ -346,7 +366,8 @@ class _Record:
             # A strided view folded from constants comes out dense: give the recording the dense
             # layout from the start so the passes keep every output's layout.
             out = tuple(
-                o.contiguous() if isinstance(o, _core.Tensor) and o.is_meta and not o.is_contiguous() else o for o in out
+                o.contiguous() if isinstance(o, _core.Tensor) and o.is_meta and not o.is_contiguous() else o
+                for o in out
             )
         return out
 
@@ -688,8 +709,10 @@ class Graph:
         rec.loc = _capture._user_location()
         rec.control = self._current_control()
         _collect_deps(args, rec.deps)
-        rec.folds = kind == "op" and (op_type == "Const" or bool(rec.deps)) and all(
-            self._records[d].folds for d, _ in rec.deps
+        rec.folds = (
+            kind == "op"
+            and (op_type == "Const" or bool(rec.deps))
+            and all(self._records[d].folds for d, _ in rec.deps)
         )
         with self._recording() as ep:
             out = rec.run(ep.vals)
@@ -735,6 +758,7 @@ class Graph:
                 if any(isinstance(ep.vals[d], _Broken) for d, _ in rec.deps):
                     ep.vals.append(_Broken(None))
                     continue
+                out: tuple[Any, ...]
                 try:
                     if i in ep.shapes:  # declared without a shape, fed a non-scalar: recorded at that shape
                         out = (_fg.placeholder(rec.outputs[0].dtype._fg, list(ep.shapes[i]), name=rec.name),)
@@ -747,14 +771,14 @@ class Graph:
                     ep.feeds[(i, 0)] = out[0]
                 fed = [k for k in range(len(out)) if (i, k) in ep.overrides]
                 if fed:
-                    out = list(out)  # type: ignore[assignment]
+                    items = list(out)
                     for k in fed:
                         t = rec.outputs[k]
-                        shape = None if t._shape is None else [d for d in t._shape]
+                        shape = None if t._shape is None else list(t._shape)
                         ph = _fg.placeholder(t.dtype._fg, shape, name=f"{rec.name}_{k}")
-                        out[k] = ph  # type: ignore[index]
+                        items[k] = ph
                         ep.feeds[(i, k)] = ph
-                    out = tuple(out)
+                    out = tuple(items)
                 ep.vals.append(out)
 
     def _build(self, overrides: frozenset, shapes: tuple = ()) -> _Epoch:
@@ -995,11 +1019,103 @@ class Tensor:
     def __repr__(self) -> str:
         return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
 
+    # -- operators build ops, as TF's do -------------------------------------
+
+    def __add__(self, other: Any) -> Tensor:
+        return _op_module().add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _op_module().add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _op_module().subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _op_module().subtract(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _op_module().multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _op_module().multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _op_module().divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _op_module().divide(other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _op_module().floordiv(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _op_module().floordiv(other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _op_module().mod(self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _op_module().mod(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _op_module().pow(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _op_module().pow(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _op_module().matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _op_module().matmul(other, self)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _op_module().less(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _op_module().less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _op_module().greater(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _op_module().greater_equal(self, other)
+
+    def __and__(self, other: Any) -> Tensor:
+        return _op_module().logical_and(self, other)
+
+    def __rand__(self, other: Any) -> Tensor:
+        return _op_module().logical_and(other, self)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _op_module().logical_or(self, other)
+
+    def __ror__(self, other: Any) -> Tensor:
+        return _op_module().logical_or(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _op_module().negative(self)
+
+    def __abs__(self) -> Tensor:
+        return _op_module().abs(self)
+
+    def __invert__(self) -> Tensor:
+        return _op_module().logical_not(self)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return _op_module()._getitem(self, key)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise TypeError(
             f"Cannot convert the symbolic tensor {self.name} to a NumPy array: "
             "run it with Session.run or .eval() first"
         )
+
+
+def _op_module() -> Any:
+    from . import _ops
+
+    return _ops
 
 
 class Operation:
@@ -1226,7 +1342,10 @@ class Session:
         ops: list[_fg.Operation] = []
         for r in needed:
             if isinstance(ep.vals[r], _Broken):
-                exc = next((ep.vals[q].exc for q in needed if getattr(ep.vals[q], "exc", None) is not None), None)
+                exc = next(
+                    (getattr(ep.vals[q], "exc", None) for q in needed if getattr(ep.vals[q], "exc", None)),
+                    None,
+                )
                 raise InvalidArgumentError(
                     None,
                     g._records[r].op,
@@ -1329,6 +1448,7 @@ def _scalarize(val: np.ndarray) -> Any:
 
 def _feed_value(t: Tensor, v: Any) -> Any:
     """A fed value as an array of ``t``'s dtype, checked against its static shape."""
+    arr: Any
     if isinstance(v, _core.Tensor):
         arr = v
         shape = list(v.shape)

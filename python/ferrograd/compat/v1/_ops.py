@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+import ferrograd as fg  # noqa: E402 - the package is initialised before its compat faces
+
 from ... import _capture, _core
 from ... import graph as _fg
 from ...nn import functional as F
@@ -20,6 +22,7 @@ from ._framework import (
     _convert,
     _fg_dtype,
     _is_number,
+    _known,
     _numpy_of,
     as_dtype,
     control_dependencies,
@@ -28,9 +31,6 @@ from ._framework import (
     int32,
     int64,
 )
-
-import ferrograd as fg  # noqa: E402 - the package is initialised before its compat faces
-
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -74,7 +74,7 @@ def _binary(fn: Callable, a: Any, b: Any, op_type: str, name: str | None = None)
 def _static_ints(v: Any, what: str) -> list[int]:
     """A shape or axis list known while building (ints, a TensorShape, or a constant tensor)."""
     if isinstance(v, TensorShape):
-        return [int(d) for d in v.as_list()]
+        return _known(v.as_list())
     if isinstance(v, Tensor):
         if v._const is None:
             raise ValueError(f"{what} must be known while the graph is built (got the tensor {v.name})")
@@ -106,7 +106,9 @@ def _keep(keepdims: Any, keep_dims: Any) -> bool:
 # ----------------------------------------------------------------------------- making tensors
 
 
-def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Const", verify_shape: bool = False) -> Tensor:
+def constant(
+    value: Any, dtype: Any = None, shape: Any = None, name: str = "Const", verify_shape: bool = False
+) -> Tensor:
     """A constant tensor of ``value`` (Python floats are float32 and ints int32, as in TF)."""
     return _constant(value, dtype, name, shape)
 
@@ -115,7 +117,9 @@ def _fill_op(shape: Any, value: float, dtype: Any, op_type: str, name: str | Non
     dims = _static_ints(shape, "shape")
     d = _fg_dtype(dtype)
     t = get_default_graph()._apply(lambda: fg.full(tuple(dims), value, dtype=d), (), op_type, name)
-    t._const = np.full(dims, value, dtype=as_dtype(dtype).as_numpy_dtype) if int(np.prod(dims)) <= 64 else None
+    t._const = (
+        np.full(dims, value, dtype=as_dtype(dtype).as_numpy_dtype) if int(np.prod(dims)) <= 64 else None
+    )
     return t
 
 
@@ -154,7 +158,12 @@ def _shape_arg(shape: Any) -> tuple[int, ...]:
 
 
 def random_normal(
-    shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = float32, seed: Any = None, name: str | None = None
+    shape: Any,
+    mean: Any = 0.0,
+    stddev: Any = 1.0,
+    dtype: Any = float32,
+    seed: Any = None,
+    name: str | None = None,
 ) -> Tensor:
     """Samples of N(mean, stddev²), drawn again at every run."""
     dims, d = _shape_arg(shape), _fg_dtype(dtype)
@@ -164,7 +173,12 @@ def random_normal(
 
 
 def random_uniform(
-    shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = float32, seed: Any = None, name: str | None = None
+    shape: Any,
+    minval: Any = 0,
+    maxval: Any = None,
+    dtype: Any = float32,
+    seed: Any = None,
+    name: str | None = None,
 ) -> Tensor:
     """Uniform samples in ``[minval, maxval)`` (``maxval`` defaults to 1 for floats)."""
     dims, dt = _shape_arg(shape), as_dtype(dtype)
@@ -173,7 +187,9 @@ def random_uniform(
         if maxval is None:
             raise ValueError("Must specify maxval for integer dtype")
         lo, hi = int(minval), int(maxval)
-        return get_default_graph()._apply(lambda: fg.randint(lo, hi, dims, dtype=d), (), "RandomUniformInt", name)
+        return get_default_graph()._apply(
+            lambda: fg.randint(lo, hi, dims, dtype=d), (), "RandomUniformInt", name
+        )
     hi_v = 1.0 if maxval is None else maxval
     return get_default_graph()._apply(
         lambda lo, hi: fg.rand(dims, dtype=d) * (hi - lo) + lo, (minval, hi_v), "RandomUniform", name
@@ -184,7 +200,12 @@ _PHI_2 = 0.5 * (1.0 + math.erf(-2.0 / math.sqrt(2.0)))  # P(Z < -2)
 
 
 def truncated_normal(
-    shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = float32, seed: Any = None, name: str | None = None
+    shape: Any,
+    mean: Any = 0.0,
+    stddev: Any = 1.0,
+    dtype: Any = float32,
+    seed: Any = None,
+    name: str | None = None,
 ) -> Tensor:
     """Samples of N(mean, stddev²) restricted to two standard deviations (by inverting the CDF)."""
     dims, d = _shape_arg(shape), _fg_dtype(dtype)
@@ -207,7 +228,10 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name
     """``[start, limit)`` in steps of ``delta`` (``range(n)`` counts from 0)."""
     if limit is None:
         start, limit = 0, start
-    s, lim, dl = (float(np.asarray(_static_ints(v, "range")[0])) if isinstance(v, Tensor) else v for v in (start, limit, delta))
+    s, lim, dl = (
+        float(np.asarray(_static_ints(v, "range")[0])) if isinstance(v, Tensor) else v
+        for v in (start, limit, delta)
+    )
     arr = np.arange(s, lim, dl)
     if dtype is None:
         dtype = float32 if any(isinstance(v, float) for v in (s, lim, dl)) else int32
@@ -226,8 +250,12 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
     the same size (the batch axis); ``shape=None`` accepts any shape.
     """
     g = get_default_graph()
-    dims = None if shape is None else TensorShape(shape).as_list() if not isinstance(shape, TensorShape) else (
-        None if shape.ndims is None else shape.as_list()
+    dims = (
+        None
+        if shape is None
+        else TensorShape(shape).as_list()
+        if not isinstance(shape, TensorShape)
+        else (None if shape.ndims is None else shape.as_list())
     )
     d = _fg_dtype(dtype)
 
@@ -527,7 +555,9 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     shape and is not supported.
     """
     if x is None or y is None:
-        raise NotImplementedError("tf.where(condition) without x and y (a data-dependent shape) is not supported")
+        raise NotImplementedError(
+            "tf.where(condition) without x and y (a data-dependent shape) is not supported"
+        )
     c = _convert(condition)
     like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else None
     xv, yv = _operand(x, like), _operand(y, like)
@@ -544,7 +574,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
 
 
 def _reduce(
-    method: Callable[[Any, tuple[int, ...] | None, bool], Any],
+    method: Callable[[Any, tuple[int, ...], bool], Any],
     x: Any,
     axis: Any,
     keepdims: Any,
@@ -556,18 +586,13 @@ def _reduce(
     t = _convert(x)
     axes = _axes(axis, reduction_indices)
     keep = _keep(keepdims, keep_dims)
-    nd = None if t._shape is None else len(t._shape)
 
     def fn(a: Any) -> Any:
-        ax = axes
-        if ax is None:
-            ax = list(builtins_range(a.dim()))
+        ax = list(builtins_range(a.dim())) if axes is None else axes
         if not ax:
             return a.clone()
-        ax = tuple(sorted({d % a.dim() for d in ax}))
-        return method(a, ax, keep)
+        return method(a, tuple(sorted({d % a.dim() for d in ax})), keep)
 
-    del nd
     return t._graph._apply(fn, (t,), op_type, name)
 
 
@@ -714,15 +739,21 @@ def _arg(which: str, x: Any, axis: Any, name: str | None, dimension: Any, output
     ax = axis if axis is not None else dimension
     ax = 0 if ax is None else _static_ints(ax, "axis")[0]
     d = as_dtype(output_type)._fg
-    return _unary(lambda a: getattr(a, which)(dim=ax).to(d), x, "ArgMax" if which == "argmax" else "ArgMin", name)
+    return _unary(
+        lambda a: getattr(a, which)(dim=ax).to(d), x, "ArgMax" if which == "argmax" else "ArgMin", name
+    )
 
 
-def argmax(input: Any, axis: Any = None, name: str | None = None, dimension: Any = None, output_type: Any = int64) -> Tensor:  # noqa: A002
+def argmax(
+    input: Any, axis: Any = None, name: str | None = None, dimension: Any = None, output_type: Any = int64
+) -> Tensor:  # noqa: A002
     """The index of the largest value along ``axis`` (``dimension`` is the old name; default 0)."""
     return _arg("argmax", input, axis, name, dimension, output_type)
 
 
-def argmin(input: Any, axis: Any = None, name: str | None = None, dimension: Any = None, output_type: Any = int64) -> Tensor:  # noqa: A002
+def argmin(
+    input: Any, axis: Any = None, name: str | None = None, dimension: Any = None, output_type: Any = int64
+) -> Tensor:  # noqa: A002
     """The index of the smallest value along ``axis``."""
     return _arg("argmin", input, axis, name, dimension, output_type)
 
@@ -769,7 +800,12 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose", conjugate: bool
     """Permute the dims (reversed when ``perm`` is None)."""
     t = _convert(a)
     p = None if perm is None else _static_ints(perm, "perm")
-    return _unary(lambda x: x.permute(*(p if p is not None else builtins_range(x.dim() - 1, -1, -1))), t, "Transpose", name)
+    return _unary(
+        lambda x: x.permute(*(p if p is not None else builtins_range(x.dim() - 1, -1, -1))),
+        t,
+        "Transpose",
+        name,
+    )
 
 
 def concat(values: Any, axis: Any, name: str = "concat") -> Tensor:
@@ -799,7 +835,9 @@ def unstack(value: Any, num: int | None = None, axis: int = 0, name: str = "unst
     return t._graph._apply(lambda x: tuple(x.unbind(axis)), (t,), "Unpack", name, multi=True)
 
 
-def split(value: Any, num_or_size_splits: Any, axis: Any = 0, num: int | None = None, name: str = "split") -> list[Tensor]:
+def split(
+    value: Any, num_or_size_splits: Any, axis: Any = 0, num: int | None = None, name: str = "split"
+) -> list[Tensor]:
     """Split ``value`` along ``axis`` into equal parts (an int) or parts of the given sizes."""
     t = _convert(value)
     ax = _static_ints(axis, "axis")[0]
@@ -850,19 +888,30 @@ def tile(input: Any, multiples: Any, name: str | None = None) -> Tensor:  # noqa
     return _unary(lambda x: x.repeat(*m), input, "Tile", name)
 
 
-def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", name: str | None = None, constant_values: Any = 0) -> Tensor:
+def pad(
+    tensor: Any, paddings: Any, mode: str = "CONSTANT", name: str | None = None, constant_values: Any = 0
+) -> Tensor:
     """Pad each dim by ``paddings[i] = [before, after]`` (``CONSTANT``, ``REFLECT`` or ``SYMMETRIC``)."""
-    p = np.asarray(paddings._const if isinstance(paddings, Tensor) else paddings, dtype=np.int64).reshape(-1, 2)
+    p = np.asarray(paddings._const if isinstance(paddings, Tensor) else paddings, dtype=np.int64).reshape(
+        -1, 2
+    )
     flat: list[int] = []
     for before, after in p[::-1]:
         flat += [int(before), int(after)]
     modes = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "replicate"}
-    m = modes[mode.upper()]
+    m: Any = modes[mode.upper()]
     v = float(constant_values)
-    return _unary(lambda x: F.pad(x, flat, mode=m, value=v) if m == "constant" else F.pad(x, flat, mode=m), tensor, "Pad", name)
+    return _unary(
+        lambda x: F.pad(x, flat, mode=m, value=v) if m == "constant" else F.pad(x, flat, mode=m),
+        tensor,
+        "Pad",
+        name,
+    )
 
 
-def gather(params: Any, indices: Any, validate_indices: Any = None, name: str | None = None, axis: int = 0) -> Tensor:
+def gather(
+    params: Any, indices: Any, validate_indices: Any = None, name: str | None = None, axis: int = 0
+) -> Tensor:
     """Slices of ``params`` at ``indices`` along ``axis``."""
     p, i = _convert(params), _convert(indices)
 
@@ -870,7 +919,11 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, name: str | 
         idx = idx.to(_core.int64)
         if axis == 0:
             return x[idx]
-        return x.movedim(axis, 0)[idx].movedim(0, axis) if hasattr(x, "movedim") else x.transpose(0, axis)[idx].transpose(0, axis)
+        return (
+            x.movedim(axis, 0)[idx].movedim(0, axis)
+            if hasattr(x, "movedim")
+            else x.transpose(0, axis)[idx].transpose(0, axis)
+        )
 
     return p._graph._apply(fn, (p, i), "GatherV2", name)
 
@@ -909,7 +962,7 @@ def size(input: Any, name: str | None = None, out_type: Any = int32) -> Tensor: 
     """The number of elements of ``input``."""
     t = _convert(input)
     if t._shape is not None and all(p is not None for p in t._shape):
-        return _constant(int(np.prod(t._shape, dtype=np.int64)), out_type, name or "Size")
+        return _constant(int(np.prod(_known(t._shape), dtype=np.int64)), out_type, name or "Size")
     d = as_dtype(out_type)._fg
     return _unary(lambda x: fg.ones_like(x, dtype=_core.float32).sum().to(d), t, "Size", name)
 
@@ -967,7 +1020,11 @@ def gradients(
     """Symbolic ``d(sum ys)/d xs`` (None for an ``x`` the ``ys`` do not depend on)."""
     ys_l = [_convert(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
     xs_l = [_convert(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
-    gys = None if grad_ys is None else [_convert(g) for g in (grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys])]
+    gys = (
+        None
+        if grad_ys is None
+        else [_convert(g) for g in (grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys])]
+    )
 
     def fn(y: Any, x: Any, gy: Any) -> Any:
         return tuple(_symbolic_gradients(list(y), list(x), None if gy is None else list(gy)))
@@ -984,7 +1041,9 @@ def _symbolic_gradients(ys: list[Any], xs: list[Any], gys: list[Any] | None) -> 
     ys, gys = [ys[k] for k in live], [gys[k] for k in live]
     usable = [x.requires_grad and bool(ys) for x in xs]
     got = iter(
-        _core.autograd_grad(ys, [x for x, u in zip(xs, usable, strict=True) if u], gys, retain_graph=True, allow_unused=True)
+        _core.autograd_grad(
+            ys, [x for x, u in zip(xs, usable, strict=True) if u], gys, retain_graph=True, allow_unused=True
+        )
         if any(usable)
         else ()
     )
@@ -1043,7 +1102,7 @@ def global_norm(t_list: Sequence[Any], name: str | None = None) -> Tensor:
 
 
 def _gnorm(xs: Sequence[Any]) -> Any:
-    total = None
+    total: Any = None
     for x in xs:
         s = (x * x).sum()
         total = s if total is None else total + s
@@ -1112,7 +1171,11 @@ def _body(g: Any, fn: Callable, args: Sequence[Any]) -> Any:
             res.append(v._twin if v._rec is None else g._cur_vals[v._rec][v._idx])
         elif isinstance(v, (int, float, bool, np.number)):
             with _capture.suspended():
-                res.append(_core._trace_constant(_core.tensor(np.asarray(v, dtype=np.float32 if isinstance(v, float) else np.int32))))
+                res.append(
+                    _core._trace_constant(
+                        _core.tensor(np.asarray(v, dtype=np.float32 if isinstance(v, float) else np.int32))
+                    )
+                )
         else:
             raise TypeError(f"a cond/while_loop body returned {type(v).__name__}")
     return tuple(res) if seq else res[0]
@@ -1222,36 +1285,3 @@ def _getitem(self: Tensor, key: Any) -> Tensor:
         out._const = np.asarray(self._const)[key]
         return out
     return self._graph._apply(lambda x, k: x[k], (self, key), "StridedSlice")
-
-
-def _install_operators() -> None:
-    T: Any = Tensor
-    T.__add__ = lambda a, b: add(a, b)
-    T.__radd__ = lambda a, b: add(b, a)
-    T.__sub__ = lambda a, b: subtract(a, b)
-    T.__rsub__ = lambda a, b: subtract(b, a)
-    T.__mul__ = lambda a, b: multiply(a, b)
-    T.__rmul__ = lambda a, b: multiply(b, a)
-    T.__truediv__ = lambda a, b: divide(a, b)
-    T.__rtruediv__ = lambda a, b: divide(b, a)
-    T.__floordiv__ = lambda a, b: floordiv(a, b)
-    T.__rfloordiv__ = lambda a, b: floordiv(b, a)
-    T.__mod__ = lambda a, b: mod(a, b)
-    T.__rmod__ = lambda a, b: mod(b, a)
-    T.__pow__ = lambda a, b: pow(a, b)
-    T.__rpow__ = lambda a, b: pow(b, a)
-    T.__matmul__ = lambda a, b: matmul(a, b)
-    T.__rmatmul__ = lambda a, b: matmul(b, a)
-    T.__neg__ = lambda a: negative(a)
-    T.__abs__ = lambda a: abs(a)
-    T.__lt__ = lambda a, b: less(a, b)
-    T.__le__ = lambda a, b: less_equal(a, b)
-    T.__gt__ = lambda a, b: greater(a, b)
-    T.__ge__ = lambda a, b: greater_equal(a, b)
-    T.__and__ = lambda a, b: logical_and(a, b)
-    T.__or__ = lambda a, b: logical_or(a, b)
-    T.__invert__ = lambda a: logical_not(a)
-    T.__getitem__ = _getitem
-
-
-_install_operators()

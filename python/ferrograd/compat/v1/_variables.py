@@ -19,8 +19,9 @@ from ._framework import (
     Tensor,
     TensorShape,
     _convert,
-    _Node,
+    _known,
     _last_node,
+    _Node,
     _release,
     as_dtype,
     float32,
@@ -86,7 +87,11 @@ class Variable(Tensor):
         g = get_default_graph()
         if callable(initial_value):
             initial_value = initial_value()
-        init = _convert(initial_value) if isinstance(initial_value, Tensor) else _ops.constant(initial_value, dtype)
+        init = (
+            _convert(initial_value)
+            if isinstance(initial_value, Tensor)
+            else _ops.constant(initial_value, dtype)
+        )
         if dtype is not None and as_dtype(dtype) != init.dtype:
             init = _ops.cast(init, dtype)
         if init._shape is None or any(d is None for d in init._shape):
@@ -96,7 +101,7 @@ class Variable(Tensor):
             )
         dt = init.dtype
         with _capture.suspended():
-            store = _core.zeros(tuple(init._shape), dtype=dt._fg)
+            store = _core.zeros(tuple(_known(init._shape)), dtype=dt._fg)
             if trainable and dt.is_floating:
                 store.requires_grad_(True)
         self._store = store
@@ -147,15 +152,21 @@ class Variable(Tensor):
     def _as_graph_element(self) -> Tensor:
         return self
 
-    def assign(self, value: Any, use_locking: bool = False, name: str | None = None, read_value: bool = True) -> Any:
+    def assign(
+        self, value: Any, use_locking: bool = False, name: str | None = None, read_value: bool = True
+    ) -> Any:
         """An op setting the variable to ``value``; fetching it gives the new value."""
         return assign(self, value, name=name)
 
-    def assign_add(self, delta: Any, use_locking: bool = False, name: str | None = None, read_value: bool = True) -> Any:
+    def assign_add(
+        self, delta: Any, use_locking: bool = False, name: str | None = None, read_value: bool = True
+    ) -> Any:
         """An op adding ``delta`` to the variable."""
         return assign_add(self, delta, name=name)
 
-    def assign_sub(self, delta: Any, use_locking: bool = False, name: str | None = None, read_value: bool = True) -> Any:
+    def assign_sub(
+        self, delta: Any, use_locking: bool = False, name: str | None = None, read_value: bool = True
+    ) -> Any:
         """An op subtracting ``delta`` from the variable."""
         return assign_sub(self, delta, name=name)
 
@@ -187,7 +198,9 @@ def _check_var(ref: Any, what: str) -> Variable:
     return ref
 
 
-def assign(ref: Any, value: Any, validate_shape: Any = None, use_locking: Any = None, name: str | None = None) -> Tensor:
+def assign(
+    ref: Any, value: Any, validate_shape: Any = None, use_locking: Any = None, name: str | None = None
+) -> Tensor:
     """An op setting ``ref`` to ``value``; fetching it runs it and gives the new value."""
     v = _check_var(ref, "assign")
     val = _convert(value) if isinstance(value, Tensor) else _ops.constant(value, v.dtype)
@@ -313,7 +326,7 @@ class constant_initializer(Initializer):  # noqa: N801
 
     def __call__(self, shape: Any, dtype: Any = None, partition_info: Any = None) -> Tensor:
         d = as_dtype(dtype or self.dtype)
-        dims = [int(x) for x in TensorShape(shape).as_list()] if not isinstance(shape, int) else [shape]
+        dims = _known(TensorShape(shape).as_list()) if not isinstance(shape, int) else [shape]
         arr = np.asarray(self.value, dtype=d.as_numpy_dtype)
         arr = np.full(dims, arr.item(), d.as_numpy_dtype) if arr.size == 1 else arr.reshape(dims)
         return _ops.constant(arr, d)
@@ -322,7 +335,9 @@ class constant_initializer(Initializer):  # noqa: N801
 class random_normal_initializer(Initializer):  # noqa: N801
     """Samples of N(mean, stddev²)."""
 
-    def __init__(self, mean: float = 0.0, stddev: float = 1.0, seed: Any = None, dtype: Any = float32) -> None:
+    def __init__(
+        self, mean: float = 0.0, stddev: float = 1.0, seed: Any = None, dtype: Any = float32
+    ) -> None:
         self.mean, self.stddev, self.seed, self.dtype = mean, stddev, seed, as_dtype(dtype)
 
     def __call__(self, shape: Any, dtype: Any = None, partition_info: Any = None) -> Tensor:
@@ -332,7 +347,9 @@ class random_normal_initializer(Initializer):  # noqa: N801
 class truncated_normal_initializer(Initializer):  # noqa: N801
     """Samples of N(mean, stddev²) within two standard deviations."""
 
-    def __init__(self, mean: float = 0.0, stddev: float = 1.0, seed: Any = None, dtype: Any = float32) -> None:
+    def __init__(
+        self, mean: float = 0.0, stddev: float = 1.0, seed: Any = None, dtype: Any = float32
+    ) -> None:
         self.mean, self.stddev, self.seed, self.dtype = mean, stddev, seed, as_dtype(dtype)
 
     def __call__(self, shape: Any, dtype: Any = None, partition_info: Any = None) -> Tensor:
@@ -342,7 +359,9 @@ class truncated_normal_initializer(Initializer):  # noqa: N801
 class random_uniform_initializer(Initializer):  # noqa: N801
     """Uniform samples in ``[minval, maxval)``."""
 
-    def __init__(self, minval: float = 0.0, maxval: float | None = None, seed: Any = None, dtype: Any = float32) -> None:
+    def __init__(
+        self, minval: float = 0.0, maxval: float | None = None, seed: Any = None, dtype: Any = float32
+    ) -> None:
         self.minval, self.maxval, self.seed, self.dtype = minval, maxval, seed, as_dtype(dtype)
 
     def __call__(self, shape: Any, dtype: Any = None, partition_info: Any = None) -> Tensor:
@@ -371,10 +390,16 @@ class variance_scaling_initializer(Initializer):  # noqa: N801
     ) -> None:
         if distribution == "normal":
             distribution = "truncated_normal"
-        self.scale, self.mode, self.distribution, self.seed, self.dtype = scale, mode, distribution, seed, as_dtype(dtype)
+        self.scale, self.mode, self.distribution, self.seed, self.dtype = (
+            scale,
+            mode,
+            distribution,
+            seed,
+            as_dtype(dtype),
+        )
 
     def __call__(self, shape: Any, dtype: Any = None, partition_info: Any = None) -> Tensor:
-        dims = [int(d) for d in TensorShape(shape).as_list()]
+        dims = _known(TensorShape(shape).as_list())
         fan_in, fan_out = _fans(dims)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         s = self.scale / max(1.0, n)
@@ -489,7 +514,11 @@ def variable_scope(
                 raise TypeError("If default_name is None then name_or_scope is required")
             base_name = _unique_scope(g, parent.name, default_name)
         full = f"{parent.name}/{base_name}" if parent.name else base_name
-    r = reuse if reuse is not None else (name_or_scope.reuse if isinstance(name_or_scope, VariableScope) else None)
+    r = (
+        reuse
+        if reuse is not None
+        else (name_or_scope.reuse if isinstance(name_or_scope, VariableScope) else None)
+    )
     if parent.reuse is True and r is not AUTO_REUSE:
         r = True
     elif r is None:
@@ -580,7 +609,13 @@ def get_variable(
             init = init()
         with g.name_scope(full + "/Initializer/"):
             value = init(dims, d)
-    var = Variable(value, trainable=True if trainable is None else trainable, collections=collections, dtype=d, _absolute_name=full)
+    var = Variable(
+        value,
+        trainable=True if trainable is None else trainable,
+        collections=collections,
+        dtype=d,
+        _absolute_name=full,
+    )
     g._vars_by_name[full] = var
     if regularizer is not None:
         with g.name_scope(full + "/Regularizer/"):

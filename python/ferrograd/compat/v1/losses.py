@@ -8,7 +8,14 @@ from . import _ops, nn
 from ._framework import Tensor, _convert, get_default_graph
 from ._variables import GraphKeys
 
-__all__ = ["get_regularization_loss", "get_total_loss", "mean_squared_error", "sigmoid_cross_entropy", "softmax_cross_entropy", "sparse_softmax_cross_entropy"]
+__all__ = [
+    "get_regularization_loss",
+    "get_total_loss",
+    "mean_squared_error",
+    "sigmoid_cross_entropy",
+    "softmax_cross_entropy",
+    "sparse_softmax_cross_entropy",
+]
 
 
 def _finish(per: Tensor, weights: Any, loss_collection: str | None) -> Tensor:
@@ -20,12 +27,27 @@ def _finish(per: Tensor, weights: Any, loss_collection: str | None) -> Tensor:
     return out
 
 
-def mean_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope: Any = None, loss_collection: str = GraphKeys.LOSSES, reduction: Any = None) -> Tensor:
+def mean_squared_error(
+    labels: Any,
+    predictions: Any,
+    weights: Any = 1.0,
+    scope: Any = None,
+    loss_collection: str = GraphKeys.LOSSES,
+    reduction: Any = None,
+) -> Tensor:
     """``mean((labels - predictions)²)``."""
     return _finish(_ops.squared_difference(_convert(predictions), labels), weights, loss_collection)
 
 
-def softmax_cross_entropy(onehot_labels: Any, logits: Any, weights: Any = 1.0, label_smoothing: float = 0, scope: Any = None, loss_collection: str = GraphKeys.LOSSES, reduction: Any = None) -> Tensor:
+def softmax_cross_entropy(
+    onehot_labels: Any,
+    logits: Any,
+    weights: Any = 1.0,
+    label_smoothing: float = 0,
+    scope: Any = None,
+    loss_collection: str = GraphKeys.LOSSES,
+    reduction: Any = None,
+) -> Tensor:
     """The mean softmax cross-entropy of one-hot labels (with optional label smoothing)."""
     lb = _convert(onehot_labels, None)
     if label_smoothing:
@@ -33,15 +55,36 @@ def softmax_cross_entropy(onehot_labels: Any, logits: Any, weights: Any = 1.0, l
         if n is None:
             raise ValueError("label_smoothing needs the number of classes known")
         lb = lb * (1.0 - label_smoothing) + label_smoothing / n
-    return _finish(nn.softmax_cross_entropy_with_logits_v2(labels=_ops.stop_gradient(lb), logits=logits), weights, loss_collection)
+    return _finish(
+        nn.softmax_cross_entropy_with_logits_v2(labels=_ops.stop_gradient(lb), logits=logits),
+        weights,
+        loss_collection,
+    )
 
 
-def sparse_softmax_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, scope: Any = None, loss_collection: str = GraphKeys.LOSSES, reduction: Any = None) -> Tensor:
+def sparse_softmax_cross_entropy(
+    labels: Any,
+    logits: Any,
+    weights: Any = 1.0,
+    scope: Any = None,
+    loss_collection: str = GraphKeys.LOSSES,
+    reduction: Any = None,
+) -> Tensor:
     """The mean softmax cross-entropy of integer labels."""
-    return _finish(nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits), weights, loss_collection)
+    return _finish(
+        nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits), weights, loss_collection
+    )
 
 
-def sigmoid_cross_entropy(multi_class_labels: Any, logits: Any, weights: Any = 1.0, label_smoothing: float = 0, scope: Any = None, loss_collection: str = GraphKeys.LOSSES, reduction: Any = None) -> Tensor:
+def sigmoid_cross_entropy(
+    multi_class_labels: Any,
+    logits: Any,
+    weights: Any = 1.0,
+    label_smoothing: float = 0,
+    scope: Any = None,
+    loss_collection: str = GraphKeys.LOSSES,
+    reduction: Any = None,
+) -> Tensor:
     """The mean sigmoid cross-entropy."""
     z = _convert(multi_class_labels) if isinstance(multi_class_labels, Tensor) else multi_class_labels
     if label_smoothing:
@@ -58,7 +101,9 @@ def get_regularization_loss(scope: str | None = None, name: str = "total_regular
 def get_total_loss(add_regularization_losses: bool = True, name: str = "total_loss") -> Tensor:
     """The sum of the collected losses (and regularization losses)."""
     g = get_default_graph()
-    items = g.get_collection(GraphKeys.LOSSES) + (g.get_collection(GraphKeys.REGULARIZATION_LOSSES) if add_regularization_losses else [])
+    items = g.get_collection(GraphKeys.LOSSES) + (
+        g.get_collection(GraphKeys.REGULARIZATION_LOSSES) if add_regularization_losses else []
+    )
     if not items:
         raise ValueError("No losses found in the graph")
     return _ops.add_n(items, name=name)

@@ -19,7 +19,7 @@ import numpy as np
 from ... import _capture, _core
 from ...nn import functional as F
 from . import _ops
-from ._framework import Tensor, _constant, _convert, as_dtype, float32
+from ._framework import Tensor, _constant, _convert, _known, as_dtype, float32
 
 __all__ = [
     "avg_pool",
@@ -114,7 +114,9 @@ def softmax_cross_entropy_with_logits_v2(
     """Per example ``-sum(labels * log_softmax(logits))`` along ``axis``; gradients reach the labels too."""
     lb, lg = _labels_logits(_sentinel, labels, logits, "softmax_cross_entropy_with_logits_v2")
     a = _axis(axis, dim)
-    return lg._graph._apply(lambda y, x: -(y * x.log_softmax(a)).sum(a), (lb, lg), "SoftmaxCrossEntropyWithLogits", name)
+    return lg._graph._apply(
+        lambda y, x: -(y * x.log_softmax(a)).sum(a), (lb, lg), "SoftmaxCrossEntropyWithLogits", name
+    )
 
 
 def softmax_cross_entropy_with_logits(
@@ -129,7 +131,10 @@ def softmax_cross_entropy_with_logits(
     lb, lg = _labels_logits(_sentinel, labels, logits, "softmax_cross_entropy_with_logits")
     a = _axis(axis, dim)
     return lg._graph._apply(
-        lambda y, x: -(_ops._detach(y) * x.log_softmax(a)).sum(a), (lb, lg), "SoftmaxCrossEntropyWithLogits", name
+        lambda y, x: -(_ops._detach(y) * x.log_softmax(a)).sum(a),
+        (lb, lg),
+        "SoftmaxCrossEntropyWithLogits",
+        name,
     )
 
 
@@ -152,12 +157,19 @@ def sigmoid_cross_entropy_with_logits(
     """Elementwise ``max(x, 0) - x * z + log(1 + exp(-|x|))`` for logits ``x`` and labels ``z``."""
     lb, lg = _labels_logits(_sentinel, labels, logits, "sigmoid_cross_entropy_with_logits")
     return lg._graph._apply(
-        lambda z, x: x.relu() - x * z + (-x.abs()).exp().log1p(), (lb, lg), "SigmoidCrossEntropyWithLogits", name
+        lambda z, x: x.relu() - x * z + (-x.abs()).exp().log1p(),
+        (lb, lg),
+        "SigmoidCrossEntropyWithLogits",
+        name,
     )
 
 
 def weighted_cross_entropy_with_logits(
-    targets: Any = None, logits: Any = None, pos_weight: Any = 1.0, name: str | None = None, labels: Any = None
+    targets: Any = None,
+    logits: Any = None,
+    pos_weight: Any = 1.0,
+    name: str | None = None,
+    labels: Any = None,
 ) -> Tensor:
     """Sigmoid cross-entropy with the positive term weighted by ``pos_weight``."""
     z = labels if labels is not None else targets
@@ -175,17 +187,23 @@ def l2_loss(t: Any, name: str | None = None) -> Tensor:
     return _ops._unary(lambda x: (x * x).sum() * 0.5, t, "L2Loss", name)
 
 
-def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | None = None, dim: Any = None) -> Tensor:
+def l2_normalize(
+    x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | None = None, dim: Any = None
+) -> Tensor:
     """``x / sqrt(max(sum(x²), epsilon))`` along ``axis``."""
     a = _axis(axis, dim)
-    return _ops._unary(lambda v: v * (v * v).sum(a, keepdim=True).clamp(epsilon, None).rsqrt(), x, "L2Normalize", name)
+    return _ops._unary(
+        lambda v: v * (v * v).sum(a, keepdim=True).clamp(epsilon, None).rsqrt(), x, "L2Normalize", name
+    )
 
 
 def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | None = None) -> Tensor:
     """``value + bias`` with ``bias`` along the channel dim (the last one in NHWC)."""
     v, b = _convert(value), _convert(bias)
     if data_format in ("NCHW", "NCDHW", "NCW"):
-        return v._graph._apply(lambda x, c: x + c.reshape((-1,) + (1,) * (x.dim() - 2)), (v, b), "BiasAdd", name)
+        return v._graph._apply(
+            lambda x, c: x + c.reshape((-1,) + (1,) * (x.dim() - 2)), (v, b), "BiasAdd", name
+        )
     return v._graph._apply(lambda x, c: x + c, (v, b), "BiasAdd", name)
 
 
@@ -226,7 +244,12 @@ def dropout(
 
 
 def embedding_lookup(
-    params: Any, ids: Any, partition_strategy: str = "mod", name: str | None = None, validate_indices: bool = True, max_norm: Any = None
+    params: Any,
+    ids: Any,
+    partition_strategy: str = "mod",
+    name: str | None = None,
+    validate_indices: bool = True,
+    max_norm: Any = None,
 ) -> Tensor:
     """Rows of ``params`` at ``ids`` (``params[ids]``); a list of params is taken as one concatenated table."""
     if isinstance(params, (list, tuple)):
@@ -234,7 +257,9 @@ def embedding_lookup(
     return _ops.gather(params, ids, name=name or "embedding_lookup")
 
 
-def moments(x: Any, axes: Any, shift: Any = None, name: str | None = None, keep_dims: Any = None, keepdims: Any = None) -> tuple[Tensor, Tensor]:
+def moments(
+    x: Any, axes: Any, shift: Any = None, name: str | None = None, keep_dims: Any = None, keepdims: Any = None
+) -> tuple[Tensor, Tensor]:
     """The mean and variance of ``x`` over ``axes``."""
     keep = bool(keepdims if keepdims is not None else (keep_dims or False))
     mean = _ops.reduce_mean(x, axes, keepdims=True)
@@ -245,7 +270,13 @@ def moments(x: Any, axes: Any, shift: Any = None, name: str | None = None, keep_
 
 
 def batch_normalization(
-    x: Any, mean: Any, variance: Any, offset: Any, scale: Any, variance_epsilon: float, name: str | None = None
+    x: Any,
+    mean: Any,
+    variance: Any,
+    offset: Any,
+    scale: Any,
+    variance_epsilon: float,
+    name: str | None = None,
 ) -> Tensor:
     """``(x - mean) / sqrt(variance + eps) * scale + offset``."""
     y = (x - mean) * _ops.rsqrt(_ops.add(variance, variance_epsilon))
@@ -280,7 +311,9 @@ def same_padding(size: int, k: int, stride: int, dilation: int = 1) -> tuple[int
     return total // 2, total - total // 2
 
 
-def _pads(padding: Any, hw: Sequence[int | None], k: Sequence[int], s: Sequence[int], d: Sequence[int], what: str) -> list[int]:
+def _pads(
+    padding: Any, hw: Sequence[int | None], k: Sequence[int], s: Sequence[int], d: Sequence[int], what: str
+) -> list[int]:
     """The (left, right, top, bottom) amounts for F.pad, from TF's padding argument."""
     if isinstance(padding, str):
         p = padding.upper()
@@ -289,7 +322,9 @@ def _pads(padding: Any, hw: Sequence[int | None], k: Sequence[int], s: Sequence[
         if p != "SAME":
             raise ValueError(f"{what}: padding must be 'SAME' or 'VALID', got {padding!r}")
         if any(v is None for v in hw):
-            raise ValueError(f"{what}: 'SAME' padding needs the spatial size known while the graph is built, got {list(hw)}")
+            raise ValueError(
+                f"{what}: 'SAME' padding needs the spatial size known while the graph is built, got {list(hw)}"
+            )
         th, bh = same_padding(int(hw[0]), k[0], s[0], d[0])  # type: ignore[arg-type]
         lw, rw = same_padding(int(hw[1]), k[1], s[1], d[1])  # type: ignore[arg-type]
         return [lw, rw, th, bh]
@@ -318,14 +353,17 @@ def conv2d(
     dl = _four(dilations if dilations is not None else 1, "dilations")
     if nchw:
         st = [st[0], st[3], st[1], st[2]] if len(strides or [1]) == 4 else st
-        s, d = [st[2], st[3]], [dl[2], dl[3]] if dilations is not None and len(dilations) == 4 else [dl[1], dl[2]]
+        s, d = (
+            [st[2], st[3]],
+            [dl[2], dl[3]] if dilations is not None and len(dilations) == 4 else [dl[1], dl[2]],
+        )
         hw = (x._shape or [None] * 4)[2:4]
     else:
         s, d = [st[1], st[2]], [dl[1], dl[2]]
         hw = (x._shape or [None] * 4)[1:3]
     if w._shape is None:
         raise ValueError("conv2d: the filter's shape must be known")
-    k = [int(w._shape[0]), int(w._shape[1])]
+    k = _known(w._shape, "filter shape")[:2]
     pads = _pads(padding if padding is not None else "VALID", hw, k, s, d, "conv2d")
 
     def fn(a: Any, f: Any) -> Any:
@@ -390,7 +428,9 @@ def max_pool(
     input: Any = None,  # noqa: A002
 ) -> Tensor:
     """Max pooling of NHWC ``value`` with TF's ``ksize``/``strides`` lists; SAME pads with -inf."""
-    return _pool("max_pool", value if value is not None else input, ksize, strides, padding, data_format, name)
+    return _pool(
+        "max_pool", value if value is not None else input, ksize, strides, padding, data_format, name
+    )
 
 
 def avg_pool(
@@ -403,7 +443,9 @@ def avg_pool(
     input: Any = None,  # noqa: A002
 ) -> Tensor:
     """Average pooling of NHWC ``value``; with SAME, each window averages its in-bounds elements only."""
-    return _pool("avg_pool", value if value is not None else input, ksize, strides, padding, data_format, name)
+    return _pool(
+        "avg_pool", value if value is not None else input, ksize, strides, padding, data_format, name
+    )
 
 
 def zero_fraction(value: Any, name: str | None = None) -> Tensor:

@@ -59,7 +59,9 @@ def _histogram_bytes(tag: str, value: Any) -> bytes:
     return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, histo=histo)]).SerializeToString()
 
 
-def _summary(kind: str, name: str, tensor: Any, collections: Sequence[str] | None, family: str | None) -> Tensor:
+def _summary(
+    kind: str, name: str, tensor: Any, collections: Sequence[str] | None, family: str | None
+) -> Tensor:
     x = _convert(tensor)
     g = x._graph
     tag = _tag(g, name if family is None else f"{family}/{name}")
@@ -75,12 +77,16 @@ def _summary(kind: str, name: str, tensor: Any, collections: Sequence[str] | Non
     return t
 
 
-def scalar(name: str, tensor: Any, collections: Sequence[str] | None = None, family: str | None = None) -> Tensor:
+def scalar(
+    name: str, tensor: Any, collections: Sequence[str] | None = None, family: str | None = None
+) -> Tensor:
     """A summary of one number; fetching it gives a serialized ``Summary``."""
     return _summary("scalar", name, tensor, collections, family)
 
 
-def histogram(name: str, values: Any, collections: Sequence[str] | None = None, family: str | None = None) -> Tensor:
+def histogram(
+    name: str, values: Any, collections: Sequence[str] | None = None, family: str | None = None
+) -> Tensor:
     """A histogram summary of every element of ``values``."""
     return _summary("histogram", name, values, collections, family)
 

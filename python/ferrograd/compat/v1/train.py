@@ -24,10 +24,10 @@ from . import _ops, _variables
 from ._framework import (
     NotFoundError,
     Operation,
-    _release,
     Tensor,
     _convert,
     _Node,
+    _release,
     float32,
     get_default_graph,
     int64,
@@ -148,7 +148,10 @@ class Optimizer:
                 table[id(var)] = Variable(
                     _ops.fill(var._shape, np.asarray(value, dtype=var.dtype.as_numpy_dtype)),
                     trainable=False,
-                    _absolute_name=g._unique(f"{base}/{self._name}" + ("" if slot == "m" or slot == "accum" else f"_{slot}"), scoped=False),
+                    _absolute_name=g._unique(
+                        f"{base}/{self._name}" + ("" if slot == "m" or slot == "accum" else f"_{slot}"),
+                        scoped=False,
+                    ),
                 )
         return table[id(var)]
 
@@ -168,16 +171,18 @@ class Optimizer:
         """Extra variables and tensors the update reads (slots, hyper-parameters)."""
         return [], []
 
-    def _update(self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]) -> None:
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
         raise NotImplementedError
 
-    def apply_gradients(self, grads_and_vars: Any, global_step: Any = None, name: str | None = None) -> Operation:
+    def apply_gradients(
+        self, grads_and_vars: Any, global_step: Any = None, name: str | None = None
+    ) -> Operation:
         """An op applying the gradients to their variables (and adding 1 to ``global_step``)."""
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
         if not pairs:
-            raise ValueError(
-                f"No gradients provided for any variable: {[v.name for _, v in grads_and_vars]}"
-            )
+            raise ValueError(f"No gradients provided for any variable: {[v.name for _, v in grads_and_vars]}")
         for _, v in pairs:
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients: {v!r} is not a tf.Variable")
@@ -238,7 +243,9 @@ class GradientDescentOptimizer(Optimizer):
     def _prepare(self, pairs: list[tuple[Any, Variable]]) -> tuple[list[Any], list[Any]]:
         return [], [_hyper(self._lr)]
 
-    def _update(self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]) -> None:
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
         (lr,) = hyper
         for gr, w in zip(grads, stores, strict=True):
             w.sub_(gr * lr)
@@ -261,7 +268,9 @@ class MomentumOptimizer(Optimizer):
     def _prepare(self, pairs: list[tuple[Any, Variable]]) -> tuple[list[Any], list[Any]]:
         return [self._slot(v, "momentum", 0.0) for _, v in pairs], [_hyper(self._lr), _hyper(self._m)]
 
-    def _update(self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]) -> None:
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
         lr, m = hyper
         for gr, w, acc in zip(grads, stores, extra, strict=True):
             acc.mul_(m).add_(gr)
@@ -291,8 +300,16 @@ class AdamOptimizer(Optimizer):
         g = pairs[0][1]._graph
         if id(g) not in self._powers:
             with g.as_default(), g.name_scope(None):
-                b1p = Variable(np.float32(self._b1), trainable=False, _absolute_name=g._unique("beta1_power", scoped=False))
-                b2p = Variable(np.float32(self._b2), trainable=False, _absolute_name=g._unique("beta2_power", scoped=False))
+                b1p = Variable(
+                    np.float32(self._b1),
+                    trainable=False,
+                    _absolute_name=g._unique("beta1_power", scoped=False),
+                )
+                b2p = Variable(
+                    np.float32(self._b2),
+                    trainable=False,
+                    _absolute_name=g._unique("beta2_power", scoped=False),
+                )
             self._powers[id(g)] = (b1p, b2p)
             self._slots.setdefault("beta_power", {})[id(b1p)] = b1p
             self._slots["beta_power"][id(b2p)] = b2p
@@ -301,7 +318,9 @@ class AdamOptimizer(Optimizer):
         vs = [self._slot(v, "v", 0.0) for _, v in pairs]
         return [*ms, *vs, b1p, b2p], [_hyper(self._lr)]
 
-    def _update(self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]) -> None:
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
         (lr,) = hyper
         n = len(stores)
         ms, vs, (b1p, b2p) = extra[:n], extra[n : 2 * n], extra[2 * n :]
@@ -329,7 +348,13 @@ class RMSPropOptimizer(Optimizer):
         name: str = "RMSProp",
     ) -> None:
         super().__init__(use_locking, name)
-        self._lr, self._decay, self._mom, self._eps, self._centered = learning_rate, decay, momentum, epsilon, centered
+        self._lr, self._decay, self._mom, self._eps, self._centered = (
+            learning_rate,
+            decay,
+            momentum,
+            epsilon,
+            centered,
+        )
 
     def _prepare(self, pairs: list[tuple[Any, Variable]]) -> tuple[list[Any], list[Any]]:
         rms = [self._slot(v, "rms", 1.0) for _, v in pairs]
@@ -337,7 +362,9 @@ class RMSPropOptimizer(Optimizer):
         mg = [self._slot(v, "mg", 0.0) for _, v in pairs] if self._centered else []
         return [*rms, *mom, *mg], [_hyper(self._lr)]
 
-    def _update(self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]) -> None:
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
         (lr,) = hyper
         n = len(stores)
         rms, mom = extra[:n], extra[n : 2 * n]
@@ -369,7 +396,9 @@ class AdagradOptimizer(Optimizer):
     def _prepare(self, pairs: list[tuple[Any, Variable]]) -> tuple[list[Any], list[Any]]:
         return [self._slot(v, "accum", self._init) for _, v in pairs], [_hyper(self._lr)]
 
-    def _update(self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]) -> None:
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
         (lr,) = hyper
         for gr, w, acc in zip(grads, stores, extra, strict=True):
             acc.add_(gr * gr)
@@ -445,7 +474,9 @@ class Saver:
             prefix = f"{prefix}-{step}"
         for v in self._vars.values():
             if id(v) not in sess._initialized:
-                raise NotFoundError(None, None, f"Attempting to save uninitialized variable {v.name}: initialize it first")
+                raise NotFoundError(
+                    None, None, f"Attempting to save uninitialized variable {v.name}: initialize it first"
+                )
         d = os.path.dirname(prefix) or "."
         os.makedirs(d, exist_ok=True)
         fg_save({k: v._store.detach().clone() for k, v in self._vars.items()}, prefix + _SUFFIX)
@@ -494,7 +525,9 @@ def _write_state(directory: str, latest: str, kept: list[str], filename: str) ->
     def rel(p: str) -> str:
         return os.path.relpath(p, directory) if os.path.isabs(p) == os.path.isabs(directory) else p
 
-    lines = [f'model_checkpoint_path: "{rel(latest)}"'] + [f'all_model_checkpoint_paths: "{rel(p)}"' for p in kept]
+    lines = [f'model_checkpoint_path: "{rel(latest)}"'] + [
+        f'all_model_checkpoint_paths: "{rel(p)}"' for p in kept
+    ]
     tmp = os.path.join(directory, filename + ".tmp")
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + "\n")
