@@ -425,3 +425,35 @@ def test_ops_are_ordinary_ferrograd_graph_nodes():
     assert isinstance(fgg, fg.Graph)
     ops = {n["op"] for n in fgg.nodes()}
     assert "relu" in ops and any("mm" in o or "matmul" in o for o in ops)
+
+
+def test_eager_ferrograd_and_fg_graphs_between_tf_ops():
+    """Building a TF1 graph holds no capture open: eager autograd and fg graphs work in between."""
+    x = tf.placeholder(tf.float32, [None, 2])
+    w = tf.Variable(tf.ones([2, 1]))
+    a = fg.tensor([1.0, 2.0], requires_grad=True)
+    (a * a).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [2.0, 4.0])
+    g = fg.Graph()
+    with g:
+        p = fg.placeholder(fg.float32, [2])
+        q = p * 2
+    y = tf.reduce_sum(tf.matmul(x, w))
+    np.testing.assert_array_equal(fg.Session(g).run(q, feed={p: [1.0, 2.0]}).numpy(), [2.0, 4.0])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(y, {x: [[1.0, 2.0], [3.0, 4.0]]}) == 10.0
+
+
+def test_unknown_sizes_stay_linked_across_ops():
+    x = tf.placeholder(tf.float32, [None, 5])
+    gram = tf.matmul(tf.transpose(x), x)  # the batch dim is contracted: known to match
+    doubled = tf.concat([x, x], 0)
+    outer = tf.matmul(doubled, tf.transpose(doubled))
+    assert gram.shape.as_list() == [5, 5]
+    assert doubled.shape.as_list() == [None, 5] and outer.shape.as_list() == [None, None]
+    xv = np.arange(15, dtype=np.float32).reshape(3, 5)
+    g, o = tf.Session().run([gram, outer], {x: xv})
+    np.testing.assert_allclose(g, xv.T @ xv)
+    d = np.concatenate([xv, xv])
+    np.testing.assert_allclose(o, d @ d.T)

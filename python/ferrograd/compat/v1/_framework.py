@@ -3,17 +3,21 @@
 A TF1 program builds its graph op by op, runs it, and often builds more
 afterwards (an accuracy op after the training loop). ferrograd captures a
 graph in one recording, so this module keeps each TF op as a *record*: the
-ferrograd function that computes it and its inputs. A record is captured into
-the graph being recorded the moment it is made (its shape and dtype come from
-the engine's own rules), and when a later op arrives after the graph was run,
-the records are captured again, in order, into a fresh graph. Every TF op is
-thus a handful of ordinary ferrograd ops in an ordinary :class:`ferrograd.Graph`:
-gradients, the graph passes, TensorBoard and saving see nothing special.
+ferrograd function that computes it and its inputs. When an op is made it
+is captured once in a throwaway recording, with placeholders standing for
+its inputs, for its dtype and shape (the engine's own rules decide them);
+no capture stays open on the thread between TF calls, so eager ferrograd
+and other graphs can be used in between. A run captures every record, in
+order, into one :class:`ferrograd.Graph` (again only when ops were added
+since), so every TF op is a handful of ordinary ferrograd ops: gradients,
+the graph passes, TensorBoard and saving see nothing special.
 
 Variables are tensors outside any graph that graphs read and update by
 reference, so their values survive every re-recording. Feeding a tensor
 that is not a placeholder records a variant of the graph in which that
-tensor is a placeholder.
+tensor is a placeholder; so does feeding a non-scalar to a placeholder
+declared without a shape (it is recorded at the fed shape, so gradients
+reduce as they must).
 """
 
 from __future__ import annotations
@@ -331,6 +335,7 @@ class _Record:
     """One TF op: the ferrograd function that records it, and its inputs."""
 
     __slots__ = (
+        "ph_dims",
         "fn",
         "args",
         "op_type",
@@ -358,6 +363,7 @@ class _Record:
         self.deps: list[tuple[int, int]] = []
         self.op: Operation | None = None
         self.folds = False  # computed from constants only: the graph passes fold it
+        self.ph_dims: list[int | str] | None = None  # a placeholder's dims (None: declared without a shape)
 
     def run(self, vals: list[tuple]) -> tuple:
         """Record this op into the current recording; its outputs."""
@@ -396,6 +402,70 @@ def _collect_deps(x: Any, out: list[tuple[int, int]]) -> None:
 
 def _norm(out: Any) -> tuple:
     return tuple(out) if isinstance(out, (list, tuple)) else (out,)
+
+
+# ----------------------------------------------------------------------------- probes
+
+_fresh = [0]
+
+
+def _fresh_symbol() -> str:
+    _fresh[0] += 1
+    return f"?t{_fresh[0]}"
+
+
+def _name_sentinels(twin: Any, syms: list[int | str] | None, names: dict[int, str]) -> None:
+    """Note which symbol each symbolic dim of ``twin`` (made for dims ``syms``) stands for."""
+    if syms is None:
+        return
+    for d, s in zip(twin.shape, syms, strict=False):
+        if isinstance(s, str) and int(d) >= _SYMBOLIC:
+            names[int(d)] = s
+
+
+def _syms_of(twin: Any, names: dict[int, str]) -> list[int | str]:
+    out: list[int | str] = []
+    for d in twin.shape:
+        d = int(d)
+        if d < _SYMBOLIC:
+            out.append(d)
+        else:
+            if d not in names:
+                names[d] = _fresh_symbol()  # a size derived from unknown ones: unknown, unrelated
+            out.append(names[d])
+    return out
+
+
+class _ProbeInputs:
+    """Values of a probe recording: a placeholder for each earlier op's output read, made on demand
+    (with its static dtype and dims; a variable is its own tensor, read by reference)."""
+
+    def __init__(self, graph: Graph, names: dict[int, str]) -> None:
+        self._g = graph
+        self._names = names
+        self._made: dict[int, tuple] = {}
+
+    def __getitem__(self, r: int) -> tuple:
+        got = self._made.get(r)
+        if got is None:
+            rec = self._g._records[r]
+            if rec.kind == "variable":
+                got = (rec.outputs[0]._store,)
+            else:
+                got = tuple(self._stand_in(t) for t in rec.outputs)
+            self._made[r] = got
+        return got
+
+    def _stand_in(self, t: Tensor | None) -> Any:
+        if t is None:
+            return None
+        if t._const is not None and np.asarray(t._const).size <= 64:
+            with _capture.suspended():
+                real = _core.tensor(np.array(t._const, order="C"))
+            return _core._trace_constant(real)
+        ph = _fg.placeholder(t.dtype._fg, None if t._syms is None else list[Any](t._syms))
+        _name_sentinels(ph, t._syms, self._names)
+        return ph
 
 
 # ----------------------------------------------------------------------------- recordings
@@ -689,8 +759,15 @@ class Graph:
         multi: bool = False,
         scoped: bool = True,
         exact: bool = False,
+        full_probe: bool = False,
+        ph_dims: list[int | str] | None = None,
     ) -> Any:
-        """Record ``fn(*args)`` (args may hold TF tensors) as one op; returns its TF outputs."""
+        """Record ``fn(*args)`` (args may hold TF tensors) as one op; returns its TF outputs.
+
+        The op is captured once at once, in a throwaway recording, for its outputs' dtypes and
+        shapes: with placeholders standing for its inputs, or (``full_probe``: gradients and
+        control flow, which reach beyond their inputs) after every earlier op.
+        """
         if self._inline:
             out = _norm(fn(*_resolve(args, self._cur_vals)))
             wrapped = [
@@ -706,6 +783,7 @@ class Graph:
         else:
             full = self._unique(name or op_type, scoped)
         rec = _Record(fn, args, op_type, full, kind)
+        rec.ph_dims = ph_dims
         rec.loc = _capture._user_location()
         rec.control = self._current_control()
         _collect_deps(args, rec.deps)
@@ -714,42 +792,53 @@ class Graph:
             and (op_type == "Const" or bool(rec.deps))
             and all(self._records[d].folds for d, _ in rec.deps)
         )
-        with self._recording() as ep:
-            out = rec.run(ep.vals)
+        metas = self._probe(rec, full_probe)
         idx = len(self._records)
         self._records.append(rec)
-        ep.vals.append(out)
         self._by_name[rec.name] = idx
-        if kind == "placeholder":
-            ep.feeds[(idx, 0)] = out[0]
         rec.op = Operation(self, idx)
-        outputs: list[Any] = []
-        for k, o in enumerate(out):
-            if o is None or isinstance(o, _Node):
-                outputs.append(None)
-            else:
-                outputs.append(Tensor(self, idx, k, as_dtype(o.dtype), _static_shape(o)))
+        outputs: list[Any] = [
+            None if m is None else Tensor(self, idx, k, m[0], None, syms=m[1]) for k, m in enumerate(metas)
+        ]
         rec.outputs = outputs
         if multi:
             return outputs
         first = next((o for o in outputs if o is not None), None)
         return rec.op if first is None else first
 
-    @contextlib.contextmanager
-    def _recording(self) -> Iterator[_Epoch]:
-        ep = self._base
-        if ep is None or not ep.open or _holder.epoch is not ep or len(ep.vals) != len(self._records):
-            ep = _Epoch(self, frozenset())
-            ep.begin()
-            try:
-                self._replay(ep)
-            except BaseException:
-                ep.abort()
-                raise
-            self._base = ep
-        self._cur_vals = ep.vals
-        with ep.active():
-            yield ep
+    def _probe(self, rec: _Record, full: bool) -> list[tuple[DType, list[int | str] | None] | None]:
+        """Capture ``rec`` in a throwaway recording: each output's dtype and dims (None: not a tensor).
+
+        Dims unknown until a run are symbol names, kept across ops so that equal unknown sizes
+        (a batch) stay equal. Nothing is left recording on the thread afterwards.
+        """
+        ep = _Epoch(self, frozenset())
+        ep.begin()
+        try:
+            with ep.active():
+                names: dict[int, str] = {}
+                if full:
+                    self._replay(ep)
+                    for i, r in enumerate(self._records):
+                        if r.kind == "placeholder" and not isinstance(ep.vals[i], _Broken):
+                            _name_sentinels(ep.vals[i][0], r.outputs[0]._syms, names)
+                    vals: Any = ep.vals
+                else:
+                    vals = _ProbeInputs(self, names)
+                self._cur_vals = vals
+                out = rec.run(vals)
+                metas: list[tuple[DType, list[int | str] | None] | None] = []
+                for o in out:
+                    if o is None or isinstance(o, _Node):
+                        metas.append(None)
+                    elif rec.kind == "placeholder":
+                        _name_sentinels(o, rec.ph_dims, names)
+                        metas.append((as_dtype(o.dtype), None if rec.ph_dims is None else list(rec.ph_dims)))
+                    else:
+                        metas.append((as_dtype(o.dtype), _syms_of(o, names)))
+        finally:
+            ep.abort()
+        return metas
 
     def _replay(self, ep: _Epoch) -> None:
         self._cur_vals = ep.vals
@@ -792,13 +881,7 @@ class Graph:
         if not overrides and not shapes:
             ep = self._base
             if ep is not None and not ep.dead and len(ep.vals) == n:
-                if ep.open:
-                    if _holder.epoch is ep:
-                        ep.end()
-                    else:
-                        ep = None
-                if ep is not None:
-                    return ep
+                return ep
         else:
             ep = self._variants.get(key)
             if ep is not None and len(ep.vals) == n:
@@ -909,14 +992,35 @@ class Tensor:
         dtype: DType | None,
         shape: list[int | None] | None,
         twin: Any = None,
+        syms: list[int | str] | None = None,
     ) -> None:
         self._graph = graph
         self._rec = rec
         self._idx = idx
         self._twin = twin
         self._dtype = dtype if dtype is not None else as_dtype(twin.dtype)
-        self._shape = shape if twin is None else _static_shape(twin)
+        if twin is not None:
+            syms = _syms_of(twin, {})
+        elif syms is None and shape is not None:
+            syms = [_fresh_symbol() if d is None else int(d) for d in shape]
+        # The dims, with each unknown one named by a symbol ("?0": the batch of the placeholders).
+        self._syms: list[int | str] | None = syms
         self._const: Any = None  # the value, when known while building (constants, static shapes)
+
+    @property
+    def _shape(self) -> list[int | None] | None:
+        return None if self._syms is None else [None if isinstance(d, str) else d for d in self._syms]
+
+    @_shape.setter
+    def _shape(self, dims: list[int | None] | None) -> None:
+        if dims is None:
+            self._syms = None
+            return
+        old = self._syms if self._syms is not None and len(self._syms) == len(dims) else [None] * len(dims)
+        self._syms = [
+            int(d) if d is not None else (o if isinstance(o, str) else _fresh_symbol())
+            for d, o in zip(dims, old, strict=True)
+        ]
 
     def _record(self) -> _Record:
         if self._rec is None:

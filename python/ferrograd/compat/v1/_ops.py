@@ -250,22 +250,19 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
     the same size (the batch axis); ``shape=None`` accepts any shape.
     """
     g = get_default_graph()
-    dims = (
-        None
-        if shape is None
-        else TensorShape(shape).as_list()
-        if not isinstance(shape, TensorShape)
-        else (None if shape.ndims is None else shape.as_list())
+    ts = shape if isinstance(shape, TensorShape) else TensorShape(shape)
+    dims = None if ts.ndims is None else ts.as_list()
+    # Unknown dims are named as ferrograd names them ("?<axis>"), so sizes stay linked across ops.
+    syms: list[int | str] | None = (
+        None if dims is None else [f"?{i}" if d is None else d for i, d in enumerate(dims)]
     )
     d = _fg_dtype(dtype)
+    full = g._unique(name or "Placeholder")
 
     def fn() -> Any:
-        return _fg.placeholder(d, dims, name=rec_name[0])
+        return _fg.placeholder(d, None if syms is None else list[Any](syms), name=full)
 
-    rec_name = [g._unique(name or "Placeholder")]
-    t = g._apply(fn, (), "Placeholder", rec_name[0], kind="placeholder", exact=True)
-    t._shape = dims
-    return t
+    return g._apply(fn, (), "Placeholder", full, kind="placeholder", exact=True, ph_dims=syms)
 
 
 def placeholder_with_default(input: Any, shape: Any, name: str | None = None) -> Tensor:  # noqa: A002
@@ -1029,7 +1026,7 @@ def gradients(
     def fn(y: Any, x: Any, gy: Any) -> Any:
         return tuple(_symbolic_gradients(list(y), list(x), None if gy is None else list(gy)))
 
-    return _graph_of(ys_l)._apply(fn, (ys_l, xs_l, gys), "Gradients", name, multi=True)
+    return _graph_of(ys_l)._apply(fn, (ys_l, xs_l, gys), "Gradients", name, multi=True, full_probe=True)
 
 
 def _symbolic_gradients(ys: list[Any], xs: list[Any], gys: list[Any] | None) -> list[Any]:
@@ -1217,7 +1214,7 @@ def cond(
         out = fg.cond(pp, run(tf_), run(ff_))  # type: ignore[arg-type]
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
-    outs = g._apply(fn, (p,), "cond", name, multi=True)
+    outs = g._apply(fn, (p,), "cond", name, multi=True, full_probe=True)
     return list(outs) if seq[0] else outs[0]
 
 
@@ -1265,7 +1262,7 @@ def while_loop(
         out = tuple(out) if isinstance(out, (list, tuple)) else (out,)
         return out[1:] if limit is not None else out
 
-    outs = g._apply(fn, tuple(vs), "while", name, multi=True)
+    outs = g._apply(fn, tuple(vs), "while", name, multi=True, full_probe=True)
     return list(outs) if seq else outs[0]
 
 
