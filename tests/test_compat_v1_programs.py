@@ -444,3 +444,31 @@ def test_summaries_and_file_writer(tmp_path):
     assert [scalars[i][0] for i in range(5)] == ["loss"] * 5
     np.testing.assert_allclose([scalars[i][1] for i in range(5)], costs, rtol=1e-6)
     assert tf.summary.merge_all(key="nothing") is None
+
+
+def test_layers_program_with_dropout_switch():
+    """tf.layers and tf.losses, with dropout switched by a bool placeholder."""
+    mnist = Digits()
+    tf.set_random_seed(2)
+    x = tf.placeholder(tf.float32, [None, 64])
+    labels = tf.placeholder(tf.int64, [None])
+    training = tf.placeholder_with_default(False, [])
+    h = tf.layers.dense(x, 64, activation=tf.nn.relu)
+    h = tf.layers.dropout(h, rate=0.3, training=training)
+    logits = tf.layers.dense(h, 10)
+    loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    train = tf.train.AdamOptimizer(0.01).minimize(loss)
+    acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float32))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(200):
+            bx, by = mnist.train.next_batch(64)
+            sess.run(train, {x: bx, labels: by.argmax(1), training: True})
+        a1 = sess.run(acc, {x: mnist.test.images, labels: mnist.test.labels.argmax(1)})
+        a2 = sess.run(acc, {x: mnist.test.images, labels: mnist.test.labels.argmax(1)})
+        noisy = sess.run(logits, {x: mnist.test.images[:5], training: True})
+        clean = sess.run(logits, {x: mnist.test.images[:5]})
+    assert a1 > 0.93, a1
+    assert a1 == a2  # dropout is off unless fed True
+    assert not np.allclose(noisy, clean)
+    assert len(tf.get_collection(tf.GraphKeys.LOSSES)) == 1

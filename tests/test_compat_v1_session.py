@@ -457,3 +457,55 @@ def test_unknown_sizes_stay_linked_across_ops():
     np.testing.assert_allclose(g, xv.T @ xv)
     d = np.concatenate([xv, xv])
     np.testing.assert_allclose(o, d @ d.T)
+
+
+def test_basic_operations_tutorial():
+    """The classic first script: strings, constants, int16 placeholders, a matmul."""
+    hello = tf.constant("Hello, TensorFlow!")
+    assert tf.Session().run(hello) == b"Hello, TensorFlow!"
+    assert hello.dtype == tf.string
+    a, b = tf.constant(2), tf.constant(3)
+    with tf.Session() as sess:
+        assert "Addition with constants: %i" % sess.run(a + b) == "Addition with constants: 5"  # noqa: UP031 - as the tutorial prints it
+        assert sess.run(a * b) == 6
+    a = tf.placeholder(tf.int16)
+    b = tf.placeholder(tf.int16)
+    add, mul = tf.add(a, b), tf.multiply(a, b)
+    with tf.Session() as sess:
+        assert sess.run(add, feed_dict={a: 2, b: 3}) == 5
+        assert sess.run(mul, feed_dict={a: 2, b: 3}) == 6
+    product = tf.matmul(tf.constant([[3.0, 3.0]]), tf.constant([[2.0], [2.0]]))
+    with tf.Session() as sess, tf.device("/cpu:0"):
+        np.testing.assert_array_equal(sess.run(product), [[12.0]])
+
+
+def test_app_flags_logging_and_newer_namespaces(monkeypatch):
+    tf.flags.DEFINE_integer("compat_test_steps", 5, "steps")
+    tf.app.flags.DEFINE_string("compat_test_dir", "/x", "dir")
+    tf.flags.DEFINE_boolean("compat_test_fast", False, "fast")
+    seen = {}
+
+    def main(argv):
+        seen["argv"] = argv
+        seen["steps"] = tf.flags.FLAGS.compat_test_steps
+        seen["dir"] = tf.app.flags.FLAGS.compat_test_dir
+        seen["fast"] = tf.flags.FLAGS.compat_test_fast
+        return 0
+
+    with pytest.raises(SystemExit) as done:
+        tf.app.run(
+            main=main,
+            argv=["prog", "--compat_test_steps=7", "--compat_test_dir", "/d", "--compat_test_fast", "extra"],
+        )
+    assert done.value.code == 0
+    assert seen == {"argv": ["prog", "extra"], "steps": 7, "dir": "/d", "fast": True}
+    tf.logging.set_verbosity(tf.logging.INFO)
+    assert tf.logging.get_verbosity() == tf.logging.INFO
+    x = tf.random.normal([2, 3])
+    s = tf.math.reduce_sum(tf.math.square(tf.random.uniform([4], 1.0, 2.0)))
+    w = tf.get_variable("w", [30, 20], initializer=tf.contrib.layers.xavier_initializer())
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        xv, sv, wv = sess.run([x, s, w])
+    assert xv.shape == (2, 3) and 4.0 <= sv <= 16.0
+    assert np.abs(wv).max() <= np.sqrt(6 / 50)

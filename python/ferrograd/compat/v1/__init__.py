@@ -33,8 +33,10 @@ batch axis); ``tf.where`` needs ``x`` and ``y``.
 from __future__ import annotations
 
 import builtins
+import contextlib
+from collections.abc import Iterator
 
-from . import errors, layers, losses, nn, summary, train
+from . import app, contrib, errors, flags, layers, logging, losses, math, nn, random, summary, train
 from ._framework import (
     Dimension,
     DType,
@@ -51,10 +53,14 @@ from ._framework import (
     float64,
     get_default_graph,
     get_default_session,
+    int8,
+    int16,
     int32,
     int64,
     name_scope,
     reset_default_graph,
+    string,
+    uint8,
 )
 from ._framework import bool_ as bool
 from ._ops import (
@@ -194,7 +200,12 @@ from ._variables import (
 )
 
 newaxis = None
-string = None  # no string tensors; kept so `tf.string` references import
+
+
+@contextlib.contextmanager
+def device(device_name: object) -> Iterator[None]:
+    """Accepted and ignored: ops run on the CPU, as the engine places them."""
+    yield
 
 
 def add_to_collection(name: str, value: object) -> None:

@@ -142,7 +142,13 @@ float64 = DType("float64", _core.float64, np.float64)
 int32 = DType("int32", _core.int32, np.int32)
 int64 = DType("int64", _core.int64, np.int64)
 bool_ = DType("bool", getattr(_core, "bool"), np.bool_)  # noqa: B009 - `bool` is the dtype here
-_DTYPES = {d.name: d for d in (float16, float32, float64, int32, int64, bool_)}
+# Narrow integers are held widened to int32 (the engine's narrowest integer): values fit, and
+# their tensors report int32.
+int8 = DType("int8", _core.int32, np.int8)
+int16 = DType("int16", _core.int32, np.int16)
+uint8 = DType("uint8", _core.int32, np.uint8)
+string = DType("string", None, np.object_)  # constants only: fetched as bytes, never in a graph
+_DTYPES = {d.name: d for d in (float16, float32, float64, int32, int64, bool_, int8, int16, uint8, string)}
 _DTYPES.update({"float": float32, "double": float64, "half": float16})
 
 
@@ -1464,7 +1470,7 @@ class Session:
             kind, _, t = item
             if kind == "tensor" and (t._rec, t._idx) not in fed:
                 twin = ep.vals[t._rec][t._idx]
-                if twin.is_meta and id(t) not in where_of:
+                if twin is not None and twin.is_meta and id(t) not in where_of:
                     where_of[id(t)] = len(twins)
                     twins.append(twin)
         feed = {ep.feeds[key]: val for key, (_, val) in fed.items() if key in ep.feeds}
@@ -1486,6 +1492,9 @@ class Session:
             key = (t._rec, t._idx)
             if key in fed:
                 val = np.asarray(fed[key][1])
+            elif g._records[t._rec].kind == "host":  # a string constant
+                values.append(t._const)
+                continue
             else:
                 twin = ep.vals[t._rec][t._idx]
                 if twin.is_meta:
@@ -1601,7 +1610,28 @@ def _numpy_of(value: Any, dtype: Any = None) -> np.ndarray:
     return arr
 
 
+def _host_constant(value: Any, name: str | None) -> Tensor:
+    """A string constant: kept on the host, fetched as bytes (ferrograd has no string tensors)."""
+    arr = np.asarray(value, dtype=object)
+    enc = np.vectorize(lambda v: v.encode() if isinstance(v, str) else bytes(v), otypes=[object])(arr)
+    g = get_default_graph()
+    rec = _Record(lambda: (None,), (), "Const", g._unique(name or "Const"), "host")
+    rec.loc = _capture._user_location()
+    idx = len(g._records)
+    g._records.append(rec)
+    g._by_name[rec.name] = idx
+    rec.op = Operation(g, idx)
+    t = Tensor(g, idx, 0, string, list(arr.shape))
+    t._const = enc[()] if enc.ndim == 0 else enc
+    rec.outputs = [t]
+    return t
+
+
 def _constant(value: Any, dtype: Any = None, name: str | None = None, shape: Any = None) -> Tensor:
+    if isinstance(value, (str, bytes)) or (
+        isinstance(value, (list, tuple)) and value and isinstance(value[0], (str, bytes))
+    ):
+        return _host_constant(value, name)
     arr = _numpy_of(value, dtype)
     if shape is not None:
         shape = [int(d) for d in shape]
@@ -1610,8 +1640,9 @@ def _constant(value: Any, dtype: Any = None, name: str | None = None, shape: Any
         else:
             arr = arr.reshape(shape)
     g = get_default_graph()
+    held = arr.astype(np.int32) if arr.dtype in (np.int8, np.int16, np.uint8) else arr  # widened
     with _capture.suspended():
-        real = _core.tensor(np.array(arr, order="C"))
+        real = _core.tensor(np.array(held, order="C"))
     t = g._apply(lambda: _core._trace_constant(real), (), "Const", name)
     t._const = arr
     return t
