@@ -509,3 +509,20 @@ def test_app_flags_logging_and_newer_namespaces(monkeypatch):
         xv, sv, wv = sess.run([x, s, w])
     assert xv.shape == (2, 3) and 4.0 <= sv <= 16.0
     assert np.abs(wv).max() <= np.sqrt(6 / 50)
+
+
+def test_recorded_nodes_name_the_line_that_made_the_tf_op():
+    x = tf.placeholder(tf.float32, [None, 3])
+    y = tf.nn.relu(x)  # the relu's line
+    line = y.op._graph._records[y.op._rec].loc
+    assert line is not None and line.endswith(f":{_this_line() - 2}")
+    tf.Session().run(y, {x: np.ones((1, 3))})
+    dump = tf.get_default_graph()._build(frozenset()).fgg.dump()
+    relu = next(row for row in dump.splitlines() if "relu(" in row)
+    assert relu.rstrip().endswith(line.rsplit("/", 1)[-1])  # not the line of the run
+
+
+def _this_line():
+    import inspect
+
+    return inspect.currentframe().f_back.f_lineno

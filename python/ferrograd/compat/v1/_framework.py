@@ -410,6 +410,31 @@ def _norm(out: Any) -> tuple:
     return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
 
+# ----------------------------------------------------------------------------- source lines
+
+_TRAMPOLINES: dict[str, Any] = {}
+
+
+def _at_location(loc: str | None, fn: Callable[[Any], Any], arg: Any) -> Any:
+    """``fn(arg)``, called from a frame that sits at ``loc`` (``file:line``).
+
+    A recording names each node by the innermost frame outside ferrograd; when the records are
+    captured again inside ``Session.run``, that would be the ``run`` call. Calling through a code
+    object compiled at the op's own line makes nodes, error messages and TensorBoard name the line
+    that made the TF op.
+    """
+    code = _TRAMPOLINES.get(loc) if loc else None
+    if code is None:
+        file, _, line = (loc or "").rpartition(":")
+        if not file or not line.isdigit():
+            return fn(arg)
+        code = compile("\n" * (int(line) - 1) + "__out__.append(__fn__(__arg__))", file, "exec")
+        _TRAMPOLINES[loc] = code  # type: ignore[index]
+    out: list[Any] = []
+    exec(code, {"__fn__": fn, "__arg__": arg, "__out__": out})
+    return out[0]
+
+
 # ----------------------------------------------------------------------------- probes
 
 _fresh = [0]
@@ -858,7 +883,7 @@ class Graph:
                     if i in ep.shapes:  # declared without a shape, fed a non-scalar: recorded at that shape
                         out = (_fg.placeholder(rec.outputs[0].dtype._fg, list(ep.shapes[i]), name=rec.name),)
                     else:
-                        out = rec.run(ep.vals)
+                        out = _at_location(rec.loc, rec.run, ep.vals)
                 except Exception as e:  # only an error if a run needs it (a fed tensor cut its input)
                     ep.vals.append(_Broken(e))
                     continue
