@@ -472,3 +472,13 @@ def test_layers_program_with_dropout_switch():
     assert a1 == a2  # dropout is off unless fed True
     assert not np.allclose(noisy, clean)
     assert len(tf.get_collection(tf.GraphKeys.LOSSES)) == 1
+
+
+def test_saving_an_uninitialized_variable_is_refused(tmp_path):
+    tf.Variable(tf.zeros([2]), name="v")
+    with (
+        tf.Session() as sess,
+        pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized variable v"),
+    ):
+        tf.train.Saver().save(sess, str(tmp_path / "m"))
+    assert not os.listdir(tmp_path)

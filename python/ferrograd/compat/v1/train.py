@@ -22,6 +22,7 @@ from ... import _core
 from ..._grad_mode import no_grad
 from . import _ops, _variables
 from ._framework import (
+    FailedPreconditionError,
     NotFoundError,
     Operation,
     Tensor,
@@ -474,7 +475,7 @@ class Saver:
             prefix = f"{prefix}-{step}"
         for v in self._vars.values():
             if id(v) not in sess._initialized:
-                raise NotFoundError(
+                raise FailedPreconditionError(
                     None, None, f"Attempting to save uninitialized variable {v.name}: initialize it first"
                 )
         d = os.path.dirname(prefix) or "."
