@@ -1,0 +1,200 @@
+"""``tf.layers``: dense, convolution, pooling, flatten and dropout layers as functions.
+
+Each call makes its variables with :func:`get_variable` under a variable
+scope named after the layer (``dense``, ``dense_1``, ... or ``name``), so
+``reuse=True`` shares them as in TF.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import _ops, nn
+from ._framework import Tensor, _convert, _known
+from ._variables import get_variable, variable_scope, zeros_initializer
+
+__all__ = ["average_pooling2d", "conv2d", "dense", "dropout", "flatten", "max_pooling2d"]
+
+
+def _pair(v: Any) -> list[int]:
+    if isinstance(v, (int, np.integer)):
+        return [int(v), int(v)]
+    return [int(d) for d in v]
+
+
+def dense(
+    inputs: Any,
+    units: int,
+    activation: Callable | None = None,
+    use_bias: bool = True,
+    kernel_initializer: Any = None,
+    bias_initializer: Any = None,
+    kernel_regularizer: Any = None,
+    bias_regularizer: Any = None,
+    activity_regularizer: Any = None,
+    kernel_constraint: Any = None,
+    bias_constraint: Any = None,
+    trainable: bool = True,
+    name: str | None = None,
+    reuse: Any = None,
+) -> Tensor:
+    """``activation(inputs @ kernel + bias)`` over the last dim of ``inputs``."""
+    x = _convert(inputs)
+    if x._shape is None or x._shape[-1] is None:
+        raise ValueError("The last dimension of the inputs to `Dense` should be defined. Found `None`.")
+    with variable_scope(name, default_name="dense", reuse=reuse):
+        kernel = get_variable(
+            "kernel",
+            [x._shape[-1], int(units)],
+            initializer=kernel_initializer,
+            regularizer=kernel_regularizer,
+            trainable=trainable,
+        )
+        y = (
+            _ops.matmul(x, kernel)
+            if len(x._shape) == 2
+            else x._graph._apply(lambda a, k: a @ k, (x, kernel), "Tensordot")
+        )
+        if use_bias:
+            bias = get_variable(
+                "bias",
+                [int(units)],
+                initializer=bias_initializer or zeros_initializer(),
+                regularizer=bias_regularizer,
+                trainable=trainable,
+            )
+            y = nn.bias_add(y, bias)
+        if activation is not None:
+            y = activation(y)
+    return y
+
+
+def conv2d(
+    inputs: Any,
+    filters: int,
+    kernel_size: Any,
+    strides: Any = (1, 1),
+    padding: str = "valid",
+    data_format: str = "channels_last",
+    dilation_rate: Any = (1, 1),
+    activation: Callable | None = None,
+    use_bias: bool = True,
+    kernel_initializer: Any = None,
+    bias_initializer: Any = None,
+    kernel_regularizer: Any = None,
+    bias_regularizer: Any = None,
+    activity_regularizer: Any = None,
+    kernel_constraint: Any = None,
+    bias_constraint: Any = None,
+    trainable: bool = True,
+    name: str | None = None,
+    reuse: Any = None,
+) -> Tensor:
+    """A 2-D convolution layer over NHWC ``inputs`` (``padding`` ``'valid'`` or ``'same'``)."""
+    x = _convert(inputs)
+    cl = data_format == "channels_last"
+    if x._shape is None:
+        raise ValueError("conv2d: the rank of the inputs must be known")
+    cin = x._shape[-1] if cl else x._shape[1]
+    if cin is None:
+        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    k, s, d = _pair(kernel_size), _pair(strides), _pair(dilation_rate)
+    with variable_scope(name, default_name="conv2d", reuse=reuse):
+        kernel = get_variable(
+            "kernel",
+            [k[0], k[1], int(cin), int(filters)],
+            initializer=kernel_initializer,
+            regularizer=kernel_regularizer,
+            trainable=trainable,
+        )
+        fmt = "NHWC" if cl else "NCHW"
+        st = [1, s[0], s[1], 1] if cl else [1, 1, s[0], s[1]]
+        dl = [1, d[0], d[1], 1] if cl else [1, 1, d[0], d[1]]
+        y = nn.conv2d(
+            x,
+            kernel,
+            strides=st if cl else [1, s[0], s[1], 1],
+            padding=padding.upper(),
+            data_format=fmt,
+            dilations=dl if cl else [1, d[0], d[1], 1],
+        )
+        if use_bias:
+            bias = get_variable(
+                "bias",
+                [int(filters)],
+                initializer=bias_initializer or zeros_initializer(),
+                regularizer=bias_regularizer,
+                trainable=trainable,
+            )
+            y = nn.bias_add(y, bias, data_format=fmt)
+        if activation is not None:
+            y = activation(y)
+    return y
+
+
+def _pool2d(
+    kind: str, inputs: Any, pool_size: Any, strides: Any, padding: str, data_format: str, name: str | None
+) -> Tensor:
+    p, s = _pair(pool_size), _pair(strides)
+    fmt = "NHWC" if data_format == "channels_last" else "NCHW"
+    fn = nn.max_pool if kind == "max" else nn.avg_pool
+    return fn(
+        inputs,
+        ksize=[1, p[0], p[1], 1],
+        strides=[1, s[0], s[1], 1],
+        padding=padding.upper(),
+        data_format=fmt,
+        name=name,
+    )
+
+
+def max_pooling2d(
+    inputs: Any,
+    pool_size: Any,
+    strides: Any,
+    padding: str = "valid",
+    data_format: str = "channels_last",
+    name: str | None = None,
+) -> Tensor:
+    """Max pooling over NHWC ``inputs``."""
+    return _pool2d("max", inputs, pool_size, strides, padding, data_format, name)
+
+
+def average_pooling2d(
+    inputs: Any,
+    pool_size: Any,
+    strides: Any,
+    padding: str = "valid",
+    data_format: str = "channels_last",
+    name: str | None = None,
+) -> Tensor:
+    """Average pooling over NHWC ``inputs``."""
+    return _pool2d("avg", inputs, pool_size, strides, padding, data_format, name)
+
+
+def flatten(inputs: Any, name: str | None = None, data_format: str = "channels_last") -> Tensor:
+    """``inputs`` reshaped to ``[batch, -1]``."""
+    x = _convert(inputs)
+    if x._shape is None or any(d is None for d in x._shape[1:]):
+        return _ops.reshape(x, [-1, int(np.prod([d or 1 for d in (x._shape or [1])[1:]]))], name=name)
+    return _ops.reshape(x, [-1, int(np.prod(_known(x._shape[1:]), dtype=np.int64))], name=name or "flatten")
+
+
+def dropout(
+    inputs: Any,
+    rate: float = 0.5,
+    noise_shape: Any = None,
+    seed: Any = None,
+    training: Any = False,
+    name: str | None = None,
+) -> Tensor:
+    """Dropout of ``rate`` when ``training`` (a bool or a bool tensor); the identity otherwise."""
+    if isinstance(training, Tensor):
+        dropped = nn.dropout(inputs, rate=rate, noise_shape=noise_shape)
+        return _ops.where(training, dropped, inputs, name=name)
+    if not training or rate == 0:
+        return _ops.identity(inputs, name=name)
+    return nn.dropout(inputs, rate=rate, noise_shape=noise_shape, name=name)
