@@ -640,7 +640,7 @@ macro_rules! unary_ops {
         wgsl_u32: "select(0u, 1u, x == 0u)",
         backward: _, vjp: _, vjp_steps: One,
         grad: _, wgsl_grad: _, grad_captured: false,
-        onnx: "Not(x)", example: _,
+        onnx: "Equal(x, 0)", example: _,
     }
     BitwiseNot => {
         name: "bitwise_not", py: [bitwise_not, bitwise_not_, "Bitwise not (logical not for bool)."],
