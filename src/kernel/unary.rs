@@ -527,6 +527,25 @@ macro_rules! unary_ops {
         wgsl_grad: "g * silu_grad(x)", grad_captured: false,
         onnx: "Mul(x, Sigmoid(x))", example: _,
     }
+    Softsign => {
+        name: "softsign", py: [softsign, softsign_, "x / (1 + |x|)."],
+        out: Float, dtypes: ALL, cost: Light,
+        cpu: { |x: $C| x / (<$C>::ONE + Real::abs(x)) },
+        int: _, pred: _, keep_bool: false,
+        wgsl: "x / (1.0 + abs(x))", wgsl_i32: _, wgsl_u32: _,
+        backward: "SoftsignBackward",
+        // d/dx x/(1 + |x|) = 1/(1 + |x|)².
+        vjp: { |x, _y, g| {
+            let d = adds(&unary(UnaryOp::Abs, x)?, 1.0)?;
+            div(g, &mul(&d, &d)?)
+        } }, vjp_steps: Many,
+        grad: { |x: $C, _y: $C, g: $C| {
+            let d = <$C>::ONE + Real::abs(x);
+            g / (d * d)
+        } },
+        wgsl_grad: "g / ((1.0 + abs(x)) * (1.0 + abs(x)))", grad_captured: false,
+        onnx: "Softsign(x)", example: _,
+    }
     Softplus { beta: f64, threshold: f64 } => {
         name: "softplus", py: _,
         out: Float, dtypes: ALL, cost: Heavy,

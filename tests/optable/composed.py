@@ -724,16 +724,6 @@ SPECS: list[OpSpec] = [
         composed=True,
     ),
     OpSpec(
-        "softsign",
-        lambda x: F.softsign(x),
-        lambda x: x / (1 + np.abs(x)),
-        _unary(),
-        dtypes=FLOATS,
-        tol=TOL,
-        composed=True,
-        lowp_grad_factor=COMPOSED_LOWP,
-    ),
-    OpSpec(
         "tanhshrink",
         lambda x: F.tanhshrink(x),
         lambda x: x - np.tanh(x),

@@ -168,6 +168,7 @@ UNARY = [
     unary("gelu_tanh", f64(lambda x: _gelu(x, "tanh")), ALL, lo=-5, hi=5,
           fg_fn=lambda x: F.gelu(x, approximate="tanh")),
     unary("silu", f64(_silu), ALL, lo=-8, hi=8),
+    unary("softsign", f64(lambda x: x / (1.0 + np.abs(x))), ALL, lo=-8, hi=8, fg_fn=F.softsign),
     unary(
         "softplus", f64(_softplus), ALL, lo=-10, hi=10, fg_fn=F.softplus,
         kwargs={"beta": _BETAS, "threshold": _THRESHOLDS},

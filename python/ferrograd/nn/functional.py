@@ -873,10 +873,9 @@ def logsigmoid(input: Tensor) -> Tensor:
     return softplus(input.neg()).neg()
 
 
-@_in_float32("input")
 def softsign(input: Tensor) -> Tensor:
     """``x / (1 + |x|)``."""
-    return input / (input.abs() + 1.0)
+    return input.softsign()
 
 
 @_in_float32("input")
