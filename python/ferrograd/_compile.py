@@ -720,7 +720,9 @@ class CompiledFunction:
         if entry.eager:
             raise _core.TraceError("this signature could not be captured and runs eagerly (fallback='eager')")
         scalars = entry.state.scalar_values if entry.state is not None else None
-        return Graph._wrap(entry.graph, raw=entry.raw, reports=entry.reports, scalars=scalars)
+        return Graph._wrap(
+            entry.graph, raw=entry.raw, reports=entry.reports, scalars=scalars, state=entry.state
+        )
 
     def reset(self) -> None:
         """Forget every traced signature."""
