@@ -137,24 +137,113 @@
       x.types.add(e.type);
       x.count += 1;
     }
-    const dn = [];
-    for (const it of items.values()) {
-      Object.assign(it, boxSize(it.lines));
-      dn.push({ v: it.id, width: it.width, height: it.height, parent: it.parent });
-    }
-    for (const c of clusters.values()) dn.push({ v: c.id, width: 0, height: 0, parent: c.parent });
-    const de = [...edges.values()].map((e) => ({ v: e.v, w: e.w, minlen: 1, weight: 1 }));
+    for (const it of items.values()) Object.assign(it, boxSize(it.lines));
     const t0 = performance.now();
-    dagre.layout(dn, de, { nodesep: 18, ranksep: 26, edgesep: 10 }, {});
+    const { pos, routes } = nestedLayout(items, clusters, edges);
     const ms = performance.now() - t0;
-    const pos = new Map(dn.map((d) => [d.v, d]));
-    const de2 = new Map(de.map((d) => [d.v + "\u0000" + d.w, d]));
-    current = { items, clusters, edges, pos, de2, ms };
+    current = { items, clusters, edges, pos, routes, ms };
     draw();
   }
 
+  // Each open group is laid out on its own (dagre, a flat layered layout) with
+  // its members and closed subgroups as boxes, innermost first; a group then
+  // takes its drawing's size in its parent's layout (TensorBoard's scheme).
+  // Boxes cannot overlap and members stay inside their group by construction.
+  // An edge leaving a group runs, inside it, to the group's out-port (a point
+  // the layout places below its members), then on the parent's route between
+  // the groups' boxes, then from the other group's in-port to its end.
+  const PAD = 10;
+  const TITLE = 22;
+  function nestedLayout(items, clusters, edges) {
+    const container = (id) => (clusters.has(id) ? clusters.get(id).parent : items.get(id).parent) || "";
+    const chain = (id) => {
+      const out = [id];
+      for (let c = container(id); c; c = container(c)) out.push(c);
+      out.push("");
+      return out.reverse(); // root ("") first, the box itself last
+    };
+    const members = new Map([["", []]]);
+    for (const c of clusters.keys()) members.set(c, []);
+    for (const id of [...clusters.keys(), ...items.keys()]) members.get(container(id)).push(id);
+    const local = new Map([...members.keys()].map((c) => [c, new Map()]));
+    const hops = new Map(); // edge -> [[group, from, to], ...] in path order
+    const hop = (c, v, w, list) => {
+      const m = local.get(c);
+      const key = v + "\u0000" + w;
+      if (!m.has(key)) m.set(key, { v, w, n: 0 });
+      m.get(key).n += 1;
+      list.push([c, v, w]);
+    };
+    for (const e of edges.values()) {
+      const ca = chain(e.v);
+      const cb = chain(e.w);
+      let k = 0;
+      while (ca[k + 1] === cb[k + 1]) k += 1;
+      const list = [];
+      for (let j = ca.length - 2; j > k; j--) hop(ca[j], ca[j + 1], ca[j] + "#out", list);
+      hop(ca[k], ca[k + 1], cb[k + 1], list);
+      for (let j = k + 1; j <= cb.length - 2; j++) hop(cb[j], cb[j] + "#in", cb[j + 1], list);
+      hops.set(e, list);
+    }
+    const size = new Map(); // box id -> [width, height]
+    for (const it of items.values()) size.set(it.id, [it.width, it.height]);
+    const rel = new Map(); // member id -> centre within its group's box
+    const relRoutes = new Map(); // group + from + to -> points within the group's box
+    const depth = (c) => (c ? chain(c).length : 0);
+    const order = [...members.keys()].sort((a, b) => depth(b) - depth(a));
+    for (const c of order) {
+      const ids = members.get(c);
+      const dn = ids.map((id) => ({ v: id, width: size.get(id)[0], height: size.get(id)[1] }));
+      const ports = new Set();
+      for (const x of local.get(c).values()) for (const v of [x.v, x.w]) if (v.endsWith("#in") || v.endsWith("#out")) ports.add(v);
+      for (const v of ports) dn.push({ v, width: 1, height: 1 });
+      const de = [...local.get(c).values()].map((x) => ({ v: x.v, w: x.w, minlen: 1, weight: x.n }));
+      dagre.layout(dn, de, { nodesep: 18, ranksep: 26, edgesep: 10 }, {});
+      let minX = Infinity;
+      let minY = Infinity;
+      let maxX = -Infinity;
+      let maxY = -Infinity;
+      for (const d of dn) {
+        minX = Math.min(minX, d.x - d.width / 2);
+        minY = Math.min(minY, d.y - d.height / 2);
+        maxX = Math.max(maxX, d.x + d.width / 2);
+        maxY = Math.max(maxY, d.y + d.height / 2);
+      }
+      const title = c ? groups.get(clusters.get(c).group) : null;
+      const titleW = title ? (title.label.length + title.type.length + 14) * 6.2 : 0;
+      const innerW = Math.max(maxX - minX, titleW);
+      const ox = (c ? PAD : 0) - minX + (innerW - (maxX - minX)) / 2;
+      const oy = (c ? TITLE : 0) - minY;
+      for (const d of dn) rel.set(d.v, [d.x + ox, d.y + oy]);
+      for (const d of de) relRoutes.set(c + "\u0000" + d.v + "\u0000" + d.w, (d.points || []).map((q) => [q.x + ox, q.y + oy]));
+      if (c) size.set(c, [innerW + 2 * PAD, maxY - minY + TITLE + PAD]);
+    }
+    // absolute positions, outermost first
+    const pos = new Map();
+    const origin = new Map([["", [0, 0]]]);
+    for (const c of [...order].reverse()) {
+      const [ox, oy] = origin.get(c);
+      for (const id of members.get(c)) {
+        const [x, y] = rel.get(id);
+        const [w, h] = size.get(id);
+        pos.set(id, { x: x + ox, y: y + oy, width: w, height: h });
+        if (clusters.has(id)) origin.set(id, [x + ox - w / 2, y + oy - h / 2]);
+      }
+    }
+    const routes = [];
+    for (const [e, list] of hops) {
+      const pts = [];
+      for (const [c, v, w] of list) {
+        const [ox, oy] = origin.get(c);
+        for (const [x, y] of relRoutes.get(c + "\u0000" + v + "\u0000" + w)) pts.push({ x: x + ox, y: y + oy });
+      }
+      if (pts.length) routes.push({ edge: e, points: pts });
+    }
+    return { pos, routes };
+  }
+
   function draw() {
-    const { items, clusters, edges, pos, de2 } = current;
+    const { items, clusters, pos, routes } = current;
     view.textContent = "";
     const maxT = Math.max(0, ...[...items.values()].map((it) => it.time || 0));
     let minX = Infinity;
@@ -190,19 +279,22 @@
         } else showGroup(c.group);
       });
     }
-    for (const e of edges.values()) {
-      const d = de2.get(e.v + "\u0000" + e.w);
-      const pts = d.points || [];
-      if (!pts.length) continue;
+    for (const r of routes) {
+      const e = r.edge;
+      const pts = r.points;
       for (const q of pts) grow(q.x, q.y, 0, 0);
-      const path = el("path", {
-        class: "edge",
-        d: "M" + pts.map((q) => q.x.toFixed(1) + "," + q.y.toFixed(1)).join(" L"),
-        "data-from": e.v,
-        "data-to": e.w,
-        "data-points": pts.map((q) => q.x.toFixed(2) + "," + q.y.toFixed(2)).join(" "),
-        "marker-end": "url(#arrow)",
-      }, gEdges);
+      const path = el(
+        "path",
+        {
+          class: "edge",
+          d: "M" + pts.map((q) => q.x.toFixed(1) + "," + q.y.toFixed(1)).join(" L"),
+          "data-from": e.v,
+          "data-to": e.w,
+          "data-points": pts.map((q) => q.x.toFixed(2) + "," + q.y.toFixed(2)).join(" "),
+          "marker-end": "url(#arrow)",
+        },
+        gEdges
+      );
       const title = el("title", {}, path);
       title.textContent = [...e.types].join(", ") + (e.count > 1 ? ` (${e.count} values)` : "");
     }
@@ -257,8 +349,8 @@
     const b = current.box;
     const cw = svg.clientWidth || 1200;
     const ch = svg.clientHeight || 800;
-    // 1:1 when the drawing fits the width; never blown up
-    scale = always ? Math.min(1, cw / b.w, ch / b.h) : Math.min(1, cw / b.w);
+    // 1:1 when the drawing fits; never blown up; at first not below half size for the height
+    scale = always ? Math.min(1, cw / b.w, ch / b.h) : Math.min(1, cw / b.w, Math.max(0.55, ch / b.h));
     tx = (cw - b.w * scale) / 2 - b.x * scale;
     ty = 8 - b.y * scale;
     apply();

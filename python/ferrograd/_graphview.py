@@ -188,8 +188,19 @@ def page_model(
             # mask in every attention block), not once with edges across the page
             where = list(dict.fromkeys(op_nodes[u]["group"] for u in users))
         elif kind == "ref" and users:
-            # a parameter or state tensor sits with its first use
-            where = [op_nodes[users[0]]["group"]]
+            # a parameter or state tensor sits with its first use; the optimizer's
+            # state (two moments per parameter) in a group of its own inside the update
+            first = op_nodes[users[0]]
+            where = [first["group"] if first["region"] != "optimizer" else group("optimizer", "") + "/state"]
+            if where[0] == "optimizer/state" and where[0] not in groups:
+                groups[where[0]] = {
+                    "id": where[0],
+                    "parent": "optimizer",
+                    "label": "optimizer state",
+                    "kind": "state",
+                    "type": "",
+                    "open": False,
+                }
         else:
             where = [_common_group([op_nodes[u]["group"] for u in users], groups)]
         for j, gid in enumerate(where):
