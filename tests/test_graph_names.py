@@ -96,6 +96,7 @@ def test_training_step_nodes_name_modules_regions_and_parameters():
     for k, t in model.state_dict().items():
         assert sd[k].data_ptr() == t.data_ptr(), k
     text = g.dump()
+    assert "input(arg 0)  # x\n" in text and "input(arg 1)  # y\n" in text  # the function's parameters
     assert "input(ref)  # blocks.0.attn.qkv.weight" in text
     assert "# forward: blocks.0.attn.qkv (Linear)" in text
     assert "# forward: blocks.1 (Block)" in text or "# forward: blocks.1.ln (LayerNorm)" in text

@@ -101,6 +101,8 @@ class TraceState:
         self.optimizers: list[Any] = []
         #: Module path -> class name of the module called there.
         self.module_types: dict[str, str] = {}
+        #: The name of each tensor argument of a compiled function (``xb``), by position.
+        self.arg_names: list[str] | None = None
 
     # -- where an op is: module path and region -----------------------------
 

@@ -169,6 +169,10 @@ class Graph:
                 if not name and refs < len(saved):
                     name = saved[refs]
                 refs += 1
+            elif inp["kind"] == "arg" and not name and self._state is not None:
+                arg_names = self._state.arg_names or []
+                pos = inp.get("position")
+                name = arg_names[pos] if pos is not None and pos < len(arg_names) else None
             if name:
                 out[inp["value"]] = name
         return out
