@@ -250,6 +250,10 @@ def test_readme_train_step_in_chromium(out_dir, tmp_path):
     panel = " ".join(_drawing(_browse(page, f"select={lin}", tmp_path)).panel)
     for want in ("float32[64, 128]", "test_graph_view_browser.py:", "0 (Linear)", "forward", " ms"):
         assert want in panel, (want, panel)
+    # Every group open: the backward pass's 14 ops and the update drawn without overlaps.
+    d2 = _drawing(_browse(page, "expand=all", tmp_path, out_dir / "readme_train_step_open.png"))
+    _check_geometry(d2)
+    assert len(d2.nodes) == len(_page_nodes(page))
     print(f"\nREADME train_step: {len(ids)} boxes, {w:.0f} px wide, {time.perf_counter() - t0:.1f} s")
 
 
@@ -286,6 +290,11 @@ def test_gpt_step_in_chromium(out_dir, tmp_path):
     inside = [n for n in d1.nodes.values() if n["parent"] == "c:forward/h.0.attn"]
     labels = {_page_nodes(page)[int(n["id"][1:])]["label"] for n in inside if n["id"].startswith("n")}
     assert {"softmax", "matmul"} <= labels, labels
+    # Every group open (all 324 nodes and 167 inputs): still no overlap, every edge on its boxes.
+    d2 = _drawing(_browse(page, "expand=all", tmp_path))
+    _check_geometry(d2)
+    assert not any(i.startswith("g:") for i in d2.nodes)
+    assert sum(1 for i in d2.nodes if i.startswith("n")) == len(_page_nodes(page))
     print(
         f"\nW6 GPT step: {g.num_nodes} nodes in {len(ids)} boxes, {w:.0f} px wide, {time.perf_counter() - t0:.1f} s"
     )
