@@ -408,7 +408,7 @@
       rows([
         ["kind", n.kind === "op" ? (n.fused ? "fused kernel" : "op") : { arg: "argument", ref: "tensor read by reference", const: "constant", grad: "gradient" }[n.kind] || n.kind],
         ["attributes", n.attrs],
-        ["inputs", n.ins.join("\n")],
+        ["inputs", n.ins.map((t, k) => t + (n.from && n.from[k] ? "  ← " + n.from[k] : "")).join("\n")],
         ["outputs", n.outs.join("\n")],
         ["source", n.source],
         ["module", n.module ? n.module + (n.moduleType ? " (" + n.moduleType + ")" : "") : ""],

@@ -215,11 +215,26 @@ def page_model(
     nodes.extend(op_nodes)
     edges = []
     for i, n in enumerate(g_nodes):
+        froms = []
         for v in n["inputs"]:
             src = copies.get((v, op_nodes[i]["group"]), producer.get(v))
             if src is not None:
                 edges.append({"from": src, "to": base + i, "type": _type(values[v])})
+                p = nodes[src]
+                froms.append(p["label"] if p["kind"] != "op" else f"{p['label']} (node {p['index']})")
+            else:
+                froms.append("")
+        op_nodes[i]["from"] = froms
     outputs = [producer[o] for o in g.outputs if o in producer]
+    if [k for k, gr in groups.items() if gr["kind"] == "region"] == ["forward"]:
+        # a graph with no backward pass or update: no box around the whole of it
+        del groups["forward"]
+        for gr in groups.values():
+            if gr["parent"] == "forward":
+                gr["parent"] = None
+        for n in nodes:
+            if n["group"] == "forward":
+                n["group"] = None
     _drop_empty_groups(groups, nodes)
     return {
         "nodes": nodes,
