@@ -323,7 +323,7 @@ def to_dot(
     m = page_model(g, times, names, types)
 
     def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
     lines = [
         "digraph ferrograd {",
