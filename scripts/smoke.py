@@ -44,6 +44,9 @@ def main() -> int:
         gp = os.path.join(d, "model.fgraph")
         f.graph(x).save(gp)
         np.testing.assert_array_equal(np.asarray(fg.load_graph(gp)(x)), np.asarray(model(x).detach()))
+        # The drawing's layout library and script ship inside the wheel.
+        page = f.graph(x).to_html(os.path.join(d, "g.html"))
+        assert "dagre.layout = " in page and "nestedLayout" in page and 'id="graph-data"' in page
     print(
         f"smoke test passed: ferrograd from {here}, cpu level {fg.cpu_level()}, final loss {losses[-1]:.4f}"
     )

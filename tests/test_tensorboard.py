@@ -50,4 +50,13 @@ def test_graph_and_scalars_read_back(tmp_path):
     lin = next(n for n in gd.node if n.op == "linear")
     dims = [d.size for d in lin.attr["_output_shapes"].list.shape[0].dim]
     assert dims == [6, 8]
-    assert "test_tensorboard.py" in lin.name
+    # Name scopes follow the model: the first Linear's op and its parameters
+    # under "0/", the gradients under "backward/", the update under "optimizer/".
+    assert lin.name.startswith("0/linear_"), lin.name
+    assert b"test_tensorboard.py" in lin.attr["source"].s
+    assert lin.attr["module"].s == b"0"
+    assert {"0/weight", "0/bias", "2/weight", "2/bias"} <= names
+    assert lin.input[1:] == ["0/weight", "0/bias"]
+    assert any(n.startswith("backward/") for n in names)
+    sgd = [n for n in gd.node if n.name.startswith("optimizer/")]
+    assert sgd and all("sgd" in n.op for n in sgd), [n.op for n in sgd]

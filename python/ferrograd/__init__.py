@@ -207,6 +207,7 @@ def _dtype_from_name(name: str) -> dtype:
 
 
 from . import (  # noqa: E402
+    _capture,
     autograd,
     backends,
     cuda,
@@ -244,5 +245,6 @@ from .serialization import CheckpointError, load, save  # noqa: E402
 
 _install_pickling()
 _install_tensor_extras()
+_capture.install()
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -14,7 +14,9 @@ each run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -28,14 +30,39 @@ _local = threading.local()
 
 
 def _user_location() -> str | None:
-    """``file:line`` of the innermost frame outside the ferrograd package."""
+    """``file:line`` of the innermost frame outside the ferrograd package.
+
+    While a graph is captured, what the trace knows of the op's place in the
+    model follows (see :func:`split_location`): `` in <module path>`` — the
+    innermost module being called, named as ``named_modules()`` names it
+    (``blocks.2.attn.qkv``) — and `` (backward)`` or `` (optimizer)`` for
+    ops recorded by ``Tensor.backward`` or an optimizer's ``step``. The Rust
+    tracer stores this string as the node's ``loc``.
+    """
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
         if not fn.startswith(_PKG_DIR) and not fn.startswith("<frozen"):
-            return f"{fn}:{f.f_lineno}"
+            loc = f"{fn}:{f.f_lineno}"
+            st = getattr(_local, "state", None)
+            return loc if st is None else loc + st.where()
         f = f.f_back
     return None
+
+
+_LOC = re.compile(r"^(?P<source>.*:\d+)(?: in (?P<module>\S+))?(?: \((?P<region>backward|optimizer)\))?$")
+
+
+def split_location(loc: str | None) -> tuple[str | None, str, str]:
+    """``(source line, module path, region)`` of a node's ``loc``: the module
+    path is ``""`` outside any module (or in the root module itself), the
+    region ``"forward"``, ``"backward"`` or ``"optimizer"``."""
+    if not loc:
+        return None, "", "forward"
+    m = _LOC.match(loc)
+    if m is None:
+        return loc, "", "forward"
+    return m.group("source"), m.group("module") or "", m.group("region") or "forward"
 
 
 class TraceState:
@@ -63,6 +90,108 @@ class TraceState:
         self.before_run: list[Callable[[], None]] = []
         #: Getters of the scalar slots the graph reads at every run.
         self.scalars: list[Callable[[], float]] = []
+        #: (module, path) of the modules being called, outermost first.
+        self.module_stack: list[tuple[Any, str]] = []
+        #: Modules called with no module around them (the models), in call order.
+        self.roots: list[Any] = []
+        self._root_names: dict[int, dict[int, str]] = {}
+        #: Regions (``"backward"``, ``"optimizer"``) being recorded, innermost last.
+        self.regions: list[str] = []
+        #: Optimizers whose ``step`` was captured (their state tensors get names).
+        self.optimizers: list[Any] = []
+        #: Module path -> class name of the module called there.
+        self.module_types: dict[str, str] = {}
+        #: The name of each tensor argument of a compiled function (``xb``), by position.
+        self.arg_names: list[str] | None = None
+
+    # -- where an op is: module path and region -----------------------------
+
+    def root_prefix(self, root: Any) -> str:
+        """What paths under ``root`` start with: nothing for the first model
+        called, the class name for later ones (``CrossEntropyLoss``)."""
+        if not self.roots or root is self.roots[0]:
+            return ""
+        names = [type(r).__name__ for r in self.roots]
+        k = next(i for i, r in enumerate(self.roots) if r is root)
+        name = names[k]
+        return name if names.count(name) == 1 else f"{name}{names[:k].count(name)}"
+
+    def enter_module(self, m: Any) -> None:
+        """A module's call begins (``Module.__call__``)."""
+        stack = self.module_stack
+        if not stack:
+            if not any(r is m for r in self.roots):
+                self.roots.append(m)
+            path = self.root_prefix(m)
+            stack.append((m, path))
+            self.module_types.setdefault(path, type(m).__name__)
+            return
+        root = stack[0][0]
+        table = self._root_names.get(id(root))
+        if table is None:
+            table = {}
+            prefix = stack[0][1]
+            for name, sub in root.named_modules():
+                table.setdefault(id(sub), name)
+                if name:  # containers (ModuleList) are never called: their types from here
+                    self.module_types.setdefault(f"{prefix}.{name}" if prefix else name, type(sub).__name__)
+            self._root_names[id(root)] = table
+        name = table.get(id(m))
+        if name is None:  # a module outside the model's tree: its class under the caller
+            parent = stack[-1][1]
+            path = f"{parent}.{type(m).__name__}" if parent else type(m).__name__
+        else:
+            prefix = stack[0][1]
+            path = f"{prefix}.{name}" if prefix and name else (prefix or name)
+        stack.append((m, path))
+        self.module_types.setdefault(path, type(m).__name__)
+
+    def exit_module(self) -> None:
+        self.module_stack.pop()
+
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        """Ops recorded in the body belong to region ``name`` (``"backward"``, ``"optimizer"``)."""
+        self.regions.append(name)
+        try:
+            yield
+        finally:
+            self.regions.pop()
+
+    def where(self) -> str:
+        """The suffix :func:`_user_location` adds: module path and region."""
+        out = ""
+        if self.module_stack and self.module_stack[-1][1]:
+            out = f" in {self.module_stack[-1][1]}"
+        if self.regions:
+            out += f" ({self.regions[-1]})"
+        return out
+
+    def named_tensors(self) -> dict[tuple, str]:
+        """Names of the tensors a captured graph may read by reference, keyed
+        by :func:`tensor_key`: the models' parameters and buffers under their
+        ``state_dict`` names, optimizer state as ``<parameter>.<key>``
+        (``0.weight.exp_avg``)."""
+        names: dict[tuple, str] = {}
+        for root in self.roots:
+            prefix = self.root_prefix(root)
+            sd = getattr(root, "state_dict", None)
+            if sd is None:
+                continue
+            for k, t in sd(keep_vars=True).items():
+                key = tensor_key(t)
+                if key is not None:
+                    names.setdefault(key, f"{prefix}.{k}" if prefix else k)
+        for o in self.optimizers:
+            for p, entry in getattr(o, "state", {}).items():
+                pname = names.get(tensor_key(p))
+                if pname is None or not isinstance(entry, dict):
+                    continue
+                for k, v in entry.items():
+                    key = tensor_key(v)
+                    if key is not None:
+                        names.setdefault(key, f"{pname}.{k}")
+        return names
 
     def slot(self, getter: Callable[[], float]) -> int:
         """Register a scalar the graph reads afresh at every run; returns its slot number."""
@@ -279,6 +408,44 @@ def _table_changed(m: Any, t: dict, names: tuple, vals: tuple) -> str | None:
 
 
 _MISSING = object()
+
+
+def tensor_key(t: Any) -> tuple | None:
+    """Identifies a tensor's memory (device, address, shape, strides, dtype);
+    None for what is not a tensor. Tensors a graph reads come back from it as
+    new Python objects over the same memory, so names are matched by this."""
+    if not isinstance(t, _core.Tensor):
+        return None
+    try:
+        return (str(t.device), t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+    except Exception:  # noqa: BLE001 - a tensor with no address (a GPU buffer) has no key
+        return None
+
+
+def backward_region(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (``Tensor.backward``, ``autograd.grad``) with the ops it records
+    while a graph is captured marked as the backward region."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        st = getattr(_local, "state", None)
+        if st is None:
+            return fn(*args, **kwargs)
+        st.regions.append("backward")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            st.regions.pop()
+
+    return wrapper
+
+
+def install() -> None:
+    """Mark the ops ``Tensor.backward`` records while capturing (see :func:`backward_region`)."""
+    if not getattr(_core.Tensor.backward, "_fg_region", False):
+        method = backward_region(_core.Tensor.backward)
+        method._fg_region = True  # type: ignore[attr-defined]
+        _core.Tensor.backward = method  # type: ignore[method-assign]
 
 
 def current() -> TraceState | None:

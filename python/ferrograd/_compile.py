@@ -36,6 +36,7 @@ earlier trace.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import warnings
 from collections.abc import Callable, Hashable, Mapping
@@ -137,6 +138,34 @@ def _flatten(obj: Any, out: list[Tensor]) -> Any:
     if isinstance(obj, dict):
         return {k: _flatten(v, out) for k, v in obj.items()}
     return obj
+
+
+def _arg_names(fn: Callable[..., Any], args: tuple, kwargs: dict, n: int) -> list[str] | None:
+    """The name of each tensor argument, as the graph's inputs list them: the
+    parameter's (``xb``), indexed within a list or dict (``xs[1]``, ``batch['x']``);
+    None where the parameters cannot be told (the drawings then number them)."""
+    owner = getattr(fn, "__self__", None)
+    if getattr(fn, "__name__", "") == "__call__" and hasattr(owner, "forward"):
+        fn = owner.forward  # a compiled module: its forward's parameter names
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    names: list[str] = []
+
+    def walk(obj: Any, name: str) -> None:
+        if isinstance(obj, Tensor):
+            names.append(name)
+        elif isinstance(obj, (list, tuple)):
+            for k, o in enumerate(obj):
+                walk(o, f"{name}[{k}]")
+        elif isinstance(obj, dict):
+            for k, o in obj.items():
+                walk(o, f"{name}[{k!r}]")
+
+    for name, value in bound.arguments.items():
+        walk(value, name)
+    return names if len(names) == n else None
 
 
 def _unflatten(tree: Any, leaves: list[Any]) -> Any:
@@ -672,6 +701,7 @@ class CompiledFunction:
                 captured = [_core._trace_arg(t, i, syms.get(i, []), None) for i, t in enumerate(tensors)]
                 flat: list[Tensor] = []
                 tree = _flatten((args, kwargs), flat)
+                state.arg_names = _arg_names(self.fn, args, kwargs, len(flat))
                 cargs, ckwargs = _unflatten(tree, captured)
                 out = self.fn(*cargs, **ckwargs)
                 out_flat: list[Tensor] = []
@@ -720,7 +750,9 @@ class CompiledFunction:
         if entry.eager:
             raise _core.TraceError("this signature could not be captured and runs eagerly (fallback='eager')")
         scalars = entry.state.scalar_values if entry.state is not None else None
-        return Graph._wrap(entry.graph, raw=entry.raw, reports=entry.reports, scalars=scalars)
+        return Graph._wrap(
+            entry.graph, raw=entry.raw, reports=entry.reports, scalars=scalars, state=entry.state
+        )
 
     def reset(self) -> None:
         """Forget every traced signature."""

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _capture, _core
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
 Tensor = _core.Tensor
 Node = _core.Node
-grad = _core.autograd_grad
+grad = _capture.backward_region(_core.autograd_grad)
 
 __all__ = [
     "Function",

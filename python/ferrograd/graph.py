@@ -92,12 +92,20 @@ class Graph:
         self._keep: list[Any] = []  # keeps the tensors keyed by id above alive
 
     @classmethod
-    def _wrap(cls, g: Any, raw: Any = None, reports: list[dict] | None = None, scalars: Any = None) -> Graph:
+    def _wrap(
+        cls,
+        g: Any,
+        raw: Any = None,
+        reports: list[dict] | None = None,
+        scalars: Any = None,
+        state: _capture.TraceState | None = None,
+    ) -> Graph:
         obj = cls()
         obj._g = g
         obj._scalars = scalars
         obj._raw = raw
         obj._reports = reports or []
+        obj._state = state
         return obj
 
     # -- building ----------------------------------------------------------
@@ -132,13 +140,48 @@ class Graph:
     # -- inspection -------------------------------------------------------
 
     def dump(self, optimized: bool = True) -> str:
-        """A readable listing: inputs, nodes (op, attributes, types, source line), outputs.
+        """A readable listing: inputs (parameters under their ``state_dict``
+        names), nodes (op, attributes, types, source line, module path),
+        outputs. Nodes are grouped under a comment line naming their region
+        and module (``# forward: blocks.0.attn (CausalSelfAttention)``).
 
         ``optimized=False`` shows the graph as captured, before the passes.
         """
-        if not optimized and getattr(self, "_raw", None) is not None:
-            return self._raw.dump()
-        return self._built().dump()
+        from ._graphview import annotate_dump
+
+        g = self._raw if not optimized and getattr(self, "_raw", None) is not None else self._built()
+        return annotate_dump(g.dump(), self._input_names(g), self._module_types())
+
+    def _input_names(self, g: Any = None) -> dict[int, str]:
+        """Value number -> name of the graph's named inputs: placeholder and
+        argument names, and the tensors read by reference under the names
+        the trace gave them (parameters as in ``state_dict``)."""
+        g = self._built() if g is None else g
+        known = self._state.named_tensors() if self._state is not None else {}
+        saved = _json_meta(self, _META_REF_NAMES) or []
+        out: dict[int, str] = {}
+        refs = 0
+        for inp in g.inputs():
+            name = inp.get("name")
+            if inp["kind"] == "ref":
+                if not name:
+                    name = known.get(_capture.tensor_key(inp.get("tensor")))
+                if not name and refs < len(saved):
+                    name = saved[refs]
+                refs += 1
+            elif inp["kind"] == "arg" and not name and self._state is not None:
+                arg_names = self._state.arg_names or []
+                pos = inp.get("position")
+                name = arg_names[pos] if pos is not None and pos < len(arg_names) else None
+            if name:
+                out[inp["value"]] = name
+        return out
+
+    def _module_types(self) -> dict[str, str]:
+        """Module path -> class name of the modules the trace called."""
+        if self._state is not None:
+            return dict(self._state.module_types)
+        return _json_meta(self, _META_MODULE_TYPES) or {}
 
     @property
     def passes(self) -> list[dict]:
@@ -313,11 +356,18 @@ class Graph:
             )
         scalars = list(self._scalars()) if self._scalars is not None else []
         meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+        import json
+
         names = [ph_name for (_, ph_name, _, _) in self._placeholders]
         if names and "placeholders" not in meta:
-            import json
-
             meta["placeholders"] = json.dumps(names)
+        if outputs is None:  # the graph saved as it is: its references keep their order
+            ref_names = self._ref_names(g.references())
+            if any(ref_names):
+                meta[_META_REF_NAMES] = json.dumps(ref_names)
+        types = self._module_types()
+        if types:
+            meta[_META_MODULE_TYPES] = json.dumps(types)
         _core._graph_save(g, os.fspath(path), scalars, meta)
 
     def export_webgpu(
@@ -440,7 +490,20 @@ class Graph:
         """The tensors the graph reads by reference (parameters, buffers,
         optimizer state), by name (unnamed ones as ``ref<k>``). For a loaded
         graph they are its own tensors: a saved training step updates them."""
-        return {name or f"ref{k}": t for k, (name, t) in enumerate(self._built().references())}
+        out: dict[str, Tensor] = {}
+        refs = self._built().references()
+        for k, ((_, t), name) in enumerate(zip(refs, self._ref_names(refs), strict=True)):
+            out[name if name and name not in out else f"ref{k}"] = t
+        return out
+
+    def _ref_names(self, refs: list) -> list[str | None]:
+        """The name of each tensor read by reference (``references()`` order), None if unknown."""
+        known = self._state.named_tensors() if self._state is not None else {}
+        saved = _json_meta(self, _META_REF_NAMES) or []
+        return [
+            name or known.get(_capture.tensor_key(t)) or (saved[k] if k < len(saved) else None)
+            for k, (name, t) in enumerate(refs)
+        ]
 
     @property
     def scalar_slots(self) -> list[str]:
@@ -450,21 +513,26 @@ class Graph:
     @property
     def metadata(self) -> dict[str, str]:
         """Extra strings stored with a loaded graph (empty otherwise)."""
-        return dict(getattr(self, "_metadata", {}))
+        return {k: v for k, v in getattr(self, "_metadata", {}).items() if not k.startswith(_META_OWN)}
 
     def to_dot(self) -> str:
-        """The graph as Graphviz DOT text (node times included after :meth:`profile`)."""
+        """The graph as Graphviz DOT text, one cluster per region and module
+        (node times included after :meth:`profile`)."""
         from ._graphview import to_dot
 
-        return to_dot(self._built(), self._times)
+        return to_dot(self._built(), self._times, self._input_names(), self._module_types())
 
     def to_html(self, path: str | None = None, title: str = "ferrograd graph") -> str:
-        """A self-contained HTML page (inline SVG, no network) drawing the graph —
-        op names, shapes, dtypes, fused kernels, source lines, and node times
-        after :meth:`profile` — written to ``path`` if given; returns the page."""
+        """A self-contained HTML page drawing the graph, written to ``path`` if
+        given; returns the page. It needs no network and no server (open it
+        from disk): a layered layout (dagre's, inlined) of op nodes grouped by
+        region (forward, backward, optimizer) and module (``blocks.0.attn``),
+        groups that open and close, pan and zoom, and a panel with each node's
+        attributes, shapes, source line, module and, after :meth:`profile`,
+        its time (nodes coloured by time)."""
         from ._graphview import to_html
 
-        return to_html(self._built(), path, self._times, title)
+        return to_html(self._built(), path, self._times, title, self._input_names(), self._module_types())
 
 
 def placeholder(
@@ -891,6 +959,26 @@ def load_graph(path: Any, device: Any = None) -> Graph:
     obj._saved_scalars = scalars
     obj._metadata = meta
     return obj
+
+
+#: Metadata keys a saved graph keeps for the drawings (names of the tensors it
+#: reads, modules' classes); not listed in ``Graph.metadata``.
+_META_OWN = "ferrograd."
+_META_REF_NAMES = "ferrograd.ref_names"
+_META_MODULE_TYPES = "ferrograd.module_types"
+
+
+def _json_meta(g: Graph, key: str) -> Any:
+    """A JSON value a loaded graph's file stored under ``key`` (None if absent)."""
+    import json
+
+    text = getattr(g, "_metadata", {}).get(key)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _np_shape(v: Any) -> tuple:

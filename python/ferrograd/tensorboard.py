@@ -10,8 +10,13 @@
 
 Needs the ``tensorboard`` package (its protocol buffers and event-file
 writer); without it, creating a writer raises ``ImportError`` saying so.
-Graph nodes are named by op and number (``linear_3``), grouped under the
-source file and line they were captured at, and carry their attributes,
+Graph nodes are named by op and number (``linear_3``) under name scopes
+that TensorBoard draws as boxes that open: the module that recorded them
+(``h/0/attn/c_attn/linear_8``, as ``named_modules()`` names it), inside
+``backward/`` and ``optimizer/`` for the gradient and update parts of a
+training step. Parameters sit in their module's scope under their
+``state_dict`` names (``h/0/attn/c_attn/weight``); optimizer state in
+``optimizer/``. Nodes carry their attributes, source line (``source``),
 output shapes (``_output_shapes``) and dtypes; fused kernels list their ops.
 """
 
@@ -35,11 +40,16 @@ _TF_DTYPE = {
 }
 
 
-def _scope(loc: str | None) -> str:
-    if not loc:
-        return ""
-    base = os.path.basename(loc)
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", base) + "/"
+def _clean(name: str) -> str:
+    """A name TensorBoard accepts as one path component."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "_"
+
+
+def _scope(module: str, region: str) -> str:
+    """``backward/h/0/attn/`` for a module path and region (``""`` at the top of the forward pass)."""
+    parts = [] if region == "forward" else [region]
+    parts += [_clean(p) for p in module.split(".") if p]
+    return "".join(p + "/" for p in parts)
 
 
 class SummaryWriter:
@@ -78,9 +88,18 @@ class SummaryWriter:
             versions_pb2,
         )
 
+        from ._capture import split_location
+
         g = graph._built() if hasattr(graph, "_built") else graph
+        known = graph._input_names() if hasattr(graph, "_input_names") else {}
         values = g.values()
         names: dict[int, str] = {}
+        g_nodes = g.nodes()
+        first_use: dict[int, tuple[str, str]] = {}
+        for n in g_nodes:
+            _, module, region = split_location(n["loc"])
+            for v in n["inputs"]:
+                first_use.setdefault(v, (module, region))
 
         def shape_proto(v: int) -> Any:
             dims = []
@@ -109,8 +128,17 @@ class SummaryWriter:
         for inp in g.inputs():
             v = inp["value"]
             kind = inp["kind"]
-            label = inp.get("name") or (f"input{inp['position']}" if kind == "arg" else f"{kind}{v}")
-            name = f"inputs/{label}" if kind == "arg" else f"state/{label}_{v}"
+            label = inp.get("name") or known.get(v)
+            if kind == "arg":
+                name = "inputs/" + _clean(label or f"input{inp['position']}")
+            elif label:
+                # a parameter in its module's scope (h/0/attn/c_attn/weight); other
+                # named state (optimizer moments) where it is first used
+                module, region = first_use.get(v, ("", "forward"))
+                leaf = label[len(module) + 1 :] if module and label.startswith(module + ".") else label
+                name = _scope(module, region) + _clean(leaf)
+            else:
+                name = f"state/{kind}{v}"
             names[v] = name
             nodes.append(
                 node_def_pb2.NodeDef(
@@ -119,11 +147,14 @@ class SummaryWriter:
                     attr=attrs_for([v], {}),
                 )
             )
-        for i, n in enumerate(g.nodes()):
-            name = f"{_scope(n['loc'])}{n['op']}_{i}"
+        for i, n in enumerate(g_nodes):
+            source, module, region = split_location(n["loc"])
+            name = f"{_scope(module, region)}{n['op']}_{i}"
             extra = {"attrs": n["attrs"] or "", "effect": n["effect"]}
-            if n["loc"]:
-                extra["source"] = n["loc"]
+            if source:
+                extra["source"] = source
+            if module:
+                extra["module"] = module
             nodes.append(
                 node_def_pb2.NodeDef(
                     name=name,

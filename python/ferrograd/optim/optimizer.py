@@ -176,11 +176,22 @@ class Optimizer:
                 loss = closure()
         table = self.state._d  # (the state mapping's own dict: one lookup per parameter)
         st = _capture.current()
-        if st is not None:
-            # A captured step reads this optimizer's state tensors by reference,
-            # and bakes in the options that are not per-run scalar slots.
-            st.guard(self, "_state_version")
-            self._guard_options(st)
+        if st is None:
+            self._step_groups(table)
+            return loss
+        # A captured step reads this optimizer's state tensors by reference,
+        # and bakes in the options that are not per-run scalar slots; its ops
+        # are marked as the optimizer region.
+        st.guard(self, "_state_version")
+        self._guard_options(st)
+        if not any(o is self for o in st.optimizers):
+            st.optimizers.append(self)
+        with st.region("optimizer"):
+            self._step_groups(table)
+        return loss
+
+    def _step_groups(self, table: dict) -> None:
+        """The update of every group (``step`` without its closure)."""
         get = table.get
         with no_grad():
             for group in self.param_groups:
@@ -198,7 +209,6 @@ class Optimizer:
                 for p, st, old in zip(params, new_states, states, strict=True):
                     if st is not old:  # a state updated in place is in the table already
                         table[id(p)] = (p, st)
-        return loss
 
     # ------------------------------------------------------- graph capture
 

@@ -190,12 +190,21 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         st = _capture.current()
-        if st is not None:
-            # A captured graph depends on what this module's code reads: its
-            # mode and hyperparameters (baked in), its parameters, buffers and
-            # submodules (read by reference), its hooks. The trace snapshots
-            # all of them when it ends; a change retraces.
-            st.use_module(self)
+        if st is None:
+            return self._call_impl(*args, **kwargs)
+        # A captured graph depends on what this module's code reads: its
+        # mode and hyperparameters (baked in), its parameters, buffers and
+        # submodules (read by reference), its hooks. The trace snapshots
+        # all of them when it ends; a change retraces. The ops the call
+        # records carry this module's path (``blocks.2.attn``).
+        st.use_module(self)
+        st.enter_module(self)
+        try:
+            return self._call_impl(*args, **kwargs)
+        finally:
+            st.exit_module()
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
         backward_hooks = self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks")
         if not (self._forward_pre_hooks or self._forward_hooks or backward_hooks):
             return self.forward(*args, **kwargs)
