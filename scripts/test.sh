@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build ferrograd once (release, one abi3 wheel), install that wheel (not
 # editable) with the test and demo extras into .venv (the demo extra lets the
-# digits examples run as tests), then: the Rust unit tests, the
+# digits examples run as tests), then: the Rust unit tests (again with scalar
+# kernels, debug assertions and overflow checks), the
 # Python test suite against the installed package (also with every eligible
 # elementwise result deferred), the op table again with scalar kernels (and with
 # AVX2 kernels on an AVX-512 host), the type-stub check, and a
@@ -28,10 +29,14 @@ python -m pip install -q --force-reinstall --no-deps "$WHEEL"
 python -m pip install -q "$WHEEL[test,demo]" mypy
 echo "== Rust unit tests (the core without Python, with the WebGPU backend: WGSL validated with naga) =="
 cargo test --release --no-default-features --features gpu -q
-echo "== Rust unit tests, scalar kernels (FG_CPU=scalar) =="
-FG_CPU=scalar cargo test --release --no-default-features --features gpu -q
 echo "== Rust-only graph runner (example binary, for the saved-graph tests) =="
 cargo build --release --no-default-features -q --example run_graph
+# Once more with the scalar kernels, and with debug assertions and overflow checks
+# on in the ferrograd crate (only it recompiles; its dependencies stay as built).
+echo "== Rust unit tests, scalar kernels (FG_CPU=scalar), debug assertions and overflow checks on =="
+FG_CPU=scalar cargo test --release --no-default-features --features gpu -q \
+  --config 'profile.release.package.ferrograd.debug-assertions=true' \
+  --config 'profile.release.package.ferrograd.overflow-checks=true'
 export FG_RUN_GRAPH_BIN="$PWD/target/release/examples/run_graph"
 echo "== Python tests (best SIMD level, the installed wheel) =="
 python -m pytest -n 2 -q "$@"
