@@ -43,6 +43,7 @@ __all__ = [
     "float32",
     "float64",
     "registry",
+    "_unary_ops",
     "supports",
     "cpu_level",
     "set_cpu_level",
@@ -843,6 +844,9 @@ class Tensor:
 # ----- registry, CPU backend --------------------------------------------------
 
 def registry() -> list[_OpInfo]: ...
+def _unary_ops() -> list[dict[str, Any]]:
+    """The unary op table's metadata, one dict per op (what the ONNX exporter and
+    the stub generator read)."""
 def supports(op: str, dtype: _DTypeLike, device: _DeviceLike | None) -> _bool:
     """Whether the op has a kernel for ``dtype`` on ``device`` (in this build; the
     gpu device may still be unavailable at run time, see ``gpu.is_available()``)."""
