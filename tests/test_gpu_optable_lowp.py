@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS, op_info, op_supports
+from optable import ALL_SPECS, examples, op_info, op_supports
 from optable._lowp import LOWP_DTYPES, compare, describe, draw_example, lowp_grads, reference
 from optable._spec import OpSpec
 
@@ -59,7 +59,7 @@ def test_gpu_grad_lowp(spec: OpSpec, dtype: str):
         pytest.skip(f"{spec.name} does not support {dtype} on the gpu device")
     ran: list[float] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None)
+    @settings(max_examples=examples(EXAMPLES), deadline=None)
     @given(st.data())
     def run(data):
         ex = draw_example(spec, data.draw, dtype, MAX_ELEMENTS, False)
