@@ -732,7 +732,10 @@ def _trigamma_pos(x: Tensor) -> Tensor:
     series ``1/z + 1/(2 z**2) + sum_k B_2k / z**(2k+1)``."""
     shift = (x * x).reciprocal()
     for k in range(1, _SHIFT):
-        shift = shift + ((x + k) * (x + k)).reciprocal()
+        # one node for x + k: two equal ones are merged by a compiled graph's CSE, whose
+        # gradient then sums the square's two paths in another order than eager mode
+        xk = x + k
+        shift = shift + (xk * xk).reciprocal()
     z = x + _SHIFT
     inv = z.reciprocal()
     inv2 = inv * inv
