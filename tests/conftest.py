@@ -1,8 +1,12 @@
 """Test-session setup: hypothesis profiles and the op-table coverage matrix.
 
-Profiles (``FG_HYPOTHESIS_PROFILE``): ``ci`` (the default) is derandomised and
-keeps no example database, so every run draws the same examples; ``dev``
-draws fresh random examples each run and remembers failures.
+Profiles (``FG_HYPOTHESIS_PROFILE``, or hypothesis's own ``--hypothesis-profile``
+option): ``ci`` (the default) is derandomised and keeps no example database, so
+every run draws the same examples; ``dev`` draws fresh random examples each run
+and remembers failures; ``deep`` (for local or nightly runs) draws fresh random
+examples too, four times as many (the op-table drivers scale their per-cell
+counts by ``max_examples / 100``: see ``optable.examples``), and prints the
+``@reproduce_failure`` blob of a failure.
 
 Tests that fill a cell of the coverage matrix carry the marker
 ``optable_cell(op, column)`` — the op-table driver uses the dtype as the
@@ -44,6 +48,9 @@ settings.register_profile(
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
 )
 settings.register_profile("dev", deadline=None, suppress_health_check=_QUIET_CHECKS)
+settings.register_profile(
+    "deep", max_examples=400, deadline=None, print_blob=True, suppress_health_check=_QUIET_CHECKS,
+)
 settings.load_profile(os.environ.get("FG_HYPOTHESIS_PROFILE", "ci"))
 
 DTYPE_COLUMNS = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]

@@ -12,8 +12,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS, op_info
-from optable._runner import as_array, as_tuple, bool_key, fg_values, to_fg, to_fg_noncontig
+from optable import ALL_SPECS, examples, expandable, op_info
+from optable._runner import (
+    as_array,
+    as_tuple,
+    bool_key,
+    conform_all,
+    draw_layouts,
+    fg_values,
+    to_fg,
+    to_fg_strided,
+)
 from optable._spec import OpSpec
 
 REGISTRY = {op["name"]: op for op in fg.registry()}
@@ -35,14 +44,14 @@ def _cases():
             yield pytest.param(spec, dtype, id=f"{spec.name}-{dtype}")
 
 
-def _tensors(arrays, dtype, rng, noncontig):
+def _tensors(arrays, dtype, lays):
     out = []
-    for a in arrays:
+    for a, lay in zip(arrays, lays, strict=True):
         a = as_array(a)
         if not isinstance(a, np.ndarray):
             out.append(a)
-        elif noncontig and a.ndim >= 1 and a.size > 0:
-            out.append(to_fg_noncontig(a, dtype, rng)[0])
+        elif lay is not None:
+            out.append(to_fg_strided(a, dtype, lay)[0])
         else:
             out.append(to_fg(a, dtype)[0])
     return out
@@ -51,10 +60,12 @@ def _tensors(arrays, dtype, rng, noncontig):
 def _draw(data, spec: OpSpec, dtype: str):
     """One drawn sample as tensors (contiguous or not, drawn too) and its kwargs."""
     arrays, kwargs = spec.sample(data.draw, dtype)
-    noncontig = data.draw(st.booleans(), label="non-contiguous")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    base = _tensors(arrays, dtype, rng, noncontig)
-    note(f"inputs: {[getattr(a, 'shape', a) for a in base]}, kwargs {kwargs}")
+    lays = [None] * len(arrays)
+    if data.draw(st.booleans(), label="non-contiguous"):
+        lays = draw_layouts(data.draw, arrays, expandable(spec, arrays, REGISTRY))
+        arrays = conform_all(arrays, lays)
+    base = _tensors(arrays, dtype, lays)
+    note(f"inputs: {[getattr(a, 'shape', a) for a in base]}, kwargs {kwargs}, layouts {lays}")
     return base, kwargs
 
 
@@ -83,7 +94,7 @@ def test_op_captured(spec: OpSpec, dtype: str):
     """Eager, ``fg.compile`` and the static API agree on every sample (and on mutated inputs)."""
     info = op_info(spec, REGISTRY)
 
-    @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def run(data):
         base, kwargs = _draw(data, spec, dtype)
@@ -151,7 +162,7 @@ GRAD_SPECS = [s for s in ALL_SPECS if op_info(s, REGISTRY).get("differentiable")
 def test_grad_captured(spec: OpSpec):
     """Gradients computed inside a captured graph equal eager gradients (float64)."""
 
-    @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def run(data):
         sampler = spec.grad_sample or spec.sample
@@ -248,7 +259,7 @@ def test_op_compiled_column(spec: OpSpec, dtype: str, tmp_path):
     record = float_dtype and info.get("differentiable") and info.get("mutates") is None and not spec.grad_skip
     ran = []
 
-    @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(4), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def run(data):
         base, kwargs = _draw(data, spec, dtype)

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS, op_info
-from optable._runner import as_array, float_outputs, off_kinks
+from optable import ALL_SPECS, examples, op_info
+from optable._runner import as_array, draw_layouts, float_outputs, off_kinks, strided_array, view_geometry
 from optable._spec import OpSpec
 
 pytestmark = pytest.mark.skipif(
@@ -38,14 +38,27 @@ UNSUPPORTED = "not on the gpu device"
 MIXED = ("expected all tensors to be on the same device", "all tensors must be on one device")
 
 
-def _grads(spec: OpSpec, arrays, kwargs, diff, cot_seed, device):
-    """Input gradients of the spec's function at ``arrays`` on ``device`` (None where unused)."""
+def _tensor(a: np.ndarray, lay, device: str):
+    """``a`` on ``device``: contiguous, or laid out as ``lay`` (a strided view of a bigger buffer)."""
+    if lay is None:
+        return fg.tensor(a, device=device)
+    view = strided_array(a, lay)
+    base, offset, strides = view_geometry(view)
+    if base.dtype == np.int64:  # the GPU keeps int64 in 32 bits: a sentinel that fits
+        base[base == np.iinfo(np.int64).max // 3] = 2**30
+    flat = fg.from_numpy(np.ascontiguousarray(base).reshape(-1)).to(device)
+    return flat.as_strided(view.shape, strides, offset)
+
+
+def _grads(spec: OpSpec, arrays, kwargs, diff, cot_seed, device, lays):
+    """Input gradients of the spec's function at ``arrays`` (laid out as ``lays``) on ``device``
+    (None where unused)."""
     tensors = []
     for i, a in enumerate(arrays):
         if not isinstance(a, np.ndarray):
             tensors.append(a)
             continue
-        t = fg.tensor(a, device=device)
+        t = _tensor(a, lays[i], device)
         tensors.append(t.requires_grad_() if i in diff else t)
     outs = float_outputs((spec.grad_fn or spec.fg_fn)(*tensors, **kwargs))
     outs = [o for o in outs if o.requires_grad]
@@ -70,7 +83,7 @@ def test_gpu_gradients_match_cpu(spec: OpSpec):
     reasons: list[str] = []
     ran: list[bool] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None)
+    @settings(max_examples=examples(EXAMPLES), deadline=None)
     @given(st.data())
     def run(data):
         arrays, kwargs = (spec.grad_sample or spec.sample)(data.draw, "float64")
@@ -87,14 +100,17 @@ def test_gpu_gradients_match_cpu(spec: OpSpec):
             arrays = [off_kinks(a, rng) if i in diff else a for i, a in enumerate(arrays)]
         arrays = [a.astype(np.float32) if i in floats else a for i, a in enumerate(arrays)]
         cot_seed = int(rng.integers(2**31))
+        lays = [None] * len(arrays)
+        if spec.noncontig and data.draw(st.booleans(), label="non-contiguous inputs"):
+            lays = draw_layouts(data.draw, arrays)
         try:
-            want = _grads(spec, arrays, kwargs, diff, cot_seed, "cpu")
+            want = _grads(spec, arrays, kwargs, diff, cot_seed, "cpu", lays)
         except Exception as e:  # noqa: BLE001 - the GPU must then fail the same way
             want, cpu_err = None, e
         else:
             cpu_err = None
         try:
-            got = _grads(spec, arrays, kwargs, diff, cot_seed, "gpu")
+            got = _grads(spec, arrays, kwargs, diff, cot_seed, "gpu", lays)
         except Exception as e:  # noqa: BLE001
             if cpu_err is not None:
                 assert type(e) is type(cpu_err), f"CPU raised {cpu_err!r}, GPU raised {e!r}"
@@ -102,7 +118,7 @@ def test_gpu_gradients_match_cpu(spec: OpSpec):
             if any(m in str(e) for m in MIXED) or (UNSUPPORTED.replace("not on", "not supported on") in str(e)):
                 reasons.append(f"{UNSUPPORTED}: {e}")
                 return
-            note(f"inputs: {arrays!r} kwargs: {kwargs!r}")
+            note(f"inputs: {arrays!r} kwargs: {kwargs!r} layouts: {lays}")
             raise
         assert cpu_err is None, f"CPU raised {cpu_err!r} but the GPU returned gradients"
         if want is None:
@@ -116,7 +132,7 @@ def test_gpu_gradients_match_cpu(spec: OpSpec):
             finite = np.abs(w[np.isfinite(w)])
             scale = float(finite.max()) if finite.size else 0.0
             if not np.allclose(g, w, rtol=RTOL, atol=ATOL * max(scale, 1.0), equal_nan=True):
-                note(f"inputs: {arrays!r} kwargs: {kwargs!r}")
+                note(f"inputs: {arrays!r} kwargs: {kwargs!r} layouts: {lays}")
                 np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL * max(scale, 1.0), equal_nan=True,
                                            err_msg=f"{spec.name}: gradient of input {diff[k]}")
 

@@ -337,6 +337,33 @@ def test_dropout_is_bit_exact(dtype, shape):
             _same(lambda dev, p=p: F.dropout(fg.tensor(x, device=dev).to(d).transpose(0, 1), p, inplace=True))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("fn,shape", [("dropout1d", (3, 5)), ("dropout2d", (2, 3, 4, 5)), ("dropout3d", (2, 3, 2, 2, 3))])
+def test_channel_dropout_is_bit_exact_and_reads_nothing_back(fn, shape, dtype):
+    """Channel dropout draws its (n, c) mask on the device with a scalar probability: it
+    used to build a per-element probability tensor there, which bernoulli read back to
+    validate (a download per call, found by the op table's GPU column)."""
+    d = getattr(fg, dtype)
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    drop = getattr(fg.nn.functional, fn)
+    compiled = fg.compile(lambda t, p: drop(t, p))
+    for p in [0.2, 0.5, 0.7]:
+        fg.manual_seed(11)
+        want = _bits(_np(drop(fg.tensor(x).to(d), p)))
+        xg = fg.tensor(x, device="gpu").to(d)
+        before = fg.gpu.stats()["downloads"]
+        fg.manual_seed(11)
+        eager = drop(xg, p)
+        runs = []
+        for _ in range(2):  # trace, then replay
+            fg.manual_seed(11)
+            runs.append(compiled(xg, p))
+        assert fg.gpu.stats()["downloads"] == before, "channel dropout read device values back"
+        for got in (eager, *runs):
+            assert str(got.device) == "gpu"
+            np.testing.assert_array_equal(_bits(_np(got)), want)
+
+
 def test_dropout_zeroes_non_finite_values_and_scales_exactly():
     x = np.array([np.nan, np.inf, -np.inf, 1.0, 3.0, -2.5, 0.1] * 40, np.float32)
     c, g = _same(lambda dev: fg.nn.functional.dropout(fg.tensor(x, device=dev), 0.4))

@@ -7,8 +7,10 @@ tensors (bfloat16 from float32 carriers), runs ``spec.fg_fn``, computes
 give, values within the dtype's tolerance (NaN positions included), that
 inputs were left unchanged (except the one a mutating op writes), and that
 view ops share their input's storage. With ``spec.noncontig`` the same
-inputs run again as non-contiguous views (permuted memory order, strides
-±1/±2, including negative strides) and must give the same result.
+inputs run again as non-contiguous views whose layout hypothesis draws per
+input (``optable._runner.layouts``: permuted memory order, steps of ±1/±2/3,
+expanded dims of stride 0, a storage offset, sentinels around the view) and
+must give the same result; a failure shrinks to the simplest such layout.
 
 Settings come from the hypothesis profile registered in ``conftest.py``
 (derandomised, no example database), so runs are deterministic.
@@ -16,33 +18,31 @@ Settings come from the hypothesis profile registered in ``conftest.py``
 
 from __future__ import annotations
 
-import os
-
 import ferrograd as fg
 import numpy as np
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from optable import ALL_SPECS, op_info
+from optable import ALL_SPECS, examples, expandable, op_info
 from optable._lowp import LOWP_DTYPES, draw_example, lowp_grads, reference
 from optable._lowp import compare as lowp_compare
 from optable._lowp import describe as lowp_describe
 from optable._runner import (
     as_array,
     compare,
+    conform_all,
+    draw_layouts,
     fg_values,
     float_outputs,
     off_kinks,
     ref_inputs,
     same_values,
     to_fg,
-    to_fg_noncontig,
+    to_fg_strided,
 )
 from optable._spec import ALL, OpSpec
 
 REGISTRY = {op["name"]: op for op in fg.registry()}
-# FG_OPTABLE_SCALE=4 draws four times as many examples per case (e.g. for a nightly run).
-SCALE = float(os.environ.get("FG_OPTABLE_SCALE", "1"))
 SPEC_NAMES = [s.name for s in ALL_SPECS]
 
 
@@ -56,17 +56,18 @@ def _cases():
             yield pytest.param(spec, dtype, id=f"{spec.name}-{dtype}", marks=marks)
 
 
-def _build(arrays, dtype, noncontig, rng):
-    """Tensors for the fg call, plus (tensor, backing array, original values) for the unchanged-check."""
+def _build(arrays, dtype, lays):
+    """Tensors for the fg call (laid out as ``lays`` where given), plus (tensor, backing
+    array, original values) for the unchanged-check."""
     args, tracked = [], []
-    for a in arrays:
+    for k, a in enumerate(arrays):
         a = as_array(a)
         if not isinstance(a, np.ndarray):
             args.append(a)
             tracked.append(None)
             continue
-        if noncontig and a.ndim >= 1 and a.size > 0:
-            t, backing = to_fg_noncontig(a, dtype, rng)
+        if lays is not None and lays[k] is not None:
+            t, backing = to_fg_strided(a, dtype, lays[k])
         else:
             t, backing = to_fg(a, dtype)
         args.append(t)
@@ -74,9 +75,9 @@ def _build(arrays, dtype, noncontig, rng):
     return args, tracked
 
 
-def _check_case(spec: OpSpec, dtype: str, arrays, kwargs, ref, noncontig: bool, rng) -> None:
-    where = f"{spec.name}[{dtype}{', non-contiguous' if noncontig else ''}]"
-    args, tracked = _build(arrays, dtype, noncontig, rng)
+def _check_case(spec: OpSpec, dtype: str, arrays, kwargs, ref, lays=None) -> None:
+    where = f"{spec.name}[{dtype}{', non-contiguous' if lays is not None else ''}]"
+    args, tracked = _build(arrays, dtype, lays)
     # Sanity of the driver itself: the tensors hold the sampled values.
     for a, tr in zip(arrays, tracked, strict=True):
         if tr is not None:
@@ -126,19 +127,26 @@ def test_op(spec: OpSpec, dtype: str):
     if spec.skip:
         pytest.skip(spec.skip)
 
-    @settings(max_examples=max(1, round(spec.max_examples * SCALE)), deadline=None)
+    @settings(max_examples=examples(spec.max_examples), deadline=None)
     @given(st.data())
     def run(data):
         arrays, kwargs = spec.sample(data.draw, dtype)
         try:
             ref = _reference(spec, dtype, arrays, kwargs)
-            _check_case(spec, dtype, arrays, kwargs, ref, False, None)
-            if spec.noncontig:
-                rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="layout seed"))
-                _check_case(spec, dtype, arrays, kwargs, ref, True, rng)
+            _check_case(spec, dtype, arrays, kwargs, ref)
         except BaseException:
             note(_describe(arrays, kwargs))
             raise
+        if spec.noncontig:
+            lays = draw_layouts(data.draw, arrays, expandable(spec, arrays, REGISTRY))
+            if any(lay is not None and lay.expanded for lay in lays):
+                arrays = conform_all(arrays, lays)  # values repeat along expanded dims
+                ref = _reference(spec, dtype, arrays, kwargs)
+            try:
+                _check_case(spec, dtype, arrays, kwargs, ref, lays)
+            except BaseException:
+                note(_describe(arrays, kwargs))
+                raise
 
     run()
 
@@ -189,7 +197,7 @@ def test_grad(spec: OpSpec, order: str):
         pytest.skip(spec.gradgrad_skip)
     atol, rtol = spec.grad_tol
 
-    @settings(max_examples=max(1, round(spec.grad_examples * SCALE)), deadline=None)
+    @settings(max_examples=examples(spec.grad_examples), deadline=None)
     @given(st.data())
     def run(data):
         sampler = spec.grad_sample or spec.sample
@@ -199,10 +207,11 @@ def test_grad(spec: OpSpec, order: str):
         diff = list(spec.grad_args) if spec.grad_args is not None else floats
         assume(sum(arrays[i].size for i in diff) <= MAX_GRAD_ELEMENTS)
         assume(all(np.isfinite(arrays[i]).all() for i in floats))
-        noncontig = data.draw(st.booleans(), label="non-contiguous inputs")
-        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="layout seed"))
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="value seed"))
         if spec.grad_snap:
             arrays = [off_kinks(a, rng) if i in diff else a for i, a in enumerate(arrays)]
+        noncontig = spec.noncontig and data.draw(st.booleans(), label="non-contiguous inputs")
+        lays = draw_layouts(data.draw, arrays) if noncontig else [None] * len(arrays)
         tensors = []
         for i, a in enumerate(arrays):
             if not isinstance(a, np.ndarray):
@@ -210,8 +219,8 @@ def test_grad(spec: OpSpec, order: str):
                 continue
             if i in diff:
                 a = a.astype(np.float64)
-            if noncontig and a.ndim >= 1 and a.size > 0:
-                t = to_fg_noncontig(a, a.dtype.name, rng)[0]
+            if lays[i] is not None:
+                t = to_fg_strided(a, a.dtype.name, lays[i])[0]
             else:
                 t = to_fg(a, a.dtype.name)[0]
             tensors.append(t.requires_grad_() if i in diff else t)
@@ -229,7 +238,7 @@ def test_grad(spec: OpSpec, order: str):
             check = fg.autograd.gradcheck if order == "grad" else fg.autograd.gradgradcheck
             check(fn, tensors, atol=atol, rtol=rtol)
         except BaseException:
-            note(_describe(arrays, kwargs) + f"\n  non-contiguous: {noncontig}")
+            note(_describe(arrays, kwargs) + f"\n  layouts: {lays}")
             raise
 
     run()
@@ -258,7 +267,7 @@ def test_grad_lowp(spec: OpSpec, dtype: str):
         pytest.skip(spec.grad_skip)
     ran: list[float] = []
 
-    @settings(max_examples=max(1, round(max(spec.grad_examples, LOWP_EXAMPLES) * SCALE)), deadline=None)
+    @settings(max_examples=examples(max(spec.grad_examples, LOWP_EXAMPLES)), deadline=None)
     @given(st.data())
     def run(data):
         ex = draw_example(spec, data.draw, dtype, MAX_GRAD_ELEMENTS, spec.noncontig)

@@ -10,9 +10,12 @@ registry entry their composition implies, so the drivers treat both alike.
 """
 
 import importlib
+import os
 import pkgutil
 
 import ferrograd as fg
+import numpy as np
+from hypothesis import settings
 
 from ._spec import OpSpec
 
@@ -51,3 +54,26 @@ def op_supports(spec: OpSpec, dtype: str, device: str) -> bool | None:
     if spec.composed:
         return None
     return fg.supports(spec.name, dtype, device)
+
+
+def expandable(spec: OpSpec, arrays, registry: dict[str, dict]) -> set[int]:
+    """The inputs a drawn layout may expand (stride 0): float arrays the op does not write,
+    when the spec allows expansion (``OpSpec.expand``)."""
+    if not spec.expand:
+        return set()
+    tensor_pos = [i for i, a in enumerate(arrays) if isinstance(a, (np.ndarray, np.generic))]
+    mutated = op_info(spec, registry).get("mutates")
+    written = tensor_pos[mutated] if mutated is not None and mutated < len(tensor_pos) else None
+    return {
+        i for i in tensor_pos
+        if i != written and np.asarray(arrays[i]).dtype.kind == "f"
+    }
+
+
+def examples(n: int) -> int:
+    """How many examples a cell asking for ``n`` draws: ``n`` under the default profile,
+    scaled by the loaded hypothesis profile's ``max_examples / 100`` (the ``deep`` profile
+    draws four times as many), or by ``FG_OPTABLE_SCALE`` when that is set."""
+    scale = os.environ.get("FG_OPTABLE_SCALE")
+    factor = float(scale) if scale else settings.default.max_examples / 100
+    return max(1, round(n * factor))

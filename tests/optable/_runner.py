@@ -8,10 +8,12 @@ to a low-precision output dtype, and the comparison of results.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from functools import cache
 
 import ferrograd as fg
 import numpy as np
+from hypothesis import strategies as st
 
 from ._spec import DEFAULT_TOL, FLOATS, OpSpec
 
@@ -58,53 +60,151 @@ def to_fg(arr, dtype: str):
     return fg.from_numpy(work), work
 
 
-def noncontig_array(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A non-contiguous view (permuted memory order, strides of ±1/±2) holding ``arr``'s values.
+# A step of 0 marks an expanded dim (stride 0: every index reads the same element).
+STEPS = (1, 2, -1, -2, 3)
+TAIL = 2  # sentinel elements after the view's buffer
 
-    The elements around the view hold NaN (floats) or a large sentinel so
-    that a kernel reading outside the view shows up in the result.
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a tensor's elements sit in a bigger buffer: a drawn, shrinkable strided view.
+
+    ``perm[k]`` is the logical dim stored ``k``-th outermost (identity: row-major);
+    ``steps[d]`` is the step of logical dim ``d`` in its stored dim (negative: walked
+    backwards; 0: expanded, one stored element read at every index); ``offset`` is the
+    number of sentinel elements before the view's buffer (its storage offset).
     """
-    nd = arr.ndim
-    perm = list(rng.permutation(nd))
-    steps = [int(rng.choice([1, 2, -1, -2])) for _ in range(nd)]
-    if perm == list(range(nd)) and all(s == 1 for s in steps):
-        steps[-1] = 2
-    big_shape = [arr.shape[p] * abs(steps[p]) for p in perm]
-    big = np.empty(big_shape, dtype=arr.dtype)
-    if arr.dtype.kind == "f":
-        big.fill(np.nan)
-    elif arr.dtype.kind == "b":
-        big.fill(True)
+
+    perm: tuple[int, ...]
+    steps: tuple[int, ...]
+    offset: int
+
+    @property
+    def expanded(self) -> tuple[int, ...]:
+        return tuple(d for d, s in enumerate(self.steps) if s == 0)
+
+    def conform(self, arr: np.ndarray) -> np.ndarray:
+        """``arr`` with the values along expanded dims replaced by their first slice
+        (what an expanded view can hold); ``arr`` itself when no dim is expanded."""
+        if not self.expanded:
+            return arr
+        first = tuple(slice(0, 1) if s == 0 else slice(None) for s in self.steps)
+        return np.ascontiguousarray(np.broadcast_to(arr[first], arr.shape))
+
+
+def layouts(shape: tuple[int, ...], expand: bool = False):
+    """Hypothesis strategy: a non-contiguous :class:`Layout` for an array of ``shape``.
+
+    Shrinks towards row-major order, steps of 1, no expanded dim and no storage
+    offset, less one departure from a contiguous tensor: a step of 2 in the last dim. With ``expand``, a dim longer than 1 is
+    expanded (stride 0) about a quarter of the time.
+    """
+    nd = len(shape)
+
+    @st.composite
+    def build(draw):
+        perm = tuple(draw(st.permutations(range(nd))))
+        steps = []
+        for d in range(nd):
+            if expand and shape[d] > 1 and draw(st.integers(0, 3)) == 3:
+                steps.append(0)
+            else:
+                steps.append(draw(st.sampled_from(STEPS)))
+        offset = draw(st.integers(0, 5))
+        if perm == tuple(range(nd)) and all(s == 1 for s in steps) and offset == 0:
+            steps[-1] = 2  # always some departure from a plain contiguous tensor
+        return Layout(perm, tuple(steps), offset)
+
+    return build()
+
+
+def _sentinel_fill(buf: np.ndarray) -> None:
+    """NaN (floats) or a large value: a kernel reading outside the view shows up in the result."""
+    if buf.dtype.kind == "f":
+        buf.fill(np.nan)
+    elif buf.dtype.kind == "b":
+        buf.fill(True)
     else:
-        big.fill(np.iinfo(arr.dtype).max // 3)
+        buf.fill(np.iinfo(buf.dtype).max // 3)
+
+
+def strided_array(arr: np.ndarray, layout: Layout) -> np.ndarray:
+    """A NumPy view laid out as ``layout`` holding ``arr``'s values (``arr`` must already be
+    constant along the layout's expanded dims: :meth:`Layout.conform`).
+
+    The view lies in a flat buffer (its ``base``) whose other elements hold sentinels;
+    expanded views are read-only.
+    """
+    perm, steps = layout.perm, layout.steps
+    assert len(perm) == arr.ndim == len(steps), (layout, arr.shape)
+    big_shape = [1 if steps[p] == 0 else arr.shape[p] * abs(steps[p]) for p in perm]
+    n = int(np.prod(big_shape))
+    flat = np.empty(layout.offset + n + TAIL, dtype=arr.dtype)
+    _sentinel_fill(flat)
+    big = flat[layout.offset:layout.offset + n].reshape(big_shape)
     inv = np.argsort(perm)
-    view = big.transpose(inv)[tuple(slice(None, None, s) for s in steps)]
-    assert view.shape == arr.shape
-    view[...] = arr
-    return view
+    small = big.transpose(inv)[tuple(slice(None, None, s) if s else slice(None) for s in steps)]
+    first = tuple(slice(0, 1) if s == 0 else slice(None) for s in steps)
+    small[...] = arr[first]
+    if not layout.expanded:
+        assert small.shape == arr.shape
+        return small
+    strides = tuple(0 if s == 0 else small.strides[d] for d, s in enumerate(steps))
+    return np.lib.stride_tricks.as_strided(small, arr.shape, strides, writeable=False)
 
 
 def view_geometry(view: np.ndarray) -> tuple[np.ndarray, int, tuple[int, ...]]:
     """The array owning ``view``'s memory, and ``view``'s element offset and strides in it
     (to rebuild the same view with ``as_strided`` on a tensor made from that array)."""
     base = view
-    while isinstance(base.base, np.ndarray):
-        base = base.base
+    while True:
+        b = base.base
+        if not isinstance(b, np.ndarray):  # as_strided's views hang off a holder object
+            b = getattr(b, "base", None)
+        if not isinstance(b, np.ndarray):
+            break
+        base = b
     item = view.itemsize
     offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
     return base, offset, tuple(s // item for s in view.strides)
 
 
-def to_fg_noncontig(arr, dtype: str, rng: np.random.Generator):
-    """Like :func:`to_fg`, but the tensor is a non-contiguous view of a bigger buffer."""
-    view = noncontig_array(arr, rng)
-    if not is_bf16_carrier(arr, dtype):
+def to_fg_strided(arr, dtype: str, layout: Layout):
+    """Like :func:`to_fg`, but the tensor is laid out as ``layout`` (a view of a bigger buffer,
+    see :func:`strided_array`). ``arr`` must be constant along expanded dims.
+
+    Without a storage offset the tensor wraps the strided NumPy view itself
+    (``fg.from_numpy``); with one it is ``as_strided`` of the whole buffer, so the
+    tensor's storage offset is the layout's (bfloat16 always goes that way, after
+    converting the buffer).
+    """
+    view = strided_array(arr, layout)
+    if layout.offset == 0 and not is_bf16_carrier(arr, dtype):
         return fg.from_numpy(view), view
-    # bfloat16: convert the whole buffer, then take the same strided view.
     base, offset, strides = view_geometry(view)
     flat = np.ascontiguousarray(base).reshape(-1)
-    t = fg.from_numpy(flat).to(fg.bfloat16).as_strided(view.shape, strides, offset)
-    return t, None
+    if is_bf16_carrier(arr, dtype):
+        return fg.from_numpy(flat).to(fg.bfloat16).as_strided(view.shape, strides, offset), None
+    return fg.from_numpy(flat).as_strided(view.shape, strides, offset), view
+
+
+def draw_layouts(draw, arrays, expandable=()) -> list:
+    """A drawn :class:`Layout` for each array input with at least one element and one dim
+    (``None`` for the others, which stay as they are); inputs whose index is in
+    ``expandable`` may get expanded dims."""
+    out = []
+    for i, a in enumerate(arrays):
+        a = as_array(a)
+        if isinstance(a, np.ndarray) and a.ndim >= 1 and a.size > 0:
+            out.append(draw(layouts(a.shape, i in expandable), label=f"layout of input {i}"))
+        else:
+            out.append(None)
+    return out
+
+
+def conform_all(arrays, lays) -> list:
+    """The arrays made constant along their layouts' expanded dims."""
+    return [a if lay is None else lay.conform(as_array(a)) for a, lay in zip(arrays, lays, strict=True)]
 
 
 def off_kinks(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:

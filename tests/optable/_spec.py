@@ -51,6 +51,10 @@ class OpSpec:
     dtypes: tuple[str, ...] = ("float32", "float64")
     tol: dict[str, tuple[float, float]] = field(default_factory=dict)
     noncontig: bool = True  # also run on non-contiguous views of the inputs
+    # Non-contiguous runs may expand (stride 0) dims of float inputs the op does not write,
+    # their values then made equal along those dims; off for ops whose float inputs must not
+    # repeat values (a matrix that must stay invertible, ...).
+    expand: bool = True
     ref_in_dtype: bool = False  # run the reference in the input dtype (ints, exact ops)
     # Check that a registry view op's output shares storage with its input. Off for specs
     # whose fg_fn joins several outputs (the join copies); those ops' sharing is tested directly.

@@ -205,7 +205,8 @@ def np_max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=
             rows = [r for r in rows if 0 <= r < h]
             cols = [q for q in cols if 0 <= q < w]
             win = x[:, :, rows][:, :, :, cols].reshape(n, c, len(rows) * len(cols))
-            out[:, :, oy, ox] = win.max(axis=-1)
+            # A dilated window may hold padding only: -inf, the start of PyTorch's running max.
+            out[:, :, oy, ox] = win.max(axis=-1) if win.shape[-1] else -np.inf
     return out[0] if unbatched else out
 
 

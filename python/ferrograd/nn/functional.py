@@ -740,13 +740,33 @@ def _check_p(fn: str, p: float) -> None:
         raise ValueError(f"{fn}: dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _dtype_value(v: float, dtype) -> float:
+    """``v`` rounded to the float ``dtype`` (nearest, ties to even; bfloat16 through float32, as
+    ``full`` rounds it), computed in Python so that nothing is recorded under capture."""
+    if dtype == _core.float64:
+        return float(v)
+    if dtype == _core.float16:
+        return float(np.float16(v))
+    f = np.float32(v)
+    if dtype == _core.bfloat16:
+        u = int(np.asarray(f).view(np.uint32))
+        if f == f:  # NaN stays NaN
+            u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return float(np.asarray(u, dtype=np.uint32).view(np.float32))
+    return float(f)
+
+
 def _feature_dropout(input: Tensor, p: float, inplace: bool) -> Tensor:
     """Zero whole channels of ``(N, C, *)``: one draw per (n, c), survivors scaled by ``1/(1-p)``."""
     mask_shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
     if p == 1.0:
         mask = _core.zeros(mask_shape, dtype=input.dtype, device=input.device)
     else:
-        keep = _core.full(mask_shape, 1.0 - p, dtype=input.dtype, device=input.device).bernoulli()
+        # A scalar probability (1 - p rounded to the dtype on the host): per-element
+        # probabilities held on a device would be read back to validate them (a download
+        # per call); the scalar draws the same mask from the same stream on every device.
+        q = _dtype_value(1.0 - p, input.dtype)
+        keep = _core.empty(mask_shape, dtype=input.dtype, device=input.device).bernoulli(q)
         mask = keep / (1.0 - p)
     return input.mul_(mask) if inplace else input * mask
 
