@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Build ferrograd once (release, one abi3 wheel), install that wheel (not
 # editable) with the test and demo extras into .venv (the demo extra lets the
-# digits examples run as tests), then: the Rust unit tests (again with scalar
-# kernels, debug assertions and overflow checks), the
+# digits examples run as tests), then: the type-stub check, the Rust unit tests
+# (again with scalar kernels, debug assertions and overflow checks), the
 # Python test suite against the installed package (also with every eligible
 # elementwise result deferred), the op table again with scalar kernels (and with
-# AVX2 kernels on an AVX-512 host), the type-stub check, and a
-# smoke test of the wheel alone in a fresh virtual environment outside the
-# source tree.
+# AVX2 kernels on an AVX-512 host), and a smoke test of the wheel alone in a
+# fresh virtual environment outside the source tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL=0
@@ -27,6 +26,9 @@ case "$(uname -s)-$(basename "$WHEEL")" in
 esac
 python -m pip install -q --force-reinstall --no-deps "$WHEEL"
 python -m pip install -q "$WHEEL[test,demo]" mypy
+# First the checks that take seconds, so that a stub out of step fails at once.
+echo "== Type stubs against the built module (mypy stubtest) =="
+bash scripts/stubtest.sh
 echo "== Rust unit tests (the core without Python, with the WebGPU backend: WGSL validated with naga) =="
 cargo test --release --no-default-features --features gpu -q
 echo "== Rust-only graph runner (example binary, for the saved-graph tests) =="
@@ -49,8 +51,6 @@ if [ "$(python -c 'import ferrograd as fg; print(fg.cpu_level())')" = avx512 ]; 
   echo "== Op table with AVX2 kernels (FG_CPU=avx2; this host's default is AVX-512) =="
   FG_CPU=avx2 python -m pytest -n 2 -q --no-optable-matrix tests/test_optable.py
 fi
-echo "== Type stubs against the built module (mypy stubtest) =="
-bash scripts/stubtest.sh
 echo "== The wheel alone in a fresh virtual environment =="
 SMOKE="$(mktemp -d)"
 python3 -m venv "$SMOKE/venv"
