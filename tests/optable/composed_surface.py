@@ -1,0 +1,119 @@
+"""Op-table specs for more functions composed in Python of registry ops (``composed=True``):
+``embedding_bag``, ``cummax``/``cummin``, ``unfold``/``fold`` and the composed ``linalg``
+functions.
+
+Each runs through every column like a registry op. The references are float64 NumPy
+loops over PyTorch's documented definitions (one bag, one window, one prefix at a
+time), never the composition itself. Index arrays and flags travel in the kwargs
+(flags as 0/1 ints: the drivers read a Python bool among the kwargs as a mask index).
+"""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+from hypothesis import strategies as st
+
+from ._spec import FLOATS, OpSpec, values
+
+F = fg.nn.functional
+
+# Compositions round at every step: the low precisions get composed.py's tolerances.
+TOL = {"float32": (1e-5, 1e-5), "float16": (1e-2, 1e-2), "bfloat16": (6e-2, 6e-2)}
+SUM_TOL = {"float32": (1e-4, 1e-4), "float16": (2e-2, 2e-2), "bfloat16": (1e-1, 1e-1)}
+COMPOSED_LOWP = {"float32": 16.0, "float16": 16.0, "bfloat16": 16.0}
+
+
+def _rng(draw) -> np.random.Generator:
+    return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+
+# ---------------------------------------------------------------------------
+# embedding_bag
+# ---------------------------------------------------------------------------
+
+
+def _bag_sample(draw, dtype, grad=False):
+    rng = _rng(draw)
+    rows = draw(st.integers(1, 5))
+    dim = draw(st.integers(1 if grad else 0, 3))
+    mode = draw(st.sampled_from(["sum", "mean", "max"]))
+    weight = values(draw, (rows, dim), dtype)
+    two_d = draw(st.booleans())
+    kw = {"mode": mode, "padding_idx": None, "include_last_offset": 0, "offsets": None}
+    if two_d:
+        shape = (draw(st.integers(0 if not grad else 1, 3)), draw(st.integers(0 if not grad else 1, 3)))
+        idx = rng.integers(0, rows, size=shape)
+    else:
+        n = draw(st.integers(0 if not grad else 1, 7))
+        idx = rng.integers(0, rows, size=(n,))
+        bags = draw(st.integers(0 if n == 0 else 1, 4))
+        cuts = np.sort(rng.integers(0, n + 1, size=max(bags - 1, 0)))
+        offs = np.concatenate([[0], cuts]).astype(np.int64) if bags else np.zeros((0,), np.int64)
+        if draw(st.booleans()) and bags:
+            kw["include_last_offset"] = 1
+            offs = np.concatenate([offs, [n]]).astype(np.int64)
+        kw["offsets"] = offs
+    kw["input"] = idx.astype(np.int64)
+    if draw(st.booleans()):
+        kw["padding_idx"] = int(draw(st.integers(-rows, rows - 1)))
+    arrays = [weight]
+    if mode == "sum" and draw(st.booleans()):
+        arrays.append(values(draw, idx.shape, dtype, 0.0, 2.0))
+    if grad and mode == "max":
+        # No ties between different rows: the gradient picks one row per bag and column.
+        weight = (rng.permutation(rows * dim).reshape(rows, dim) * 0.37 - 1.0).astype(weight.dtype)
+        arrays[0] = weight
+    return arrays, kw
+
+
+def _bag_fg(weight, psw=None, *, input, offsets, mode, padding_idx, include_last_offset):
+    dev = weight.device
+    return F.embedding_bag(
+        fg.tensor(input, device=dev),
+        weight,
+        None if offsets is None else fg.tensor(offsets, device=dev),
+        mode=mode,
+        per_sample_weights=psw,
+        include_last_offset=bool(include_last_offset),
+        padding_idx=padding_idx,
+    )
+
+
+def _bag_np(weight, psw=None, *, input, offsets, mode, padding_idx, include_last_offset):
+    rows, dim = weight.shape
+    pad = None if padding_idx is None else padding_idx % rows
+    if input.ndim == 2:
+        bags = [(r * input.shape[1], (r + 1) * input.shape[1]) for r in range(input.shape[0])]
+        flat = input.reshape(-1)
+        w = None if psw is None else psw.reshape(-1)
+    else:
+        flat, w = input, psw
+        o = list(offsets)
+        if not include_last_offset:
+            o = o + [len(flat)]
+        bags = [(o[b], o[b + 1]) for b in range(len(o) - 1)]
+    out = np.zeros((len(bags), dim))
+    for b, (lo, hi) in enumerate(bags):
+        members = [i for i in range(lo, hi) if flat[i] != pad]
+        if not members:
+            continue
+        vecs = np.stack([weight[flat[i]] * (1.0 if w is None else w[i]) for i in members])
+        out[b] = {"sum": vecs.sum(0), "mean": vecs.mean(0), "max": vecs.max(0)}[mode]
+    return out
+
+
+SPECS: list[OpSpec] = [
+    OpSpec(
+        "embedding_bag",
+        _bag_fg,
+        _bag_np,
+        _bag_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        grad_sample=lambda draw, dtype: _bag_sample(draw, "float64", grad=True),
+        grad_examples=10,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+]
