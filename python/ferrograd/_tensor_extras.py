@@ -24,6 +24,7 @@ registry's data-dependent ops do.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import inspect
 import math
@@ -69,6 +70,8 @@ __all__ = [
     "clamp_min",
     "count_nonzero",
     "cross",
+    "cummax",
+    "cummin",
     "deg2rad",
     "diag_embed",
     "diff",
@@ -916,6 +919,70 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     return y
 
 
+_CumResult = {
+    name: collections.namedtuple(name, ["values", "indices"], module="ferrograd.return_types")
+    for name in ("cummax", "cummin")
+}
+
+
+def _cum_extreme(fn: str, input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """The running maximum (``fn == "cummax"``) or minimum along ``dim`` and where it was
+    reached: a scan over (value, index) pairs in ``ceil(log2(n))`` steps of doubling stride.
+
+    The combine keeps the later pair unless the earlier one is strictly more extreme, and a
+    NaN is the most extreme value of all: an associative choice (the extreme of the order
+    "NaN above every number, later index above earlier"), so each step may merge whole
+    prefixes. That is PyTorch's rule: ties give the latest index, and from the first NaN on
+    the values are NaN with the index of the latest NaN.
+    """
+    _need_tensor(fn, "input", input)
+    if input.dtype == _core.bool:
+        out = _cum_extreme(fn, input.to(_core.int32), dim)
+        return _CumResult[fn](out.values.to(_core.bool), out.indices)
+    if input.ndim == 0:
+        _dim(fn, dim, 1)
+        return _CumResult[fn](input.clone(), _core.zeros((), dtype=_core.int64, device=input.device))
+    d = _dim(fn, dim, input.ndim)
+    n = input.shape[d]
+    shape = [1] * input.ndim
+    shape[d] = n
+    idx = (
+        _core.arange(n, dtype=_core.int64, device=input.device)
+        .reshape(tuple(shape))
+        .expand(tuple(input.shape))
+    )
+    idx = idx.contiguous()
+    y = input
+    floating = _is_float(input)
+    s = 1
+    while s < n:
+        prev_y = y.narrow(d, 0, n - s)
+        prev_i = idx.narrow(d, 0, n - s)
+        cur_y = y.narrow(d, s, n - s)
+        cur_i = idx.narrow(d, s, n - s)
+        beats = cur_y >= prev_y if fn == "cummax" else cur_y <= prev_y
+        if floating:
+            beats = cur_y.isnan().logical_or(prev_y.isnan().logical_not().logical_and(beats))
+        y = _core.cat([y.narrow(d, 0, s), _core.where(beats, cur_y, prev_y)], d)
+        idx = _core.cat([idx.narrow(d, 0, s), _core.where(beats, cur_i, prev_i)], d)
+        s *= 2
+    return _CumResult[fn](y, idx)
+
+
+def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """``(values, indices)``: the running maximum of ``input`` along ``dim`` and the index
+    where it was reached (the latest one on ties; NaN propagates, with the latest NaN's
+    index). The gradient flows to the selected element of each prefix."""
+    return _cum_extreme("cummax", input, dim)
+
+
+def cummin(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """``(values, indices)``: the running minimum of ``input`` along ``dim`` and the index
+    where it was reached (the latest one on ties; NaN propagates, with the latest NaN's
+    index). The gradient flows to the selected element of each prefix."""
+    return _cum_extreme("cummin", input, dim)
+
+
 def trace(input: Tensor) -> Tensor:
     """The sum of a matrix's main diagonal."""
     _need_tensor("trace", "input", input)
@@ -1313,6 +1380,8 @@ METHODS: dict[str, Callable[..., Any]] = {
     "allclose": allclose,
     "equal": equal,
     "count_nonzero": count_nonzero,
+    "cummax": cummax,
+    "cummin": cummin,
     "nansum": nansum,
     "nanmean": nanmean,
     "logcumsumexp": logcumsumexp,

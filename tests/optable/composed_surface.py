@@ -14,7 +14,7 @@ import ferrograd as fg
 import numpy as np
 from hypothesis import strategies as st
 
-from ._spec import FLOATS, OpSpec, values
+from ._spec import ALL, FLOATS, OpSpec, shapes, values, with_specials
 
 F = fg.nn.functional
 
@@ -117,3 +117,67 @@ SPECS: list[OpSpec] = [
         lowp_grad_factor=COMPOSED_LOWP,
     ),
 ]
+
+
+# ---------------------------------------------------------------------------
+# cummax / cummin
+# ---------------------------------------------------------------------------
+
+
+def _cum_sample(draw, dtype, grad=False):
+    shape = draw(shapes(1 if grad else 0, 3, 1 if grad else 0, 5))
+    rng = _rng(draw)
+    if grad:
+        # Distinct values: a tie moves the selected index under a finite-difference step.
+        a = (rng.permutation(int(np.prod(shape))).reshape(shape) * 0.41 - 1.5).astype(np.float64)
+    elif dtype == "bool":
+        a = np.asarray(rng.random(shape) < 0.5)
+    else:
+        # Few distinct values, so ties are common; NaN and infinities for the float dtypes.
+        a = np.asarray(rng.integers(-2, 3, size=shape)).astype(dtype if dtype != "bfloat16" else "float32")
+        a = with_specials(draw, a, dtype, p=0.15)
+    dim = draw(st.integers(-max(len(shape), 1), max(len(shape), 1) - 1))
+    return [a], {"dim": dim}
+
+
+def _cum_np(mode):
+    def ref(a, dim):
+        a = np.asarray(a)
+        if a.ndim == 0:
+            return a.copy(), np.zeros((), np.int64)
+        moved = np.moveaxis(a, dim, -1)
+        vals = np.empty_like(moved)
+        idx = np.zeros(moved.shape, np.int64)
+        for pos in np.ndindex(moved.shape[:-1]):
+            best, at = None, 0
+            for k, x in enumerate(moved[pos]):
+                # PyTorch's rule: take x when it is NaN, or when the running value is not NaN
+                # and x is at least as extreme (so ties give the latest index).
+                if (
+                    best is None
+                    or np.isnan(x)
+                    or (not np.isnan(best) and (x >= best if mode == "max" else x <= best))
+                ):
+                    best, at = x, k
+                vals[pos + (k,)] = best
+                idx[pos + (k,)] = at
+        return np.moveaxis(vals, -1, dim), np.moveaxis(idx, -1, dim)
+
+    return ref
+
+
+for _mode in ("max", "min"):
+    SPECS.append(
+        OpSpec(
+            f"cum{_mode}",
+            getattr(fg, f"cum{_mode}"),
+            _cum_np(_mode),
+            _cum_sample,
+            dtypes=ALL,
+            ref_in_dtype=True,
+            out_dtype=lambda dtype: (dtype, "int64"),
+            composed=True,
+            grad_sample=lambda draw, dtype: _cum_sample(draw, "float64", grad=True),
+            grad_snap=False,
+        )
+    )
