@@ -99,3 +99,46 @@ def test_embedding_bag_errors_name_the_problem(call, err, words):
     with pytest.raises(err, match=None) as info:
         call(fg.ones(4, 2))
     assert words in str(info.value) and "embedding_bag" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# Unfold / Fold
+# ---------------------------------------------------------------------------
+
+
+def test_unfold_then_fold_multiplies_by_the_window_count():
+    """PyTorch's documented identity: fold(unfold(x)) == x * fold(unfold(ones))."""
+    x = t64(2, 3, 5, 4)
+    geo = {"kernel_size": (2, 3), "dilation": (2, 1), "padding": 1, "stride": (1, 2)}
+    unf, fol = nn.Unfold(**geo), nn.Fold((5, 4), **geo)
+    cols = unf(x)
+    assert tuple(cols.shape) == (2, 3 * 6, 5 * 2)
+    counts = npv(fol(unf(fg.ones(1, 1, 5, 4, dtype=fg.float64))))
+    np.testing.assert_allclose(npv(fol(cols)), npv(x) * counts, rtol=1e-12)
+    assert "kernel_size=(2, 3)" in repr(unf) and "output_size=(5, 4)" in repr(fol)
+    assert list(unf.state_dict()) == [] and list(fol.state_dict()) == []
+
+
+def test_unfold_gradcheck_and_compiled_matches_eager():
+    x = t64(1, 2, 4, 4, requires_grad=True)
+    assert fg.autograd.gradcheck(lambda a: F.unfold(a, 3, padding=1, stride=2), (x,))
+    with fg.no_grad():
+        np.testing.assert_array_equal(npv(fg.compile(nn.Unfold(2))(x)), npv(nn.Unfold(2)(x)))
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: F.unfold(fg.ones(3, 3), 2), "3-D (C, H, W) or 4-D"),
+        (lambda: F.unfold(fg.ones(1, 1, 2, 2), 3), "no block fits"),
+        (lambda: F.unfold(fg.ones(1, 1, 2, 2), 0), "kernel_size must be at least 1"),
+        (lambda: F.unfold(fg.ones(1, 1, 2, 2), (1, 2, 3)), "pair of ints"),
+        (lambda: F.fold(fg.ones(1, 5, 4), (3, 3), 2), "divisible"),
+        (lambda: F.fold(fg.ones(1, 4, 5), (3, 3), 2), "5 blocks"),
+        (lambda: F.fold(fg.ones(4), (3, 3), 2), "2-D (C * kh * kw, L)"),
+    ],
+)
+def test_fold_unfold_errors_name_the_problem(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert words in str(info.value)

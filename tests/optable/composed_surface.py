@@ -14,7 +14,7 @@ import ferrograd as fg
 import numpy as np
 from hypothesis import strategies as st
 
-from ._spec import ALL, FLOATS, OpSpec, shapes, values, with_specials
+from ._spec import ALL, FLOATS, INTS, OpSpec, shapes, values, with_specials
 
 F = fg.nn.functional
 
@@ -181,3 +181,116 @@ for _mode in ("max", "min"):
             grad_snap=False,
         )
     )
+
+
+# ---------------------------------------------------------------------------
+# unfold / fold: one window at a time
+# ---------------------------------------------------------------------------
+
+
+def _geom_sample(draw):
+    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = (draw(st.integers(0, 1)), draw(st.integers(0, 1)))
+    s = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    # Spatial sizes at least one dilated kernel (less padding) so some block fits.
+    size = tuple(max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i]) + draw(st.integers(0, 2)) for i in range(2))
+    kw = {
+        "kernel_size": k if draw(st.booleans()) else k[0],
+        "dilation": d,
+        "padding": p,
+        "stride": s,
+    }
+    if isinstance(kw["kernel_size"], int):
+        k = (k[0], k[0])
+        size = tuple(max(size[i], d[i] * (k[i] - 1) + 1 - 2 * p[i], 1) for i in range(2))
+    return k, d, p, s, size, kw
+
+
+def _windows(size, k, d, p, s):
+    """(block row, block col) counts and, per (ki, kj), the padded-plane start of each block."""
+    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
+    return (hp, wp), ((hp - d[0] * (k[0] - 1) - 1) // s[0] + 1, (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1)
+
+
+def _unfold_sample(draw, dtype):
+    k, d, p, s, size, kw = _geom_sample(draw)
+    lead = (draw(st.integers(0, 2)),) if draw(st.booleans()) else ()
+    x = values(draw, (*lead, draw(st.integers(1, 2)), *size), dtype)
+    return [x], kw
+
+
+def _np_pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _unfold_np(x, kernel_size, dilation, padding, stride):
+    k, d, p, s = map(_np_pair, (kernel_size, dilation, padding, stride))
+    batched = x.ndim == 4
+    xb = x if batched else x[None]
+    n, c, h, w = xb.shape
+    (hp, wp), (bh, bw) = _windows((h, w), k, d, p, s)
+    padded = np.zeros((n, c, hp, wp), dtype=x.dtype)
+    padded[:, :, p[0] : p[0] + h, p[1] : p[1] + w] = xb
+    out = np.zeros((n, c * k[0] * k[1], bh * bw), dtype=x.dtype)
+    for ch in range(c):
+        for ki in range(k[0]):
+            for kj in range(k[1]):
+                row = (ch * k[0] + ki) * k[1] + kj
+                for bi in range(bh):
+                    for bj in range(bw):
+                        out[:, row, bi * bw + bj] = padded[
+                            :, ch, bi * s[0] + ki * d[0], bj * s[1] + kj * d[1]
+                        ]
+    return out if batched else out[0]
+
+
+def _fold_sample(draw, dtype):
+    k, d, p, s, size, kw = _geom_sample(draw)
+    _, (bh, bw) = _windows(size, k, d, p, s)
+    lead = (draw(st.integers(0, 2)),) if draw(st.booleans()) else ()
+    cols = values(draw, (*lead, draw(st.integers(1, 2)) * k[0] * k[1], bh * bw), dtype)
+    return [cols], {"output_size": size, **kw}
+
+
+def _fold_np(cols, output_size, kernel_size, dilation, padding, stride):
+    k, d, p, s = map(_np_pair, (kernel_size, dilation, padding, stride))
+    batched = cols.ndim == 3
+    cb = cols if batched else cols[None]
+    n, ck, _ = cb.shape
+    c = ck // (k[0] * k[1])
+    h, w = output_size
+    (hp, wp), (bh, bw) = _windows((h, w), k, d, p, s)
+    plane = np.zeros((n, c, hp, wp), dtype=cols.dtype)
+    for ch in range(c):
+        for ki in range(k[0]):
+            for kj in range(k[1]):
+                row = (ch * k[0] + ki) * k[1] + kj
+                for bi in range(bh):
+                    for bj in range(bw):
+                        plane[:, ch, bi * s[0] + ki * d[0], bj * s[1] + kj * d[1]] += cb[:, row, bi * bw + bj]
+    out = plane[:, :, p[0] : p[0] + h, p[1] : p[1] + w]
+    return out if batched else out[0]
+
+
+SPECS += [
+    OpSpec(
+        "unfold",
+        lambda x, **kw: F.unfold(x, **kw),
+        _unfold_np,
+        _unfold_sample,
+        dtypes=ALL,
+        ref_in_dtype=True,
+        composed=True,
+    ),
+    OpSpec(
+        "fold",
+        lambda x, **kw: F.fold(x, **kw),
+        _fold_np,
+        _fold_sample,
+        dtypes=FLOATS + INTS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+]

@@ -702,6 +702,129 @@ def embedding_bag(
     return out
 
 
+# ---------------------------------------------------------------------------
+# unfold / fold (im2col and col2im by index_select / scatter_add)
+# ---------------------------------------------------------------------------
+
+
+def _pair2(fn: str, name: str, v: int | Sequence[int], least: int) -> tuple[int, int]:
+    """An int or a pair of ints, each at least ``least``."""
+    t = (v, v) if isinstance(v, int) else tuple(v)
+    if len(t) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in t):
+        raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {v!r}")
+    if any(k < least for k in t):
+        raise ValueError(f"{fn}: {name} must be at least {least}, got {v!r}")
+    return t  # type: ignore[return-value]
+
+
+def _fold_geometry(
+    fn: str,
+    size: tuple[int, int],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    stride: int | Sequence[int],
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], list[int]]:
+    """Kernel, padded size, block counts and the flat ``(kernel, block)`` index of every
+    window element into the padded ``(H + 2ph) * (W + 2pw)`` plane."""
+    k = _pair2(fn, "kernel_size", kernel_size, 1)
+    d = _pair2(fn, "dilation", dilation, 1)
+    p = _pair2(fn, "padding", padding, 0)
+    s = _pair2(fn, "stride", stride, 1)
+    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
+    blocks = tuple((n - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i, n in enumerate((hp, wp)))
+    if blocks[0] < 1 or blocks[1] < 1:
+        raise ValueError(
+            f"{fn}: the (padded) spatial size {(hp, wp)} is too small for kernel_size {k} "
+            f"with dilation {d}: no block fits"
+        )
+    index = [
+        (bi * s[0] + ki * d[0]) * wp + bj * s[1] + kj * d[1]
+        for ki in range(k[0])
+        for kj in range(k[1])
+        for bi in range(blocks[0])
+        for bj in range(blocks[1])
+    ]
+    return k, p, (hp, wp), index  # type: ignore[return-value]
+
+
+def unfold(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    """Sliding ``kernel_size`` blocks of a ``(N, C, H, W)`` (or unbatched ``(C, H, W)``)
+    input as columns: ``(N, C * kh * kw, L)``, ``L`` the number of block positions
+    (``im2col``). Zero ``padding`` is added on both sides of each spatial dim.
+
+    One ``index_select`` over the flattened (padded) plane gathers every window element,
+    so the gradient (a ``scatter_add`` back) and every dtype come from that op.
+    """
+    fn = "unfold"
+    _check_tensor(fn, "input", input)
+    if input.dim() not in (3, 4):
+        raise ValueError(
+            f"{fn}: input must be 3-D (C, H, W) or 4-D (N, C, H, W), got shape {tuple(input.shape)}"
+        )
+    x = input if input.dim() == 4 else input.unsqueeze(0)
+    n, c, h, w = x.shape
+    k, p, (hp, wp), index = _fold_geometry(fn, (h, w), kernel_size, dilation, padding, stride)
+    if p != (0, 0):
+        x = _core.pad(x, (p[1], p[1], p[0], p[0]))
+    idx = _core.tensor(index, dtype=_core.int64, device=x.device)
+    cols = x.reshape(n, c, hp * wp).index_select(2, idx)
+    out = cols.reshape(n, c * k[0] * k[1], len(index) // (k[0] * k[1]))
+    return out if input.dim() == 4 else out.squeeze(0)
+
+
+def fold(
+    input: Tensor,
+    output_size: int | Sequence[int],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    """The inverse arrangement of :func:`unfold` (``col2im``): columns ``(N, C * kh * kw, L)``
+    (or unbatched ``(C * kh * kw, L)``) summed into a ``(N, C, *output_size)`` image, values
+    of overlapping blocks added. The padding is cropped off the result.
+
+    Built as one ``scatter_add`` into the flattened padded plane, so its gradient is the
+    matching gather (``unfold`` of the output gradient).
+    """
+    fn = "fold"
+    _check_tensor(fn, "input", input)
+    if input.dim() not in (2, 3):
+        raise ValueError(
+            f"{fn}: input must be 2-D (C * kh * kw, L) or 3-D (N, C * kh * kw, L), got shape {tuple(input.shape)}"
+        )
+    size = _pair2(fn, "output_size", output_size, 1)
+    x = input if input.dim() == 3 else input.unsqueeze(0)
+    n, ck, blocks = x.shape
+    k, p, (hp, wp), index = _fold_geometry(fn, size, kernel_size, dilation, padding, stride)
+    kk = k[0] * k[1]
+    if ck % kk:
+        raise ValueError(
+            f"{fn}: input's dim 1 ({ck}) must be divisible by the kernel's size {k[0]} * {k[1]} = {kk} "
+            f"(input shape {tuple(input.shape)})"
+        )
+    if blocks * kk != len(index):
+        raise ValueError(
+            f"{fn}: input has {blocks} blocks, but output_size {size} with kernel_size {k}, padding {p} "
+            f"and the given dilation and stride gives {len(index) // kk} (input shape {tuple(input.shape)})"
+        )
+    c = ck // kk
+    src = x.reshape(n, c, kk * blocks)
+    idx = _core.tensor(index, dtype=_core.int64, device=x.device).reshape(1, 1, -1).expand(n, c, len(index))
+    plane = _core.zeros((n, c, hp * wp), dtype=x.dtype, device=x.device).scatter_add(2, idx, src)
+    out = plane.reshape(n, c, hp, wp)
+    if p != (0, 0):
+        out = out[:, :, p[0] : p[0] + size[0], p[1] : p[1] + size[1]]
+    return out if input.dim() == 3 else out.squeeze(0)
+
+
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,

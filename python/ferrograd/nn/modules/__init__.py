@@ -32,6 +32,7 @@ from .conv import Conv1d, Conv2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -118,6 +119,7 @@ __all__ = [
     "Embedding",
     "EmbeddingBag",
     "Flatten",
+    "Fold",
     "GELU",
     "GLU",
     "GRU",
@@ -185,6 +187,7 @@ __all__ = [
     "TransformerEncoderLayer",
     "TripletMarginLoss",
     "Unflatten",
+    "Unfold",
     "Upsample",
     "UpsamplingBilinear2d",
     "UpsamplingNearest2d",
