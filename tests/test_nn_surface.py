@@ -142,3 +142,197 @@ def test_fold_unfold_errors_name_the_problem(call, words):
     with pytest.raises(ValueError) as info:
         call()
     assert words in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# parametrize, parametrizations.weight_norm / spectral_norm, the legacy hook forms
+# ---------------------------------------------------------------------------
+
+P = nn.utils.parametrize
+
+
+class Symmetric(nn.Module):
+    def forward(self, x):
+        return x.triu() + x.triu(1).transpose(0, 1)
+
+    def right_inverse(self, a):
+        return a.triu()
+
+
+class Scale(nn.Module):
+    def forward(self, x):
+        return 2.0 * x
+
+    def right_inverse(self, a):
+        return a / 2.0
+
+
+def test_register_parametrization_keeps_the_original_object_and_pytorch_keys():
+    m = nn.Linear(3, 3, dtype=fg.float64)
+    w0 = m.weight
+    opt = fg.optim.SGD(m.parameters(), lr=0.1)
+    P.register_parametrization(m, "weight", Symmetric())
+    assert P.is_parametrized(m) and P.is_parametrized(m, "weight") and not P.is_parametrized(m, "bias")
+    assert type(m).__name__ == "ParametrizedLinear" and P.type_before_parametrizations(m) is nn.Linear
+    assert isinstance(m, nn.Linear)
+    assert m.parametrizations.weight.original is w0  # the optimizer's tensor is still the one used
+    assert list(m.state_dict()) == ["bias", "parametrizations.weight.original"]
+    w = npv(m.weight)
+    np.testing.assert_array_equal(w, w.T)
+    m(t64(2, 3)).sum().backward()
+    assert w0.grad is not None
+    opt.step()
+    np.testing.assert_array_equal(npv(m.weight), npv(m.weight).T)
+
+
+def test_assignment_goes_through_right_inverse_and_chains_apply_in_order():
+    m = nn.Linear(2, 2, bias=False, dtype=fg.float64)
+    P.register_parametrization(m, "weight", Symmetric())
+    P.register_parametrization(m, "weight", Scale())
+    a = np.array([[1.0, 2.0], [2.0, 5.0]])
+    m.weight = fg.tensor(a, dtype=fg.float64)
+    np.testing.assert_allclose(npv(m.weight), a, rtol=1e-12)
+    np.testing.assert_allclose(npv(m.parametrizations.weight.original), [[0.5, 1.0], [0.0, 2.5]], rtol=1e-12)
+    assert list(m.state_dict()) == ["parametrizations.weight.original"]
+
+
+def test_cached_computes_once_per_context():
+    m = nn.Linear(2, 2)
+    P.register_parametrization(m, "weight", Scale())
+    assert m.weight is not m.weight
+    with P.cached():
+        assert m.weight is m.weight
+    assert m.weight is not m.weight
+
+
+def test_remove_parametrizations_both_ways():
+    m = nn.Linear(2, 2, dtype=fg.float64)
+    w0 = m.weight
+    before = npv(w0).copy()
+    P.register_parametrization(m, "weight", Scale())
+    P.remove_parametrizations(m, "weight")
+    assert type(m) is nn.Linear and "parametrizations" not in m._modules
+    assert m.weight is w0 and list(m.state_dict()) == ["bias", "weight"]
+    # right_inverse stored w / 2, so the parametrized value was w all along.
+    np.testing.assert_allclose(npv(m.weight), before, rtol=1e-12)
+    P.register_parametrization(m, "weight", Scale())
+    P.remove_parametrizations(m, "weight", leave_parametrized=False)
+    np.testing.assert_allclose(npv(m.weight), before / 2.0, rtol=1e-12)  # the stored original
+
+
+def test_parametrization_errors_name_the_problem():
+    m = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="no parameter or buffer named 'nope'"):
+        P.register_parametrization(m, "nope", Scale())
+
+    class Shrink(nn.Module):
+        def forward(self, x):
+            return x[:1]
+
+    with pytest.raises(ValueError, match="shape and dtype"):
+        P.register_parametrization(m, "weight", Shrink())
+    assert not P.is_parametrized(m)
+    with pytest.raises(ValueError, match="no parametrization on 'weight'"):
+        P.remove_parametrizations(m, "weight")
+
+
+def test_weight_norm_parametrization_matches_numpy_and_gradchecks():
+    m = nn.Conv2d(2, 3, 2, dtype=fg.float64)
+    w = npv(m.weight).copy()
+    nn.utils.parametrizations.weight_norm(m)
+    assert list(m.state_dict()) == [
+        "bias",
+        "parametrizations.weight.original0",
+        "parametrizations.weight.original1",
+    ]
+    g = npv(m.parametrizations.weight.original0)
+    np.testing.assert_allclose(g.reshape(-1), np.sqrt((w**2).sum(axis=(1, 2, 3))), rtol=1e-12)
+    assert g.shape == (3, 1, 1, 1)
+    np.testing.assert_allclose(npv(m.weight), w, rtol=1e-12)
+    wn = m.parametrizations.weight[0]
+    gg, vv = t64(3, 1, 1, 1, requires_grad=True), t64(3, 2, 2, 2, requires_grad=True)
+    assert fg.autograd.gradcheck(lambda a, b: wn(a, b), (gg, vv))
+    whole = nn.utils.parametrizations.weight_norm(nn.Linear(3, 2, dtype=fg.float64), dim=None)
+    assert tuple(whole.parametrizations.weight.original0.shape) == ()
+
+
+def _power_step_np(mat, u, v, eps=1e-12):
+    u = mat @ v
+    u = u / max(np.linalg.norm(u), eps)
+    v = mat.T @ u
+    return u, v / max(np.linalg.norm(v), eps)
+
+
+def test_spectral_norm_iterates_in_training_only_and_divides_by_sigma():
+    fg.manual_seed(0)
+    m = nn.Linear(4, 3, dtype=fg.float64)
+    nn.utils.parametrizations.spectral_norm(m)
+    sn = m.parametrizations.weight[0]
+    w = npv(m.parametrizations.weight.original)
+    u0, v0 = npv(sn._u).copy(), npv(sn._v).copy()
+    out = m.weight  # training mode: one step, u first then v (PyTorch's order)
+    u1, v1 = _power_step_np(w, u0, v0)
+    np.testing.assert_allclose(npv(sn._u), u1, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(npv(out), w / (u1 @ w @ v1), rtol=1e-10)
+    # 15 steps at registration already converge on this small matrix: sigma is the top singular value.
+    np.testing.assert_allclose(u1 @ w @ v1, np.linalg.svd(w, compute_uv=False)[0], rtol=1e-6)
+    after_train = npv(sn._u).copy()
+    m.eval()
+    _ = m.weight
+    np.testing.assert_array_equal(npv(sn._u), after_train)  # eval: no power iteration
+
+
+def test_parametrized_module_compiles_to_eager():
+    fg.manual_seed(1)
+    m = nn.Linear(4, 3, dtype=fg.float64)
+    nn.utils.parametrizations.spectral_norm(m)
+    m.eval()
+    x = t64(2, 4)
+    with fg.no_grad():
+        eager = npv(m(x))
+        compiled = npv(fg.compile(m)(x))
+    np.testing.assert_allclose(compiled, eager, rtol=1e-12)
+
+
+def test_legacy_weight_norm_keys_values_and_removal():
+    m = nn.Linear(3, 2, dtype=fg.float64)
+    w = npv(m.weight).copy()
+    nn.utils.weight_norm(m)
+    assert list(m.state_dict()) == ["bias", "weight_g", "weight_v"]
+    np.testing.assert_allclose(npv(m.weight_g).reshape(-1), np.linalg.norm(w, axis=1), rtol=1e-12)
+    with fg.no_grad():
+        m.weight_g.mul_(2.0)
+    x = t64(5, 3)
+    np.testing.assert_allclose(npv(m(x)), npv(x) @ (2 * w).T + npv(m.bias), rtol=1e-10)
+    with pytest.raises(RuntimeError, match="two weight_norm hooks"):
+        nn.utils.weight_norm(m)
+    nn.utils.remove_weight_norm(m)
+    assert list(m.state_dict()) == ["bias", "weight"] and isinstance(m.weight, nn.Parameter)
+    np.testing.assert_allclose(npv(m.weight), 2 * w, rtol=1e-12)
+    with pytest.raises(ValueError, match="weight_norm of 'weight' not found"):
+        nn.utils.remove_weight_norm(m)
+
+
+def test_legacy_spectral_norm_keys_and_training_only_iteration():
+    fg.manual_seed(2)
+    m = nn.Linear(4, 3, dtype=fg.float64)
+    w = npv(m.weight).copy()
+    nn.utils.spectral_norm(m)
+    assert list(m.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    u0, v0 = npv(m.weight_u).copy(), npv(m.weight_v).copy()
+    x = t64(2, 4)
+    m(x)  # training: v first, then u (the legacy order)
+    v1 = w.T @ u0
+    v1 /= np.linalg.norm(v1)
+    u1 = w @ v1
+    u1 /= np.linalg.norm(u1)
+    np.testing.assert_allclose(npv(m.weight_u), u1, rtol=1e-10)
+    np.testing.assert_allclose(npv(m.weight), w / (u1 @ w @ v1), rtol=1e-10)
+    after_train = npv(m.weight_u).copy()
+    m.eval()
+    m(x)
+    np.testing.assert_array_equal(npv(m.weight_u), after_train)  # eval: no power iteration
+    assert v0.shape == (4,)
+    nn.utils.remove_spectral_norm(m)
+    assert list(m.state_dict()) == ["bias", "weight"]
+    np.testing.assert_allclose(npv(m.weight), w / (u1 @ w @ v1), rtol=1e-10)

@@ -24,6 +24,14 @@ SUM_TOL = {"float32": (1e-4, 1e-4), "float16": (2e-2, 2e-2), "bfloat16": (1e-1, 
 COMPOSED_LOWP = {"float32": 16.0, "float16": 16.0, "bfloat16": 16.0}
 
 
+def _exact(a: np.ndarray, dtype: str) -> np.ndarray:
+    """``a`` in ``dtype`` (bfloat16: float32 values exact in bfloat16, by truncation)."""
+    if dtype != "bfloat16":
+        return np.asarray(a).astype(dtype)
+    a = np.asarray(a, np.float32)
+    return (a.view(np.uint32) & 0xFFFF0000).view(np.float32)
+
+
 def _rng(draw) -> np.random.Generator:
     return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
 
@@ -291,6 +299,83 @@ SPECS += [
         dtypes=FLOATS + INTS,
         tol=SUM_TOL,
         composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+]
+
+
+# ---------------------------------------------------------------------------
+# the weight-norm and spectral-norm parametrizations (nn.utils.parametrizations)
+# ---------------------------------------------------------------------------
+
+_PZ = fg.nn.utils.parametrizations
+
+
+def _wn_sample(draw, dtype):
+    shape = draw(shapes(1, 3, 1, 4))
+    dim = draw(st.sampled_from([None, *range(len(shape))]))
+    v = _exact(values(draw, shape, dtype, 0.5, 2.0) * np.where(_rng(draw).random(shape) < 0.5, -1, 1), dtype)
+    gshape = () if dim is None else tuple(s if i == dim else 1 for i, s in enumerate(shape))
+    g = values(draw, gshape, dtype, -2.0, 2.0)
+    return [g, v], {"dim": dim}
+
+
+def _wn_np(g, v, dim):
+    if dim is None:
+        norm = np.sqrt((v**2).sum())
+    else:
+        axes = tuple(i for i in range(v.ndim) if i != dim)
+        norm = np.sqrt((v**2).sum(axis=axes, keepdims=True))
+    return v * g / norm
+
+
+def _sn_sample(draw, dtype):
+    shape = draw(shapes(2, 3, 1, 4))
+    dim = draw(st.integers(0, len(shape) - 1))
+    w = values(draw, shape, dtype, -2.0, 2.0)
+    rng = _rng(draw)
+    mat = np.moveaxis(w.astype(np.float64), dim, 0).reshape(shape[dim], -1)
+    v = rng.normal(size=mat.shape[1])
+    v /= np.linalg.norm(v)
+    u = mat @ v
+    if np.linalg.norm(u) < 0.3:  # keep sigma = u . W v away from 0
+        mat = mat + 0.0
+        u = np.ones(mat.shape[0])
+    u /= np.linalg.norm(u)
+    return [w, _exact(u, dtype), _exact(v, dtype)], {"dim": dim}
+
+
+def _sn_fg(w, u, v, dim):
+    sn = _PZ._SpectralNorm(w.detach(), dim=dim)
+    sn._u, sn._v = u, v
+    return sn.eval()(w)
+
+
+def _sn_np(w, u, v, dim):
+    mat = np.moveaxis(w, dim, 0).reshape(w.shape[dim], -1)
+    return w / (u @ mat @ v)
+
+
+SPECS += [
+    OpSpec(
+        "weight_norm",
+        lambda g, v, dim: _PZ._WeightNorm(dim)(g, v),
+        _wn_np,
+        _wn_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "spectral_norm",
+        _sn_fg,
+        _sn_np,
+        _sn_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        expand=False,
         lowp_grad_factor=COMPOSED_LOWP,
     ),
 ]
