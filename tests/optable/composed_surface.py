@@ -379,3 +379,263 @@ SPECS += [
         lowp_grad_factor=COMPOSED_LOWP,
     ),
 ]
+
+
+# ---------------------------------------------------------------------------
+# fg.linalg: norms and products against NumPy; elimination against np.linalg
+# ---------------------------------------------------------------------------
+
+L = fg.linalg
+WIDE = ("float32", "float64")
+# Elimination and products of well-conditioned matrices (condition numbers below ~10).
+LIN_TOL = {"float32": (1e-4, 1e-4)}
+VORDS = [2, 1, 3, 0.5, 0, float("inf"), float("-inf"), -1, -2.5]
+
+
+def _vnorm_sample(draw, dtype):
+    ordv = draw(st.sampled_from(VORDS))
+    positive = ordv < 0 or ordv == float("inf")
+    shape = draw(shapes(0, 3, 1 if positive else 0, 4))
+    x = values(draw, shape, dtype)
+    if ordv < 0:  # no zeros: |x|^ord would be infinite
+        x = _exact(np.where(np.abs(x) < 0.25, 0.5, x), dtype)
+    nd = len(shape)
+    dim = None
+    if nd and draw(st.booleans()):
+        dims = draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True))
+        dim = dims[0] - nd if len(dims) == 1 else tuple(dims)
+    return [x], {"ord": ordv, "dim": dim, "keepdim": draw(st.booleans())}
+
+
+def _vnorm_np(x, ord, dim, keepdim):  # noqa: A002
+    axes = tuple(range(x.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else dim)
+    if x.ndim == 0:
+        axes = ()
+    a = np.abs(x)
+    if ord == float("inf"):
+        out = a.max(axis=axes, keepdims=keepdim) if axes else a
+    elif ord == float("-inf"):
+        out = a.min(axis=axes, keepdims=keepdim) if axes else a
+    elif ord == 0:
+        out = (x != 0).sum(axis=axes, keepdims=keepdim).astype(np.float64)
+    else:
+        out = (a**ord).sum(axis=axes, keepdims=keepdim) ** (1.0 / ord)
+    return np.asarray(out, np.float64)
+
+
+def _mnorm_sample(draw, dtype):
+    ordv = draw(st.sampled_from(["fro", float("inf"), float("-inf"), 1, -1]))
+    shape = (*draw(shapes(0, 2, 0, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    return [values(draw, shape, dtype)], {"ord": ordv, "keepdim": draw(st.booleans())}
+
+
+def _mnorm_np(a, ord, keepdim):  # noqa: A002
+    out = np.linalg.norm(a, ord, axis=(-2, -1), keepdims=keepdim)
+    return np.asarray(out, np.float64)
+
+
+def _vecdot_sample(draw, dtype):
+    lead = draw(shapes(0, 2, 0, 3))
+    n = draw(st.integers(0, 4))
+    other = lead[draw(st.integers(0, len(lead))) :]
+    return [values(draw, (*lead, n), dtype), values(draw, (*other, n), dtype)], {}
+
+
+def _cross_sample(draw, dtype):
+    lead = draw(shapes(0, 2, 0, 3))
+    other = lead[draw(st.integers(0, len(lead))) :]
+    return [values(draw, (*lead, 3), dtype), values(draw, (*other, 3), dtype)], {}
+
+
+def _well_conditioned(draw, dtype, batch=True, spd=False, n_min=1):
+    """A batch of matrices ``P (R + (n + 1) I)`` with ``P`` a row permutation (so partial
+    pivoting has rows to swap), or SPD matrices ``R R' + n I``."""
+    lead = draw(shapes(0, 2, 0, 2)) if batch else ()
+    n = draw(st.integers(n_min, 4))
+    r = values(draw, (*lead, n, n), "float64", -1.0, 1.0)
+    if spd:
+        a = r @ np.swapaxes(r, -1, -2) + n * np.eye(n)
+    else:
+        perm = _rng(draw).permutation(n)
+        a = (r + (n + 1) * np.eye(n))[..., perm, :]
+    return _exact(a, dtype), lead, n
+
+
+def _inv_sample(draw, dtype):
+    a, _, _ = _well_conditioned(draw, dtype)
+    return [a], {}
+
+
+def _solve_sample(draw, dtype):
+    a, lead, n = _well_conditioned(draw, dtype)
+    left = draw(st.booleans())
+    if draw(st.booleans()):  # a batch of vectors (left only: PyTorch's vector case)
+        b_shape, left = (*lead, n), True
+    else:
+        k = draw(st.integers(1, 3))
+        b_shape = (*lead, n, k) if left else (*lead, k, n)
+    return [a, values(draw, b_shape, dtype)], {"left": left}
+
+
+def _solve_np(a, b, left):
+    if not left:
+        return np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    if b.ndim == a.ndim - 1:
+        return np.linalg.solve(a, b[..., None])[..., 0]
+    return np.linalg.solve(a, b)
+
+
+def _det_sample(draw, dtype):
+    a, lead, n = _well_conditioned(draw, dtype, n_min=0)
+    if draw(st.booleans()) and n > 1:
+        a = a.copy()
+        a[..., -1, :] = a[..., 0, :] * 2.0  # singular: the determinant is 0
+    return [a], {}
+
+
+def _matpow_sample(draw, dtype):
+    a, _, n = _well_conditioned(draw, dtype)
+    return [_exact(a / (n + 1), dtype)], {"n": draw(st.integers(-2, 4))}
+
+
+def _multidot_sample(draw, dtype):
+    k = draw(st.integers(2, 4))
+    dims = [draw(st.integers(1, 3)) for _ in range(k + 1)]
+    mats = [values(draw, (dims[i], dims[i + 1]), dtype) for i in range(k)]
+    if draw(st.booleans()):
+        mats[0] = mats[0][0]
+    if draw(st.booleans()):
+        mats[-1] = mats[-1][:, 0]
+    return mats, {}
+
+
+def _cholesky_sample(draw, dtype):
+    a, _, _ = _well_conditioned(draw, dtype, spd=True)
+    return [a], {"upper": draw(st.booleans())}
+
+
+def _chol_np(a, upper):
+    lo = np.linalg.cholesky(a)
+    return np.swapaxes(lo, -1, -2) if upper else lo
+
+
+SPECS += [
+    OpSpec(
+        "linalg.vector_norm",
+        lambda x, **kw: L.vector_norm(x, **kw),
+        _vnorm_np,
+        _vnorm_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.matrix_norm",
+        lambda a, **kw: L.matrix_norm(a, **kw),
+        _mnorm_np,
+        _mnorm_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.vecdot",
+        lambda x, y: L.vecdot(x, y),
+        lambda x, y: (x * y).sum(-1),
+        _vecdot_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.cross",
+        lambda x, y: L.cross(x, y),
+        lambda x, y: np.cross(x, y),
+        _cross_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.matrix_power",
+        lambda a, n: L.matrix_power(a, n),
+        lambda a, n: np.linalg.matrix_power(a, n),
+        _matpow_sample,
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        expand=False,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.multi_dot",
+        lambda *ms: L.multi_dot(ms),
+        lambda *ms: np.linalg.multi_dot(ms),
+        _multidot_sample,
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.inv",
+        lambda a: L.inv(a),
+        np.linalg.inv,
+        _inv_sample,
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        expand=False,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.solve",
+        lambda a, b, left: L.solve(a, b, left=left),
+        _solve_np,
+        _solve_sample,
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        expand=False,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.det",
+        lambda a: L.det(a),
+        np.linalg.det,
+        _det_sample,
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        expand=False,
+        grad_sample=lambda draw, dtype: _inv_sample(draw, "float64"),
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.slogdet",
+        lambda a: tuple(L.slogdet(a)),
+        lambda a: tuple(np.linalg.slogdet(a)),
+        _inv_sample,  # nonsingular: a rounded singular matrix has a tiny, signed determinant
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        expand=False,
+        grad_sample=lambda draw, dtype: _inv_sample(draw, "float64"),
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "linalg.cholesky",
+        lambda a, upper: L.cholesky(a, upper=upper),
+        _chol_np,
+        _cholesky_sample,
+        dtypes=WIDE,
+        tol=LIN_TOL,
+        composed=True,
+        expand=False,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+]
