@@ -118,6 +118,9 @@ def vector_norm(
     _need_float("vector_norm", x)
     if dtype is not None:
         x = x.to(dtype)
+    if _name(x) in ("float16", "bfloat16"):
+        # Accumulate in float32 and round once, as PyTorch's reductions of these dtypes do.
+        return vector_norm(x.to(_core.float32), ord, dim, keepdim).to(x.dtype)
     if isinstance(ord, str) or not isinstance(ord, (builtins.int, builtins.float)):
         raise TypeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
     if x.ndim == 0:
@@ -169,7 +172,10 @@ def matrix_norm(
     ``"nuc"``, 2 and -2 need singular values, which ferrograd does not compute yet."""
     _need_float("matrix_norm", A)
     if dtype is not None:
-        A = A.to(dtype)
+        A = A.to(dtype)  # noqa: N806
+    if _name(A) in ("float16", "bfloat16"):
+        # Sums in float32, rounded once: rounded column sums could tie where exact ones do not.
+        return matrix_norm(A.to(_core.float32), ord, dim, keepdim).to(A.dtype)
     if A.ndim < 2:
         raise ValueError(f"linalg.matrix_norm: A must have at least 2 dims, got shape {tuple(A.shape)}")
     d = _dims("matrix_norm", tuple(dim), A.ndim)
