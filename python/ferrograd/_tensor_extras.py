@@ -24,12 +24,11 @@ registry's data-dependent ops do.
 from __future__ import annotations
 
 import builtins
-import collections
 import functools
 import inspect
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _capture, _core
 from .distributions import _special
@@ -919,9 +918,23 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     return y
 
 
-_CumResult = {
-    name: collections.namedtuple(name, ["values", "indices"], module="ferrograd.return_types")
-    for name in ("cummax", "cummin")
+class _CumMaxResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
+
+class _CumMinResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
+
+# PyTorch's result types: ``ferrograd.return_types.cummax`` / ``.cummin``.
+for _cls, _fn in ((_CumMaxResult, "cummax"), (_CumMinResult, "cummin")):
+    _cls.__name__ = _cls.__qualname__ = _fn
+    _cls.__module__ = "ferrograd.return_types"
+_CumResult: dict[str, type[_CumMaxResult] | type[_CumMinResult]] = {
+    "cummax": _CumMaxResult,
+    "cummin": _CumMinResult,
 }
 
 
@@ -937,8 +950,8 @@ def _cum_extreme(fn: str, input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
     """
     _need_tensor(fn, "input", input)
     if input.dtype == _core.bool:
-        out = _cum_extreme(fn, input.to(_core.int32), dim)
-        return _CumResult[fn](out.values.to(_core.bool), out.indices)
+        values, indices = _cum_extreme(fn, input.to(_core.int32), dim)
+        return _CumResult[fn](values.to(_core.bool), indices)
     if input.ndim == 0:
         _dim(fn, dim, 1)
         return _CumResult[fn](input.clone(), _core.zeros((), dtype=_core.int64, device=input.device))

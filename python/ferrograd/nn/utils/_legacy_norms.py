@@ -25,7 +25,11 @@ __all__ = ["remove_spectral_norm", "remove_weight_norm", "spectral_norm", "weigh
 
 
 def _hooks_of(module: Module, kind: type, name: str) -> list[tuple[Any, Any]]:
-    return [(k, h) for k, h in module._forward_pre_hooks.items() if isinstance(h, kind) and h.name == name]
+    return [
+        (k, h)
+        for k, h in module._forward_pre_hooks.items()
+        if isinstance(h, kind) and getattr(h, "name", None) == name
+    ]
 
 
 class WeightNorm:
