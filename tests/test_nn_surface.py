@@ -336,3 +336,15 @@ def test_legacy_spectral_norm_keys_and_training_only_iteration():
     nn.utils.remove_spectral_norm(m)
     assert list(m.state_dict()) == ["bias", "weight"]
     np.testing.assert_allclose(npv(m.weight), w / (u1 @ w @ v1), rtol=1e-10)
+
+
+@pytest.mark.parametrize("two_d", [False, True])
+def test_embedding_bag_max_gradient_goes_to_the_first_maximal_row(two_d):
+    w = fg.tensor([[1.0, 5.0], [1.0, 2.0], [0.0, 5.0]], dtype=fg.float64, requires_grad=True)
+    if two_d:
+        out = F.embedding_bag(fg.tensor([[0, 1, 2]]), w, mode="max")
+    else:
+        out = F.embedding_bag(fg.tensor([0, 1, 2]), w, fg.tensor([0]), mode="max")
+    np.testing.assert_array_equal(npv(out), [[1.0, 5.0]])
+    out.sum().backward()
+    np.testing.assert_array_equal(npv(w.grad), [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0]])

@@ -687,7 +687,9 @@ def embedding_bag(
                 [_core.full((s, dim), float("-inf"), dtype=rows.dtype, device=dev), rows[: n - s]]
             )
             same = _core.cat([_core.zeros((s,), dtype=_core.bool, device=dev), seg[s:] == seg[: n - s]])
-            rows = _core.where(same.unsqueeze(1), rows.maximum(prev), rows)
+            # Strictly greater: on a tie the earlier row stays, so the gradient goes to the first
+            # maximal row of the bag (as PyTorch's and the 2-D path's max do), not half to each.
+            rows = _core.where(same.unsqueeze(1).logical_and(prev >= rows), prev, rows)
             s *= 2
         # Rows whose bag prefix is all padding hold -inf: zero them so the one-hot pick stays finite.
         rows = _core.where(rows == float("-inf"), 0.0, rows)
