@@ -248,6 +248,8 @@ from .serialization import CheckpointError, load, save  # noqa: E402
 det = linalg.det
 inverse = linalg.inv
 slogdet = linalg.slogdet
+logdet = linalg.logdet
+cdist = linalg.cdist
 matrix_power = linalg.matrix_power
 
 _install_pickling()

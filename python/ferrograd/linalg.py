@@ -13,6 +13,10 @@ Those loops cost ``n`` rounds of batched ``O(n^2)`` ops: meant for the small
 matrices of training code (covariances, small systems), not for large solves.
 Real float dtypes only (float32, float64; the norms also float16/bfloat16).
 
+``logdet`` and ``cdist`` (``torch.logdet``, ``torch.cdist``) are here too, bound at
+the top level as ``fg.logdet`` and ``fg.cdist`` (outside ``__all__``: ``torch.linalg``
+has neither).
+
 Not here yet (they need iterative eigen/singular-value kernels): ``qr``, ``eigh``,
 ``eigvalsh``, ``svd``, ``svdvals``, ``matrix_norm`` with ``ord`` 2, -2 or
 ``"nuc"``, ``pinv``, ``lstsq``, ``matrix_rank``, ``cond``, ``matrix_exp``, ``eig``.
@@ -130,9 +134,9 @@ def vector_norm(
     else:
         dims = _dims("vector_norm", dim, x.ndim)
         squeeze0 = False
-    if x.numel() == 0 and (ord < 0 or ord == math.inf):
+    if math.prod(x.shape[d] for d in dims) == 0 and (ord < 0 or ord == math.inf):
         raise RuntimeError(
-            f"linalg.vector_norm: a norm of order {ord} of an empty tensor is undefined (shape {tuple(x.shape)})"
+            f"linalg.vector_norm: a norm of order {ord} over an empty dimension is undefined (shape {tuple(x.shape)})"
         )
     a = x.abs()
     if ord == math.inf:
@@ -505,3 +509,47 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:  # noqa: N803
         cols.append(col)
     L = _core.stack(cols, -1) if cols else A.clone()  # noqa: N806
     return L.transpose(-2, -1) if upper else L
+
+
+# ---------------------------------------------------------------------------
+# torch-level functions built on the above (``fg.logdet``, ``fg.cdist``)
+# ---------------------------------------------------------------------------
+
+
+def logdet(A: Tensor) -> Tensor:  # noqa: N803
+    """``log(det(A))`` of each square matrix: NaN where the determinant is negative,
+    ``-inf`` where it is 0 (``torch.logdet``)."""
+    _need_float("logdet", A, wide_only=True)
+    _need_square("logdet", A)
+    sign, logabs = slogdet(A)
+    return _core.where(sign < 0, math.nan, logabs)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
+    """The ``p``-norm distance between each row of ``x1`` ``(…, P, M)`` and each row of
+    ``x2`` ``(…, R, M)``: ``(…, P, R)``, batch dims broadcast (``torch.cdist``).
+
+    Always the direct form ``‖x1_i - x2_j‖_p`` (O(P·R·M) memory): ``compute_mode`` is
+    accepted and ignored; PyTorch's matrix-product shortcut for ``p = 2`` on larger inputs
+    is faster and less accurate. The gradient at a zero distance is 0, as PyTorch's."""
+    _need_float("cdist", x1)
+    _need_float("cdist", x2)
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(
+            f"cdist: x1 (…, P, M) and x2 (…, R, M) need the same M, got shapes {tuple(x1.shape)} and {tuple(x2.shape)}"
+        )
+    if x1.dtype != x2.dtype:
+        raise TypeError(f"cdist: x1 ({_name(x1)}) and x2 ({_name(x2)}) must have the same dtype")
+    if p < 0:
+        raise ValueError(f"cdist: p must be non-negative, got {p}")
+    if compute_mode not in (
+        None,
+        "use_mm_for_euclid_dist_if_necessary",
+        "use_mm_for_euclid_dist",
+        "donot_use_mm_for_euclid_dist",
+    ):
+        raise ValueError(f"cdist: unknown compute_mode {compute_mode!r}")
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if diff.shape[-1] == 0:  # empty rows: every distance is 0
+        return diff.abs().sum(-1)
+    return vector_norm(diff, p, -1)

@@ -640,3 +640,49 @@ SPECS += [
         lowp_grad_factor=COMPOSED_LOWP,
     ),
 ]
+
+
+def _cdist_sample(draw, dtype):
+    lead = draw(shapes(0, 2, 0, 2))
+    m = draw(st.integers(0, 3))
+    x1 = values(draw, (*lead, draw(st.integers(0, 3)), m), dtype)
+    x2 = values(draw, (*lead[draw(st.integers(0, len(lead))) :], draw(st.integers(0, 3)), m), dtype)
+    return [x1, x2], {"p": draw(st.sampled_from([2.0, 1.0, 3.0, 0.5, 0.0, float("inf")]))}
+
+
+def _cdist_np(x1, x2, p):
+    d = np.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if d.shape[-1] == 0:
+        return np.zeros(d.shape[:-1])
+    if p == float("inf"):
+        return d.max(-1)
+    if p == 0:
+        return (d != 0).sum(-1).astype(np.float64)
+    return (d**p).sum(-1) ** (1.0 / p)
+
+
+SPECS += [
+    OpSpec(
+        "cdist",
+        lambda x1, x2, p: fg.cdist(x1, x2, p),
+        _cdist_np,
+        _cdist_sample,
+        dtypes=FLOATS,
+        tol=SUM_TOL,
+        composed=True,
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+    OpSpec(
+        "logdet",
+        lambda a: fg.logdet(a),
+        lambda a: np.log(np.linalg.det(a)),
+        _inv_sample,  # nonsingular, either sign (NaN where negative)
+        dtypes=WIDE,
+        tol={"float32": (1e-4, 1e-4)},
+        composed=True,
+        expand=False,
+        # positive determinants: log is differentiable there
+        grad_sample=lambda draw, dtype: ([_well_conditioned(draw, "float64", spd=True)[0]], {}),
+        lowp_grad_factor=COMPOSED_LOWP,
+    ),
+]
