@@ -113,6 +113,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "optable_cell(op, column): the test fills one cell of the op-table coverage matrix"
     )
+    config.addinivalue_line(
+        "markers",
+        "covers(*apis): PyTorch API names the test exercises, for docs/compatibility.md (scripts/gen_compat.py)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -74,6 +74,8 @@ METHOD_CASES = {
     "nansum": (M, (1,), {}),
     "nanmean": (M, (1,), {}),
     "logcumsumexp": (M, (1,), {}),
+    "cummax": (M, (1,), {}),
+    "cummin": (M, (0,), {}),
     "trace": (M, (), {}),
     "diff": (M, (), {"n": 2, "dim": 0}),
     "repeat_interleave": (M, (2,), {"dim": 1}),
@@ -96,6 +98,12 @@ def test_method_equals_function(name):
     self_, args, kw = METHOD_CASES[name]
     got = getattr(self_, name)(*args, **kw)
     want = getattr(fg, name)(self_, *args, **kw)
+    if isinstance(want, tuple):  # (values, indices): cummax, cummin
+        assert type(got) is type(want)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(vals(g), vals(w))
+            assert g.dtype == w.dtype
+        return
     np.testing.assert_array_equal(vals(got), vals(want))
     assert got.dtype == want.dtype
 
@@ -625,3 +633,30 @@ def test_sinc_float32_gradient_near_zero():
     (g,) = fg.autograd.grad([fg.sinc(t)], [t], [fg.ones_like(t)])
     units = np.abs(g.numpy().astype(np.float64) - want) / (2.0**-24 * (np.abs(want) + 1.0))
     assert units.max() <= 16 and units[np.abs(x) < 0.5].max() <= 4, (units.max(), units[np.abs(x) < 0.5].max())
+
+
+# ---------------------------------------------------------------------------
+# cummax / cummin
+# ---------------------------------------------------------------------------
+
+
+def test_cummax_cummin_ties_take_the_latest_index_and_nan_propagates():
+    x = T([1.0, 3.0, 3.0, 2.0, math.nan, 5.0, math.nan, 0.0])
+    v, i = fg.cummax(x, 0)
+    assert i.tolist() == [0, 1, 2, 2, 4, 4, 6, 6]
+    np.testing.assert_array_equal(vals(v), [1, 3, 3, 3, math.nan, math.nan, math.nan, math.nan])
+    r = x.cummin(0)
+    assert type(r).__name__ == "cummin" and r._fields == ("values", "indices")
+    assert r.indices.tolist() == [0, 0, 0, 0, 4, 4, 6, 6]
+
+
+def test_cummax_gradient_goes_to_the_selected_elements():
+    (g,) = grads(lambda a: fg.cummax(a, 1).values, T([[1.0, 3.0, 2.0, 4.0], [5.0, 1.0, 2.0, 0.0]]))
+    np.testing.assert_array_equal(vals(g), [[1, 2, 0, 1], [4, 0, 0, 0]])
+
+
+def test_cummax_errors_name_the_op():
+    with pytest.raises((IndexError, ValueError), match="cummax"):
+        fg.cummax(T([1.0, 2.0]), 1)
+    with pytest.raises(TypeError, match="cummin"):
+        fg.cummin([1.0, 2.0], 0)

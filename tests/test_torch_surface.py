@@ -27,6 +27,7 @@ def arr(t: fg.Tensor) -> np.ndarray:
 # ------------------------------------------------------------ Tensor.data
 
 
+@pytest.mark.covers("torch.Tensor.data")
 def test_data_shares_storage_and_records_nothing():
     p = fg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     d = p.data
@@ -48,6 +49,7 @@ def test_data_shares_storage_and_records_nothing():
     assert arr(p).tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.covers("torch.Tensor.data")
 def test_data_assignment_keeps_identity_grad_and_requires_grad():
     p = nn.Parameter(fg.ones(3))
     (p * 2).sum().backward()
@@ -67,6 +69,7 @@ def test_data_assignment_keeps_identity_grad_and_requires_grad():
     assert arr(p.grad).tolist() == [[4.0, 6.0], [8.0, 10.0]]
 
 
+@pytest.mark.covers("torch.Tensor.data")
 def test_data_assignment_leaves_recorded_graph_intact():
     p = fg.tensor([1.0, 2.0], requires_grad=True)
     y = (p * p).sum()  # saves p's values
@@ -86,6 +89,7 @@ def test_write_through_data_to_saved_tensor_is_caught():
         y.backward()
 
 
+@pytest.mark.covers("torch.Tensor.data")
 def test_data_assignment_errors():
     p = fg.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(TypeError, match="must be a Tensor"):
@@ -389,6 +393,7 @@ def test_backends_flags():
     fg.backends.cudnn.deterministic = False
 
 
+@pytest.mark.covers("torch.autograd.Variable")
 def test_autograd_variable():
     from ferrograd.autograd import Variable
 
@@ -441,6 +446,7 @@ class ScaleBy(Function):
         return gx, None, gw
 
 
+@pytest.mark.covers("torch.autograd.Function")
 def test_function_forward_backward_and_gradcheck():
     x = fg.tensor([0.1, -0.5, 1.0], dtype=fg.float64, requires_grad=True)
     y = Exp.apply(x)
@@ -451,6 +457,7 @@ def test_function_forward_backward_and_gradcheck():
     assert gradgradcheck(Exp.apply, (x,))  # backward's ops are differentiable
 
 
+@pytest.mark.covers("torch.autograd.Function")
 def test_function_non_tensor_args_and_needs_input_grad():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64, requires_grad=True)
     w = fg.tensor([3.0, 4.0], dtype=fg.float64)
@@ -483,6 +490,7 @@ class SortLike(Function):
         return g * 2
 
 
+@pytest.mark.covers("torch.autograd.Function")
 def test_function_mark_non_differentiable():
     x = fg.tensor([1.0, 3.0, 2.0], requires_grad=True)
     y, idx = SortLike.apply(x)
@@ -503,6 +511,7 @@ class AddOneInPlace(Function):
         return g * 3  # deliberately not 1: shows this rule ran
 
 
+@pytest.mark.covers("torch.autograd.Function")
 def test_function_mark_dirty():
     a = fg.tensor([1.0, 2.0], requires_grad=True)
     b = a * 1.0
@@ -567,6 +576,7 @@ class Setup(Function):
         return 2 * x * g
 
 
+@pytest.mark.covers("torch.autograd.Function")
 def test_function_setup_context_style():
     x = fg.tensor([3.0], dtype=fg.float64, requires_grad=True)
     assert gradcheck(Setup.apply, (x,))

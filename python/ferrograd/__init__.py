@@ -215,6 +215,7 @@ from . import (  # noqa: E402
     distributions,
     func,
     gpu,
+    linalg,
     nn,
     onnx,
     optim,
@@ -242,6 +243,14 @@ from .graph import (  # noqa: E402
     variables_initializer,
 )
 from .serialization import CheckpointError, load, save  # noqa: E402
+
+# torch.* names of linalg functions.
+det = linalg.det
+inverse = linalg.inv
+slogdet = linalg.slogdet
+logdet = linalg.logdet
+cdist = linalg.cdist
+matrix_power = linalg.matrix_power
 
 _install_pickling()
 _install_tensor_extras()

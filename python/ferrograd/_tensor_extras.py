@@ -28,7 +28,7 @@ import functools
 import inspect
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _capture, _core
 from .distributions import _special
@@ -69,6 +69,8 @@ __all__ = [
     "clamp_min",
     "count_nonzero",
     "cross",
+    "cummax",
+    "cummin",
     "deg2rad",
     "diag_embed",
     "diff",
@@ -916,6 +918,84 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     return y
 
 
+class _CumMaxResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
+
+class _CumMinResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
+
+# PyTorch's result types: ``ferrograd.return_types.cummax`` / ``.cummin``.
+for _cls, _fn in ((_CumMaxResult, "cummax"), (_CumMinResult, "cummin")):
+    _cls.__name__ = _cls.__qualname__ = _fn
+    _cls.__module__ = "ferrograd.return_types"
+_CumResult: dict[str, type[_CumMaxResult] | type[_CumMinResult]] = {
+    "cummax": _CumMaxResult,
+    "cummin": _CumMinResult,
+}
+
+
+def _cum_extreme(fn: str, input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """The running maximum (``fn == "cummax"``) or minimum along ``dim`` and where it was
+    reached: a scan over (value, index) pairs in ``ceil(log2(n))`` steps of doubling stride.
+
+    The combine keeps the later pair unless the earlier one is strictly more extreme, and a
+    NaN is the most extreme value of all: an associative choice (the extreme of the order
+    "NaN above every number, later index above earlier"), so each step may merge whole
+    prefixes. That is PyTorch's rule: ties give the latest index, and from the first NaN on
+    the values are NaN with the index of the latest NaN.
+    """
+    _need_tensor(fn, "input", input)
+    if input.dtype == _core.bool:
+        values, indices = _cum_extreme(fn, input.to(_core.int32), dim)
+        return _CumResult[fn](values.to(_core.bool), indices)
+    if input.ndim == 0:
+        _dim(fn, dim, 1)
+        return _CumResult[fn](input.clone(), _core.zeros((), dtype=_core.int64, device=input.device))
+    d = _dim(fn, dim, input.ndim)
+    n = input.shape[d]
+    shape = [1] * input.ndim
+    shape[d] = n
+    idx = (
+        _core.arange(n, dtype=_core.int64, device=input.device)
+        .reshape(tuple(shape))
+        .expand(tuple(input.shape))
+    )
+    idx = idx.contiguous()
+    y = input
+    floating = _is_float(input)
+    s = 1
+    while s < n:
+        prev_y = y.narrow(d, 0, n - s)
+        prev_i = idx.narrow(d, 0, n - s)
+        cur_y = y.narrow(d, s, n - s)
+        cur_i = idx.narrow(d, s, n - s)
+        beats = cur_y >= prev_y if fn == "cummax" else cur_y <= prev_y
+        if floating:
+            beats = cur_y.isnan().logical_or(prev_y.isnan().logical_not().logical_and(beats))
+        y = _core.cat([y.narrow(d, 0, s), _core.where(beats, cur_y, prev_y)], d)
+        idx = _core.cat([idx.narrow(d, 0, s), _core.where(beats, cur_i, prev_i)], d)
+        s *= 2
+    return _CumResult[fn](y, idx)
+
+
+def cummax(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """``(values, indices)``: the running maximum of ``input`` along ``dim`` and the index
+    where it was reached (the latest one on ties; NaN propagates, with the latest NaN's
+    index). The gradient flows to the selected element of each prefix."""
+    return _cum_extreme("cummax", input, dim)
+
+
+def cummin(input: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """``(values, indices)``: the running minimum of ``input`` along ``dim`` and the index
+    where it was reached (the latest one on ties; NaN propagates, with the latest NaN's
+    index). The gradient flows to the selected element of each prefix."""
+    return _cum_extreme("cummin", input, dim)
+
+
 def trace(input: Tensor) -> Tensor:
     """The sum of a matrix's main diagonal."""
     _need_tensor("trace", "input", input)
@@ -1313,6 +1393,8 @@ METHODS: dict[str, Callable[..., Any]] = {
     "allclose": allclose,
     "equal": equal,
     "count_nonzero": count_nonzero,
+    "cummax": cummax,
+    "cummin": cummin,
     "nansum": nansum,
     "nanmean": nanmean,
     "logcumsumexp": logcumsumexp,

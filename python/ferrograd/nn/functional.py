@@ -517,6 +517,316 @@ def embedding(
     return out
 
 
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _bag_host_checks(fn: str, idx: Tensor, offs: Tensor | None, n_rows: int, include_last: bool) -> None:
+    """Range checks of indices and offsets, read on the host (skipped while capturing)."""
+    if _capture.is_capturing():
+        return
+    host = idx.cpu()
+    if host.numel():
+        bad = (host < 0).logical_or(host >= n_rows)
+        if bool(bad.any()):
+            raise IndexError(
+                f"{fn}: index {int(host.masked_select(bad)[0])} is out of range for {n_rows} embeddings"
+            )
+    if offs is None or offs.numel() == 0:
+        return
+    o = offs.cpu().to(_core.int64)
+    n = idx.numel()
+    if int(o[0]) != 0:
+        raise ValueError(f"{fn}: offsets[0] must be 0 (the first bag starts at index 0), got {int(o[0])}")
+    if o.numel() > 1 and bool((o[1:] < o[:-1]).any()):
+        raise ValueError(f"{fn}: offsets must be non-decreasing, got {o.tolist()}")
+    if int(o[-1]) > n:
+        raise ValueError(f"{fn}: offsets[-1] = {int(o[-1])} is past the end of input (size {n})")
+    if include_last and int(o[-1]) != n:
+        raise ValueError(
+            f"{fn}: with include_last_offset=True the last offset must equal the input size {n}, "
+            f"got {int(o[-1])}"
+        )
+
+
+def embedding_bag(
+    input: Tensor,
+    weight: Tensor,
+    offsets: Tensor | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights: Tensor | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+) -> Tensor:
+    """Sums, means or maxima of bags of rows of ``weight``, without building the
+    ``(bags, length, dim)`` lookup.
+
+    ``input`` is either 2-D ``(B, L)`` (each row one bag of ``L`` indices; ``offsets``
+    must be ``None``) or 1-D with ``offsets``: bag ``b`` holds ``input[offsets[b]:
+    offsets[b + 1]]`` (the last bag runs to the end; with ``include_last_offset`` the
+    offsets have one more entry, the input size, and there are ``len(offsets) - 1``
+    bags). Returns ``(B, embedding_dim)``. ``per_sample_weights`` (same shape as
+    ``input``, ``mode="sum"`` only) scales each looked-up row. Entries equal to
+    ``padding_idx`` are left out of their bag (and of a mean's count). An empty bag
+    gives zeros in every mode.
+
+    Built of registry ops, so gradients (to ``weight`` and ``per_sample_weights``) are
+    those of the parts. 2-D input reduces the ``(B, L, dim)`` lookup along ``L``. 1-D
+    input compares positions with the offsets for a ``(B, n)`` membership matrix
+    (O(B·n) memory, and no computed index read back from a GPU): sums and means are its
+    product with the looked-up rows, maxima a segmented scan of ``maximum`` over doubling
+    strides read at each bag's last element. A non-finite weight in one bag can turn
+    other bags' sums NaN there (``0 * inf`` in the product), unlike PyTorch.
+    """
+    fn = "embedding_bag"
+    _check_tensor(fn, "input", input)
+    _check_tensor(fn, "weight", weight)
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError(f"{fn}: max_norm, scale_grad_by_freq and sparse are not supported")
+    if mode not in _BAG_MODES:
+        raise ValueError(f"{fn}: mode must be one of {_BAG_MODES}, got {mode!r}")
+    if input.dtype not in _INT_DTYPES:
+        raise TypeError(f"{fn}: input must have an integer dtype (int32 or int64), got {input.dtype}")
+    if weight.dim() != 2:
+        raise ValueError(
+            f"{fn}: weight must be 2-D (num_embeddings, embedding_dim), got {tuple(weight.shape)}"
+        )
+    if not weight.dtype.is_floating_point:
+        raise TypeError(f"{fn}: weight must have a float dtype, got {weight.dtype}")
+    n_rows, dim = weight.shape
+    if per_sample_weights is not None:
+        _check_tensor(fn, "per_sample_weights", per_sample_weights)
+        if mode != "sum":
+            raise NotImplementedError(
+                f"{fn}: per_sample_weights is only supported for mode='sum', got mode={mode!r}"
+            )
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(
+                f"{fn}: per_sample_weights must have input's shape {tuple(input.shape)}, "
+                f"got {tuple(per_sample_weights.shape)}"
+            )
+        if per_sample_weights.dtype != weight.dtype:
+            raise TypeError(
+                f"{fn}: per_sample_weights ({per_sample_weights.dtype}) must have weight's dtype ({weight.dtype})"
+            )
+    if padding_idx is not None:
+        if not -n_rows <= padding_idx < n_rows:
+            raise ValueError(f"{fn}: padding_idx {padding_idx} must be within num_embeddings ({n_rows})")
+        padding_idx %= n_rows
+    dev = weight.device
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError(f"{fn}: offsets must be None for 2-D input (each row is a bag), got a tensor")
+        _bag_host_checks(fn, input, None, n_rows, False)
+        bags, length = input.shape
+        rows = weight.index_select(0, input.reshape(-1).to(dev)).reshape(bags, length, dim)
+        keep = None if padding_idx is None else (input.to(dev) != padding_idx).unsqueeze(2)
+        if mode == "max":
+            if length == 0:
+                return _core.zeros((bags, dim), dtype=weight.dtype, device=dev)
+            if keep is not None:
+                rows = _core.where(keep, rows, float("-inf"))
+            top = rows.max(1)[0]
+            if keep is None:
+                return top
+            return _core.where(keep.any(1), top, 0.0)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.to(dev).unsqueeze(2)
+        if keep is not None:
+            rows = _core.where(keep, rows, 0.0)
+        out = rows.sum(1)
+        if mode == "mean":
+            count = length if keep is None else keep.to(weight.dtype).sum(1).clamp(min=1.0)
+            out = out / count if length else out
+        return out
+    if input.dim() != 1:
+        raise ValueError(
+            f"{fn}: input must be 1-D (with offsets) or 2-D (B, L), got shape {tuple(input.shape)}"
+        )
+    if offsets is None:
+        raise ValueError(f"{fn}: 1-D input needs offsets (the start of each bag)")
+    _check_tensor(fn, "offsets", offsets)
+    if offsets.dim() != 1 or offsets.dtype not in _INT_DTYPES:
+        raise ValueError(
+            f"{fn}: offsets must be a 1-D integer tensor, got shape {tuple(offsets.shape)} {offsets.dtype}"
+        )
+    _bag_host_checks(fn, input, offsets, n_rows, include_last_offset)
+    n = input.numel()
+    idx = input.to(dev)
+    offs = offsets.to(_core.int64).to(dev)
+    if include_last_offset:
+        if offs.numel() == 0:
+            raise ValueError(f"{fn}: include_last_offset=True needs at least one offset")
+        bags = offs.numel() - 1
+        starts, ends = offs[:bags], offs[1:]
+    else:
+        bags = offs.numel()
+        starts = offs
+        ends = _core.cat([offs[1:], _core.full((min(bags, 1),), n, dtype=_core.int64, device=dev)])
+    # Membership (bags, n) from comparisons only: no computed index is read back to the host.
+    pos = _core.arange(n, dtype=_core.int64, device=dev)
+    member = (starts.unsqueeze(1) <= pos).logical_and(pos < ends.unsqueeze(1))
+    keep = None if padding_idx is None else (idx != padding_idx)
+    if keep is not None:
+        member = member.logical_and(keep)
+    rows = weight.index_select(0, idx)
+    if mode == "max":
+        if n == 0:
+            return _core.zeros((bags, dim), dtype=weight.dtype, device=dev)
+        if keep is not None:
+            rows = _core.where(keep.unsqueeze(1), rows, float("-inf"))
+        # Segmented inclusive scan: after the step of stride s each row holds the maximum of
+        # the (up to) 2s rows of its bag ending at it; a bag's maximum sits at its last row.
+        seg = (starts.unsqueeze(0) <= pos.unsqueeze(1)).to(_core.int64).sum(1)
+        s = 1
+        while s < n:
+            prev = _core.cat(
+                [_core.full((s, dim), float("-inf"), dtype=rows.dtype, device=dev), rows[: n - s]]
+            )
+            same = _core.cat([_core.zeros((s,), dtype=_core.bool, device=dev), seg[s:] == seg[: n - s]])
+            # Strictly greater: on a tie the earlier row stays, so the gradient goes to the first
+            # maximal row of the bag (as PyTorch's and the 2-D path's max do), not half to each.
+            rows = _core.where(same.unsqueeze(1).logical_and(prev >= rows), prev, rows)
+            s *= 2
+        # Rows whose bag prefix is all padding hold -inf: zero them so the one-hot pick stays finite.
+        rows = _core.where(rows == float("-inf"), 0.0, rows)
+        last = (pos == (ends - 1).unsqueeze(1)).logical_and(member.any(1, keepdim=True))
+        return last.to(weight.dtype).matmul(rows)
+    sel = member.to(weight.dtype)
+    if per_sample_weights is not None:
+        sel = sel * per_sample_weights.to(dev)
+    out = sel.matmul(rows)
+    if mode == "mean":
+        out = out / member.to(weight.dtype).sum(1, keepdim=True).clamp(min=1.0)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# unfold / fold (im2col and col2im by index_select / scatter_add)
+# ---------------------------------------------------------------------------
+
+
+def _pair2(fn: str, name: str, v: int | Sequence[int], least: int) -> tuple[int, int]:
+    """An int or a pair of ints, each at least ``least``."""
+    t = (v, v) if isinstance(v, int) else tuple(v)
+    if len(t) != 2 or not all(isinstance(k, int) and not isinstance(k, bool) for k in t):
+        raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {v!r}")
+    if any(k < least for k in t):
+        raise ValueError(f"{fn}: {name} must be at least {least}, got {v!r}")
+    return t  # type: ignore[return-value]
+
+
+def _fold_geometry(
+    fn: str,
+    size: tuple[int, int],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    stride: int | Sequence[int],
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], list[int]]:
+    """Kernel, padded size, block counts and the flat ``(kernel, block)`` index of every
+    window element into the padded ``(H + 2ph) * (W + 2pw)`` plane."""
+    k = _pair2(fn, "kernel_size", kernel_size, 1)
+    d = _pair2(fn, "dilation", dilation, 1)
+    p = _pair2(fn, "padding", padding, 0)
+    s = _pair2(fn, "stride", stride, 1)
+    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
+    blocks = tuple((n - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i, n in enumerate((hp, wp)))
+    if blocks[0] < 1 or blocks[1] < 1:
+        raise ValueError(
+            f"{fn}: the (padded) spatial size {(hp, wp)} is too small for kernel_size {k} "
+            f"with dilation {d}: no block fits"
+        )
+    index = [
+        (bi * s[0] + ki * d[0]) * wp + bj * s[1] + kj * d[1]
+        for ki in range(k[0])
+        for kj in range(k[1])
+        for bi in range(blocks[0])
+        for bj in range(blocks[1])
+    ]
+    return k, p, (hp, wp), index  # type: ignore[return-value]
+
+
+def unfold(
+    input: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    """Sliding ``kernel_size`` blocks of a ``(N, C, H, W)`` (or unbatched ``(C, H, W)``)
+    input as columns: ``(N, C * kh * kw, L)``, ``L`` the number of block positions
+    (``im2col``). Zero ``padding`` is added on both sides of each spatial dim.
+
+    One ``index_select`` over the flattened (padded) plane gathers every window element,
+    so the gradient (a ``scatter_add`` back) and every dtype come from that op.
+    """
+    fn = "unfold"
+    _check_tensor(fn, "input", input)
+    if input.dim() not in (3, 4):
+        raise ValueError(
+            f"{fn}: input must be 3-D (C, H, W) or 4-D (N, C, H, W), got shape {tuple(input.shape)}"
+        )
+    x = input if input.dim() == 4 else input.unsqueeze(0)
+    n, c, h, w = x.shape
+    k, p, (hp, wp), index = _fold_geometry(fn, (h, w), kernel_size, dilation, padding, stride)
+    if p != (0, 0):
+        x = _core.pad(x, (p[1], p[1], p[0], p[0]))
+    idx = _core.tensor(index, dtype=_core.int64, device=x.device)
+    cols = x.reshape(n, c, hp * wp).index_select(2, idx)
+    out = cols.reshape(n, c * k[0] * k[1], len(index) // (k[0] * k[1]))
+    return out if input.dim() == 4 else out.squeeze(0)
+
+
+def fold(
+    input: Tensor,
+    output_size: int | Sequence[int],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    stride: int | Sequence[int] = 1,
+) -> Tensor:
+    """The inverse arrangement of :func:`unfold` (``col2im``): columns ``(N, C * kh * kw, L)``
+    (or unbatched ``(C * kh * kw, L)``) summed into a ``(N, C, *output_size)`` image, values
+    of overlapping blocks added. The padding is cropped off the result.
+
+    Built as one ``scatter_add`` into the flattened padded plane, so its gradient is the
+    matching gather (``unfold`` of the output gradient).
+    """
+    fn = "fold"
+    _check_tensor(fn, "input", input)
+    if input.dim() not in (2, 3):
+        raise ValueError(
+            f"{fn}: input must be 2-D (C * kh * kw, L) or 3-D (N, C * kh * kw, L), got shape {tuple(input.shape)}"
+        )
+    size = _pair2(fn, "output_size", output_size, 1)
+    x = input if input.dim() == 3 else input.unsqueeze(0)
+    n, ck, blocks = x.shape
+    k, p, (hp, wp), index = _fold_geometry(fn, size, kernel_size, dilation, padding, stride)
+    kk = k[0] * k[1]
+    if ck % kk:
+        raise ValueError(
+            f"{fn}: input's dim 1 ({ck}) must be divisible by the kernel's size {k[0]} * {k[1]} = {kk} "
+            f"(input shape {tuple(input.shape)})"
+        )
+    if blocks * kk != len(index):
+        raise ValueError(
+            f"{fn}: input has {blocks} blocks, but output_size {size} with kernel_size {k}, padding {p} "
+            f"and the given dilation and stride gives {len(index) // kk} (input shape {tuple(input.shape)})"
+        )
+    c = ck // kk
+    src = x.reshape(n, c, kk * blocks)
+    idx = _core.tensor(index, dtype=_core.int64, device=x.device).reshape(1, 1, -1).expand(n, c, len(index))
+    plane = _core.zeros((n, c, hp * wp), dtype=x.dtype, device=x.device).scatter_add(2, idx, src)
+    out = plane.reshape(n, c, hp, wp)
+    if p != (0, 0):
+        out = out[:, :, p[0] : p[0] + size[0], p[1] : p[1] + size[1]]
+    return out if input.dim() == 3 else out.squeeze(0)
+
+
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,

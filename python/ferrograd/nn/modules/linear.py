@@ -57,7 +57,9 @@ class Linear(Module):
     def forward(self, input: Tensor) -> Tensor:
         """Apply the affine map to the last dim of ``input``."""
         p = self._parameters  # (a plain dict lookup: cheaper than Module.__getattr__)
-        return F.linear(input, p["weight"], p["bias"])
+        # A parametrized or hook-normalised weight is an attribute computed elsewhere.
+        weight = p["weight"] if "weight" in p else self.weight
+        return F.linear(input, weight, p["bias"])
 
     def extra_repr(self) -> str:
         return (

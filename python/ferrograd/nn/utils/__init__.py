@@ -1,4 +1,6 @@
-"""Gradient clipping, parameter/vector conversion and sequence padding (``rnn``), as ``torch.nn.utils``."""
+"""Gradient clipping, parameter/vector conversion, sequence padding (``rnn``), parametrizations
+(``parametrize``, ``parametrizations``) and the hook-based weight and spectral norms, as
+``torch.nn.utils``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from typing import Any
 
 from ... import _capture, _core
 from ..._grad_mode import no_grad
-from . import rnn
+from . import parametrizations, parametrize, rnn
+from ._legacy_norms import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
 
 Tensor = _core.Tensor
 
@@ -17,8 +20,14 @@ __all__ = [
     "clip_grad_value_",
     "get_total_norm",
     "parameters_to_vector",
+    "parametrizations",
+    "parametrize",
+    "remove_spectral_norm",
+    "remove_weight_norm",
     "rnn",
+    "spectral_norm",
     "vector_to_parameters",
+    "weight_norm",
 ]
 
 
