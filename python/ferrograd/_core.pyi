@@ -849,6 +849,7 @@ def registry() -> list[_OpInfo]: ...
 def _unary_ops() -> list[dict[str, Any]]:
     """The unary op table's metadata, one dict per op (what the ONNX exporter and
     the stub generator read)."""
+
 def supports(op: str, dtype: _DTypeLike, device: _DeviceLike | None) -> _bool:
     """Whether the op has a kernel for ``dtype`` on ``device`` (in this build; the
     gpu device may still be unavailable at run time, see ``gpu.is_available()``)."""
