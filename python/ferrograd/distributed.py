@@ -531,3 +531,17 @@ def recv(tensor: Tensor, src: int | None = None, group: Any = None, tag: int = 0
     _comm().Recv(b.array, source=source, tag=tag, status=status)
     b.written()
     return int(status.Get_source())
+
+
+# --- for DistributedDataParallel ----------------------------------------------------------------
+
+
+def _iallreduce_array(array: np.ndarray) -> Work:
+    """Start a nonblocking in-place sum over ranks of a contiguous NumPy array."""
+    return Work([_comm().Iallreduce(_state.mpi.IN_PLACE, array, _state.mpi.SUM)], None, array)
+
+
+def _clock() -> float:
+    import time
+
+    return time.perf_counter()
