@@ -207,6 +207,7 @@ class _Buf:
     __slots__ = ("tensor", "view", "array")
 
     def __init__(self, tensor: Tensor, what: str, *, read: bool = True) -> None:
+        _comm()  # a clear error before init_process_group
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{what}: expected a ferrograd Tensor, got {type(tensor).__name__}")
         if tensor.device.type != "cpu":
