@@ -134,3 +134,32 @@ def test_distributed_sampler_set_epoch_reshuffles_the_same_on_all_ranks() -> Non
     assert list(fg.data.DistributedSampler(range(5), 2, 0, shuffle=False)) == [0, 2, 4]
     with pytest.raises(ValueError, match="rank 2"):
         fg.data.DistributedSampler(range(5), 2, 2)
+
+
+def test_digits_ddp_example_learns_and_rank0_writes_one_checkpoint(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn", reason="digits_ddp.py needs the demo extra (scikit-learn)")
+    script = Path(__file__).resolve().parent.parent / "examples" / "digits_ddp.py"
+    proc = subprocess.run(
+        [
+            mpiexec(),
+            "-n",
+            "2",
+            sys.executable,
+            str(script),
+            "--epochs",
+            "3",
+            "--models",
+            "mlp",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert out.count("test accuracy") == 1, out  # printed by rank 0 only
+    acc = float(out.split("test accuracy")[1].split("%")[0]) / 100
+    assert acc > 0.9, out
+    assert [p.name for p in tmp_path.iterdir()] == ["digits_ddp_mlp.safetensors"]

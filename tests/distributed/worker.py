@@ -350,6 +350,41 @@ else:
     raise AssertionError("no error for models of different shapes")
 ok("DDP over models of different shapes raises on every rank")
 
+# fg.compile: DDP breaks the graph with a stated reason and the step equals eager DDP
+
+
+def compiled_vs_eager(compiled: bool) -> list[np.ndarray]:
+    fg.manual_seed(0)
+    m = make_mlp()
+    ddp = nn.parallel.DistributedDataParallel(m)
+    opt = fg.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+
+    def step(x: fg.Tensor, y: fg.Tensor) -> fg.Tensor:
+        opt.zero_grad()
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = fg.compile(step, fallback="eager") if compiled else step
+    for x, y in batches("mlp", 5):
+        f(x[32 * RANK : 32 * RANK + 32], y[32 * RANK : 32 * RANK + 32])
+    if compiled:
+        assert f.stats.graph_breaks == 1, f.stats
+    return [p.detach().numpy().copy() for p in m.parameters()]
+
+
+for a, b in zip(compiled_vs_eager(False), compiled_vs_eager(True), strict=True):
+    assert np.array_equal(a, b)
+try:
+    small = nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
+    fg.compile(lambda x: small(x))(fg.ones(1, 2))
+except fg.TraceError as e:
+    assert "DistributedDataParallel cannot be captured" in str(e), e
+else:
+    raise AssertionError("DDP was captured without an error")
+ok("fg.compile: DDP is a stated graph break; compiled step == eager DDP")
+
 # DistributedSampler: disjoint shards covering the dataset, equal lengths
 s = fg.data.DistributedSampler(range(11), shuffle=True, seed=3)
 s.set_epoch(2)

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ... import _capture
 from ... import distributed as dist
-from ..._core import Tensor, from_numpy
+from ..._core import Tensor, TraceError, from_numpy
 from ..._grad_mode import is_grad_enabled, no_grad
 from ..modules.module import Module
 
@@ -142,6 +143,11 @@ class _Reducer:
                 break
             nb.work = dist._iallreduce_array(nb.flat)
             self.next_launch += 1
+        # MPI progresses nonblocking collectives inside MPI calls: poke the ones in flight so that
+        # they advance while backward computes the remaining gradients.
+        for launched in self.buckets[: self.next_launch]:
+            if launched.work is not None:
+                launched.work.is_completed()
 
     def finish(self) -> None:
         if not self.armed:
@@ -243,6 +249,12 @@ class DistributedDataParallel(Module):
             self._require_sync = old
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if _capture.is_capturing():
+            raise TraceError(
+                "DistributedDataParallel cannot be captured: its gradient all-reduce is MPI calls made from "
+                "gradient hooks during backward, outside any graph; the step runs eagerly "
+                "(compile with fallback='eager', or compile the wrapped module's forward alone)"
+            )
         if self.broadcast_buffers:
             bufs = list(self.module.buffers())
             if bufs and dist.get_world_size() > 1:
