@@ -93,11 +93,10 @@ class _Reducer:
         if current:
             self.buckets.append(_Bucket(current, np.asarray(current[0][1].detach()).dtype))
         for b, bucket in enumerate(self.buckets):
-            for s, (_, p) in enumerate(bucket.params):
-                self.where[id(p)] = (b, s)
+            for s, (_, q) in enumerate(bucket.params):
+                self.where[id(q)] = (b, s)
         self.armed = False
         self.next_launch = 0
-        self.checked = False
         self.handles = [p.register_hook(self._hook_for(p)) for _, p in named]
 
     def arm(self) -> None:
@@ -168,10 +167,8 @@ class _Reducer:
                     "steps (they are then averaged as zero gradients), or make every parameter take part "
                     "in the loss."
                 )
-            self.armed = True
             for b, s, _ in unused:
                 self._fill(b, s, None)
-            self.armed = False
         world = dist.get_world_size()
         for bucket in self.buckets:
             assert bucket.work is not None
