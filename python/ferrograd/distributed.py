@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -120,6 +121,9 @@ def _abort_hook(kind: type[BaseException], value: BaseException, tb: TracebackTy
     sys.stderr.write("".join(traceback.format_exception(kind, value, tb)))
     sys.stderr.flush()
     if _state.comm is not None:
+        # MPI_Abort tears down the launcher's output forwarding at once; give it a moment to pass the
+        # traceback on first (otherwise it is sometimes lost).
+        time.sleep(0.5)
         _state.mpi.COMM_WORLD.Abort(1)
 
 
