@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field  # noqa: E402
 import ferrograd as fg  # noqa: E402
 import numpy as np  # noqa: E402
 import workloads_compiled  # noqa: E402 - compiled rows and W8
+import workloads_distributed  # noqa: E402 - W10
 import workloads_gpu  # noqa: E402 - W9, the WebGPU device
 import workloads_train  # noqa: E402 - W4–W7 (benches/ is on sys.path when this file runs)
 
@@ -764,6 +765,7 @@ WORKLOADS: dict[str, Callable[[Ctx], None]] = {
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_train.WORKLOADS.items()},
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_compiled.WORKLOADS.items()},
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_gpu.WORKLOADS.items()},
+    **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_distributed.WORKLOADS.items()},
 }
 NOT_YET: dict[str, str] = {}
 

@@ -27,7 +27,8 @@ case "$(uname -s)-$(basename "$WHEEL")" in
   Linux-*) echo "expected an abi3 manylinux wheel, got $(basename "$WHEEL")" >&2; exit 1 ;;
 esac
 python -m pip install -q --force-reinstall --no-deps "$WHEEL"
-python -m pip install -q "$WHEEL[test,demo]" mypy
+# mpi: the distributed tests launch `mpiexec -n 2` (from the mpich wheel, in the venv's bin).
+python -m pip install -q "$WHEEL[test,demo,mpi]" mypy
 # First the checks that take seconds, so that a stub out of step fails at once.
 section "Type stubs against the built module (mypy stubtest)"
 bash scripts/stubtest.sh

@@ -212,6 +212,7 @@ from . import (  # noqa: E402
     backends,
     cuda,
     data,
+    distributed,
     distributions,
     func,
     gpu,

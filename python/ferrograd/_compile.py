@@ -712,6 +712,8 @@ class CompiledFunction:
             _core._trace_abort()
             if self.fallback == "eager":
                 self.stats.graph_breaks += 1
+                if self.explain:
+                    print(f"fg.compile({self._name()}): graph break, runs eagerly: {e}")
                 entry.eager = True
                 self._store(key, entry)
                 return entry

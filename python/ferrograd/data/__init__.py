@@ -20,6 +20,7 @@ from ._dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_spli
 from ._loader import DataLoader, default_collate
 from ._sampler import (
     BatchSampler,
+    DistributedSampler,
     RandomSampler,
     Sampler,
     SequentialSampler,
@@ -29,6 +30,7 @@ from ._sampler import (
 
 __all__ = [
     "BatchSampler",
+    "DistributedSampler",
     "ConcatDataset",
     "DataLoader",
     "Dataset",

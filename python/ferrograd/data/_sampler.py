@@ -17,6 +17,7 @@ T_co = TypeVar("T_co", covariant=True)
 
 __all__ = [
     "BatchSampler",
+    "DistributedSampler",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
@@ -183,3 +184,72 @@ class BatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         n = len(self.sampler)  # type: ignore[arg-type]
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class DistributedSampler(Sampler[int]):
+    """This rank's share of the dataset's indices, for data-parallel training.
+
+    Every rank draws the same permutation (from ``seed + epoch``; call
+    :meth:`set_epoch` at the start of each epoch to reshuffle) and takes every
+    ``num_replicas``-th index starting at its ``rank``. When the dataset does
+    not divide evenly, ``drop_last=False`` repeats indices from the start so all
+    shards have ``ceil(len / num_replicas)`` indices; ``drop_last=True`` drops
+    the tail so all have ``floor(len / num_replicas)``. ``num_replicas`` and
+    ``rank`` default to the process group's world size and rank.
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        if num_replicas is None or rank is None:
+            from .. import distributed as dist
+
+            if not dist.is_initialized():
+                raise RuntimeError(
+                    "DistributedSampler: pass num_replicas and rank, or call "
+                    "fg.distributed.init_process_group() first"
+                )
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"DistributedSampler: rank {rank} is not in [0, {num_replicas})")
+        self.dataset = dataset
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        n = len(dataset)
+        if drop_last:
+            self.num_samples = n // num_replicas
+        else:
+            self.num_samples = -(-n // num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch`` in the shuffle seed, so that each epoch has a new order (the same on all ranks)."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.dataset)
+        if self.shuffle:
+            g = _core.Generator().manual_seed(self.seed + self.epoch)
+            indices: list[int] = _core.randperm(n, generator=g).tolist()
+        else:
+            indices = list(range(n))
+        if self.drop_last:
+            indices = indices[: self.total_size]
+        else:
+            while len(indices) < self.total_size:
+                indices += indices[: self.total_size - len(indices)]
+        return iter(indices[self.rank : self.total_size : self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.num_samples

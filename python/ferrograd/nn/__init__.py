@@ -4,9 +4,9 @@ Layers compose registry ops (their gradients come from the Rust core's
 VJPs); ``Parameter`` is a leaf ``Tensor`` subclass that modules register.
 """
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
 from .parameter import Buffer, Parameter
 
-__all__ = ["Buffer", "Parameter", "functional", "init", "utils", *_modules_all]
+__all__ = ["Buffer", "Parameter", "functional", "init", "parallel", "utils", *_modules_all]
