@@ -380,7 +380,8 @@ class Graph:
         """Write the graph as a WebGPU bundle into the directory ``path``:
         WGSL modules (``shaders/*.wgsl``), ``manifest.json`` (buffers, bind
         groups, dispatch order, inputs and outputs) and ``data.bin`` (weights
-        and kernel metadata). Any WebGPU runtime can run it without
+        and kernel metadata), and ``model.js``, the ES module that runs it in a web
+        page (``load(url)``, ``model.run({name: array})``; docs/webgpu-bundle.md). Any WebGPU runtime can run it without
         ferrograd; ``examples/run_webgpu_bundle.py`` is a complete loader
         for wgpu-py. Returns the manifest.
 
@@ -429,6 +430,12 @@ class Graph:
             scal = [float(x) for x in scalars]
         with no_grad():
             text = g.export_webgpu(os.fspath(path), tensors, scal)
+        # The bundle's runtime for web pages (docs/webgpu-bundle.md).
+        from importlib.resources import files
+
+        js = files("ferrograd").joinpath("_webgpu_model.js").read_text(encoding="utf-8")
+        with open(os.path.join(os.fspath(path), "model.js"), "w", encoding="utf-8") as f:
+            f.write(js)
         return json.loads(text)
 
     def __call__(self, *args: Any, scalars: Sequence[float] | None = None, **named: Any) -> Any:

@@ -1057,6 +1057,7 @@ mod tests {
     }
 
     fn check(src: &str) {
+        crate::backend::wgpu::shaders::dump_for_tests(src);
         let module = naga::front::wgsl::parse_str(src)
             .unwrap_or_else(|e| panic!("WGSL parse error: {}\n{src}", e.emit_to_string(src)));
         let caps = if src.starts_with("enable f16;") {

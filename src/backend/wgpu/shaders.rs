@@ -27,6 +27,8 @@ mod optim;
 mod rows;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) use tests::dump as dump_for_tests;
 
 pub use conv::{avg_pool2d, conv2d, conv2d_input_grad, conv2d_weight_grad, max_pool2d};
 pub use conv_gemm::{conv_gemm, ConvGemm, CONV_TILE};

@@ -122,6 +122,7 @@ fn render() -> String {
                 operand: (0..n_in + out_tys.len()).collect(),
             };
             let src = shaders::fused(&bd, kernel, &in_tys).expect("a WGSL form");
+            shaders::dump_for_tests(&src);
             let module = naga::front::wgsl::parse_str(&src)
                 .unwrap_or_else(|e| panic!("{name}: {}\n{src}", e.emit_to_string(&src)));
             let caps = if half {

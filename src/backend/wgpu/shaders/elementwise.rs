@@ -209,12 +209,17 @@ pub fn tri(b: &Bindings, ty: GTy) -> String {
 }
 
 /// A WGSL `f32` constant with exactly `v`'s bits (NaN and infinities included).
+/// NaN and infinities come from `bits_f`, a function call and so not a
+/// const-expression: a const-expression whose value is not finite is a
+/// shader-creation error (Chromium's compiler rejects it; naga does not).
 fn f32_lit(v: f64) -> String {
     let f = v as f32;
     if f.is_finite() && f == f.trunc() && f.abs() < 1e7 && !(f == 0.0 && f.is_sign_negative()) {
         format!("{f:.1}")
-    } else {
+    } else if f.is_finite() {
         format!("bitcast<f32>(0x{:08x}u)", f.to_bits())
+    } else {
+        format!("bits_f(0x{:08x}u)", f.to_bits())
     }
 }
 

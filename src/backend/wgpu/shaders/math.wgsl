@@ -1,5 +1,6 @@
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }

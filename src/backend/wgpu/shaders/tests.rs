@@ -40,7 +40,25 @@ thread_local! {
     static ERRORS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// With `FG_WGSL_DUMP=DIR` set, every shader [`validate`] sees is also
+/// written to `DIR` (one file each), for a second compiler to check:
+/// `tests/test_webgpu_browser.py` compiles them with Chromium's.
+pub(crate) fn dump(src: &str) {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if let Some(dir) = std::env::var_os("FG_WGSL_DUMP") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("FG_WGSL_DUMP: create the directory");
+        let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{:?}-{k:05}.wgsl", std::thread::current().id()).replace(
+            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.',
+            "",
+        );
+        std::fs::write(dir.join(name), src).expect("FG_WGSL_DUMP: write a shader");
+    }
+}
+
 fn validate(src: &str) {
+    dump(src);
     if let Err(e) = check(src) {
         ERRORS.with(|v| v.borrow_mut().push(e));
     }

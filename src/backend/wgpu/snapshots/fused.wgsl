@@ -14,8 +14,9 @@
 @group(0) @binding(3) var<storage, read> b2: array<f32>;
 @group(0) @binding(4) var<storage, read_write> b3: array<f32>;
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
@@ -182,8 +183,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 @group(0) @binding(1) var<storage, read> b0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> b1: array<f32>;
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
@@ -361,8 +363,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 @group(0) @binding(3) var<storage, read_write> b2: array<u32>;
 @group(0) @binding(4) var<storage, read_write> b3: array<f32>;
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
@@ -527,8 +530,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 @group(0) @binding(3) var<storage, read_write> b2: array<f32>;
 @group(0) @binding(4) var<storage, read_write> b3: array<f32>;
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
@@ -690,8 +694,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 @group(0) @binding(1) var<storage, read> b0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> b1: array<f32>;
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
@@ -833,7 +838,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     { let x = r0; r1 = log_f(x); }
     var r2: f32;
     { let x = r1; r2 = f32(select(0u, 1u, is_nan(x))); }
-    let r3 = bitcast<f32>(0x7f800000u);
+    let r3 = bits_f(0x7f800000u);
     let r4 = select(r1, r3, r2 != 0.0);
     b1[off(1u, i)] = r4;
 }
@@ -865,8 +870,9 @@ fn h_round(x: f32) -> f32 {
 }
 fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }
@@ -1043,8 +1049,9 @@ fn h_round(x: f32) -> f32 {
 }
 fn to_h(x: f32) -> f16 { return f16(h_round(x)); }
 
-fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
-fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn bits_f(u: u32) -> f32 { return bitcast<f32>(u); }
+fn nan_f() -> f32 { return bits_f(0x7fc00000u); }
+fn inf_f() -> f32 { return bits_f(0x7f800000u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn pf(j: u32) -> f32 { return bitcast<f32>(md[2u + j]); }

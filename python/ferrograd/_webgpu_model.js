@@ -1,0 +1,274 @@
+// Runtime of a ferrograd WebGPU bundle (manifest format "ferrograd-webgpu-bundle",
+// version 1) in a web page: a dependency-free ES module written next to
+// manifest.json by Graph.export_webgpu. See docs/webgpu-bundle.md.
+//
+//   import { load } from "./model.js";
+//   const model = await load(new URL("./", import.meta.url));
+//   const outputs = await model.run({ input0: new Float32Array(...) });
+
+const VERSION = 1;
+const ARRAYS = {
+  float32: [Float32Array],
+  float16: [Float32Array],
+  bfloat16: [Float32Array],
+  int32: [Int32Array],
+  int64: [Int32Array, BigInt64Array],
+  bool: [Uint8Array],
+};
+
+/** An error of this module; `code` names the case (see docs/webgpu-bundle.md). */
+export class BundleError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = "BundleError";
+    this.code = code;
+  }
+}
+
+const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
+function f32ToF16(v) {
+  const f = new Float32Array([v]);
+  const x = new Uint32Array(f.buffer)[0];
+  const sign = (x >>> 16) & 0x8000;
+  const e = (x >>> 23) & 0xff;
+  let m = x & 0x7fffff;
+  if (e === 0xff) return sign | 0x7c00 | (m ? 0x200 : 0);
+  let ee = e - 127 + 15;
+  if (ee >= 0x1f) return sign | 0x7c00;
+  if (ee <= 0) {
+    if (ee < -10) return sign;
+    m |= 0x800000;
+    const shift = 14 - ee;
+    let h = m >>> shift;
+    const rem = m & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && h & 1)) h += 1;
+    return sign | h;
+  }
+  let h = (ee << 10) | (m >>> 13);
+  const rem = m & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h += 1;
+  return sign | h;
+}
+
+function f16ToF32(h) {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >>> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 0x1f) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+async function fetchOk(url, kind) {
+  let r;
+  try {
+    r = await fetch(url);
+  } catch (e) {
+    throw new BundleError("fetch", `could not fetch ${url}: ${e}`);
+  }
+  if (!r.ok) throw new BundleError("fetch", `could not fetch ${url}: HTTP ${r.status}`);
+  return kind === "json" ? r.json() : kind === "text" ? r.text() : r.arrayBuffer();
+}
+
+/**
+ * Load the bundle at `baseUrl` (the folder holding manifest.json): request an
+ * adapter and a device with the features and limits the bundle needs, compile
+ * its shaders, create its pipelines and upload its weights, once.
+ * Options: `gpu` (instead of navigator.gpu), `adapter`, `powerPreference`.
+ */
+export async function load(baseUrl, options = {}) {
+  const base = new URL(String(baseUrl).endsWith("/") ? baseUrl : `${baseUrl}/`, globalThis.location?.href);
+  const gpu = options.gpu ?? globalThis.navigator?.gpu;
+  if (!gpu) {
+    throw new BundleError(
+      "no-webgpu",
+      "WebGPU is not available: navigator.gpu is missing (a browser without WebGPU, or a page not served from https or localhost)",
+    );
+  }
+  const m = await fetchOk(new URL("manifest.json", base), "json");
+  if (m.format !== "ferrograd-webgpu-bundle" || m.version !== VERSION) {
+    throw new BundleError(
+      "bad-manifest",
+      `${base} holds a bundle of format ${m.format} version ${m.version}; this model.js reads ferrograd-webgpu-bundle version ${VERSION}`,
+    );
+  }
+  const adapter = options.adapter ?? (await gpu.requestAdapter({ powerPreference: options.powerPreference ?? "high-performance" }));
+  if (!adapter) throw new BundleError("no-adapter", "WebGPU is present but no adapter is available (navigator.gpu.requestAdapter() returned null)");
+  const missing = (m.features ?? []).filter((f) => !adapter.features.has(f));
+  if (missing.length) {
+    throw new BundleError(
+      "missing-feature",
+      `the bundle needs the WebGPU features ${missing.join(", ")}, which this adapter lacks` +
+        (missing.includes("shader-f16") ? "; export it from a device without shader-f16 (float16 is then stored as f32) to run it here" : ""),
+    );
+  }
+  const requiredLimits = {};
+  for (const [key, value] of Object.entries(m.limits ?? {})) {
+    const name = camel(key);
+    const have = adapter.limits[name];
+    if (have === undefined || value > have) {
+      throw new BundleError("missing-limit", `the bundle needs ${name} = ${value}; this adapter allows ${have}`);
+    }
+    requiredLimits[name] = value;
+  }
+  const device = await adapter.requestDevice({ requiredFeatures: m.features ?? [], requiredLimits });
+  device.pushErrorScope("validation");
+  const [data, sources] = await Promise.all([
+    fetchOk(new URL(m.data, base), "bytes"),
+    Promise.all(m.shaders.map((s) => fetchOk(new URL(s, base), "text"))),
+  ]);
+  const modules = [];
+  for (const [k, code] of sources.entries()) {
+    const module = device.createShaderModule({ code, label: m.shaders[k] });
+    const info = await module.getCompilationInfo();
+    const errs = info.messages.filter((x) => x.type === "error");
+    if (errs.length) {
+      throw new BundleError(
+        "shader",
+        `${m.shaders[k]} does not compile: ${errs.map((x) => `${x.lineNum}:${x.linePos} ${x.message}`).join("; ")}`,
+      );
+    }
+    modules.push(module);
+  }
+  const pipelines = await Promise.all(
+    modules.map((module) => device.createComputePipelineAsync({ layout: "auto", compute: { module, entryPoint: m.entry_point } })),
+  );
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+  const buffers = m.buffers.map((b) => {
+    const buf = device.createBuffer({ size: b.size, usage });
+    if (b.data && b.data[1]) device.queue.writeBuffer(buf, 0, data, b.data[0], Math.ceil(b.data[1] / 4) * 4);
+    return buf;
+  });
+  const steps = m.dispatches.map((d) => ({
+    pipeline: pipelines[d.shader],
+    group: device.createBindGroup({
+      layout: pipelines[d.shader].getBindGroupLayout(0),
+      entries: d.bindings.map(([binding, i, offset, size]) => ({ binding, resource: { buffer: buffers[i], offset, size } })),
+    }),
+    workgroups: d.workgroups,
+  }));
+  const staging = m.outputs.map((o) =>
+    device.createBuffer({ size: m.buffers[o.buffer].size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }),
+  );
+  const err = await device.popErrorScope();
+  if (err) throw new BundleError("device", `creating the bundle's pipelines and buffers failed: ${err.message}`);
+  return new Model(m, device, buffers, steps, staging);
+}
+
+const describe = (p) => ({ name: p.name, shape: [...p.shape], dtype: p.dtype });
+
+/** A loaded bundle; `run` may be called many times (runs are queued). */
+export class Model {
+  constructor(manifest, device, buffers, steps, staging) {
+    this.manifest = manifest;
+    this.device = device;
+    this.inputs = manifest.inputs.map(describe);
+    this.outputs = manifest.outputs.map(describe);
+    this._buffers = buffers;
+    this._steps = steps;
+    this._staging = staging;
+    this._queue = Promise.resolve();
+  }
+
+  /** Check `inputs` against the manifest; the bytes to upload, in input order. */
+  _encode(inputs) {
+    if (inputs === null || typeof inputs !== "object") throw new BundleError("input", "run() takes an object {inputName: TypedArray}");
+    const names = this.manifest.inputs.map((p) => p.name);
+    for (const k of Object.keys(inputs)) {
+      if (!names.includes(k)) throw new BundleError("input-name", `unknown input '${k}'; the bundle's inputs are ${names.join(", ")}`);
+    }
+    return this.manifest.inputs.map((p) => {
+      let v = inputs[p.name];
+      if (v === undefined) throw new BundleError("input-name", `input '${p.name}' is missing; the bundle's inputs are ${names.join(", ")}`);
+      let shape = null;
+      if (!ArrayBuffer.isView(v) && v && ArrayBuffer.isView(v.data)) {
+        shape = v.shape;
+        v = v.data;
+      }
+      const n = p.shape.reduce((a, b) => a * b, 1);
+      if (shape && (shape.length !== p.shape.length || shape.some((d, i) => d !== p.shape[i]))) {
+        throw new BundleError("input-shape", `input '${p.name}' must have shape [${p.shape}], got [${shape}]`);
+      }
+      if (v.length !== n) {
+        throw new BundleError("input-shape", `input '${p.name}' must have shape [${p.shape}] (${n} elements), got ${v.length} elements`);
+      }
+      const ok = ARRAYS[p.dtype] ?? [];
+      if (!ok.some((T) => v instanceof T)) {
+        throw new BundleError(
+          "input-dtype",
+          `input '${p.name}' has dtype ${p.dtype}: pass a ${ok.map((T) => T.name).join(" or ")}, got ${v.constructor.name}`,
+        );
+      }
+      let out;
+      if (p.storage === "f16") out = Uint16Array.from(v, f32ToF16);
+      else if (p.storage === "f32") out = v instanceof Float32Array ? v : Float32Array.from(v);
+      else if (p.storage === "i32") {
+        if (v instanceof BigInt64Array) {
+          out = new Int32Array(n);
+          for (let i = 0; i < n; i++) {
+            if (v[i] < -(2n ** 31n) || v[i] >= 2n ** 31n) throw new BundleError("input-range", `input '${p.name}' holds values outside int32`);
+            out[i] = Number(v[i]);
+          }
+        } else out = v;
+      } else out = Uint32Array.from(v, (x) => (x ? 1 : 0));
+      const bytes = new Uint8Array(Math.ceil(out.byteLength / 4) * 4);
+      bytes.set(new Uint8Array(out.buffer, out.byteOffset, out.byteLength));
+      return bytes;
+    });
+  }
+
+  /** Run the bundle: `{name: TypedArray}` in, `{name: Float32Array}` out (Int32Array for integers, Uint8Array for bool). */
+  run(inputs) {
+    const job = this._queue.then(() => this._run(inputs));
+    this._queue = job.catch(() => {});
+    return job;
+  }
+
+  async _run(inputs) {
+    const bytes = this._encode(inputs);
+    const { device } = this;
+    this.manifest.inputs.forEach((p, k) => device.queue.writeBuffer(this._buffers[p.buffer], 0, bytes[k]));
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    for (const s of this._steps) {
+      pass.setPipeline(s.pipeline);
+      pass.setBindGroup(0, s.group);
+      pass.dispatchWorkgroups(...s.workgroups);
+    }
+    pass.end();
+    this.manifest.outputs.forEach((p, k) => enc.copyBufferToBuffer(this._buffers[p.buffer], 0, this._staging[k], 0, this._staging[k].size));
+    device.queue.submit([enc.finish()]);
+    const result = {};
+    for (const [k, p] of this.manifest.outputs.entries()) {
+      const st = this._staging[k];
+      await st.mapAsync(GPUMapMode.READ);
+      const raw = st.getMappedRange();
+      const src = p.storage === "f16" ? new Uint16Array(raw) : p.storage === "f32" ? new Float32Array(raw) : p.storage === "i32" ? new Int32Array(raw) : new Uint32Array(raw);
+      const n = p.shape.reduce((a, b) => a * b, 1);
+      const Out = p.dtype === "bool" ? Uint8Array : p.storage === "i32" || p.storage === "u32" ? Int32Array : Float32Array;
+      const out = new Out(n);
+      const idx = new Array(p.shape.length).fill(0);
+      for (let i = 0; i < n; i++) {
+        let at = p.offset;
+        for (let d = 0; d < idx.length; d++) at += idx[d] * p.strides[d];
+        const x = src[at];
+        out[i] = p.storage === "f16" ? f16ToF32(x) : p.dtype === "bool" ? (x ? 1 : 0) : x;
+        for (let d = idx.length - 1; d >= 0; d--) {
+          if (++idx[d] < p.shape[d]) break;
+          idx[d] = 0;
+        }
+      }
+      st.unmap();
+      result[p.name] = out;
+    }
+    return result;
+  }
+
+  /** Free the device's buffers. */
+  destroy() {
+    for (const b of [...this._buffers, ...this._staging]) b.destroy();
+    this.device.destroy();
+  }
+}

@@ -1,0 +1,268 @@
+"""WebGPU bundles in a real browser: headless Chromium on its SwiftShader adapter.
+
+One browser launch serves every check, from a server on 127.0.0.1
+(``ferrograd.serve_bundle`` plus a POST handler that receives the page's
+report):
+
+- every WGSL module the shader generators make (written by the naga tests of
+  the Rust crate with ``FG_WGSL_DUMP``) is compiled by the browser's own
+  compiler (Tint); any error message fails the test — naga alone once let
+  through shaders every browser rejected;
+- bundles of the graph families (elementwise fusion, reductions, matmul,
+  conv, softmax and layer norm, attention) and the digits CNN of
+  ``examples/digits.py`` are loaded with their ``model.js`` and run; outputs
+  must match ferrograd on the CPU at float32 tolerance, and a second run
+  (buffers reused) must give the same bits;
+  (Embedding is missing: its index_select checks the indices on the host,
+  which a bundle cannot record; see docs/webgpu-bundle.md.)
+- the documented errors: wrong input shape, name, dtype, and no adapter.
+
+Chromium flags, measured: ``--enable-unsafe-webgpu`` is what exposes an
+adapter in headless mode (SwiftShader, also with ``--headless=new``);
+``--use-webgpu-adapter=swiftshader`` without it gives none.
+
+Needs Debian's ``chromium`` and ``cargo`` (for the shader catalog): skipped
+without them, except in CI (``CI`` set), where that fails the test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import ferrograd as fg
+import ferrograd.nn as nn
+import ferrograd.nn.functional as F
+import numpy as np
+import pytest
+from ferrograd import serve_bundle
+
+ROOT = Path(__file__).resolve().parent.parent
+_NOT_CI = ("", "0", "false", "no", "off")
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def _need(what: str, reason: str) -> None:
+    if os.environ.get("CI", "").strip().lower() not in _NOT_CI:
+        pytest.fail(f"{reason} — CI must run this test")
+    print(f"\nskipped: {reason}")
+    pytest.skip(reason)
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    _need(
+        "chromium",
+        "no chromium on PATH (apt-get install chromium): WebGPU bundles are not checked in a browser",
+    )
+    raise AssertionError
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _families() -> dict:
+    """name -> (function of GPU or CPU tensors, numpy inputs)."""
+    fg.manual_seed(0)
+    emb = nn.Embedding(11, 6)
+    ln = nn.LayerNorm(8)
+    conv = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+    spec = importlib.util.spec_from_file_location("digits_demo", ROOT / "examples" / "digits.py")
+    digits = importlib.util.module_from_spec(spec)
+    sys.modules["digits_demo"] = digits  # its dataclasses look their module up
+    spec.loader.exec_module(digits)
+    cnn = digits.make_cnn()
+    cnn.eval()
+    mods = [emb, ln, conv, cnn]
+    fams = {
+        "elementwise": (
+            lambda x, y: F.gelu(x * y + 0.5) - fg.sigmoid(y),
+            [_rand(4, 5, seed=1), _rand(4, 5, seed=2)],
+        ),
+        "reduction": (lambda x: (x.sum(dim=1), x.amax(dim=0), x.mean()), [_rand(6, 7, seed=3)]),
+        "matmul": (lambda a, b: a @ b, [_rand(5, 9, seed=4), _rand(9, 3, seed=5)]),
+        "conv": (lambda x: mods[2](x), [_rand(2, 2, 6, 6, seed=6)]),
+        "softmax_layernorm": (lambda x: (fg.softmax(x, dim=-1), mods[1](x)), [_rand(3, 8, seed=7)]),
+        "attention": (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            [_rand(1, 2, 4, 8, seed=8), _rand(1, 2, 4, 8, seed=9), _rand(1, 2, 4, 8, seed=10)],
+        ),
+        "digits_cnn": (lambda x: fg.softmax(mods[3](x), dim=-1), [np.abs(_rand(3, 1, 8, 8, seed=11)) * 8]),
+    }
+    return fams, mods
+
+
+def _outs(r) -> list[np.ndarray]:
+    return [t.numpy() for t in (r if isinstance(r, tuple) else (r,))]
+
+
+def _shader_catalog(dest: Path) -> list[str]:
+    """The WGSL of every generator (the naga tests write them with FG_WGSL_DUMP), deduplicated into dest."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        _need("cargo", "no cargo on PATH: the shader catalog comes from the Rust tests")
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run(
+            [
+                cargo,
+                "test",
+                "--release",
+                "--no-default-features",
+                "--features",
+                "gpu",
+                "-q",
+                "backend::wgpu::",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "FG_WGSL_DUMP": d},
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        seen: set[str] = set()
+        names = []
+        dest.mkdir()
+        for f in sorted(Path(d).iterdir()):
+            text = f.read_text()
+            h = hashlib.sha256(text.encode()).hexdigest()[:16]
+            if h not in seen:
+                seen.add(h)
+                (dest / f"{h}.wgsl").write_text(text)
+                names.append(f"shaders/{h}.wgsl")
+    assert len(names) > 300, f"only {len(names)} distinct shaders in the catalog"
+    return names
+
+
+@pytest.fixture(scope="module")
+def browser_report():
+    if not fg.gpu.is_available():
+        pytest.skip(f"no WebGPU adapter to export bundles with: {fg.gpu.unavailable_reason()}")
+    exe = _chromium()
+    tmp = Path(tempfile.mkdtemp(prefix="fg-webgpu-browser-"))
+    site = tmp / "site"
+    site.mkdir()
+    shutil.copy(ROOT / "tests" / "webgpu_page" / "runner.html", site / "index.html")
+    t0 = time.perf_counter()
+    shaders = _shader_catalog(site / "shaders")
+    t_catalog = time.perf_counter() - t0
+    fams, _ = _families()
+    want, jobs = {}, []
+    for name, (f, xs) in fams.items():
+        want[name] = _outs(f(*[fg.tensor(x) for x in xs]))
+        for m in _:  # modules move to the GPU for the export, and back after
+            m.to("gpu")
+        gf = fg.compile(f)
+        gx = [fg.tensor(x, device="gpu") for x in xs]
+        man = gf.graph(*gx).export_webgpu(site / name)
+        for m in _:
+            m.to("cpu")
+        inputs = {}
+        for spec, x in zip(man["inputs"], xs, strict=True):
+            file = f"{name}/in_{spec['name']}.bin"
+            (site / file).write_bytes(np.ascontiguousarray(x).tobytes())
+            inputs[spec["name"]] = {"file": file, "dtype": spec["dtype"]}
+        job = {"name": name, "inputs": inputs}
+        if name == "digits_cnn":
+            job["error_cases"] = man["inputs"][0]["name"]
+        jobs.append(job)
+    (site / "jobs.json").write_text(json.dumps({"shaders": shaders, "bundles": jobs}))
+
+    got: dict = {}
+    done = threading.Event()
+
+    class Handler(serve_bundle.Handler):
+        def do_POST(self) -> None:
+            n = int(self.headers["Content-Length"])
+            got.update(json.loads(self.rfile.read(n)))
+            self.send_response(204)
+            self.end_headers()
+            done.set()
+
+    import functools
+    import http.server
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(site)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}/index.html"
+    args = [
+        exe,
+        "--headless",
+        "--no-sandbox",  # CI runs as root
+        "--enable-unsafe-webgpu",  # exposes WebGPU (the SwiftShader adapter here)
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp / 'profile'}",
+        url,
+    ]
+    t1 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        ok = done.wait(timeout=300)
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+        srv.shutdown()
+    t_browser = time.perf_counter() - t1
+    assert ok, f"the page reported nothing within 300 s; chromium said:\n{err.decode()[-3000:]}"
+    print(
+        f"\nbrowser: {got.get('adapter')}, catalog {t_catalog:.1f} s, browser {t_browser:.1f} s "
+        f"({len(shaders)} shaders compiled in {got.get('shader_ms', 0) / 1000:.1f} s, "
+        f"{got.get('shaders_skipped_f16')} float16 shaders skipped: no shader-f16)"
+    )
+    got["_want"] = want
+    shutil.rmtree(tmp, ignore_errors=True)
+    return got
+
+
+def test_browser_compiles_every_shader(browser_report):
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    bad = {f: m for f, m in browser_report["shaders"].items() if m}
+    assert not bad, f"{len(bad)} shaders rejected by the browser's compiler, e.g. {next(iter(bad.items()))}"
+    checked = len(browser_report["shaders"])
+    assert checked > 300, f"only {checked} shaders compiled"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["elementwise", "reduction", "matmul", "conv", "softmax_layernorm", "attention", "digits_cnn"],
+)
+def test_bundle_runs_in_browser_like_cpu(browser_report, name):
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    r = browser_report["bundles"][name]
+    assert "error" not in r, r["error"]
+    want = browser_report["_want"][name]
+    assert len(r["outputs"]) == len(want)
+    for k, w in enumerate(want):
+        spec = r["outputs_desc"][k]
+        assert spec["shape"] == list(w.shape)
+        got = np.array(r["outputs"][spec["name"]], dtype=np.float32).reshape(w.shape)
+        np.testing.assert_allclose(got, w, **TOL, err_msg=f"{name}: {spec['name']}")
+    assert r["repeat_equal"], "a second run gave other bits"
+
+
+def test_browser_errors_are_the_documented_ones(browser_report):
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    e = browser_report["errors"]
+    assert e["shape"].startswith("BundleError input-shape:") and "must have shape [3,1,8,8]" in e["shape"], e
+    assert e["shape_declared"].startswith("BundleError input-shape:"), e
+    assert e["name"].startswith("BundleError input-name: unknown input 'nosuchinput'"), e
+    assert e["dtype"].startswith("BundleError input-dtype:") and "Float64Array" in e["dtype"], e
+    assert e["no_adapter"].startswith("BundleError no-adapter:"), e
+    assert browser_report["bundles"]["digits_cnn"]["after_errors_equal"]
