@@ -34,3 +34,18 @@ def test_every_generated_method_exists_and_is_stubbed():
                 continue
             assert hasattr(_core.Tensor, m), m
             assert f"def {m}(self)" in block, m
+
+
+def test_general_ops_python_entry_points_exist_and_are_stubbed():
+    """Each Python entry point a general op's definition lists (``Def::PY``) is a
+    Tensor method with a stub, and a ``ferrograd`` function."""
+    import ferrograd as fg
+
+    stub = _gen().STUB.read_text()
+    entries = [e for g in _core._general_ops() for e in g["py"]]
+    assert entries, "no general op lists a Python entry point"
+    for e in entries:
+        assert callable(getattr(fg, e["name"], None)), e["name"]
+        if e["method"]:
+            assert hasattr(_core.Tensor, e["name"]), e["name"]
+            assert f"    def {e['name']}(self" in stub, e["name"]

@@ -180,6 +180,14 @@ softmax = _T.softmax
 log_softmax = _T.log_softmax
 cumsum = _T.cumsum
 cumprod = _T.cumprod
+# sorting (one op definition: src/kernel/sort.rs)
+sort = _T.sort
+argsort = _T.argsort
+msort = _T.msort
+topk = _T.topk
+kthvalue = _T.kthvalue
+median = _T.median
+nanmedian = _T.nanmedian
 # indexing and joining
 concat = cat
 concatenate = cat

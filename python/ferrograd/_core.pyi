@@ -44,6 +44,7 @@ __all__ = [
     "float64",
     "registry",
     "_unary_ops",
+    "_general_ops",
     "supports",
     "cpu_level",
     "set_cpu_level",
@@ -182,7 +183,7 @@ class _SupportsDLPack(Protocol):
 
 @type_check_only
 class _ValuesIndices(NamedTuple):
-    """`ferrograd.return_types.max` / `.min`: the result of `max(dim)` / `min(dim)`."""
+    """`ferrograd.return_types.max` / `.min` / `.sort` / `.topk` / ...: a (values, indices) result."""
 
     values: Tensor
     indices: Tensor
@@ -754,6 +755,24 @@ class Tensor:
     def cumsum(self, dim: _int, *, dtype: _DTypeLike | None = None) -> Tensor: ...
     def cumprod(self, dim: _int, *, dtype: _DTypeLike | None = None) -> Tensor: ...
 
+    # --- sorting (one op definition, src/kernel/sort.rs; NaN largest, ties in input order) ---
+    def sort(self, dim: _int = ..., descending: _bool = False, stable: _bool = False) -> _ValuesIndices:
+        """Sort along `dim`: (values, indices) with int64 indices."""
+    def argsort(self, dim: _int = ..., descending: _bool = False, stable: _bool = False) -> Tensor: ...
+    def msort(self) -> Tensor: ...
+    def topk(self, k: _int, dim: _int = ..., largest: _bool = True, sorted: _bool = True) -> _ValuesIndices:
+        """The `k` largest (or smallest) along `dim`, always sorted: (values, indices)."""
+    def kthvalue(self, k: _int, dim: _int = ..., keepdim: _bool = False) -> _ValuesIndices: ...
+    @overload
+    def median(self, dim: None = None, keepdim: _bool = False) -> Tensor:
+        """The lower median: a 0-d tensor, or (values, indices) along `dim`; NaN if a slice holds NaN."""
+    @overload
+    def median(self, dim: _int, keepdim: _bool = False) -> _ValuesIndices: ...
+    @overload
+    def nanmedian(self, dim: None = None, keepdim: _bool = False) -> Tensor: ...
+    @overload
+    def nanmedian(self, dim: _int, keepdim: _bool = False) -> _ValuesIndices: ...
+
     # --- shape and views (`f(2, 3)` and `f((2, 3))` alike) ---
     @overload
     def view(self, *shape: _int) -> Tensor: ...
@@ -846,6 +865,9 @@ class Tensor:
 # ----- registry, CPU backend --------------------------------------------------
 
 def registry() -> list[_OpInfo]: ...
+def _general_ops() -> list[dict[str, Any]]:
+    """The general ops' definitions (variant, ONNX mapping, Python entry points)."""
+
 def _unary_ops() -> list[dict[str, Any]]:
     """The unary op table's metadata, one dict per op (what the ONNX exporter and
     the stub generator read)."""

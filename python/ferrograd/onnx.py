@@ -53,6 +53,10 @@ _FROM_NAME = {
 # The unary ops' ONNX mappings, from their definitions in the Rust op table
 # (`src/kernel/unary.rs`), keyed by the variant name saved graphs use.
 _UNARY = {u["variant"]: u for u in _core._unary_ops()}
+# The general ops' ONNX mappings, from their definitions (`src/kernel/general.rs`):
+# one ONNX call `Op(inputs; attr=param, ...)` over `x` and the op's attributes.
+_GENERAL = {g["variant"]: g for g in _core._general_ops()}
+_GENERAL_CALL = re.compile(r"^\s*(\w+)\((.*?)(?:;(.*))?\)\s*$")
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(-?[0-9][0-9.eE+-]*)|(.))")
 
 
@@ -709,6 +713,29 @@ class _Exporter:
         vals = self.node(red, ins, axes=[dim], keepdims=k)
         idx = self.node(arg, ins, axis=dim, keepdims=k, select_last_index=0)
         return [vals, idx]
+
+    def op_General(self, a, ins, vin, vout, loc):
+        """A general op through its definition's mapping; its attributes are the
+        parameters (`dim` taken modulo the rank, a missing `k` is the dim's size)."""
+        ((variant, params),) = a["op"].items()
+        rank = self.rank(vin[0])
+        if rank == 0:
+            raise NotImplementedError(f"{variant.lower()} of a 0-d tensor ({loc}): not exportable")
+        p = {k: int(v) if isinstance(v, bool) else v for k, v in params.items()}
+        if "dim" in p:
+            p["dim"] %= rank
+            if p.get("k", 0) is None:
+                p["k"] = self.static_shape(vin[0], 0, variant, loc)[p["dim"]]
+        m = _GENERAL_CALL.match(_GENERAL[variant]["onnx"])
+        if m is None:
+            raise NotImplementedError(f"{variant}: unreadable ONNX mapping")
+        op, args, attrs = m.group(1), m.group(2), m.group(3) or ""
+        inputs = [ins[0] if t.strip() == "x" else self.ints([p[t.strip()]]) for t in args.split(",")]
+        kw = {}
+        for item in filter(None, (t.strip() for t in attrs.split(","))):
+            key, val = (t.strip() for t in item.split("="))
+            kw[key] = int(val) if val.lstrip("-").isdigit() else p[val]
+        return self.node(op, inputs, n_out=len(vout), **kw)
 
     def op_ArgMaxMin(self, a, ins, vin, vout, loc):
         op = "ArgMax" if a["op"] == "Max" else "ArgMin"

@@ -7,7 +7,7 @@
 
 use super::Backend;
 use crate::error::{Error, Result};
-use crate::kernel::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::index::IndexArgs;
 use crate::ops::philox::PhiloxStream;
@@ -194,6 +194,9 @@ impl Backend for MetaBackend {
         _: bool,
     ) -> Result<()> {
         outside("scatter")
+    }
+    fn general(&self, op: &GeneralOp, _: &[&Tensor], _: &[&Tensor]) -> Result<()> {
+        outside(op.name())
     }
     fn nonzero_count(&self, x: &Tensor) -> Result<usize> {
         Err(Error::symbolic(

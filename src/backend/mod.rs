@@ -17,7 +17,7 @@ pub mod optim;
 pub mod wgpu;
 
 use crate::error::{Error, Result};
-use crate::kernel::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
@@ -338,6 +338,11 @@ pub trait Backend: Send + Sync {
         _accumulate: bool,
     ) -> Result<()> {
         unsupported(self, op)
+    }
+    /// The kernel of a general op (`crate::kernel::general`): contiguous
+    /// inputs, contiguous outputs of the shapes and dtypes its plan gave.
+    fn general(&self, op: &GeneralOp, _ins: &[&Tensor], _outs: &[&Tensor]) -> Result<()> {
+        unsupported(self, op.name())
     }
     /// Number of non-zero elements.
     fn nonzero_count(&self, _x: &Tensor) -> Result<usize> {

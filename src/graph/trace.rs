@@ -297,6 +297,7 @@ pub fn begin() -> Result<()> {
         t.push(Tracer::new(None, 0));
         Ok(())
     })?;
+    crate::kernel::general::set_capture_hook(capture_general);
     ACTIVE.with(|a| a.set(true));
     Ok(())
 }
@@ -639,6 +640,16 @@ pub fn intercept(f: impl FnOnce() -> (OpCall, Vec<Tensor>)) -> Option<Result<Vec
     }
     let (call, ins) = f();
     Some(record(call, &ins))
+}
+
+/// The general ops' capture hook (see `crate::kernel::general::intercept`).
+fn capture_general(op: &crate::kernel::GeneralOp, ins: &[&Tensor]) -> Option<Result<Vec<Tensor>>> {
+    intercept(|| {
+        (
+            OpCall::General { op: op.clone() },
+            ins.iter().map(|t| (*t).clone()).collect(),
+        )
+    })
 }
 
 /// Record `call` on `ins`; returns the shape-only outputs.

@@ -4,7 +4,10 @@
 //! the family reads it from that definition rather than keeping its own list.
 
 pub mod binary;
+pub mod general;
+pub mod sort;
 pub mod unary;
 
 pub use binary::BinaryOp;
+pub use general::GeneralOp;
 pub use unary::{UnaryInfo, UnaryOp, UnaryOut};

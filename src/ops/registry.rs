@@ -179,6 +179,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::linalg::OPS,
         super::conv::OPS,
         super::reduce::OPS,
+        super::sort::OPS,
         super::norm::OPS,
         super::loss::OPS,
         super::random::OPS,

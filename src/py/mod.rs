@@ -18,6 +18,7 @@ mod methods;
 mod optim;
 mod random;
 mod reduce;
+mod sort;
 mod surface;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -484,6 +485,36 @@ fn _unary_ops(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         .collect()
 }
 
+/// The general ops' definitions (`crate::kernel::general::INFO`): variant,
+/// ONNX mapping and Python entry points (name, signature, returns, doc,
+/// method), which the ONNX exporter and the stub check read.
+#[pyfunction]
+fn _general_ops(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+    use pyo3::types::PyDict;
+    crate::kernel::general::INFO
+        .iter()
+        .map(|o| {
+            let d = PyDict::new(py);
+            d.set_item("variant", o.variant)?;
+            d.set_item("onnx", o.onnx)?;
+            let py_sigs =
+                o.py.iter()
+                    .map(|s| {
+                        let e = PyDict::new(py);
+                        e.set_item("name", s.name)?;
+                        e.set_item("signature", s.signature)?;
+                        e.set_item("returns", s.returns)?;
+                        e.set_item("doc", s.doc)?;
+                        e.set_item("method", s.method)?;
+                        Ok(e.into_any().unbind())
+                    })
+                    .collect::<PyResult<Vec<_>>>()?;
+            d.set_item("py", py_sigs)?;
+            Ok(d.into_any().unbind())
+        })
+        .collect()
+}
+
 /// Whether `(op, dtype, device)` is supported.
 #[pyfunction]
 fn supports(
@@ -647,6 +678,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_function(wrap_pyfunction!(registry, m)?)?;
     m.add_function(wrap_pyfunction!(_unary_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(_general_ops, m)?)?;
     m.add_function(wrap_pyfunction!(supports, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_level, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_level, m)?)?;

@@ -35,18 +35,30 @@ fn parse_dims(op: &str, dim: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<i
     })
 }
 
-/// Named (values, indices) result types, one per op name, as tuple subclasses.
-fn values_indices(py: Python<'_>, name: &str, v: PyTensor, i: PyTensor) -> PyResult<Py<PyAny>> {
-    static MAX_T: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    static MIN_T: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let cell = if name == "max" { &MAX_T } else { &MIN_T };
-    let ty = cell.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-        let nt = py.import("collections")?.getattr("namedtuple")?;
-        let kw = pyo3::types::PyDict::new(py);
-        kw.set_item("module", "ferrograd.return_types")?;
-        Ok(nt.call((name, ("values", "indices")), Some(&kw))?.unbind())
-    })?;
-    Ok(ty.bind(py).call1((v, i))?.unbind())
+/// Named (values, indices) result types, one per op name, as tuple
+/// subclasses of module `ferrograd.return_types` (made once per name).
+pub(super) fn values_indices(
+    py: Python<'_>,
+    name: &str,
+    v: PyTensor,
+    i: PyTensor,
+) -> PyResult<Py<PyAny>> {
+    static TYPES: PyOnceLock<Py<pyo3::types::PyDict>> = PyOnceLock::new();
+    let types = TYPES
+        .get_or_init(py, || pyo3::types::PyDict::new(py).unbind())
+        .bind(py);
+    let ty = match types.get_item(name)? {
+        Some(t) => t,
+        None => {
+            let nt = py.import("collections")?.getattr("namedtuple")?;
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item("module", "ferrograd.return_types")?;
+            let t = nt.call((name, ("values", "indices")), Some(&kw))?;
+            types.set_item(name, &t)?;
+            t
+        }
+    };
+    Ok(ty.call1((v, i))?.unbind())
 }
 
 fn max_min(

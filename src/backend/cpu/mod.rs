@@ -16,12 +16,13 @@ pub mod scan;
 pub mod sgemm;
 pub mod simd;
 pub mod softmax;
+pub mod sort;
 pub mod strided;
 pub mod vmath;
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::kernel::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
@@ -224,6 +225,11 @@ impl Backend for CpuBackend {
     }
     fn cumulative(&self, op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
         scan::cumulative(op, x, dim, out)
+    }
+    fn general(&self, op: &GeneralOp, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
+        match op {
+            GeneralOp::Sort(s) => sort::sort(s, ins[0], outs[0], outs[1]),
+        }
     }
     fn random_fill(&self, out: &Tensor, dist: RandomDist, s: PhiloxStream) -> Result<()> {
         random::fill(out, dist, s)

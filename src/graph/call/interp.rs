@@ -304,6 +304,10 @@ impl OpCall {
             }
             Softmax { dim, log, dtype } => one(red::softmax(x()?, *dim, *log, *dtype)?),
             Cumulative { op, dim, dtype } => one(red::cumulative(*op, x()?, *dim, *dtype)?),
+            General { op } => {
+                let refs: Vec<&Tensor> = ins.iter().collect();
+                Ok(crate::ops::general::run(op, &refs)?.into())
+            }
             LayerNorm {
                 normalized_shape,
                 weight,

@@ -108,6 +108,7 @@ impl OpCall {
             Cumulative {
                 op: CumOp::Prod, ..
             } => "cumprod",
+            General { op } => op.name(),
             LayerNorm { .. } => "layer_norm",
             RmsNorm { .. } => "rms_norm",
             CrossEntropy { .. } => "cross_entropy",
@@ -184,6 +185,7 @@ impl OpCall {
             | NormalInplace { .. }
             | BernoulliInplace { .. }
             | DropoutInplace { .. } => Effect::Mutates,
+            General { op } if !op.pure() => Effect::Random,
             _ if self.is_random() => Effect::Random,
             // Uninitialised memory: never merged with another allocation.
             Empty { .. } => Effect::Random,

@@ -500,6 +500,11 @@ pub enum OpCall {
         dim: isize,
         dtype: Option<DType>,
     },
+    // ---- general ops (each defined once in `crate::kernel::general`)
+    /// A general op; its definition holds its attributes.
+    General {
+        op: crate::kernel::GeneralOp,
+    },
     // ---- norm
     LayerNorm {
         normalized_shape: Vec<usize>,
