@@ -84,7 +84,7 @@ impl LeafGrads {
 
 /// Add `g` into a leaf's `.grad`, stealing `g` when nothing else holds its storage.
 fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Result<()> {
-    if crate::graph::trace::tracing() && crate::graph::trace::tracks(m) {
+    if crate::graph::trace::recording() && crate::graph::trace::tracks(m) {
         // Inside a captured graph: the update is an effect of the graph.
         let old = crate::graph::trace::current_grad(m)?;
         let g = if create_graph {
