@@ -37,6 +37,24 @@ def test_eager_backward_and_step_while_capture_paused_run_eagerly() -> None:
     np.testing.assert_array_equal(fg.Session(g).run(y, feed={x: [1.0, 2.0]}).numpy(), [3.0, 6.0])
 
 
+def test_paused_after_a_recorded_gradient_sees_and_keeps_the_real_one() -> None:
+    """The capture's own gradient update is not what eager code sees while it is paused: that
+    reads and accumulates the real ``.grad``, and keeps it when the capture ends."""
+    p = fg.tensor([1.0, 2.0], requires_grad=True)
+    p.grad = fg.tensor([10.0, 10.0])
+    g = fg.Graph()
+    with g:
+        (p * p).sum().backward()  # recorded: p.grad += 2p when the graph runs
+        with _capture.suspended():
+            np.testing.assert_array_equal(p.grad.numpy(), [10.0, 10.0])
+            (p * 3).sum().backward()
+            np.testing.assert_array_equal(p.grad.numpy(), [13.0, 13.0])
+        assert p.grad.is_meta  # recording again: the capture's value
+    np.testing.assert_array_equal(p.grad.numpy(), [13.0, 13.0])
+    g()  # runs the whole graph, its .grad update included
+    np.testing.assert_array_equal(p.grad.numpy(), [15.0, 17.0])
+
+
 def test_backward_while_compile_trace_paused_runs_now_and_once() -> None:
     """Inside a compiled function being traced: a backward under ``_capture.suspended()`` runs
     eagerly, once, at trace time (its gradient is kept); the one after it is recorded and runs

@@ -1222,6 +1222,47 @@ pub fn set_grad(m: &Arc<AutogradMeta>, g: Option<Tensor>) -> Result<()> {
     Ok(())
 }
 
+/// While the capture is paused: the real `.grad` of the leaf `m` when the
+/// capture has set its gradient (the leaf holds the capture's value until
+/// the capture ends, when this one is restored); None otherwise (also while
+/// recording), when the leaf's own `.grad` is the real one.
+pub fn paused_grad(m: &Arc<AutogradMeta>) -> Option<Option<Tensor>> {
+    if !tracing() || recording() {
+        return None;
+    }
+    let k = Arc::as_ptr(m) as usize;
+    TRACER.with(|t| {
+        t.borrow()
+            .iter()
+            .rev()
+            .find_map(|tr| tr.grads.get(&k).map(|e| e.1.clone()))
+    })
+}
+
+/// While the capture is paused, set the real `.grad` of a leaf whose
+/// gradient the capture has set (kept when the capture ends); false when
+/// [`paused_grad`] does not apply (set the leaf's own `.grad`).
+pub fn set_paused_grad(m: &Arc<AutogradMeta>, g: Option<Tensor>) -> bool {
+    if !tracing() || recording() {
+        return false;
+    }
+    let k = Arc::as_ptr(m) as usize;
+    TRACER.with(|t| {
+        match t
+            .borrow_mut()
+            .iter_mut()
+            .rev()
+            .find_map(|tr| tr.grads.get_mut(&k))
+        {
+            Some(e) => {
+                e.1 = g;
+                true
+            }
+            None => false,
+        }
+    })
+}
+
 /// Whether `m` is a leaf whose gradient the trace tracks (a bound input).
 pub fn tracks(m: &Arc<AutogradMeta>) -> bool {
     TRACER.with(|t| {

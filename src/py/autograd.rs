@@ -475,6 +475,11 @@ pub fn grad_of(t: &Tensor) -> PyResult<Option<Tensor>> {
             });
         }
     }
+    if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
+        if let Some(g) = crate::graph::trace::paused_grad(m) {
+            return Ok(g);
+        }
+    }
     Ok(t.meta().and_then(|m| m.grad()))
 }
 
@@ -486,6 +491,11 @@ pub fn assign_grad(t: &Tensor, g: Option<Tensor>) -> PyResult<()> {
                 crate::graph::trace::bind_leaf(t)?;
                 crate::graph::trace::set_grad(m, g)
             });
+        }
+    }
+    if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
+        if crate::graph::trace::set_paused_grad(m, g.clone()) {
+            return Ok(());
         }
     }
     match t.meta() {
