@@ -428,7 +428,7 @@ def backward_region(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        st = getattr(_local, "state", None)
+        st = current()
         if st is None:
             return fn(*args, **kwargs)
         st.regions.append("backward")
@@ -449,8 +449,13 @@ def install() -> None:
 
 
 def current() -> TraceState | None:
-    """The trace state of this thread's capture, or None when not capturing."""
-    return getattr(_local, "state", None)
+    """The trace state of this thread's capture, or None when not capturing
+    (also while the capture is paused by :func:`suspended`: what runs then is
+    eager work, which must not register guards, regions or slots with it)."""
+    st = getattr(_local, "state", None)
+    if st is None or not _core._trace_recording():
+        return None
+    return st
 
 
 @contextlib.contextmanager
@@ -465,15 +470,17 @@ def capturing(state: TraceState) -> Iterator[TraceState]:
 
 
 def is_capturing() -> bool:
-    """Whether this thread is capturing a graph right now."""
-    return _core._tracing()
+    """Whether what this thread runs now is recorded into a graph (a capture
+    is open and not paused by :func:`suspended`)."""
+    return _core._trace_recording()
 
 
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
     """Run the body on real tensors in the middle of a capture (no recording).
 
-    For library code that creates persistent state while being traced (an
+    The capture is paused: ops, ``backward()``, ``.grad`` and optimizer steps
+    in the body run eagerly, exactly as with no capture open. For library code that creates persistent state while being traced (an
     optimizer's buffers on its first step): such tensors are real, and the
     graph then reads and updates them by reference.
     """

@@ -569,8 +569,10 @@ class CompiledFunction:
     # -- calls ------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.debug or _core._tracing():
-            # Debugging, or called from another function being traced: run inline.
+        if self.debug or _core._trace_recording():
+            # Debugging, or called from another function being traced: run inline
+            # (its ops are recorded into that graph). With a capture open but
+            # paused, it runs as usual (a first call captures its graph apart).
             return self.fn(*args, **kwargs)
         self.stats.calls += 1
         largs, lkwargs, lifted = self._lift(args, kwargs)

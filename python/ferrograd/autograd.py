@@ -358,7 +358,7 @@ class Function:
                 raise RuntimeError(f"{cls.__name__}: a tensor marked dirty must be returned by forward()")
         if not records:
             return tuple(outs) if is_tuple else outs[0]
-        if _core._tracing():
+        if _core._trace_recording():
             raise _core.TraceError(
                 f"{cls.__name__}.apply: a custom autograd Function that records a gradient cannot be captured "
                 "into a graph; compile with fallback='eager', or call it under no_grad"

@@ -69,7 +69,7 @@ def cond(pred: Any, true_fn: Callable, false_fn: Callable, *operands: Any) -> An
     Branches must not update outside tensors in place.
     """
     ops, _ = _as_tensors(list(operands), "fg.cond operands")
-    if not _core._tracing() or not isinstance(pred, Tensor):
+    if not _core._trace_recording() or not isinstance(pred, Tensor):
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     if pred.numel() != 1:
         raise ValueError(
@@ -107,7 +107,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars: Any) -> Any:
     Python ``for`` loop, which is unrolled at trace time.
     """
     vals, seq = _as_tensors(loop_vars, "fg.while_loop loop_vars")
-    if not _core._tracing():
+    if not _core._trace_recording():
         while bool(cond_fn(*vals)):
             out, _ = _as_tensors(body_fn(*vals), "the results of body_fn")
             if len(out) != len(vals):

@@ -113,7 +113,7 @@ class Graph:
     def __enter__(self) -> Graph:
         if self._g is not None:
             raise RuntimeError("this graph is already built; create a new fg.Graph() to record another")
-        if _core._tracing():
+        if _core._trace_recording():
             raise RuntimeError("a graph is already being recorded on this thread")
         _core._trace_begin()
         self._building = True
@@ -258,7 +258,7 @@ class Graph:
 
         g = self._built()
         scalars = self._scalars() if self._scalars is not None else []
-        with no_grad():
+        with _capture.suspended(), no_grad():
             _, times = g.profile(self._args(args, feed), scalars)
         self._times = times
         return [
@@ -489,7 +489,7 @@ class Graph:
                 raise ValueError(
                     f"the graph reads {len(slots)} scalar arguments ({', '.join(slots)}), got {len(scal)}"
                 )
-        with no_grad():
+        with _capture.suspended(), no_grad():
             outs = g.run(tensors, scal)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -796,6 +796,19 @@ class Session:
         reads it.
         """
         feed = dict(feed or {}) if feed_dict is None else dict(feed_dict)
+        for v in feed.values():
+            if isinstance(v, Tensor) and v.is_meta:
+                raise ValueError(
+                    "Session.run: a feed is a tensor of a graph being captured, which has no value yet; "
+                    "a finished graph runs now, on values: call a compiled function (fg.compile) to "
+                    "record a computation into the graph being captured"
+                )
+        # A finished graph runs now, eagerly, also in the middle of another capture:
+        # nothing of the run is recorded into it.
+        with _capture.suspended():
+            return self._run(fetches, feed)
+
+    def _run(self, fetches: Any, feed: dict) -> Any:
         flat: list[Any] = []
 
         def collect(f: Any) -> Any:

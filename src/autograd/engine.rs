@@ -84,7 +84,7 @@ impl LeafGrads {
 
 /// Add `g` into a leaf's `.grad`, stealing `g` when nothing else holds its storage.
 fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Result<()> {
-    if crate::graph::trace::tracing() && crate::graph::trace::tracks(m) {
+    if crate::graph::trace::recording() && crate::graph::trace::tracks(m) {
         // Inside a captured graph: the update is an effect of the graph.
         let old = crate::graph::trace::current_grad(m)?;
         let g = if create_graph {
@@ -113,7 +113,12 @@ fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Resu
     } else {
         ew::clone(&g)?
     };
-    let old = m.grad();
+    // (With a capture paused that has set this leaf's gradient, the real one is kept aside.)
+    let paused = crate::graph::trace::paused_grad(m);
+    let old = match &paused {
+        Some(o) => o.clone(),
+        None => m.grad(),
+    };
     let new = match old {
         None => g,
         Some(o) => {
@@ -126,7 +131,9 @@ fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Resu
             }
         }
     };
-    m.set_grad(Some(new));
+    if paused.is_none() || !crate::graph::trace::set_paused_grad(m, Some(new.clone())) {
+        m.set_grad(Some(new));
+    }
     Ok(())
 }
 

@@ -19,7 +19,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use super::call::OpCall;
 use super::sym::{Symbol, SENTINELS};
@@ -47,6 +47,12 @@ thread_local! {
     static AUX: RefCell<Vec<Tensor>> = const { RefCell::new(Vec::new()) };
     /// True while a trace is active on this thread and no op is running inside it.
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    /// True while the trace on this thread is paused by its owner ([`set_active`]):
+    /// what runs then is eager work on real tensors, not part of the graph.
+    static PAUSED: Cell<bool> = const { Cell::new(false) };
+    /// While a backward pass captures the vector-Jacobian product of an
+    /// autograd node: the `loc` of the forward node that made it (see [`vjp`]).
+    static BACKWARD_OF: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
     /// The trace, and above it the traces of control-flow bodies being captured.
     static TRACER: RefCell<Vec<Tracer>> = const { RefCell::new(Vec::new()) };
 }
@@ -66,9 +72,17 @@ pub fn active() -> bool {
     ACTIVE.with(|a| a.get())
 }
 
-/// Whether a trace exists on this thread (active or inside an op).
+/// Whether a trace exists on this thread (active, inside an op, or paused).
 pub fn tracing() -> bool {
     TRACER.with(|t| !t.borrow().is_empty())
+}
+
+/// Whether what this thread runs now belongs to a graph being captured: a
+/// trace exists and its owner has not paused it ([`set_active`]). Autograd
+/// (`backward`, `.grad`) is recorded only then; while a trace is paused it
+/// runs eagerly on the real tensors, as with no trace at all.
+pub fn recording() -> bool {
+    tracing() && !PAUSED.with(|p| p.get())
 }
 
 /// Identity of a tensor as a graph value: its storage, layout and dtype.
@@ -119,6 +133,12 @@ struct Tracer {
     /// The device of the first argument or by-reference tensor bound (where
     /// the graph runs).
     device: Option<crate::tensor::Device>,
+    /// The `loc` of the node that recorded each autograd node (by address,
+    /// checked through the weak reference), for the nodes of its backward.
+    fwd_locs: HashMap<usize, (Weak<crate::autograd::Node>, Arc<str>)>,
+    /// For a capture begun while another was paused: that one's
+    /// (active, paused) state, restored when this one ends.
+    resume: Option<(bool, bool)>,
 }
 
 /// Note that a computation ran outside the captured ops (a kernel called
@@ -181,6 +201,15 @@ pub fn vjp(
     grads: &[Option<Tensor>],
     needs: &[bool],
 ) -> Result<Vec<Option<Tensor>>> {
+    struct Restore(Option<Arc<str>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BACKWARD_OF.with(|b| *b.borrow_mut() = self.0.take());
+        }
+    }
+    // The nodes of this product belong where the forward node was captured.
+    let fwd = with(|tr| Ok(tr.forward_location(node)))?;
+    let _restore = fwd.map(|l| Restore(BACKWARD_OF.with(|b| b.borrow_mut().replace(l))));
     let cp = checkpoint()?;
     GAP.with(|g| g.set(false));
     let r = node.apply_backward(saved, grads, needs);
@@ -279,25 +308,42 @@ pub fn suspended<R>(f: impl FnOnce() -> R) -> R {
 
 /// Turn recording on or off while a trace exists (for code that must run
 /// on real tensors in the middle of a capture); returns the previous state.
+///
+/// Turned off, the trace is paused: besides ops, autograd runs eagerly
+/// (see [`recording`]) until it is turned on again.
 pub fn set_active(on: bool) -> bool {
-    let on = on && tracing();
+    let exists = tracing();
+    let on = on && exists;
+    PAUSED.with(|p| p.set(exists && !on));
     ACTIVE.with(|a| a.replace(on))
 }
 
 /// Start capturing on this thread.
+///
+/// While another capture is open but paused ([`set_active`]), the new one
+/// is captured on its own, above it (a finished graph's session, or a
+/// compiled function's first call, in the middle of building another);
+/// when it ends, the paused capture is as it was. A capture that is
+/// recording cannot have another started inside it.
 pub fn begin() -> Result<()> {
+    let resume = (active(), PAUSED.with(|p| p.get()));
     TRACER.with(|t| {
         let mut t = t.borrow_mut();
-        if !t.is_empty() {
+        if !t.is_empty() && !resume.1 {
             return Err(Error::runtime(
                 "capture",
                 "a graph is already being captured on this thread",
             ));
         }
-        t.push(Tracer::new(None, 0));
+        let mut tr = Tracer::new(None, 0);
+        if !t.is_empty() {
+            tr.resume = Some(resume);
+        }
+        t.push(tr);
         Ok(())
     })?;
     crate::kernel::general::set_capture_hook(capture_general);
+    PAUSED.with(|p| p.set(false));
     ACTIVE.with(|a| a.set(true));
     Ok(())
 }
@@ -360,15 +406,22 @@ pub fn end_with_lookup(outputs: &[Tensor]) -> Result<(Graph, Lookup)> {
 }
 
 /// Abandon the capture (after an error), restoring gradients it touched.
+/// (Only the innermost capture: a paused capture below it stays open.)
 pub fn abort() {
     while tracing() {
-        finish();
+        if finish().outer.is_none() {
+            break;
+        }
     }
 }
 
+/// Remove the innermost trace; the paused capture below it (if any) is
+/// paused again, as it was when this one began.
 fn finish() -> Tracer {
     let tr = pop();
-    ACTIVE.with(|a| a.set(false));
+    let (active, paused) = tr.resume.unwrap_or((false, false));
+    ACTIVE.with(|a| a.set(active));
+    PAUSED.with(|p| p.set(paused));
     tr
 }
 
@@ -494,8 +547,38 @@ fn with<R>(f: impl FnOnce(&mut Tracer) -> Result<R>) -> Result<R> {
     })
 }
 
+/// The `loc` of a node being captured: the user's source line, module path
+/// and region (from the location provider); for a node of a backward pass,
+/// the source line and module path of the forward node it differentiates,
+/// so that a module's backward is grouped with it.
 fn location() -> Option<Arc<str>> {
-    LOCATION.get().and_then(|f| f()).map(Arc::from)
+    let cur = LOCATION.get().and_then(|f| f());
+    match BACKWARD_OF.with(|b| b.borrow().clone()) {
+        Some(fwd) => Some(backward_location(&fwd, cur.as_deref())),
+        None => cur.map(Arc::from),
+    }
+}
+
+/// The regions a `loc` may end with (see the Python `_capture._user_location`).
+const REGIONS: [&str; 2] = [" (backward)", " (optimizer)"];
+
+/// `loc` without its region suffix, and that suffix (if any).
+fn split_region(loc: &str) -> (&str, Option<&str>) {
+    for r in REGIONS {
+        if let Some(base) = loc.strip_suffix(r) {
+            return (base, Some(r));
+        }
+    }
+    (loc, None)
+}
+
+/// The `loc` of a node of the backward of a forward node at `fwd`, captured
+/// where the provider reports `cur`: `fwd`'s source line and module path,
+/// in `cur`'s region (the backward region when `cur` names none).
+fn backward_location(fwd: &str, cur: Option<&str>) -> Arc<str> {
+    let (base, _) = split_region(fwd);
+    let region = cur.and_then(|c| split_region(c).1).unwrap_or(REGIONS[0]);
+    Arc::from(format!("{base}{region}"))
 }
 
 impl Tracer {
@@ -515,6 +598,8 @@ impl Tracer {
             n_args,
             captures: vec![],
             device: None,
+            fwd_locs: HashMap::new(),
+            resume: None,
         }
     }
 
@@ -600,6 +685,9 @@ impl Tracer {
     /// The value `t` stands for, binding unseen real tensors as by-reference inputs.
     fn value_of(&mut self, t: &Tensor) -> Result<ValueId> {
         if let Some(&v) = self.values.get(&key(t)) {
+            if t.device().has_data() {
+                self.adopt_leaf(t, v);
+            }
             return Ok(v);
         }
         if !t.device().has_data() {
@@ -624,6 +712,52 @@ impl Tracer {
 
     fn twin(&self, v: ValueId) -> Tensor {
         self.twins[v].clone()
+    }
+
+    /// The `loc` of the captured node whose op recorded the autograd node `n`.
+    fn forward_location(&self, n: &Arc<crate::autograd::Node>) -> Option<Arc<str>> {
+        let (w, loc) = self.fwd_locs.get(&(Arc::as_ptr(n) as usize))?;
+        w.upgrade()
+            .is_some_and(|m| Arc::ptr_eq(&m, n))
+            .then(|| loc.clone())
+    }
+
+    /// A real tensor is found by its memory, so a leaf that requires grad
+    /// and a detached alias of it (`p.detach()`) are one value. When the
+    /// alias was bound first, the value's twin has no autograd state: the
+    /// leaf met now gives it its own (same storage, so the same key), so
+    /// that gradients reach the leaf. Nodes recorded before keep the
+    /// detached twin they read.
+    fn adopt_leaf(&mut self, t: &Tensor, v: ValueId) {
+        let Some(m) = t.meta().filter(|m| m.is_leaf() && m.requires_grad()) else {
+            return;
+        };
+        let k = Arc::as_ptr(m) as usize;
+        let Producer::Input(i) = self.graph.values[v].producer else {
+            return;
+        };
+        if self.leaf_of_meta.contains_key(&k) || self.twins[v].requires_grad() {
+            return;
+        }
+        if let InputKind::Ref(r) = &mut self.graph.inputs[i].kind {
+            // The graph reads the leaf itself (the same memory), and sets its `.grad`.
+            *r = t.clone();
+        }
+        self.twins[v] = t.twin_with_storage(self.twins[v].storage().clone());
+        self.graph.values[v].requires_grad = true;
+        self.leaf_of_meta.insert(k, v);
+    }
+
+    /// The twin an op reads for the real tensor `t` (value `v`): the bound
+    /// twin, detached when `t` is a detached alias of a tensor that requires
+    /// grad (so no gradient flows back through it, as in eager).
+    fn twin_for(&self, t: &Tensor, v: ValueId) -> Tensor {
+        let tw = self.twin(v);
+        if tw.requires_grad() && !t.requires_grad() {
+            tw.detach()
+        } else {
+            tw
+        }
     }
 }
 
@@ -773,7 +907,7 @@ fn record_node(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
             // A captured tensor is its own twin (keeping the autograd state it
             // has now); a real tensor is replaced by its bound twin.
             twins.push(if t.device().has_data() {
-                tr.twin(v)
+                tr.twin_for(t, v)
             } else {
                 t.clone()
             });
@@ -803,6 +937,15 @@ fn record_node(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
             let v = tr.add_value(o.clone(), Producer::Node { node, out: i });
             tr.devices[v] = device;
             out_ids.push(v);
+        }
+        // The autograd nodes the op recorded: their backward is grouped with it.
+        if let Some(l) = &loc {
+            for o in &outs {
+                if let Some(crate::autograd::Edge::Node(n, _)) = crate::autograd::grad_fn_of(o) {
+                    tr.fwd_locs
+                        .insert(Arc::as_ptr(&n) as usize, (Arc::downgrade(&n), l.clone()));
+                }
+            }
         }
         tr.graph.nodes.push(Node {
             call,
@@ -1088,6 +1231,47 @@ pub fn set_grad(m: &Arc<AutogradMeta>, g: Option<Tensor>) -> Result<()> {
     })?;
     m.set_grad(g);
     Ok(())
+}
+
+/// While the capture is paused: the real `.grad` of the leaf `m` when the
+/// capture has set its gradient (the leaf holds the capture's value until
+/// the capture ends, when this one is restored); None otherwise (also while
+/// recording), when the leaf's own `.grad` is the real one.
+pub fn paused_grad(m: &Arc<AutogradMeta>) -> Option<Option<Tensor>> {
+    if !tracing() || recording() {
+        return None;
+    }
+    let k = Arc::as_ptr(m) as usize;
+    TRACER.with(|t| {
+        t.borrow()
+            .iter()
+            .rev()
+            .find_map(|tr| tr.grads.get(&k).map(|e| e.1.clone()))
+    })
+}
+
+/// While the capture is paused, set the real `.grad` of a leaf whose
+/// gradient the capture has set (kept when the capture ends); false when
+/// [`paused_grad`] does not apply (set the leaf's own `.grad`).
+pub fn set_paused_grad(m: &Arc<AutogradMeta>, g: Option<Tensor>) -> bool {
+    if !tracing() || recording() {
+        return false;
+    }
+    let k = Arc::as_ptr(m) as usize;
+    TRACER.with(|t| {
+        match t
+            .borrow_mut()
+            .iter_mut()
+            .rev()
+            .find_map(|tr| tr.grads.get_mut(&k))
+        {
+            Some(e) => {
+                e.1 = g;
+                true
+            }
+            None => false,
+        }
+    })
 }
 
 /// Whether `m` is a leaf whose gradient the trace tracks (a bound input).

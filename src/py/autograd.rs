@@ -320,7 +320,7 @@ impl PyTensor {
             _ => run(|| implicit_grad("backward", t))?,
         };
         let retain = retain_graph.unwrap_or(create_graph);
-        if crate::graph::trace::tracing() {
+        if crate::graph::trace::recording() {
             crate::graph::trace::note_backward();
         }
         match inputs {
@@ -467,7 +467,7 @@ fn _set_grad_enabled(mode: bool) -> bool {
 /// What `t.grad` reads: while a graph is captured, the gradient of a leaf as
 /// the captured graph will see it when it runs.
 pub fn grad_of(t: &Tensor) -> PyResult<Option<Tensor>> {
-    if crate::graph::trace::tracing() {
+    if crate::graph::trace::recording() {
         if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
             return run(|| {
                 crate::graph::trace::bind_leaf(t)?;
@@ -475,17 +475,27 @@ pub fn grad_of(t: &Tensor) -> PyResult<Option<Tensor>> {
             });
         }
     }
+    if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
+        if let Some(g) = crate::graph::trace::paused_grad(m) {
+            return Ok(g);
+        }
+    }
     Ok(t.meta().and_then(|m| m.grad()))
 }
 
 /// What `t.grad = g` does once `g` is checked (recorded while a graph is captured).
 pub fn assign_grad(t: &Tensor, g: Option<Tensor>) -> PyResult<()> {
-    if crate::graph::trace::tracing() {
+    if crate::graph::trace::recording() {
         if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
             return run(|| {
                 crate::graph::trace::bind_leaf(t)?;
                 crate::graph::trace::set_grad(m, g)
             });
+        }
+    }
+    if let Some(m) = t.meta().filter(|m| m.is_leaf()) {
+        if crate::graph::trace::set_paused_grad(m, g.clone()) {
+            return Ok(());
         }
     }
     match t.meta() {

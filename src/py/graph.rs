@@ -68,6 +68,13 @@ fn _tracing() -> bool {
     trace::tracing()
 }
 
+/// Whether what this thread runs now is recorded into a graph (a trace
+/// exists and is not paused by `_trace_set_active(False)`).
+#[pyfunction]
+fn _trace_recording() -> bool {
+    trace::recording()
+}
+
 /// Turn recording on or off while a trace exists; returns the previous state.
 #[pyfunction]
 fn _trace_set_active(on: bool) -> bool {
@@ -805,6 +812,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
     m.add_function(wrap_pyfunction!(_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_set_active, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_recording, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_arg, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_constant, m)?)?;

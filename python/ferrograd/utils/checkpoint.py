@@ -95,7 +95,7 @@ def checkpoint(
     keeping its intermediate values (see the module docs)."""
     if (
         not is_grad_enabled()
-        or _core._tracing()
+        or _core._trace_recording()
         or not any(isinstance(a, Tensor) and a.requires_grad for a in args)
     ):
         return function(*args, **kwargs)

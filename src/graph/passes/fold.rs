@@ -4,7 +4,8 @@
 //!
 //! Tensors read by reference (parameters) are not constants — their values
 //! change between runs. Random draws, uninitialised allocations, writes and
-//! views are not folded; nor are nodes with symbolic sizes or integer
+//! strided views of a constant are not folded (a view keeps reading the
+//! constant, with its layout; what is computed from it folds); nor are nodes with symbolic sizes or integer
 //! arguments (`full((), s)`, `c / s`: known only when the graph runs), nor
 //! constants that the graph writes.
 
@@ -78,6 +79,15 @@ pub fn run(g: &mut Graph) -> String {
         }
         for (&o, t) in n.outputs.iter().zip(&outs) {
             known.insert(o, t.clone());
+        }
+        // A strided view of a constant (a transpose, a column) stays a view
+        // node over it: a copy would be dense, and the graph's results keep
+        // the layouts they were captured with. Nodes reading it still fold.
+        if outs
+            .iter()
+            .any(|t| !t.is_contiguous() && ins.iter().any(|x| x.shares_storage(t)))
+        {
+            continue;
         }
         new_consts.push((
             i,

@@ -373,15 +373,7 @@ class _Record:
 
     def run(self, vals: list[tuple]) -> tuple:
         """Record this op into the current recording; its outputs."""
-        out = _norm(self.fn(*_resolve(self.args, vals)))
-        if self.folds:
-            # A strided view folded from constants comes out dense: give the recording the dense
-            # layout from the start so the passes keep every output's layout.
-            out = tuple(
-                o.contiguous() if isinstance(o, _core.Tensor) and o.is_meta and not o.is_contiguous() else o
-                for o in out
-            )
-        return out
+        return _norm(self.fn(*_resolve(self.args, vals)))
 
 
 def _resolve(x: Any, vals: list[tuple]) -> Any:
@@ -527,7 +519,7 @@ class _Epoch:
 
     def begin(self) -> None:
         _release()
-        if _core._tracing():
+        if _core._trace_recording():
             raise RuntimeError(
                 "ferrograd.compat.v1: another graph is being recorded on this thread "
                 "(a `with fg.Graph():` block or a compiled function); build TF1 ops outside it"
@@ -1399,6 +1391,12 @@ class Session:
         """
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
+        # The graph runs now, also in the middle of another capture (a `with fg.Graph():`
+        # block): that capture is paused meanwhile, and nothing of the run is recorded into it.
+        with _capture.suspended():
+            return self._run(fetches, feed_dict)
+
+    def _run(self, fetches: Any, feed_dict: Mapping[Any, Any] | None) -> Any:
         g = self.graph
         flat: list[Any] = []
 
@@ -1470,9 +1468,6 @@ class Session:
                     "tf.global_variables_initializer() (or the variable's initializer) in this session first",
                 )
 
-        # A captured graph cannot run while another capture is open on the thread: end it (the
-        # graph it records stays usable; its next op records it again).
-        _release()
         ep = g._build(overrides, shapes)
         ops: list[_fg.Operation] = []
         for r in needed:

@@ -1057,13 +1057,7 @@ def _symbolic_gradients(ys: list[Any], xs: list[Any], gys: list[Any] | None) -> 
 
 def stop_gradient(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     """``input``, with no gradient flowing through it."""
-    return _unary(_detach, input, "StopGradient", name)
-
-
-def _detach(x: Any) -> Any:
-    """``x.detach()``; a variable is copied first, since the capture finds a detached alias of a
-    by-reference tensor by its storage and would give it the variable's gradient again."""
-    return x.detach() if x.is_meta else x.clone().detach()
+    return _unary(_core.Tensor.detach, input, "StopGradient", name)
 
 
 def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Tensor:

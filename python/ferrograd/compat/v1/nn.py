@@ -131,7 +131,7 @@ def softmax_cross_entropy_with_logits(
     lb, lg = _labels_logits(_sentinel, labels, logits, "softmax_cross_entropy_with_logits")
     a = _axis(axis, dim)
     return lg._graph._apply(
-        lambda y, x: -(_ops._detach(y) * x.log_softmax(a)).sum(a),
+        lambda y, x: -(y.detach() * x.log_softmax(a)).sum(a),
         (lb, lg),
         "SoftmaxCrossEntropyWithLogits",
         name,
