@@ -40,7 +40,11 @@ RUST_CFG=(--release --no-default-features --features gpu
   --config 'profile.release.package.ferrograd.debug-assertions=true'
   --config 'profile.release.package.ferrograd.overflow-checks=true')
 section "Rust unit tests (best SIMD level; debug assertions and overflow checks on)"
-cargo test "${RUST_CFG[@]}" -q
+# The shader tests also write every WGSL module they validate, for the browser's
+# compiler in tests/test_webgpu_browser.py.
+export FG_WGSL_CATALOG="$PWD/target/wgsl-catalog"
+rm -rf "$FG_WGSL_CATALOG" && mkdir -p "$FG_WGSL_CATALOG"
+FG_WGSL_DUMP="$FG_WGSL_CATALOG" cargo test "${RUST_CFG[@]}" -q
 section "Rust unit tests, scalar kernels (FG_CPU=scalar)"
 FG_CPU=scalar cargo test "${RUST_CFG[@]}" -q
 section "Rust-only graph runner (example binary, for the saved-graph tests)"

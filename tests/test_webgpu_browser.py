@@ -110,7 +110,14 @@ def _outs(r) -> list[np.ndarray]:
 
 
 def _shader_catalog(dest: Path) -> list[str]:
-    """The WGSL of every generator (the naga tests write them with FG_WGSL_DUMP), deduplicated into dest."""
+    """The WGSL of every generator (the naga tests write them with FG_WGSL_DUMP), deduplicated into dest.
+
+    scripts/test.sh dumps them during its own Rust test run and names the folder in
+    FG_WGSL_CATALOG; without it the Rust shader tests run here to write them."""
+    catalog = os.environ.get("FG_WGSL_CATALOG")
+    if catalog:
+        assert Path(catalog).is_dir(), f"FG_WGSL_CATALOG={catalog} is not a folder"
+        return _dedup(Path(catalog), dest)
     cargo = shutil.which("cargo")
     if cargo is None:
         _need("cargo", "no cargo on PATH: the shader catalog comes from the Rust tests")
@@ -123,6 +130,11 @@ def _shader_catalog(dest: Path) -> list[str]:
                 "--no-default-features",
                 "--features",
                 "gpu",
+                # scripts/test.sh's configuration, so a build it made is reused
+                "--config",
+                "profile.release.package.ferrograd.debug-assertions=true",
+                "--config",
+                "profile.release.package.ferrograd.overflow-checks=true",
                 "-q",
                 "backend::wgpu::",
             ],
@@ -133,16 +145,21 @@ def _shader_catalog(dest: Path) -> list[str]:
             timeout=3600,
         )
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        seen: set[str] = set()
-        names = []
-        dest.mkdir()
-        for f in sorted(Path(d).iterdir()):
-            text = f.read_text()
-            h = hashlib.sha256(text.encode()).hexdigest()[:16]
-            if h not in seen:
-                seen.add(h)
-                (dest / f"{h}.wgsl").write_text(text)
-                names.append(f"shaders/{h}.wgsl")
+        return _dedup(Path(d), dest)
+
+
+def _dedup(src: Path, dest: Path) -> list[str]:
+    """Copy src's shaders into dest once per distinct text; their page paths."""
+    seen: set[str] = set()
+    names = []
+    dest.mkdir()
+    for f in sorted(src.iterdir()):
+        text = f.read_text()
+        h = hashlib.sha256(text.encode()).hexdigest()[:16]
+        if h not in seen:
+            seen.add(h)
+            (dest / f"{h}.wgsl").write_text(text)
+            names.append(f"shaders/{h}.wgsl")
     assert len(names) > 300, f"only {len(names)} distinct shaders in the catalog"
     return names
 
