@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn order_puts_nan_last_and_ties_by_index() {
-        let mut v = vec![
+        let mut v = [
             (f64::NAN, 0u32),
             (1.0, 1),
             (-0.0, 2),
