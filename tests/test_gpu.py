@@ -244,14 +244,21 @@ def test_mixing_devices_names_both():
         fg.matmul(a.reshape(1, 3), b.reshape(3, 1))
 
 
+# CPU-only ops, each an open gap with its reason; the set may only shrink.
+NO_GPU_KERNEL_YET = dict.fromkeys(
+    ["sort", "topk", "argsort", "msort", "kthvalue", "median", "nanmedian"],
+    "the sort family's WGSL kernel is not written yet (the GPU op-table cells skip, saying so)",
+)
+
+
 def test_every_registry_op_has_a_gpu_kernel():
-    """No op is CPU-only any more: each lists the gpu device for float32 at least
-    (the GPU op-table run checks that every listed cell really runs)."""
+    """Every op lists the gpu device for float32 at least, except the open gaps of
+    NO_GPU_KERNEL_YET (the GPU op-table run checks that every listed cell really runs)."""
     reg = fg.registry()
-    cpu_only = [o["name"] for o in reg if "gpu" not in o["devices"]]
-    assert cpu_only == []
-    no_f32 = [o["name"] for o in reg if "float32" in o["dtypes"] and "float32" not in o["gpu_dtypes"]]
-    assert no_f32 == []
+    cpu_only = sorted(o["name"] for o in reg if "gpu" not in o["devices"])
+    assert cpu_only == sorted(NO_GPU_KERNEL_YET), "update NO_GPU_KERNEL_YET: it lists exactly the CPU-only ops"
+    no_f32 = sorted(o["name"] for o in reg if "float32" in o["dtypes"] and "float32" not in o["gpu_dtypes"])
+    assert no_f32 == sorted(NO_GPU_KERNEL_YET)
 
 
 def test_registry_gpu_column():

@@ -161,7 +161,7 @@ NOT_DIFFERENTIABLE = {
     **dict.fromkeys(["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite"], "boolean result"),
     **dict.fromkeys(["logical_not", "logical_and", "logical_or", "logical_xor", "all", "any"], "boolean result"),
     **dict.fromkeys(["bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"], "integer/bool only"),
-    **dict.fromkeys(["argmax", "argmin", "nonzero"], "integer indices"),
+    **dict.fromkeys(["argmax", "argmin", "argsort", "nonzero"], "integer indices"),
     "floor_divide": "piecewise constant with integer-like result (PyTorch has no gradient either)",
     **dict.fromkeys(
         ["rand", "randn", "randint", "normal", "randperm", "rand_like", "randn_like", "randint_like",
