@@ -319,6 +319,14 @@ def _lowp(spec: OpSpec, factor) -> OpSpec:
     return spec
 
 
+def _nonzero_divisor_grads(spec: OpSpec) -> OpSpec:
+    """``spec`` whose gradient cells draw divisors away from 0 (a Python scalar 0 was
+    drawn: the quotient is inf there and finite differences give NaN); the forward
+    cells keep dividing by zero."""
+    spec.grad_sample = binary_sample(nonzero2=True)
+    return spec
+
+
 def _true_divide(a, b):
     return np.true_divide(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
 
@@ -341,7 +349,7 @@ BINARY = [
     binary("add", _keep_dtype(np.add), operator.add, ALL, specials=True),
     binary("sub", np.subtract, operator.sub, NUMERIC, specials=True),
     binary("mul", _keep_dtype(np.multiply), operator.mul, ALL, specials=True),
-    binary("div", _true_divide, operator.truediv, ALL, specials=True, zeros=True),
+    _nonzero_divisor_grads(binary("div", _true_divide, operator.truediv, ALL, specials=True, zeros=True)),
     binary("floor_divide", np.floor_divide, operator.floordiv, NUMERIC, lo=-5, hi=5, nonzero2=True, hi2=3),
     binary("remainder", np.remainder, operator.mod, NUMERIC, lo=-5, hi=5, nonzero2=True, hi2=3),
     # float32: b·a^(b-1) rounds the exponent b - 1 before powf (an error of
