@@ -431,3 +431,66 @@ def test_session_run_with_a_dict_of_fetches():
     assert set(out) == {"double", "inc"}
     assert arr(out["double"]).tolist() == [2.0, 4.0]
     assert arr(out["inc"]).tolist() == [2.0, 3.0]
+
+
+# ---------------------------------------------------------------------------
+# Gradients present or absent when traced
+# ---------------------------------------------------------------------------
+
+
+def _accumulating_step(model, x):
+    loss = model(x).square().sum()
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("start_with_grad", [False, True])
+def test_backward_accumulates_like_eager_as_grads_come_and_go(start_with_grad):
+    """A backward traced while ``.grad`` was None sets it; once a gradient is
+    there, eager adds to it: the trace must not be reused to overwrite it
+    (and one traced to add must not run on a cleared gradient)."""
+    fg.manual_seed(0)
+    ref = nn.Linear(3, 2, dtype=fg.float64)
+    cmp = nn.Linear(3, 2, dtype=fg.float64)
+    cmp.load_state_dict(ref.state_dict())
+    if start_with_grad:
+        for p in (*ref.parameters(), *cmp.parameters()):
+            p.grad = fg.ones(p.shape, dtype=fg.float64)
+    step = fg.compile(_accumulating_step)
+    x = fg.randn(4, 3, dtype=fg.float64)
+    for clear in (False, False, True, False, False, True, True, False):
+        if clear:
+            for m in (ref, cmp):
+                m.zero_grad(set_to_none=True)
+        same(step(cmp, x), _accumulating_step(ref, x))
+        for p, q in zip(ref.parameters(), cmp.parameters(), strict=True):
+            same(q.grad, p.grad)
+    # One trace per state (absent, present), both kept.
+    assert step.stats.traces == 2
+
+
+def test_optimizer_step_traced_with_a_missing_grad_updates_it_once_set():
+    """An optimizer skips a parameter whose ``.grad`` is None; a step traced
+    then must not keep skipping it when it has a gradient later."""
+    a = fg.tensor([1.0, 2.0], dtype=fg.float64, requires_grad=True)
+    b = fg.tensor([3.0, 4.0], dtype=fg.float64, requires_grad=True)
+    opt = fg.optim.SGD([a, b], lr=0.5)
+    step = fg.compile(opt.step)
+    a.grad = fg.ones(2, dtype=fg.float64)
+    step()
+    same(a, fg.tensor([0.5, 1.5], dtype=fg.float64))
+    same(b, fg.tensor([3.0, 4.0], dtype=fg.float64))
+    b.grad = fg.ones(2, dtype=fg.float64)
+    step()
+    same(a, fg.tensor([0.0, 1.0], dtype=fg.float64))
+    same(b, fg.tensor([2.5, 3.5], dtype=fg.float64))
+
+
+def test_grad_presence_change_is_explained(capsys):
+    w = fg.tensor([1.0, 2.0], requires_grad=True)
+    step = fg.compile(lambda x: (w * x).sum().backward(), explain=True)
+    x = fg.ones(2)
+    step(x)
+    step(x)
+    out = capsys.readouterr().out
+    assert "was None when traced and is set now" in out

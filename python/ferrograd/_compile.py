@@ -426,6 +426,7 @@ class _Entry:
         "allocations",
         "kernels",
         "rebind_epoch",
+        "grad_guarded",
     )
 
     def __init__(self) -> None:
@@ -439,6 +440,7 @@ class _Entry:
         self.key: Hashable = None
         self.module_version = -1
         self.n_args = 0
+        self.grad_guarded = False
         self.allocations: int | None = None
         self.kernels: int | None = None
         #: ``_core._rebind_epoch()`` when the graph was captured (or last found current).
@@ -577,14 +579,14 @@ class CompiledFunction:
         self.stats.calls += 1
         largs, lkwargs, lifted = self._lift(args, kwargs)
         key, tensors, dyn = self._signature(largs, lkwargs, lifted)
-        entry, why = self._lookup(key)
+        entry, why = self._lookup(key, tensors)
         if entry is None:
             entry = self._trace(key, largs, lkwargs, tensors, dyn, why)
         if entry.eager:
             return self.fn(*args, **kwargs)
         return self._run(entry, tensors)
 
-    def _lookup(self, key: Hashable) -> tuple[_Entry | None, str | None]:
+    def _lookup(self, key: Hashable, tensors: list[Tensor]) -> tuple[_Entry | None, str | None]:
         """The cached entry of this signature whose guards hold (most recently
         used first), or None and why the first one's guards failed.
 
@@ -597,19 +599,26 @@ class CompiledFunction:
         if not entries:
             return None, None
         first = entries[0]
-        why = self._stale(first)
+        why = self._stale(first, tensors)
         if why is None:
             return first, None
         for i in range(1, len(entries)):
             e = entries[i]
-            if self._stale(e) is None:
+            if self._stale(e, tensors) is None:
                 del entries[i]
                 entries.insert(0, e)
                 return e, None
         return None, why
 
-    def _stale(self, entry: _Entry) -> str | None:
+    def _stale(self, entry: _Entry, tensors: list[Tensor]) -> str | None:
         from .nn.modules.module import Module
+
+        if entry.grad_guarded:
+            # A backward that set a .grad it saw as None would overwrite one
+            # set since (eager adds to it); an optimizer step would skip it.
+            why = entry.graph._grad_guard(tensors[: entry.n_args])
+            if why is not None:
+                return why
 
         if entry.state is not None:
             moved = entry.module_version != Module._structure_version
@@ -726,6 +735,7 @@ class CompiledFunction:
             raise
         entry.raw = graph
         entry.graph, entry.reports = optimize(graph, self.passes)
+        entry.grad_guarded = entry.graph._has_grad_guards
         entry.out_tree = out_tree
         entry.state = state
         entry.n_args = len(tensors)
@@ -748,7 +758,7 @@ class CompiledFunction:
 
         args, kwargs, lifted = self._lift(args, kwargs)
         key, tensors, dyn = self._signature(args, kwargs, lifted)
-        entry, why = self._lookup(key)
+        entry, why = self._lookup(key, tensors)
         if entry is None:
             entry = self._trace(key, args, kwargs, tensors, dyn, why)
         if entry.eager:

@@ -126,9 +126,67 @@ pub struct Graph {
     /// Plans of this graph run no independent branches side by side (the
     /// `parallel` pass switched off).
     pub no_parallel: bool,
+    /// Bound leaves whose `.grad` the capture saw absent (`None`) and so
+    /// treated as absent (a backward set it rather than adding to it; an
+    /// optimizer skipped the parameter): the graph holds only while they
+    /// still have no gradient when it runs (see [`Graph::grad_guard`]).
+    /// Held apart from the inputs: a pass may drop the input of a leaf the
+    /// graph never reads (an optimizer skipped it).
+    pub grad_absent: Vec<LeafRef>,
+}
+
+/// A leaf tensor a graph refers to: an argument (by position) or a tensor
+/// read by reference.
+#[derive(Clone, Debug)]
+pub enum LeafRef {
+    Arg(usize),
+    Tensor(Tensor),
 }
 
 impl Graph {
+    /// Why this graph no longer matches the gradients it was captured with,
+    /// run on `args`: a leaf whose `.grad` the capture saw absent has one
+    /// now (the graph would overwrite it, or skip its update), or one whose
+    /// `.grad` it reads has none. `None` when every such leaf is as captured.
+    pub fn grad_guard(&self, args: &[Tensor]) -> Option<String> {
+        let has_grad = |t: &Tensor| t.meta().is_some_and(|m| m.grad().is_some());
+        fn bound<'a>(inp: &'a Input, args: &'a [Tensor]) -> Option<&'a Tensor> {
+            match &inp.kind {
+                InputKind::Ref(t) => Some(t),
+                InputKind::Arg(i) => args.get(*i),
+                _ => None,
+            }
+        }
+        for leaf in &self.grad_absent {
+            let t = match leaf {
+                LeafRef::Arg(i) => args.get(*i),
+                LeafRef::Tensor(t) => Some(t),
+            };
+            if let Some(t) = t.filter(|t| has_grad(t)) {
+                return Some(format!(
+                    "the .grad of a tensor of shape {:?} was None when traced and is set now",
+                    t.shape()
+                ));
+            }
+        }
+        for inp in &self.inputs {
+            if let InputKind::Grad(b) = inp.kind {
+                let t = self
+                    .inputs
+                    .iter()
+                    .find(|i| i.value == b)
+                    .and_then(|i| bound(i, args));
+                if let Some(t) = t.filter(|t| !has_grad(t)) {
+                    return Some(format!(
+                        "the .grad of a tensor of shape {:?} was set when traced and is None now",
+                        t.shape()
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     /// Whether a tensor this graph reads by reference had its data rebound
     /// (`t.data = u`) after rebinding epoch `epoch` (see
     /// [`crate::tensor::storage::rebind_epoch`]): the graph then reads the

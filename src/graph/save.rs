@@ -309,6 +309,7 @@ impl GraphRepr {
             device: Device::Cpu,
             no_inplace: false,
             no_parallel: false,
+            grad_absent: vec![],
         };
         super::passes::verify(&g).map_err(|e| e.to_string())?;
         Ok(g)

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use super::call::OpCall;
 use super::sym::{Symbol, SENTINELS};
-use super::{Graph, Input, InputKind, Node, Producer, SetGrad, ValueId, ValueInfo};
+use super::{Graph, Input, InputKind, LeafRef, Node, Producer, SetGrad, ValueId, ValueInfo};
 use crate::autograd::AutogradMeta;
 use crate::error::{Error, Result};
 use crate::tensor::{Layout, Storage, Tensor};
@@ -124,6 +124,8 @@ struct Tracer {
     grads: HashMap<usize, GradRecord>,
     /// Inputs standing for the pre-trace `.grad` of a bound input.
     grad_inputs: HashMap<ValueId, ValueId>,
+    /// Bound leaves whose `.grad` the traced code saw as None.
+    grad_absent: Vec<ValueId>,
     /// For the body of a control-flow op: values of the enclosing trace
     /// (read by the body, they become extra arguments), the number of the
     /// body's own arguments, and the enclosing tensors captured so far.
@@ -185,6 +187,7 @@ pub fn rollback(cp: Checkpoint) -> Result<()> {
             tr.values.insert(key(t), v);
         }
         tr.leaf_of_meta.retain(|_, v| *v < cp.values);
+        tr.grad_absent.retain(|v| *v < cp.values);
         tr.grad_inputs
             .retain(|b, v| *b < cp.values && *v < cp.values);
         Ok(())
@@ -384,6 +387,18 @@ pub fn end_with_lookup(outputs: &[Tensor]) -> Result<(Graph, Lookup)> {
         .collect();
     sg.reverse();
     g.set_grads = sg;
+    for &b in &tracer.grad_absent {
+        let leaf = g
+            .inputs
+            .iter()
+            .find(|i| i.value == b)
+            .and_then(|i| match &i.kind {
+                InputKind::Arg(p) => Some(LeafRef::Arg(*p)),
+                InputKind::Ref(t) => Some(LeafRef::Tensor(t.clone())),
+                _ => None,
+            });
+        g.grad_absent.extend(leaf);
+    }
     // A tensor names the first value it stood for: an op that hands back its
     // input (a fused loss returning the logits it saved, `contiguous` of a
     // contiguous value) makes a later value with the same key, and fetching
@@ -594,6 +609,7 @@ impl Tracer {
             leaf_of_meta: HashMap::new(),
             grads: HashMap::new(),
             grad_inputs: HashMap::new(),
+            grad_absent: Vec::new(),
             outer,
             n_args,
             captures: vec![],
@@ -1186,6 +1202,13 @@ pub fn current_grad(m: &Arc<AutogradMeta>) -> Result<Option<Tensor>> {
             return Ok(v.map(|v| tr.twin(v)));
         }
         let Some(g) = m.grad() else {
+            // The graph treats this leaf's gradient as absent: it holds
+            // only while it is (checked before each run).
+            if let Ok(b) = binding_of(tr, m) {
+                if !tr.grad_absent.contains(&b) {
+                    tr.grad_absent.push(b);
+                }
+            }
             return Ok(None);
         };
         if !g.device().has_data() {

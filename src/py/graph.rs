@@ -232,6 +232,23 @@ impl PyGraph {
     fn _refs_rebound_since(&self, epoch: u64) -> bool {
         self.g.refs_rebound_since(epoch)
     }
+    /// Whether the graph depends on which leaves have a `.grad` (see `_grad_guard`).
+    #[getter]
+    fn _has_grad_guards(&self) -> bool {
+        !self.g.grad_absent.is_empty()
+            || self
+                .g
+                .inputs
+                .iter()
+                .any(|i| matches!(i.kind, InputKind::Grad(_)))
+    }
+    /// Why running on `args` would not match the gradients the graph was
+    /// captured with (a `.grad` it saw as None is set, or one it reads is
+    /// None); None when it matches.
+    fn _grad_guard(&self, args: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let a = tensors(args)?;
+        Ok(self.g.grad_guard(&a))
+    }
     /// Whether the graph computes gradients itself (a captured backward pass).
     #[getter]
     fn has_backward(&self) -> bool {

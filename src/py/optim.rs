@@ -276,11 +276,15 @@ fn rmsprop_step(
 /// `_zero_grads(params)`: set `.grad` to None on every tensor of the list that
 /// has one, as `p.grad = None` does for each (while a graph is captured, the
 /// gradient the graph will see), without a Python object per gradient.
+/// While capturing, every gradient is set to None without looking at it
+/// first: the graph then does not depend on which leaves had a gradient
+/// (looking would make it hold only while those stay the same).
 #[pyfunction]
 #[pyo3(name = "_zero_grads")]
 fn zero_grads(params: &Bound<'_, PyAny>) -> PyResult<()> {
+    let capturing = crate::graph::trace::recording();
     for t in &tensors("zero_grad", "params", params)? {
-        if super::autograd::grad_of(t)?.is_some() {
+        if capturing || super::autograd::grad_of(t)?.is_some() {
             super::autograd::assign_grad(t, None)?;
         }
     }

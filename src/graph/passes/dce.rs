@@ -106,6 +106,7 @@ pub fn prune(g: &Graph, outputs: &[ValueId], keep_nodes: &[usize], keep_effects:
         device: g.device,
         no_inplace: g.no_inplace,
         no_parallel: g.no_parallel,
+        grad_absent: g.grad_absent.clone(),
     };
     // An argument declaring a symbolic dimension that a kept value has (a
     // gradient of `x.sum()` is `x`'s shape without reading `x`) stays, so the

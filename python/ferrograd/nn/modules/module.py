@@ -535,11 +535,12 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters: to ``None`` (default) or to zeros in place."""
+        if set_to_none:
+            _core._zero_grads(list(self.parameters()))
+            return
         for p in self.parameters():
             if p.grad is None:
                 continue
-            if set_to_none:
-                p.grad = None
             else:
                 g = p.grad
                 if g.grad_fn is not None:
