@@ -392,6 +392,17 @@ def _changed(snap: list[tuple[str, Any, Any]]) -> str | None:
     return None
 
 
+_NO_LIFT: frozenset[int] = frozenset()
+
+
+@functools.cache
+def _module_class() -> type:
+    """``nn.Module`` (imported on first use: ``nn`` imports this module)."""
+    from .nn.modules.module import Module
+
+    return Module
+
+
 def _raise_site(e: BaseException) -> str:
     """``file:line`` of the innermost frame outside ferrograd in ``e``'s traceback."""
     tb = e.__traceback__
@@ -480,13 +491,14 @@ class CompiledFunction:
         self._names = _free_names(fn)
         self._arg_names = _positional_names(fn)
         self._scalars = _scalar_positions(fn, self._arg_names, scalars)
+        self._has_scalars = bool(self._scalars[0] or self._scalars[1])
         functools.update_wrapper(self, fn)
 
     def _lift(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, frozenset[int]]:
         """``args``/``kwargs`` with the numbers passed as declared symbolic
         scalars made 0-d tensors, and the ids of those tensors."""
-        if not self._scalars:
-            return args, kwargs, frozenset()
+        if not self._has_scalars:
+            return args, kwargs, _NO_LIFT
         from ._core import Tensor
 
         device = next(
@@ -551,16 +563,11 @@ class CompiledFunction:
     def _signature(
         self, args: tuple, kwargs: dict, lifted: frozenset[int] = frozenset()
     ) -> tuple[Hashable, list[Tensor], dict[int, list[int]]]:
-        if (
-            not kwargs
-            and (self.dynamic is False or self.dynamic is None)
-            and all(type(a) is Tensor for a in args)
-        ):
-            # The common call, tensors only: the key `_key_of` builds, in one pass.
-            leaves = tuple(
-                ("T", t.dtype.name, tuple(t.shape), t.requires_grad, str(t.device), t.is_leaf) for t in args
-            )
-            return (("tuple", (("tuple", leaves), ("dict", ()))), is_grad_enabled()), list(args), {}
+        if not kwargs and (self.dynamic is False or self.dynamic is None):
+            # The common call, tensors only: the key `_key_of` builds, made in one Rust call.
+            leaves = _core._tensor_signature(args)
+            if leaves is not None:
+                return (("tuple", (("tuple", leaves), ("dict", ()))), is_grad_enabled()), list(args), {}
         tensors: list[Tensor] = []
         flat: list[Tensor] = []
         _flatten((args, kwargs), flat)
@@ -611,8 +618,6 @@ class CompiledFunction:
         return None, why
 
     def _stale(self, entry: _Entry, tensors: list[Tensor]) -> str | None:
-        from .nn.modules.module import Module
-
         if entry.grad_guarded:
             # A backward that set a .grad it saw as None would overwrite one
             # set since (eager adds to it); an optimizer step would skip it.
@@ -621,6 +626,7 @@ class CompiledFunction:
                 return why
 
         if entry.state is not None:
+            Module = _module_class()
             moved = entry.module_version != Module._structure_version
             why = entry.state.guards_hold(modules=moved)
             if why is not None:

@@ -117,6 +117,7 @@ __all__ = [
     "TraceError",
     "_Graph",
     "_SubGraph",
+    "_tensor_signature",
     "_trace_begin",
     "_trace_end",
     "_rebind_epoch",
@@ -1412,6 +1413,10 @@ def _rmsprop_step(
 
 class TraceError(RuntimeError):
     """A tensor's value was needed in Python while a graph was being captured."""
+
+def _tensor_signature(
+    args: tuple[Any, ...],
+) -> tuple[tuple[str, str, tuple[_int, ...], _bool, str, _bool], ...] | None: ...
 
 @final
 class _Graph:

@@ -813,7 +813,42 @@ fn _graph_loads(data: &[u8], device: Option<&Bound<'_, PyAny>>) -> PyResult<Load
     })?))
 }
 
+/// `fg.compile`'s signature of a call whose arguments are all plain tensors:
+/// per tensor `("T", dtype name, shape, requires_grad, device name, is_leaf)`,
+/// the same tuples its Python path builds; None when an argument is anything
+/// else (a number, a list, a `Tensor` subclass such as `Parameter`).
+#[pyfunction]
+fn _tensor_signature<'py>(
+    py: Python<'py>,
+    args: &Bound<'py, pyo3::types::PyTuple>,
+) -> PyResult<Option<Bound<'py, pyo3::types::PyTuple>>> {
+    let tensor_type = py.get_type::<PyTensor>();
+    let tag = pyo3::intern!(py, "T");
+    let mut keys = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        if !a.get_type().is(&tensor_type) {
+            return Ok(None);
+        }
+        let pt = a.cast::<PyTensor>()?.borrow();
+        let t = &pt.t;
+        let shape = pyo3::types::PyTuple::new(py, t.shape())?;
+        let leaf = t.meta().is_none_or(|m| m.is_leaf());
+        let key = (
+            tag,
+            t.dtype().name(),
+            shape,
+            t.requires_grad(),
+            trace::run_device(t).name(),
+            leaf,
+        )
+            .into_pyobject(py)?;
+        keys.push(key);
+    }
+    Ok(Some(pyo3::types::PyTuple::new(py, keys)?))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_tensor_signature, m)?)?;
     m.add_function(wrap_pyfunction!(_graph_save, m)?)?;
     m.add_function(wrap_pyfunction!(_graph_load, m)?)?;
     m.add_function(wrap_pyfunction!(_graph_loads, m)?)?;
