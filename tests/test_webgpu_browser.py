@@ -282,4 +282,6 @@ def test_browser_errors_are_the_documented_ones(browser_report):
     assert e["name"].startswith("BundleError input-name: unknown input 'nosuchinput'"), e
     assert e["dtype"].startswith("BundleError input-dtype:") and "Float64Array" in e["dtype"], e
     assert e["no_adapter"].startswith("BundleError no-adapter:"), e
+    assert e["no_webgpu"].startswith("BundleError no-webgpu:") and "navigator.gpu is missing" in e["no_webgpu"], e
+    assert e["gpu_restored"], "the page's navigator.gpu was not restored after the no-WebGPU case"
     assert browser_report["bundles"]["digits_cnn"]["after_errors_equal"]
