@@ -53,6 +53,12 @@ __all__ = [
 ]
 
 
+def _host_checks(t: Tensor) -> bool:
+    """Whether value checks may read ``t``: on the CPU and outside capture (on a GPU they
+    would cost a device read per call)."""
+    return str(t.device) == "cpu" and not _capture.is_capturing()
+
+
 def _one(fn: str, name: str, v: int | Sequence[int]) -> int:
     """A 1-D pooling argument: an int or a 1-tuple."""
     if isinstance(v, (tuple, list)):
@@ -179,8 +185,11 @@ def adaptive_max_pool2d(
             v, li = win.max(-1)
             row_v.append(v)
             if return_indices:
+                # Row and column within the window, by float32 division (exact for window
+                # sizes below 2^24): integer floor division would read the device's values.
                 ww = we - ws
-                row_i.append((li // ww + hs) * w + (li % ww + ws))
+                r = (li.to(_core.float32) / float(ww)).floor().to(_core.int64)
+                row_i.append((r + hs) * w + (li - r * ww + ws))
         vals.append(_core.stack(row_v, -1))
         if return_indices:
             inds.append(_core.stack(row_i, -1))
@@ -337,7 +346,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     rows = [i for i in range(n) for _ in range(i + 1, n)]
     cols = [j for i in range(n) for j in range(i + 1, n)]
     if not rows:
-        return _core.zeros((0,), dtype=input.dtype, device=input.device)
+        # No pairs: an empty result still tied to the input (so it takes part in autograd).
+        return (input.sum() * 0.0).expand((0,))
     dev = input.device
     ri = _core.tensor(rows, dtype=_core.int64, device=dev)
     ci = _core.tensor(cols, dtype=_core.int64, device=dev)
@@ -400,7 +410,7 @@ def _gaussian_var(fn: str, input: Tensor, var: Tensor | float) -> Tensor:
         # One dim of var may be 1 where the input's is not (a variance shared along it).
         if not (len(vs) == len(xs) and sum(y for x, y in zip(xs, vs, strict=True) if x != y) == 1):
             raise ValueError(f"{fn}: var is of incorrect size: var {vs} for input {xs}")
-    if not _capture.is_capturing() and bool((var < 0).any()):
+    if _host_checks(var) and bool((var < 0).any()):
         raise ValueError(f"{fn}: var has negative entry/entries")
     return var
 
@@ -504,7 +514,7 @@ def multi_margin_loss(
             f"{fn}: inconsistent target size: target {tuple(target.shape)} for input {tuple(input.shape)}"
         )
     t = target.reshape((n, 1)).to(_core.int64)
-    if t.numel() and not _capture.is_capturing():
+    if t.numel() and _host_checks(t):
         bad = (t < 0).logical_or(t >= c)
         if bool(bad.any()):
             raise IndexError(
