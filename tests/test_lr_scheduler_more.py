@@ -119,7 +119,11 @@ def test_warm_restarts_state_dict_resumes():
 
 @pytest.mark.parametrize(
     ("kw", "msg"),
-    [({"T_0": 0}, "positive integer T_0"), ({"T_0": 2.5}, "positive integer T_0"), ({"T_0": 2, "T_mult": 0}, "T_mult")],
+    [
+        ({"T_0": 0}, "positive integer T_0"),
+        ({"T_0": 2.5}, "positive integer T_0"),
+        ({"T_0": 2, "T_mult": 0}, "T_mult"),
+    ],
 )
 def test_warm_restarts_errors(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -141,12 +145,19 @@ def _triangle(it: int, up: int, down: int) -> tuple[int, float]:
 
 @pytest.mark.parametrize(
     ("mode", "up", "down", "gamma"),
-    [("triangular", 4, None, 1.0), ("triangular2", 3, 5, 1.0), ("exp_range", 3, 2, 0.95), ("triangular", 1, 1, 1.0)],
+    [
+        ("triangular", 4, None, 1.0),
+        ("triangular2", 3, 5, 1.0),
+        ("exp_range", 3, 2, 0.95),
+        ("triangular", 1, 1, 1.0),
+    ],
 )
 def test_cyclic_sequence_and_momentum(mode, up, down, gamma):
     base, top = (0.001, 0.002), (0.1, 0.05)
     opt = make_opt(momentum=0.5)
-    sched = S.CyclicLR(opt, list(base), list(top), step_size_up=up, step_size_down=down, mode=mode, gamma=gamma)
+    sched = S.CyclicLR(
+        opt, list(base), list(top), step_size_up=up, step_size_down=down, mode=mode, gamma=gamma
+    )
     moms = [[g["momentum"] for g in opt.param_groups]]
     got = [list(sched.get_last_lr())]
     for _ in range(N):

@@ -74,7 +74,12 @@ def _pool1d_sample(avg: bool):
         batch = draw(st.sampled_from([(), (0,), (1,), (2,)] if not grad else [(), (1,), (2,)]))
         shape = batch + (draw(st.integers(1, 3)), n)
         x = values(draw, shape, dtype) if avg else _distinct(draw, shape, dtype)
-        kw = {"kernel_size": k, "stride": s if draw(st.booleans()) else None, "padding": p, "ceil_mode": int(draw(st.booleans()))}
+        kw = {
+            "kernel_size": k,
+            "stride": s if draw(st.booleans()) else None,
+            "padding": p,
+            "ceil_mode": int(draw(st.booleans())),
+        }
         if avg:
             kw["count_include_pad"] = int(draw(st.booleans()))
         else:
@@ -192,7 +197,9 @@ def _lp_sample(two_d: bool):
         p = draw(st.sampled_from([1.0, 2.0, 3.0, 1.5]))
         kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
         batch = draw(st.sampled_from([(), (2,)] if two_d else [(2,)]))
-        spatial = (draw(st.integers(kh, 6)), draw(st.integers(kw, 6))) if two_d else (draw(st.integers(kw, 8)),)
+        spatial = (
+            (draw(st.integers(kh, 6)), draw(st.integers(kw, 6))) if two_d else (draw(st.integers(kw, 8)),)
+        )
         shape = batch + (draw(st.integers(1, 2)),) + spatial
         x = values(draw, shape, dtype, 0.25, 2.0)
         stride = None
