@@ -9,7 +9,7 @@ import traceback
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from .. import _core
 from ._dataset import Dataset
@@ -56,10 +56,13 @@ class ChainDataset(IterableDataset[T_co]):
 
     def __iter__(self) -> Iterator[T_co]:
         for d in self.datasets:
-            yield from d
+            yield from cast(IterableDataset[T_co], d)
 
     def __len__(self) -> int:
-        return sum(len(d) for d in self.datasets)  # type: ignore[arg-type]
+        total = 0
+        for d in self.datasets:
+            total += len(d)  # type: ignore[arg-type]
+        return total
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,7 @@ class _IterableWorkerIter(Iterator[T]):
     def __init__(self, loader: Any, base_seed: int, default: Callable[..., Any]) -> None:
         import multiprocessing as mp
 
-        ctx = loader.multiprocessing_context or "spawn"
+        ctx: Any = loader.multiprocessing_context or "spawn"
         if isinstance(ctx, str):
             ctx = mp.get_context(ctx)
         k = loader.num_workers

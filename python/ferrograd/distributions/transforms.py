@@ -401,9 +401,9 @@ class AffineTransform(Transform):
 
     @property
     def sign(self) -> Any:
-        if isinstance(self.scale, numbers.Real):
-            return 1 if float(self.scale) > 0 else -1 if float(self.scale) < 0 else 0
-        return self.scale.sign()
+        if isinstance(self.scale, Tensor):
+            return self.scale.sign()
+        return 1 if float(self.scale) > 0 else -1 if float(self.scale) < 0 else 0
 
     def _call(self, x: Tensor) -> Tensor:
         return self.loc + self.scale * x
@@ -414,7 +414,7 @@ class AffineTransform(Transform):
     def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
         shape = tuple(x.shape)
         scale = self.scale
-        if isinstance(scale, numbers.Real):
+        if not isinstance(scale, Tensor):
             out = _core.full_like(x, math.log(abs(float(scale))))
         else:
             out = scale.abs().log()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, cast
 
 from .. import _capture, _core
 from .functional import (
@@ -65,7 +66,7 @@ def _one(fn: str, name: str, v: int | Sequence[int]) -> int:
         if len(v) != 1:
             raise ValueError(f"{fn}: {name} must be an int or a 1-tuple, got {v!r}")
         v = v[0]
-    return int(v)
+    return int(cast(int, v))
 
 
 def _pool1d_input(fn: str, input: Tensor) -> None:
@@ -104,7 +105,7 @@ def max_pool1d(
         ceil_mode=ceil_mode,
         return_indices=return_indices,
     )
-    if return_indices:
+    if isinstance(out, tuple):
         return out[0].squeeze(-2), out[1].squeeze(-2)
     return out.squeeze(-2)
 
@@ -146,6 +147,7 @@ def _adaptive_out(fn: str, input: Tensor, output_size: int | Sequence[int | None
         raise ValueError(
             f"{fn}: expected 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {tuple(input.shape)}"
         )
+    size: list[Any]
     if isinstance(output_size, int):
         size = [output_size, output_size]
     else:
@@ -206,7 +208,7 @@ def adaptive_max_pool1d(
     _pool1d_input(fn, input)
     o = _one(fn, "output_size", output_size)
     out = adaptive_max_pool2d(input.unsqueeze(-2), (1, o), return_indices)
-    if return_indices:
+    if isinstance(out, tuple):
         return out[0].squeeze(-2), out[1].squeeze(-2)
     return out.squeeze(-2)
 

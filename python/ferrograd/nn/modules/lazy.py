@@ -56,7 +56,7 @@ class LazyLinear(Linear):
                 self.bias.data = _core.empty((self.out_features,), dtype=self._dtype, device=dev)
         self.reset_parameters()
         del self._dtype, self._device
-        self.__class__ = self.cls_to_become
+        self.__class__ = self.cls_to_become  # type: ignore[assignment]
 
     def initialize_parameters(self, input: Tensor) -> None:
         """Size and initialise the parameters for ``input`` (``in_features = input.shape[-1]``)."""
