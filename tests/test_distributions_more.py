@@ -340,3 +340,50 @@ def test_invalid_values_and_arguments():
         D.RelaxedBernoulli(0.5, probs=t64(0.5), logits=t64(0.0))
     with pytest.raises(ValueError, match="transforms must be"):
         D.TransformedDistribution(D.Normal(t64(0.0), t64(1.0)), [object()])
+
+
+# ---------------------------------------------------------------------------
+# KL divergences
+# ---------------------------------------------------------------------------
+
+
+def test_kl_divergences_against_sums_and_integrals():
+    from scipy import integrate
+
+    a, b = np.array([0.5, 2.0]), np.array([1.5, 0.7])
+    kl = npy(D.kl_divergence(D.Exponential(t64(a)), D.Exponential(t64(b))))
+    np.testing.assert_allclose(kl, np.log(a / b) + b / a - 1, rtol=1e-12)
+    p, q = D.Laplace(t64(0.3), t64(0.8)), D.Laplace(t64(-0.5), t64(1.7))
+    want = integrate.quad(
+        lambda x: (
+            stats.laplace(0.3, 0.8).pdf(x)
+            * (stats.laplace(0.3, 0.8).logpdf(x) - stats.laplace(-0.5, 1.7).logpdf(x))
+        ),
+        -40,
+        40,
+        points=[-0.5, 0.3],
+    )[0]
+    np.testing.assert_allclose(npy(D.kl_divergence(p, q)), want, rtol=1e-8)
+    pp, qq = np.array([0.2, 0.7]), np.array([0.5, 0.4])
+    k = np.arange(7)[:, None]
+    want = (stats.binom(6, pp).pmf(k) * (stats.binom(6, pp).logpmf(k) - stats.binom(6, qq).logpmf(k))).sum(0)
+    np.testing.assert_allclose(
+        npy(D.kl_divergence(D.Binomial(6, t64(pp)), D.Binomial(6, t64(qq)))), want, rtol=1e-10
+    )
+    assert np.isinf(npy(D.kl_divergence(D.Binomial(7, t64(0.5)), D.Binomial(6, t64(0.5)))))
+    with pytest.raises(NotImplementedError, match="q.total_count > p.total_count"):
+        D.kl_divergence(D.Binomial(5, t64(0.5)), D.Binomial(6, t64(0.5)))
+    c1, c2 = np.array([0.2, 0.3, 0.5]), np.array([0.6, 0.1, 0.3])
+    np.testing.assert_allclose(
+        npy(D.kl_divergence(D.OneHotCategorical(t64(c1)), D.OneHotCategorical(t64(c2)))),
+        (c1 * np.log(c1 / c2)).sum(),
+        rtol=1e-12,
+    )
+    ln = D.kl_divergence(D.LogNormal(t64(LOC), t64(SCALE)), D.LogNormal(t64(LOC[::-1]), t64(SCALE[::-1])))
+    nn_ = D.kl_divergence(D.Normal(t64(LOC), t64(SCALE)), D.Normal(t64(LOC[::-1]), t64(SCALE[::-1])))
+    np.testing.assert_allclose(npy(ln), npy(nn_), rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="different transforms"):
+        D.kl_divergence(
+            D.TransformedDistribution(D.Normal(t64(0.0), t64(1.0)), T.ExpTransform()),
+            D.TransformedDistribution(D.Normal(t64(0.0), t64(1.0)), T.SigmoidTransform()),
+        )

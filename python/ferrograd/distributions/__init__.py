@@ -16,6 +16,7 @@
 the Poisson distribution draw on the CPU in float64 and convert.
 """
 
+from . import _kl_more as _kl_more  # noqa: F401 - registers more closed-form KLs
 from . import constraints, transforms
 from .bernoulli import Bernoulli
 from .beta import Beta
