@@ -110,6 +110,8 @@ def test_lazy_linear_sizes_itself_at_the_first_call():
     y.sum().backward()
     opt.step()
     np.testing.assert_allclose(npv(w), before - 0.1 * 2.0, atol=1e-6)
+    l64 = nn.LazyLinear(2).to(fg.float64)
+    assert l64(fg.ones(1, 3, dtype=fg.float64)).dtype == fg.float64 and l64.weight.dtype == fg.float64
     nb = nn.LazyLinear(4, bias=False)
     nb.load_state_dict({"weight": fg.ones(4, 6)})
     assert type(nb) is nn.Linear and nb.in_features == 6 and nb.bias is None

@@ -30,11 +30,12 @@ class LazyLinear(Linear):
         Module.__init__(self)
         self.in_features = 0
         self.out_features = out_features
-        self._dtype = dtype or _core.float32
-        self._device = device
-        self.weight = Parameter(_core.empty((0,), dtype=self._dtype, device=device))
+        dtype = dtype or _core.float32
+        # Empty placeholders: ``.to()`` before the first call converts them, and the sized
+        # parameters take their dtype and device.
+        self.weight = Parameter(_core.empty((0,), dtype=dtype, device=device))
         if bias:
-            self.bias = Parameter(_core.empty((0,), dtype=self._dtype, device=device))
+            self.bias = Parameter(_core.empty((0,), dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
 
@@ -49,13 +50,12 @@ class LazyLinear(Linear):
 
     def _materialize(self, in_features: int) -> None:
         self.in_features = in_features
-        dev = self.weight.device
+        dev, dtype = self.weight.device, self.weight.dtype
         with no_grad():
-            self.weight.data = _core.empty((self.out_features, in_features), dtype=self._dtype, device=dev)
+            self.weight.data = _core.empty((self.out_features, in_features), dtype=dtype, device=dev)
             if self.bias is not None:
-                self.bias.data = _core.empty((self.out_features,), dtype=self._dtype, device=dev)
+                self.bias.data = _core.empty((self.out_features,), dtype=dtype, device=dev)
         self.reset_parameters()
-        del self._dtype, self._device
         self.__class__ = self.cls_to_become  # type: ignore[assignment]
 
     def initialize_parameters(self, input: Tensor) -> None:
