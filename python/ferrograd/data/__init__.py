@@ -17,6 +17,7 @@ background thread prepares the next batches while the loop runs.
 """
 
 from ._dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from ._iterable import ChainDataset, IterableDataset, WorkerInfo, get_worker_info
 from ._loader import DataLoader, default_collate
 from ._sampler import (
     BatchSampler,
@@ -30,10 +31,12 @@ from ._sampler import (
 
 __all__ = [
     "BatchSampler",
-    "DistributedSampler",
+    "ChainDataset",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "DistributedSampler",
+    "IterableDataset",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
@@ -41,6 +44,8 @@ __all__ = [
     "SubsetRandomSampler",
     "TensorDataset",
     "WeightedRandomSampler",
+    "WorkerInfo",
     "default_collate",
+    "get_worker_info",
     "random_split",
 ]

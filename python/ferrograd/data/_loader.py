@@ -12,6 +12,14 @@ import numpy as np
 
 from .. import _core
 from ._dataset import Dataset, Subset, TensorDataset
+from ._iterable import (
+    IterableDataset,
+    WorkerInfo,
+    _batches,
+    _IterableIter,
+    _IterableWorkerIter,
+    _set_worker_info,
+)
 from ._sampler import BatchSampler, Sampler
 
 Tensor = _core.Tensor
@@ -180,10 +188,21 @@ class DataLoader(Generic[T]):
             raise ValueError(f"DataLoader: batch_size must be a positive integer or None, got {batch_size!r}")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
-        if batch_size is None and batch_sampler is None and num_workers:
+        if (
+            batch_size is None
+            and batch_sampler is None
+            and num_workers
+            and not isinstance(dataset, IterableDataset)
+        ):
             raise ValueError(
                 "DataLoader: batch_size=None (no auto-batching) is not supported with num_workers > 0"
             )
+        if isinstance(dataset, IterableDataset):
+            for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
+                if value not in (None, False):
+                    raise ValueError(
+                        f"DataLoader with IterableDataset: expected unspecified {name} option, but got {name}={value!r}"
+                    )
         if prefetch_factor is not None:
             num_prefetch = prefetch_factor * max(1, num_workers)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
@@ -225,7 +244,12 @@ class DataLoader(Generic[T]):
             ) from None
 
     def __len__(self) -> int:
-        """The number of batches per epoch."""
+        """The number of batches per epoch (for an iterable dataset, from its ``__len__``)."""
+        if isinstance(self.dataset, IterableDataset):
+            n = len(self.dataset)  # type: ignore[arg-type]
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self.batch_sampler is not None:
             return len(self.batch_sampler)  # type: ignore[arg-type]
         n = len(self.sampler) if self.sampler is not None else self._num_samples()  # type: ignore[arg-type]
@@ -246,6 +270,8 @@ class DataLoader(Generic[T]):
 
     def __iter__(self) -> _LoaderIter[T]:
         """Start an epoch: draw the order (if shuffling) and start the prefetch thread."""
+        if isinstance(self.dataset, IterableDataset):
+            return self._iter_iterable()  # type: ignore[return-value]
         if self.sampler is not None or self.batch_sampler is not None or self.batch_size is None:
             return self._iter_custom()
         n = self._num_samples()
@@ -280,6 +306,15 @@ class DataLoader(Generic[T]):
                 return collate([dataset[i] for i in indices[b * bs : (b + 1) * bs]])
 
         return _LoaderIter(make_batch, num_batches, self.prefetch, self.num_prefetch)
+
+    def _iter_iterable(self) -> Iterator[T]:
+        """An epoch of an iterable dataset: its samples in order, ``batch_size`` per batch, made in
+        this thread or, with ``num_workers > 0``, by worker processes each iterating a copy."""
+        if self.num_workers > 0:
+            base_seed = int(_core.randint(0, 2**62, (1,), generator=self.generator).item())
+            return _IterableWorkerIter(self, base_seed, default_collate)
+        gen = _batches(iter(self.dataset), self.batch_size, self.drop_last, self.collate_fn, default_collate)
+        return _IterableIter(gen)
 
     def _iter_custom(self) -> _LoaderIter[T]:
         """An epoch whose indices come from a sampler or batch sampler (or,
@@ -443,12 +478,15 @@ class _LoaderIter(Iterator[T]):
 _worker_state: dict[str, Any] = {}
 
 
-def _worker_init(dataset: Any, collate: Any, init_fn: Any, base_seed: int, counter: Any) -> None:
+def _worker_init(
+    dataset: Any, collate: Any, init_fn: Any, base_seed: int, counter: Any, num_workers: int = 0
+) -> None:
     """Runs once in each worker process: keep the dataset, number and seed the worker."""
     with counter.get_lock():
         wid = counter.value
         counter.value += 1
     _worker_state.update(dataset=dataset, collate=collate or default_collate, id=wid)
+    _set_worker_info(WorkerInfo(wid, num_workers, base_seed + wid, dataset))
     _core.manual_seed(base_seed + wid)
     if init_fn is not None:
         init_fn(wid)
@@ -487,7 +525,14 @@ class _WorkerIter(Iterator[T]):
             max_workers=loader.num_workers,
             mp_context=ctx,
             initializer=_worker_init,
-            initargs=(loader.dataset, loader.collate_fn, loader.worker_init_fn, base_seed, counter),
+            initargs=(
+                loader.dataset,
+                loader.collate_fn,
+                loader.worker_init_fn,
+                base_seed,
+                counter,
+                loader.num_workers,
+            ),
         )
         self._finalizer = weakref.finalize(self, _stop_pool, self._pool)
         self._fill()

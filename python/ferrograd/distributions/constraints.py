@@ -26,6 +26,7 @@ __all__ = [
     "lower_cholesky",
     "nonnegative",
     "nonnegative_integer",
+    "one_hot",
     "positive",
     "real",
     "real_vector",
@@ -187,6 +188,17 @@ class _LowerCholesky(Constraint):
         return lower.logical_and(pos)
 
 
+class _OneHot(Constraint):
+    """Vectors of 0s and 1s with exactly one 1."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value: Tensor) -> Tensor:
+        binary = ((value == 0).logical_or(value == 1)).all(-1)
+        return binary.logical_and(value.sum(-1) == 1)
+
+
 dependent = _Dependent()
 boolean = _Boolean()
 real = _Real()
@@ -197,6 +209,7 @@ unit_interval = _Interval(0.0, 1.0)
 nonnegative_integer = _IntegerGreaterThan(0)
 simplex = _Simplex()
 lower_cholesky = _LowerCholesky()
+one_hot = _OneHot()
 greater_than = _GreaterThan
 interval = _Interval
 half_open_interval = _HalfOpenInterval

@@ -1908,6 +1908,8 @@ def multilabel_soft_margin_loss(
     return _reduce(loss, reduction)
 
 
+from ._functional_more import *  # noqa: E402, F403 - more composed functionals
+
 _NOT_EXPORTED = (
     "Callable",
     "functools",

@@ -1027,3 +1027,8 @@ class ReduceLROnPlateau(LRScheduler):
         """Load a state made by :meth:`state_dict`."""
         self.__dict__.update(state_dict)
         self._init_is_better(mode=self.mode, threshold=self.threshold, threshold_mode=self.threshold_mode)
+
+
+from ._lr_more import CosineAnnealingWarmRestarts, CyclicLR, PolynomialLR  # noqa: E402 - more schedulers
+
+__all__ += ["CosineAnnealingWarmRestarts", "CyclicLR", "PolynomialLR"]

@@ -26,13 +26,16 @@ from .activation import (
     Tanh,
     Tanhshrink,
 )
+from .activation_more import AlphaDropout, ChannelShuffle, Hardshrink, Softshrink, Threshold
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
+from .container_params import ParameterDict, ParameterList
 from .conv import Conv1d, Conv2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
+from .lazy import LazyLinear
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -49,10 +52,12 @@ from .loss import (
     SmoothL1Loss,
     TripletMarginLoss,
 )
+from .loss_more import GaussianNLLLoss, HingeEmbeddingLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss
 from .module import Module
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -80,6 +85,15 @@ from .padding import (
 )
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .pooling_more import (
+    AdaptiveAvgPool1d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    LPPool1d,
+    LPPool2d,
+    MaxPool1d,
+)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sparse import Embedding, EmbeddingBag
 from .transformer import (
@@ -92,14 +106,21 @@ from .transformer import (
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
+    "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AlphaDropout",
+    "AvgPool1d",
     "AvgPool2d",
     "BCELoss",
     "BCEWithLogitsLoss",
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "Bilinear",
     "CELU",
+    "ChannelShuffle",
     "CircularPad1d",
     "CircularPad2d",
     "CircularPad3d",
@@ -124,10 +145,13 @@ __all__ = [
     "GLU",
     "GRU",
     "GRUCell",
+    "GaussianNLLLoss",
     "GroupNorm",
+    "Hardshrink",
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
+    "HingeEmbeddingLoss",
     "HuberLoss",
     "Identity",
     "InstanceNorm1d",
@@ -135,9 +159,12 @@ __all__ = [
     "InstanceNorm3d",
     "KLDivLoss",
     "L1Loss",
+    "LPPool1d",
+    "LPPool2d",
     "LSTM",
     "LSTMCell",
     "LayerNorm",
+    "LazyLinear",
     "LeakyReLU",
     "Linear",
     "LocalResponseNorm",
@@ -145,18 +172,23 @@ __all__ = [
     "LogSoftmax",
     "MSELoss",
     "MarginRankingLoss",
+    "MaxPool1d",
     "MaxPool2d",
     "Mish",
     "Module",
     "ModuleDict",
     "ModuleList",
     "MultiLabelSoftMarginLoss",
+    "MultiMarginLoss",
     "MultiheadAttention",
     "NLLLoss",
     "PReLU",
     "PairwiseDistance",
+    "ParameterDict",
+    "ParameterList",
     "PixelShuffle",
     "PixelUnshuffle",
+    "PoissonNLLLoss",
     "RMSNorm",
     "RNN",
     "RNNCell",
@@ -173,13 +205,16 @@ __all__ = [
     "SiLU",
     "Sigmoid",
     "SmoothL1Loss",
+    "SoftMarginLoss",
     "Softmax",
     "Softmax2d",
     "Softmin",
     "Softplus",
+    "Softshrink",
     "Softsign",
     "Tanh",
     "Tanhshrink",
+    "Threshold",
     "Transformer",
     "TransformerDecoder",
     "TransformerDecoderLayer",

@@ -18,6 +18,7 @@ Tensor = _core.Tensor
 __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
@@ -135,6 +136,12 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalisation over ``(N, C, H, W)`` input (statistics per channel ``C``)."""
 
     _expected_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over ``(N, C, D, H, W)`` input (statistics per channel ``C``)."""
+
+    _expected_dims = (5,)
 
 
 def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:

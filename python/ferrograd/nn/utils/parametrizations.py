@@ -4,8 +4,7 @@ dict keys as PyTorch's: ``parametrizations.weight.original0``/``original1`` for 
 weight norm's magnitude and direction, ``parametrizations.weight.original`` with the
 spectral norm's power-iteration vectors in ``parametrizations.weight.0._u``/``_v``).
 
-``orthogonal`` is not provided: it needs a matrix exponential, a Cayley transform or a
-QR decomposition, none of which ferrograd has yet.
+``orthogonal`` (matrix exponential, Cayley or Householder maps) lives in ``_orthogonal``.
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ from ..._grad_mode import no_grad
 from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
+from ._orthogonal import orthogonal
 
 Tensor = _core.Tensor
 
-__all__ = ["spectral_norm", "weight_norm"]
+__all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 
 def _norm_except_dim(v: Tensor, dim: int) -> Tensor:

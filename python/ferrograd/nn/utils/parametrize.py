@@ -69,7 +69,10 @@ class ParametrizationList(ModuleList):
             new: Any = original
             for m in reversed(list(self)):
                 if hasattr(m, "right_inverse"):
-                    new = m.right_inverse(new)
+                    try:
+                        new = m.right_inverse(new)
+                    except NotImplementedError:
+                        pass  # no inverse: the original is kept as it is (as PyTorch does)
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
         is_param = isinstance(original, Parameter)

@@ -3,9 +3,11 @@ objects as :mod:`ferrograd.data` (``fg.utils.data.DataLoader is fg.data.DataLoad
 
 from ...data import (
     BatchSampler,
+    ChainDataset,
     ConcatDataset,
     DataLoader,
     Dataset,
+    IterableDataset,
     RandomSampler,
     Sampler,
     SequentialSampler,
@@ -13,15 +15,19 @@ from ...data import (
     SubsetRandomSampler,
     TensorDataset,
     WeightedRandomSampler,
+    WorkerInfo,
     default_collate,
+    get_worker_info,
     random_split,
 )
 
 __all__ = [
     "BatchSampler",
+    "ChainDataset",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "IterableDataset",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
@@ -29,6 +35,8 @@ __all__ = [
     "SubsetRandomSampler",
     "TensorDataset",
     "WeightedRandomSampler",
+    "WorkerInfo",
     "default_collate",
+    "get_worker_info",
     "random_split",
 ]
