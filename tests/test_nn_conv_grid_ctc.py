@@ -49,7 +49,9 @@ def test_parity_with_torch(case):
             # PyTorch gives the grid no gradient in nearest mode; ours is zero.
             assert t.grad is None or not t.grad.numpy().any()
             continue
-        np.testing.assert_allclose(t.grad.numpy(), _DATA[f"{case}/grad/{k}"], rtol=1e-9, atol=1e-10, err_msg=k)
+        np.testing.assert_allclose(
+            t.grad.numpy(), _DATA[f"{case}/grad/{k}"], rtol=1e-9, atol=1e-10, err_msg=k
+        )
 
 
 def test_references_record_their_torch_version():
@@ -99,7 +101,9 @@ def test_grid_sample_gradients_match_finite_differences():
     x = fg.tensor(rng.standard_normal((1, 2, 3, 4)), requires_grad=True)
     grid = fg.tensor(rng.uniform(-1.3, 1.3, (1, 2, 3, 2)), requires_grad=True)
     for pm in ("zeros", "border", "reflection"):
-        assert fg.autograd.gradcheck(lambda a, b, pm=pm: F.grid_sample(a, b, "bilinear", pm, False), (x, grid))
+        assert fg.autograd.gradcheck(
+            lambda a, b, pm=pm: F.grid_sample(a, b, "bilinear", pm, False), (x, grid)
+        )
 
 
 def test_ctc_loss_gradcheck_through_log_softmax():
@@ -119,9 +123,7 @@ def test_ctc_loss_gradcheck_through_log_softmax():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "cls,n", [(nn.ConvTranspose1d, 1), (nn.ConvTranspose2d, 2), (nn.ConvTranspose3d, 3)]
-)
+@pytest.mark.parametrize("cls,n", [(nn.ConvTranspose1d, 1), (nn.ConvTranspose2d, 2), (nn.ConvTranspose3d, 3)])
 def test_conv_transpose_layer_parameters(cls, n):
     m = cls(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
     assert list(m.state_dict()) == ["weight", "bias"]
@@ -217,7 +219,10 @@ def test_ctc_loss_layer():
     assert "zero_infinity=True" in repr(m) and "reduction='sum'" in repr(m)
     # Unbatched: (T, C) log-probabilities with a 1-D target.
     one = F.ctc_loss(lp[:, 0], tg[0], [6], [3], reduction="none")
-    assert one.shape == () and abs(one.item() - F.ctc_loss(lp, tg, [6, 5], [3, 2], reduction="none")[0].item()) < 1e-6
+    assert (
+        one.shape == ()
+        and abs(one.item() - F.ctc_loss(lp, tg, [6, 5], [3, 2], reduction="none")[0].item()) < 1e-6
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +234,9 @@ def test_errors():
     x = fg.randn(1, 4, 3, 3)
     with pytest.raises(ValueError, match=r"conv_transpose2d: input \(1, 4, 3, 3\).*weight \(3, 2, 3, 3\)"):
         F.conv_transpose2d(x, fg.randn(3, 2, 3, 3))
-    with pytest.raises(TypeError, match="conv_transpose2d: not implemented for input of dtype ferrograd.int64"):
+    with pytest.raises(
+        TypeError, match="conv_transpose2d: not implemented for input of dtype ferrograd.int64"
+    ):
         F.conv_transpose2d(fg.zeros(1, 4, 3, 3, dtype=fg.int64), fg.randn(4, 2, 3, 3))
     with pytest.raises(ValueError, match="conv_transpose2d: output padding must be smaller"):
         F.conv_transpose2d(x, fg.randn(4, 2, 3, 3), output_padding=1)

@@ -13,7 +13,7 @@ parts (``pad``, ``reshape``, ``flip``, ``conv2d``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .. import _core
 
@@ -24,19 +24,16 @@ _IntOrInts = int | Sequence[int]
 
 def _tuple(fn: str, name: str, v: object, n: int) -> tuple[int, ...]:
     """``v`` as ``n`` ints (one int repeated, or a sequence of ``n``)."""
-    if isinstance(v, bool):
-        raise TypeError(f"{fn}: {name} must be an int or a tuple of {n} ints, got {v!r}")
-    if isinstance(v, int):
+    if isinstance(v, int) and not isinstance(v, bool):
         return (v,) * n
-    try:
-        t = tuple(v)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be an int or a tuple of {n} ints, got {v!r}") from None
-    if len(t) == 1:
-        t = t * n
-    if len(t) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
+    if not isinstance(v, Iterable):
+        raise TypeError(f"{fn}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+    items = list(v)
+    if len(items) == 1:
+        items = items * n
+    if len(items) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
         raise ValueError(f"{fn}: {name} must be an int or a tuple of {n} ints, got {v!r}")
-    return t
+    return tuple(int(x) for x in items)
 
 
 def _check_operands(

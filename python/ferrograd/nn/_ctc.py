@@ -39,8 +39,10 @@ def _lengths(fn: str, name: str, v: object, n: int) -> list[int]:
         vals = v.reshape(-1).tolist()
     elif isinstance(v, int):
         vals = [v]
+    elif isinstance(v, Sequence):
+        vals = [int(x) for x in v]
     else:
-        vals = [int(x) for x in v]  # type: ignore[union-attr]
+        raise TypeError(f"{fn}: {name} must be a Tensor or a sequence of ints, got {type(v).__name__}")
     if len(vals) != n:
         raise ValueError(f"{fn}: {name} must have one entry per batch element ({n}), got {len(vals)}")
     return [int(x) for x in vals]

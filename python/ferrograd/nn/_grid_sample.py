@@ -12,6 +12,7 @@ gradients back to the input. Out-of-image taps read zero under ``zeros``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .. import _core
 
@@ -21,7 +22,7 @@ _MODES = ("bilinear", "nearest")
 _PADDING = ("zeros", "border", "reflection")
 
 
-def _base_coords(n: int, align_corners: bool, dtype: object, device: object) -> Tensor:
+def _base_coords(n: int, align_corners: bool, dtype: Any, device: Any) -> Tensor:
     """The ``n`` normalised pixel coordinates along one side."""
     if n == 1:
         return _core.zeros((1,), dtype=dtype, device=device)
@@ -183,12 +184,12 @@ def grid_sample(
     wy1 = y - y0
     wx0 = 1.0 - wx1
     wy0 = 1.0 - wy1
-    out: Tensor | None = None
+    acc: Tensor | None = None
     for dy, wy in ((0.0, wy0), (1.0, wy1)):
         for dx, wx in ((0.0, wx0), (1.0, wx1)):
             v, inside = _tap(flat, y0 + dy, x0 + dx, h, w)
             weight = _core.where(inside, wy * wx, 0.0).unsqueeze(1)
             term = v * weight
-            out = term if out is None else out + term
-    assert out is not None
-    return out.reshape(n, c, ho, wo)
+            acc = term if acc is None else acc + term
+    assert acc is not None
+    return acc.reshape(n, c, ho, wo)
