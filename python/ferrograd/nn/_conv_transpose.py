@@ -1,14 +1,17 @@
 """Transposed and 3-D convolutions composed of registry ops.
 
-``conv_transpose1d`` / ``conv_transpose2d`` / ``conv_transpose3d`` are the
-input gradient of a forward convolution: the input is spread out by the
-stride (zeros inserted between its elements, by a reshape and a pad), padded
-by ``dilation * (k - 1) - padding`` on each side (plus ``output_padding`` at
-the end; negative amounts crop), and convolved at stride 1 with the weight
-flipped in space and with its input and output channels swapped per group.
-``conv3d`` sums ``kD`` two-dimensional convolutions, one per depth tap, over
-the depth slices that tap sees. Gradients, devices and capture come from the
-parts (``pad``, ``reshape``, ``flip``, ``conv2d``).
+A transposed convolution is the input gradient of a forward convolution.
+``conv_transpose1d`` / ``conv_transpose2d`` compute it as ``col2im``: per
+group, the weight's transpose times the input gives each kernel tap's
+contribution at each input position, ``fold`` adds those into the full
+output plane, and a pad crops ``padding`` (and appends ``output_padding``).
+``conv_transpose3d`` (``fold`` is 2-D only) spreads the input by the stride
+(zeros between its elements, by a reshape and a pad), pads it by
+``dilation * (k - 1) - padding`` per side (plus ``output_padding`` at the
+end; negative amounts crop) and convolves it at stride 1 with the weight
+flipped in space and its channels swapped per group. ``conv3d`` sums ``kD``
+two-dimensional convolutions, one per depth tap, over the depth slices that
+tap sees. Gradients, devices and capture come from the parts.
 """
 
 from __future__ import annotations
@@ -170,6 +173,86 @@ def conv3d(
 # ---------------------------------------------------------------------------
 
 
+def _spread_conv(
+    x: Tensor,
+    w: Tensor,
+    bias: Tensor | None,
+    s: tuple[int, ...],
+    p: tuple[int, ...],
+    op: tuple[int, ...],
+    dl: tuple[int, ...],
+    groups: int,
+) -> Tensor:
+    """Transposed convolution as a stride-1 convolution of the stride-spread, padded input
+    with the flipped, channel-swapped weight (checked, batched operands)."""
+    nd = x.dim() - 2
+    cin = x.shape[1]
+    k = tuple(w.shape[2:])
+    size = tuple(x.shape[2:])
+    cout = w.shape[1] * groups
+    n = x.shape[0]
+    # Spread the input by the stride: each element followed by s - 1 zeros.
+    if any(v > 1 for v in s):
+        inter: list[int] = [n, cin]
+        for i in range(nd):
+            inter += [size[i], 1]
+        spread = x.reshape(inter)
+        amounts: list[int] = []
+        for i in reversed(range(nd)):
+            amounts += [0, s[i] - 1, 0, 0]
+        spread = _core.pad(spread, amounts)
+        x = spread.reshape(n, cin, *(size[i] * s[i] for i in range(nd)))
+    # Border: d(k-1) - p before; after, the same plus output_padding less the trailing zeros.
+    border: list[int] = []
+    for i in reversed(range(nd)):
+        full = dl[i] * (k[i] - 1) - p[i]
+        border += [full, full + op[i] - (s[i] - 1)]
+    if any(border):
+        x = _core.pad(x, border)
+    # Weight (Cin, Cout/g, *k) -> (Cout, Cin/g, *k), flipped in space.
+    cg, og = cin // groups, w.shape[1]
+    wt = w.reshape(groups, cg, og, *k).transpose(1, 2).reshape(cout, cg, *k)
+    wt = wt.flip(list(range(2, 2 + nd)))
+    if nd == 1:
+        return _core.conv1d(x, wt, bias, 1, 0, dl, groups)
+    if nd == 2:
+        return _core.conv2d(x, wt, bias, 1, 0, dl, groups)
+    return _conv3d_run(x, wt, bias, (1, 1, 1), dl, groups)
+
+
+def _col2im(
+    x: Tensor,
+    w: Tensor,
+    bias: Tensor | None,
+    s: tuple[int, ...],
+    p: tuple[int, ...],
+    op: tuple[int, ...],
+    dl: tuple[int, ...],
+    groups: int,
+) -> Tensor:
+    """1-D or 2-D transposed convolution as ``col2im``: per group, the weight's transpose
+    times the input gives every kernel tap's contribution of every input position, and
+    ``fold`` adds them into the full output plane, which is then cropped by ``padding``
+    (and extended by ``output_padding``) (checked, batched operands)."""
+    from .functional import fold
+
+    one_d = x.dim() == 3
+    if one_d:
+        x, w = x.unsqueeze(2), w.unsqueeze(2)
+        s, p, op, dl = (1, *s), (0, *p), (0, *op), (1, *dl)
+    n, cin, h, wd = x.shape
+    og, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    cg, cout, kk = cin // groups, og * groups, kh * kw
+    wg = w.reshape(groups, cg, og * kk).transpose(1, 2)  # (g, og * kk, cg)
+    cols = wg.matmul(x.reshape(n, groups, cg, h * wd))  # (n, g, og * kk, h * wd)
+    full = ((h - 1) * s[0] + dl[0] * (kh - 1) + 1, (wd - 1) * s[1] + dl[1] * (kw - 1) + 1)
+    out = fold(cols.reshape(n, cout * kk, h * wd), full, (kh, kw), dl, 0, s)
+    out = _core.pad(out, [-p[1], op[1] - p[1], -p[0], op[0] - p[0]])
+    if bias is not None:
+        out = out + bias.reshape(-1, 1, 1)
+    return out.squeeze(2) if one_d else out
+
+
 def _conv_transpose(
     fn: str,
     nd: int,
@@ -219,35 +302,10 @@ def _conv_transpose(
             f"{fn}: input {tuple(input.shape)} with weight {tuple(w.shape)}, stride={s}, padding={p}, "
             f"output_padding={op}, dilation={dl} gives a non-positive output size {out_size}"
         )
-    n = x.shape[0]
-    # Spread the input by the stride: each element followed by s - 1 zeros.
-    if any(v > 1 for v in s):
-        inter: list[int] = [n, cin]
-        for i in range(nd):
-            inter += [size[i], 1]
-        spread = x.reshape(inter)
-        amounts: list[int] = []
-        for i in reversed(range(nd)):
-            amounts += [0, s[i] - 1, 0, 0]
-        spread = _core.pad(spread, amounts)
-        x = spread.reshape(n, cin, *(size[i] * s[i] for i in range(nd)))
-    # Border: d(k-1) - p before; after, the same plus output_padding less the trailing zeros.
-    border: list[int] = []
-    for i in reversed(range(nd)):
-        full = dl[i] * (k[i] - 1) - p[i]
-        border += [full, full + op[i] - (s[i] - 1)]
-    if any(border):
-        x = _core.pad(x, border)
-    # Weight (Cin, Cout/g, *k) -> (Cout, Cin/g, *k), flipped in space.
-    cg, og = cin // groups, w.shape[1]
-    wt = w.reshape(groups, cg, og, *k).transpose(1, 2).reshape(cout, cg, *k)
-    wt = wt.flip(list(range(2, 2 + nd)))
-    if nd == 1:
-        out = _core.conv1d(x, wt, bias, 1, 0, dl, groups)
-    elif nd == 2:
-        out = _core.conv2d(x, wt, bias, 1, 0, dl, groups)
+    if nd < 3:
+        out = _col2im(x, w, bias, s, p, op, dl, groups)
     else:
-        out = _conv3d_run(x, wt, bias, (1, 1, 1), dl, groups)
+        out = _spread_conv(x, w, bias, s, p, op, dl, groups)
     return out.squeeze(0) if unbatched else out
 
 
