@@ -29,6 +29,9 @@ from .._core import (
     rms_norm,
 )
 from .._grad_mode import no_grad
+from ._conv_transpose import conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
+from ._ctc import ctc_loss
+from ._grid_sample import affine_grid, grid_sample
 
 _T = _core.Tensor
 Tensor = _core.Tensor

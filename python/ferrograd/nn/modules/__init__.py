@@ -30,7 +30,8 @@ from .activation_more import AlphaDropout, ChannelShuffle, Hardshrink, Softshrin
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
 from .container_params import ParameterDict, ParameterList
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .ctc import CTCLoss
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
@@ -129,8 +130,13 @@ __all__ = [
     "ConstantPad3d",
     "Conv1d",
     "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
     "CosineEmbeddingLoss",
     "CosineSimilarity",
+    "CTCLoss",
     "CrossEntropyLoss",
     "Dropout",
     "Dropout1d",
