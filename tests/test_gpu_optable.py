@@ -77,6 +77,10 @@ HOST_READS = {
     "bincount": "the output's length depends on the data",
     "repeat_interleave": "index_select bounds-checks the computed indices on the host",
     "histc": "scatter_add bounds-checks the computed bin indices on the host",
+    # Composed functions (tests/optable/composed_more.py):
+    "fmod": "remainder checks integer divisors for zeros on the host",
+    "argwhere": "the output's shape depends on the data (nonzero)",
+    "masked_scatter": "the mask's count is checked against the source's length on the host",
 }
 
 
