@@ -81,6 +81,8 @@ HOST_READS = {
     "fmod": "remainder checks integer divisors for zeros on the host",
     "argwhere": "the output's shape depends on the data (nonzero)",
     "masked_scatter": "the mask's count is checked against the source's length on the host",
+    "unique": "the output's length depends on the data",
+    "unique_consecutive": "the output's length depends on the data",
 }
 
 

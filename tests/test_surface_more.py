@@ -298,7 +298,8 @@ def test_fmax_fmin_copysign():
         ),
         (lambda: fg.hstack([]), RuntimeError, r"hstack\(\): expected a non-empty list"),
         (lambda: fg.vstack([fg.ones(2), 3]), TypeError, r"vstack\(\): argument 'tensors\[1\]'"),
-        (lambda: fg.unique(fg.ones(3), dim=0), NotImplementedError, r"unique\(\): dim="),
+        (lambda: fg.unique(fg.tensor(1.0), dim=0), IndexError, r"unique\(\): dim 0 given for a 0-d tensor"),
+        (lambda: fg.unique(fg.zeros(2, 0), dim=0), RuntimeError, r"unique\(\): input of shape \(2, 0\)"),
     ],
 )
 def test_errors(call, err, pattern):
@@ -350,8 +351,25 @@ def test_unique_outputs_and_capture():
     e, ei, ec = fg.unique(fg.zeros(0), return_inverse=True, return_counts=True)
     assert e.numel() == 0 and ei.numel() == 0 and ec.numel() == 0
     assert not fg.unique(T([1.0, 1.0]).requires_grad_()).requires_grad
+    rows, rinv, rcnt = fg.unique(x, dim=0, return_inverse=True, return_counts=True)
+    assert (
+        rows.tolist() == [[2, 1], [3, 1], [3, 3]]
+        and rinv.tolist() == [1, 0, 2]
+        and rcnt.tolist() == [1, 1, 1]
+    )
+    c, ci, cc = fg.unique_consecutive(
+        fg.tensor([1, 1, 2, 2, 3, 1, 1, 2]), return_inverse=True, return_counts=True
+    )
+    assert (
+        c.tolist() == [1, 2, 3, 1, 2]
+        and ci.tolist() == [0, 0, 1, 1, 2, 3, 3, 4]
+        and cc.tolist() == [2, 2, 1, 2, 1]
+    )
+    assert x.unique_consecutive(dim=1).tolist() == [[3, 1], [2, 1], [3, 3]]
     with pytest.raises(fg.TraceError, match=r"unique\(\): its output length depends on the input's values"):
         fg.compile(lambda t: fg.unique(t))(x)
+    with pytest.raises(fg.TraceError, match=r"unique_consecutive\(\)"):
+        fg.compile(lambda t: fg.unique_consecutive(t))(x)
 
 
 # ---------------------------------------------------------------------------

@@ -433,6 +433,9 @@ class Tensor:
         return_counts: _bool = False,
         dim: _int | None = None,
     ) -> Any: ...
+    def unique_consecutive(
+        self, return_inverse: _bool = False, return_counts: _bool = False, dim: _int | None = None
+    ) -> Any: ...
     def var_mean(
         self,
         dim: _int | Sequence[_int] | _bool | None = None,

@@ -96,6 +96,7 @@ __all__ = [
     "take",
     "unflatten",
     "unique",
+    "unique_consecutive",
     "vstack",
 ]
 
@@ -851,6 +852,63 @@ def mode(input: Tensor, dim: builtins.int = -1, keepdim: builtins.bool = False) 
     return _ModeResult(values.squeeze(-1), idx.squeeze(-1))
 
 
+def _unique(
+    fn: str,
+    input: Tensor,
+    return_inverse: builtins.bool,
+    return_counts: builtins.bool,
+    dim: builtins.int | None,
+    sort: builtins.bool,
+) -> Any:
+    _need_tensor(fn, "input", input)
+    _refuse_in_capture(fn, "its output length depends on the input's values")
+    x = input.detach()
+    if dim is None:
+        d = 0
+        rows = x.reshape(-1, 1)
+    else:
+        if x.dim() == 0:
+            raise IndexError(f"{fn}(): dim {dim} given for a 0-d tensor, which has no dims")
+        d = _dim(fn, dim, x.dim())
+        x = movedim(x, d, 0)
+        rows = x.reshape(x.shape[0], -1) if x.numel() else x.reshape(x.shape[0], math.prod(x.shape[1:]))
+        if rows.shape[0] and not rows.shape[1]:
+            raise RuntimeError(
+                f"{fn}(): input of shape {tuple(input.shape)} has 0-sized dims besides dim {dim}, "
+                "so its slices cannot be compared"
+            )
+    n, m = rows.shape
+    dev = x.device
+    key = rows.to(_core.int64) if rows.dtype == _core.bool else rows
+    perm = _core.arange(n, device=dev)
+    if sort:  # lexicographic order: stable sorts by each column, the last first
+        for c in reversed(range(m)):
+            order = key[:, c].index_select(0, perm).sort(0, stable=True).indices
+            perm = perm.index_select(0, order)
+    sk = key.index_select(0, perm)
+    if n:
+        step = (sk[1:] != sk[:-1]).any(1)
+        first = _core.cat([_core.ones(1, dtype=_core.bool, device=dev), step], 0)
+    else:
+        first = _core.zeros(0, dtype=_core.bool, device=dev)
+    picked = first.nonzero().reshape(-1)
+    u = picked.numel()
+    values = sk.index_select(0, picked).to(x.dtype)
+    if dim is None:
+        values = values.reshape(-1)
+    else:
+        values = movedim(values.reshape((u, *x.shape[1:])), 0, d)
+    outs: list[Tensor] = [values]
+    group = first.to(_core.int64).cumsum(0) - 1
+    if return_inverse:
+        inv = _core.zeros(n, dtype=_core.int64, device=dev).scatter(0, perm, group)
+        outs.append(inv.reshape(tuple(input.shape)) if dim is None else inv)
+    if return_counts:
+        ones = _core.ones(n, dtype=_core.int64, device=dev)
+        outs.append(_core.zeros(u, dtype=_core.int64, device=dev).scatter_add(0, group, ones))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 def unique(
     input: Tensor,
     sorted: builtins.bool = True,  # noqa: A002 - PyTorch's name
@@ -858,38 +916,25 @@ def unique(
     return_counts: builtins.bool = False,
     dim: builtins.int | None = None,
 ) -> Any:
-    """The distinct elements of ``input``, in ascending order (also with ``sorted=False``,
-    whose order PyTorch leaves unspecified), with optionally the ``inverse`` (for each
-    input element, its position in the output; input's shape) and the ``counts``.
+    """The distinct elements of ``input`` (with ``dim``: its distinct slices along ``dim``),
+    in ascending (lexicographic) order, also with ``sorted=False``, whose order PyTorch
+    leaves unspecified; optionally with the ``inverse`` (the position in the output of each
+    input element, in ``input``'s shape; of each slice with ``dim``) and the ``counts``.
 
     Eager only: the output's length depends on the values (a graph capture raises
-    ``TraceError``). The outputs carry no gradient. ``dim`` (unique slices) is not
-    supported yet."""
-    _need_tensor("unique", "input", input)
-    _refuse_in_capture("unique", "its output length depends on the input's values")
-    if dim is not None:
-        raise NotImplementedError(
-            "unique(): dim= (unique slices along a dim) is not supported yet; use dim=None"
-        )
-    x = input.detach().reshape(-1)
-    n = x.numel()
-    key = x.to(_core.int64) if x.dtype == _core.bool else x
-    sv, perm = key.sort(0, stable=True)
-    if n:
-        first = _core.cat([_core.ones(1, dtype=_core.bool, device=x.device), sv[1:] != sv[:-1]], 0)
-    else:
-        first = _core.zeros(0, dtype=_core.bool, device=x.device)
-    values = sv.masked_select(first).to(x.dtype)
-    outs: list[Tensor] = [values]
-    group = first.to(_core.int64).cumsum(0) - 1
-    if return_inverse:
-        inv = _core.zeros(n, dtype=_core.int64, device=x.device).scatter(0, perm, group)
-        outs.append(inv.reshape(tuple(input.shape)))
-    if return_counts:
-        u = values.numel()
-        ones = _core.ones(n, dtype=_core.int64, device=x.device)
-        outs.append(_core.zeros(u, dtype=_core.int64, device=x.device).scatter_add(0, group, ones))
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    ``TraceError``). The outputs carry no gradient. Each NaN counts as distinct."""
+    return _unique("unique", input, return_inverse, return_counts, dim, True)
+
+
+def unique_consecutive(
+    input: Tensor,
+    return_inverse: builtins.bool = False,
+    return_counts: builtins.bool = False,
+    dim: builtins.int | None = None,
+) -> Any:
+    """:func:`unique` of each run of equal consecutive elements (or slices along ``dim``),
+    without sorting: ``[1, 1, 2, 1]`` gives ``[1, 2, 1]``. Eager only, as :func:`unique`."""
+    return _unique("unique_consecutive", input, return_inverse, return_counts, dim, False)
 
 
 # ---------------------------------------------------------------------------
@@ -1016,6 +1061,7 @@ METHODS: dict[str, Callable[..., Any]] = {
     "nanquantile": nanquantile,
     "mode": mode,
     "unique": unique,
+    "unique_consecutive": unique_consecutive,
     "var_mean": var_mean,
     "std_mean": std_mean,
     "nelement": _nelement_method,

@@ -691,40 +691,86 @@ SPECS += [
 
 def _unique_sample(draw, dtype):
     shape = draw(shapes(0, 3, 0, 5))
+    rng = _rng(draw)
     if dtype == "bool":
-        x = np.asarray(_rng(draw).random(shape) < 0.5)
+        x = np.asarray(rng.random(shape) < 0.5)
     else:
-        x = np.asarray(_rng(draw).integers(-3, 4, size=shape)).astype(
-            dtype if dtype != "bfloat16" else "float32"
+        # few distinct values, so that slices repeat too
+        x = np.asarray(rng.integers(-1, 2, size=shape)).astype(dtype if dtype != "bfloat16" else "float32")
+    dim = None
+    if len(shape) and (int(np.prod(shape)) or shape[0] == 0) and draw(st.booleans()):
+        d = draw(st.integers(0, len(shape) - 1))
+        others = [s for i, s in enumerate(shape) if i != d]
+        if shape[d] == 0 or all(others):
+            dim = d - (len(shape) if draw(st.booleans()) else 0)
+    return [x], {
+        "return_inverse": int(draw(st.booleans())),
+        "return_counts": int(draw(st.booleans())),
+        "dim": dim,
+    }
+
+
+def _unique_fg(name):
+    fn = getattr(fg, name)
+
+    def run(a, return_inverse, return_counts, dim):
+        return fn(a, return_inverse=bool(return_inverse), return_counts=bool(return_counts), dim=dim)
+
+    return run
+
+
+def _unique_np(consecutive):
+    def ref(a, return_inverse, return_counts, dim):
+        if dim is None:
+            slices = [np.asarray(v) for v in a.reshape(-1)]
+        else:
+            slices = [np.asarray(v) for v in np.moveaxis(a, dim, 0)]
+        keys = [tuple(s.reshape(-1).tolist()) for s in slices]
+        if consecutive:
+            distinct = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
+            inverse = np.cumsum([i == 0 or k != keys[i - 1] for i, k in enumerate(keys)]) - 1
+            counts = [len(list(g)) for g in _groups(keys)]
+        else:
+            distinct = sorted(set(keys))
+            inverse = [distinct.index(k) for k in keys]
+            counts = [keys.count(k) for k in distinct]
+        if dim is None:
+            values = np.array([k[0] for k in distinct], a.dtype)
+        else:
+            rest = np.moveaxis(a, dim, 0).shape[1:]
+            values = np.array(distinct, a.dtype).reshape((len(distinct), *rest))
+            values = np.moveaxis(values, 0, dim)
+        out = [values]
+        if return_inverse:
+            inv = np.asarray(inverse, np.int64).reshape(-1)
+            out.append(inv.reshape(a.shape) if dim is None else inv)
+        if return_counts:
+            out.append(np.asarray(counts, np.int64).reshape(-1))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    return ref
+
+
+def _groups(keys):
+    out: list[list] = []
+    for i, k in enumerate(keys):
+        if i == 0 or k != keys[i - 1]:
+            out.append([])
+        out[-1].append(k)
+    return out
+
+
+for _name, _consecutive in (("unique", False), ("unique_consecutive", True)):
+    SPECS.append(
+        OpSpec(
+            _name,
+            _unique_fg(_name),
+            _unique_np(_consecutive),
+            _unique_sample,
+            dtypes=ALL,
+            ref_in_dtype=True,
+            composed=True,
+            differentiable=False,
+            data_dependent=True,  # the number of distinct values
         )
-    return [x], {"return_inverse": int(draw(st.booleans())), "return_counts": int(draw(st.booleans()))}
-
-
-def _unique_fg(a, return_inverse, return_counts):
-    return fg.unique(a, return_inverse=bool(return_inverse), return_counts=bool(return_counts))
-
-
-def _unique_np(a, return_inverse, return_counts):
-    vals = np.unique(a.reshape(-1))
-    out = [vals]
-    if return_inverse:
-        out.append(np.searchsorted(vals, a).astype(np.int64).reshape(a.shape))
-    if return_counts:
-        out.append(np.array([(a.reshape(-1) == v).sum() for v in vals], np.int64))
-    return out[0] if len(out) == 1 else tuple(out)
-
-
-SPECS.append(
-    OpSpec(
-        "unique",
-        _unique_fg,
-        _unique_np,
-        _unique_sample,
-        dtypes=ALL,
-        ref_in_dtype=True,
-        composed=True,
-        differentiable=False,
-        data_dependent=True,  # the number of distinct values
-        noncontig=True,
     )
-)
