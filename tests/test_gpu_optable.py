@@ -80,6 +80,12 @@ HOST_READS = {
     # tests/optable/composed_conv_more.py:
     "grid_sample": "gather bounds-checks the pixel indices computed from the grid on the host",
     "ctc_loss": "gather bounds-checks the extended target labels on the host",
+    # Composed functions (tests/optable/composed_more.py):
+    "fmod": "remainder checks integer divisors for zeros on the host",
+    "argwhere": "the output's shape depends on the data (nonzero)",
+    "masked_scatter": "the mask's count is checked against the source's length on the host",
+    "unique": "the output's length depends on the data",
+    "unique_consecutive": "the output's length depends on the data",
 }
 
 

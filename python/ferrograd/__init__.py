@@ -6,7 +6,8 @@ Every function here is bound to one entry of the Rust op registry
 arranges names so they sit where PyTorch users expect them. The exception is
 ``_tensor_extras``: PyTorch functions composed in Python of registry ops
 (``lerp``, ``addmm``, ``erfinv``, ``searchsorted``, ...), also installed as
-``Tensor`` methods.
+``Tensor`` methods; ``_surface_more`` adds more of them (``quantile``, ``norm``,
+``unique``, ``rot90``, ...).
 """
 
 from . import _core
@@ -236,6 +237,8 @@ from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
+from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
+from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
 from ._tensor_extras import install as _install_tensor_extras  # noqa: E402
 from .control import cond, while_loop  # noqa: E402
@@ -263,6 +266,7 @@ matrix_power = linalg.matrix_power
 
 _install_pickling()
 _install_tensor_extras()
+_install_surface_more()
 _capture.install()
 
 __all__ = [n for n in dir() if not n.startswith("_")]
