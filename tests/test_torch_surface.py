@@ -293,8 +293,10 @@ def test_device_flags_and_objects():
     g = fg.device("gpu")
     assert g.type == "gpu" and g.index == 0
     assert fg.device("gpu:1").index == 1
+    # "cuda", named explicitly, is the GPU device (WebGPU stands in for it).
+    assert fg.device("cuda") == fg.device("gpu") and fg.device("cuda:1").index == 1
     with pytest.raises(ValueError, match="unknown device"):
-        fg.device("cuda")
+        fg.device("tpu")
 
 
 @pytest.mark.parametrize(
@@ -627,3 +629,30 @@ def test_checkpoint_passes_through_without_grad():
     seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2), nn.Tanh())
     xg = fg.randn(2, 2).requires_grad_()
     np.testing.assert_allclose(arr(checkpoint_sequential(seq, 2, xg)), arr(seq(xg)), rtol=1e-6)
+
+
+def test_cuda_names_the_gpu_device_when_asked_for():
+    """``.cuda()``, ``.to("cuda")`` and ``Module.cuda()`` move to the WebGPU device,
+    and ``is_cuda`` says so; ``cuda.is_available()`` stays False, so scripts that
+    probe keep to the CPU."""
+    if not fg.gpu.is_available():
+        pytest.skip(f"no GPU adapter: {fg.gpu.unavailable_reason()}")
+    t = fg.arange(4.0)
+    for moved in (t.cuda(), t.to("cuda"), t.to(fg.device("cuda"))):
+        assert moved.device.type == "gpu" and moved.is_cuda and not t.is_cuda
+        np.testing.assert_array_equal(moved.cpu().numpy(), t.numpy())
+    lin = fg.nn.Linear(2, 3)
+    w = lin.weight
+    assert lin.cuda() is lin and lin.weight is w and lin.weight.is_cuda
+    assert fg.cuda.is_available() is False
+
+
+def test_flip_of_a_zero_dim_tensor_is_itself():
+    t = fg.tensor(3.0, requires_grad=True)
+    for dims in ((0,), (-1,), ()):
+        out = t.flip(dims)
+        assert out.shape == () and out.item() == 3.0
+    with pytest.raises(IndexError, match="flip"):
+        t.flip(1)
+    t.flip(0).backward()
+    assert t.grad.item() == 1.0

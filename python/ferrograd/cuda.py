@@ -3,7 +3,8 @@
 Scripts written for PyTorch commonly probe CUDA before choosing a device
 (``device = "cuda" if torch.cuda.is_available() else "cpu"``) and seed it;
 these functions answer that probing. ferrograd's GPU is the WebGPU device
-(``"gpu"``, see :mod:`ferrograd.gpu`), which a script selects explicitly.
+(``"gpu"``, see :mod:`ferrograd.gpu`), which a script selects explicitly
+(``"cuda"`` named explicitly, ``t.cuda()`` and ``model.cuda()`` select it too).
 
 - :func:`is_available` is ``False`` and :func:`device_count` is ``0``.
 - :func:`manual_seed` and :func:`manual_seed_all` seed nothing: in PyTorch

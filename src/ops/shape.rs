@@ -307,7 +307,9 @@ pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
         one
     );
     let mut l = x.layout().clone();
-    let mut seen = vec![false; x.ndim()];
+    // A 0-d tensor takes dim 0 / -1 (as a 1-element vector would) and is
+    // its own flip.
+    let mut seen = vec![false; x.ndim().max(1)];
     for &d in dims {
         let d = norm_dim("flip", d, x.ndim())?;
         if seen[d] {
@@ -317,6 +319,9 @@ pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
             ));
         }
         seen[d] = true;
+        if x.ndim() == 0 {
+            continue;
+        }
         if l.shape[d] > 0 {
             l.offset = (l.offset as isize + (l.shape[d] as isize - 1) * l.strides[d]) as usize;
         }

@@ -313,10 +313,12 @@ pub fn parse_device_str(s: &str) -> PyResult<Device> {
     };
     match name {
         "cpu" => Ok(Device::Cpu),
-        "gpu" | "webgpu" | "wgpu" => Ok(Device::Gpu(idx)),
+        // "cuda" names the GPU when asked for explicitly (`t.to("cuda")`,
+        // `fg.device("cuda")`): ferrograd's GPU is WebGPU, standing in for it.
+        "gpu" | "webgpu" | "wgpu" | "cuda" => Ok(Device::Gpu(idx)),
         "meta" => Ok(Device::Meta),
         _ => Err(PyValueError::new_err(format!(
-            "unknown device {s:?}; expected 'cpu' or 'gpu' (alias 'webgpu')"
+            "unknown device {s:?}; expected 'cpu' or 'gpu' (aliases 'webgpu', 'cuda')"
         ))),
     }
 }

@@ -285,11 +285,14 @@ impl PyTensor {
         made(t, requires_grad)
     }
 
-    /// False: ferrograd has no CUDA device (its GPU is WebGPU, see `is_cpu`
-    /// and `device`).
+    /// Whether the tensor is on the GPU device (WebGPU, which `.cuda()` and
+    /// `"cuda"` name); see `is_cpu` and `device`.
     #[getter]
     fn is_cuda(&self) -> bool {
-        false
+        matches!(
+            crate::graph::trace::run_device(&self.t),
+            crate::tensor::Device::Gpu(_)
+        )
     }
 
     /// False: ferrograd has no XPU device.

@@ -131,7 +131,7 @@ def _parse_to(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
             raise TypeError(f"Module.to() expects a dtype, a device or a tensor, got {type(a).__name__}")
     if device is not None:
         name = str(device)
-        if name.split(":")[0] not in ("cpu", "gpu", "webgpu", "wgpu"):
+        if name.split(":")[0] not in ("cpu", "gpu", "webgpu", "wgpu", "cuda"):
             raise NotImplementedError(
                 f"Module.to(): device {name!r} is not supported; ferrograd devices are 'cpu' and 'gpu'"
             )
@@ -634,6 +634,13 @@ class Module:
 
     def gpu(self: T) -> T:
         """Move parameters and buffers to the WebGPU device (in place, see :meth:`to`)."""
+        return self.to("gpu")
+
+    def cuda(self: T, device: Any = None) -> T:
+        """Move parameters and buffers to ferrograd's GPU device (WebGPU, which stands
+        in for CUDA when named explicitly): ``module.cuda()`` is ``module.to("gpu")``."""
+        if device not in (None, 0, "cuda", "cuda:0", "gpu", "gpu:0") and not isinstance(device, _core.device):
+            raise RuntimeError(f"Module.cuda(): ferrograd has one GPU device; got device={device!r}")
         return self.to("gpu")
 
     # ---------------------------------------------------------- state dict
