@@ -90,8 +90,7 @@ impl CallbackFrame {
             if batch.is_empty() {
                 return Ok(());
             }
-            let mut batch = batch.into_iter();
-            for cb in batch.by_ref() {
+            for cb in batch {
                 cb()?;
             }
         }
