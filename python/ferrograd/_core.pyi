@@ -62,6 +62,7 @@ __all__ = [
     "autograd_grad",
     "is_grad_enabled",
     "_set_grad_enabled",
+    "_queue_callback",
     "tensor",
     "from_numpy",
     "empty",
@@ -1015,6 +1016,9 @@ def autograd_grad(
     allow_unused: _bool = False,
 ) -> tuple[Tensor | None, ...]: ...
 def is_grad_enabled() -> _bool: ...
+def _queue_callback(callback: Callable[[], object]) -> None:
+    """Call ``callback()`` once when the backward now running finishes (from a hook)."""
+
 def _set_grad_enabled(mode: _bool) -> _bool: ...
 
 # ----- creation ---------------------------------------------------------------

@@ -18,6 +18,19 @@ Tensor = _core.Tensor
 Node = _core.Node
 grad = _capture.backward_region(_core.autograd_grad)
 
+
+def _queue_callback(callback: Callable[[], object]) -> None:
+    """Run ``callback()`` once when the backward pass now running finishes.
+
+    Call it from a gradient hook: the callback runs after every leaf's
+    ``.grad`` of that backward is written (as PyTorch's
+    ``Variable._execution_engine.queue_callback``). Callbacks run in the order
+    queued; one may queue another. A backward that raises drops its queued
+    callbacks. Outside a backward this raises ``RuntimeError``.
+    """
+    _core._queue_callback(callback)
+
+
 __all__ = [
     "Function",
     "FunctionCtx",

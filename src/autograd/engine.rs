@@ -2,6 +2,7 @@
 //! leaves without recursion, in dependency order, summing gradients that
 //! meet at a node and calling each node's VJP once.
 
+use std::cell::RefCell;
 use std::collections::HashMap as StdHashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -43,6 +44,68 @@ fn add_grads(a: Option<Tensor>, b: Tensor) -> Result<Tensor> {
     }
 }
 
+/// A function queued to run once when the current backward finishes.
+pub type Callback = Box<dyn FnOnce() -> Result<()> + Send>;
+
+thread_local! {
+    /// One list of queued callbacks per backward running on this thread
+    /// (a hook may start a nested backward; the innermost one is last).
+    static CALLBACKS: RefCell<Vec<Vec<Callback>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Queue `cb` to run once when the innermost backward running on this thread
+/// finishes, after every leaf's `.grad` is written (PyTorch's
+/// `queue_callback`). Callbacks run in the order queued; one may queue more.
+/// A backward that fails drops its callbacks unrun. Outside a backward: an error.
+pub fn queue_callback(cb: Callback) -> Result<()> {
+    CALLBACKS.with(|c| match c.borrow_mut().last_mut() {
+        Some(frame) => {
+            frame.push(cb);
+            Ok(())
+        }
+        None => Err(Error::runtime(
+            "queue_callback",
+            "a callback can only be queued while a backward pass is running (from a hook)",
+        )),
+    })
+}
+
+/// Opens this run's callback list; dropping it closes the list (unrun on error).
+struct CallbackFrame;
+
+impl CallbackFrame {
+    fn open() -> CallbackFrame {
+        CALLBACKS.with(|c| c.borrow_mut().push(Vec::new()));
+        CallbackFrame
+    }
+    /// Run the queued callbacks, including any they queue, in order.
+    fn run(&self) -> Result<()> {
+        loop {
+            let batch = CALLBACKS.with(|c| {
+                c.borrow_mut()
+                    .last_mut()
+                    .map(std::mem::take)
+                    .unwrap_or_default()
+            });
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for cb in batch {
+                cb()?;
+            }
+        }
+    }
+}
+
+impl Drop for CallbackFrame {
+    fn drop(&mut self) {
+        // Dropped callbacks may re-enter Python (releasing its objects): take
+        // the list out before it drops.
+        let frame = CALLBACKS.with(|c| c.borrow_mut().pop());
+        drop(frame);
+    }
+}
+
 /// Where the engine delivers gradients.
 pub enum Sink<'a> {
     /// Accumulate into leaves' `.grad` (`backward()`).
@@ -59,11 +122,11 @@ fn edge_eq(a: &Edge, b: &Edge) -> bool {
     }
 }
 
-/// Gradients reaching leaves during one run, summed per leaf (first-reached order).
+/// Gradients reaching leaves during one run, summed per leaf until the leaf is final.
 #[derive(Default)]
 struct LeafGrads {
     index: HashMap<usize, usize>,
-    items: Vec<(Arc<AutogradMeta>, Tensor)>,
+    items: Vec<(Arc<AutogradMeta>, Option<Tensor>)>,
 }
 
 impl LeafGrads {
@@ -71,14 +134,29 @@ impl LeafGrads {
         match self.index.get(&(Arc::as_ptr(m) as usize)) {
             Some(&i) => {
                 let slot = &mut self.items[i].1;
-                *slot = add_grads(Some(slot.clone()), g)?;
+                *slot = Some(add_grads(slot.take(), g)?);
             }
             None => {
                 self.index.insert(Arc::as_ptr(m) as usize, self.items.len());
-                self.items.push((m.clone(), g));
+                self.items.push((m.clone(), Some(g)));
             }
         }
         Ok(())
+    }
+
+    /// Take the summed gradient of `m` out (None when none reached it).
+    fn take(&mut self, m: &Arc<AutogradMeta>) -> Option<Tensor> {
+        let i = self.index.remove(&(Arc::as_ptr(m) as usize))?;
+        self.items[i].1.take()
+    }
+
+    /// Take every gradient still held, in first-reached order.
+    fn drain(&mut self) -> Vec<(Arc<AutogradMeta>, Tensor)> {
+        self.index.clear();
+        self.items
+            .drain(..)
+            .filter_map(|(m, g)| g.map(|g| (m, g)))
+            .collect()
     }
 }
 
@@ -139,6 +217,12 @@ fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Resu
 
 /// Run backward from `roots` (each an edge and the gradient flowing into it).
 ///
+/// A leaf's hooks run on its summed gradient as soon as that gradient is
+/// final (no node still to run has an edge to the leaf), during the walk;
+/// the `.grad` writes wait until the walk is over, so a walk stopped by an
+/// error or an interrupt leaves every `.grad` as it was. Callbacks queued
+/// during the run ([`queue_callback`]) run last, after the writes.
+///
 /// Returns, for [`Sink::Capture`], one entry per captured edge.
 pub fn run(
     roots: Vec<(Edge, Tensor)>,
@@ -146,13 +230,38 @@ pub fn run(
     create_graph: bool,
     sink: Sink<'_>,
 ) -> Result<Vec<Option<Tensor>>> {
-    let mut captured: Vec<Option<Tensor>> = match &sink {
+    let frame = CallbackFrame::open();
+    let captured = walk(roots, retain_graph, create_graph, &sink)?;
+    frame.run()?;
+    Ok(captured)
+}
+
+/// Run a leaf's hooks on its final gradient; the result waits in `done`.
+fn finish_leaf(
+    m: Arc<AutogradMeta>,
+    g: Tensor,
+    done: &mut Vec<(Arc<AutogradMeta>, Tensor)>,
+) -> Result<()> {
+    let g = if m.has_hooks() { m.run_hooks(g)? } else { g };
+    done.push((m, g));
+    Ok(())
+}
+
+fn walk(
+    roots: Vec<(Edge, Tensor)>,
+    retain_graph: bool,
+    create_graph: bool,
+    sink: &Sink<'_>,
+) -> Result<Vec<Option<Tensor>>> {
+    let mut captured: Vec<Option<Tensor>> = match sink {
         Sink::Capture(es) => vec![None; es.len()],
         Sink::Accumulate => vec![],
     };
-    // 1. Discover the graph and count, for each node, the edges that reach it.
+    // 1. Discover the graph and count, for each node and each leaf, the
+    //    edges that reach it.
     let mut nodes: HashMap<usize, Arc<Node>> = HashMap::default();
     let mut deps: HashMap<usize, usize> = HashMap::default();
+    let mut leaf_deps: HashMap<usize, usize> = HashMap::default();
     let mut stack: Vec<Arc<Node>> = vec![];
     for (e, _) in &roots {
         if let Edge::Node(n, _) = e {
@@ -164,25 +273,31 @@ pub fn run(
     }
     while let Some(n) = stack.pop() {
         for e in n.next.iter().flatten() {
-            if let Edge::Node(c, _) = e {
-                *deps.entry(key(c)).or_insert(0) += 1;
-                if let std::collections::hash_map::Entry::Vacant(v) = nodes.entry(key(c)) {
-                    v.insert(c.clone());
-                    stack.push(c.clone());
+            match e {
+                Edge::Node(c, _) => {
+                    *deps.entry(key(c)).or_insert(0) += 1;
+                    if let std::collections::hash_map::Entry::Vacant(v) = nodes.entry(key(c)) {
+                        v.insert(c.clone());
+                        stack.push(c.clone());
+                    }
                 }
+                Edge::Leaf(m) => *leaf_deps.entry(Arc::as_ptr(m) as usize).or_insert(0) += 1,
             }
         }
     }
     // 2. Seed the gradient buffers.
     let mut buffers: HashMap<usize, Vec<Option<Tensor>>> = HashMap::default();
-    // Leaf gradients are summed first, so hooks see (and may replace) the total once.
+    // Leaf gradients are summed until final, so hooks see (and may replace) the total once.
     let mut leaves = LeafGrads::default();
+    // Final (hooked) leaf gradients, in the order they became final.
+    let mut done: Vec<(Arc<AutogradMeta>, Tensor)> = vec![];
     let capture_of = |e: &Edge| -> Option<usize> {
-        match &sink {
+        match sink {
             Sink::Capture(es) => es.iter().position(|c| edge_eq(c, e)),
             Sink::Accumulate => None,
         }
     };
+    let mut root_leaves: Vec<Arc<AutogradMeta>> = vec![];
     for (e, g) in roots {
         match &e {
             Edge::Node(n, nr) => {
@@ -192,7 +307,19 @@ pub fn run(
                 let slot = &mut b[*nr as usize];
                 *slot = Some(add_grads(slot.take(), g)?);
             }
-            Edge::Leaf(m) => leaves.add(m, g)?,
+            Edge::Leaf(m) => {
+                leaves.add(m, g)?;
+                root_leaves.push(m.clone());
+            }
+        }
+    }
+    // Roots that are leaves no node reaches are final already.
+    for m in root_leaves {
+        if !leaf_deps.contains_key(&(Arc::as_ptr(&m) as usize)) {
+            if let Some(g) = leaves.take(&m) {
+                crate::par::poll("backward")?;
+                finish_leaf(m, g, &mut done)?;
+            }
         }
     }
     // 3. Process nodes whose every consumer has delivered.
@@ -289,14 +416,27 @@ pub fn run(
                     if let Some(g) = g {
                         leaves.add(m, g)?;
                     }
+                    let d = leaf_deps
+                        .get_mut(&(Arc::as_ptr(m) as usize))
+                        .expect("discovered leaf edge");
+                    *d -= 1;
+                    if *d == 0 {
+                        // No node still to run reaches this leaf: its gradient is final.
+                        if let Some(g) = leaves.take(m) {
+                            finish_leaf(m.clone(), g, &mut done)?;
+                        }
+                    }
                 }
             }
         }
     }
-    // 4. Leaves: hooks on the summed gradient, then accumulate or capture.
-    for (m, g) in leaves.items {
-        let g = if m.has_hooks() { m.run_hooks(g)? } else { g };
-        match &sink {
+    // Anything not yet final (none in a complete walk) is final now.
+    for (m, g) in leaves.drain() {
+        finish_leaf(m, g, &mut done)?;
+    }
+    // 4. Leaves: accumulate or capture the hooked gradients.
+    for (m, g) in done {
+        match sink {
             Sink::Accumulate => accumulate_leaf(&m, g, create_graph)?,
             Sink::Capture(_) => {
                 if let Some(i) = capture_of(&Edge::Leaf(m.clone())) {

@@ -509,11 +509,31 @@ pub fn assign_grad(t: &Tensor, g: Option<Tensor>) -> PyResult<()> {
     Ok(())
 }
 
+/// `_queue_callback(fn)`: call `fn()` once when the backward now running
+/// finishes (after every `.grad` is written), as PyTorch's
+/// `Variable._execution_engine.queue_callback`. Call it from a hook.
+#[pyfunction]
+fn _queue_callback(callback: Py<PyAny>) -> PyResult<()> {
+    run(|| {
+        engine::queue_callback(Box::new(move || {
+            Python::attach(|py| match callback.call0(py) {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let msg = e.to_string();
+                    HOOK_ERROR.with(|h| *h.borrow_mut() = Some(e));
+                    Err(Error::runtime("backward callback", msg))
+                }
+            })
+        }))
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyNode>()?;
     m.add_class::<PyHookHandle>()?;
     m.add_function(wrap_pyfunction!(autograd_grad, m)?)?;
     m.add_function(wrap_pyfunction!(is_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_set_grad_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(_queue_callback, m)?)?;
     Ok(())
 }

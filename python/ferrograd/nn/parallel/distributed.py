@@ -9,17 +9,20 @@ How it works (see docs/architecture.md, "Distributed"):
   usually produces their gradients. Each bucket owns one flat NumPy buffer.
 * A gradient hook on each parameter copies the parameter's gradient (plus
   whatever ``.grad`` it already holds, so ``no_sync`` accumulation is averaged
-  too) into its bucket slot. When a bucket's last slot is filled, and all
-  earlier buckets have started, a nonblocking ``MPI_Iallreduce`` starts on the
-  bucket buffer, so communication overlaps the rest of backward.
-* When ``backward()`` returns, a backward-end callback waits for every bucket,
-  divides by the world size and copies the averages into ``.grad``.
+  too) into its bucket slot. The engine runs a leaf's hooks as soon as its
+  gradient is final, during the backward walk, so when a bucket's last slot is
+  filled, and all earlier buckets have started, a nonblocking
+  ``MPI_Iallreduce`` starts on the bucket buffer while backward computes the
+  remaining gradients.
+* The first hook of a backward queues an end-of-backward callback with the
+  engine (``fg.autograd._queue_callback``); it runs once the engine has
+  written every ``.grad``, waits for every bucket, divides by the world size
+  and copies the averages into ``.grad``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,34 +32,10 @@ from ... import _capture
 from ... import distributed as dist
 from ..._core import Tensor, TraceError, from_numpy
 from ..._grad_mode import is_grad_enabled, no_grad
+from ...autograd import _queue_callback
 from ..modules.module import Module
 
 __all__ = ["DistributedDataParallel"]
-
-# --- backward-end callbacks ----------------------------------------------------------------------
-# The engine has no "backward finished" hook; ``Tensor.backward`` (which ``fg.autograd.backward``
-# also calls) is wrapped once so that DDP instances whose reducers were armed by a forward pass
-# finish their all-reduces before ``backward()`` returns.
-_pending: list[_Reducer] = []
-_installed = threading.Lock()
-_wrapped = False
-
-
-def _install_backward_end() -> None:
-    global _wrapped
-    with _installed:
-        if _wrapped:
-            return
-        original = Tensor.backward
-
-        def backward(self: Tensor, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            while _pending:
-                _pending.pop(0).finish()
-
-        backward.__doc__ = original.__doc__
-        Tensor.backward = backward  # type: ignore[method-assign]
-        _wrapped = True
 
 
 class _Bucket:
@@ -96,6 +75,7 @@ class _Reducer:
             for s, (_, q) in enumerate(bucket.params):
                 self.where[id(q)] = (b, s)
         self.armed = False
+        self.queued = False
         self.next_launch = 0
         self.handles = [p.register_hook(self._hook_for(p)) for _, p in named]
 
@@ -106,12 +86,15 @@ class _Reducer:
             bucket.work = None
         self.next_launch = 0
         self.armed = True
-        if self not in _pending:
-            _pending.append(self)
+        self.queued = False
 
     def _hook_for(self, p: Tensor) -> Callable[[Tensor], None]:
         def hook(grad: Tensor) -> None:
             if self.armed:
+                if not self.queued:
+                    # Average once this backward has written every ``.grad``.
+                    _queue_callback(self.finish)
+                    self.queued = True
                 b, s = self.where[id(p)]
                 self._fill(b, s, grad)
             return None
@@ -152,6 +135,7 @@ class _Reducer:
         if not self.armed:
             return
         self.armed = False
+        self.queued = False
         unused = [
             (b, s, bucket.params[s][0])
             for b, bucket in enumerate(self.buckets)
@@ -226,7 +210,6 @@ class DistributedDataParallel(Module):
                 dist.broadcast(p.detach(), src=0)
             for b in module.buffers():
                 dist.broadcast(b, src=0)
-        _install_backward_end()
         self._reducer = _Reducer(self, int(bucket_cap_mb * 1024 * 1024))
 
     @property
