@@ -311,6 +311,11 @@ order = [n for b in ddp._reducer.buckets for n, _ in b.params]
 assert order == names[::-1], order
 assert len(ddp.bucket_sizes) > 1, ddp.bucket_sizes
 assert list(ddp.state_dict())[0] == "module.0.weight"
+# the first bucket holds at most 1 MB (a lone larger parameter aside), the next ones the cap
+big = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(600, 600), nn.Linear(600, 600), nn.Linear(600, 10)))
+first = [p.nbytes for _, p in big._reducer.buckets[0].params]
+assert sum(first) <= 1024 * 1024 or len(first) == 1, first
+assert len(big.bucket_sizes) == 2 and sum(big.bucket_sizes) == 6, big.bucket_sizes
 ok(f"buckets in reverse parameter order {ddp.bucket_sizes}; state_dict keys prefixed module.")
 
 # unused parameters: a clear error naming them, or zeros with find_unused_parameters=True

@@ -4,9 +4,10 @@ How it works (see docs/architecture.md, "Distributed"):
 
 * At construction the parameters and buffers of rank 0 are broadcast to every
   rank, after checking that every rank holds the same parameter shapes.
-* Trainable parameters are grouped into buckets (``bucket_cap_mb`` each, one
-  dtype per bucket) in reverse registration order, the order in which backward
-  usually produces their gradients. Each bucket owns one flat NumPy buffer.
+* Trainable parameters are grouped into buckets (``bucket_cap_mb`` each, the
+  first at most 1 MB so that communication starts early; one dtype per bucket)
+  in reverse registration order, the order in which backward usually produces
+  their gradients. Each bucket owns one flat NumPy buffer.
 * A gradient hook on each parameter copies the parameter's gradient (plus
   whatever ``.grad`` it already holds, so ``no_sync`` accumulation is averaged
   too) into its bucket slot. The engine runs a leaf's hooks as soon as its
@@ -52,6 +53,10 @@ class _Bucket:
         self.work: dist.Work | None = None
 
 
+#: The first bucket's size cap (the later ones are ``bucket_cap_mb``), as PyTorch's DDP does.
+_FIRST_BUCKET_BYTES = 1024 * 1024
+
+
 class _Reducer:
     def __init__(self, ddp: DistributedDataParallel, bucket_bytes: int) -> None:
         self.ddp = ddp
@@ -62,9 +67,10 @@ class _Reducer:
         size = 0
         for name, p in reversed(named):
             dtype = np.asarray(p.detach()).dtype
-            if current and (
-                size + p.nbytes > bucket_bytes or np.asarray(current[0][1].detach()).dtype != dtype
-            ):
+            # The first bucket is small: the last layers' gradients, ready first,
+            # start communicating while backward is still early.
+            cap = min(bucket_bytes, _FIRST_BUCKET_BYTES) if not self.buckets else bucket_bytes
+            if current and (size + p.nbytes > cap or np.asarray(current[0][1].detach()).dtype != dtype):
                 self.buckets.append(_Bucket(current, np.asarray(current[0][1].detach()).dtype))
                 current, size = [], 0
             current.append((name, p))
