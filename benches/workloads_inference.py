@@ -222,13 +222,15 @@ class _Skip(Exception):
     """An implementation that cannot run here, with the reason."""
 
 
-def ort_session(ort, model_bytes: bytes, threads: int):
+def ort_session(ort, model: bytes | str, threads: int):
+    """An onnxruntime CPU session on ``model`` (bytes, or a file path: exports that keep the
+    weights in a data file beside the model must be loaded from their path)."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
 def ort_fg(fg, ort, case, x, threads):
@@ -248,7 +250,7 @@ def ort_torch(torch, ort, case, x, threads, tmp: Path):
     model, xt = _torch_model(torch, case), torch.from_numpy(x.copy())
     path = tmp / f"torch_{case.model}{case.batch}.onnx"
     torch.onnx.export(model, (xt,), str(path), input_names=["x"], output_names=["y"])
-    sess = ort_session(ort, path.read_bytes(), threads)
+    sess = ort_session(ort, str(path), threads)
     feed = {"x": x}
     return lambda: sess.run(None, feed)[0]
 
