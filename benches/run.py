@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import workloads_compiled  # noqa: E402 - compiled rows and W8
 import workloads_distributed  # noqa: E402 - W10
 import workloads_gpu  # noqa: E402 - W9, the WebGPU device
+import workloads_inference  # noqa: E402 - W11, CPU inference
 import workloads_train  # noqa: E402 - W4–W7 (benches/ is on sys.path when this file runs)
 
 F32 = np.float32
@@ -766,6 +767,7 @@ WORKLOADS: dict[str, Callable[[Ctx], None]] = {
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_compiled.WORKLOADS.items()},
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_gpu.WORKLOADS.items()},
     **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_distributed.WORKLOADS.items()},
+    **{w: (lambda c, f=f: f(sys.modules[__name__], c)) for w, f in workloads_inference.WORKLOADS.items()},
 }
 NOT_YET: dict[str, str] = {}
 
@@ -811,7 +813,10 @@ def fill_fractions(ctx: Ctx):
 
 
 def print_table(ctx: Ctx):
-    peers = PEERS
+    # the run's peers, then any other implementation a row measured (W11's onnxruntime columns)
+    peers = list(PEERS)
+    for r in ctx.rows:
+        peers += [k for k in r.values if k != "ferrograd" and not k.startswith(" ") and k not in peers]
     head = ["workload", "variant", "unit", "ferrograd"]
     for p in peers:
         head += [p, f"fg÷{p}"]
