@@ -280,6 +280,13 @@ fn validate_all() -> usize {
         ConvGemm::Forward { bias: false },
     ));
     for ty in TYS {
+        validate(&sort_init(&mk(&[ty, ty, GTy::I32])));
+        validate(&sort_step(&mk(&[ty, GTy::I32]), ty));
+        n += 2;
+    }
+    validate(&sort_indices(&mk(&[GTy::I32, GTy::I32])));
+    n += 1;
+    for ty in TYS {
         validate(&gather(&mk(&[ty, GTy::I32, ty]), ty));
         validate(&scatter(&mk(&[GTy::I32, ty, ty]), ty));
         validate(&index_put(&mk(&[ty, GTy::I32, ty]), ty));
