@@ -280,8 +280,20 @@ fn validate_all() -> usize {
         ConvGemm::Forward { bias: false },
     ));
     for ty in TYS {
-        validate(&sort_init(&mk(&[ty, ty, GTy::I32])));
-        validate(&sort_step(&mk(&[ty, GTy::I32]), ty));
+        // The sort kernels write two operands.
+        let written = |bufs: Vec<(GTy, bool)>| {
+            halved(Bindings {
+                operand: (0..bufs.len()).collect(),
+                bufs,
+                half: vec![],
+            })
+        };
+        validate(&sort_init(&written(vec![
+            (ty, false),
+            (ty, true),
+            (GTy::I32, true),
+        ])));
+        validate(&sort_step(&written(vec![(ty, true), (GTy::I32, true)]), ty));
         n += 2;
     }
     validate(&sort_indices(&mk(&[GTy::I32, GTy::I32])));
