@@ -71,6 +71,8 @@ HOST_READS = {
     "multinomial": "probabilities are validated on the host and sampled there from the shared stream",
     "nonzero": "the output's shape depends on the data",
     "masked_select": "the output's shape depends on the data",
+    "median": "its gather at each slice's computed position bounds-checks the positions on the host",
+    "nanmedian": "its gather at each slice's computed position bounds-checks the positions on the host",
     # Composed functions (tests/optable/composed_tensor.py):
     "allclose": "returns a Python bool read from the device",
     "equal": "returns a Python bool read from the device",

@@ -15,29 +15,23 @@ use crate::tensor::{Scalar, Tensor};
 
 const D: DTypes = DTypes(<Sort as Def>::DTYPES);
 
-/// Registry entries for this family (no WebGPU kernel yet: see `kernel::sort`).
+/// Registry entries for this family.
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("sort", "sort", D).grad().no_gpu(),
-    OpInfo::prim("topk", "sort", D).grad().no_gpu(),
-    OpInfo::prim("argsort", "sort", D)
-        .kind(OpKind::Composite)
-        .no_gpu(),
+    OpInfo::prim("sort", "sort", D).grad(),
+    OpInfo::prim("topk", "sort", D).grad(),
+    OpInfo::prim("argsort", "sort", D).kind(OpKind::Composite),
     OpInfo::prim("msort", "sort", D)
         .kind(OpKind::Composite)
-        .grad()
-        .no_gpu(),
+        .grad(),
     OpInfo::prim("kthvalue", "sort", D)
         .kind(OpKind::Composite)
-        .grad()
-        .no_gpu(),
+        .grad(),
     OpInfo::prim("median", "sort", D)
         .kind(OpKind::Composite)
-        .grad()
-        .no_gpu(),
+        .grad(),
     OpInfo::prim("nanmedian", "sort", D)
         .kind(OpKind::Composite)
-        .grad()
-        .no_gpu(),
+        .grad(),
 ];
 
 fn apply(x: &Tensor, s: Sort) -> Result<(Tensor, Tensor)> {

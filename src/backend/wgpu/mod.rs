@@ -10,8 +10,8 @@
 //! limits), `views` (dense copies, temporaries and views the kernels need),
 //! `split` (kernels over buffers larger than one binding), and per op
 //! family the ops themselves: `elementwise`, `reduce`, `norm` (softmax and
-//! norms), `loss`, `index`, `conv` (with `conv_gemm`), `matmul`, `random`
-//! and `optim`.
+//! norms), `loss`, `index`, `conv` (with `conv_gemm`), `matmul`, `random`,
+//! `optim` and `sort`.
 
 pub mod context;
 mod conv;
@@ -32,6 +32,7 @@ mod reduce;
 pub mod shaders;
 #[cfg(test)]
 mod snapshot_tests;
+mod sort;
 mod split;
 mod storage;
 mod views;
@@ -44,7 +45,7 @@ pub(crate) use storage::{buffer, storage_over};
 pub use storage::{download, new_storage, upload};
 
 use crate::error::Result;
-use crate::kernel::{BinaryOp, UnaryOp};
+use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
 use crate::ops::conv::{Conv2dParams, Pool2dParams};
 use crate::ops::index::IndexArgs;
 use crate::ops::loss::CeCfg;
@@ -322,5 +323,11 @@ impl Backend for WgpuBackend {
 
     fn matmul(&self, a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
         self.gpu_matmul(a, b, out, accumulate)
+    }
+
+    fn general(&self, op: &GeneralOp, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
+        match op {
+            GeneralOp::Sort(s) => self.gpu_sort(s, ins[0], outs[0], outs[1]),
+        }
     }
 }

@@ -25,6 +25,7 @@ mod loss;
 mod matmul;
 mod optim;
 mod rows;
+mod sort;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -44,6 +45,7 @@ pub use rows::{
     arg_reduce, cumulative, layer_norm, layer_norm_grad_input, layer_norm_grad_params, reduce,
     softmax, softmax_grad,
 };
+pub use sort::{sort_indices, sort_init, sort_step};
 
 /// Threads per workgroup of the elementwise and matmul kernels.
 pub const WG: u32 = 256;

@@ -280,6 +280,25 @@ fn validate_all() -> usize {
         ConvGemm::Forward { bias: false },
     ));
     for ty in TYS {
+        // The sort kernels write two operands.
+        let written = |bufs: Vec<(GTy, bool)>| {
+            halved(Bindings {
+                operand: (0..bufs.len()).collect(),
+                bufs,
+                half: vec![],
+            })
+        };
+        validate(&sort_init(&written(vec![
+            (ty, false),
+            (ty, true),
+            (GTy::I32, true),
+        ])));
+        validate(&sort_step(&written(vec![(ty, true), (GTy::I32, true)]), ty));
+        n += 2;
+    }
+    validate(&sort_indices(&mk(&[GTy::I32, GTy::I32])));
+    n += 1;
+    for ty in TYS {
         validate(&gather(&mk(&[ty, GTy::I32, ty]), ty));
         validate(&scatter(&mk(&[GTy::I32, ty, ty]), ty));
         validate(&index_put(&mk(&[ty, GTy::I32, ty]), ty));
