@@ -73,6 +73,8 @@ HOST_READS = {
     "masked_select": "the output's shape depends on the data",
     "median": "its gather at each slice's computed position bounds-checks the positions on the host",
     "nanmedian": "its gather at each slice's computed position bounds-checks the positions on the host",
+    "quantile": "its gathers at the computed ranks bounds-check the positions on the host",
+    "nanquantile": "its gathers at the computed ranks bounds-check the positions on the host",
     # Composed functions (tests/optable/composed_tensor.py):
     "allclose": "returns a Python bool read from the device",
     "equal": "returns a Python bool read from the device",
