@@ -26,7 +26,12 @@ a change retraces (``explain=True`` says why):
 - optimizer options that decide the step's structure (SGD's ``nesterov``
   and whether momentum is 0, Adam's ``amsgrad``, ``maximize``...) and the
   identity of optimizer state;
-- the identity of the globals and closure variables the function names.
+- the identity of the globals and closure variables the function names;
+- which leaves had a ``.grad`` where the trace looked: a backward traced
+  while a gradient was None sets it (eager adds to it once one is there),
+  an optimizer step skips a parameter without one, so a call where one of
+  them has appeared (or a gradient the trace read has gone) retraces.
+  ``zero_grad()`` inside the function does not look (it sets them all).
 
 A signature keeps one graph per guarded state (up to ``_PER_SIGNATURE``),
 so switching back (``model.train()`` after ``model.eval()``) reuses the
