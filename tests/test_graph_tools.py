@@ -4,6 +4,8 @@ memory plans and compile statistics."""
 from __future__ import annotations
 
 import html.parser
+import shutil
+import subprocess
 
 import ferrograd as fg
 import ferrograd.nn as nn
@@ -39,6 +41,20 @@ def test_to_dot_lists_every_node_and_edge():
     edges = sum(len(n["inputs"]) for n in g.nodes())
     assert dot.count(" -> n") == edges
     assert "float32[4, 2]" in dot
+
+
+def test_to_dot_renders_in_graphviz(tmp_path):
+    # The DOT text is valid for Graphviz: every node and edge comes out in the SVG.
+    dot_exe = shutil.which("dot")
+    if dot_exe is None:
+        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz): the DOT text is not rendered")
+    f = fg.compile(lambda x, w: (x @ w).relu().sum())
+    g = f.graph(fg.randn(4, 3), fg.randn(3, 2))
+    r = subprocess.run([dot_exe, "-Tsvg"], input=g.to_dot(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count('class="node"') >= g.num_nodes
+    assert r.stdout.count('class="edge"') == sum(len(n["inputs"]) for n in g.nodes()) + len(g.outputs)
+    assert "float32[4, 2]" in r.stdout
 
 
 class _Collect(html.parser.HTMLParser):
@@ -89,6 +105,30 @@ def test_profile_runs_the_graph_like_a_call():
     step.graph(x, y).profile(x, y)
     third = float(step(x, y).item())
     assert third < first
+
+
+def test_profile_measures_bytes_per_node():
+    # x @ w allocates its float32[256, 512] result (512 KiB); the transposed view
+    # of it allocates nothing; the sum allocates its small result. What the run
+    # holds after the matmul includes its result.
+    a, w = fg.randn(256, 64), fg.randn(64, 512)
+
+    @fg.compile
+    def f(a, w):
+        y = a @ w
+        return y.t().sum(0)
+
+    g = f.graph(a, w)
+    prof = g.profile(a, w)
+    ops = [p["op"] for p in prof]
+    mm = prof[ops.index("matmul")]
+    assert mm["bytes_allocated"] >= 256 * 512 * 4, mm
+    assert mm["bytes_allocated"] < 2 * 256 * 512 * 4, mm  # the result, not more than scratch of its size
+    assert mm["bytes_held"] >= 256 * 512 * 4, mm
+    views = [p for p in prof if p["op"] in ("transpose", "permute")]
+    assert views and all(p["bytes_allocated"] == 0 for p in views), prof
+    assert '"measuredBytes":true' in g.to_html()
+    assert "KiB" in g.to_dot() or "MiB" in g.to_dot()  # the matmul's label carries its bytes
 
 
 def test_memory_plan_peak_is_below_total_and_matches_a_hand_count():

@@ -306,3 +306,110 @@ def _page_nodes(page: Path) -> list[dict]:
     text = page.read_text(encoding="utf-8")
     m = re.search(r'<script id="graph-data" type="application/json">(.*?)</script>', text, re.S)
     return json.loads(m.group(1).replace("<\\/", "</"))["nodes"]
+
+
+# A script the test appends to a copy of the page: after the page's own script has
+# drawn the graph, it drives the page with real DOM events (clicks on a closed
+# group, on its title, on an op box, on "fit"; a wheel turn; a mouse drag) and
+# writes what each did into <pre id="interaction">, which the dumped DOM carries.
+_INTERACTION = """
+<script>
+(() => {
+  const out = {};
+  const svg = document.getElementById("graph");
+  const view = document.getElementById("viewport");
+  const q = (sel) => document.querySelector(sel);
+  const click = (target, detail = 1) =>
+    target.dispatchEvent(new MouseEvent("click", { bubbles: true, cancelable: true, detail }));
+  const transform = () => view.getAttribute("transform");
+  const GID = "@GID@";
+  const OP = "@OP@";
+  // 1. a click on a closed group opens it: its box gives way to a drawn group of its members
+  const box = q(`g.node[data-id="g:${GID}"]`);
+  out.closedBefore = !!box;
+  if (box) click(box.querySelector("rect"));
+  out.openedCluster = !!q(`g.cluster[data-id="c:${GID}"]`);
+  out.boxGone = !q(`g.node[data-id="g:${GID}"]`);
+  out.members = document.querySelectorAll(`g.node[data-parent="c:${GID}"]`).length;
+  out.panelAfterOpen = document.getElementById("panel").textContent;
+  // 2. a click on an op box shows its panel
+  const op = q(`g.node[data-id="${OP}"]`);
+  if (op) click(op.querySelector("rect"));
+  out.selected = document.getElementById("panel").getAttribute("data-node");
+  out.opId = op ? op.getAttribute("data-id") : null;
+  out.panelText = document.getElementById("panel").textContent;
+  // 3. a click on the group's title closes it again
+  const title = q(`g.cluster[data-id="c:${GID}"] text.ctitle`);
+  if (title) click(title);
+  out.closedAgain = !!q(`g.node[data-id="g:${GID}"]`) && !q(`g.cluster[data-id="c:${GID}"]`);
+  // 4. a wheel turn zooms about the pointer; 5. a drag pans by the distance moved
+  const r = svg.getBoundingClientRect();
+  out.t0 = transform();
+  svg.dispatchEvent(new WheelEvent("wheel", { bubbles: true, cancelable: true, deltaY: -300,
+    clientX: r.left + 200, clientY: r.top + 150 }));
+  out.t1 = transform();
+  svg.dispatchEvent(new MouseEvent("mousedown", { bubbles: true, clientX: r.left + 100, clientY: r.top + 100 }));
+  window.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: r.left + 160, clientY: r.top + 130 }));
+  window.dispatchEvent(new MouseEvent("mouseup", { bubbles: true }));
+  out.t2 = transform();
+  // 6. "fit" shows the whole drawing at most 1:1
+  click(document.getElementById("fit"));
+  out.t3 = transform();
+  const pre = document.createElement("pre");
+  pre.id = "interaction";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+"""
+
+
+def _transform(t: str) -> tuple[float, float, float]:
+    m = re.fullmatch(r"translate\(([-\d.]+),([-\d.]+)\) scale\(([-\d.]+)\)", t)
+    assert m, t
+    return float(m.group(1)), float(m.group(2)), float(m.group(3))
+
+
+def test_page_answers_clicks_wheel_and_drag(out_dir, tmp_path):
+    """The README step's page driven by DOM events (not by URL fragments): a closed
+    layer opens on a click and closes on its title, an op box shows its panel with
+    measured time and bytes, the wheel zooms about the pointer, a drag pans, and
+    "fit" brings the whole drawing back at most 1:1."""
+    _chromium()
+    step, args = readme_step()
+    g = step.graph(*args)
+    prof = g.profile(*args)
+    page = out_dir / "readme_train_step_events.html"
+    g.to_html(str(page), title="README train_step")
+    driven = tmp_path / "driven.html"
+    text = page.read_text(encoding="utf-8")
+    nodes = _page_nodes(page)
+    op = next(i for i, n in enumerate(nodes) if n["kind"] == "op" and n["group"] == "forward/0")
+    script = _INTERACTION.replace("@GID@", "forward/0").replace("@OP@", f"n{op}")
+    driven.write_text(text.replace("</body>", script + "</body>"), encoding="utf-8")
+    dom = _browse(driven, "", tmp_path)
+    m = re.search(r'<pre id="interaction">(.*?)</pre>', dom, re.S)
+    assert m, "the interaction script did not run"
+    got = json.loads(html.unescape(m.group(1)))
+    assert got["closedBefore"] and got["openedCluster"] and got["boxGone"], got
+    assert got["members"] >= 2, got  # the Linear's op and its parameters
+    # the opened group's panel: its module type, op count and measured bytes
+    for want in ("0 · Linear", "ops1", "allocated (measured)"):
+        assert want in got["panelAfterOpen"], (want, got["panelAfterOpen"])
+    assert got["selected"] == got["opId"] and got["opId"], got
+    assert got["opId"] == f"n{op}"
+    node = nodes[op]
+    for want in ("float32[", " ms", "allocated (measured)", "held after (measured)"):
+        assert want in got["panelText"], (want, got["panelText"])
+    assert got["closedAgain"], got
+    x0, y0, s0 = _transform(got["t0"])
+    x1, y1, s1 = _transform(got["t1"])
+    x2, y2, s2 = _transform(got["t2"])
+    assert s1 > s0 * 1.2, (got["t0"], got["t1"])  # zoomed in
+    # the point under the pointer (200, 150) stays put while zooming
+    assert abs((200 - x1) / s1 - (200 - x0) / s0) < 0.5 and abs((150 - y1) / s1 - (150 - y0) / s0) < 0.5
+    assert (round(x2 - x1), round(y2 - y1), s2) == (60, 30, s1), (got["t1"], got["t2"])
+    assert _transform(got["t3"])[2] <= 1.0
+    # the node's measured bytes are the profile's figures
+    assert node["allocated"] == prof[node["index"]]["bytes_allocated"]
+    assert node["live"] == prof[node["index"]]["bytes_held"]

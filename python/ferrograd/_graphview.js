@@ -18,7 +18,7 @@
   const outputs = new Set(M.outputs);
 
   // what each group holds, for its collapsed box and its panel
-  const agg = new Map(M.groups.map((g) => [g.id, { ops: 0, time: 0, bytes: 0, nodes: [] }]));
+  const agg = new Map(M.groups.map((g) => [g.id, { ops: 0, time: 0, bytes: 0, allocated: 0, nodes: [] }]));
   M.nodes.forEach((n, i) => {
     for (let gid = n.group; gid != null; gid = groups.get(gid).parent) {
       const a = agg.get(gid);
@@ -27,6 +27,7 @@
         a.ops += 1;
         a.time += n.time || 0;
         a.bytes += n.bytes || 0;
+        a.allocated += n.allocated || 0;
       }
     }
   });
@@ -65,6 +66,7 @@
   const fmtMs = (t) => (t == null ? "" : t * 1e3 >= 100 ? (t * 1e3).toFixed(0) + " ms" : (t * 1e3).toFixed(3) + " ms");
   function fmtBytes(b) {
     if (b == null) return "";
+    if (b < 0) return "-" + fmtBytes(-b);
     const u = ["B", "KiB", "MiB", "GiB"];
     let k = 0;
     while (b >= 1024 && k < u.length - 1) {
@@ -416,6 +418,8 @@
         ["effect", n.effect],
         ["time", M.profiled && n.kind === "op" ? fmtMs(n.time) + (M.total ? ` (${((100 * (n.time || 0)) / M.total).toFixed(1)}% of the run)` : "") : ""],
         ["output bytes", fmtBytes(n.bytes)],
+        ["allocated (measured)", M.measuredBytes && n.kind === "op" ? fmtBytes(n.allocated) : ""],
+        ["held after (measured)", M.measuredBytes && n.kind === "op" ? fmtBytes(n.live) + (M.peakLive ? ` (peak of the run ${fmtBytes(M.peakLive)})` : "") : ""],
         ["graph output", outputs.has(i) ? "yes" : ""],
       ])
     );
@@ -425,7 +429,7 @@
     const g = groups.get(gid);
     const a = agg.get(gid);
     head(g.label + (g.type ? " · " + g.type : ""));
-    panel.appendChild(rows([["ops", String(a.ops)], ["time", M.profiled ? fmtMs(a.time) : ""], ["output bytes", fmtBytes(a.bytes)]]));
+    panel.appendChild(rows([["ops", String(a.ops)], ["time", M.profiled ? fmtMs(a.time) : ""], ["output bytes", fmtBytes(a.bytes)], ["allocated (measured)", M.measuredBytes ? fmtBytes(a.allocated) : ""]]));
     const slow = a.nodes.filter((i) => M.nodes[i].kind === "op").sort((x, y) => (M.nodes[y].time || 0) - (M.nodes[x].time || 0)).slice(0, 8);
     if (M.profiled && slow.length) {
       const p = document.createElement("p");

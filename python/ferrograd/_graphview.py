@@ -102,10 +102,13 @@ def page_model(
     times: list[float] | None = None,
     names: dict[int, str] | None = None,
     types: dict[str, str] | None = None,
+    memory: tuple[list[int], list[int]] | None = None,
 ) -> dict:
     """The graph as the page's JSON: nodes (inputs and ops, each in a group),
     groups (regions and modules, nested, each collapsed or expanded at first)
-    and value edges."""
+    and value edges. ``times`` and ``memory`` (bytes allocated by each node and
+    bytes held after it) come from a profiled run."""
+    allocated, live = memory if memory is not None else (None, None)
     names = names or {}
     types = types or {}
     values = g.values()
@@ -171,6 +174,8 @@ def page_model(
                 "group": group(region, module),
                 "time": times[i] if times is not None and i < len(times) else None,
                 "bytes": None if any(x is None for x in b) else sum(x for x in b if x is not None),
+                "allocated": allocated[i] if allocated is not None and i < len(allocated) else None,
+                "live": live[i] if live is not None and i < len(live) else None,
             }
         )
         for v in n["inputs"]:
@@ -243,6 +248,8 @@ def page_model(
         "outputs": outputs,
         "profiled": times is not None,
         "total": sum(times) if times is not None else None,
+        "measuredBytes": allocated is not None,
+        "peakLive": max(live, default=0) if live is not None else None,
     }
 
 
@@ -263,6 +270,8 @@ def _input_node(nid: str, kind: str, name: str, v: dict, gid: str | None) -> dic
         "group": gid,
         "time": None,
         "bytes": _bytes(v),
+        "allocated": None,
+        "live": None,
     }
 
 
@@ -317,10 +326,17 @@ def to_dot(
     times: list[float] | None = None,
     names: dict[int, str] | None = None,
     types: dict[str, str] | None = None,
+    memory: tuple[list[int], list[int]] | None = None,
 ) -> str:
     """The graph in Graphviz DOT: inputs, nodes (op, output types, source line),
-    typed edges, one cluster per region and module."""
-    m = page_model(g, times, names, types)
+    typed edges, one cluster per region and module.
+
+    Edge types are external labels (``xlabel``), placed after the layout: as
+    ordinary labels each would be a node of its own in ``dot``'s ranking, which
+    made a GPT training step take over 30 s to lay out instead of about 5.
+    Graphs of more than 150 nodes also bound ``dot``'s crossing-reduction
+    passes (``mclimit``)."""
+    m = page_model(g, times, names, types, memory)
 
     def q(s: str) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -330,6 +346,8 @@ def to_dot(
         "  rankdir=TB;",
         '  node [shape=box, style="rounded,filled", fontname="Helvetica"];',
     ]
+    if sum(1 for n in m["nodes"] if n["kind"] == "op") > 150:
+        lines.append("  mclimit=0.5;")
     kids: dict[str | None, list[str]] = {}
     for gr in m["groups"]:
         kids.setdefault(gr["parent"], []).append(gr["id"])
@@ -349,6 +367,8 @@ def to_dot(
                 label += "\n" + n["source"]
             if n["time"] is not None:
                 label += f"\n{n['time'] * 1e3:.3f} ms"
+            if n["allocated"]:
+                label += f", {_mib(n['allocated'])}"
             shape = "box" if n["kind"] == "op" else "ellipse"
             fill = "#dff3ff" if n["fused"] else ("#ffffff" if n["kind"] == "op" else "#d8ecff")
             lines.append(f"{indent}{n['id']} [label={q(label)}, shape={shape}, fillcolor={q(fill)}];")
@@ -363,7 +383,7 @@ def to_dot(
     emit(None, "  ")
     for e in m["edges"]:
         a, b = m["nodes"][e["from"]]["id"], m["nodes"][e["to"]]["id"]
-        lines.append(f"  {a} -> {b} [label={q(e['type'])}, fontsize=9];")
+        lines.append(f"  {a} -> {b} [xlabel={q(e['type'])}, fontsize=9];")
     for k, b in enumerate(m["outputs"]):
         lines.append(f'  out{k} [label="output {k}", shape=plaintext];')
         lines.append(f"  {m['nodes'][b]['id']} -> out{k};")
@@ -393,10 +413,11 @@ def to_html(
     title: str = "ferrograd graph",
     names: dict[int, str] | None = None,
     types: dict[str, str] | None = None,
+    memory: tuple[list[int], list[int]] | None = None,
 ) -> str:
     """A self-contained HTML page drawing the graph (see the module's doc);
     written to ``path`` if given. Returns the page."""
-    m = page_model(g, times, names, types)
+    m = page_model(g, times, names, types, memory)
     m["title"] = title
     # dagre.js is an ES module ending in one export statement; inlined as a classic script
     dagre = re.sub(r"^export const \{[^}]*\} = dagre;\s*$", "", _asset("_vendor", "dagre.js"), flags=re.M)
@@ -405,6 +426,8 @@ def to_html(
     summary = f"{len(g.inputs())} inputs, {g.num_nodes} nodes, {len(g.outputs)} outputs"
     if times is not None:
         summary += f"; profiled run: {sum(times) * 1e3:.3f} ms in nodes"
+    if memory is not None:
+        summary += f", {_mib(sum(memory[0]))} allocated, at most {_mib(max(memory[1], default=0))} held"
     rows = "\n".join(
         f"<tr><td>{n['index']}</td><td>{e(n['label'])}</td><td><code>{e(n['attrs'])}</code></td>"
         f"<td>{e(', '.join(n['outs']))}</td><td>{e(n['region'])} {e(n['module'])}</td>"
@@ -446,6 +469,10 @@ open group to close it. Drag to pan, wheel to zoom.</p></div>
 <script>{script}</script>
 </body></html>
 """
+
+
+def _mib(b: int) -> str:
+    return f"{b / 2**20:.2f} MiB" if b >= 2**20 else f"{b / 1024:.1f} KiB"
 
 
 def _ms(t: float | None) -> str:

@@ -85,6 +85,7 @@ class Graph:
         self._sessions_cache: dict = {}
         self._scalars: Any = None  # dynamic scalar arguments of a compiled graph
         self._times: list[float] | None = None  # node times of the last profile()
+        self._memory: tuple[list[int], list[int]] | None = None  # its bytes allocated / held per node
         self._variables: list[Variable] = []  # variables made inside `with self:`, in order
         self._any_shape: set[int] = set()  # positions of placeholders declared without a shape
         # id of a gradients() result -> its shape, or the position of the unshaped placeholder it is taken for
@@ -247,8 +248,17 @@ class Graph:
         return out
 
     def profile(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> list[dict]:
-        """Run the graph once, timing every node; returns ``[{"node", "op", "seconds", "loc"}]``
+        """Run the graph once, measuring every node; returns
+        ``[{"node", "op", "seconds", "loc", "bytes_allocated", "bytes_held"}]``
         (also kept for :meth:`to_html` and :meth:`to_dot`).
+
+        ``seconds`` is the node's wall time; ``bytes_allocated`` what it took
+        from the CPU allocator and the GPU buffer pool while it ran (scratch
+        space included; a result written over a dying input or into a buffer
+        the graph recycles takes nothing); ``bytes_held`` the bytes in use after
+        it and the releases that follow it, less those in use when the run
+        began. Branches that a plain run executes side by side run one after
+        the other here, so each node's figures are its own.
 
         Arguments: the tensors in argument order (a compiled function's
         tensor arguments), or ``feed={placeholder: value}`` for an explicit graph.
@@ -259,11 +269,12 @@ class Graph:
         g = self._built()
         scalars = self._scalars() if self._scalars is not None else []
         with _capture.suspended(), no_grad():
-            _, times = g.profile(self._args(args, feed), scalars)
+            _, times, allocated, held = g.profile(self._args(args, feed), scalars)
         self._times = times
+        self._memory = (allocated, held)
         return [
-            {"node": i, "op": n["op"], "seconds": t, "loc": n["loc"]}
-            for i, (n, t) in enumerate(zip(g.nodes(), times, strict=True))
+            {"node": i, "op": n["op"], "seconds": t, "loc": n["loc"], "bytes_allocated": a, "bytes_held": h}
+            for i, (n, t, a, h) in enumerate(zip(g.nodes(), times, allocated, held, strict=True))
         ]
 
     def memory_plan(self, *args: Any, feed: Mapping[Any, Any] | None = None) -> dict:
@@ -527,7 +538,7 @@ class Graph:
         (node times included after :meth:`profile`)."""
         from ._graphview import to_dot
 
-        return to_dot(self._built(), self._times, self._input_names(), self._module_types())
+        return to_dot(self._built(), self._times, self._input_names(), self._module_types(), self._memory)
 
     def to_html(self, path: str | None = None, title: str = "ferrograd graph") -> str:
         """A self-contained HTML page drawing the graph, written to ``path`` if
@@ -536,10 +547,12 @@ class Graph:
         region (forward, backward, optimizer) and module (``blocks.0.attn``),
         groups that open and close, pan and zoom, and a panel with each node's
         attributes, shapes, source line, module and, after :meth:`profile`,
-        its time (nodes coloured by time)."""
+        its time and measured bytes (nodes coloured by time)."""
         from ._graphview import to_html
 
-        return to_html(self._built(), path, self._times, title, self._input_names(), self._module_types())
+        return to_html(
+            self._built(), path, self._times, title, self._input_names(), self._module_types(), self._memory
+        )
 
 
 def placeholder(

@@ -453,3 +453,19 @@ pub fn transfer(t: &Tensor, device: Device) -> Result<Tensor> {
         )),
     }
 }
+
+/// Memory counters over every device that has been used: the running total
+/// of bytes allocated (blocks handed out by the CPU allocator and buffers by
+/// the GPU pool, reuse from their caches included) and the bytes in use now.
+/// Differences of two readings measure what the work between them allocated.
+pub fn memory_counters() -> (u64, u64) {
+    let s = crate::tensor::storage::memory_stats();
+    let (mut allocated, mut in_use) = (s.allocated_total as u64, s.in_use as u64);
+    #[cfg(feature = "gpu")]
+    if let Some(g) = wgpu::context::started() {
+        let s = g.stats();
+        allocated += s.bytes_allocated_total;
+        in_use += s.bytes_in_use;
+    }
+    (allocated, in_use)
+}

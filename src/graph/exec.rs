@@ -116,6 +116,20 @@ impl Replayer {
     }
 }
 
+/// Per-node measurements of one profiled run, in node order.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    /// Wall time of each node in seconds.
+    pub seconds: Vec<f64>,
+    /// Bytes each node allocated, measured at the allocators (CPU blocks and
+    /// GPU buffers, scratch space included; a result written over a dying
+    /// input or into a recycled buffer allocates nothing).
+    pub allocated: Vec<u64>,
+    /// Bytes in use after each node (and the releases that follow it), less
+    /// those in use when the run started.
+    pub live: Vec<i64>,
+}
+
 /// What [`Plan::memory_plan`] reports (bytes).
 #[derive(Clone, Debug)]
 pub struct MemoryPlan {
@@ -476,11 +490,14 @@ impl Plan {
         self.run_timed(args, None)
     }
 
-    /// [`run_with`](Self::run_with), also returning each node's wall time in seconds.
-    pub fn profile(&self, args: &[Tensor], scalars: &[f64]) -> Result<(Vec<Tensor>, Vec<f64>)> {
-        let mut times = Vec::with_capacity(self.graph.nodes.len());
-        let outs = super::call::with_slots(scalars, || self.run_timed(args, Some(&mut times)))?;
-        Ok((outs, times))
+    /// [`run_with`](Self::run_with), also measuring every node: its wall time,
+    /// the bytes it allocated and the bytes the run holds after it (see
+    /// [`Profile`]). Independent branches that a plain run executes side by
+    /// side run one after the other here, so each node's figures are its own.
+    pub fn profile(&self, args: &[Tensor], scalars: &[f64]) -> Result<(Vec<Tensor>, Profile)> {
+        let mut prof = Profile::default();
+        let outs = super::call::with_slots(scalars, || self.run_timed(args, Some(&mut prof)))?;
+        Ok((outs, prof))
     }
 
     /// Pairs of nodes that run concurrently (independent branches), in order.
@@ -688,7 +705,7 @@ impl Plan {
         Ok(())
     }
 
-    fn run_timed(&self, args: &[Tensor], times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
+    fn run_timed(&self, args: &[Tensor], times: Option<&mut Profile>) -> Result<Vec<Tensor>> {
         let inputs = self.resolve_inputs(args)?;
         self.run_inputs(inputs, times)
     }
@@ -745,7 +762,7 @@ impl Plan {
     }
 
     /// Run on the graph's inputs `inputs` (from [`Plan::resolve_inputs`]).
-    fn run_inputs(&self, inputs: Vec<Tensor>, times: Option<&mut Vec<f64>>) -> Result<Vec<Tensor>> {
+    fn run_inputs(&self, inputs: Vec<Tensor>, times: Option<&mut Profile>) -> Result<Vec<Tensor>> {
         let g = &self.graph;
         let mut vals: Vec<Option<Tensor>> = self
             .slots
@@ -791,7 +808,16 @@ impl Plan {
         let mut ins: Vec<Tensor> = Vec::with_capacity(8);
         let mut borrowed: Vec<std::mem::ManuallyDrop<Tensor>> = Vec::with_capacity(8);
         let timing = times.is_some();
-        let mut node_times = vec![0.0f64; if timing { g.nodes.len() } else { 0 }];
+        let nt = if timing { g.nodes.len() } else { 0 };
+        let mut node_times = vec![0.0f64; nt];
+        let mut node_alloc = vec![0u64; nt];
+        let mut node_live = vec![0i64; nt];
+        // Bytes in use when the run starts: `live` is measured from here.
+        let base = if timing {
+            crate::backend::memory_counters().1 as i64
+        } else {
+            0
+        };
         for (i, n) in g.nodes.iter().enumerate() {
             if !wrote {
                 crate::par::poll("graph")?;
@@ -806,6 +832,11 @@ impl Plan {
                         // autograd, which may give an input its autograd state
                         // (a lent copy would keep it apart).
                         let offered = spares.as_mut().is_some_and(|sp| self.offer(i, sp));
+                        let before = if timing {
+                            crate::backend::memory_counters().0
+                        } else {
+                            0
+                        };
                         let (outs, t) = if !recording && self.reuse[i].is_empty() {
                             self.gather_borrowed(i, &vals, &mut borrowed);
                             // SAFETY: `ManuallyDrop<Tensor>` has `Tensor`'s layout.
@@ -829,6 +860,7 @@ impl Plan {
                         let outs = outs?;
                         if timing {
                             node_times[i] = t;
+                            node_alloc[i] = crate::backend::memory_counters().0 - before;
                         }
                         self.store(i, outs, &mut vals)?;
                     }
@@ -843,7 +875,16 @@ impl Plan {
                         }
                         let mut ins_j = Vec::with_capacity(g.nodes[j].inputs.len());
                         self.gather(j, &mut vals, &mut ins_j);
-                        let ((oi, ti), (oj, tj)) = if crate::par::threads() > 1 {
+                        let ((oi, ti), (oj, tj)) = if timing {
+                            // Measured one at a time, so each node's bytes are its own.
+                            let a0 = crate::backend::memory_counters().0;
+                            let ri = self.exec_at(i, &ins, timing);
+                            let a1 = crate::backend::memory_counters().0;
+                            let rj = self.exec_at(j, &ins_j, timing);
+                            node_alloc[i] = a1 - a0;
+                            node_alloc[j] = crate::backend::memory_counters().0 - a1;
+                            (ri, rj)
+                        } else if crate::par::threads() > 1 {
                             {
                                 crate::par::join(
                                     || {
@@ -887,9 +928,14 @@ impl Plan {
                     }
                 }
             }
+            if timing {
+                node_live[i] = crate::backend::memory_counters().1 as i64 - base;
+            }
         }
-        if let Some(ts) = times {
-            ts.extend(node_times);
+        if let Some(p) = times {
+            p.seconds = node_times;
+            p.allocated = node_alloc;
+            p.live = node_live;
         }
         for s in &g.set_grads {
             let target = vals[s.target].as_ref().expect("grad target bound");

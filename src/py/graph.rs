@@ -349,18 +349,26 @@ impl PyGraph {
         let outs = super::run_detached(py, || plan.run_with(&a, &scalars))?;
         Ok(outs.into_iter().map(PyTensor::new).collect())
     }
-    /// Run like `run`, also returning each node's wall time in seconds.
+    /// Run like `run`, also measuring each node: returns the outputs, each
+    /// node's wall time in seconds, the bytes it allocated, and the bytes the
+    /// run holds after it (relative to the start of the run).
     #[pyo3(signature = (args, scalars=vec![]))]
+    #[allow(clippy::type_complexity)]
     fn profile(
         &self,
         py: Python<'_>,
         args: &Bound<'_, PyAny>,
         scalars: Vec<f64>,
-    ) -> PyResult<(Vec<PyTensor>, Vec<f64>)> {
+    ) -> PyResult<(Vec<PyTensor>, Vec<f64>, Vec<u64>, Vec<i64>)> {
         let a = tensors(args)?;
         let plan = run(|| self.plan_for(&a))?;
-        let (outs, times) = super::run_detached(py, || plan.profile(&a, &scalars))?;
-        Ok((outs.into_iter().map(PyTensor::new).collect(), times))
+        let (outs, p) = super::run_detached(py, || plan.profile(&a, &scalars))?;
+        Ok((
+            outs.into_iter().map(PyTensor::new).collect(),
+            p.seconds,
+            p.allocated,
+            p.live,
+        ))
     }
     /// Memory the graph needs per run, by buffer liveness: `{"peak_bytes",
     /// "total_bytes", "input_bytes", "output_bytes", "allocations", "in_place",

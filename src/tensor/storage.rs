@@ -330,6 +330,8 @@ struct Cache {
     /// Allocations made, and how many of them the cache served.
     allocs: usize,
     hits: usize,
+    /// Bytes of every block handed out since start (never decreases).
+    allocated: usize,
 }
 
 impl Cache {
@@ -356,6 +358,7 @@ impl Cache {
         self.peak = self.peak.max(self.in_use);
         self.allocs += 1;
         self.hits += usize::from(hit);
+        self.allocated += cap;
     }
 
     /// Keep a freed block if the limits allow; `false` when it must go back to the system.
@@ -550,6 +553,9 @@ pub struct MemoryStats {
     /// Allocations made, and those served from the cache.
     pub allocations: usize,
     pub cache_hits: usize,
+    /// Bytes of every block handed out since start (a running total, for
+    /// measuring what a stretch of work allocates).
+    pub allocated_total: usize,
 }
 
 /// Statistics of the CPU allocator.
@@ -561,6 +567,7 @@ pub fn memory_stats() -> MemoryStats {
         cache_limit: CACHE_CAP.load(Ordering::Relaxed),
         allocations: c.allocs,
         cache_hits: c.hits,
+        allocated_total: c.allocated,
     })
 }
 

@@ -97,6 +97,8 @@ struct Pool {
     in_use_count: u64,
     cached_bytes: u64,
     cached_count: u64,
+    /// Bytes of every buffer handed out since the start (never decreases).
+    allocated_bytes: u64,
 }
 
 struct Arena {

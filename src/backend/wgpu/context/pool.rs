@@ -135,6 +135,8 @@ pub struct Stats {
     pub buffers_in_use: u64,
     pub bytes_in_use: u64,
     pub peak_bytes: u64,
+    /// Bytes of every buffer handed out since the start (a running total).
+    pub bytes_allocated_total: u64,
     pub buffers_cached: u64,
     pub bytes_cached: u64,
     pub pending_dispatches: u64,
@@ -157,6 +159,7 @@ impl Gpu {
             buffers_in_use: p.in_use_count,
             bytes_in_use: p.in_use_bytes,
             peak_bytes: p.peak_bytes,
+            bytes_allocated_total: p.allocated_bytes,
             buffers_cached: p.cached_count + p.deferred.len() as u64,
             bytes_cached: p.cached_bytes + deferred_bytes,
             pending_dispatches: pending,
@@ -259,6 +262,7 @@ impl Gpu {
             }
         };
         p.in_use_bytes += cap;
+        p.allocated_bytes += cap;
         p.peak_bytes = p.peak_bytes.max(p.in_use_bytes);
         p.in_use_count += 1;
         drop(p);
