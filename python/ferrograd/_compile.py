@@ -44,7 +44,7 @@ import functools
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -443,6 +443,9 @@ class _Entry:
         "kernels",
         "rebind_epoch",
         "grad_guarded",
+        "guarded",
+        "hooked",
+        "scalared",
     )
 
     def __init__(self) -> None:
@@ -454,6 +457,10 @@ class _Entry:
         self.snapshot: list = []
         self.eager = False
         self.key: Hashable = None
+        # What the state asks of each call (set once traced; all False: nothing).
+        self.guarded = False  # guards on modules, attributes or values to re-check
+        self.hooked = False  # callables to run before or after the graph
+        self.scalared = False  # scalar slots to read
         self.module_version = -1
         self.n_args = 0
         self.grad_guarded = False
@@ -589,6 +596,16 @@ class CompiledFunction:
             # paused, it runs as usual (a first call captures its graph apart).
             return self.fn(*args, **kwargs)
         self.stats.calls += 1
+        if not kwargs and not self._has_scalars and (self.dynamic is False or self.dynamic is None):
+            # The common call, tensors only, whose graph is cached: the key that
+            # `_signature` makes for it, and the most recent entry checked first.
+            leaves = _core._tensor_signature(args)
+            if leaves is not None:
+                entries = self._cache.get((("tuple", (("tuple", leaves), ("dict", ()))), is_grad_enabled()))
+                if entries:
+                    entry = entries[0]
+                    if self._stale(entry, args) is None:
+                        return self.fn(*args) if entry.eager else self._run(entry, args)
         largs, lkwargs, lifted = self._lift(args, kwargs)
         key, tensors, dyn = self._signature(largs, lkwargs, lifted)
         entry, why = self._lookup(key, tensors)
@@ -622,7 +639,7 @@ class CompiledFunction:
                 return e, None
         return None, why
 
-    def _stale(self, entry: _Entry, tensors: list[Tensor]) -> str | None:
+    def _stale(self, entry: _Entry, tensors: Sequence[Tensor]) -> str | None:
         if entry.grad_guarded:
             # A backward that set a .grad it saw as None would overwrite one
             # set since (eager adds to it); an optimizer step would skip it.
@@ -630,7 +647,7 @@ class CompiledFunction:
             if why is not None:
                 return why
 
-        if entry.state is not None:
+        if entry.guarded:
             Module = _module_class()
             moved = entry.module_version != Module._structure_version
             why = entry.state.guards_hold(modules=moved)
@@ -644,25 +661,29 @@ class CompiledFunction:
             if entry.graph is not None and entry.graph._refs_rebound_since(entry.rebind_epoch):
                 return "the .data of a tensor it reads was reassigned (e.g. by Module.to())"
             entry.rebind_epoch = epoch
-        return _changed(entry.snapshot)
+        return _changed(entry.snapshot) if entry.snapshot else None
 
-    def _run(self, entry: _Entry, tensors: list[Tensor]) -> Any:
+    def _run(self, entry: _Entry, tensors: Sequence[Tensor]) -> Any:
         st = entry.state
-        if st is not None:
+        if entry.hooked:
             for f in st.before_run:
                 f()
-        outs = entry.graph.run(tensors[: entry.n_args], st.scalar_values() if st is not None else [])
-        if st is not None:
+        n = entry.n_args
+        outs = entry.graph.run(
+            tensors if len(tensors) == n else tensors[:n], st.scalar_values() if entry.scalared else []
+        )
+        if entry.hooked:
             for f in st.after_run:
                 f()
         if entry.kernels is None:
             # Views (reshape, transpose, ...) launch no kernel.
             entry.kernels = sum(1 for n in entry.graph.nodes() if n["effect"] != "view")
-        self.stats.kernels_per_call = entry.kernels
-        if entry.allocations is None:
             entry.allocations = entry.graph.memory_plan(tensors[: entry.n_args])["allocations"]
-        self.stats.allocations_per_call = entry.allocations
-        return _unflatten(entry.out_tree, outs)
+        stats = self.stats
+        stats.kernels_per_call = entry.kernels
+        stats.allocations_per_call = entry.allocations
+        tree = entry.out_tree
+        return outs[tree.i] if type(tree) is _Leaf else _unflatten(tree, outs)
 
     def _trace(
         self,
@@ -749,6 +770,11 @@ class CompiledFunction:
         entry.grad_guarded = entry.graph._has_grad_guards
         entry.out_tree = out_tree
         entry.state = state
+        entry.guarded = bool(
+            state.guards or state.value_guards or state.container_guards or state.module_snapshots
+        )
+        entry.hooked = bool(state.before_run or state.after_run)
+        entry.scalared = bool(state.scalars)
         entry.n_args = len(tensors)
         self.stats.traces += 1
         self.stats.nodes.append(graph.num_nodes)
