@@ -460,12 +460,11 @@ pub fn transfer(t: &Tensor, device: Device) -> Result<Tensor> {
 /// Differences of two readings measure what the work between them allocated.
 pub fn memory_counters() -> (u64, u64) {
     let s = crate::tensor::storage::memory_stats();
-    let (mut allocated, mut in_use) = (s.allocated_total as u64, s.in_use as u64);
+    let cpu = (s.allocated_total as u64, s.in_use as u64);
     #[cfg(feature = "gpu")]
     if let Some(g) = wgpu::context::started() {
         let s = g.stats();
-        allocated += s.bytes_allocated_total;
-        in_use += s.bytes_in_use;
+        return (cpu.0 + s.bytes_allocated_total, cpu.1 + s.bytes_in_use);
     }
-    (allocated, in_use)
+    cpu
 }
