@@ -564,6 +564,9 @@ class _Epoch:
             self.open = False
             if _holder.epoch is self:
                 _holder.epoch = None
+        if self.fgg._state is not None and self.fgg._state.scalars:
+            # Fused optimizer nodes read scalars computed at every run (Adam's lr_t).
+            self.fgg._scalars = self.fgg._state.scalar_values
         self.session = _fg.Session(self.fgg)
 
     def abort(self) -> None:
