@@ -2,7 +2,8 @@
 
 The programs in ``tests/tf1_programs/`` follow the classic TensorFlow 1.x
 tutorials (softmax regression "for beginners", the deep MNIST CNN, a
-``tf.layers`` CNN in name scopes with TensorBoard summaries). They read
+``tf.layers`` CNN in name scopes with TensorBoard summaries, the TensorBoard
+tutorial's MLP with variable and image summaries). They read
 MNIST-shaped data: scikit-learn's bundled 8x8 digits, each pixel made a 3x3
 block and padded to 28x28 (as MNIST centres 20x20 digits in 28x28), flattened
 to 784 values in [0, 1], with one-hot labels and ``next_batch`` as the old
@@ -117,6 +118,34 @@ def test_layers_cnn_in_name_scopes_with_summaries(tmp_path, capsys):
     assert len(events) == 1
     tags = _event_tags(Path(events[0]))
     assert {"loss/loss", "accuracy/accuracy", "model/logits"} <= tags, tags
+
+
+def test_tensorboard_tutorial_with_variable_and_image_summaries(tmp_path, capsys):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    (logdir / "stale").write_text("from an earlier run")  # the program clears the directory first
+    out = run_program("mnist_with_summaries", mnist=MnistLikeDigits(), STEPS=41, LOG_DIR=str(logdir))
+    out["sess"].close()
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 5 and lines[-1].startswith("Accuracy at step 40:")
+    assert out["final_accuracy"] > 0.85, lines
+    assert not (logdir / "stale").exists()
+    (train_events,) = glob.glob(str(logdir / "train" / "events.out.tfevents.*"))
+    (test_events,) = glob.glob(str(logdir / "test" / "events.out.tfevents.*"))
+    tags = _event_tags(Path(train_events))
+    want = {
+        "input_reshape/input/image/0",
+        "input_reshape/input/image/9",
+        "layer1/weights/summaries/mean",
+        "layer1/weights/summaries/stddev",
+        "layer2/biases/summaries/histogram",
+        "layer1/Wx_plus_b/pre_activations",
+        "dropout/dropout_keep_probability",
+        "cross_entropy",
+        "accuracy",
+    }
+    assert want <= tags, sorted(want - tags)
+    assert "accuracy" in _event_tags(Path(test_events))
 
 
 def _event_tags(path: Path) -> set[str]:
