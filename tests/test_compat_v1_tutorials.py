@@ -3,7 +3,8 @@
 The programs in ``tests/tf1_programs/`` follow the classic TensorFlow 1.x
 tutorials (softmax regression "for beginners", the deep MNIST CNN, a
 ``tf.layers`` CNN in name scopes with TensorBoard summaries, the TensorBoard
-tutorial's MLP with variable and image summaries). They read
+tutorial's MLP with variable and image summaries, an MLP saved and restored
+in a second session). They read
 MNIST-shaped data: scikit-learn's bundled 8x8 digits, each pixel made a 3x3
 block and padded to 28x28 (as MNIST centres 20x20 digits in 28x28), flattened
 to 784 values in [0, 1], with one-hot labels and ``next_batch`` as the old
@@ -146,6 +147,17 @@ def test_tensorboard_tutorial_with_variable_and_image_summaries(tmp_path, capsys
     }
     assert want <= tags, sorted(want - tags)
     assert "accuracy" in _event_tags(Path(test_events))
+
+
+def test_save_restore_tutorial(tmp_path, capsys):
+    out = run_program(
+        "mnist_save_restore", mnist=MnistLikeDigits(), STEPS=60, MODEL_PATH=str(tmp_path / "model.ckpt")
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[2] == f"Model saved in file: {tmp_path / 'model.ckpt'}", lines
+    assert out["restored_accuracy"] == out["first_accuracy"]
+    assert out["first_accuracy"] > 0.8 and out["final_accuracy"] >= out["first_accuracy"] - 0.02, lines
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt")
 
 
 def _event_tags(path: Path) -> set[str]:
