@@ -4,7 +4,8 @@
 ``count_nonzero``, ``norm``, ``tensordot``, ``einsum``, ``eye``,
 ``is_nan``/``is_inf``/``is_finite``, ``convert_to_tensor``, the pre-1.0
 ``mul``/``sub``, ``tf.nn.top_k`` (int32 indices), ``selu``, ``softsign``,
-``tf.summary.image`` (PNG, TF1's float scaling) and ``tf.gfile``. The
+``tf.summary.image`` (PNG, TF1's float scaling), ``tf.gfile`` and
+``tf.layers.batch_normalization`` (UPDATE_OPS, a training switch). The
 differentiable ones are checked against central finite differences in
 float64 through ``tf.gradients``; bad arguments raise naming the op and shape.
 """
@@ -273,3 +274,60 @@ def test_gfile(tmp_path):
     assert tf.gfile.Glob(str(d / "*.txt")) == [str(d / "a.txt"), str(d / "b.txt")]
     tf.gfile.DeleteRecursively(str(tmp_path / "logs"))
     assert not tf.gfile.Exists(str(tmp_path / "logs"))
+
+
+def test_layers_batch_normalization_training_switch_and_updates():
+    x = tf.placeholder(tf.float64, [None, 3, 2])
+    training = tf.placeholder(tf.bool, [])
+    y = tf.layers.batch_normalization(x, axis=1, training=training, momentum=0.9)
+    updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    assert len(updates) == 2
+    names = sorted(v.name for v in tf.global_variables())
+    assert names == [
+        "batch_normalization/beta:0",
+        "batch_normalization/gamma:0",
+        "batch_normalization/moving_mean:0",
+        "batch_normalization/moving_variance:0",
+    ]
+    assert sorted(v.name for v in tf.trainable_variables()) == names[:2]
+    mm = tf.get_default_graph().get_tensor_by_name("batch_normalization/moving_mean:0")
+    mv = tf.get_default_graph().get_tensor_by_name("batch_normalization/moving_variance:0")
+    xs = RNG.standard_normal((4, 3, 2)) * 2 + 1
+    m, v = xs.mean((0, 2)), xs.var((0, 2))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        out, _ = sess.run([y, updates], {x: xs, training: True})
+        np.testing.assert_allclose(
+            out, (xs - m[:, None]) / np.sqrt(v[:, None] + 1e-3), rtol=1e-12, atol=1e-12
+        )
+        np.testing.assert_allclose(sess.run(mm), 0.1 * m, rtol=1e-12)
+        np.testing.assert_allclose(sess.run(mv), 0.9 + 0.1 * v, rtol=1e-12)
+        # Not training: the moving statistics normalize, and the updates leave them as they are.
+        out2, _ = sess.run([y, updates], {x: xs, training: False})
+        np.testing.assert_allclose(sess.run(mm), 0.1 * m, rtol=1e-12)
+        want = (xs - 0.1 * m[:, None]) / np.sqrt(0.9 + 0.1 * v[:, None] + 1e-3)
+        np.testing.assert_allclose(out2, want, rtol=1e-12, atol=1e-12)
+
+
+def test_layers_batch_normalization_python_flags_and_gradient():
+    x = tf.placeholder(tf.float64, [5, 3])
+    y_eval = tf.layers.batch_normalization(x, training=False, name="bn")
+    assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []
+    y = tf.layers.batch_normalization(x, training=True, name="bn", reuse=True)
+    w = tf.constant(RNG.standard_normal((5, 3)))
+    loss = tf.reduce_sum(y * w)
+    (g,) = tf.gradients(loss, [x])
+    xs = RNG.standard_normal((5, 3))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        np.testing.assert_allclose(sess.run(y_eval, {x: xs}), xs / np.sqrt(1 + 1e-3), rtol=1e-12)
+        got = sess.run(g, {x: xs})
+        f = lambda v: float(sess.run(loss, {x: v}))  # noqa: E731
+        num = np.zeros_like(xs)
+        for i in np.ndindex(xs.shape):
+            e = np.zeros_like(xs)
+            e[i] = 1e-6
+            num[i] = (f(xs + e) - f(xs - e)) / 2e-6
+    np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"batch_normalization: axis 2 is not one dim of .* \(rank 2\)"):
+        tf.layers.batch_normalization(x, axis=2)
