@@ -919,8 +919,10 @@ class Session:
                 typed = raw.retyped([(p, list(s)) for p, s in shapes]) if any(s for _, s in shapes) else raw
                 sub, _ = optimize(typed)
                 by_shapes[shapes] = sub
+            # Dynamic optimizer arguments (a learning rate computed at every step) are read now.
+            scalars = list(self.graph._scalars()) if self.graph._scalars is not None else []
             with no_grad():
-                out = list(sub.run(args))
+                out = list(sub.run(args, scalars))
         except (ValueError, TypeError) as e:
             raise type(e)(f"Session.run: {e}{_placeholder_notes(self.graph, positions)}") from None
         for t, r in zip(tensors, out, strict=True):

@@ -819,6 +819,9 @@ def export(
     written to ``path`` when given.
 
     ``example_inputs``: a tensor or a tuple of tensors to capture with.
+    ``fn_or_module`` may also be a :class:`ferrograd.Graph` already captured
+    that has outputs (a compiled function's graph, or the graph of a TF1
+    program from ``Session.to_fg_graph``); ``example_inputs`` is then unused.
     ``dynamic=True`` exports symbolic dims (the batch size) as named ONNX
     dims. ``input_names`` / ``output_names`` name the graph's inputs and
     outputs (default ``input0``..., ``output0``...). Modules are exported in
@@ -832,7 +835,21 @@ def export(
         raise ImportError("fg.onnx.export needs the onnx package: pip install 'ferrograd[onnx]'") from e
     from ._compile import compile as fg_compile
     from ._grad_mode import no_grad
+    from .graph import Graph
 
+    if isinstance(fn_or_module, Graph):  # a graph already captured, with outputs of its own
+        built = fn_or_module._built()
+        if not built.outputs:
+            raise ValueError(
+                "fg.onnx.export: the graph has no outputs of its own; export a graph with outputs "
+                "(a compiled function's, or a TF1 session's to_fg_graph(fetches))"
+            )
+        model = _Exporter(built, input_names, output_names).run()
+        if path is not None:
+            import onnx
+
+            onnx.save(model, os.fspath(path))
+        return model
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     args = tuple(a if isinstance(a, _core.Tensor) else _core.tensor(a) for a in args)
     compiled = fg_compile(fn_or_module, dynamic=dynamic, passes={"fuse": False})

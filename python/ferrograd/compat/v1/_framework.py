@@ -564,6 +564,9 @@ class _Epoch:
             self.open = False
             if _holder.epoch is self:
                 _holder.epoch = None
+        if self.fgg._state is not None and self.fgg._state.scalars:
+            # Fused optimizer nodes read scalars computed at every run (Adam's lr_t).
+            self.fgg._scalars = self.fgg._state.scalar_values
         self.session = _fg.Session(self.fgg)
 
     def abort(self) -> None:
@@ -1536,6 +1539,73 @@ class Session:
             return node[0](rebuild(x) for x in node[1])
 
         return rebuild(tree)
+
+    def to_fg_graph(self, fetches: Any) -> _fg.Graph:
+        """The ferrograd graph that computes ``fetches`` (a tensor, an op, a name or a
+        list/tuple of them) from the placeholders they need, pruned and optimized.
+
+        It is an ordinary :class:`ferrograd.Graph` whose outputs are the fetched
+        tensors (ops, such as a training step, are kept for their effects):
+        ``.save(path)`` writes it for :func:`ferrograd.load_graph` and the Rust-only
+        runner, with the variables' current values (they must be initialized in
+        this session); ``ferrograd.onnx.export(graph, None, path)`` exports it to
+        ONNX (an op without an ONNX form, such as an optimizer update, is named in
+        the error); calling it (placeholders by name) runs it. Its inputs are
+        the placeholders in the order they were made; a placeholder declared
+        without a shape is an input of shape ``()`` there.
+        """
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        with _capture.suspended():
+            return self._to_fg_graph(fetches)
+
+    def _to_fg_graph(self, fetches: Any) -> _fg.Graph:
+        from ..._compile import optimize
+
+        g = self.graph
+        many = isinstance(fetches, (list, tuple))
+        items = [self._fetch_item(f) for f in (fetches if many else [fetches])]
+        if not items:
+            raise ValueError("Session.to_fg_graph: give at least one tensor or op to compute")
+        starts = sorted({r for _, recs, _ in items for r in recs})
+        needed, _, reads = g._walk(tuple(starts), frozenset())
+        for r in reads:
+            var = g._records[r].outputs[0]
+            if id(var) not in self._initialized:
+                rec = g._records[r]
+                raise FailedPreconditionError(
+                    None,
+                    rec.op,
+                    f"Session.to_fg_graph: the graph stores the current value of {rec.name}, which is "
+                    "uninitialized: run tf.global_variables_initializer() in this session first",
+                )
+        ep = g._build(frozenset(), ())
+        for r in needed:
+            if isinstance(ep.vals[r], _Broken):
+                raise InvalidArgumentError(
+                    None, g._records[r].op, f"cannot compute {g._records[r].name}: {ep.vals[r].exc}"
+                )
+        built = ep.fgg._built()
+        vals: list[int] = []
+        ops: list[int] = []
+        for kind, _, t in items:
+            if kind == "op":
+                if t._rec is not None:
+                    ops.extend(o.id for o in ep.vals[t._rec] if isinstance(o, _Node))
+                continue
+            twin = ep.vals[t._rec][t._idx]
+            vid = built.value_id(twin) if twin is not None and twin.is_meta else None
+            if vid is None:
+                raise ValueError(
+                    f"Session.to_fg_graph: {t.name} is not computed by the graph (a variable or a "
+                    "constant held as it is); fetch an op's result, e.g. tf.identity of it"
+                )
+            vals.append(vid)
+        sub, _ = optimize(built.prune(vals, ops, False))
+        out = _fg.Graph._wrap(sub, scalars=ep.fgg._scalars, state=ep.fgg._state)
+        out._placeholders = list(ep.fgg._placeholders)
+        out._ph_devices = dict(ep.fgg._ph_devices)
+        return out
 
     def _fetch_item(self, f: Any) -> tuple[str, list[int], Any]:
         g = self.graph

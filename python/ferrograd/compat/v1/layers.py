@@ -14,9 +14,24 @@ import numpy as np
 
 from . import _ops, nn
 from ._framework import Tensor, _convert, _known
-from ._variables import get_variable, variable_scope, zeros_initializer
+from ._variables import (
+    GraphKeys,
+    assign_sub,
+    get_variable,
+    ones_initializer,
+    variable_scope,
+    zeros_initializer,
+)
 
-__all__ = ["average_pooling2d", "conv2d", "dense", "dropout", "flatten", "max_pooling2d"]
+__all__ = [
+    "average_pooling2d",
+    "batch_normalization",
+    "conv2d",
+    "dense",
+    "dropout",
+    "flatten",
+    "max_pooling2d",
+]
 
 
 def _pair(v: Any) -> list[int]:
@@ -198,3 +213,124 @@ def dropout(
     if not training or rate == 0:
         return _ops.identity(inputs, name=name)
     return nn.dropout(inputs, rate=rate, noise_shape=noise_shape, name=name)
+
+
+def batch_normalization(
+    inputs: Any,
+    axis: int = -1,
+    momentum: float = 0.99,
+    epsilon: float = 1e-3,
+    center: bool = True,
+    scale: bool = True,
+    beta_initializer: Any = None,
+    gamma_initializer: Any = None,
+    moving_mean_initializer: Any = None,
+    moving_variance_initializer: Any = None,
+    beta_regularizer: Any = None,
+    gamma_regularizer: Any = None,
+    beta_constraint: Any = None,
+    gamma_constraint: Any = None,
+    training: Any = False,
+    trainable: bool = True,
+    name: str | None = None,
+    reuse: Any = None,
+    renorm: bool = False,
+    renorm_clipping: Any = None,
+    renorm_momentum: float = 0.99,
+    fused: Any = None,
+    virtual_batch_size: Any = None,
+    adjustment: Any = None,
+) -> Tensor:
+    """Batch normalization over every dim but ``axis``: ``gamma * (x - mean) / sqrt(var + epsilon) + beta``.
+
+    ``training`` (a bool or a bool tensor): the batch's mean and (biased)
+    variance, and ops that move ``moving_mean``/``moving_variance`` toward
+    them (``moving -= (moving - batch) * (1 - momentum)``), added to
+    ``tf.GraphKeys.UPDATE_OPS`` — run them with the training op (for example
+    under ``tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS))``),
+    as in TF; otherwise the moving statistics. The variables ``gamma``,
+    ``beta``, ``moving_mean`` and ``moving_variance`` live in the layer's scope
+    (``batch_normalization``, ``batch_normalization_1``, ... or ``name``).
+    """
+    if renorm or virtual_batch_size is not None or adjustment is not None:
+        raise NotImplementedError(
+            "tf.layers.batch_normalization: renorm, virtual_batch_size and adjustment are not supported"
+        )
+    x = _convert(inputs)
+    if x._shape is None:
+        raise ValueError("batch_normalization: the rank of the inputs must be known")
+    rank = len(x._shape)
+    if not isinstance(axis, (int, np.integer)) or not -rank <= int(axis) < rank:
+        raise ValueError(f"batch_normalization: axis {axis!r} is not one dim of {x.name} (rank {rank})")
+    ax = int(axis) % rank
+    c = x._shape[ax]
+    if c is None:
+        raise ValueError(f"batch_normalization: the size of axis {ax} of {x.name} must be known")
+    reduce_axes = [i for i in range(rank) if i != ax]
+    with variable_scope(name, default_name="batch_normalization", reuse=reuse):
+        gamma = (
+            get_variable(
+                "gamma",
+                [c],
+                initializer=gamma_initializer or ones_initializer(),
+                trainable=trainable,
+                dtype=x.dtype,
+            )
+            if scale
+            else None
+        )
+        beta = (
+            get_variable(
+                "beta",
+                [c],
+                initializer=beta_initializer or zeros_initializer(),
+                trainable=trainable,
+                dtype=x.dtype,
+            )
+            if center
+            else None
+        )
+        moving_mean = get_variable(
+            "moving_mean",
+            [c],
+            initializer=moving_mean_initializer or zeros_initializer(),
+            trainable=False,
+            dtype=x.dtype,
+        )
+        moving_var = get_variable(
+            "moving_variance",
+            [c],
+            initializer=moving_variance_initializer or ones_initializer(),
+            trainable=False,
+            dtype=x.dtype,
+        )
+
+        def per_channel(v: Any) -> Any:
+            if v is None or ax == rank - 1:
+                return v
+            return _ops.reshape(v, [c if i == ax else 1 for i in range(rank)])
+
+        def normalize(mean: Any, var: Any) -> Tensor:
+            return nn.batch_normalization(
+                x, per_channel(mean), per_channel(var), per_channel(beta), per_channel(gamma), epsilon
+            )
+
+        if isinstance(training, (bool, np.bool_)) and not training:
+            return normalize(moving_mean, moving_var)
+        batch_mean, batch_var = nn.moments(x, reduce_axes)
+        decay = 1.0 - float(momentum)
+        if isinstance(training, (bool, np.bool_)):
+            y = normalize(batch_mean, batch_var)
+            rate: Any = decay
+        else:
+            flag = _convert(training)
+            y = _ops.cond(
+                flag, lambda: normalize(batch_mean, batch_var), lambda: normalize(moving_mean, moving_var)
+            )
+            rate = _ops.cast(flag, x.dtype) * decay  # the moving statistics stay when not training
+        upd_mean = assign_sub(moving_mean, (moving_mean - _ops.stop_gradient(batch_mean)) * rate)
+        upd_var = assign_sub(moving_var, (moving_var - _ops.stop_gradient(batch_var)) * rate)
+    g = x._graph
+    g.add_to_collection(GraphKeys.UPDATE_OPS, upd_mean)
+    g.add_to_collection(GraphKeys.UPDATE_OPS, upd_var)
+    return y

@@ -10,6 +10,8 @@ from ._ops import (
     argmin,
     ceil,
     cos,
+    count_nonzero,
+    cumsum,
     divide,
     equal,
     exp,
@@ -17,6 +19,9 @@ from ._ops import (
     floordiv,
     greater,
     greater_equal,
+    is_finite,
+    is_inf,
+    is_nan,
     less,
     less_equal,
     log,
@@ -54,6 +59,11 @@ from ._ops import (
 from ._ops import mod as floormod
 
 __all__ = [
+    "count_nonzero",
+    "cumsum",
+    "is_finite",
+    "is_inf",
+    "is_nan",
     "abs",
     "add",
     "add_n",

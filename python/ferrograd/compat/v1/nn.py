@@ -36,14 +36,17 @@ __all__ = [
     "moments",
     "relu",
     "relu6",
+    "selu",
     "sigmoid",
     "sigmoid_cross_entropy_with_logits",
     "softmax",
     "softmax_cross_entropy_with_logits",
     "softmax_cross_entropy_with_logits_v2",
     "softplus",
+    "softsign",
     "sparse_softmax_cross_entropy_with_logits",
     "tanh",
+    "top_k",
     "xw_plus_b",
 ]
 
@@ -69,6 +72,35 @@ def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Te
 def elu(features: Any, name: str | None = None) -> Tensor:
     """``features`` where positive, ``exp(features) - 1`` elsewhere."""
     return _ops._unary(lambda x: F.elu(x), features, "Elu", name)
+
+
+def selu(features: Any, name: str | None = None) -> Tensor:
+    """``scale * elu(features, alpha)`` with SELU's constants (alpha 1.6732632…, scale 1.0507009…)."""
+    return _ops._unary(lambda x: F.selu(x), features, "Selu", name)
+
+
+def softsign(features: Any, name: str | None = None) -> Tensor:
+    """``features / (abs(features) + 1)``."""
+    return _ops._unary(lambda x: F.softsign(x), features, "Softsign", name)
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True, name: str | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+    """The ``k`` largest entries of the last dim, largest first: ``(values, indices)`` (int32 indices)."""
+    t = _convert(input)
+    kk = int(k)
+    if t._shape is not None:
+        if not t._shape:
+            raise ValueError(f"top_k: {t.name} is a scalar; it needs at least one dim")
+        last = t._shape[-1]
+        if isinstance(last, int) and not 0 <= kk <= last:
+            raise ValueError(f"top_k: k = {kk} is out of range for the last dim of {t.name} (size {last})")
+
+    def fn(x: Any) -> tuple[Any, Any]:
+        v, i = x.topk(kk, dim=-1)
+        return v, i.to(_core.int32)
+
+    values, indices = t._graph._apply(fn, (t,), "TopKV2", name, multi=True)
+    return values, indices
 
 
 def softplus(features: Any, name: str | None = None) -> Tensor:

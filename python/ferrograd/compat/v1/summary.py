@@ -10,7 +10,9 @@ TensorBoard's Graphs tab. Needs the ``tensorboard`` package.
 from __future__ import annotations
 
 import os
+import struct
 import time
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +22,7 @@ from . import _ops
 from ._framework import Graph, Tensor, _convert, float32, get_default_graph
 from ._variables import GraphKeys
 
-__all__ = ["FileWriter", "histogram", "merge", "merge_all", "scalar"]
+__all__ = ["FileWriter", "histogram", "image", "merge", "merge_all", "scalar"]
 
 
 def _tag(g: Graph, name: str) -> str:
@@ -59,6 +61,62 @@ def _histogram_bytes(tag: str, value: Any) -> bytes:
     return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, histo=histo)]).SerializeToString()
 
 
+def _png(img: np.ndarray) -> bytes:
+    """``img`` (height, width, channels; uint8) as PNG bytes (8-bit, no filtering)."""
+    h, w, c = img.shape
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    rows = b"".join(b"\x00" + img[r].tobytes() for r in range(h))
+    header = struct.pack(">IIBBBBB", w, h, 8, {1: 0, 2: 4, 3: 2, 4: 6}[c], 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _to_uint8(img: np.ndarray) -> np.ndarray:
+    """TF1's image-summary scaling of one float image: all values >= 0: the largest becomes 255;
+    any negative: 0 maps to 127, scaled so the smallest is 0 or the largest 255."""
+    if img.dtype == np.uint8:
+        return img
+    x = np.nan_to_num(img.astype(np.float64))
+    lo, hi = float(x.min()), float(x.max())
+    if lo >= 0:
+        scale = 255.0 / hi if hi > 0 else 0.0
+        out = x * scale
+    else:
+        scale = 127.0 / builtins_max(-lo, hi) if builtins_max(-lo, hi) > 0 else 0.0
+        out = x * scale + 127.0
+    return np.clip(np.round(out), 0, 255).astype(np.uint8)
+
+
+builtins_max = max
+
+
+def _image_bytes(tag: str, value: Any, max_outputs: int) -> bytes:
+    from tensorboard.compat.proto import summary_pb2
+
+    arr = np.asarray(value)
+    n = min(int(max_outputs), arr.shape[0])
+    values = []
+    for i in range(n):
+        img = _to_uint8(arr[i])
+        h, w, c = img.shape
+        im = summary_pb2.Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=_png(img))
+        t = f"{tag}/image" if max_outputs == 1 else f"{tag}/image/{i}"
+        values.append(summary_pb2.Summary.Value(tag=t, image=im))
+    return summary_pb2.Summary(value=values).SerializeToString()
+
+
 def _summary(
     kind: str, name: str, tensor: Any, collections: Sequence[str] | None, family: str | None
 ) -> Tensor:
@@ -82,6 +140,37 @@ def scalar(
 ) -> Tensor:
     """A summary of one number; fetching it gives a serialized ``Summary``."""
     return _summary("scalar", name, tensor, collections, family)
+
+
+def image(
+    name: str,
+    tensor: Any,
+    max_outputs: int = 3,
+    collections: Sequence[str] | None = None,
+    family: str | None = None,
+) -> Tensor:
+    """An image summary of the first ``max_outputs`` images of ``tensor`` (``[batch, height,
+    width, channels]``, 1, 3 or 4 channels; float images scaled as TF1 scales them, uint8 as they are),
+    written as PNG under the tags ``<name>/image/<i>`` (``<name>/image`` for one)."""
+    x = _convert(tensor)
+    shape = x._shape
+    if shape is not None and (len(shape) != 4 or shape[-1] not in (1, 3, 4, None)):
+        raise ValueError(
+            f"tf.summary.image {name!r}: the tensor must be [batch, height, width, channels] with 1, 3 or 4 "
+            f"channels, got {x.name} of shape {shape} ({x.dtype.name})"
+        )
+    if int(max_outputs) < 1:
+        raise ValueError(f"tf.summary.image {name!r}: max_outputs must be at least 1, got {max_outputs}")
+    g = x._graph
+    tag = _tag(g, name if family is None else f"{family}/{name}")
+    u8 = x.dtype.name == "uint8"
+    t = g._apply(lambda v: v.clone() if u8 else v.to(float32._fg).clone(), (x,), "ImageSummary", name)
+    t._post = lambda val, _tag=tag, _n=int(max_outputs), _u8=u8: _image_bytes(  # type: ignore[attr-defined]
+        _tag, np.asarray(val, dtype=np.uint8) if _u8 else val, _n
+    )
+    for c in collections if collections is not None else [GraphKeys.SUMMARIES]:
+        g.add_to_collection(c, t)
+    return t
 
 
 def histogram(

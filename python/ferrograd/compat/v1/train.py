@@ -4,6 +4,11 @@ An optimizer's update is graph ops: ``minimize`` records the gradients
 (``tf.gradients``) and one op that updates every variable in place with
 TF1's update rule (its slots — momentum, Adam's moments — are variables
 too, saved by ``Saver`` and set by ``global_variables_initializer``).
+Gradient descent, momentum and Adam record that update as one node of
+ferrograd's fused multi-tensor optimizer kernels (the ones ``fg.optim``
+uses) when their hyper-parameters are Python numbers; a hyper-parameter
+given as a tensor (a decayed or fed learning rate), RMSProp and Adagrad
+record TF1's rule as element-wise graph ops.
 Checkpoints are safetensors files: ``saver.save(sess, "dir/model.ckpt")``
 writes ``dir/model.ckpt.safetensors`` and a ``dir/checkpoint`` index in
 TF's text format, so ``latest_checkpoint(dir)`` finds the newest.
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import _core
+from ... import _capture, _core
 from ..._grad_mode import no_grad
 from . import _ops, _variables
 from ._framework import (
@@ -177,6 +182,13 @@ class Optimizer:
     ) -> None:
         raise NotImplementedError
 
+    def _fused(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> bool:
+        """Record the update as one fused optimizer node if this optimizer and its
+        hyper-parameters allow it; False (nothing recorded) otherwise."""
+        return False
+
     def apply_gradients(
         self, grads_and_vars: Any, global_step: Any = None, name: str | None = None
     ) -> Operation:
@@ -200,7 +212,8 @@ class Optimizer:
             hs = args[n_g : n_g + n_h]
             first = _core._trace_num_nodes()
             with no_grad():
-                self._update(gs, stores, extra_stores, hs)
+                if not (_fusable(gs, stores, hs) and self._fused(gs, stores, extra_stores, hs)):
+                    self._update(gs, stores, extra_stores, hs)
                 if step_store is not None:
                     step_store.add_(1)
             return tuple(_Node(i) for i in range(first, _core._trace_num_nodes()))
@@ -234,6 +247,24 @@ def _hyper(v: Any) -> Any:
     return _convert(v) if isinstance(v, Tensor) else float(v)
 
 
+def _fusable(grads: Sequence[Any], stores: Sequence[Any], hyper: Sequence[Any]) -> bool:
+    """Whether an update may be one fused kernel node: recording, hyper-parameters
+    that are numbers, floating variables, gradients of their shapes and dtypes."""
+    if not _core._trace_recording() or not all(isinstance(h, float) for h in hyper):
+        return False
+    return all(
+        w.dtype.is_floating_point and g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape)
+        for g, w in zip(grads, stores, strict=True)
+    )
+
+
+# The step count given to the fused Adam kernel: its bias corrections
+# ``1 - beta ** step`` are then exactly 1, so it applies TF1's
+# ``lr_t * m / (sqrt(v) + epsilon)`` with ``lr_t`` (from the beta-power
+# variables) as its learning rate, read at every run.
+_NO_BIAS_STEP = 2**31 - 1
+
+
 class GradientDescentOptimizer(Optimizer):
     """``var -= learning_rate * grad``."""
 
@@ -250,6 +281,13 @@ class GradientDescentOptimizer(Optimizer):
         (lr,) = hyper
         for gr, w in zip(grads, stores, strict=True):
             w.sub_(gr * lr)
+
+    def _fused(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> bool:
+        (lr,) = hyper
+        _core._sgd_step(list(stores), list(grads), [None] * len(stores), lr, 0.0, 0.0, False, 0.0, False)
+        return True
 
 
 class MomentumOptimizer(Optimizer):
@@ -279,6 +317,17 @@ class MomentumOptimizer(Optimizer):
                 w.sub_((gr + acc * m) * lr)
             else:
                 w.sub_(acc * lr)
+
+    def _fused(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> bool:
+        lr, m = hyper
+        if m <= 0.0:  # the kernel keeps no buffer without momentum; TF1 still sets accum
+            return False
+        # With every buffer given: accum = momentum * accum + grad; var -= lr * accum
+        # (Nesterov: var -= lr * (grad + momentum * accum)), TF1's rule.
+        _core._sgd_step(list(stores), list(grads), list(extra), lr, m, 0.0, self._nesterov, 0.0, False)
+        return True
 
 
 class AdamOptimizer(Optimizer):
@@ -326,13 +375,53 @@ class AdamOptimizer(Optimizer):
         n = len(stores)
         ms, vs, (b1p, b2p) = extra[:n], extra[n : 2 * n], extra[2 * n :]
         b1, b2, eps = self._b1, self._b2, self._eps
-        lr_t = ((1 - b2p).sqrt() / (1 - b1p)) * lr
+        dt = stores[0].dtype  # TF1 casts the (float32) beta powers to the variables' dtype
+        lr_t = ((1 - b2p.to(dt)).sqrt() / (1 - b1p.to(dt))) * lr
         for gr, w, m, v in zip(grads, stores, ms, vs, strict=True):
             m.mul_(b1).add_(gr * (1 - b1))
             v.mul_(b2).add_(gr * gr * (1 - b2))
             w.sub_(m * lr_t / (v.sqrt() + eps))
         b1p.mul_(b1)
         b2p.mul_(b2)
+
+    def _fused(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> bool:
+        (lr,) = hyper
+        b1, b2 = float(self._b1), float(self._b2)
+        st = _capture.current()
+        if st is None or not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
+            return False
+        if b1**_NO_BIAS_STEP != 0.0 or b2**_NO_BIAS_STEP != 0.0:
+            return False  # betas this close to 1 keep a bias correction at any step count
+        n = len(stores)
+        ms, vs, (b1p, b2p) = extra[:n], extra[n : 2 * n], extra[2 * n :]
+
+        def lr_t() -> float:
+            # Read before each run: the beta powers as this step's update sees them.
+            p1, p2 = float(b1p.item()), float(b2p.item())
+            return lr * (1.0 - p2) ** 0.5 / (1.0 - p1)
+
+        _core._adam_step(
+            list(stores),
+            list(grads),
+            list(ms),
+            list(vs),
+            [],
+            [_NO_BIAS_STEP] * n,
+            lr,
+            b1,
+            b2,
+            float(self._eps),
+            0.0,
+            False,
+            False,
+            False,
+            dynamic=[("lr", None, st.slot(lr_t))],
+        )
+        b1p.mul_(b1)
+        b2p.mul_(b2)
+        return True
 
 
 class RMSPropOptimizer(Optimizer):
