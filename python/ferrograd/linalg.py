@@ -967,6 +967,17 @@ def _cutoff(smax: Tensor, atol: Any, rtol: Any) -> Tensor:
     return tol_r.clamp(min=float(atol))
 
 
+def _pinv_backward(a: Tensor, p: Tensor, g: Tensor) -> Tensor:
+    """The gradient of ``p = pinv(a)`` at constant rank, from
+    ``dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P``."""
+    pt, gt = _mT(p), _mT(g)
+    ap, pa = a @ p, p @ a
+    out = -(pt @ g @ pt)
+    out = out + (gt @ p - ap @ (gt @ p)) @ pt
+    out = out + (pt @ p) @ (gt - gt @ pa)
+    return out
+
+
 def pinv(
     A: Tensor,  # noqa: N803
     *,
@@ -977,25 +988,42 @@ def pinv(
     """The Moore–Penrose pseudo-inverse of a batch of matrices, from the SVD (from
     :func:`eigh` when ``hermitian=True``): singular values at or below
     ``max(atol, rtol * largest)`` count as zero. ``rtol`` defaults to
-    ``eps * max(m, n)`` when ``atol`` is not given (or 0), else to 0. The gradient
-    runs through the factorization (distinct singular values; constant rank)."""
+    ``eps * max(m, n)`` when ``atol`` is not given (or 0), else to 0.
+
+    The gradient is that of the pseudo-inverse at constant rank (as PyTorch's: with
+    ``hermitian=True`` it is the general matrix's, not symmetrized), in tensor ops
+    of ``A`` and the result, so it runs to any order."""
     _need_matrix("pinv", A)
     atol, rtol = _default_rtol(A, atol, rtol)
-    if hermitian:
-        _need_square("pinv", A)
-        L, V = eigh(A)  # noqa: N806
-        if A.shape[-1] == 0:
-            return A.clone()
-        mag = L.abs()
-        keep = mag > _cutoff(mag.amax(-1, keepdim=True), atol, rtol)
-        inv_l = _core.where(keep, 1.0 / _core.where(keep, L, 1.0), 0.0)
-        return (V * inv_l.unsqueeze(-2)) @ _mT(V)
-    U, S, Vh = _svd("pinv", A, False)  # noqa: N806
-    if S.shape[-1] == 0:
-        return _core.zeros((*A.shape[:-2], A.shape[-1], A.shape[-2]), dtype=A.dtype, device=A.device)
-    keep = S > _cutoff(S[..., :1], atol, rtol)
-    inv_s = _core.where(keep, 1.0 / _core.where(keep, S, 1.0), 0.0)
-    return (_mT(Vh) * inv_s.unsqueeze(-2)) @ _mT(U)
+    from ._grad_mode import no_grad
+
+    with no_grad():
+        a = A.detach()
+        if hermitian:
+            _need_square("pinv", A)
+            if A.shape[-1] == 0:
+                out = a.clone()
+            else:
+                lam, V = eigh(a)  # noqa: N806
+                mag = lam.abs()
+                keep = mag > _cutoff(mag.amax(-1, keepdim=True), atol, rtol)
+                inv_l = _core.where(keep, 1.0 / _core.where(keep, lam, 1.0), 0.0)
+                out = (V * inv_l.unsqueeze(-2)) @ _mT(V)
+        else:
+            U, S, Vh = _svd("pinv", a, False)  # noqa: N806
+            if S.shape[-1] == 0:
+                out = _core.zeros((*A.shape[:-2], A.shape[-1], A.shape[-2]), dtype=A.dtype, device=A.device)
+            else:
+                keep = S > _cutoff(S[..., :1], atol, rtol)
+                inv_s = _core.where(keep, 1.0 / _core.where(keep, S, 1.0), 0.0)
+                out = (_mT(Vh) * inv_s.unsqueeze(-2)) @ _mT(U)
+    out = out.detach().clone()
+
+    def rule(ins: list[Tensor], outs: list[Tensor], grads: list[Tensor | None]) -> list[Tensor | None]:
+        return [None if grads[0] is None else _pinv_backward(ins[0], outs[0], grads[0])]
+
+    _record("LinalgPinvBackward", [A], [out], rule)
+    return out
 
 
 def matrix_rank(
@@ -1063,21 +1091,16 @@ def lstsq(
     rtol = (2.220446049250313e-16 if _name(A) == "float64" else 1.1920928955078125e-07) * max(m, n)
     if rcond is not None and rcond >= 0:
         rtol = rcond
-    U, S, Vh = _svd("lstsq", a, False)  # noqa: N806
+    S = svdvals(a.detach())  # noqa: N806
     if S.shape[-1]:
-        keep = S > S[..., :1] * rtol
-        inv_s = _core.where(keep, 1.0 / _core.where(keep, S, 1.0), 0.0)
-        x = (_mT(Vh) * inv_s.unsqueeze(-2)) @ (_mT(U) @ b)
-        rank = keep.detach().to(_core.int64).sum(-1)
+        rank = (S > S[..., :1] * rtol).to(_core.int64).sum(-1)
     else:
-        x = _core.zeros((*batch, n, b.shape[-1]), dtype=A.dtype, device=A.device)
         rank = _core.zeros(batch, dtype=_core.int64, device=A.device)
+    x = pinv(a, rtol=rtol) @ b
     empty = _core.zeros((0,), dtype=A.dtype, device=A.device)
     residuals = empty
-    if driver != "gelsy" and m > n and a.numel() and builtins.bool((rank == n).all()):
+    if driver != "gelsy" and m > n and builtins.bool((rank == n).all()):
         residuals = (a @ x - b).square().sum(-2)
-        if vector:
-            residuals = residuals.squeeze(-1)
     sol = x.squeeze(-1) if vector else x
     rank_out = rank if driver != "gels" else _core.zeros((0,), dtype=_core.int64, device=A.device)
     sv = S.detach() if driver in ("gelsd", "gelss") else empty

@@ -305,7 +305,7 @@ def _lstsq_np(a, b, driver):
     else:
         x = np.linalg.pinv(a) @ b
     res = np.zeros((0,))
-    if driver != "gelsy" and m > n and a.size:
+    if driver != "gelsy" and m > n:
         res = ((a @ x - b) ** 2).sum(-2)
     return x, res
 
