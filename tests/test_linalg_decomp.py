@@ -140,9 +140,10 @@ def test_matrix_rank_tolerances():
     ranks = [int(L.matrix_rank(a).item()), int(L.matrix_rank(a, atol=1e-2).item())]
     ranks.append(int(L.matrix_rank(a, rtol=1e-2).item()))
     ranks.append(int(L.matrix_rank(a, hermitian=True, atol=1e-6).item()))
+    ranks.append(int(L.matrix_rank(a, atol=fg.tensor(1e-2, dtype=fg.float64)).item()))
     s = np.array([3.0, 1e-3, 1e-9])
     eps = np.finfo(np.float64).eps * 3
-    want = [(s > 3 * eps).sum(), (s > 1e-2).sum(), (s > 3e-2).sum(), (s > 1e-6).sum()]
+    want = [(s > 3 * eps).sum(), (s > 1e-2).sum(), (s > 3e-2).sum(), (s > 1e-6).sum(), (s > 1e-2).sum()]
     assert ranks == [int(w) for w in want]
 
 

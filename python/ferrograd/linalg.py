@@ -219,8 +219,8 @@ def matrix_norm(
             )
         out = s.sum(-1) if ord == "nuc" else s.amax(-1) if ord == 2 else s.amin(-1)
         if keepdim:
-            for d in sorted((r, c)):
-                out = out.unsqueeze(d)
+            for axis in sorted((r, c)):
+                out = out.unsqueeze(axis)
         return out
     if ord not in (math.inf, -math.inf, 1, -1):
         raise ValueError(
@@ -963,7 +963,8 @@ def _cutoff(smax: Tensor, atol: Any, rtol: Any) -> Tensor:
     """max(atol, rtol * smax), batched (atol/rtol numbers or broadcastable tensors)."""
     tol_r = smax * rtol
     if isinstance(atol, Tensor):
-        return _core.maximum(atol.to(smax.dtype), tol_r)
+        t = atol.to(smax.dtype)
+        return _core.where(t > tol_r, t, tol_r)
     return tol_r.clamp(min=float(atol))
 
 
