@@ -14,7 +14,7 @@ singular values, and results built on them. Each case stores its inputs
 (``<case>/in/<name>``), keyword arguments as JSON (``<case>/kwargs``), the probe's
 outputs (``<case>/out/<i>``), a cotangent per float output and the gradient of
 ``sum <out_i, cot_i>`` with respect to every input (skipped for empty inputs and
-integer outputs).
+integer outputs, and for the ``nograd_`` cases, whose inputs are singular).
 """
 
 from __future__ import annotations
@@ -206,6 +206,11 @@ def cases(rng: np.random.Generator) -> list[tuple[str, str, dict[str, np.ndarray
         out.append(
             (f"empty_matrix_exp_{'x'.join(map(str, shape))}", "matrix_exp", {"A": np.zeros(shape)}, {})
         )
+    # Singular matrices (exactly, for elimination): PyTorch's cond is inf for the orders
+    # computed through the inverse, and large but finite through the singular values.
+    singular = np.array([[[1.0, 2.0], [2.0, 4.0]], [[1.0, 0.0], [0.0, 2.0]]])
+    for p in (None, -2, "fro", "nuc", 1, float("inf")):
+        out.append((f"nograd_cond_singular_{p}", "cond", {"A": singular}, {"p": p}))
     return out
 
 
@@ -240,7 +245,7 @@ def main() -> None:
                 store[f"{name}/cot/{i}"] = cot
                 term = (o * torch.tensor(cot)).sum()
                 loss = term if loss is None else loss + term
-        if loss is not None:
+        if loss is not None and not name.startswith("nograd_"):
             try:
                 grads = torch.autograd.grad(loss, list(tens.values()), allow_unused=True)
             except RuntimeError as e:

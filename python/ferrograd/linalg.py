@@ -410,10 +410,16 @@ def _pivot_swap(m: Tensor, k: int, n: int) -> tuple[Tensor, Tensor]:
 
 def _gauss_jordan(fn: str, a: Tensor, rhs: Tensor) -> Tensor:
     """``A^{-1} rhs`` by Gauss–Jordan elimination with partial pivoting on ``[A | rhs]``."""
+    return _gauss_jordan_flagged(fn, a, rhs, _host_checks(a))[0]
+
+
+def _gauss_jordan_flagged(fn: str, a: Tensor, rhs: Tensor, check: bool) -> tuple[Tensor, Tensor | None]:
+    """``_gauss_jordan``; with ``check`` False, also a bool per matrix: whether it met a
+    zero pivot (singular; its result is then finite garbage, computed with pivot 1)."""
     n = a.shape[-1]
     m = _core.cat([a, rhs], -1)
     rows = _core.arange(n, device=a.device)
-    check = _host_checks(a)
+    singular = None
     for k in range(n):
         m, _ = _pivot_swap(m, k, n)
         pivot = m[..., k : k + 1, k : k + 1]  # (…, 1, 1)
@@ -422,10 +428,15 @@ def _gauss_jordan(fn: str, a: Tensor, rhs: Tensor) -> Tensor:
                 f"linalg.{fn}: the input matrix is singular (no nonzero pivot in column {k}; "
                 f"shape {tuple(a.shape)}, {_name(a)})"
             )
+        if not check:
+            zero = pivot == 0
+            singular = zero if singular is None else singular | zero
+            pivot = _core.where(zero, 1.0, pivot)
         row = m[..., k : k + 1, :] / pivot  # (…, 1, w)
         factor = _core.where((rows == k).unsqueeze(-1), 0.0, m[..., :, k : k + 1])  # (…, n, 1)
         m = _core.where((rows == k).unsqueeze(-1), row, m - factor * row)
-    return m[..., :, n:]
+    flags = None if singular is None else singular.squeeze(-1).squeeze(-1)
+    return m[..., :, n:], flags
 
 
 def inv(A: Tensor) -> Tensor:  # noqa: N803
@@ -1110,22 +1121,31 @@ def lstsq(
 
 def cond(A: Tensor, p: _Ord = None) -> Tensor:  # noqa: N803
     """The condition number of a batch of matrices in the norm ``p``: ``None`` or 2
-    (the default): largest over smallest singular value; -2: the reciprocal; ``"fro"``,
-    ``"nuc"``, ``inf``, ``-inf``, 1, -1: ``matrix_norm(A, p) * matrix_norm(inv(A), p)``
-    (square matrices; a singular one gives inf)."""
+    (the default): largest over smallest singular value; -2: the reciprocal; ``"nuc"``:
+    ``sum(s) * sum(1 / s)``; ``"fro"``, ``inf``, ``-inf``, 1, -1:
+    ``matrix_norm(A, p) * matrix_norm(inv(A), p)`` (square matrices; one whose
+    elimination meets a zero pivot gives inf, as PyTorch's). The orders that use
+    singular values run the SVD on the host; the others are tensor ops only."""
     _need_matrix("cond", A)
-    if p is None or p in (2, -2):
+    if p is None or p in (2, -2, "nuc"):
+        if p == "nuc":
+            _need_square("cond", A)
         s = svdvals(A)
         if s.shape[-1] == 0:
             return _core.zeros(tuple(A.shape[:-2]), dtype=A.dtype, device=A.device)
+        if p == "nuc":
+            return s.sum(-1) * (1.0 / s).sum(-1)
         big, small = s[..., 0], s[..., -1]
         return big / small if p != -2 else small / big
-    if p not in ("fro", "nuc", math.inf, -math.inf, 1, -1):
+    if p not in ("fro", math.inf, -math.inf, 1, -1):
         raise ValueError(f"linalg.cond: p must be None, 2, -2, 'fro', 'nuc', inf, -inf, 1 or -1, got {p!r}")
     _need_square("cond", A)
     if A.shape[-1] == 0:
         return _core.zeros(tuple(A.shape[:-2]), dtype=A.dtype, device=A.device)
-    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+    inverse, singular = _gauss_jordan_flagged("cond", A, _eye_like(A), False)
+    value = matrix_norm(A, p) * matrix_norm(inverse, p)
+    assert singular is not None
+    return _core.where(singular, math.inf, value)
 
 
 def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803
