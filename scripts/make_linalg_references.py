@@ -183,7 +183,7 @@ def cases(rng: np.random.Generator) -> list[tuple[str, str, dict[str, np.ndarray
         )
     out.append(("tensor_norm_nuc", "norm_nuc", {"A": rng.standard_normal((2, 3, 4))}, {"dim": [1, 2]}))
     # Empty inputs: PyTorch's shapes for 0 x 0, 0 x n, m x 0 and empty batches.
-    for shape in ((0, 0), (0, 3), (3, 0), (2, 0, 0)):
+    for shape in ((0, 0), (0, 3), (3, 0), (2, 0, 0), (0, 3, 2)):
         tag = "x".join(map(str, shape))
         for mode in ("reduced", "complete", "r"):
             out.append((f"empty_qr_{mode}_{tag}", "qr_raw", {"A": np.zeros(shape)}, {"mode": mode}))
@@ -201,7 +201,7 @@ def cases(rng: np.random.Generator) -> list[tuple[str, str, dict[str, np.ndarray
                 {"driver": "gelsd"},
             )
         )
-    for shape in ((0, 0), (2, 0, 0)):
+    for shape in ((0, 0), (2, 0, 0), (0, 3, 3)):
         out.append((f"empty_eigh_{'x'.join(map(str, shape))}", "eigh", {"A": np.zeros(shape)}, {"UPLO": "L"}))
         out.append(
             (f"empty_matrix_exp_{'x'.join(map(str, shape))}", "matrix_exp", {"A": np.zeros(shape)}, {})
