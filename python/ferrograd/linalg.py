@@ -738,7 +738,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> eigh_result:  # noqa: N803
     with ``F[i, j] = 1 / (L[j] - L[i])``) is finite only for distinct eigenvalues when
     the eigenvectors are used. Runs on the host (on a GPU input: one download)."""
     _need_matrix("eigh", A)
-    n = _need_square("eigh", A)
+    _need_square("eigh", A)
     if UPLO not in ("L", "U"):
         raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     arr = _to_host("eigh", A)
@@ -748,7 +748,6 @@ def eigh(A: Tensor, UPLO: str = "L") -> eigh_result:  # noqa: N803
     else:
         w, v = np.zeros((*arr.shape[:-1],)), np.zeros(arr.shape)
     L, V = _from_host(w, A), _from_host(v, A)  # noqa: N806
-    del n
 
     def rule(ins: list[Tensor], outs: list[Tensor], grads: list[Tensor | None]) -> list[Tensor | None]:
         return [_eigh_backward(ins[0], outs[0], outs[1], grads[0], grads[1])]
@@ -1155,7 +1154,7 @@ def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803
     squared ``s`` times. Composed of tensor ops: differentiable to any order and
     runs on the GPU (one scalar read); not capturable, as ``s`` depends on the data."""
     _need_float("matrix_exp", A, wide_only=True)
-    n = _need_square("matrix_exp", A)
+    _need_square("matrix_exp", A)
     if _capture.is_capturing() or _core._trace_recording():
         raise _core.TraceError(
             "linalg.matrix_exp: its number of squarings depends on the input's norm (read on the host), "
@@ -1175,5 +1174,4 @@ def matrix_exp(A: Tensor) -> Tensor:  # noqa: N803
         acc = eye + (x @ acc) * (1.0 / k)
     for _ in range(s):
         acc = acc @ acc
-    del n
     return acc
