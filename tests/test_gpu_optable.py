@@ -90,6 +90,18 @@ HOST_READS = {
     "masked_scatter": "the mask's count is checked against the source's length on the host",
     "unique": "the output's length depends on the data",
     "unique_consecutive": "the output's length depends on the data",
+    # The linalg factorizations (tests/optable/composed_linalg.py) run on the host:
+    "linalg.qr": "the factorization runs on the host (the input is downloaded, the factors uploaded)",
+    "linalg.eigh": "the factorization runs on the host (the input is downloaded, the factors uploaded)",
+    "linalg.eigvalsh": "the factorization runs on the host (the input is downloaded, the factors uploaded)",
+    "linalg.svd": "the factorization runs on the host (the input is downloaded, the factors uploaded)",
+    "linalg.svdvals": "the factorization runs on the host (the input is downloaded, the factors uploaded)",
+    "linalg.pinv": "built on the SVD (or eigh), which runs on the host",
+    "linalg.lstsq": "built on the SVD, which runs on the host; the residuals' presence reads the rank",
+    "linalg.matrix_rank": "built on the SVD (or eigh), which runs on the host",
+    "linalg.cond": "built on the SVD, which runs on the host",
+    "linalg.matrix_norm_svd": "built on the SVD, which runs on the host",
+    "linalg.matrix_exp": "its number of squarings comes from the input's norm, read on the host",
 }
 
 

@@ -667,8 +667,8 @@ def norm(
     """The ``p``-norm of ``input`` (deprecated in PyTorch in favour of ``linalg``'s, kept
     for old scripts): ``"fro"`` (the default) is the 2-norm of the elements over ``dim``
     (all dims if ``None``); a number is the vector ``p``-norm over ``dim`` (several dims
-    taken as one vector); ``"nuc"`` needs singular values, which ferrograd does not
-    compute yet (``NotImplementedError``)."""
+    taken as one vector); ``"nuc"`` is the nuclear norm (the sum of the singular values)
+    of the matrices over two dims (the last two if ``dim`` is ``None``)."""
     from . import linalg
 
     _need_tensor("norm", "input", input)
