@@ -130,6 +130,13 @@ def _depth_taps(t: Tensor, kd: int, sd: int, pd: int, dd: int, od: int, fill: fl
     return _core.stack([t[:, :, j * dd : j * dd + span : sd] for j in range(kd)], 2)
 
 
+def _pick(t: Tensor, j: Tensor, n: int) -> Tensor:
+    """``t[:, :, j]`` elementwise (``t``: ``(N, C, n, ...)``, ``j``: ``(N, C, ...)``) by a
+    one-hot select and a sum: a gather would bounds-check ``j`` on the host, a device read."""
+    taps = _core.arange(n, dtype=_core.int64, device=t.device).reshape((n,) + (1,) * (t.dim() - 3))
+    return _core.where(j.unsqueeze(2) == taps, t, 0).sum(2)
+
+
 def _fold_depth(x: Tensor) -> Tensor:
     n, c, d, h, w = (int(v) for v in x.shape)
     return x.reshape((n, c * d, h, w))
@@ -168,7 +175,7 @@ def max_pool3d(
         vals, j = taps.max(2)
         if return_indices:
             i2 = _depth_taps(_unfold_depth(pooled[1], n, c, dd_), k[0], s[0], p[0], d[0], od, 0.0)
-            i2 = i2.gather(2, j.unsqueeze(2)).squeeze(2)
+            i2 = _pick(i2, j, k[0])
             base = _core.arange(od, dtype=_core.int64, device=x.device).reshape((od, 1, 1)) * s[0] - p[0]
             depth = j * d[0] + base
             res = (vals, depth * (h * w) + i2)
@@ -297,7 +304,7 @@ def adaptive_max_pool3d(
             v, j = v2.narrow(2, a, b - a).max(2)
             vals.append(v)
             if return_indices:
-                i = i2.narrow(2, a, b - a).gather(2, j.unsqueeze(2)).squeeze(2)
+                i = _pick(i2.narrow(2, a, b - a), j, b - a)
                 inds.append((j + a) * (h * w) + i)
         res = (_core.stack(vals, 2), _core.stack(inds, 2) if return_indices else None)
     if unbatched:
