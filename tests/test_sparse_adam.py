@@ -135,3 +135,24 @@ def test_sparse_lookup_cannot_be_captured():
 
     with pytest.raises(fg.TraceError, match="embedding: sparse=True"):
         f(fg.tensor([1, 2]))
+
+
+@pytest.mark.skipif(not fg.gpu.is_available(), reason="no WebGPU adapter: the GPU step is not checked")
+def test_gpu_step_matches_cpu():
+    results = []
+    for dev in ("cpu", "gpu"):
+        emb = nn.Embedding(10, 3, sparse=True)
+        with fg.no_grad():
+            emb.weight.copy_(fg.tensor(np.arange(30.0).reshape(10, 3) / 7, dtype=fg.float32))
+        emb.to(dev)
+        opt = fg.optim.SparseAdam(emb.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            (emb(fg.tensor([[1, 2], [2, 5]]).to(dev)) ** 2).sum().backward()
+            opt.step()
+        results.append(emb.weight.detach().cpu().numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6, atol=1e-6)
+    untouched = [0, 3, 4, 6, 7, 8, 9]
+    np.testing.assert_array_equal(
+        results[1][untouched], (np.arange(30.0).reshape(10, 3) / 7)[untouched].astype(np.float32)
+    )
