@@ -36,7 +36,11 @@ def record(weight: Tensor, rows: np.ndarray) -> None:
     if entry is not None and entry[0]() is weight and weight.grad is not None:
         rows = np.union1d(entry[1], rows)
     elif entry is None or entry[0]() is not weight:
-        ref = weakref.ref(weight, lambda _r, key=key: _forget(key))
+
+        def gone(_ref: weakref.ref, key: int = key) -> None:
+            _forget(key)
+
+        ref = weakref.ref(weight, gone)
         _ROWS[key] = (ref, rows)
         return
     _ROWS[key] = (entry[0], rows)
