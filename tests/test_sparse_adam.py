@@ -100,6 +100,21 @@ def test_functional_sparse_embedding_records_rows():
     np.testing.assert_array_equal(moved, [True, False, True, False, True, False])
 
 
+def test_zero_grad_in_place_forgets_the_rows():
+    # PyTorch's zero_grad(set_to_none=False) empties a sparse gradient: the next lookup's rows
+    # are the only ones updated.
+    emb = nn.Embedding(6, 2, sparse=True)
+    opt = fg.optim.SparseAdam(emb.parameters(), lr=0.1)
+    emb(fg.tensor([1, 2])).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=False)
+    before = emb.weight.detach().numpy().copy()
+    emb(fg.tensor([4])).sum().backward()
+    opt.step()
+    moved = np.abs(emb.weight.detach().numpy() - before).sum(1) > 0
+    np.testing.assert_array_equal(moved, [False, False, False, False, True, False])
+
+
 def test_dense_gradient_raises():
     lin = nn.Linear(3, 2)
     lin(fg.randn(4, 3)).sum().backward()

@@ -56,6 +56,14 @@ class SparseAdam(_ComposedOptimizer):
             v = _num({"betas": b}, "betas")
             _check(0.0 <= v < 1.0, f"Invalid beta parameter at index {i}: {b}")
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients (to None, or zero in place) and forget their recorded rows: a
+        zeroed sparse gradient lists no rows in PyTorch either."""
+        super().zero_grad(set_to_none)
+        for group in self.param_groups:
+            for p in group["params"]:
+                _sparse_rows.clear(p)
+
     def _init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
         return {"step": 0, "exp_avg": self._zeros_like(p), "exp_avg_sq": self._zeros_like(p)}
 
