@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from ._functional_more import _bins, adaptive_max_pool2d
+from ._functional_more import _bins
 from .functional import _check_float, _check_tensor, adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 Tensor = _core.Tensor
@@ -135,6 +135,16 @@ def _pick(t: Tensor, j: Tensor, n: int) -> Tensor:
     one-hot select and a sum: a gather would bounds-check ``j`` on the host, a device read."""
     taps = _core.arange(n, dtype=_core.int64, device=t.device).reshape((n,) + (1,) * (t.dim() - 3))
     return _core.where(j.unsqueeze(2) == taps, t, 0).sum(2)
+
+
+def _pick_axis(t: Tensor, j: Tensor, axis: int) -> Tensor:
+    """``t`` indexed along ``axis`` by ``j`` (``t``'s shape without ``axis``), by a one-hot
+    select and a sum (a gather would bounds-check ``j`` on the host)."""
+    n = int(t.shape[axis])
+    shape = [1] * t.dim()
+    shape[axis] = n
+    taps = _core.arange(n, dtype=_core.int64, device=t.device).reshape(tuple(shape))
+    return _core.where(j.unsqueeze(axis) == taps, t, 0).sum(axis)
 
 
 def _fold_depth(x: Tensor) -> Tensor:
@@ -297,16 +307,24 @@ def adaptive_max_pool3d(
         kern = (dd_ // od, h // oh, w // ow)
         res = max_pool3d(x, kern, kern, 0, 1, False, True)
     else:
-        v2, i2 = adaptive_max_pool2d(_fold_depth(x), (oh, ow), True)
-        v2, i2 = _unfold_depth(v2, n, c, dd_), _unfold_depth(i2, n, c, dd_)
-        vals, inds = [], []
-        for a, b in _bins(dd_, od):
-            v, j = v2.narrow(2, a, b - a).max(2)
-            vals.append(v)
-            if return_indices:
-                i = _pick(i2.narrow(2, a, b - a), j, b - a)
-                inds.append((j + a) * (h * w) + i)
-        res = (_core.stack(vals, 2), _core.stack(inds, 2) if return_indices else None)
+        # Separable: the maximum over a box is the maximum over depth of the maxima over rows of
+        # the maxima over columns, and taking the first maximum along each axis in turn finds
+        # the first one in (d, h, w) order, as PyTorch does.
+        vals, idx = x, None
+        for axis, n_out, mult in ((4, ow, 1), (3, oh, w), (2, od, h * w)):
+            n_in = int(vals.shape[axis])
+            vs, js = [], []
+            for a, b in _bins(n_in, n_out):
+                v, j = vals.narrow(axis, a, b - a).max(axis)
+                vs.append(v)
+                if return_indices:
+                    pos = (j + a) * mult
+                    if idx is not None:
+                        pos = pos + _pick_axis(idx.narrow(axis, a, b - a), j, axis)
+                    js.append(pos)
+            vals = _core.stack(vs, axis)
+            idx = _core.stack(js, axis) if return_indices else None
+        res = (vals, idx)
     if unbatched:
         res = (res[0].squeeze(0), None if res[1] is None else res[1].squeeze(0))
     return (res[0], res[1]) if return_indices else res[0]
