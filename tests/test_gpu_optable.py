@@ -84,6 +84,10 @@ HOST_READS = {
     # tests/optable/composed_conv_more.py:
     "grid_sample": "gather bounds-checks the pixel indices computed from the grid on the host",
     "ctc_loss": "gather bounds-checks the extended target labels on the host",
+    # tests/optable/composed_pool3d.py:
+    "max_unpool1d": "scatter bounds-checks the given max indices on the host",
+    "max_unpool2d": "scatter bounds-checks the given max indices on the host",
+    "max_unpool3d": "scatter bounds-checks the given max indices on the host",
     # Composed functions (tests/optable/composed_more.py):
     "fmod": "remainder checks integer divisors for zeros on the host",
     "argwhere": "the output's shape depends on the data (nonzero)",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import _capture, _core
+from .. import _capture, _core, _sparse_rows
 from .._core import (
     adaptive_avg_pool2d,
     avg_pool2d,
@@ -486,13 +486,20 @@ def embedding(
 ) -> Tensor:
     """Look up rows of ``weight`` at the integer indices ``input``: shape ``input.shape + (dim,)``.
 
-    Rows at ``padding_idx`` are returned as stored but receive no gradient.
+    Rows at ``padding_idx`` are returned as stored but receive no gradient. With ``sparse=True``
+    the weight's gradient stays dense (ferrograd has no sparse tensors), and the looked-up rows
+    are recorded as the rows that gradient covers, which :class:`ferrograd.optim.SparseAdam`
+    updates (see ``ferrograd._sparse_rows``); it cannot be captured into a graph.
     """
     fn = "embedding"
     _check_tensor(fn, "input", input)
     _check_tensor(fn, "weight", weight)
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError(f"{fn}: max_norm, scale_grad_by_freq and sparse are not supported")
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError(f"{fn}: max_norm and scale_grad_by_freq are not supported")
+    if sparse and _capture.is_capturing():
+        raise _core.TraceError(
+            f"{fn}: sparse=True records the looked-up rows on the host and cannot be captured into a graph"
+        )
     if input.dtype not in _INT_DTYPES:
         raise TypeError(f"{fn}: indices must have an integer dtype (int32 or int64), got {input.dtype}")
     if weight.dim() != 2:
@@ -517,6 +524,11 @@ def embedding(
         padding_idx %= n
         is_pad = (input == padding_idx).unsqueeze(-1)
         out = _core.where(is_pad, out.detach(), out)
+    if sparse and weight.requires_grad and _core.is_grad_enabled():
+        rows = input.cpu().numpy().reshape(-1).astype(np.int64) % n
+        if padding_idx is not None:
+            rows = rows[rows != padding_idx]
+        _sparse_rows.record(weight, rows)
     return out
 
 
@@ -1912,6 +1924,7 @@ def multilabel_soft_margin_loss(
 
 
 from ._functional_more import *  # noqa: E402, F403 - more composed functionals
+from ._pool3d import *  # noqa: E402, F403 - 3-D pooling and max-unpooling
 
 _NOT_EXPORTED = (
     "Callable",

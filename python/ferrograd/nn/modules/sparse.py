@@ -19,7 +19,8 @@ __all__ = ["Embedding", "EmbeddingBag"]
 class Embedding(Module):
     """``weight[input]``: rows of a ``(num_embeddings, embedding_dim)`` table, initialised N(0, 1).
 
-    The row at ``padding_idx`` starts at zero and receives no gradient.
+    The row at ``padding_idx`` starts at zero and receives no gradient. ``sparse=True`` records
+    the looked-up rows for :class:`ferrograd.optim.SparseAdam` (the gradient itself stays dense).
     ``_weight`` supplies the table directly; ``from_pretrained`` builds a
     (by default frozen) embedding from a tensor.
     """
@@ -38,8 +39,8 @@ class Embedding(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding: max_norm and scale_grad_by_freq are not supported")
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(
@@ -49,6 +50,7 @@ class Embedding(Module):
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.padding_idx = padding_idx
+        self.sparse = sparse
         if _weight is None:
             self.weight = Parameter(
                 _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.float32),
@@ -71,7 +73,7 @@ class Embedding(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         """Look up the rows at the integer indices ``input``: shape ``input.shape + (embedding_dim,)``."""
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, sparse=self.sparse)
 
     @classmethod
     def from_pretrained(
@@ -89,6 +91,8 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
+        if self.sparse:
+            s += ", sparse=True"
         return s
 
 
