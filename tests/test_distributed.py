@@ -60,6 +60,11 @@ def test_collectives_and_ddp_on_two_ranks() -> None:
         "non-contiguous",
         "in flight",
         "DDP cnn adam no_sync",
+        "DDP determinism",
+        "every rank raises, naming them",
+        "find_unused_parameters: unreached parameters are ready at once",
+        "backward(inputs=...) under DDP",
+        "naming the first difference",
         "DistributedSampler",
     ):
         assert check in proc.stdout, out
