@@ -155,7 +155,9 @@ class _Reducer:
         if bucket.ready[s]:
             raise RuntimeError(
                 f"DistributedDataParallel: parameter {bucket.params[s][0]} received its gradient twice in one "
-                "backward (reentrant backward or two backward calls per forward are not supported)"
+                "backward (reentrant backward or two backward calls per forward are not supported; with "
+                "find_unused_parameters=True, a parameter the forward's outputs do not reach must not get "
+                "a gradient from elsewhere in the loss)"
             )
         _, p = bucket.params[s]
         off, n = bucket.offsets[s], p.numel()
