@@ -229,3 +229,37 @@ def test_callback_outside_backward_errors_raise_and_failed_backward_drops_them()
     # The failed backward's callback does not leak into the next one.
     (a * 1).sum().backward()
     assert ran == [1]
+
+
+def test_callbacks_run_after_the_grad_writes_of_backward_with_inputs():
+    # backward(inputs=...) writes only the named leaves' .grad; a queued callback sees those writes
+    # (so a callback that replaces a .grad, as DistributedDataParallel's does, has the last word).
+    model = make_chain(depth=3, width=4)
+    lins = linears(model)
+    seen: list[list[float] | None] = []
+    state = {"queued": False}
+
+    def callback():
+        seen.extend(
+            None if lin.weight.grad is None else lin.weight.grad.numpy().ravel().tolist() for lin in lins
+        )
+        lins[0].weight.grad = fg.zeros(4, 4)  # replaced after the engine's write
+
+    def hook(g):
+        if not state["queued"]:
+            fg.autograd._queue_callback(callback)
+            state["queued"] = True
+
+    for lin in lins:
+        lin.weight.register_hook(hook)
+    x = fg.randn(2, 4)
+    model(x).sum().backward(inputs=[lins[0].weight, lins[2].weight])
+    assert seen[1] is None  # not among the inputs: untouched
+    assert seen[0] is not None and seen[2] is not None
+    want = [
+        g.numpy().ravel().tolist() for g in fg.autograd.grad(model(x).sum(), [lins[0].weight, lins[2].weight])
+    ]
+    assert seen[0] == want[0] and seen[2] == want[1]
+    # the callback's replacement stands: nothing was added to it afterwards
+    np.testing.assert_array_equal(lins[0].weight.grad.numpy(), np.zeros((4, 4), np.float32))
+    np.testing.assert_array_equal(lins[2].weight.grad.numpy().ravel(), want[1])

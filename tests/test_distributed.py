@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -59,6 +60,11 @@ def test_collectives_and_ddp_on_two_ranks() -> None:
         "non-contiguous",
         "in flight",
         "DDP cnn adam no_sync",
+        "DDP determinism",
+        "every rank raises, naming them",
+        "find_unused_parameters: unreached parameters are ready at once",
+        "backward(inputs=...) under DDP",
+        "naming the first difference",
         "DistributedSampler",
     ):
         assert check in proc.stdout, out
@@ -73,6 +79,46 @@ def test_exception_on_one_rank_aborts_the_job_with_its_traceback() -> None:
     assert "[rank 1] uncaught exception" in out and "ValueError: boom on rank one" in out, out
     assert "should not get here" not in out
     assert took < 20, f"the job took {took:.1f} s to end"
+
+
+@pytest.mark.parametrize("target", ["one rank", "the whole job"])
+def test_ctrl_c_during_training_ends_every_rank_promptly(tmp_path: Path, target: str) -> None:
+    # "one rank": SIGINT to rank 1 alone; "the whole job": SIGINT to the launcher's process group,
+    # as Ctrl-C in a terminal does. Either way every rank must end within seconds, with the
+    # interrupted rank's KeyboardInterrupt printed, and none may train on or hang.
+    proc = subprocess.Popen(
+        [mpiexec(), "-n", "2", sys.executable, str(HERE / "interrupt_training.py"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        pids = [tmp_path / f"rank{r}.pid" for r in range(2)]
+        while not all(p.exists() and p.read_text() for p in pids):
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "training did not start within 60 s"
+            time.sleep(0.05)
+        time.sleep(0.3)  # well into training
+        sent = time.monotonic()
+        if target == "one rank":
+            os.kill(int(pids[1].read_text()), signal.SIGINT)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0, out
+    assert "trained until the time limit" not in out, out
+    assert "KeyboardInterrupt" in out, out
+    if target == "one rank":
+        assert "[rank 1] uncaught exception; aborting all ranks" in out, out
+    print(f"SIGINT to {target}: every rank ended {took:.2f} s later")
+    assert took < 10, f"the job took {took:.1f} s to end after SIGINT"
 
 
 def test_init_outside_a_launcher_says_how_to_launch() -> None:

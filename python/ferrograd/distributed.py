@@ -312,10 +312,18 @@ def _debug_check(what: str, *tensors: Tensor) -> None:
     check_same_across_ranks(what, [(tuple(t.shape), str(t.dtype)) for t in tensors])
 
 
-def check_same_across_ranks(what: str, signature: Any) -> None:
-    """Raise the same ``ValueError`` on every rank when ``signature`` differs between ranks."""
+def check_same_across_ranks(
+    what: str, signature: Any, describe: Callable[[list[Any]], str] | None = None
+) -> None:
+    """Raise the same ``ValueError`` on every rank when ``signature`` differs between ranks.
+
+    ``describe(signatures)``, given every rank's signature, may word the
+    difference; by default the message lists each rank's signature.
+    """
     sigs = _comm().allgather(signature)
     if any(s != sigs[0] for s in sigs):
+        if describe is not None:
+            raise ValueError(f"{what}: {describe(sigs)}")
         lines = "; ".join(f"rank {r}: {s}" for r, s in enumerate(sigs))
         raise ValueError(f"{what}: tensor shapes or dtypes differ across ranks ({lines})")
 

@@ -230,10 +230,24 @@ pub fn run(
     create_graph: bool,
     sink: Sink<'_>,
 ) -> Result<Vec<Option<Tensor>>> {
+    run_then(roots, retain_graph, create_graph, sink, Ok)
+}
+
+/// [`run`], with `deliver` applied to the captured gradients before the
+/// queued callbacks run: `backward(inputs=...)` writes its `.grad`s there, so
+/// callbacks see them as after a plain `backward()`.
+pub fn run_then<R>(
+    roots: Vec<(Edge, Tensor)>,
+    retain_graph: bool,
+    create_graph: bool,
+    sink: Sink<'_>,
+    deliver: impl FnOnce(Vec<Option<Tensor>>) -> Result<R>,
+) -> Result<R> {
     let frame = CallbackFrame::open();
     let captured = walk(roots, retain_graph, create_graph, &sink)?;
+    let r = deliver(captured)?;
     frame.run()?;
-    Ok(captured)
+    Ok(r)
 }
 
 /// Run a leaf's hooks on its final gradient; the result waits in `done`.

@@ -335,24 +335,30 @@ impl PyTensor {
                     .iter()
                     .map(|x| run(|| edge_for("backward", x)))
                     .collect::<PyResult<_>>()?;
-                let grads = run_engine(py, || {
-                    engine::run(vec![(edge, g)], retain, create_graph, Sink::Capture(&edges))
+                run_engine(py, || {
+                    engine::run_then(
+                        vec![(edge, g)],
+                        retain,
+                        create_graph,
+                        Sink::Capture(&edges),
+                        |grads| {
+                            for (x, gx) in ins.iter().zip(grads) {
+                                if let (Some(m), Some(gx)) = (x.meta(), gx) {
+                                    let new = match m.grad() {
+                                        None => gx,
+                                        Some(o) => crate::ops::elementwise::binary(
+                                            crate::ops::elementwise::BinaryOp::Add,
+                                            &o,
+                                            &gx,
+                                        )?,
+                                    };
+                                    m.set_grad(Some(if create_graph { new } else { new.detach() }));
+                                }
+                            }
+                            Ok(())
+                        },
+                    )
                 })?;
-                for (x, gx) in ins.iter().zip(grads) {
-                    if let (Some(m), Some(gx)) = (x.meta(), gx) {
-                        let new = match m.grad() {
-                            None => gx,
-                            Some(o) => run(|| {
-                                crate::ops::elementwise::binary(
-                                    crate::ops::elementwise::BinaryOp::Add,
-                                    &o,
-                                    &gx,
-                                )
-                            })?,
-                        };
-                        m.set_grad(Some(if create_graph { new } else { new.detach() }));
-                    }
-                }
             }
         }
         Ok(())

@@ -248,7 +248,9 @@ def opt_for(kind: str, params: list[nn.Parameter]) -> fg.optim.Optimizer:
     return fg.optim.Adam(params, lr=1e-3)
 
 
-def train_pair(model_kind: str, opt_kind: str, accumulate: bool, bucket_mb: float) -> float:
+def train_pair(
+    model_kind: str, opt_kind: str, accumulate: bool, bucket_mb: float
+) -> tuple[float, list[np.ndarray]]:
     fg.manual_seed(0)
     ref = make_mlp() if model_kind == "mlp" else make_cnn()
     fg.manual_seed(1 + RANK)  # DDP must broadcast rank 0's initial parameters
@@ -292,16 +294,27 @@ def train_pair(model_kind: str, opt_kind: str, accumulate: bool, bucket_mb: floa
     other = np.empty_like(flat)
     dist._comm().Sendrecv(flat, dest=1 - RANK, recvbuf=other, source=1 - RANK)
     assert np.array_equal(flat, other), "replicas differ across ranks"
-    return worst
+    return worst, [q.detach().numpy().copy() for q in ddp.module.parameters()]
 
 
 for model_kind in ("mlp", "cnn"):
     for opt_kind in ("sgd", "adam"):
         for accumulate in (False, True):
-            worst = train_pair(model_kind, opt_kind, accumulate, bucket_mb=0.25)
+            worst, _ = train_pair(model_kind, opt_kind, accumulate, bucket_mb=0.25)
             ok(
                 f"DDP {model_kind} {opt_kind} {'no_sync x2' if accumulate else 'plain'}: 20 steps match (rel {worst:.1e})"
             )
+
+# determinism: two identical runs give bit-identical parameters (the two-rank sum a + b is the same
+# on both ranks and in both runs). Against one process on the whole batch the match is only within
+# float tolerance (checked above): the batch-64 gradient sums 64 rows in one reduction, while DDP
+# adds two 32-row means and halves the sum, a different rounding order.
+for model_kind, opt_kind in (("mlp", "adam"), ("cnn", "sgd")):
+    _, first_run = train_pair(model_kind, opt_kind, False, bucket_mb=0.25)
+    _, second_run = train_pair(model_kind, opt_kind, False, bucket_mb=0.25)
+    for a, b in zip(first_run, second_run, strict=True):
+        assert np.array_equal(a, b), f"{model_kind}/{opt_kind}: two identical runs differ"
+ok("DDP determinism: two identical runs give bit-identical parameters (mlp adam, cnn sgd)")
 
 # buckets: reverse parameter order, several for a small cap
 m = make_mlp()
@@ -312,7 +325,9 @@ assert order == names[::-1], order
 assert len(ddp.bucket_sizes) > 1, ddp.bucket_sizes
 assert list(ddp.state_dict())[0] == "module.0.weight"
 # the first bucket holds at most 1 MB (a lone larger parameter aside), the next ones the cap
-big = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(600, 600), nn.Linear(600, 600), nn.Linear(600, 10)))
+big = nn.parallel.DistributedDataParallel(
+    nn.Sequential(nn.Linear(600, 600), nn.Linear(600, 600), nn.Linear(600, 10))
+)
 first = [p.nbytes for _, p in big._reducer.buckets[0].params]
 assert sum(first) <= 1024 * 1024 or len(first) == 1, first
 assert len(big.bucket_sizes) == 2 and sum(big.bucket_sizes) == 6, big.bucket_sizes
@@ -336,24 +351,132 @@ ddp = nn.parallel.DistributedDataParallel(TwoHeads())
 try:
     ddp(fg.ones(2, 4)).sum().backward()
 except RuntimeError as e:
-    assert "b.weight" in str(e) and "find_unused_parameters" in str(e), e
+    assert "b.weight" in str(e) and "b.bias" in str(e) and "find_unused_parameters" in str(e), e
+    assert "on 2 of 2 ranks" in str(e), e
 else:
     raise AssertionError("no error for unused parameters")
+
+
+class SometimesB(nn.Module):
+    """Head ``b`` takes part only where ``use_b`` says (it may differ between ranks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b = nn.Linear(4, 4)
+        self.a = nn.Linear(4, 4)
+        self.use_b = True
+
+    def forward(self, x: fg.Tensor) -> fg.Tensor:
+        h = self.a(x)
+        return h + self.b(x) if self.use_b else h
+
+
+# unused on one rank only, without find_unused_parameters: every rank raises (no hang), the rank
+# that had the unused parameters names them, and the next step works (no collective left behind)
+fg.manual_seed(0)
+model = SometimesB()
+ddp = nn.parallel.DistributedDataParallel(model)
+model.use_b = RANK == 1
+try:
+    ddp(fg.ones(2, 4)).sum().backward()
+except RuntimeError as e:
+    assert "on 1 of 2 ranks" in str(e), e
+    if RANK == 0:
+        assert "b.weight, b.bias" in str(e) or "b.bias, b.weight" in str(e), e
+    else:
+        assert "on another rank" in str(e), e
+else:
+    raise AssertionError("no error for a parameter unused on rank 0")
+model.use_b = True
+for p in model.parameters():
+    p.grad = None
+ddp(fg.ones(2, 4) * (RANK + 1)).sum().backward()
+np.testing.assert_allclose(model.a.weight.grad.numpy(), np.full((4, 4), 3.0), rtol=1e-6)
+ok("unused parameters without find_unused_parameters: every rank raises, naming them; next step fine")
+
+# find_unused_parameters=True: zero gradients for what the forward did not reach, averaged with the
+# other ranks' real ones; the unreached parameters are marked ready as backward starts, so every
+# bucket's all-reduce starts during backward (a 0.00005 MB cap puts each parameter in its own bucket)
+fg.manual_seed(0)
 ddp = nn.parallel.DistributedDataParallel(TwoHeads(), find_unused_parameters=True)
 ddp(fg.ones(2, 4) * (RANK + 1)).sum().backward()  # rank r: 2 rows of r + 1; mean over ranks: 3
 assert ddp.module.b.weight.grad is not None and float(ddp.module.b.weight.grad.abs().sum()) == 0.0
 g = ddp.module.a.weight.grad.numpy()
 np.testing.assert_allclose(g, np.full((4, 4), 3.0), rtol=1e-6)
-ok("unused parameters: error naming them, or zero gradients with find_unused_parameters=True")
+fg.manual_seed(0)
+model = SometimesB()
+ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, bucket_cap_mb=0.00005)
+assert len(ddp.bucket_sizes) == 4, ddp.bucket_sizes
+launched_before_finish: list[int] = []
+finish = ddp._reducer.finish
 
-# shape mismatch across ranks at construction: the same clear error on every rank
+
+def spy() -> None:
+    launched_before_finish.append(ddp._reducer.next_launch)
+    finish()
+
+
+ddp._reducer.finish = spy  # type: ignore[method-assign]
+for step in range(3):
+    model.use_b = RANK == 1 or step == 2
+    for p in model.parameters():
+        p.grad = None
+    ddp(fg.ones(2, 4) * (RANK + 1)).sum().backward()
+    # b's gradient of sum(x W^T + c) is the column sums of x: 2 (r + 1) per entry, where b is used
+    used = [r for r in range(WORLD) if r == 1 or step == 2]
+    want_b = sum(2.0 * (r + 1) for r in used) / WORLD
+    np.testing.assert_allclose(model.b.weight.grad.numpy(), np.full((4, 4), want_b), rtol=1e-6)
+    np.testing.assert_allclose(model.a.weight.grad.numpy(), np.full((4, 4), 3.0), rtol=1e-6)
+assert launched_before_finish == [4, 4, 4], launched_before_finish
+ok("find_unused_parameters: unreached parameters are ready at once and average as zeros")
+
+# backward(inputs=...) under DDP: the averaged gradients are the final .grad values
+fg.manual_seed(0)
+model = SometimesB()
+ddp = nn.parallel.DistributedDataParallel(model)
+x_in = fg.ones(2, 4) * (RANK + 1)
+ddp(x_in).sum().backward()
+plain = [p.grad.numpy().copy() for p in model.parameters()]
+for p in model.parameters():
+    p.grad = None
+ddp(x_in).sum().backward(inputs=list(model.parameters()))
+for a, p in zip(plain, model.parameters(), strict=True):
+    assert np.array_equal(a, p.grad.numpy()), (a, p.grad.numpy())
+ok("backward(inputs=...) under DDP leaves the averaged gradients in .grad")
+
+# shape mismatch across ranks at construction: the same clear error on every rank, naming the
+# first difference (parameter shapes, requires_grad, buffers, bucket layout)
 try:
-    nn.parallel.DistributedDataParallel(nn.Linear(4, 4 + RANK))
+    nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4 + RANK)))
 except ValueError as e:
-    assert "differ across ranks" in str(e), e
+    msg = str(e)
+    assert "parameter 2 (1.weight) differs across ranks" in msg, msg
+    assert "shape (4, 4) on rank 0 but (5, 4) on rank 1" in msg, msg
 else:
     raise AssertionError("no error for models of different shapes")
-ok("DDP over models of different shapes raises on every rank")
+frozen = nn.Linear(3, 3)
+frozen.bias.requires_grad_(RANK == 0)
+try:
+    nn.parallel.DistributedDataParallel(frozen)
+except ValueError as e:
+    assert "parameter 1 (bias)" in str(e) and "requires_grad True on rank 0 but False on rank 1" in str(e), e
+else:
+    raise AssertionError("no error for requires_grad differing across ranks")
+try:
+    nn.parallel.DistributedDataParallel(nn.Linear(4, 4, bias=RANK == 0))
+except ValueError as e:
+    assert "rank 0 has 2 parameters and rank 1 has 1" in str(e), e
+else:
+    raise AssertionError("no error for a different number of parameters")
+try:
+    nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(600, 600), nn.Linear(600, 600)), bucket_cap_mb=1 + RANK
+    )
+except ValueError as e:
+    assert "gradient bucket 1 differs across ranks" in str(e) and "bucket_cap_mb" in str(e), e
+else:
+    raise AssertionError("no error for bucket layouts differing across ranks")
+ok("DDP over models of different shapes raises on every rank, naming the first difference")
 
 # fg.compile: DDP breaks the graph with a stated reason and the step equals eager DDP
 
