@@ -117,6 +117,13 @@ class WebGPUBundle:
                 raise ValueError(
                     f"input {spec['name']!r} holds values outside int32, which the device stores"
                 )
+            for c in self.manifest.get("checks", []):
+                # indices the run gathers with: the range check the graph makes on the host
+                if c["input"] == spec["name"] and a.size and (a.min() < c["min"] or a.max() > c["max"]):
+                    raise IndexError(
+                        f"input {spec['name']!r} holds indices outside [{c['min']}, {c['max']}] "
+                        f"({c['op']} along dim {c['dim']})"
+                    )
             raw = np.ascontiguousarray(a.astype(stored)).tobytes()
             raw += b"\0" * (-len(raw) % 4)  # writes are whole words (an odd count of float16 halves)
             self.device.queue.write_buffer(self.buffers[spec["buffer"]], 0, raw)

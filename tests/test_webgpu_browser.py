@@ -7,14 +7,16 @@ report):
 - every WGSL module the shader generators make (written by the naga tests of
   the Rust crate with ``FG_WGSL_DUMP``) is compiled by the browser's own
   compiler (Tint); any error message fails the test — naga alone once let
-  through shaders every browser rejected;
+  through shaders every browser rejected; the optimizers' multi-tensor
+  kernels are among them and are counted;
 - bundles of the graph families (elementwise fusion, reductions, matmul,
   conv, softmax and layer norm, attention) and the digits CNN of
   ``examples/digits.py`` are loaded with their ``model.js`` and run; outputs
   must match ferrograd on the CPU at float32 tolerance, and a second run
   (buffers reused) must give the same bits;
-  (Embedding is missing: its index_select checks the indices on the host,
-  which a bundle cannot record; see docs/webgpu-bundle.md.)
+  embedding gathers (an ``nn.Embedding`` and a tiny GPT, their token ids
+  range-checked by ``model.js``) and a symbolic batch exported for several
+  sizes;
 - the documented errors: wrong input shape, name, dtype, and no adapter.
 
 Chromium flags, measured: ``--enable-unsafe-webgpu`` is what exposes an
@@ -74,6 +76,35 @@ def _rand(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+class TinyGPT(nn.Module):
+    """A one-block GPT: token and position embeddings, causal attention, an MLP, the vocabulary head."""
+
+    def __init__(self, vocab: int = 13, ctx: int = 6, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(ctx, dim)
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.head = nn.Linear(dim, vocab)
+        # Position ids stored as a buffer (a bundle checks stored indices once, at export;
+        # ids made by fg.arange inside the graph are computed indices, which it refuses).
+        self.register_buffer("pos_ids", fg.arange(ctx))
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(self.pos_ids[:t])
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, -1))
+        x = x + self.mlp(self.ln2(x))
+        return fg.softmax(self.head(x), dim=-1)
+
+
 def _families() -> dict:
     """name -> (function of GPU or CPU tensors, numpy inputs)."""
     fg.manual_seed(0)
@@ -86,7 +117,9 @@ def _families() -> dict:
     spec.loader.exec_module(digits)
     cnn = digits.make_cnn()
     cnn.eval()
-    mods = [emb, ln, conv, cnn]
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    gpt = TinyGPT()
+    mods = [emb, ln, conv, cnn, mlp, gpt]
     fams = {
         "elementwise": (
             lambda x, y: F.gelu(x * y + 0.5) - fg.sigmoid(y),
@@ -101,8 +134,29 @@ def _families() -> dict:
             [_rand(1, 2, 4, 8, seed=8), _rand(1, 2, 4, 8, seed=9), _rand(1, 2, 4, 8, seed=10)],
         ),
         "digits_cnn": (lambda x: fg.softmax(mods[3](x), dim=-1), [np.abs(_rand(3, 1, 8, 8, seed=11)) * 8]),
+        # Gathers: nn.Embedding lookups of int64 token ids (a tiny GPT) and one embedding alone.
+        "embedding": (lambda i: mods[0](i) * 2.0, [np.array([[1, 0, 10], [4, 4, 7]], dtype=np.int64)]),
+        "tiny_gpt": (
+            lambda i: mods[5](i),
+            [np.array([[1, 5, 12, 0, 3, 3], [7, 2, 2, 9, 11, 4]], dtype=np.int64)],
+        ),
+        # Captured with a symbolic batch (dynamic=True), exported for the sizes of SIZED.
+        "symbolic_batch": (
+            lambda x, y: (fg.softmax(mods[4](mods[1](x)), dim=-1), (x * y).sum(dim=0), y.amax(dim=1)),
+            [_rand(SIZED[0], 8, seed=12), _rand(SIZED[0], 8, seed=13)],
+        ),
     }
     return fams, mods
+
+
+# The batch sizes the symbolic_batch bundle is exported for, and the order the page runs them in
+# (back to an earlier size too: each size's buffers are built once and reused).
+SIZED = [3, 1, 5]
+SIZED_RUNS = [1, 5, 3, 1]
+
+
+def _sized_inputs(b: int) -> list[np.ndarray]:
+    return [_rand(b, 8, seed=100 + b), _rand(b, 8, seed=200 + b)]
 
 
 def _outs(r) -> list[np.ndarray]:
@@ -148,6 +202,10 @@ def _shader_catalog(dest: Path) -> list[str]:
         return _dedup(Path(d), dest)
 
 
+# Every multi-tensor optimizer kernel (shaders::optim_multi) defines this function.
+OPTIM_MULTI_MARK = "fn offt(blk: u32"
+
+
 def _dedup(src: Path, dest: Path) -> list[str]:
     """Copy src's shaders into dest once per distinct text; their page paths."""
     seen: set[str] = set()
@@ -162,6 +220,16 @@ def _dedup(src: Path, dest: Path) -> list[str]:
             names.append(f"shaders/{h}.wgsl")
     assert len(names) > 300, f"only {len(names)} distinct shaders in the catalog"
     return names
+
+
+def _optim_multi(site: Path, names: list[str]) -> list[str]:
+    """The catalog's multi-tensor optimizer kernels that need no float16 (the ones SwiftShader can compile)."""
+    out = []
+    for n in names:
+        text = (site / n).read_text()
+        if OPTIM_MULTI_MARK in text and not text.startswith("enable f16;"):
+            out.append(n)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -180,21 +248,41 @@ def browser_report():
     want, jobs = {}, []
     for name, (f, xs) in fams.items():
         want[name] = _outs(f(*[fg.tensor(x) for x in xs]))
+        sized = name == "symbolic_batch"
+        if sized:
+            want[name + "/runs"] = [_outs(f(*[fg.tensor(x) for x in _sized_inputs(b)])) for b in SIZED_RUNS]
         for m in _:  # modules move to the GPU for the export, and back after
             m.to("gpu")
-        gf = fg.compile(f)
+        gf = fg.compile(f, dynamic=sized)
         gx = [fg.tensor(x, device="gpu") for x in xs]
-        man = gf.graph(*gx).export_webgpu(site / name)
+        if sized:
+            man = gf.graph(*gx).export_webgpu(site / name, sizes=SIZED)
+        else:
+            man = gf.graph(*gx).export_webgpu(site / name)
         for m in _:
             m.to("cpu")
         inputs = {}
         for spec, x in zip(man["inputs"], xs, strict=True):
             file = f"{name}/in_{spec['name']}.bin"
+            if spec["dtype"] == "int64":  # the page passes int64 as an Int32Array
+                x = x.astype(np.int32)
             (site / file).write_bytes(np.ascontiguousarray(x).tobytes())
             inputs[spec["name"]] = {"file": file, "dtype": spec["dtype"]}
         job = {"name": name, "inputs": inputs}
+        if sized:
+            job["runs"] = []
+            for b in SIZED_RUNS:
+                feed = {}
+                for spec, x in zip(man["inputs"], _sized_inputs(b), strict=True):
+                    file = f"{name}/in_{spec['name']}_b{b}.bin"
+                    (site / file).write_bytes(np.ascontiguousarray(x).tobytes())
+                    feed[spec["name"]] = {"file": file, "dtype": spec["dtype"]}
+                job["runs"].append(feed)
+            job["unexported"] = {man["inputs"][0]["name"]: 2 * 8}
         if name == "digits_cnn":
             job["error_cases"] = man["inputs"][0]["name"]
+        if name == "tiny_gpt":
+            job["bad_index"] = {man["inputs"][0]["name"]: 13}  # the vocabulary has 13 tokens
         jobs.append(job)
     (site / "jobs.json").write_text(json.dumps({"shaders": shaders, "bundles": jobs}))
 
@@ -244,6 +332,7 @@ def browser_report():
         f"{got.get('shaders_skipped_f16')} float16 shaders skipped: no shader-f16)"
     )
     got["_want"] = want
+    got["_optim_multi"] = _optim_multi(site, shaders)
     shutil.rmtree(tmp, ignore_errors=True)
     return got
 
@@ -256,9 +345,34 @@ def test_browser_compiles_every_shader(browser_report):
     assert checked > 300, f"only {checked} shaders compiled"
 
 
+def test_browser_compiles_the_multi_tensor_optimizer_shaders(browser_report):
+    """The optimizers' multi-tensor kernels (every rule, several chunk sizes, shared and
+    distinct bindings) are in the catalog, and the browser compiled each without a message."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    optim = browser_report["_optim_multi"]
+    # 3 rules x their flag combinations x 4 chunk sizes x 2 binding layouts, less duplicates
+    assert len(optim) >= 100, f"only {len(optim)} multi-tensor optimizer shaders in the catalog"
+    missing = [n for n in optim if n not in browser_report["shaders"]]
+    assert not missing, f"{len(missing)} optimizer shaders were not compiled, e.g. {missing[0]}"
+    bad = {n: browser_report["shaders"][n] for n in optim if browser_report["shaders"][n]}
+    assert not bad, f"{len(bad)} optimizer shaders rejected, e.g. {next(iter(bad.items()))}"
+    print(f"\n{len(optim)} multi-tensor optimizer shaders compiled in the browser")
+
+
 @pytest.mark.parametrize(
     "name",
-    ["elementwise", "reduction", "matmul", "conv", "softmax_layernorm", "attention", "digits_cnn"],
+    [
+        "elementwise",
+        "reduction",
+        "matmul",
+        "conv",
+        "softmax_layernorm",
+        "attention",
+        "digits_cnn",
+        "embedding",
+        "tiny_gpt",
+        "symbolic_batch",
+    ],
 )
 def test_bundle_runs_in_browser_like_cpu(browser_report, name):
     assert "fatal" not in browser_report, browser_report["fatal"]
@@ -274,6 +388,37 @@ def test_bundle_runs_in_browser_like_cpu(browser_report, name):
     assert r["repeat_equal"], "a second run gave other bits"
 
 
+def test_embedding_bundle_checks_its_indices(browser_report):
+    """The token ids of an Embedding are checked by model.js, as the graph checks them on the host."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    r = browser_report["bundles"]["tiny_gpt"]
+    assert "error" not in r, r["error"]
+    e = r["bad_index_error"]
+    assert e.startswith("BundleError input-range:") and "holds 13" in e and "[0, 12]" in e, e
+    assert r["after_bad_index_equal"], "the model gave other bits after a rejected input"
+
+
+def test_symbolic_batch_bundle_runs_each_exported_size(browser_report):
+    """A graph captured with a symbolic batch, exported for several sizes, runs in the page at each."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    r = browser_report["bundles"]["symbolic_batch"]
+    assert "error" not in r, r["error"]
+    assert [v["sizes"] for v in r["variants"]] == [{"s0": b} for b in SIZED], r["variants"]
+    assert r["inputs"][0]["symbolicShape"] == ["s0", 8], r["inputs"]
+    runs = browser_report["_want"]["symbolic_batch/runs"]
+    assert len(r["runs"]) == len(SIZED_RUNS) == len(runs)
+    for b, got, want in zip(SIZED_RUNS, r["runs"], runs, strict=True):
+        assert "error" not in got, f"batch {b}: {got['error']}"
+        for k, w in enumerate(want):
+            name = r["outputs_desc"][k]["name"]
+            g = np.array(got[name], dtype=np.float32)
+            assert g.size == w.size, f"batch {b}, {name}: {g.size} values, want shape {w.shape}"
+            np.testing.assert_allclose(g.reshape(w.shape), w, **TOL, err_msg=f"batch {b}: {name}")
+    # A batch size that was not exported: the documented error, naming the exported shapes.
+    e = r["unexported_error"]
+    assert e.startswith("BundleError input-shape:") and "[3,8] or [1,8] or [5,8]" in e, e
+
+
 def test_browser_errors_are_the_documented_ones(browser_report):
     assert "fatal" not in browser_report, browser_report["fatal"]
     e = browser_report["errors"]
@@ -282,6 +427,8 @@ def test_browser_errors_are_the_documented_ones(browser_report):
     assert e["name"].startswith("BundleError input-name: unknown input 'nosuchinput'"), e
     assert e["dtype"].startswith("BundleError input-dtype:") and "Float64Array" in e["dtype"], e
     assert e["no_adapter"].startswith("BundleError no-adapter:"), e
-    assert e["no_webgpu"].startswith("BundleError no-webgpu:") and "navigator.gpu is missing" in e["no_webgpu"], e
+    assert (
+        e["no_webgpu"].startswith("BundleError no-webgpu:") and "navigator.gpu is missing" in e["no_webgpu"]
+    ), e
     assert e["gpu_restored"], "the page's navigator.gpu was not restored after the no-WebGPU case"
     assert browser_report["bundles"]["digits_cnn"]["after_errors_equal"]

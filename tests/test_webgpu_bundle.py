@@ -104,7 +104,10 @@ def test_mlp_inference_bundle_matches_ferrograd(tmp_path):
     # The loader's command line: inputs and outputs by name in .npz files.
     p = subprocess.run(
         [sys.executable, str(LOADER), str(bundle), str(tmp_path / "in.npz"), str(tmp_path / "cli.npz")],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-4000:]
     with np.load(tmp_path / "cli.npz") as f:
@@ -262,7 +265,10 @@ def test_bundle_of_tensors_over_one_binding_binds_ranges(tmp_path):
     env = dict(os.environ, FG_GPU_MAX_BINDING_BYTES="4096")
     p = subprocess.run(
         [sys.executable, "-c", BIG_EXPORT, str(bundle), str(tmp_path / "want.npz")],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert p.returncode == 0, p.stderr[-4000:]
     name = p.stdout.split()[-1]
@@ -277,3 +283,70 @@ def test_bundle_of_tensors_over_one_binding_binds_ranges(tmp_path):
     assert len(got) == 3
     for k in range(3):
         np.testing.assert_allclose(got[f"output{k}"], want[f"output{k}"], rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_bundle_checks_token_ids_in_the_loader(tmp_path):
+    """A gather with one index tensor (nn.Embedding) is exported: the indices are read on the
+    device, and the graph's host range check becomes a manifest check the loader makes."""
+    fg.manual_seed(0)
+    emb = fg.nn.Embedding(10, 4).to("gpu")
+    head = fg.nn.Linear(4, 3).to("gpu")
+    cf = fg.compile(lambda i: head(emb(i)).sum(dim=1))
+    ids = fg.tensor(np.array([[1, 9, 0], [3, 3, 7]]), device="gpu")
+    bundle = tmp_path / "emb"
+    manifest = cf.graph(ids).export_webgpu(bundle)
+    _check_files(bundle, manifest)
+    name = manifest["inputs"][0]["name"]
+    assert manifest["checks"] == [{"input": name, "min": 0, "max": 9, "op": "index_select", "dim": 0}]
+    other = np.array([[0, 2, 8], [9, 5, 5]])
+    got = _run_bundle(tmp_path, bundle, {name: other})[0]
+    np.testing.assert_allclose(got["output0"], cf(fg.tensor(other, device="gpu")).numpy(), **TOL)
+    with pytest.raises(AssertionError, match=r"indices outside \[0, 9\]"):
+        _run_bundle(tmp_path, bundle, {name: np.array([[0, 2, 8], [9, 5, 10]])})
+
+
+def test_gather_of_computed_indices_is_refused(tmp_path):
+    """Indices the graph computes cannot be range-checked by a loader: refused at export."""
+    emb = fg.nn.Embedding(5, 2).to("gpu")
+    cf = fg.compile(lambda x: emb(x.argmax(dim=-1)))
+    x = fg.tensor(_rand(3, 5, seed=3), device="gpu")
+    cf(x)
+    with pytest.raises(RuntimeError, match="computed by the graph"):
+        cf.graph(x).export_webgpu(tmp_path / "argmax")
+
+
+def test_symbolic_batch_exports_one_bundle_per_size(tmp_path):
+    fg.manual_seed(0)
+    model = fg.nn.Sequential(fg.nn.Linear(6, 8), fg.nn.Tanh(), fg.nn.Linear(8, 3)).to("gpu")
+    cf = fg.compile(lambda x: (fg.softmax(model(x), dim=-1), x.sum(dim=0)), dynamic=True)
+    g = cf.graph(fg.tensor(_rand(4, 6), device="gpu"))
+    bundle = tmp_path / "sym"
+    manifest = g.export_webgpu(bundle, sizes=[2, 7])
+    _check_files(bundle, manifest)
+    assert manifest["inputs"][0]["shape"] == [2, 6]
+    assert manifest["inputs"][0]["symbolic_shape"] == ["s0", 6]
+    assert manifest["outputs"][1]["symbolic_shape"] == [6]
+    assert [(v["sizes"], v["path"], v["inputs"]) for v in manifest["variants"]] == [
+        ({"s0": 2}, "", [[2, 6]]),
+        ({"s0": 7}, "variants/s0-7/", [[7, 6]]),
+    ]
+    for v in manifest["variants"]:
+        sub = bundle / v["path"]
+        m = json.loads((sub / "manifest.json").read_text())
+        _check_files(sub, m)
+        for key, need in m["limits"].items():
+            assert need <= manifest["limits"][key], key
+        xs = _rand(*v["inputs"][0], seed=5)
+        got = _run_bundle(tmp_path, sub, {m["inputs"][0]["name"]: xs})[0]
+        want = cf(fg.tensor(xs, device="gpu"))
+        for k, w in enumerate(want):
+            np.testing.assert_allclose(got[f"output{k}"], w.numpy(), **TOL)
+    with pytest.raises(ValueError, match=r"names \['B'\].*\['s0'\]"):
+        g.export_webgpu(tmp_path / "bad", sizes={"B": [1]})
+    with pytest.raises(ValueError, match="distinct positive"):
+        g.export_webgpu(tmp_path / "bad", sizes=[3, 3])
+    fixed = fg.compile(lambda x: x * 2)
+    x = fg.tensor(_rand(2, 2), device="gpu")
+    fixed(x)
+    with pytest.raises(ValueError, match="needs a graph with symbolic dimensions"):
+        fixed.graph(x).export_webgpu(tmp_path / "bad", sizes=[1])

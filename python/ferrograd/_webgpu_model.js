@@ -114,6 +114,11 @@ export async function load(baseUrl, options = {}) {
     requiredLimits[name] = value;
   }
   const device = await adapter.requestDevice({ requiredFeatures: m.features ?? [], requiredLimits });
+  return new Model(m, device, await build(device, m, base), base);
+}
+
+/** Fetch one bundle's data and shaders; create its pipelines, buffers and bind groups on `device`. */
+async function build(device, m, base) {
   device.pushErrorScope("validation");
   const [data, sources] = await Promise.all([
     fetchOk(new URL(m.data, base), "bytes"),
@@ -154,52 +159,112 @@ export async function load(baseUrl, options = {}) {
   );
   const err = await device.popErrorScope();
   if (err) throw new BundleError("device", `creating the bundle's pipelines and buffers failed: ${err.message}`);
-  return new Model(m, device, buffers, steps, staging);
+  return { manifest: m, buffers, steps, staging };
 }
 
-const describe = (p) => ({ name: p.name, shape: [...p.shape], dtype: p.dtype });
+const describe = (p) => ({
+  name: p.name,
+  shape: [...p.shape],
+  dtype: p.dtype,
+  ...(p.symbolic_shape ? { symbolicShape: [...p.symbolic_shape] } : {}),
+});
+const product = (shape) => shape.reduce((a, b) => a * b, 1);
 
-/** A loaded bundle; `run` may be called many times (runs are queued). */
+/**
+ * A loaded bundle; `run` may be called many times (runs are queued). A bundle
+ * exported for several sizes of its symbolic dimensions (`variants` in the
+ * manifest) runs each at the sizes of its inputs; each variant is fetched
+ * and built on the first run that needs it.
+ */
 export class Model {
-  constructor(manifest, device, buffers, steps, staging) {
+  constructor(manifest, device, parts, base) {
     this.manifest = manifest;
     this.device = device;
     this.inputs = manifest.inputs.map(describe);
     this.outputs = manifest.outputs.map(describe);
-    this._buffers = buffers;
-    this._steps = steps;
-    this._staging = staging;
+    /** The exported sizes: `[{sizes: {symbol: n}, inputs: [shape], outputs: [shape]}]` (one entry without symbols). */
+    this.variants = (manifest.variants ?? [{ sizes: {}, path: "", inputs: manifest.inputs.map((p) => p.shape), outputs: manifest.outputs.map((p) => p.shape) }]).map(
+      (v) => ({ sizes: { ...v.sizes }, inputs: v.inputs.map((s) => [...s]), outputs: v.outputs.map((s) => [...s]) }),
+    );
+    this._base = base;
+    this._parts = new Map([["", Promise.resolve(parts)]]);
     this._queue = Promise.resolve();
   }
 
-  /** Check `inputs` against the manifest; the bytes to upload, in input order. */
-  _encode(inputs) {
+  /** Check the names and lengths (or declared shapes) of `inputs`; the index of the variant they fit. */
+  _variant(inputs) {
     if (inputs === null || typeof inputs !== "object") throw new BundleError("input", "run() takes an object {inputName: TypedArray}");
     const names = this.manifest.inputs.map((p) => p.name);
     for (const k of Object.keys(inputs)) {
       if (!names.includes(k)) throw new BundleError("input-name", `unknown input '${k}'; the bundle's inputs are ${names.join(", ")}`);
     }
-    return this.manifest.inputs.map((p) => {
-      let v = inputs[p.name];
+    const given = this.manifest.inputs.map((p) => {
+      const v = inputs[p.name];
       if (v === undefined) throw new BundleError("input-name", `input '${p.name}' is missing; the bundle's inputs are ${names.join(", ")}`);
-      let shape = null;
-      if (!ArrayBuffer.isView(v) && v && ArrayBuffer.isView(v.data)) {
-        shape = v.shape;
-        v = v.data;
-      }
-      const n = p.shape.reduce((a, b) => a * b, 1);
-      if (shape && (shape.length !== p.shape.length || shape.some((d, i) => d !== p.shape[i]))) {
-        throw new BundleError("input-shape", `input '${p.name}' must have shape [${p.shape}], got [${shape}]`);
-      }
-      if (v.length !== n) {
-        throw new BundleError("input-shape", `input '${p.name}' must have shape [${p.shape}] (${n} elements), got ${v.length} elements`);
-      }
+      if (!ArrayBuffer.isView(v) && v && ArrayBuffer.isView(v.data)) return { shape: v.shape, length: v.data.length };
+      return { shape: null, length: v.length };
+    });
+    const fits = (shapes) =>
+      given.every((g, k) =>
+        g.shape ? g.shape.length === shapes[k].length && g.shape.every((d, i) => d === shapes[k][i]) : g.length === product(shapes[k]),
+      );
+    const at = this.variants.findIndex((v) => fits(v.inputs));
+    if (at >= 0) return at;
+    // No variant fits: name the first input that fits none.
+    const k = given.findIndex((g, j) => !this.variants.some((v) => (g.shape ? fits(v.inputs) : g.length === product(v.inputs[j]))));
+    const j = k >= 0 ? k : 0;
+    const p = this.manifest.inputs[j];
+    const allowed = this.variants.map((v) => `[${v.inputs[j]}]`).join(" or ");
+    const what = given[j].shape ? `[${given[j].shape}]` : `${given[j].length} elements`;
+    const sym = p.symbolic_shape && this.variants.length > 1 ? ` (the bundle was exported for shapes ${allowed} of [${p.symbolic_shape}])` : "";
+    if (this.variants.length > 1) {
+      throw new BundleError("input-shape", `input '${p.name}' must have shape ${allowed}${sym}, got ${what}`);
+    }
+    const n = product(p.shape);
+    throw new BundleError(
+      "input-shape",
+      given[j].shape ? `input '${p.name}' must have shape [${p.shape}], got ${what}` : `input '${p.name}' must have shape [${p.shape}] (${n} elements), got ${what}`,
+    );
+  }
+
+  /** The built variant `k` (fetched and created on first use). */
+  _built(k) {
+    const path = this.manifest.variants?.[k]?.path ?? "";
+    if (!this._parts.has(path)) {
+      const base = new URL(path, this._base);
+      this._parts.set(
+        path,
+        fetchOk(new URL("manifest.json", base), "json").then((m) => build(this.device, m, base)),
+      );
+    }
+    return this._parts.get(path);
+  }
+
+  /** Check `inputs` against the manifest `m`; the bytes to upload, in input order. */
+  _encode(m, inputs) {
+    return m.inputs.map((p) => {
+      let v = inputs[p.name];
+      if (!ArrayBuffer.isView(v) && v && ArrayBuffer.isView(v.data)) v = v.data;
+      const n = product(p.shape);
       const ok = ARRAYS[p.dtype] ?? [];
       if (!ok.some((T) => v instanceof T)) {
         throw new BundleError(
           "input-dtype",
           `input '${p.name}' has dtype ${p.dtype}: pass a ${ok.map((T) => T.name).join(" or ")}, got ${v.constructor.name}`,
         );
+      }
+      // Indices the run gathers with: the range check the graph makes on the host, made here.
+      for (const c of m.checks ?? []) {
+        if (c.input !== p.name) continue;
+        for (let i = 0; i < n; i++) {
+          const x = Number(v[i]);
+          if (!(x >= c.min && x <= c.max)) {
+            throw new BundleError(
+              "input-range",
+              `input '${p.name}' holds ${v[i]} at element ${i}: ${c.op} along dim ${c.dim} needs indices in [${c.min}, ${c.max}]`,
+            );
+          }
+        }
       }
       let out;
       if (p.storage === "f16") out = Uint16Array.from(v, f32ToF16);
@@ -227,26 +292,27 @@ export class Model {
   }
 
   async _run(inputs) {
-    const bytes = this._encode(inputs);
+    const { manifest: m, buffers, steps, staging } = await this._built(this._variant(inputs));
+    const bytes = this._encode(m, inputs);
     const { device } = this;
-    this.manifest.inputs.forEach((p, k) => device.queue.writeBuffer(this._buffers[p.buffer], 0, bytes[k]));
+    m.inputs.forEach((p, k) => device.queue.writeBuffer(buffers[p.buffer], 0, bytes[k]));
     const enc = device.createCommandEncoder();
     const pass = enc.beginComputePass();
-    for (const s of this._steps) {
+    for (const s of steps) {
       pass.setPipeline(s.pipeline);
       pass.setBindGroup(0, s.group);
       pass.dispatchWorkgroups(...s.workgroups);
     }
     pass.end();
-    this.manifest.outputs.forEach((p, k) => enc.copyBufferToBuffer(this._buffers[p.buffer], 0, this._staging[k], 0, this._staging[k].size));
+    m.outputs.forEach((p, k) => enc.copyBufferToBuffer(buffers[p.buffer], 0, staging[k], 0, staging[k].size));
     device.queue.submit([enc.finish()]);
     const result = {};
-    for (const [k, p] of this.manifest.outputs.entries()) {
-      const st = this._staging[k];
+    for (const [k, p] of m.outputs.entries()) {
+      const st = staging[k];
       await st.mapAsync(GPUMapMode.READ);
       const raw = st.getMappedRange();
       const src = p.storage === "f16" ? new Uint16Array(raw) : p.storage === "f32" ? new Float32Array(raw) : p.storage === "i32" ? new Int32Array(raw) : new Uint32Array(raw);
-      const n = p.shape.reduce((a, b) => a * b, 1);
+      const n = product(p.shape);
       const Out = p.dtype === "bool" ? Uint8Array : p.storage === "i32" || p.storage === "u32" ? Int32Array : Float32Array;
       const out = new Out(n);
       const idx = new Array(p.shape.length).fill(0);
@@ -266,9 +332,8 @@ export class Model {
     return result;
   }
 
-  /** Free the device's buffers. */
+  /** Free the device and its buffers. */
   destroy() {
-    for (const b of [...this._buffers, ...this._staging]) b.destroy();
     this.device.destroy();
   }
 }

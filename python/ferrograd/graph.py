@@ -387,6 +387,7 @@ class Graph:
         *args: Any,
         feed: Mapping[Any, Any] | None = None,
         scalars: Sequence[float] | None = None,
+        sizes: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
     ) -> dict:
         """Write the graph as a WebGPU bundle into the directory ``path``:
         WGSL modules (``shaders/*.wgsl``), ``manifest.json`` (buffers, bind
@@ -405,6 +406,14 @@ class Graph:
         symbolic dimensions; by default zeros of the captured shapes stand in.
         Ops that read GPU data back to the host during a run (data-dependent
         shapes, host-side range checks) cannot be exported and raise.
+
+        ``sizes`` exports a graph with symbolic dimensions (``fg.compile(f,
+        dynamic=True)``) for several sizes at once: a list of sizes for its one
+        symbol, or ``{symbol: [sizes]}`` (every combination is exported). The
+        first combination is the bundle at ``path`` itself (what a loader of
+        one fixed-size bundle runs); each other one is a complete bundle under
+        ``path/variants/``, listed in the manifest's ``variants``, and
+        ``model.js`` picks the one whose shapes match the inputs of each run.
         """
         import json
         import os
@@ -417,6 +426,14 @@ class Graph:
                 f"export_webgpu: the graph runs on {g.device()}; capture it with tensors on the gpu "
                 "device (x.to('gpu')) to export it"
             )
+        if scalars is None:
+            scal = list(self._scalars()) if self._scalars is not None else []
+        else:
+            scal = [float(x) for x in scalars]
+        if sizes is not None:
+            if args or feed is not None:
+                raise ValueError("export_webgpu: pass either sizes= or example arguments, not both")
+            return self._export_webgpu_sizes(g, os.fspath(path), sizes, scal)
         if args or feed is not None:
             tensors = [t.contiguous() for t in self._args(args, feed)]
         else:
@@ -435,19 +452,102 @@ class Graph:
                 )
                 for i in arg_inputs
             ]
-        if scalars is None:
-            scal = list(self._scalars()) if self._scalars is not None else []
-        else:
-            scal = [float(x) for x in scalars]
         with no_grad():
             text = g.export_webgpu(os.fspath(path), tensors, scal)
-        # The bundle's runtime for web pages (docs/webgpu-bundle.md).
-        from importlib.resources import files
-
-        js = files("ferrograd").joinpath("_webgpu_model.js").read_text(encoding="utf-8")
-        with open(os.path.join(os.fspath(path), "model.js"), "w", encoding="utf-8") as f:
-            f.write(js)
+        _write_model_js(os.fspath(path))
         return json.loads(text)
+
+    def _export_webgpu_sizes(
+        self, g: Any, path: str, sizes: Sequence[int] | Mapping[str, Sequence[int]], scal: list[float]
+    ) -> dict:
+        """export_webgpu with ``sizes``: one bundle per combination of the symbols' sizes."""
+        import itertools
+        import json
+        import os
+
+        from ._grad_mode import no_grad
+
+        symbols = list(g.symbols)
+        if not symbols:
+            raise ValueError(
+                "export_webgpu: sizes= needs a graph with symbolic dimensions "
+                "(capture it with fg.compile(f, dynamic=True)); this graph has none"
+            )
+        if isinstance(sizes, Mapping):
+            table = {str(k): [int(v) for v in vs] for k, vs in sizes.items()}
+        else:
+            if len(symbols) != 1:
+                raise ValueError(
+                    f"export_webgpu: the graph has {len(symbols)} symbolic dimensions ({', '.join(symbols)}); "
+                    "pass sizes={symbol: [sizes]} naming each"
+                )
+            table = {symbols[0]: [int(v) for v in sizes]}
+        if sorted(table) != sorted(symbols):
+            raise ValueError(
+                f"export_webgpu: sizes= names {sorted(table)}, but the graph's symbolic dimensions are {symbols}"
+            )
+        for k, vs in table.items():
+            if not vs or any(v < 1 for v in vs) or len(set(vs)) != len(vs):
+                raise ValueError(f"export_webgpu: sizes for {k} must be distinct positive integers, got {vs}")
+        values = g.values()
+        arg_inputs = sorted((i for i in g.inputs() if i["kind"] == "arg"), key=lambda i: i["position"])
+        in_dims = [list(values[i["value"]]["shape"]) for i in arg_inputs]
+        out_dims = [list(values[v]["shape"]) for v in g.outputs]
+
+        def dims(shape: list[str]) -> list[int | str]:
+            return [int(d) if d.lstrip("-").isdigit() else d for d in shape]
+
+        for shape in in_dims:
+            for d in shape:
+                if not d.isdigit() and d not in table:
+                    raise ValueError(
+                        f"export_webgpu: an argument's dimension is the expression {d!r}; sizes= needs "
+                        "arguments whose dimensions are numbers or single symbols"
+                    )
+        names = list(table)
+        combos = [dict(zip(names, c, strict=True)) for c in itertools.product(*(table[k] for k in names))]
+        manifests = []
+        for k, combo in enumerate(combos):
+            sub = "" if k == 0 else "variants/" + "_".join(f"{n}-{combo[n]}" for n in names) + "/"
+            tensors = [
+                _core.zeros(
+                    *(int(d) if d.isdigit() else combo[d] for d in shape),
+                    dtype=_dtype_named(values[i["value"]]["dtype"]),
+                    device="gpu",
+                )
+                for i, shape in zip(arg_inputs, in_dims, strict=True)
+            ]
+            with no_grad():
+                text = g.export_webgpu(os.path.join(path, sub), tensors, scal)
+            manifests.append((sub, combo, json.loads(text)))
+        variants = [
+            {
+                "sizes": combo,
+                "path": sub,
+                "inputs": [p["shape"] for p in m["inputs"]],
+                "outputs": [p["shape"] for p in m["outputs"]],
+            }
+            for sub, combo, m in manifests
+        ]
+        # Every variant runs on the device made for the first: it asks for all of their needs.
+        limits: dict[str, int] = {}
+        features: list[str] = []
+        for _, _, m in manifests:
+            for key, v in m["limits"].items():
+                limits[key] = max(limits.get(key, 0), int(v))
+            features += [f for f in m["features"] if f not in features]
+        for sub, _, m in manifests:
+            for port, shape in zip(m["inputs"], in_dims, strict=True):
+                port["symbolic_shape"] = dims(shape)
+            for port, shape in zip(m["outputs"], out_dims, strict=True):
+                port["symbolic_shape"] = dims(shape)
+            if sub == "":
+                m["variants"] = variants
+                m["limits"], m["features"] = limits, features
+            with open(os.path.join(path, sub, "manifest.json"), "w", encoding="utf-8") as f:
+                json.dump(m, f, indent=2, sort_keys=True)
+        _write_model_js(path)
+        return manifests[0][2]
 
     def __call__(self, *args: Any, scalars: Sequence[float] | None = None, **named: Any) -> Any:
         """Run the graph: tensors (or arrays/lists) for its arguments in
@@ -962,6 +1062,16 @@ class Session:
 
 
 _EMPTY = _core.empty(0)
+
+
+def _write_model_js(path: str) -> None:
+    """Write the bundle's runtime for web pages, ``model.js``, into ``path`` (docs/webgpu-bundle.md)."""
+    import os
+    from importlib.resources import files
+
+    js = files("ferrograd").joinpath("_webgpu_model.js").read_text(encoding="utf-8")
+    with open(os.path.join(path, "model.js"), "w", encoding="utf-8") as f:
+        f.write(js)
 
 
 def _dtype_named(name: str) -> Any:

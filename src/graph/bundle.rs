@@ -27,6 +27,9 @@
 //!   bool as u32 0/1, bfloat16 as f32, float16 as f16 where the exporting
 //!   device has `shader-f16` and as f32 otherwise), its shape, and its
 //!   element offset and strides in that buffer.
+//! - `checks`: `{"input", "min", "max", "op", "dim"}`: the index range
+//!   checks the run would make on the host, on the inputs holding indices
+//!   (a loader makes them; see `index_checks`).
 //! - `features`: the WebGPU features the device running the bundle must be
 //!   created with: `["shader-f16"]` when a shader stores float16 natively
 //!   (it starts with `enable f16;`), else empty.
@@ -131,6 +134,7 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         outputs.push(port(&mut rec, format!("output{k}"), o, &buf)?);
     }
     drop(outs);
+    let checks = index_checks(&mut rec, &inputs)?;
     let output_bufs: HashSet<usize> = outputs
         .iter()
         .filter_map(|o| o["buffer"].as_u64().map(|b| b as usize))
@@ -241,6 +245,7 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         "dispatches": dispatches,
         "inputs": inputs,
         "outputs": outputs,
+        "checks": checks,
         "memory": {
             "scratch_bytes": shared,
             "scratch_bytes_unshared": unshared,
@@ -257,6 +262,65 @@ pub fn export(plan: &Plan, args: &[Tensor], scalars: &[f64], names: &[String]) -
         shaders: std::mem::take(&mut rec.shaders),
         data,
     })
+}
+
+/// The index range checks of the run (see `RecIndexRange`), which a run on
+/// the device cannot make: on an input, a `checks` entry of the manifest
+/// that the loader makes before uploading; on data the bundle stores
+/// (constants, weights), checked here once; on indices the graph computes,
+/// refused.
+fn index_checks(rec: &mut Recording, inputs: &[Value]) -> Result<Vec<Value>> {
+    const OP: &str = "export_webgpu";
+    let g = get()?;
+    let ranges = std::mem::take(&mut rec.index_ranges);
+    let mut out: Vec<Value> = Vec::new();
+    for r in ranges {
+        let buf = buffer(OP, &r.tensor)?;
+        let bi = rec.buffer_index(&buf);
+        if let Some(port) = inputs
+            .iter()
+            .find(|p| p["buffer"].as_u64() == Some(bi as u64))
+        {
+            let c = json!({"input": port["name"], "min": 0, "max": r.len as i64 - 1, "op": r.op, "dim": r.dim});
+            if !out.contains(&c) {
+                out.push(c);
+            }
+            continue;
+        }
+        let b = &rec.buffers[bi];
+        let bytes = if let Some(init) = &b.init {
+            init.clone()
+        } else if let Some(ex) = &b.existing {
+            g.download(ex, 0, b.size)?
+        } else {
+            return Err(Error::runtime(
+                OP,
+                format!(
+                    "the indices of {} (along dim {}) are computed by the graph, so no loader can check their range before the run; a bundle can hold {} only with indices that are graph inputs or stored tensors",
+                    r.op, r.dim, r.op
+                ),
+            ));
+        };
+        let words: &[i32] = bytemuck::cast_slice(&bytes[..bytes.len() / 4 * 4]);
+        let l = r.tensor.layout();
+        let mut bad = None;
+        crate::backend::cpu::strided::for_each_offset(&l.shape, &l.strides, |o| {
+            let v = words[(l.offset as isize + o) as usize];
+            if bad.is_none() && (v < 0 || v as u64 >= r.len) {
+                bad = Some(v);
+            }
+        });
+        if let Some(v) = bad {
+            return Err(Error::index(
+                r.op,
+                format!(
+                    "index {v} is out of bounds for dimension {} with size {}",
+                    r.dim, r.len
+                ),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// Where each recorded buffer goes: `(k, false)` = the `k`-th buffer of its

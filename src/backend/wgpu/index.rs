@@ -374,6 +374,9 @@ impl WgpuBackend {
                 return self.index_gather(a, &c, out);
             }
         }
+        if a.indices.len() == 1 && get()?.bundling() {
+            return self.bundle_index_gather(a, src, out, bshape);
+        }
         let (offs, host) = offsets_for(a, src, nb, bshape)?;
         if out.numel() == 0 {
             return Ok(());
@@ -429,6 +432,57 @@ impl WgpuBackend {
         } else {
             all(out)
         }
+    }
+
+    /// [`Self::gpu_index_gather`] of one index tensor while a WebGPU bundle
+    /// is recorded: the run cannot read the indices on the host, so the
+    /// gather kernel reads them itself (an index times the indexed dim's
+    /// stride is the source offset), and the range check `[0, len)` is left
+    /// to the bundle (its loader checks inputs; see `graph::bundle`).
+    fn bundle_index_gather(
+        &self,
+        a: &IndexArgs,
+        src: &Tensor,
+        out: &Tensor,
+        bshape: &[usize],
+    ) -> Result<()> {
+        let op = a.op;
+        let (d, idx) = (a.dims[0], &a.indices[0]);
+        if idx.shape() != bshape || buffer(op, src)?.len > get()?.max_binding() {
+            return Err(Error::runtime(
+                op,
+                format!(
+                    "cannot be recorded in a WebGPU bundle with an index of shape {:?} over a source of shape {:?} (a bundle gathers with one index tensor of the positions' shape, from a source within one storage binding)",
+                    idx.shape(),
+                    src.shape()
+                ),
+            ));
+        }
+        get()?.note_index_range(idx, src.shape()[d] as u64, op, d);
+        if out.numel() == 0 {
+            return Ok(());
+        }
+        let k = bshape.len();
+        let mut ss = vec![0isize; k];
+        ss.extend(
+            (0..src.ndim())
+                .filter(|x| !a.dims.contains(x))
+                .map(|x| src.strides()[x]),
+        );
+        let mut is = idx.strides().to_vec();
+        is.resize(out.ndim(), 0);
+        let walks = [
+            (src, src.offset(), ss),
+            (idx, idx.offset(), is),
+            (out, out.offset(), out.strides().to_vec()),
+        ];
+        let step = i32::try_from(src.strides()[d]).map_err(|_| {
+            Error::runtime(
+                op,
+                "the indexed dim's stride exceeds the device's 32-bit offsets",
+            )
+        })?;
+        gather_kernel(op, gty(op, src.dtype())?, out.shape(), walks, step as u32)
     }
 
     pub(super) fn gpu_index_put(

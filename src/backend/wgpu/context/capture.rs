@@ -42,6 +42,17 @@ pub struct RecCheck {
     pub check: HostCheck,
 }
 
+/// A range check a bundle's run cannot make on the host (see
+/// [`Gpu::note_index_range`]): every value of `tensor` must lie in
+/// `[0, len)`; the bundle's loader checks it on the inputs (`checks` in the
+/// manifest), or the export checks the values it stores.
+pub struct RecIndexRange {
+    pub tensor: crate::tensor::Tensor,
+    pub len: u64,
+    pub op: &'static str,
+    pub dim: usize,
+}
+
 /// A check of a tensor's host values (an error for a bad value).
 pub type HostCheck = Arc<dyn Fn(&crate::tensor::Tensor) -> Result<()> + Send + Sync>;
 
@@ -69,6 +80,8 @@ pub struct Recording {
     pub unreplayable: Option<String>,
     /// Host checks the run made (see [`RecCheck`]).
     pub checks: Vec<RecCheck>,
+    /// Index ranges a bundle's run must hold to (see [`RecIndexRange`]).
+    pub index_ranges: Vec<RecIndexRange>,
     /// Graph nodes run live on every replay (see [`RecLive`]).
     pub live: Vec<RecLive>,
     /// Uploads computed from the host values of tensors (see [`RecDerived`]).
@@ -249,6 +262,31 @@ impl Gpu {
     /// recorded, not run).
     pub fn bundling(&self) -> bool {
         self.recording.lock().as_ref().is_some_and(|r| !r.execute)
+    }
+
+    /// While a bundle is recorded: note that every value of the index tensor
+    /// `t` of `op` (along `dim`, of size `len`) must lie in `[0, len)`, the
+    /// check the run would make on the host; true if noted (a bundle is
+    /// being recorded), false otherwise.
+    pub fn note_index_range(
+        &self,
+        t: &crate::tensor::Tensor,
+        len: u64,
+        op: &'static str,
+        dim: usize,
+    ) -> bool {
+        match self.recording.lock().as_mut().filter(|r| !r.execute) {
+            Some(rec) => {
+                rec.index_ranges.push(RecIndexRange {
+                    tensor: t.clone(),
+                    len,
+                    op,
+                    dim,
+                });
+                true
+            }
+            None => false,
+        }
     }
 
     /// Note that the work being captured read device data on the host (its
