@@ -32,7 +32,7 @@ REGISTRY = {op["name"]: op for op in fg.registry()}
 DATA_DEPENDENT = {name for name, info in REGISTRY.items() if info["data_dependent"]}
 DATA_DEPENDENT |= {s.name for s in ALL_SPECS if op_info(s, REGISTRY).get("data_dependent")}
 
-PASSES_OFF = {p: False for p in ("dce", "cse", "fold", "simplify", "fuse", "inplace", "parallel")}
+PASSES_OFF = {p: False for p in ("dce", "cse", "fold", "simplify", "fuse", "epilogue", "inplace", "parallel")}
 
 
 def _cases():

@@ -62,7 +62,7 @@ _PER_SIGNATURE = 8
 
 #: The graph passes ``fg.compile`` and ``fg.Session`` run unless told otherwise
 #: (see :func:`set_graph_passes`). ``FG_GRAPH_PASSES=off`` starts with all off.
-PASSES = ("dce", "cse", "fold", "simplify", "fuse", "inplace", "parallel")
+PASSES = ("dce", "cse", "fold", "simplify", "fuse", "epilogue", "inplace", "parallel")
 _default_passes: dict[str, bool] = {
     p: os.environ.get("FG_GRAPH_PASSES", "on").lower() not in ("off", "none", "0") for p in PASSES
 }
@@ -72,7 +72,9 @@ def set_graph_passes(**flags: bool) -> dict[str, bool]:
     """Switch graph passes on or off for graphs traced from now on; returns the previous settings.
 
     ``fg.set_graph_passes(fuse=False)``; names: ``dce``, ``cse``, ``fold``,
-    ``simplify``, ``fuse``, and the plan's ``inplace`` (results written over
+    ``simplify``, ``fuse``, ``epilogue`` (inference graphs on the CPU:
+    ``relu`` and 2×2 max pooling computed inside the convolution before
+    them), and the plan's ``inplace`` (results written over
     dying buffers) and ``parallel`` (independent branches side by side).
     ``fg.set_graph_passes(all=False)`` turns every pass off.
     """

@@ -1553,6 +1553,7 @@ class _Graph:
         fold: _bool = True,
         simplify: _bool = True,
         fuse: _bool = True,
+        epilogue: _bool = True,
         inplace: _bool = True,
         parallel: _bool = True,
         verify: _bool = False,

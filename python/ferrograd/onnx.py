@@ -1,7 +1,8 @@
 """Export to ONNX: ``fg.onnx.export(fn_or_module, example_inputs, path)``.
 
 The function (or module) is captured with :func:`ferrograd.compile` on the
-example inputs (with gradients off, the graph passes on except fusion), and
+example inputs (with gradients off, the graph passes on except fusion and
+convolution epilogues: ONNX runtimes fuse ``Conv → Relu → MaxPool`` themselves), and
 each node of the captured graph becomes one or a few ONNX nodes; tensors the
 graph reads by reference (parameters, buffers) become initializers. Needs the
 ``onnx`` package (``pip install ferrograd[onnx]``; ``onnxruntime`` runs the
@@ -852,7 +853,7 @@ def export(
         return model
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     args = tuple(a if isinstance(a, _core.Tensor) else _core.tensor(a) for a in args)
-    compiled = fg_compile(fn_or_module, dynamic=dynamic, passes={"fuse": False})
+    compiled = fg_compile(fn_or_module, dynamic=dynamic, passes={"fuse": False, "epilogue": False})
     with no_grad():
         compiled(*args)
         graph = compiled.graph(*args)

@@ -1068,6 +1068,7 @@ fn node_work(g: &Graph, n: &super::Node) -> f64 {
         OpCall::Conv2d { .. } | OpCall::Conv1d { .. } | OpCall::Conv2dP { .. } => {
             2.0 * out * tail(1)
         }
+        OpCall::Conv2dFused { pool2, .. } => 2.0 * out * tail(1) * if *pool2 { 4.0 } else { 1.0 },
         OpCall::Conv2dInputGrad { .. } | OpCall::Conv2dWeightGrad { .. } => 2.0 * (out + inp) * 9.0,
         _ => 4.0 * (out + inp),
     }

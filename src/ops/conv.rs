@@ -776,6 +776,78 @@ pub fn conv2d_p(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: Conv2dParams) 
     Ok(out)
 }
 
+/// A 4-D convolution with resolved geometry whose output goes through an
+/// epilogue in the same kernel: `relu` and/or a 2×2 stride-2 `max_pool2d`
+/// (inference graphs fuse `conv2d → relu → max_pool2d` into this; never
+/// recorded for autograd). Equal element for element to the unfused ops.
+/// Off the CPU, or for other dtypes, it runs as those ops.
+pub fn conv2d_fused(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: Conv2dParams,
+    relu: bool,
+    pool2: bool,
+) -> Result<Tensor> {
+    let op = "conv2d";
+    if x.ndim() != 4 || w.ndim() != 4 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "fused convolution expects a 4-D input and weight, got input {} and weight {}",
+                fmt_shape(x.shape()),
+                fmt_shape(w.shape())
+            ),
+        ));
+    }
+    let _no = GradMode::set(false);
+    let cpu = x.device() == crate::tensor::Device::Cpu;
+    let float = matches!(x.dtype(), DType::F32 | DType::F64);
+    let same = w.dtype() == x.dtype() && bias.is_none_or(|b| b.dtype() == x.dtype());
+    let on_cpu = [Some(w), bias]
+        .into_iter()
+        .flatten()
+        .all(|t| t.device() == x.device());
+    if !(cpu && float && same && on_cpu) {
+        let mut y = conv2d_p(x, w, bias, p)?;
+        if relu {
+            y = ew::unary(ew::UnaryOp::Relu, &y)?;
+        }
+        if pool2 {
+            y = max_pool2d(&y, &[2], Some(&[2]), &[0], &[1], false, false)?.0;
+        }
+        return Ok(y);
+    }
+    let (n, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (o, cg, kh, kw) = (w.shape()[0], w.shape()[1], w.shape()[2], w.shape()[3]);
+    let eh = p.dilation[0] * (kh.max(1) - 1) + 1;
+    let ew_ = p.dilation[1] * (kw.max(1) - 1) + 1;
+    let (ph, pw) = (h + p.pad[0] + p.pad[1], wd + p.pad[2] + p.pad[3]);
+    if kh == 0 || kw == 0 || cg * p.groups != c || ph < eh || pw < ew_ {
+        return Err(Error::shape(
+            op,
+            format!(
+                "input of shape {} does not fit weight of shape {} (groups {})",
+                fmt_shape(x.shape()),
+                fmt_shape(w.shape()),
+                p.groups
+            ),
+        ));
+    }
+    let oh = (ph - eh) / p.stride[0] + 1;
+    let ow = (pw - ew_) / p.stride[1] + 1;
+    let shape = if pool2 {
+        [n, o, oh / 2, ow / 2]
+    } else {
+        [n, o, oh, ow]
+    };
+    let wc = ew::contiguous(w)?;
+    let out = Tensor::empty_for(op, &shape, x.dtype(), x.device())?;
+    let epi = crate::backend::cpu::conv::Epilogue { relu, pool2 };
+    crate::backend::cpu::conv::conv2d_epilogue(x, &wc, bias, &p, epi, &out)?;
+    Ok(out)
+}
+
 fn spec(s: &[usize]) -> Vec<isize> {
     s.iter().map(|&d| d as isize).collect()
 }

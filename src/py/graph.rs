@@ -471,7 +471,7 @@ impl PyGraph {
     }
     /// The graph after the optimisation passes, and one report per pass run:
     /// `(graph, [{"pass", "nodes_before", "nodes_after", "detail"}])`.
-    #[pyo3(signature = (dce=true, cse=true, fold=true, simplify=true, fuse=true, inplace=true, parallel=true, verify=false))]
+    #[pyo3(signature = (dce=true, cse=true, fold=true, simplify=true, fuse=true, epilogue=true, inplace=true, parallel=true, verify=false))]
     #[allow(clippy::too_many_arguments)]
     fn optimize<'py>(
         &self,
@@ -481,6 +481,7 @@ impl PyGraph {
         fold: bool,
         simplify: bool,
         fuse: bool,
+        epilogue: bool,
         inplace: bool,
         parallel: bool,
         verify: bool,
@@ -491,6 +492,7 @@ impl PyGraph {
             fold,
             simplify,
             fuse,
+            epilogue,
             inplace,
             parallel,
             verify,

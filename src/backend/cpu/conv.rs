@@ -41,10 +41,89 @@ pub fn conv2d(
     p: &Conv2dParams,
     out: &Tensor,
 ) -> Result<()> {
+    conv2d_epilogue(x, w, bias, p, Epilogue::default(), out)
+}
+
+/// What a convolution does to each sample's output block right after its
+/// GEMM, while the block is still in cache (inference graphs fuse the
+/// following nodes into the convolution this way).
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct Epilogue {
+    /// `relu` of every element (as the `relu` op: NaN passes through).
+    pub relu: bool,
+    /// A 2×2, stride-2, unpadded `max_pool2d` (floor mode): `out` has the
+    /// pooled shape `(N, O, oH/2, oW/2)`.
+    pub pool2: bool,
+}
+
+/// `conv2d` then the epilogue `epi`, into `out` (contiguous; pooled shape
+/// when `epi.pool2`). Each element equals the unfused ops' result bit for bit.
+pub fn conv2d_epilogue(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: &Conv2dParams,
+    epi: Epilogue,
+    out: &Tensor,
+) -> Result<()> {
     match out.dtype() {
-        DType::F32 => conv2d_t::<f32>(x, w, bias, p, out),
-        DType::F64 => conv2d_t::<f64>(x, w, bias, p, out),
+        DType::F32 => conv2d_t::<f32>(x, w, bias, p, epi, out),
+        DType::F64 => conv2d_t::<f64>(x, w, bias, p, epi, out),
         d => float_only("conv2d", d),
+    }
+}
+
+/// The `relu` op's value of `v` (NaN passes through).
+#[inline(always)]
+fn relu_of<T: Real>(v: T) -> T {
+    if v > T::ZERO || v.is_nan() {
+        v
+    } else {
+        T::ZERO
+    }
+}
+
+/// Apply `epi` to one sample's conv output `src` (`o` planes of `oh × ow`),
+/// writing the result to `dst` (`src` itself when not pooling).
+///
+/// # Safety
+/// `src` holds `o*oh*ow` elements; `dst` `o*(oh/2)*(ow/2)` when pooling.
+unsafe fn apply_epilogue<T: Real>(
+    src: *mut T,
+    dst: *mut T,
+    o: usize,
+    oh: usize,
+    ow: usize,
+    epi: Epilogue,
+) {
+    if !epi.pool2 {
+        if epi.relu {
+            for v in std::slice::from_raw_parts_mut(src, o * oh * ow) {
+                *v = relu_of(*v);
+            }
+        }
+        return;
+    }
+    let (ph, pw) = (oh / 2, ow / 2);
+    let act = |v: T| if epi.relu { relu_of(v) } else { v };
+    for c in 0..o {
+        let plane = src.add(c * oh * ow);
+        let y = std::slice::from_raw_parts_mut(dst.add(c * ph * pw), ph * pw);
+        for py in 0..ph {
+            let r0 = plane.add(2 * py * ow);
+            let r1 = r0.add(ow);
+            for px in 0..pw {
+                // Taps in max_pool2d's order: a larger value or a NaN takes over.
+                let mut best = act(*r0.add(2 * px));
+                for v in [*r0.add(2 * px + 1), *r1.add(2 * px), *r1.add(2 * px + 1)] {
+                    let v = act(v);
+                    if v > best || v.is_nan() {
+                        best = v;
+                    }
+                }
+                y[py * pw + px] = best;
+            }
+        }
     }
 }
 
@@ -209,9 +288,16 @@ fn conv2d_t<T: GemmFloat>(
     w: &Tensor,
     bias: Option<&Tensor>,
     p: &Conv2dParams,
+    epi: Epilogue,
     out: &Tensor,
 ) -> Result<()> {
     let xs = x.strides();
+    // The convolution's own output size (`out` is pooled under `epi.pool2`).
+    let (kh, kw) = (w.shape()[2], w.shape()[3]);
+    let conv_oh =
+        (x.shape()[2] + p.pad[0] + p.pad[1] - (p.dilation[0] * (kh - 1) + 1)) / p.stride[0] + 1;
+    let conv_ow =
+        (x.shape()[3] + p.pad[2] + p.pad[3] - (p.dilation[1] * (kw - 1) + 1)) / p.stride[1] + 1;
     let g = Geo {
         c: x.shape()[1],
         h: x.shape()[2],
@@ -220,11 +306,15 @@ fn conv2d_t<T: GemmFloat>(
         o: w.shape()[0],
         kh: w.shape()[2],
         kw: w.shape()[3],
-        oh: out.shape()[2],
-        ow: out.shape()[3],
+        oh: conv_oh,
+        ow: conv_ow,
         groups: p.groups,
         p: *p,
     };
+    debug_assert!(
+        epi.pool2 || (out.shape()[2] == conv_oh && out.shape()[3] == conv_ow),
+        "conv2d output shape"
+    );
     let n = x.shape()[0];
     if n == 0 || g.o == 0 || g.npix() == 0 {
         return Ok(());
@@ -253,27 +343,47 @@ fn conv2d_t<T: GemmFloat>(
     let yp = SendPtr(out.data_ptr::<T>());
     let per_sample = g.o * g.npix() * g.kdim().max(1);
     let threads = crate::par::split();
-    let sample_block = g.o * g.npix();
-    let run = |s: usize, col: &mut Vec<T>, par: Parallelism| {
-        // SAFETY: each sample writes only its own output block.
+    let conv_block = g.o * g.npix();
+    let sample_block = if epi.pool2 {
+        g.o * (g.oh / 2) * (g.ow / 2)
+    } else {
+        conv_block
+    };
+    // `bufs`: the im2col matrix, and the conv output block when it is pooled.
+    let run = |s: usize, bufs: &mut (Vec<T>, Vec<T>), par: Parallelism| {
+        let (col, tmp) = bufs;
+        // SAFETY: each sample writes only its own output block (and its
+        // task's scratch block).
         unsafe {
+            let y = yp.get().add(s * sample_block);
+            let c = if epi.pool2 {
+                tmp.resize(conv_block, T::ZERO);
+                tmp.as_mut_ptr()
+            } else {
+                y
+            };
             conv_sample(
                 xp.get().offset(s as isize * g.xs[0]),
                 wp.get(),
                 bp.map(|b| b.get() as *const T),
-                yp.get().add(s * sample_block),
+                c,
                 &g,
                 col,
                 par,
-            )
+            );
+            apply_epilogue(c, y, g.o, g.oh, g.ow, epi);
         }
     };
     if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::for_each_init(n, Vec::new, |col, s| run(s, col, Parallelism::None));
+        crate::par::for_each_init(
+            n,
+            || (Vec::new(), Vec::new()),
+            |bufs, s| run(s, bufs, Parallelism::None),
+        );
     } else {
         let par = gemm_parallelism(g.og(), g.npix(), g.kdim());
-        let mut col = Vec::new();
-        each_sample(n, |s| run(s, &mut col, par));
+        let mut bufs = (Vec::new(), Vec::new());
+        each_sample(n, |s| run(s, &mut bufs, par));
     }
     crate::par::check("conv2d")
 }

@@ -220,6 +220,19 @@ impl OpCall {
             Conv2dP { p, bias } => {
                 one(conv::conv2d_p(&ins[0], &ins[1], bias.then(|| &ins[2]), *p)?)
             }
+            Conv2dFused {
+                p,
+                bias,
+                relu,
+                pool2,
+            } => one(conv::conv2d_fused(
+                &ins[0],
+                &ins[1],
+                bias.then(|| &ins[2]),
+                *p,
+                *relu,
+                *pool2,
+            )?),
             Conv2dInputGrad { hw, p } => one(conv::conv2d_input_grad(&ins[0], &ins[1], *hw, p)?),
             Conv2dWeightGrad { k, p } => one(conv::conv2d_weight_grad(&ins[0], &ins[1], *k, p)?),
             MaxPool2d {

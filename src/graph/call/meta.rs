@@ -80,6 +80,7 @@ impl OpCall {
             Linear { .. } => "linear",
             Einsum { .. } => "einsum",
             Conv2d { .. } | Conv2dP { .. } => "conv2d",
+            Conv2dFused { .. } => "conv2d_fused",
             Conv1d { .. } => "conv1d",
             Conv2dInputGrad { .. } => "conv2d_input_grad",
             Conv2dWeightGrad { .. } => "conv2d_weight_grad",

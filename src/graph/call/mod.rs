@@ -408,6 +408,15 @@ pub enum OpCall {
         p: Conv2dParams,
         bias: bool,
     },
+    /// A 4-D convolution with resolved geometry and an epilogue: `relu`,
+    /// then a 2×2 stride-2 `max_pool2d` (internal: inference graphs fuse
+    /// `conv2d → relu → max_pool2d` into it, see `passes::epilogue`).
+    Conv2dFused {
+        p: Conv2dParams,
+        bias: bool,
+        relu: bool,
+        pool2: bool,
+    },
     Conv2dInputGrad {
         hw: [usize; 2],
         p: Conv2dParams,

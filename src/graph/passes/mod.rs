@@ -11,6 +11,7 @@
 
 pub mod cse;
 pub mod dce;
+pub mod epilogue;
 pub mod fold;
 pub mod fuse;
 pub mod simplify;
@@ -32,6 +33,9 @@ pub struct PassOptions {
     pub fold: bool,
     pub simplify: bool,
     pub fuse: bool,
+    /// Fuse `relu` / 2×2 max pooling into the convolution before them
+    /// (inference graphs on the CPU, see [`epilogue`]).
+    pub epilogue: bool,
     /// Memory planning may write results in place over dying buffers.
     pub inplace: bool,
     /// Plans may run independent branches side by side.
@@ -48,6 +52,7 @@ impl Default for PassOptions {
             fold: true,
             simplify: true,
             fuse: true,
+            epilogue: true,
             inplace: true,
             parallel: true,
             verify: cfg!(debug_assertions),
@@ -64,6 +69,7 @@ impl PassOptions {
             fold: false,
             simplify: false,
             fuse: false,
+            epilogue: false,
             inplace: false,
             parallel: false,
             verify: false,
@@ -148,6 +154,7 @@ fn optimize_checked(g: &Graph, opts: &PassOptions) -> Result<(Graph, Vec<PassRep
     // A graph that records autograd as it runs (see `exec::Plan`) keeps the
     // values that need grad unfused.
     let record = !g.has_backward && g.outputs.iter().any(|&o| g.values[o].requires_grad);
+    pass!(opts.epilogue, "epilogue", epilogue::run);
     pass!(opts.fuse, "fuse", |g: &mut Graph| fuse::run(g, record));
     // The plan's passes are switched per graph (see `exec::Plan::new`).
     g.no_inplace = !opts.inplace;

@@ -284,6 +284,7 @@ fn allocates(c: &OpCall) -> bool {
             | OpCall::WhereScalar { .. }
             | OpCall::MaskedFill { .. }
             | OpCall::Conv2dP { .. }
+            | OpCall::Conv2dFused { .. }
             | OpCall::Conv2dInputGrad { .. }
             | OpCall::Conv2dWeightGrad { .. }
             | OpCall::CrossEntropyGradRows { .. }
