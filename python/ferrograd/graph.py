@@ -692,6 +692,7 @@ def placeholder(
         # Unnamed symbolic dims at the same axis share a symbol ("?0", "?1", ...):
         # the batch dims of several placeholders are assumed equal.
         dims = [f"?{i}" if d is None else d for i, d in enumerate(shape)]
+        _check_symbolic_size(shape, dtype)
         t = _core._trace_placeholder(dims, dtype, pos, name, device)
     if t.dtype.is_floating_point:
         t.requires_grad_(True)
@@ -699,6 +700,26 @@ def placeholder(
         g._ph_devices[pos] = str(device)
     g._placeholders.append((t, name, shape, loc))
     return t
+
+
+def _check_symbolic_size(shape: tuple[int | str | None, ...], dtype: Any) -> None:
+    """Refuse a placeholder whose unknown dims the capture cannot size.
+
+    While a graph is captured, each unknown dim stands as a prime near 2**23;
+    three of them (or two with large known dims) make more elements than 64
+    bits count, which the engine would report as an allocation overflow.
+    """
+    size = 8  # the widest itemsize
+    for d in shape:
+        size *= 8_511_491 if d is None or isinstance(d, str) else max(int(d), 1)
+    if size > (1 << 63) - 1:
+        text = "(" + ", ".join("None" if d is None else repr(d) for d in shape) + ")"
+        unknown = sum(d is None or isinstance(d, str) for d in shape)
+        raise ValueError(
+            f"fg.placeholder: shape {text} with dtype {dtype} has {unknown} unknown dims; a captured "
+            "graph sizes at most 2 unknown dims per tensor (fewer with large known ones): give the "
+            "others a size, or declare it with shape=None (any shape, derived again at each run)"
+        )
 
 
 class Variable(Tensor):

@@ -23,6 +23,7 @@ reduce as they must).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -50,6 +51,51 @@ __all__ = [
 ]
 
 _SYMBOLIC = 1 << 22  # captured symbolic dims are sentinels at or above this size
+
+# The engine records an unknown dim as a symbol whose stand-in size is a prime near 2**23; a
+# tensor with three or more of them (``[None, None, None]``) would have more elements than 64
+# bits count. Such a placeholder is "wide": each run records it at the shape fed, and while the
+# graph is built its unknown dims are probed with the small primes below, read back as unknown.
+_SENTINEL_MAX = 8_511_491  # the largest symbol stand-in (ferrograd's ``SENTINELS``)
+_PROBE_DIMS = (
+    7919, 7927, 7933, 7937, 7949, 7951, 7963, 7993,
+    8009, 8011, 8017, 8039, 8053, 8059, 8069, 8081, 8087, 8089, 8093, 8101,
+)  # fmt: skip
+_probe_dim_of: dict[str, int] = {}
+
+
+def _too_wide(syms: Sequence[int | str] | None) -> bool:
+    """Whether dims ``syms`` (unknown ones named) overflow the engine's symbolic sizes."""
+    if syms is None:
+        return False
+    size = 8  # the widest itemsize
+    for d in syms:
+        size *= _SENTINEL_MAX if isinstance(d, str) else max(int(d), 1)
+    return size > (1 << 63) - 1
+
+
+def _probe_dim(sym: str, axis: int) -> int:
+    """The size an unknown dim named ``sym`` (at ``axis``) has in a build-time probe of a wide tensor."""
+    got = _probe_dim_of.get(sym)
+    if got is None:
+        if sym == f"?{axis}" and axis < 8:  # a placeholder's own unknown dim: one per axis
+            got = _PROBE_DIMS[axis]
+        else:
+            got = _PROBE_DIMS[8 + len(_probe_dim_of) % (len(_PROBE_DIMS) - 8)]
+        _probe_dim_of[sym] = got
+    return got
+
+
+def _probe_dims(op: str, syms: Sequence[int | str], dtype: Any) -> list[int]:
+    """``syms`` with each unknown dim given its probe size; a clear error when even those overflow."""
+    dims = [_probe_dim(s, i) if isinstance(s, str) else int(s) for i, s in enumerate(syms)]
+    if math.prod(max(d, 1) for d in dims) * 8 > (1 << 63) - 1:
+        raise ValueError(
+            f"{op}: shape {_shape_text([None if isinstance(s, str) else s for s in syms])} with dtype "
+            f"{getattr(dtype, 'name', dtype)} has too many unknown dims to record (at most 4 unknown "
+            "dims, or fewer with large known ones); give more dims, or declare it with shape=None"
+        )
+    return dims
 
 
 # ----------------------------------------------------------------------------- errors
@@ -342,6 +388,7 @@ class _Record:
 
     __slots__ = (
         "ph_dims",
+        "wide",
         "fn",
         "args",
         "op_type",
@@ -370,6 +417,7 @@ class _Record:
         self.op: Operation | None = None
         self.folds = False  # computed from constants only: the graph passes fold it
         self.ph_dims: list[int | str] | None = None  # a placeholder's dims (None: declared without a shape)
+        self.wide = False  # a placeholder with too many unknown dims: recorded at the fed shape
 
     def run(self, vals: list[tuple]) -> tuple:
         """Record this op into the current recording; its outputs."""
@@ -442,7 +490,7 @@ def _name_sentinels(twin: Any, syms: list[int | str] | None, names: dict[int, st
     if syms is None:
         return
     for d, s in zip(twin.shape, syms, strict=False):
-        if isinstance(s, str) and int(d) >= _SYMBOLIC:
+        if isinstance(s, str) and (int(d) >= _SYMBOLIC or int(d) in _PROBE_DIMS):
             names[int(d)] = s
 
 
@@ -450,7 +498,9 @@ def _syms_of(twin: Any, names: dict[int, str]) -> list[int | str]:
     out: list[int | str] = []
     for d in twin.shape:
         d = int(d)
-        if d < _SYMBOLIC:
+        if d in names:
+            out.append(names[d])
+        elif d < _SYMBOLIC:
             out.append(d)
         else:
             if d not in names:
@@ -463,9 +513,10 @@ class _ProbeInputs:
     """Values of a probe recording: a placeholder for each earlier op's output read, made on demand
     (with its static dtype and dims; a variable is its own tensor, read by reference)."""
 
-    def __init__(self, graph: Graph, names: dict[int, str]) -> None:
+    def __init__(self, graph: Graph, names: dict[int, str], wide: bool = False) -> None:
         self._g = graph
         self._names = names
+        self._wide = wide  # an input is wide: every unknown dim is probed with a small size
         self._made: dict[int, tuple] = {}
 
     def __getitem__(self, r: int) -> tuple:
@@ -486,7 +537,11 @@ class _ProbeInputs:
             with _capture.suspended():
                 real = _core.tensor(np.array(t._const, order="C"))
             return _core._trace_constant(real)
-        ph = _fg.placeholder(t.dtype._fg, None if t._syms is None else list[Any](t._syms))
+        if self._wide and t._syms is not None:
+            dims: Any = _probe_dims("placeholder", t._syms, t.dtype)
+        else:
+            dims = None if t._syms is None else list[Any](t._syms)
+        ph = _fg.placeholder(t.dtype._fg, dims)
         _name_sentinels(ph, t._syms, self._names)
         return ph
 
@@ -810,6 +865,7 @@ class Graph:
             full = self._unique(name or op_type, scoped)
         rec = _Record(fn, args, op_type, full, kind)
         rec.ph_dims = ph_dims
+        rec.wide = kind == "placeholder" and _too_wide(ph_dims)
         rec.loc = _capture._user_location()
         rec.control = self._current_control()
         _collect_deps(args, rec.deps)
@@ -850,7 +906,8 @@ class Graph:
                             _name_sentinels(ep.vals[i][0], r.outputs[0]._syms, names)
                     vals: Any = ep.vals
                 else:
-                    vals = _ProbeInputs(self, names)
+                    wide = any(_too_wide(self._records[d].outputs[k]._syms) for d, k in rec.deps)
+                    vals = _ProbeInputs(self, names, wide)
                 self._cur_vals = vals
                 out = rec.run(vals)
                 metas: list[tuple[DType, list[int | str] | None] | None] = []
@@ -875,7 +932,7 @@ class Graph:
                     continue
                 out: tuple[Any, ...]
                 try:
-                    if i in ep.shapes:  # declared without a shape, fed a non-scalar: recorded at that shape
+                    if i in ep.shapes:  # no shape or a wide one, fed: recorded at the fed shape
                         out = (_fg.placeholder(rec.outputs[0].dtype._fg, list(ep.shapes[i]), name=rec.name),)
                     else:
                         out = _at_location(rec.loc, rec.run, ep.vals)
@@ -1437,7 +1494,8 @@ class Session:
             sorted(
                 (key[0], tuple(val.shape) if isinstance(val, _core.Tensor) else np.shape(val))
                 for key, (t, val) in fed.items()
-                if g._records[key[0]].kind == "placeholder" and t._shape is None and len(val.shape) > 0
+                if g._records[key[0]].kind == "placeholder"
+                and ((t._shape is None and len(val.shape) > 0) or g._records[key[0]].wide)
             )
         )
 

@@ -24,6 +24,8 @@ from ._framework import (
     _is_number,
     _known,
     _numpy_of,
+    _probe_dims,
+    _too_wide,
     as_dtype,
     control_dependencies,
     float32,
@@ -259,8 +261,13 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
     d = _fg_dtype(dtype)
     full = g._unique(name or "Placeholder")
 
+    if _too_wide(syms):  # recorded at the fed shape at each run; probed with small sizes
+        dims: Any = _probe_dims("placeholder", syms, as_dtype(dtype))  # type: ignore[arg-type]
+    else:
+        dims = None if syms is None else list[Any](syms)
+
     def fn() -> Any:
-        return _fg.placeholder(d, None if syms is None else list[Any](syms), name=full)
+        return _fg.placeholder(d, dims, name=full)
 
     return g._apply(fn, (), "Placeholder", full, kind="placeholder", exact=True, ph_dims=syms)
 
