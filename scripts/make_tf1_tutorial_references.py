@@ -1,19 +1,28 @@
-"""Write the reference of ``tests/test_compat_v1_tutorials.py`` with PyTorch.
+"""Write the TensorFlow references of ``tests/test_compat_v1_tutorials.py``.
 
-The softmax-regression tutorial program (``tests/tf1_programs/mnist_softmax.py``)
-starts from zero weights and draws its batches from a seeded ``next_batch``, so
-its result is determined: this script trains the same model (softmax, the mean
-of ``-sum(y * log(p))``, gradient descent at 0.5, batches of 100) with PyTorch
-in float32 on the same batches, and stores the final weights, bias and test
-accuracy in ``tests/fixtures/tf1_tutorials/mnist_softmax.npz`` with the PyTorch
-version (the stored file was made with PyTorch 2.15 on CPU). The test then runs
-in CI without PyTorch. Run it in the project's test environment (ferrograd,
-pytest, numpy, scikit-learn)::
+Each program in ``tests/tf1_programs/`` is run under real TensorFlow 1.x
+semantics: its one import line ``import ferrograd.compat.v1 as tf`` is replaced,
+textually, by ``import tensorflow.compat.v1 as tf`` and
+``tf.disable_v2_behavior()``; nothing else changes. It is given what
+``tests/tf1_digits.py`` lists (the same MNIST-shaped digits, served in the same
+``next_batch`` order, and the same step counts) and the results it leaves
+(accuracies, costs, what it printed) are stored with the TensorFlow and NumPy
+versions in ``tests/fixtures/tf1_tutorials/tf_references.json``; the
+softmax-regression program's final weights go to ``mnist_softmax.npz``. The
+tests compare ferrograd's runs with them, without TensorFlow.
 
-    python scripts/make_tf1_tutorial_references.py [--torch-site DIR]
+Programs whose start is random (``tf.random_normal`` weights, dropout) are run
+three times: with the program's own seed and with two other graph seeds, so the
+file records TensorFlow's spread as well as one result. Programs that start
+from zeros or from NumPy numbers are deterministic and run once.
 
-with ``torch`` importable, or found in ``DIR`` (the ``site-packages`` of another
-environment; also read from ``FG_TORCH_SITE``), which is appended to ``sys.path``.
+Run it with a Python that has TensorFlow 2.x (its ``compat.v1``), tf-keras (for
+``tf.layers``), NumPy and scikit-learn (for the digits), not ferrograd::
+
+    python -m venv tfenv && tfenv/bin/pip install tensorflow-cpu tf-keras scikit-learn
+    TF_USE_LEGACY_KERAS=1 tfenv/bin/python scripts/make_tf1_tutorial_references.py [NAME ...]
+
+With names, only those programs are run again (the others keep their stored results).
 """
 
 from __future__ import annotations
@@ -21,51 +30,92 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.layers needs Keras 2 (tf-keras) in TF >= 2.16
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "tf1_tutorials"
 sys.path.insert(0, str(ROOT / "tests"))
 
+TF_IMPORT = "import tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()"
+RUNS = 3  # of each program whose start is random
+
+
+def _plain(v: Any) -> Any:
+    """``v`` as JSON: NumPy scalars and arrays become floats, ints and lists."""
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--torch-site", default=os.environ.get("FG_TORCH_SITE"))
+    ap.add_argument("names", nargs="*", help="programs to run (default: all)")
     args = ap.parse_args()
-    if args.torch_site:
-        sys.path.append(args.torch_site)
-    import torch
-    from test_compat_v1_tutorials import SOFTMAX_STEPS, MnistLikeDigits
 
-    torch.set_num_threads(1)
-    mnist = MnistLikeDigits()
-    w = torch.zeros(784, 10, requires_grad=True)
-    b = torch.zeros(10, requires_grad=True)
-    for _ in range(SOFTMAX_STEPS):
-        xs, ys = (torch.from_numpy(a) for a in mnist.train.next_batch(100))
-        p = torch.softmax(xs @ w + b, dim=1)
-        loss = torch.mean(-torch.sum(ys * torch.log(p), dim=1))
-        gw, gb = torch.autograd.grad(loss, [w, b])
-        with torch.no_grad():
-            w -= 0.5 * gw
-            b -= 0.5 * gb
-    with torch.no_grad():
-        pred = (torch.from_numpy(mnist.test.images) @ w + b).argmax(1)
-        acc = (pred == torch.from_numpy(mnist.test.labels).argmax(1)).float().mean().item()
-    OUT.mkdir(parents=True, exist_ok=True)
-    meta = {"maker": "scripts/make_tf1_tutorial_references.py", "torch_version": torch.__version__}
-    np.savez_compressed(
-        OUT / "mnist_softmax.npz",
-        weights=w.detach().numpy(),
-        bias=b.detach().numpy(),
-        accuracy=np.float32(acc),
-        steps=np.int64(SOFTMAX_STEPS),
-        meta=np.array(json.dumps(meta)),
+    import tensorflow as tf2
+    import tensorflow.compat.v1 as tf
+    import tf1_digits
+
+    tf.disable_v2_behavior()
+    own_seed = tf.set_random_seed
+    path = OUT / "tf_references.json"
+    stored = json.loads(path.read_text()) if path.exists() else {"programs": {}}
+    names = args.names or list(tf1_digits.PROGRAMS)
+    for name in names:
+        spec = tf1_digits.PROGRAMS[name]
+        runs = []
+        for k in range(1 if spec.get("deterministic") else RUNS):
+            # Run k: the program's own seed (k = 0), or that seed moved by 1000 * k.
+            tf.set_random_seed = lambda s, k=k: own_seed(s + 1000 * k)  # type: ignore[assignment]
+            tf.reset_default_graph()
+            tf.set_random_seed(17)  # for a program that sets none
+            with tempfile.TemporaryDirectory() as tmp:
+                g = tf1_digits.run_program(name, tmp, TF_IMPORT)
+            runs.append(
+                {key: _plain(g[key]) for key in spec["results"] if key not in ("final_weights", "final_bias")}
+            )
+            if name == "mnist_softmax":
+                np.savez_compressed(
+                    OUT / "mnist_softmax.npz",
+                    weights=g["final_weights"],
+                    bias=g["final_bias"],
+                    accuracy=np.float32(g["printed"][-1]),
+                    steps=np.int64(spec["given"]["STEPS"]),
+                    meta=np.array(
+                        json.dumps(
+                            {
+                                "maker": "scripts/make_tf1_tutorial_references.py",
+                                "tensorflow_version": tf2.__version__,
+                            }
+                        )
+                    ),
+                )
+        tf.set_random_seed = own_seed
+        stored["programs"][name] = {"given": spec["given"], "runs": runs}
+        print(f"{name}: {runs}", file=sys.stderr)
+    stored.update(
+        maker="scripts/make_tf1_tutorial_references.py",
+        tensorflow_version=tf2.__version__,
+        numpy_version=np.__version__,
+        python_version=platform.python_version(),
+        import_line=TF_IMPORT,
     )
-    print(f"wrote {OUT / 'mnist_softmax.npz'}: test accuracy {acc:.4f} after {SOFTMAX_STEPS} steps")
+    OUT.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
