@@ -395,13 +395,19 @@ def test_while_loop():
     s0 = tf.constant(0)
     i, s = tf.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s + i), [i0, s0])
     x = tf.constant(1.0)
-    (doubled,) = tf.while_loop(lambda v: v < 100.0, lambda v: [v * 2.0], [x])
-    (capped,) = tf.while_loop(lambda v: v < 100.0, lambda v: [v * 2.0], [x], maximum_iterations=3)
+    # As TF1: one loop variable comes back as itself (a list of it with return_same_structure),
+    # several in the structure the body returns.
+    doubled = tf.while_loop(lambda v: v < 100.0, lambda v: [v * 2.0], [x])
+    capped = tf.while_loop(lambda v: v < 100.0, lambda v: [v * 2.0], [x], maximum_iterations=3)
+    (same,) = tf.while_loop(lambda v: v < 100.0, lambda v: [v * 2.0], [x], return_same_structure=True)
+    pair = tf.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s * 2.0), [i0, x])
+    assert isinstance(doubled, tf.Tensor) and isinstance(pair, tuple)
     with tf.Session() as sess:
         assert sess.run([i, s], {n: 5}) == [5, 10]
         assert sess.run(s, {n: 10}) == 45
         assert sess.run(doubled) == 128.0
         assert sess.run(capped) == 8.0
+        assert sess.run(same) == 128.0 and sess.run(pair) == (3, 8.0)
 
 
 def test_control_dependencies_order_updates_before_reads():

@@ -36,7 +36,22 @@ import builtins
 import contextlib
 from collections.abc import Iterator
 
-from . import app, contrib, errors, flags, gfile, layers, logging, losses, math, nn, random, summary, train
+from . import (
+    app,
+    contrib,
+    errors,
+    flags,
+    gfile,
+    layers,
+    linalg,
+    logging,
+    losses,
+    math,
+    nn,
+    random,
+    summary,
+    train,
+)
 from ._framework import (
     Dimension,
     DType,
@@ -83,6 +98,7 @@ from ._ops import (
     cos,
     count_nonzero,
     cumsum,
+    diag_part,
     div,
     divide,
     einsum,
@@ -106,6 +122,7 @@ from ._ops import (
     is_nan,
     less,
     less_equal,
+    lin_space,
     linspace,
     log,
     log1p,
@@ -113,8 +130,12 @@ from ._ops import (
     logical_not,
     logical_or,
     matmul,
+    matrix_determinant,
+    matrix_diag_part,
+    matrix_inverse,
     matrix_transpose,
     maximum,
+    meshgrid,
     minimum,
     mod,
     mul,
@@ -150,6 +171,7 @@ from ._ops import (
     reverse_v2,
     round,
     rsqrt,
+    sequence_mask,
     set_random_seed,
     shape,
     sigmoid,
@@ -172,6 +194,7 @@ from ._ops import (
     to_float,
     to_int32,
     to_int64,
+    trace,
     transpose,
     truediv,
     truncated_normal,

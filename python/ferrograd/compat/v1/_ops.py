@@ -245,6 +245,76 @@ def linspace(start: Any, stop: Any, num: int, name: str | None = None) -> Tensor
     return _constant(np.linspace(float(start), float(stop), int(num)), float32, name or "LinSpace")
 
 
+lin_space = linspace  # the TF 1.x name
+
+
+def meshgrid(*args: Any, indexing: str = "xy", name: str | None = None) -> list[Tensor]:
+    """Coordinate grids of 1-D tensors: ``indexing='xy'`` (Cartesian, the default) or ``'ij'``."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    ts = [_convert(a) for a in args]
+    for t in ts:
+        if t._shape is not None and len(t._shape) != 1:
+            raise ValueError(f"meshgrid: inputs must be 1-D, got {t.name} of shape {t._shape}")
+
+    def fn(*xs: Any) -> tuple:
+        return tuple(fg.meshgrid(*xs, indexing=indexing))
+
+    return list(_graph_of(ts)._apply(fn, tuple(ts), "Meshgrid", name, multi=True))
+
+
+def sequence_mask(lengths: Any, maxlen: Any = None, dtype: Any = None, name: str | None = None) -> Tensor:
+    """``mask[..., j] = j < lengths[...]`` for ``j < maxlen`` (by default the largest length, which
+    must then be known while the graph is built)."""
+    t = _convert(lengths)
+    if maxlen is None:
+        if t._const is None:
+            raise ValueError(f"sequence_mask: maxlen is needed when the lengths ({t.name}) are not constants")
+        maxlen = int(np.max(t._const)) if np.size(t._const) else 0
+    n = int(_numpy_of(maxlen)) if not isinstance(maxlen, int) else maxlen
+    d = None if dtype is None else as_dtype(dtype)
+
+    def fn(v: Any) -> Any:
+        with _capture.suspended():
+            cols = _core.tensor(np.arange(n, dtype=np.int64))
+        m = _core._trace_constant(cols) < v.to(fg.int64).unsqueeze(-1)
+        return m if d is None else m.to(d._fg)
+
+    return t._graph._apply(fn, (t,), "SequenceMask", name)
+
+
+def matrix_inverse(input: Any, adjoint: bool = False, name: str | None = None) -> Tensor:  # noqa: A002
+    """The inverse of each square matrix in the last two dims (of its transpose with ``adjoint``)."""
+
+    def fn(x: Any) -> Any:
+        return fg.linalg.inv(x.transpose(-2, -1) if adjoint else x)
+
+    return _unary(fn, input, "MatrixInverse", name)
+
+
+def matrix_determinant(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The determinant of each square matrix in the last two dims."""
+    return _unary(lambda x: fg.linalg.det(x), input, "MatrixDeterminant", name)
+
+
+def matrix_diag_part(input: Any, name: str = "diag_part") -> Tensor:  # noqa: A002
+    """The diagonal of each matrix in the last two dims."""
+    return _unary(lambda x: x.diagonal(dim1=-2, dim2=-1), input, "MatrixDiagPart", name)
+
+
+def diag_part(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The diagonal of a matrix (TF1's ``tf.diag_part`` of a rank-2 tensor)."""
+    t = _convert(input)
+    if t._shape is not None and len(t._shape) != 2:
+        raise ValueError(f"diag_part: only matrices (rank 2) are supported, got {t.name} of shape {t._shape}")
+    return _unary(lambda x: x.diagonal(), t, "DiagPart", name)
+
+
+def trace(x: Any, name: str | None = None) -> Tensor:
+    """The sum of the diagonal of each matrix in the last two dims."""
+    return _unary(lambda v: v.diagonal(dim1=-2, dim2=-1).sum(-1), x, "Trace", name)
+
+
 def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tensor:
     """A value fed at each run (``feed_dict={x: ...}``); ``None`` dims take any size.
 
@@ -1240,6 +1310,13 @@ def while_loop(
     g = _graph_of(vs)
     limit = None if maximum_iterations is None else int(maximum_iterations)
 
+    made: list[Any] = [None]  # the structure the body returns (a tuple or a list), as TF1 packs the result
+
+    def call_body(*w: Any) -> Any:
+        r = body(*w)
+        made[0] = type(r) if isinstance(r, (list, tuple)) and not hasattr(r, "_fields") else None
+        return _as_seq(r)
+
     def fn(*xs: Any) -> Any:
         def c(*a: Any) -> Any:
             user = a[1:] if limit is not None else a
@@ -1250,7 +1327,7 @@ def while_loop(
 
         def b(*a: Any) -> Any:
             user = a[1:] if limit is not None else a
-            r = _body(g, lambda *w: _as_seq(body(*w)), user)
+            r = _body(g, call_body, user)
             r = tuple(r) if isinstance(r, tuple) else (r,)
             return ((a[0] + 1,) + r) if limit is not None else r
 
@@ -1264,7 +1341,13 @@ def while_loop(
         return out[1:] if limit is not None else out
 
     outs = g._apply(fn, tuple(vs), "while", name, multi=True, full_probe=True)
-    return list(outs) if seq else outs[0]
+    # As TF1: one loop variable comes back as itself; several in the structure the body returns.
+    if len(outs) == 1 and not return_same_structure:
+        return outs[0]
+    if not seq and not return_same_structure:
+        return outs[0]
+    packer = made[0] or (type(loop_vars) if isinstance(loop_vars, tuple) else list)
+    return packer(outs) if seq else outs[0]
 
 
 def _as_seq(v: Any) -> Any:

@@ -11,6 +11,7 @@ from ._variables import GraphKeys
 __all__ = [
     "get_regularization_loss",
     "get_total_loss",
+    "log_loss",
     "mean_squared_error",
     "sigmoid_cross_entropy",
     "softmax_cross_entropy",
@@ -37,6 +38,22 @@ def mean_squared_error(
 ) -> Tensor:
     """``mean((labels - predictions)²)``."""
     return _finish(_ops.squared_difference(_convert(predictions), labels), weights, loss_collection)
+
+
+def log_loss(
+    labels: Any,
+    predictions: Any,
+    weights: Any = 1.0,
+    epsilon: float = 1e-7,
+    scope: Any = None,
+    loss_collection: str = GraphKeys.LOSSES,
+    reduction: Any = None,
+) -> Tensor:
+    """The mean of ``-labels*log(p + eps) - (1 - labels)*log(1 - p + eps)``, ``p`` the predictions."""
+    p = _convert(predictions)
+    y = _convert(labels, p.dtype)
+    per = -y * _ops.log(p + epsilon) - (1.0 - y) * _ops.log(1.0 - p + epsilon)
+    return _finish(per, weights, loss_collection)
 
 
 def softmax_cross_entropy(

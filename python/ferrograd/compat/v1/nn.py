@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -84,7 +84,14 @@ def softsign(features: Any, name: str | None = None) -> Tensor:
     return _ops._unary(lambda x: F.softsign(x), features, "Softsign", name)
 
 
-def top_k(input: Any, k: int = 1, sorted: bool = True, name: str | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+class TopKV2(NamedTuple):
+    """What :func:`top_k` returns: ``values`` and ``indices``, also unpacked as a pair."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True, name: str | None = None) -> TopKV2:  # noqa: A002
     """The ``k`` largest entries of the last dim, largest first: ``(values, indices)`` (int32 indices)."""
     t = _convert(input)
     kk = int(k)
@@ -100,7 +107,7 @@ def top_k(input: Any, k: int = 1, sorted: bool = True, name: str | None = None) 
         return v, i.to(_core.int32)
 
     values, indices = t._graph._apply(fn, (t,), "TopKV2", name, multi=True)
-    return values, indices
+    return TopKV2(values, indices)
 
 
 def softplus(features: Any, name: str | None = None) -> Tensor:

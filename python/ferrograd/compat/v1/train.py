@@ -41,6 +41,7 @@ from ._framework import (
 from ._variables import GraphKeys, Variable
 
 __all__ = [
+    "AdadeltaOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
     "GradientDescentOptimizer",
@@ -493,6 +494,39 @@ class AdagradOptimizer(Optimizer):
         for gr, w, acc in zip(grads, stores, extra, strict=True):
             acc.add_(gr * gr)
             w.sub_(gr * lr / acc.sqrt())
+
+
+class AdadeltaOptimizer(Optimizer):
+    """TF1's Adadelta: ``accum = rho*accum + (1-rho)*g²``; ``update = sqrt(accum_update+eps) /
+    sqrt(accum+eps) * g``; ``accum_update = rho*accum_update + (1-rho)*update²``; ``var -= lr*update``."""
+
+    def __init__(
+        self,
+        learning_rate: Any = 0.001,
+        rho: float = 0.95,
+        epsilon: float = 1e-8,
+        use_locking: bool = False,
+        name: str = "Adadelta",
+    ) -> None:
+        super().__init__(use_locking, name)
+        self._lr, self._rho, self._eps = learning_rate, rho, epsilon
+
+    def _prepare(self, pairs: list[tuple[Any, Variable]]) -> tuple[list[Any], list[Any]]:
+        acc = [self._slot(v, "accum", 0.0) for _, v in pairs]
+        upd = [self._slot(v, "accum_update", 0.0) for _, v in pairs]
+        return [*acc, *upd], [_hyper(self._lr)]
+
+    def _update(
+        self, grads: Sequence[Any], stores: Sequence[Any], extra: Sequence[Any], hyper: Sequence[Any]
+    ) -> None:
+        (lr,) = hyper
+        n = len(stores)
+        rho, eps = self._rho, self._eps
+        for gr, w, acc, acc_upd in zip(grads, stores, extra[:n], extra[n:], strict=True):
+            acc.mul_(rho).add_(gr * gr * (1 - rho))
+            update = (acc_upd + eps).sqrt() / (acc + eps).sqrt() * gr
+            acc_upd.mul_(rho).add_(update * update * (1 - rho))
+            w.sub_(update * lr)
 
 
 # ----------------------------------------------------------------------------- checkpoints
