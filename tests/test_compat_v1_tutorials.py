@@ -2,7 +2,8 @@
 
 The programs in ``tests/tf1_programs/`` follow the classic TensorFlow 1.x tutorials: basic
 operations in a session, linear regression, logistic regression, a raw-``tf.Variable``
-multilayer perceptron, softmax regression "for beginners", the deep MNIST CNN, a
+multilayer perceptron, a raw-``tf.nn`` CNN, TensorBoard basics (scalar summaries and the
+graph), softmax regression "for beginners", the deep MNIST CNN, a
 ``tf.layers`` CNN in name scopes with TensorBoard summaries, the TensorBoard tutorial's MLP
 with variable and image summaries, an MLP saved and restored in a second session. They read
 MNIST-shaped data (``tests/tf1_digits.py``: scikit-learn's digits at 28x28, one-hot labels,
@@ -98,6 +99,31 @@ def test_multilayer_perceptron_reaches_tensorflows_accuracy(tmp_path):
     out = run_program("multilayer_perceptron", tmp_path)
     assert len([line for line in out["printed"] if line.startswith("Epoch:")]) == 10
     reaches_tf("multilayer_perceptron", "accuracy_value", float(out["accuracy_value"]))
+
+
+def test_raw_cnn_reaches_tensorflows_accuracy(tmp_path):
+    out = run_program("convolutional_network_raw", tmp_path)
+    steps = [line for line in out["printed"] if line.startswith("Step ")]
+    assert len(steps) == 11 and steps[-1].startswith("Step 100, Minibatch Loss= "), out["printed"]
+    reaches_tf("convolutional_network_raw", "test_accuracy", float(out["test_accuracy"]))
+
+
+def test_tensorboard_basics_match_tensorflow_and_write_the_events(tmp_path):
+    out = run_program("tensorboard_basic", tmp_path)
+    (ref,) = tf_runs("tensorboard_basic")
+    np.testing.assert_allclose(float(out["avg_cost"]), ref["avg_cost"], rtol=1e-5)
+    assert abs(float(out["accuracy_value"]) - ref["accuracy_value"]) <= ONE_IMAGE
+    (events,) = glob.glob(str(tmp_path / "logs" / "events.out.tfevents.*"))
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (to read the event file)")
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    loaded = list(LegacyEventFileLoader(events).Load())
+    assert any(ev.graph_def for ev in loaded), "the FileWriter was given the graph"
+    values = [(ev.step, v.tag, v.simple_value) for ev in loaded for v in ev.summary.value]
+    assert {tag for _, tag, _ in values} == {"loss", "accuracy"}
+    losses = [(step, val) for step, tag, val in values if tag == "loss"]
+    assert [step for step, _ in losses] == list(range(3 * 14))  # EPOCHS * (1440 // 100) steps
+    assert losses[-1][1] < losses[0][1]
 
 
 def test_mnist_for_beginners_matches_tensorflow(tmp_path):

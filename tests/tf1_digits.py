@@ -42,6 +42,13 @@ PROGRAMS: dict[str, dict[str, Any]] = {
         "paths": {},
         "results": ["accuracy_value", "avg_cost"],
     },
+    "convolutional_network_raw": {"given": {"STEPS": 100}, "paths": {}, "results": ["test_accuracy"]},
+    "tensorboard_basic": {
+        "given": {"EPOCHS": 3},
+        "paths": {"LOGS_PATH": "logs"},
+        "results": ["accuracy_value", "avg_cost"],
+        "deterministic": True,
+    },
     "mnist_softmax": {
         "given": {"STEPS": 300},
         "paths": {},
@@ -65,7 +72,7 @@ PROGRAMS: dict[str, dict[str, Any]] = {
         "results": ["first_accuracy", "restored_accuracy", "final_accuracy"],
     },
 }
-USES_DATA = {name for name in PROGRAMS if name.startswith(("mnist", "logistic", "multilayer"))}
+USES_DATA = {name for name in PROGRAMS if name != "basic_operations" and name != "linear_regression"}
 
 
 class DataSet:
