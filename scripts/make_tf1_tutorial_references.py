@@ -6,7 +6,8 @@ textually, by ``import tensorflow.compat.v1 as tf`` and
 ``tf.disable_v2_behavior()``; nothing else changes. It is given what
 ``tests/tf1_digits.py`` lists (the same MNIST-shaped digits, served in the same
 ``next_batch`` order, and the same step counts) and the results it leaves
-(accuracies, costs, what it printed) are stored with the TensorFlow and NumPy
+(accuracies, costs, what it printed, the summary tags it wrote for TensorBoard)
+are stored with the TensorFlow and NumPy
 versions in ``tests/fixtures/tf1_tutorials/tf_references.json``; the
 softmax-regression program's final weights go to ``mnist_softmax.npz``. The
 tests compare ferrograd's runs with them, without TensorFlow.
@@ -17,9 +18,10 @@ file records TensorFlow's spread as well as one result. Programs that start
 from zeros or from NumPy numbers are deterministic and run once.
 
 Run it with a Python that has TensorFlow 2.x (its ``compat.v1``), tf-keras (for
-``tf.layers``), NumPy and scikit-learn (for the digits), not ferrograd::
+``tf.layers``), TensorBoard (to read the event files), NumPy and scikit-learn
+(for the digits), not ferrograd::
 
-    python -m venv tfenv && tfenv/bin/pip install tensorflow-cpu tf-keras scikit-learn
+    python -m venv tfenv && tfenv/bin/pip install tensorflow-cpu tf-keras tensorboard scikit-learn
     TF_USE_LEGACY_KERAS=1 tfenv/bin/python scripts/make_tf1_tutorial_references.py [NAME ...]
 
 With names, only those programs are run again (the others keep their stored results).
@@ -60,6 +62,22 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _event_tags(logdir: Path) -> dict[str, list[str]]:
+    """The summary tags of each event file under ``logdir``, by its directory (``.`` for the top),
+    with ``<graph>`` for an event that holds the graph."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    out: dict[str, list[str]] = {}
+    for path in sorted(logdir.rglob("events.out.tfevents.*")):
+        tags: set[str] = set()
+        for ev in LegacyEventFileLoader(str(path)).Load():
+            tags.update(v.tag for v in ev.summary.value)
+            if ev.graph_def:
+                tags.add("<graph>")
+        out[str(path.parent.relative_to(logdir))] = sorted(tags)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help="programs to run (default: all)")
@@ -84,9 +102,14 @@ def main() -> None:
             tf.set_random_seed(17)  # for a program that sets none
             with tempfile.TemporaryDirectory() as tmp:
                 g = tf1_digits.run_program(name, tmp, TF_IMPORT)
-            runs.append(
-                {key: _plain(g[key]) for key in spec["results"] if key not in ("final_weights", "final_bias")}
-            )
+                run = {
+                    key: _plain(g[key])
+                    for key in spec["results"]
+                    if key not in ("final_weights", "final_bias")
+                }
+                if "logs" in spec["paths"].values():
+                    run["event_tags"] = _event_tags(Path(tmp) / "logs")
+            runs.append(run)
             if name == "mnist_softmax":
                 np.savez_compressed(
                     OUT / "mnist_softmax.npz",

@@ -441,7 +441,8 @@ def test_summaries_and_file_writer(tmp_path):
             elif v.HasField("simple_value"):
                 scalars[ev.step] = (v.tag, v.simple_value)
     assert graphs == 1 and histos == 5
-    assert [scalars[i][0] for i in range(5)] == ["loss"] * 5
+    # The name scope "loss" holds the name, so the summary is "loss_1", as in TF1.
+    assert [scalars[i][0] for i in range(5)] == ["loss_1"] * 5
     np.testing.assert_allclose([scalars[i][1] for i in range(5)], costs, rtol=1e-6)
     assert tf.summary.merge_all(key="nothing") is None
 

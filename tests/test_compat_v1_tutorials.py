@@ -2,8 +2,9 @@
 
 The programs in ``tests/tf1_programs/`` follow the classic TensorFlow 1.x tutorials: basic
 operations in a session, linear regression, logistic regression, a raw-``tf.Variable``
-multilayer perceptron, a raw-``tf.nn`` CNN, TensorBoard basics (scalar summaries and the
-graph), softmax regression "for beginners", the deep MNIST CNN, a
+multilayer perceptron, a raw-``tf.nn`` CNN, nearest neighbour, TensorBoard basics (scalar
+summaries and the graph) and in more depth (histograms of variables and gradients),
+softmax regression "for beginners", the deep MNIST CNN, a
 ``tf.layers`` CNN in name scopes with TensorBoard summaries, the TensorBoard tutorial's MLP
 with variable and image summaries, an MLP saved and restored in a second session. They read
 MNIST-shaped data (``tests/tf1_digits.py``: scikit-learn's digits at 28x28, one-hot labels,
@@ -120,8 +121,10 @@ def test_tensorboard_basics_match_tensorflow_and_write_the_events(tmp_path):
     loaded = list(LegacyEventFileLoader(events).Load())
     assert any(ev.graph_def for ev in loaded), "the FileWriter was given the graph"
     values = [(ev.step, v.tag, v.simple_value) for ev in loaded for v in ev.summary.value]
-    assert {tag for _, tag, _ in values} == {"loss", "accuracy"}
-    losses = [(step, val) for step, tag, val in values if tag == "loss"]
+    # As TF1 names them: the "Loss" and "Accuracy" scopes hold "loss" and "accuracy".
+    assert {tag for _, tag, _ in values} == {"loss_1", "accuracy_1"}
+    assert _event_tags_by_dir(tmp_path / "logs") == ref["event_tags"]
+    losses = [(step, val) for step, tag, val in values if tag == "loss_1"]
     assert [step for step, _ in losses] == list(range(3 * 14))  # EPOCHS * (1440 // 100) steps
     assert losses[-1][1] < losses[0][1]
 
@@ -165,6 +168,7 @@ def test_layers_cnn_in_name_scopes_with_summaries(tmp_path):
     assert len(events) == 1
     tags = _event_tags(Path(events[0]))
     assert {"loss/loss", "accuracy/accuracy", "model/logits"} <= tags, tags
+    assert _event_tags_by_dir(tmp_path / "logs") == tf_runs("mnist_layers_summaries")[0]["event_tags"]
 
 
 def test_tensorboard_tutorial_with_variable_and_image_summaries(tmp_path):
@@ -182,16 +186,17 @@ def test_tensorboard_tutorial_with_variable_and_image_summaries(tmp_path):
     want = {
         "input_reshape/input/image/0",
         "input_reshape/input/image/9",
-        "layer1/weights/summaries/mean",
-        "layer1/weights/summaries/stddev",
+        "layer1/weights/summaries/mean_1",  # the reduce_mean op is "Mean": TF1 compares names without case
+        "layer1/weights/summaries/stddev_1",  # the "stddev" scope holds the name
         "layer2/biases/summaries/histogram",
         "layer1/Wx_plus_b/pre_activations",
         "dropout/dropout_keep_probability",
-        "cross_entropy",
-        "accuracy",
+        "cross_entropy_1",
+        "accuracy_1",
     }
     assert want <= tags, sorted(want - tags)
-    assert "accuracy" in _event_tags(Path(test_events))
+    assert "accuracy_1" in _event_tags(Path(test_events))
+    assert _event_tags_by_dir(logdir) == tf_runs("mnist_with_summaries")[0]["event_tags"]
 
 
 def test_save_restore_tutorial(tmp_path):
@@ -210,6 +215,37 @@ def _event_tags(path: Path) -> set[str]:
     from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 
     return {v.tag for ev in LegacyEventFileLoader(str(path)).Load() for v in ev.summary.value}
+
+
+def _event_tags_by_dir(logdir: Path) -> dict[str, list[str]]:
+    """Each event file's summary tags (``<graph>`` for the graph) by its directory under ``logdir``,
+    as the reference script records TensorFlow's."""
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (to read the event file)")
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    out: dict[str, list[str]] = {}
+    for path in sorted(logdir.rglob("events.out.tfevents.*")):
+        tags: set[str] = set()
+        for ev in LegacyEventFileLoader(str(path)).Load():
+            tags.update(v.tag for v in ev.summary.value)
+            if ev.graph_def:
+                tags.add("<graph>")
+        out[str(path.parent.relative_to(logdir))] = sorted(tags)
+    return out
+
+
+def test_tensorboard_in_depth_reaches_tensorflow_with_its_tags(tmp_path):
+    out = run_program("tensorboard_advanced", tmp_path)
+    reaches_tf("tensorboard_advanced", "accuracy_value", float(out["accuracy_value"]))
+    # Histograms of "W1:0" are tagged "W1_0", as TF1 cleans the name.
+    assert _event_tags_by_dir(tmp_path / "logs") == tf_runs("tensorboard_advanced")[0]["event_tags"]
+
+
+def test_nearest_neighbor_matches_tensorflow(tmp_path):
+    out = run_program("nearest_neighbor", tmp_path)
+    (ref,) = tf_runs("nearest_neighbor")
+    assert out["accuracy"] == pytest.approx(ref["accuracy"], abs=1e-9)
+    assert out["printed"][-1].startswith("Accuracy:")
 
 
 def test_references_document_their_maker():

@@ -49,6 +49,17 @@ PROGRAMS: dict[str, dict[str, Any]] = {
         "results": ["accuracy_value", "avg_cost"],
         "deterministic": True,
     },
+    "nearest_neighbor": {
+        "given": {"TESTS": 100},
+        "paths": {},
+        "results": ["accuracy"],
+        "deterministic": True,
+    },
+    "tensorboard_advanced": {
+        "given": {"EPOCHS": 3},
+        "paths": {"LOGS_PATH": "logs"},
+        "results": ["accuracy_value", "avg_cost"],
+    },
     "mnist_softmax": {
         "given": {"STEPS": 300},
         "paths": {},

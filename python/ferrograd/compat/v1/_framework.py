@@ -698,14 +698,16 @@ class Graph:
 
     def _unique(self, base: str, scoped: bool = True) -> str:
         full = "/".join([*self._name_stack, base]) if scoped and self._name_stack else base
-        n = self._names.get(full)
+        # As TF1: names are compared without case (a scope "Loss" makes the next "loss" "loss_1").
+        key = full.lower()
+        n = self._names.get(key)
         if n is None:
-            self._names[full] = 1
+            self._names[key] = 1
             return full
-        while f"{full}_{n}" in self._names:
+        while f"{key}_{n}" in self._names:
             n += 1
-        self._names[full] = n + 1
-        self._names[f"{full}_{n}"] = 1
+        self._names[key] = n + 1
+        self._names[f"{key}_{n}"] = 1
         return f"{full}_{n}"
 
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:
@@ -859,7 +861,7 @@ class Graph:
         if self._finalized:
             raise RuntimeError("Graph is finalized and cannot be modified.")
         if exact and name:
-            self._names.setdefault(name, 1)
+            self._names.setdefault(name.lower(), 1)
             full = name
         else:
             full = self._unique(name or op_type, scoped)

@@ -10,6 +10,7 @@ TensorBoard's Graphs tab. Needs the ``tensorboard`` package.
 from __future__ import annotations
 
 import os
+import re
 import struct
 import time
 import zlib
@@ -25,8 +26,20 @@ from ._variables import GraphKeys
 __all__ = ["FileWriter", "histogram", "image", "merge", "merge_all", "scalar"]
 
 
-def _tag(g: Graph, name: str) -> str:
-    return "/".join([*g._name_stack, name]) if g._name_stack else name
+def _clean(name: str) -> str:
+    """A tag with the characters TensorBoard refuses (``:`` of ``var.name``...) made ``_``, as TF1 cleans it."""
+    return re.sub(r"[^-/\w.]", "_", name).lstrip("/")
+
+
+def _tag(g: Graph, name: str, family: str | None = None) -> str:
+    """The summary's op name and tag, as TF1 makes them: a name scope of ``name`` in the current
+    one, made unique in the graph (so a second ``loss``, or one after a ``Loss`` scope, is
+    ``loss_1``), with ``family/`` before it."""
+    name = _clean(name)
+    if family is None:
+        return g._unique(name)
+    family = _clean(family)
+    return f"{family}/{g._unique(f'{family}/{name}')}"
 
 
 def _scalar_bytes(tag: str, value: Any) -> bytes:
@@ -122,12 +135,12 @@ def _summary(
 ) -> Tensor:
     x = _convert(tensor)
     g = x._graph
-    tag = _tag(g, name if family is None else f"{family}/{name}")
+    tag = _tag(g, name, family)
     if kind == "scalar":
-        t = g._apply(lambda v: v.to(float32._fg).clone(), (x,), "ScalarSummary", name)
+        t = g._apply(lambda v: v.to(float32._fg).clone(), (x,), "ScalarSummary", tag, exact=True)
         post = _scalar_bytes
     else:
-        t = g._apply(lambda v: v.to(float32._fg).reshape(-1), (x,), "HistogramSummary", name)
+        t = g._apply(lambda v: v.to(float32._fg).reshape(-1), (x,), "HistogramSummary", tag, exact=True)
         post = _histogram_bytes
     t._post = lambda val, _tag=tag, _f=post: _f(_tag, val)  # type: ignore[attr-defined]
     for c in collections if collections is not None else [GraphKeys.SUMMARIES]:
@@ -162,9 +175,11 @@ def image(
     if int(max_outputs) < 1:
         raise ValueError(f"tf.summary.image {name!r}: max_outputs must be at least 1, got {max_outputs}")
     g = x._graph
-    tag = _tag(g, name if family is None else f"{family}/{name}")
+    tag = _tag(g, name, family)
     u8 = x.dtype.name == "uint8"
-    t = g._apply(lambda v: v.clone() if u8 else v.to(float32._fg).clone(), (x,), "ImageSummary", name)
+    t = g._apply(
+        lambda v: v.clone() if u8 else v.to(float32._fg).clone(), (x,), "ImageSummary", tag, exact=True
+    )
     t._post = lambda val, _tag=tag, _n=int(max_outputs), _u8=u8: _image_bytes(  # type: ignore[attr-defined]
         _tag, np.asarray(val, dtype=np.uint8) if _u8 else val, _n
     )
