@@ -109,3 +109,116 @@ def test_adadelta_follows_tf1s_update():
         for _ in range(5):
             sess.run(step)
         np.testing.assert_allclose(sess.run(w), v, rtol=1e-5, atol=1e-6)
+
+
+def _np_conv2d(z, w, stride, padding):
+    """NumPy float64 NHWC conv2d with TF's padding rule (SAME: the odd pixel after), filter [kh, kw, in, out]."""
+    n, h, wd, _ = z.shape
+    kh, kw, _, cout = w.shape
+    pads = []
+    for size, k in ((h, kh), (wd, kw)):
+        if padding == "SAME":
+            o = -(-size // stride)
+            total = max((o - 1) * stride + k - size, 0)
+            pads.append((total // 2, total - total // 2))
+        else:
+            pads.append((0, 0))
+    zp = np.pad(z, ((0, 0), pads[0], pads[1], (0, 0)))
+    oh, ow = (zp.shape[1] - kh) // stride + 1, (zp.shape[2] - kw) // stride + 1
+    out = np.zeros((n, oh, ow, cout))
+    for i in range(oh):
+        for j in range(ow):
+            patch = zp[:, i * stride : i * stride + kh, j * stride : j * stride + kw, :]
+            out[:, i, j, :] = np.einsum("nabc,abco->no", patch, w)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("hw", "out_hw", "k", "stride", "padding"),
+    [
+        ((2, 3), (4, 6), 3, 2, "SAME"),
+        ((3, 3), (5, 6), 3, 2, "SAME"),
+        ((2, 2), (5, 6), 3, 2, "VALID"),
+        ((4, 4), (4, 4), 3, 1, "SAME"),
+    ],
+)
+def test_conv2d_transpose_is_the_adjoint_of_conv2d(hw, out_hw, k, stride, padding):
+    # conv2d_transpose(x) is the transpose of conv2d: <conv2d(z), x> = <z, conv2d_transpose(x)> for every z.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, *hw, 3))
+    w = rng.standard_normal(
+        (k, k, 4, 3)
+    )  # [kh, kw, out, in] of the transposed op: conv2d's [kh, kw, in=4, out=3]
+    z = rng.standard_normal((2, *out_hw, 4))
+    y = tf.nn.conv2d_transpose(
+        tf.constant(x.astype(np.float32)),
+        tf.constant(w.astype(np.float32)),
+        [2, *out_hw, 4],
+        [1, stride, stride, 1],
+        padding,
+    )
+    assert y.shape.as_list() == [2, *out_hw, 4]
+    got = run(y)
+    conv = _np_conv2d(z, w, stride, padding)
+    assert conv.shape == x.shape
+    np.testing.assert_allclose(np.sum(got * z), np.sum(conv * x), rtol=1e-5)
+    # And entry by entry: the response to each unit input is conv2d's weight on it.
+    e = np.zeros_like(x)
+    e[1, hw[0] - 1, 0, 2] = 1.0
+    unit = run(
+        tf.nn.conv2d_transpose(
+            tf.constant(e.astype(np.float32)),
+            tf.constant(w.astype(np.float32)),
+            [2, *out_hw, 4],
+            [1, stride, stride, 1],
+            padding,
+        )
+    )
+    probe = np.zeros((2, *out_hw, 4))
+    for idx in np.ndindex(*probe.shape):
+        if idx[0] == 1:
+            probe[idx] = 1.0
+            assert abs(unit[idx] - _np_conv2d(probe, w, stride, padding)[1, hw[0] - 1, 0, 2]) < 1e-5
+            probe[idx] = 0.0
+
+
+def test_conv2d_transpose_layer_shapes_names_and_errors():
+    x = tf.placeholder(tf.float32, [None, 7, 7, 3])
+    same = tf.layers.conv2d_transpose(x, 5, 3, strides=2, padding="same")
+    valid = tf.layers.conv2d_transpose(x, 5, 4, strides=2, padding="valid", activation=tf.nn.relu)
+    assert same.shape.as_list() == [None, 14, 14, 5] and valid.shape.as_list() == [None, 16, 16, 5]
+    assert [v.name for v in tf.global_variables()] == [
+        "conv2d_transpose/kernel:0",
+        "conv2d_transpose/bias:0",
+        "conv2d_transpose_1/kernel:0",
+        "conv2d_transpose_1/bias:0",
+    ]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        a, b = sess.run([same, valid], {x: np.ones((2, 7, 7, 3), np.float32)})
+    assert a.shape == (2, 14, 14, 5) and b.shape == (2, 16, 16, 5) and (b >= 0).all()
+    with pytest.raises(
+        ValueError, match=r"conv2d_transpose: value .* has height 7, but a SAME conv2d of stride 2 makes 3"
+    ):
+        tf.nn.conv2d_transpose(x, tf.ones([3, 3, 4, 3]), [2, 6, 14, 4], [1, 2, 2, 1], "SAME")
+
+
+def test_contrib_regularizers_in_a_loss():
+    w0 = np.array([[1.0, -2.0], [0.5, 3.0]])
+    w = tf.get_variable(
+        "w", initializer=w0.astype(np.float32), regularizer=tf.contrib.layers.l2_regularizer(0.1)
+    )
+    v = tf.Variable(np.array([1.0, -4.0], np.float32))
+    l1 = tf.contrib.layers.l1_regularizer(0.5)(v)
+    both = tf.contrib.layers.apply_regularization(tf.contrib.layers.l2_regularizer(0.2), [w, v])
+    total = tf.losses.get_regularization_loss()
+    assert tf.contrib.layers.l2_regularizer(0.0)(w) is None
+    with pytest.raises(ValueError, match="scale less than 0"):
+        tf.contrib.layers.l2_regularizer(-1.0)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got_l1, got_both, got_total = sess.run([l1, both, total])
+    np.testing.assert_allclose(got_l1, 0.5 * 5.0, rtol=1e-6)
+    np.testing.assert_allclose(got_both, 0.2 * (np.sum(w0**2) + 17.0) / 2, rtol=1e-6)
+    # get_variable's regularizer and apply_regularization's sum both join the collection.
+    np.testing.assert_allclose(got_total, 0.1 * np.sum(w0**2) / 2 + got_both, rtol=1e-6)

@@ -42,6 +42,9 @@ class GraphKeys:
     UPDATE_OPS = "update_ops"
     LOSSES = "losses"
     REGULARIZATION_LOSSES = "regularization_losses"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    ACTIVATIONS = "activations"
     GLOBAL_STEP = "global_step"
     TRAIN_OP = "train_op"
 

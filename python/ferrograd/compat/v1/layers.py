@@ -27,6 +27,7 @@ __all__ = [
     "average_pooling2d",
     "batch_normalization",
     "conv2d",
+    "conv2d_transpose",
     "dense",
     "dropout",
     "flatten",
@@ -145,6 +146,71 @@ def conv2d(
                 trainable=trainable,
             )
             y = nn.bias_add(y, bias, data_format=fmt)
+        if activation is not None:
+            y = activation(y)
+    return y
+
+
+def conv2d_transpose(
+    inputs: Any,
+    filters: int,
+    kernel_size: Any,
+    strides: Any = (1, 1),
+    padding: str = "valid",
+    data_format: str = "channels_last",
+    activation: Callable | None = None,
+    use_bias: bool = True,
+    kernel_initializer: Any = None,
+    bias_initializer: Any = None,
+    kernel_regularizer: Any = None,
+    bias_regularizer: Any = None,
+    activity_regularizer: Any = None,
+    kernel_constraint: Any = None,
+    bias_constraint: Any = None,
+    trainable: bool = True,
+    name: str | None = None,
+    reuse: Any = None,
+) -> Tensor:
+    """A transposed 2-D convolution layer over NHWC ``inputs``: ``'valid'`` makes ``(in - 1) * stride
+    + kernel``, ``'same'`` makes ``in * stride`` (a ``kernel`` ``[kh, kw, filters, in]`` and a ``bias``)."""
+    x = _convert(inputs)
+    if data_format != "channels_last":
+        raise ValueError(
+            f"conv2d_transpose: only data_format='channels_last' is supported, got {data_format!r}"
+        )
+    if x._shape is None or len(x._shape) != 4 or x._shape[3] is None:
+        raise ValueError(
+            f"conv2d_transpose: the inputs must be [batch, height, width, channels] with known channels, got {x._shape}"
+        )
+    if x._shape[1] is None or x._shape[2] is None:
+        raise ValueError(f"conv2d_transpose: the spatial size of the inputs must be known, got {x._shape}")
+    k, s = _pair(kernel_size), _pair(strides)
+    same = padding.lower() == "same"
+    oh, ow = (
+        (x._shape[1] * s[0], x._shape[2] * s[1])
+        if same
+        else ((x._shape[1] - 1) * s[0] + k[0], (x._shape[2] - 1) * s[1] + k[1])
+    )
+    with variable_scope(name, default_name="conv2d_transpose", reuse=reuse):
+        kernel = get_variable(
+            "kernel",
+            [k[0], k[1], int(filters), int(x._shape[3])],
+            initializer=kernel_initializer,
+            regularizer=kernel_regularizer,
+            trainable=trainable,
+        )
+        y = nn.conv2d_transpose(
+            x, kernel, [None, oh, ow, int(filters)], strides=[1, s[0], s[1], 1], padding=padding.upper()
+        )
+        if use_bias:
+            bias = get_variable(
+                "bias",
+                [int(filters)],
+                initializer=bias_initializer or zeros_initializer(),
+                regularizer=bias_regularizer,
+                trainable=trainable,
+            )
+            y = nn.bias_add(y, bias)
         if activation is not None:
             y = activation(y)
     return y

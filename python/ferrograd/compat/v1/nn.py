@@ -25,6 +25,7 @@ __all__ = [
     "avg_pool",
     "bias_add",
     "conv2d",
+    "conv2d_transpose",
     "dropout",
     "elu",
     "embedding_lookup",
@@ -414,6 +415,88 @@ def conv2d(
         return y if nchw else y.permute(0, 2, 3, 1)
 
     return x._graph._apply(fn, (x, w), "Conv2D", name)
+
+
+def conv2d_transpose(
+    value: Any = None,
+    filter: Any = None,  # noqa: A002
+    output_shape: Any = None,
+    strides: Any = None,
+    padding: str = "SAME",
+    data_format: str = "NHWC",
+    name: str | None = None,
+    input: Any = None,  # noqa: A002
+    filters: Any = None,
+    dilations: Any = None,
+) -> Tensor:
+    """The transpose (gradient) of :func:`conv2d`: NHWC ``value`` to ``output_shape`` (``[batch,
+    height, width, out]``, the spatial sizes known while building), ``filter`` ``[kh, kw, out, in]``.
+
+    As TF: ``value``'s spatial size must be what ``conv2d`` with the same strides and padding makes
+    of ``output_shape`` (``ceil(out / stride)`` for SAME, ``ceil((out - k + 1) / stride)`` for VALID)."""
+    x = _convert(value if value is not None else input)
+    w = _convert(filter if filter is not None else filters)
+    if data_format != "NHWC":
+        raise ValueError(f"conv2d_transpose: only data_format='NHWC' is supported, got {data_format!r}")
+    if dilations is not None and any(int(v) != 1 for v in _four(dilations, "dilations")):
+        raise ValueError(f"conv2d_transpose: dilations other than 1 are not supported, got {dilations!r}")
+    if w._shape is None or x._shape is None:
+        raise ValueError("conv2d_transpose: the shapes of value and filter must be known")
+    kh, kw, cout, cin = _known(w._shape, "filter shape")
+    if isinstance(output_shape, Tensor):
+        if output_shape._const is None:
+            raise ValueError(
+                f"conv2d_transpose: output_shape must be known while the graph is built, got {output_shape.name}"
+            )
+        output_shape = np.asarray(output_shape._const).tolist()
+    out = [None if v is None or isinstance(v, Tensor) else int(v) for v in output_shape]
+    if len(out) != 4 or out[1] is None or out[2] is None:
+        raise ValueError(
+            f"conv2d_transpose: output_shape must be [batch, height, width, channels], got {output_shape!r}"
+        )
+    if out[3] is not None and out[3] != cout:
+        raise ValueError(
+            f"conv2d_transpose: output_shape has {out[3]} channels but the filter {w._shape} makes {cout}"
+        )
+    if x._shape[3] is not None and x._shape[3] != cin:
+        raise ValueError(
+            f"conv2d_transpose: value {x.name} has {x._shape[3]} channels but the filter {w._shape} takes {cin}"
+        )
+    st = _four(strides if strides is not None else 1, "strides")
+    s = [st[1], st[2]]
+    p = str(padding).upper()
+    if p not in ("SAME", "VALID"):
+        raise ValueError(f"conv2d_transpose: padding must be 'SAME' or 'VALID', got {padding!r}")
+    crops: list[tuple[int, int]] = []  # per spatial dim: (start of the crop, its size)
+    for o, i, k, sd, what in (
+        (out[1], x._shape[1], kh, s[0], "height"),
+        (out[2], x._shape[2], kw, s[1], "width"),
+    ):
+        want = -(-o // sd) if p == "SAME" else -(-(o - k + 1) // sd)
+        if i is not None and i != want:
+            raise ValueError(
+                f"conv2d_transpose: value {x.name} of shape {_shape_list(x._shape)} has {what} {i}, but a {p} "
+                f"conv2d of stride {sd} makes {want} from the output {what} {o} (filter {w._shape})"
+            )
+        before = max((want - 1) * sd + k - o, 0) // 2 if p == "SAME" else 0
+        crops.append((before, o))
+
+    def fn(a: Any, f: Any) -> Any:
+        y = F.conv_transpose2d(a.permute(0, 3, 1, 2), f.permute(3, 2, 0, 1), stride=tuple(s))
+        for axis, (start, size) in zip((2, 3), crops, strict=True):
+            full = y.shape[axis]
+            y = y.narrow(axis, start, min(size, full - start))
+            if y.shape[axis] < size:  # VALID with a remainder: the last rows no input reached
+                pad = [0, 0, 0, 0]
+                pad[(3 - axis) * 2 + 1] = size - y.shape[axis]
+                y = F.pad(y, pad)
+        return y.permute(0, 2, 3, 1)
+
+    return x._graph._apply(fn, (x, w), "Conv2DBackpropInput", name)
+
+
+def _shape_list(shape: Any) -> list[Any]:
+    return list(shape) if shape is not None else []
 
 
 def _pool(
