@@ -60,6 +60,7 @@ PROGRAMS: dict[str, dict[str, Any]] = {
         "paths": {"LOGS_PATH": "logs"},
         "results": ["accuracy_value", "avg_cost"],
     },
+    "autoencoder": {"given": {"STEPS": 100}, "paths": {}, "results": ["test_loss"]},
     "mnist_softmax": {
         "given": {"STEPS": 300},
         "paths": {},
