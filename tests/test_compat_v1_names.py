@@ -222,3 +222,28 @@ def test_contrib_regularizers_in_a_loss():
     np.testing.assert_allclose(got_both, 0.2 * (np.sum(w0**2) + 17.0) / 2, rtol=1e-6)
     # get_variable's regularizer and apply_regularization's sum both join the collection.
     np.testing.assert_allclose(got_total, 0.1 * np.sum(w0**2) / 2 + got_both, rtol=1e-6)
+
+
+def test_gather_nd_matches_numpy():
+    p = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    pairs = np.array([[[1, 2], [0, 0]], [[1, 0], [0, 2]]])  # [2, 2, 2]: rows of p
+    singles = np.array([[1], [0]])  # [2, 1]: matrices of p
+    triples = np.array([[1, 2, 3], [0, 1, 0]])  # [2, 3]: elements
+    ph = tf.placeholder(tf.int32, [None, 2])
+    got = run(
+        [
+            tf.gather_nd(p, pairs),
+            tf.gather_nd(p, singles),
+            tf.gather_nd(p, triples),
+            tf.gather_nd(tf.constant(p), ph),
+        ],
+        {ph: [[1, 1], [0, 2], [1, 2]]},
+    )
+    np.testing.assert_array_equal(got[0], p[pairs[..., 0], pairs[..., 1]])
+    np.testing.assert_array_equal(got[1], p[singles[:, 0]])
+    np.testing.assert_array_equal(got[2], p[triples[:, 0], triples[:, 1], triples[:, 2]])
+    np.testing.assert_array_equal(got[3], p[[1, 0, 1], [1, 2, 2]])
+    with pytest.raises(
+        ValueError, match=r"gather_nd: indices .* pick 4 dims, but params .* shape \[2, 3, 4\]"
+    ):
+        tf.gather_nd(p, [[0, 0, 0, 0]])

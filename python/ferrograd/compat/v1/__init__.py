@@ -111,6 +111,7 @@ from ._ops import (
     floordiv,
     floormod,
     gather,
+    gather_nd,
     global_norm,
     gradients,
     greater,

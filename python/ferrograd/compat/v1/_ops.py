@@ -1002,6 +1002,34 @@ def gather(
     return p._graph._apply(fn, (p, i), "GatherV2", name)
 
 
+def gather_nd(params: Any, indices: Any, name: str | None = None, batch_dims: int = 0) -> Tensor:
+    """``out[i...] = params[indices[i..., 0], ..., indices[i..., k-1]]``: slices of ``params`` at the
+    ``k``-tuples of ``indices``' last dim (``k`` and the first ``k`` dims of ``params`` known)."""
+    p, i = _convert(params), _convert(indices)
+    if batch_dims:
+        raise ValueError(f"gather_nd: batch_dims other than 0 is not supported, got {batch_dims}")
+    if i._shape is None or not i._shape or i._shape[-1] is None:
+        raise ValueError(
+            f"gather_nd: the last dim of indices must be known, got {i.name} of shape {i._shape}"
+        )
+    k = int(i._shape[-1])
+    if p._shape is None or k > len(p._shape) or any(d is None for d in p._shape[:k]):
+        raise ValueError(
+            f"gather_nd: indices {i.name} of shape {i._shape} pick {k} dims, but params {p.name} has shape "
+            f"{p._shape} (its first {k} dims must be known)"
+        )
+    lead = [int(d) for d in p._shape[:k]]  # type: ignore[arg-type]
+    strides = [math.prod(lead[j + 1 :]) for j in builtins_range(k)]
+
+    def fn(x: Any, idx: Any) -> Any:
+        with _capture.suspended():
+            st = _core.tensor(np.asarray(strides, dtype=np.int64))
+        flat = (idx.to(fg.int64) * _core._trace_constant(st)).sum(-1)
+        return x.reshape([math.prod(lead), *x.shape[k:]])[flat]
+
+    return p._graph._apply(fn, (p, i), "GatherNd", name)
+
+
 def shape(input: Any, name: str | None = None, out_type: Any = int32) -> Tensor:  # noqa: A002
     """The dynamic shape of ``input`` as a 1-D int tensor."""
     t = _convert(input)
