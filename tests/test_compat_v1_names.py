@@ -247,3 +247,21 @@ def test_gather_nd_matches_numpy():
         ValueError, match=r"gather_nd: indices .* pick 4 dims, but params .* shape \[2, 3, 4\]"
     ):
         tf.gather_nd(p, [[0, 0, 0, 0]])
+
+
+def test_print_prints_its_data_at_each_run_that_computes_it(capfd):
+    x = tf.placeholder(tf.float32, [None, 4])
+    w = tf.Variable(tf.ones([4, 1]))
+    y = tf.Print(tf.matmul(x, w), [tf.matmul(x, w), tf.shape(x), w], "y and shape: ", first_n=2)
+    loss = tf.reduce_mean(y)
+    other = tf.reduce_sum(x)  # does not need the Print: prints nothing
+    a = np.arange(8.0).reshape(2, 4)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got = [sess.run(loss, {x: a}) for _ in range(3)]
+        sess.run(other, {x: a})
+    assert got == [14.0] * 3
+    # TF1's layout (as TensorFlow 2.21's compat.v1 prints this program): nested rows without spaces,
+    # the first 3 entries of each dim, then "...".
+    line = "y and shape: [[6][22]][2 4][[1][1][1]...]"
+    assert capfd.readouterr().err.splitlines() == [line, line]

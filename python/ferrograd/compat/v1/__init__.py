@@ -79,6 +79,7 @@ from ._framework import (
 )
 from ._framework import bool_ as bool
 from ._ops import (
+    Print,
     abs,
     add,
     add_n,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -389,6 +390,8 @@ class _Record:
     __slots__ = (
         "ph_dims",
         "wide",
+        "printing",
+        "printed",
         "fn",
         "args",
         "op_type",
@@ -418,6 +421,8 @@ class _Record:
         self.folds = False  # computed from constants only: the graph passes fold it
         self.ph_dims: list[int | str] | None = None  # a placeholder's dims (None: declared without a shape)
         self.wide = False  # a placeholder with too many unknown dims: recorded at the fed shape
+        self.printing: tuple[str, list[Any], int | None, int] | None = None  # tf.Print's message, data...
+        self.printed = 0  # times it printed
 
     def run(self, vals: list[tuple]) -> tuple:
         """Record this op into the current recording; its outputs."""
@@ -1556,6 +1561,25 @@ class Session:
                 if twin is not None and twin.is_meta and id(t) not in where_of:
                     where_of[id(t)] = len(twins)
                     twins.append(twin)
+        # tf.Print ops this run computes: their data is fetched too, and printed after the run.
+        prints: list[tuple[_Record, list[Any]]] = []
+        for r in needed:
+            rec = g._records[r]
+            if rec.printing is None:
+                continue
+            message, data, first_n, _ = rec.printing
+            if first_n is not None and 0 <= first_n <= rec.printed:
+                continue
+            got: list[Any] = []
+            for t in data:
+                key = (t._rec, t._idx)
+                twin = None if key in fed else ep.vals[t._rec][t._idx]
+                if twin is not None and twin.is_meta:
+                    got.append(len(twins))
+                    twins.append(twin)
+                else:
+                    got.append(np.asarray(fed[key][1]) if twin is None else twin.detach().numpy().copy())
+            prints.append((rec, got))
         feed = {ep.feeds[key]: val for key, (_, val) in fed.items() if key in ep.feeds}
         results: list[Any] = []
         if twins or ops:
@@ -1565,6 +1589,11 @@ class Session:
                 raise InvalidArgumentError(None, None, str(e)) from None
         for v in inits:
             self._initialized.add(v)
+        for rec, got in prints:
+            message, _, _, summarize = rec.printing  # type: ignore[misc]
+            arrays = [results[x].numpy() if isinstance(x, int) else x for x in got]
+            rec.printed += 1
+            print(message + "".join(_summarize(a, summarize) for a in arrays), file=sys.stderr)
 
         values: list[Any] = []
         for item in flat:
@@ -1707,6 +1736,27 @@ class InteractiveSession(Session):
 
 def _scalarize(val: np.ndarray) -> Any:
     return val[()] if isinstance(val, np.ndarray) and val.ndim == 0 else val
+
+
+def _summarize(a: np.ndarray, summarize: int) -> str:
+    """A tensor as TF1's Print shows it: ``[1 2 3...]``, the first ``summarize`` entries of each dim."""
+
+    def one(x: Any) -> str:
+        if isinstance(x, (bool, np.bool_)):
+            return "1" if x else "0"
+        if isinstance(x, (float, np.floating)):
+            return f"{float(x):g}"
+        return str(x)
+
+    def rec(x: np.ndarray) -> str:
+        if x.ndim == 0:
+            return one(x.item())
+        parts = [rec(x[i]) for i in range(min(len(x), summarize))]
+        more = "..." if len(x) > summarize else ""
+        return "[" + (" " if x.ndim == 1 else "").join(parts) + more + "]"
+
+    a = np.asarray(a)
+    return rec(a) if a.ndim else "[" + one(a.item()) + "]"
 
 
 def _feed_value(t: Tensor, v: Any) -> Any:

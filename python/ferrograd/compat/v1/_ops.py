@@ -357,6 +357,29 @@ def identity(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     return _unary(lambda x: x.clone(), input, "Identity", name)
 
 
+def Print(  # noqa: N802 - TF1's name
+    input_: Any,
+    data: Any,
+    message: str | None = None,
+    first_n: int | None = None,
+    summarize: int | None = None,
+    name: str | None = None,
+) -> Tensor:
+    """``input_`` unchanged; each run that computes it prints ``message`` and the values of ``data``
+    (a list of tensors) to stderr, as ``[1 2 3...]`` with the first ``summarize`` (3) entries of each
+    dim, the first ``first_n`` times only when given."""
+    x = _convert(input_)
+    ds = [_convert(d) for d in (data if isinstance(data, (list, tuple)) else [data])]
+    out = _graph_of(x)._apply(lambda v, *_: v.clone(), (x, *ds), "Print", name)
+    out._record().printing = (
+        "" if message is None else str(message),
+        ds,
+        None if first_n is None else int(first_n),
+        3 if summarize is None else int(summarize),
+    )
+    return out
+
+
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """``x + y`` (broadcasting)."""
     return _binary(lambda a, b: a + b, x, y, "Add", name)
