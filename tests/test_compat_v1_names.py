@@ -265,3 +265,44 @@ def test_print_prints_its_data_at_each_run_that_computes_it(capfd):
     # the first 3 entries of each dim, then "...".
     line = "y and shape: [[6][22]][2 4][[1][1][1]...]"
     assert capfd.readouterr().err.splitlines() == [line, line]
+
+
+def test_scatter_nd_lrn_div_no_nan_match_numpy():
+    sc = tf.scatter_nd([[1], [3], [1]], [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], [5, 2])
+    sc2 = tf.scatter_nd([[0, 1], [2, 0]], [7, 9], [3, 2])
+    x = np.arange(2 * 1 * 2 * 7, dtype=np.float64).reshape(2, 1, 2, 7) / 10
+    lrn = tf.nn.lrn(tf.constant(x.astype(np.float32)), depth_radius=2, bias=1.5, alpha=0.3, beta=0.75)
+    got = run([sc, sc2, lrn, tf.div_no_nan([1.0, 2.0], [0.0, 4.0])])
+    want_sc = np.zeros((5, 2))
+    np.add.at(want_sc, [1, 3, 1], [[1, 2], [3, 4], [5, 6]])  # repeated indices add up
+    np.testing.assert_array_equal(got[0], want_sc)
+    np.testing.assert_array_equal(got[1], [[0, 7], [0, 0], [9, 0]])
+    assert got[1].dtype == np.int32
+    sq = np.pad(x**2, ((0, 0), (0, 0), (0, 0), (2, 2)))
+    window = sum(sq[..., j : j + 7] for j in range(5))
+    np.testing.assert_allclose(got[2], x / (1.5 + 0.3 * window) ** 0.75, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(got[3], [0.0, 0.5])
+
+
+def test_metrics_accuracy_and_mean_accumulate_over_runs():
+    labels = tf.placeholder(tf.int64, [None])
+    preds = tf.placeholder(tf.int64, [None])
+    acc, update = tf.metrics.accuracy(labels=labels, predictions=preds)
+    mean, mean_update = tf.metrics.mean(tf.constant([1.0, 2.0, 3.0]), weights=tf.constant([1.0, 0.0, 2.0]))
+    assert [v.name for v in tf.local_variables()] == [
+        "accuracy/total:0",
+        "accuracy/count:0",
+        "mean/total:0",
+        "mean/count:0",
+    ]
+    assert tf.trainable_variables() == []
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        assert sess.run(acc) == 0.0  # nothing seen yet: 0, not NaN
+        np.testing.assert_allclose(sess.run(update, {labels: [1, 2, 3], preds: [1, 2, 0]}), 2 / 3, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(update, {labels: [1, 1], preds: [0, 1]}), 3 / 5, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(acc), 3 / 5, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(mean_update), 7 / 3, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(mean), 7 / 3, rtol=1e-6)
+        sess.run(tf.local_variables_initializer())  # a new evaluation starts from nothing
+        assert sess.run(acc) == 0.0

@@ -380,6 +380,16 @@ def Print(  # noqa: N802 - TF1's name
     return out
 
 
+def div_no_nan(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x / y``, and 0 where ``y`` is 0."""
+
+    def fn(a: Any, b: Any) -> Any:
+        zero = b == 0
+        return fg.where(zero, a * 0, a / fg.where(zero, b * 0 + 1, b))
+
+    return _binary(fn, x, y, "DivNoNan", name)
+
+
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """``x + y`` (broadcasting)."""
     return _binary(lambda a, b: a + b, x, y, "Add", name)
@@ -1051,6 +1061,32 @@ def gather_nd(params: Any, indices: Any, name: str | None = None, batch_dims: in
         return x.reshape([math.prod(lead), *x.shape[k:]])[flat]
 
     return p._graph._apply(fn, (p, i), "GatherNd", name)
+
+
+def scatter_nd(indices: Any, updates: Any, shape: Any, name: str | None = None) -> Tensor:
+    """A tensor of ``shape`` (known while building), zero but for ``updates`` added at the
+    ``k``-tuples of ``indices``' last dim (repeated indices add up, as in TF)."""
+    i, u = _convert(indices), _convert(updates)
+    dims = _static_ints(shape, "shape")
+    if i._shape is None or not i._shape or i._shape[-1] is None:
+        raise ValueError(
+            f"scatter_nd: the last dim of indices must be known, got {i.name} of shape {i._shape}"
+        )
+    k = int(i._shape[-1])
+    if k > len(dims):
+        raise ValueError(f"scatter_nd: indices {i.name} of shape {i._shape} pick {k} dims of shape {dims}")
+    lead, rest = dims[:k], dims[k:]
+    strides = [math.prod(lead[j + 1 :]) for j in builtins_range(k)]
+    d = u.dtype
+
+    def fn(idx: Any, upd: Any) -> Any:
+        with _capture.suspended():
+            st = _core.tensor(np.asarray(strides, dtype=np.int64))
+        flat = (idx.to(fg.int64) * _core._trace_constant(st)).sum(-1).reshape(-1)
+        base = fg.zeros(math.prod(lead), *rest, dtype=d._fg)
+        return base.index_add(0, flat, upd.reshape(-1, *rest)).reshape(dims)
+
+    return i._graph._apply(fn, (i, u), "ScatterNd", name)
 
 
 def shape(input: Any, name: str | None = None, out_type: Any = int32) -> Tensor:  # noqa: A002

@@ -26,6 +26,8 @@ __all__ = [
     "bias_add",
     "conv2d",
     "conv2d_transpose",
+    "local_response_normalization",
+    "lrn",
     "dropout",
     "elu",
     "embedding_lookup",
@@ -415,6 +417,36 @@ def conv2d(
         return y if nchw else y.permute(0, 2, 3, 1)
 
     return x._graph._apply(fn, (x, w), "Conv2D", name)
+
+
+def local_response_normalization(
+    input: Any,  # noqa: A002
+    depth_radius: int = 5,
+    bias: float = 1.0,
+    alpha: float = 1.0,
+    beta: float = 0.5,
+    name: str | None = None,
+) -> Tensor:
+    """TF1's LRN over the last dim: ``input / (bias + alpha * sqr_sum) ** beta``, ``sqr_sum`` the sum of
+    squares over the channels within ``depth_radius`` on either side."""
+    x = _convert(input)
+    if x._shape is not None and len(x._shape) != 4:
+        raise ValueError(f"lrn: input must be 4-D (NHWC), got {x.name} of shape {x._shape}")
+    r = int(depth_radius)
+
+    def fn(v: Any) -> Any:
+        sq = F.pad(v * v, [r, r])  # the channel (last) dim
+        c = sq.cumsum(-1)
+        zero = c.narrow(-1, 0, 1) * 0
+        c = _core.cat([zero, c], -1)
+        n = v.shape[-1]
+        window = c.narrow(-1, 2 * r + 1, n) - c.narrow(-1, 0, n)
+        return v / (window * alpha + bias) ** beta
+
+    return x._graph._apply(fn, (x,), "LRN", name)
+
+
+lrn = local_response_normalization
 
 
 def conv2d_transpose(
