@@ -72,3 +72,14 @@ def test_placeholder_with_too_many_unknown_dims_is_a_clear_error():
         pytest.raises(ValueError, match=r"fg.placeholder: shape \(None, None, None\).*3 unknown"),
     ):
         fg.placeholder(fg.float32, [None, None, None])
+
+
+def test_feeding_a_tensor_with_three_unknown_dims():
+    x = tf.placeholder(tf.float32, [None, None, None])
+    doubled = x * 2.0
+    total = tf.reduce_sum(doubled + 1.0)
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    with tf.Session() as sess:
+        assert sess.run(total, feed_dict={doubled: a}) == a.sum() + a.size
+        assert sess.run(total, feed_dict={doubled: a[:1, :2]}) == a[:1, :2].sum() + 8
+        assert sess.run(total, feed_dict={x: a}) == 2 * a.sum() + a.size

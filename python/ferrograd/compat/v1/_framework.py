@@ -954,6 +954,8 @@ class Graph:
                     for k in fed:
                         t = rec.outputs[k]
                         shape = None if t._shape is None else list(t._shape)
+                        if (i, k) in ep.shapes:  # a wide tensor fed: recorded at the fed shape
+                            shape = list(ep.shapes[(i, k)])
                         ph = _fg.placeholder(t.dtype._fg, shape, name=f"{rec.name}_{k}")
                         items[k] = ph
                         ep.feeds[(i, k)] = ph
@@ -1503,6 +1505,12 @@ class Session:
                 for key, (t, val) in fed.items()
                 if g._records[key[0]].kind == "placeholder"
                 and ((t._shape is None and len(val.shape) > 0) or g._records[key[0]].wide)
+            )
+        ) + tuple(  # another tensor with too many unknown dims, fed: recorded at the fed shape
+            sorted(
+                (key, tuple(val.shape) if isinstance(val, _core.Tensor) else np.shape(val))
+                for key, (t, val) in fed.items()
+                if key in overrides and _too_wide(t._syms)
             )
         )
 
