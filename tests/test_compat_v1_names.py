@@ -306,3 +306,22 @@ def test_metrics_accuracy_and_mean_accumulate_over_runs():
         np.testing.assert_allclose(sess.run(mean), 7 / 3, rtol=1e-6)
         sess.run(tf.local_variables_initializer())  # a new evaluation starts from nothing
         assert sess.run(acc) == 0.0
+
+
+def test_random_shuffle_and_multinomial_draw_at_each_run():
+    tf.set_random_seed(7)
+    rows = np.arange(12, dtype=np.float32).reshape(6, 2)
+    shuffled = tf.random_shuffle(tf.constant(rows))
+    probs = np.array([0.2, 0.3, 0.5])
+    samples = tf.multinomial(tf.constant(np.log(probs)[None].astype(np.float32)), 20000)
+    cat = tf.random.categorical(tf.constant([[0.0, -np.inf, 0.0]]), 50, dtype=tf.int32)
+    with tf.Session() as sess:
+        draws = [sess.run(shuffled) for _ in range(4)]
+        got, got_cat = sess.run([samples, cat])
+    for d in draws:  # each a permutation of the rows
+        np.testing.assert_array_equal(d[np.argsort(d[:, 0])], rows)
+    assert len({d.tobytes() for d in draws}) > 1, "drawn again at each run"
+    assert got.shape == (1, 20000) and got.dtype == np.int64
+    freq = np.bincount(got[0], minlength=3) / 20000
+    np.testing.assert_allclose(freq, probs, atol=4 * np.sqrt(0.25 / 20000))  # 4 sigma
+    assert got_cat.dtype == np.int32 and set(np.unique(got_cat)) <= {0, 2}

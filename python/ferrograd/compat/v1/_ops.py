@@ -198,6 +198,31 @@ def random_uniform(
     )
 
 
+def random_shuffle(value: Any, seed: Any = None, name: str | None = None) -> Tensor:
+    """``value`` with its first dim in a random order, drawn again at each run."""
+    t = _convert(value)
+    if t._shape is not None and not t._shape:
+        raise ValueError(f"random_shuffle: {t.name} is a scalar; it needs at least one dim")
+    return t._graph._apply(lambda v: v[fg.randperm(v.shape[0])], (t,), "RandomShuffle", name)
+
+
+def multinomial(
+    logits: Any, num_samples: int, seed: Any = None, name: str | None = None, output_dtype: Any = int64
+) -> Tensor:
+    """``num_samples`` class indices per row of ``logits`` (``[batch, classes]``, unnormalized log
+    probabilities), drawn with replacement at each run."""
+    t = _convert(logits)
+    if t._shape is not None and len(t._shape) != 2:
+        raise ValueError(f"multinomial: logits must be [batch, classes], got {t.name} of shape {t._shape}")
+    n, d = int(num_samples), as_dtype(output_dtype)
+
+    def fn(v: Any) -> Any:
+        probs = (v - v.amax(dim=-1, keepdim=True)).exp()
+        return fg.multinomial(probs, n, replacement=True).to(d._fg)
+
+    return t._graph._apply(fn, (t,), "Multinomial", name)
+
+
 _PHI_2 = 0.5 * (1.0 + math.erf(-2.0 / math.sqrt(2.0)))  # P(Z < -2)
 
 
