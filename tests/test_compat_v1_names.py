@@ -297,6 +297,10 @@ def test_metrics_accuracy_and_mean_accumulate_over_runs():
     ]
     assert tf.trainable_variables() == []
     with tf.Session() as sess:
+        with pytest.raises(
+            tf.errors.FailedPreconditionError, match=r"accuracy/total.*tf.local_variables_initializer"
+        ):
+            sess.run(acc)
         sess.run(tf.local_variables_initializer())
         assert sess.run(acc) == 0.0  # nothing seen yet: 0, not NaN
         np.testing.assert_allclose(sess.run(update, {labels: [1, 2, 3], preds: [1, 2, 0]}), 2 / 3, rtol=1e-6)

@@ -1537,11 +1537,13 @@ class Session:
             if id(var) not in self._initialized and id(var) not in inits:
                 rec = g._records[r]
                 where = f" (created at {rec.loc})" if rec.loc else ""
+                local = any(v is var for v in g.get_collection("local_variables"))
+                init = "tf.local_variables_initializer()" if local else "tf.global_variables_initializer()"
                 raise FailedPreconditionError(
                     None,
                     rec.op,
                     f"Attempting to use uninitialized value {rec.name}{where}: run "
-                    "tf.global_variables_initializer() (or the variable's initializer) in this session first",
+                    f"{init} (or the variable's initializer) in this session first",
                 )
 
         ep = g._build(overrides, shapes)
