@@ -221,6 +221,28 @@ def _expected_counts(bundle: Path) -> dict:
     }
 
 
+def _bad_bundles(site: Path) -> dict[str, str]:
+    """Copies of the elementwise bundle broken one way each (under site/bad/): case -> page path."""
+    cases = {}
+    for case in ("bad_manifest", "shader", "device"):
+        dest = site / "bad" / case
+        shutil.copytree(site / "elementwise", dest)
+        m = json.loads((dest / "manifest.json").read_text())
+        if case == "bad_manifest":
+            m["version"] = 2
+        elif case == "shader":
+            (dest / m["shaders"][0]).write_text(
+                "@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }\n"
+            )
+        else:  # a binding past the end of its buffer
+            binding = m["dispatches"][0]["bindings"][0]
+            binding[3] = m["buffers"][binding[1]]["size"] + 256
+        (dest / "manifest.json").write_text(json.dumps(m))
+        cases[case] = f"bad/{case}"
+    cases["fetch"] = "bad/no_such_bundle"
+    return cases
+
+
 def _outs(r) -> list[np.ndarray]:
     return [t.numpy() for t in (r if isinstance(r, tuple) else (r,))]
 
@@ -419,6 +441,7 @@ def browser_report():
                 "shaders": shaders,
                 "bundles": [{k: v for k, v in j.items() if not k.startswith("_")} for j in jobs],
                 "page": page,
+                "bad_bundles": _bad_bundles(site),
             }
         )
     )
@@ -578,6 +601,15 @@ def test_browser_errors_are_the_documented_ones(browser_report):
         e["no_webgpu"].startswith("BundleError no-webgpu:") and "navigator.gpu is missing" in e["no_webgpu"]
     ), e
     assert e["gpu_restored"], "the page's navigator.gpu was not restored after the no-WebGPU case"
+    assert e["missing"].startswith("BundleError input-name: input '") and "is missing" in e["missing"], e
+    assert e["not_object"].startswith("BundleError input: run() takes an object"), e
+    bad = browser_report["bad_bundles"]
+    assert (
+        bad["bad_manifest"].startswith("BundleError bad-manifest:") and "version 2" in bad["bad_manifest"]
+    ), bad
+    assert bad["fetch"].startswith("BundleError fetch:") and "HTTP 404" in bad["fetch"], bad
+    assert bad["shader"].startswith("BundleError shader:") and "does not compile" in bad["shader"], bad
+    assert bad["device"].startswith("BundleError device:"), bad
     assert browser_report["bundles"]["digits_cnn"]["after_errors_equal"]
 
 
