@@ -378,6 +378,7 @@ def browser_report():
             job["fake_adapter"] = ["limit", "maxStorageBufferBindingSize", 64]
 
     # float16: inputs of float32 values the page passes as they are (model.js rounds them).
+    t3 = time.perf_counter()
     x16, w16 = _rand(4, 8, seed=20), _rand(8, 5, seed=21)
     want["float16"] = want["float16_fallback"] = [_f16(x16, w16)]
     for name, no_f16 in (("float16", False), ("float16_fallback", True)):
@@ -396,6 +397,8 @@ def browser_report():
         if name == "float16":
             job["fake_adapter"] = ["feature", "shader-f16", None]
         jobs.append(job)
+
+    t_f16 = time.perf_counter() - t3
 
     # The done-when: the CNN trained by examples/digits.py, exported with examples/web/export.py's
     # one call, classifies the held-out images in the page as on the CPU; and the page of
@@ -487,7 +490,8 @@ def browser_report():
     t_browser = time.perf_counter() - t1
     assert ok, f"the page reported nothing within 300 s; chromium said:\n{err.decode()[-3000:]}"
     print(
-        f"\nbrowser: {got.get('adapter')}, catalog {t_catalog:.1f} s, training and export of the digits "
+        f"\nbrowser: {got.get('adapter')}, catalog {t_catalog:.1f} s, float16 exports {t_f16:.1f} s, "
+        "training and export of the digits "
         f"{t_train:.1f} s, browser {t_browser:.1f} s ({len(shaders)} shaders compiled in "
         f"{got.get('shader_ms', 0) / 1000:.1f} s, {got.get('shaders_skipped_f16')} float16 shaders skipped"
         f"{'' if got.get('shader_f16') else ': no shader-f16'}; held-out images run in "
