@@ -50,9 +50,11 @@ def _digits():
     return digits
 
 
-def export(checkpoint: str | Path, bundle_dir: str | Path) -> Exported:
+def export(checkpoint: str | Path, bundle_dir: str | Path, check: bool = True) -> Exported:
     """Load a checkpoint of ``examples/digits.py`` and export ``softmax(model((pixels - mean) / std))``
-    for one 1x1x8x8 image as a WebGPU bundle in ``bundle_dir`` (needs a WebGPU adapter)."""
+    for one 1x1x8x8 image as a WebGPU bundle in ``bundle_dir`` (needs a WebGPU adapter).
+    ``check``: also run the compiled graph on every held-out image on ferrograd's GPU
+    (``gpu_pred``; empty without it)."""
     digits = _digits()
     ckpt = fg.load(checkpoint)
     model = digits.MODELS[ckpt["metadata"]["arch"]]()
@@ -75,6 +77,9 @@ def export(checkpoint: str | Path, bundle_dir: str | Path) -> Exported:
     manifest = compiled.graph(x).export_webgpu(bundle_dir)
     gpu_pred = np.array(
         [compiled(fg.tensor(images[i : i + 1], device="gpu")).numpy().argmax() for i in range(len(images))]
+        if check
+        else [],
+        dtype=np.int64,
     )
     model.to("cpu")
     return Exported(manifest, images, data.y_test.numpy(), cpu_probs, gpu_pred, predict)
