@@ -62,6 +62,8 @@ class Digits:
     y_train: fg.Tensor
     x_test: fg.Tensor
     y_test: fg.Tensor
+    mean: float = 0.0  # the train split's pixel mean and standard deviation: x = (pixels - mean) / std
+    std: float = 1.0
 
 
 def load_split(seed: int, test_size: float = 0.2) -> Digits:
@@ -77,6 +79,8 @@ def load_split(seed: int, test_size: float = 0.2) -> Digits:
         fg.from_numpy(y_tr),
         fg.from_numpy(np.ascontiguousarray(x_te[:, None])),
         fg.from_numpy(y_te),
+        float(mean),
+        float(std),
     )
 
 

@@ -8,10 +8,12 @@ NumPy alone: this file does not import ferrograd.
 From Python: ``WebGPUBundle(path).run(x, ...)`` returns the outputs as
 NumPy arrays.
 
-The manifest format is described in the module docs of ``src/graph/bundle.rs``
-and in ``docs/architecture.md``: buffers (with initial data from
-``data.bin``), one WGSL module per distinct kernel, and the dispatches in
-order, each with its bind group 0 and workgroup counts.
+The manifest format (version 1, the same that ``model.js`` reads in a web
+page) is documented in ``docs/webgpu-bundle.md``: buffers (with initial data
+from ``data.bin``), one WGSL module per distinct kernel, and the dispatches in
+order, each with its bind group 0 and workgroup counts. A bundle exported for
+several sizes (``variants``) is run at its first size here; each other size is
+a complete bundle in the folder its ``path`` names.
 """
 
 from __future__ import annotations

@@ -17,7 +17,19 @@ report):
   embedding gathers (an ``nn.Embedding`` and a tiny GPT, their token ids
   range-checked by ``model.js``) and a symbolic batch exported for several
   sizes;
-- the documented errors: wrong input shape, name, dtype, and no adapter.
+- float16: a bundle that stores float16 natively (refused with
+  ``missing-feature`` where the adapter lacks ``shader-f16``, as SwiftShader
+  does) and the documented fallback, the same graph exported with
+  ``FG_GPU_NO_F16=1``, which runs;
+- the done-when: the CNN trained by ``examples/digits.py`` (2 epochs here),
+  exported by ``examples/web/export.py``, gives every held-out image the CPU's
+  class; ``examples/web/index.html`` itself is drawn on with pointer events
+  and its bars must show the CPU's probabilities;
+- an instrumented device (the page wraps ``GPUDevice``'s create calls and
+  ``GPUQueue.writeBuffer``) shows that pipelines, buffers and bind groups are
+  made and weights uploaded once, at load, and runs only write inputs;
+- the documented errors: wrong input shape, name, dtype, no ``navigator.gpu``,
+  no adapter, an adapter lacking a feature or a limit.
 
 Chromium flags, measured: ``--enable-unsafe-webgpu`` is what exposes an
 adapter in headless mode (SwiftShader, also with ``--headless=new``);
@@ -159,6 +171,78 @@ def _sized_inputs(b: int) -> list[np.ndarray]:
     return [_rand(b, 8, seed=100 + b), _rand(b, 8, seed=200 + b)]
 
 
+# A float16 graph, exported twice: with shader-f16 (float16 stored natively, where the exporting
+# device has it) and in a process with FG_GPU_NO_F16=1 (float16 in f32 words: the documented
+# fallback for browsers without shader-f16).
+F16_SCRIPT = """
+import sys, numpy as np, ferrograd as fg, ferrograd.nn.functional as F
+f = lambda x, w: fg.softmax(x @ w, dim=-1) + F.gelu(x).sum(dim=1, keepdim=True)
+x, w = (fg.tensor(np.load(sys.argv[k]), device="gpu").half() for k in (2, 3))
+print(fg.compile(f).graph(x, w).export_webgpu(sys.argv[1])["features"])
+"""
+
+
+def _f16(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """F16_SCRIPT's function on the CPU, in float16."""
+    x, w = fg.tensor(x).half(), fg.tensor(w).half()
+    return (fg.softmax(x @ w, dim=-1) + F.gelu(x).sum(dim=1, keepdim=True)).float().numpy()
+
+
+def _export_f16(dest: Path, x: np.ndarray, w: np.ndarray, no_f16: bool) -> None:
+    np.save(dest.parent / "x16.npy", x)
+    np.save(dest.parent / "w16.npy", w)
+    env = {**os.environ, "FG_GPU_NO_F16": "1" if no_f16 else "0"}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            F16_SCRIPT,
+            str(dest),
+            str(dest.parent / "x16.npy"),
+            str(dest.parent / "w16.npy"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _expected_counts(bundle: Path) -> dict:
+    """The device calls loading the bundle in ``bundle`` must make, from its manifest."""
+    m = json.loads((bundle / "manifest.json").read_text())
+    return {
+        "shaders": len(m["shaders"]),
+        "buffers": len(m["buffers"]) + len(m["outputs"]),  # the outputs' staging buffers
+        "bind_groups": len(m["dispatches"]),
+        "uploads": sum(1 for b in m["buffers"] if b["data"] and b["data"][1]),
+        "inputs": len(m["inputs"]),
+    }
+
+
+def _bad_bundles(site: Path) -> dict[str, str]:
+    """Copies of the elementwise bundle broken one way each (under site/bad/): case -> page path."""
+    cases = {}
+    for case in ("bad_manifest", "shader", "device"):
+        dest = site / "bad" / case
+        shutil.copytree(site / "elementwise", dest)
+        m = json.loads((dest / "manifest.json").read_text())
+        if case == "bad_manifest":
+            m["version"] = 2
+        elif case == "shader":
+            (dest / m["shaders"][0]).write_text(
+                "@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }\n"
+            )
+        else:  # a binding past the end of its buffer
+            binding = m["dispatches"][0]["bindings"][0]
+            binding[3] = m["buffers"][binding[1]]["size"] + 256
+        (dest / "manifest.json").write_text(json.dumps(m))
+        cases[case] = f"bad/{case}"
+    cases["fetch"] = "bad/no_such_bundle"
+    return cases
+
+
 def _outs(r) -> list[np.ndarray]:
     return [t.numpy() for t in (r if isinstance(r, tuple) else (r,))]
 
@@ -235,7 +319,7 @@ def _optim_multi(site: Path, names: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def browser_report():
     if not fg.gpu.is_available():
-        pytest.skip(f"no WebGPU adapter to export bundles with: {fg.gpu.unavailable_reason()}")
+        _need("adapter", f"no WebGPU adapter to export bundles with: {fg.gpu.unavailable_reason()}")
     exe = _chromium()
     tmp = Path(tempfile.mkdtemp(prefix="fg-webgpu-browser-"))
     site = tmp / "site"
@@ -256,7 +340,7 @@ def browser_report():
         gf = fg.compile(f, dynamic=sized)
         gx = [fg.tensor(x, device="gpu") for x in xs]
         if sized:
-            man = gf.graph(*gx).export_webgpu(site / name, sizes=SIZED)
+            man = man_sized = gf.graph(*gx).export_webgpu(site / name, sizes=SIZED)
         else:
             man = gf.graph(*gx).export_webgpu(site / name)
         for m in _:
@@ -284,7 +368,89 @@ def browser_report():
         if name == "tiny_gpt":
             job["bad_index"] = {man["inputs"][0]["name"]: 13}  # the vocabulary has 13 tokens
         jobs.append(job)
-    (site / "jobs.json").write_text(json.dumps({"shaders": shaders, "bundles": jobs}))
+    for job in jobs:
+        job["_expect"] = _expected_counts(site / job["name"])
+        if job["name"] == "symbolic_batch":
+            job["_expect_variants"] = [
+                _expected_counts(site / job["name"] / v["path"]) for v in man_sized["variants"][1:]
+            ]
+        if job["name"] == "digits_cnn":  # an adapter whose storage buffers are too small for it
+            job["fake_adapter"] = ["limit", "maxStorageBufferBindingSize", 64]
+
+    # float16: inputs of float32 values the page passes as they are (model.js rounds them).
+    t3 = time.perf_counter()
+    x16, w16 = _rand(4, 8, seed=20), _rand(8, 5, seed=21)
+    want["float16"] = want["float16_fallback"] = [_f16(x16, w16)]
+    for name, no_f16 in (("float16", False), ("float16_fallback", True)):
+        _export_f16(site / name, x16.astype(np.float16), w16.astype(np.float16), no_f16)
+        m = json.loads((site / name / "manifest.json").read_text())
+        inputs = {}
+        for spec, x in zip(m["inputs"], (x16, w16), strict=True):
+            (site / name / f"in_{spec['name']}.bin").write_bytes(x.tobytes())
+            inputs[spec["name"]] = {"file": f"{name}/in_{spec['name']}.bin", "dtype": "float32"}
+        job = {
+            "name": name,
+            "inputs": inputs,
+            "_expect": _expected_counts(site / name),
+            "features": m["features"],
+        }
+        if name == "float16":
+            job["fake_adapter"] = ["feature", "shader-f16", None]
+        jobs.append(job)
+
+    t_f16 = time.perf_counter() - t3
+
+    # The done-when: the CNN trained by examples/digits.py, exported with examples/web/export.py's
+    # one call, classifies the held-out images in the page as on the CPU; and the page of
+    # examples/web/ itself, drawn on.
+    t2 = time.perf_counter()
+    digits = sys.modules["digits_demo"]
+    status = digits.main(["--models", "cnn", "--epochs", "2", "--quiet", "--out-dir", str(tmp / "train")])
+    assert status == 0, "examples/digits.py failed"
+    spec = importlib.util.spec_from_file_location(
+        "digits_web_export", ROOT / "examples" / "web" / "export.py"
+    )
+    web_export = importlib.util.module_from_spec(spec)
+    sys.modules["digits_web_export"] = web_export
+    spec.loader.exec_module(web_export)
+    (site / "web").mkdir()
+    shutil.copy(ROOT / "examples" / "web" / "index.html", site / "web" / "index.html")
+    # (export.py's own check of the held-out images on ferrograd's GPU is left out: the page's is the one here)
+    exported = web_export.export(
+        tmp / "train" / "digits_cnn.safetensors", site / "web" / "bundle", check=False
+    )
+    (site / "web" / "heldout.bin").write_bytes(np.ascontiguousarray(exported.images).tobytes())
+    (site / "web" / "in_first.bin").write_bytes(np.ascontiguousarray(exported.images[0]).tobytes())
+    t_train = time.perf_counter() - t2
+    input0 = exported.manifest["inputs"][0]["name"]
+    jobs.append(
+        {
+            "name": "trained_digits",
+            "path": "web/bundle",
+            "inputs": {input0: {"file": "web/in_first.bin", "dtype": "float32"}},
+            "heldout": {"file": "web/heldout.bin", "n": len(exported.images)},
+            "_expect": _expected_counts(site / "web" / "bundle"),
+        }
+    )
+    want["trained_digits"] = [exported.cpu_probs[:1]]
+    # A "7" drawn with the left button, one stray cell drawn and erased with the right button.
+    seven = [10, 11, 12, 13, 21, 28, 36, 43, 51]
+    page = {"url": "web/index.html", "strokes": [[seven, 0], [[40], 0], [[40], 2]]}
+    drawn = np.zeros((1, 1, 8, 8), np.float32)
+    drawn.reshape(-1)[seven] = 16.0
+    with fg.no_grad():
+        want["page"] = exported.predict(fg.tensor(drawn)).numpy()[0]
+    want["heldout"] = exported
+    (site / "jobs.json").write_text(
+        json.dumps(
+            {
+                "shaders": shaders,
+                "bundles": [{k: v for k, v in j.items() if not k.startswith("_")} for j in jobs],
+                "page": page,
+                "bad_bundles": _bad_bundles(site),
+            }
+        )
+    )
 
     got: dict = {}
     done = threading.Event()
@@ -327,11 +493,18 @@ def browser_report():
     t_browser = time.perf_counter() - t1
     assert ok, f"the page reported nothing within 300 s; chromium said:\n{err.decode()[-3000:]}"
     print(
-        f"\nbrowser: {got.get('adapter')}, catalog {t_catalog:.1f} s, browser {t_browser:.1f} s "
-        f"({len(shaders)} shaders compiled in {got.get('shader_ms', 0) / 1000:.1f} s, "
-        f"{got.get('shaders_skipped_f16')} float16 shaders skipped: no shader-f16)"
+        f"\nbrowser: {got.get('adapter')}, catalog {t_catalog:.1f} s, float16 exports {t_f16:.1f} s, "
+        "training and export of the digits "
+        f"{t_train:.1f} s, browser {t_browser:.1f} s ({len(shaders)} shaders compiled in "
+        f"{got.get('shader_ms', 0) / 1000:.1f} s, {got.get('shaders_skipped_f16')} float16 shaders skipped"
+        f"{'' if got.get('shader_f16') else ': no shader-f16'}; held-out images run in "
+        f"{got.get('bundles', {}).get('trained_digits', {}).get('heldout_ms', 0) / 1000:.1f} s)"
+    )
+    print(
+        "ms per run: " + ", ".join(f"{k} {v.get('run_ms', 0):.1f}" for k, v in got.get("bundles", {}).items())
     )
     got["_want"] = want
+    got["_jobs"] = {j["name"]: j for j in jobs}
     got["_optim_multi"] = _optim_multi(site, shaders)
     shutil.rmtree(tmp, ignore_errors=True)
     return got
@@ -372,6 +545,8 @@ def test_browser_compiles_the_multi_tensor_optimizer_shaders(browser_report):
         "embedding",
         "tiny_gpt",
         "symbolic_batch",
+        "float16_fallback",
+        "trained_digits",
     ],
 )
 def test_bundle_runs_in_browser_like_cpu(browser_report, name):
@@ -380,11 +555,13 @@ def test_bundle_runs_in_browser_like_cpu(browser_report, name):
     assert "error" not in r, r["error"]
     want = browser_report["_want"][name]
     assert len(r["outputs"]) == len(want)
+    # float16 results to float16's precision (the device and the CPU round alike, within an ulp)
+    tol = {"rtol": 2e-3, "atol": 2e-3} if name.startswith("float16") else TOL
     for k, w in enumerate(want):
         spec = r["outputs_desc"][k]
         assert spec["shape"] == list(w.shape)
         got = np.array(r["outputs"][spec["name"]], dtype=np.float32).reshape(w.shape)
-        np.testing.assert_allclose(got, w, **TOL, err_msg=f"{name}: {spec['name']}")
+        np.testing.assert_allclose(got, w, **tol, err_msg=f"{name}: {spec['name']}")
     assert r["repeat_equal"], "a second run gave other bits"
 
 
@@ -431,4 +608,130 @@ def test_browser_errors_are_the_documented_ones(browser_report):
         e["no_webgpu"].startswith("BundleError no-webgpu:") and "navigator.gpu is missing" in e["no_webgpu"]
     ), e
     assert e["gpu_restored"], "the page's navigator.gpu was not restored after the no-WebGPU case"
+    assert e["missing"].startswith("BundleError input-name: input '") and "is missing" in e["missing"], e
+    assert e["not_object"].startswith("BundleError input: run() takes an object"), e
+    bad = browser_report["bad_bundles"]
+    assert (
+        bad["bad_manifest"].startswith("BundleError bad-manifest:") and "version 2" in bad["bad_manifest"]
+    ), bad
+    assert bad["fetch"].startswith("BundleError fetch:") and "HTTP 404" in bad["fetch"], bad
+    assert bad["shader"].startswith("BundleError shader:") and "does not compile" in bad["shader"], bad
+    assert bad["device"].startswith("BundleError device:"), bad
     assert browser_report["bundles"]["digits_cnn"]["after_errors_equal"]
+
+
+def test_bundles_make_device_objects_once(browser_report):
+    """An instrumented device counts the page's calls: loading a bundle makes one shader module and
+    one pipeline per shader, its buffers and bind groups and uploads its weights, once; each run
+    after that only writes its inputs (three runs: no buffer, pipeline or bind group made)."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    checked = 0
+    for name, job in browser_report["_jobs"].items():
+        r = browser_report["bundles"][name]
+        if "error" in r:
+            continue  # reported by the test of that bundle
+        e, load, runs = job["_expect"], r["counts"]["load"], r["counts"]["runs"]
+        assert load.get("createShaderModule", 0) == e["shaders"], (name, load, e)
+        pipelines = load.get("createComputePipelineAsync", 0) + load.get("createComputePipeline", 0)
+        assert pipelines == e["shaders"], (name, load, e)
+        assert load.get("createBuffer", 0) == e["buffers"], (name, load, e)
+        assert load.get("createBindGroup", 0) == e["bind_groups"], (name, load, e)
+        assert load.get("writeBuffer", 0) == e["uploads"], (name, load, e)
+        made = {k: v for k, v in runs.items() if k != "writeBuffer" and v}
+        assert not made, f"{name}: runs made device objects: {made}"
+        assert runs.get("writeBuffer", 0) == 3 * e["inputs"], (
+            f"{name}: {runs} for 3 runs of {e['inputs']} inputs"
+        )
+        checked += 1
+    assert checked >= 12, f"only {checked} bundles counted"
+    # Several batch sizes: each other size is built once, on its first run; going back to a size
+    # builds nothing (runs at 1, 5, 3, 1 after three at 3).
+    job, r = browser_report["_jobs"]["symbolic_batch"], browser_report["bundles"]["symbolic_batch"]
+    sized, variants = r["counts"]["sized"], job["_expect_variants"]
+    assert sized.get("createBuffer", 0) == sum(v["buffers"] for v in variants), (sized, variants)
+    pipelines = sized.get("createComputePipelineAsync", 0) + sized.get("createComputePipeline", 0)
+    assert pipelines == sum(v["shaders"] for v in variants), (sized, variants)
+    runs = 3 + len(SIZED_RUNS)
+    assert sized.get("writeBuffer", 0) == sum(v["uploads"] for v in variants) + runs * 2, (sized, variants)
+
+
+def test_missing_feature_and_limit_are_the_documented_errors(browser_report):
+    """An adapter without shader-f16 refuses a float16 bundle that stores float16 natively, naming the
+    fallback; an adapter whose limit is below the bundle's need refuses it, naming the limit."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    jobs = browser_report["_jobs"]
+    assert jobs["float16_fallback"]["features"] == [], "FG_GPU_NO_F16=1 still exported shader-f16"
+    if "shader_f16" in fg.gpu.info()["features"]:
+        assert jobs["float16"]["features"] == ["shader-f16"], (
+            "the float16 bundle was exported without shader-f16"
+        )
+        e = browser_report["bundles"]["float16"]["fake_adapter_error"]
+        assert e.startswith("BundleError missing-feature:") and "shader-f16" in e, e
+        assert "the fallback: export the graph again in a process started with FG_GPU_NO_F16=1" in e, e
+    else:  # this device stores float16 in f32 words: no bundle here needs the feature
+        assert jobs["float16"]["features"] == [], jobs["float16"]
+        print("\nmissing-feature not checked: this WebGPU adapter has no shader-f16 to export with")
+    e = browser_report["bundles"]["digits_cnn"]["fake_adapter_error"]
+    assert e.startswith("BundleError missing-limit:") and "maxStorageBufferBindingSize" in e, e
+    assert "this adapter allows 64" in e, e
+
+
+def test_float16_bundle_in_the_browser(browser_report):
+    """The float16 bundle stored natively runs where the browser's adapter has shader-f16 and is
+    refused with missing-feature where it has not; the fallback bundle (float16 in f32 words, exported
+    with FG_GPU_NO_F16=1) runs on every adapter (compared in test_bundle_runs_in_browser_like_cpu)."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    r = browser_report["bundles"]["float16"]
+    if browser_report["shader_f16"] or not browser_report["_jobs"]["float16"]["features"]:
+        assert "error" not in r, r["error"]
+        w = browser_report["_want"]["float16"][0]
+        got = np.array(r["outputs"][r["outputs_desc"][0]["name"]], dtype=np.float32).reshape(w.shape)
+        np.testing.assert_allclose(got, w, rtol=2e-3, atol=2e-3)
+        print("\nthe browser's adapter has shader-f16: the native float16 bundle ran")
+    else:
+        assert r.get("error", "").startswith("BundleError missing-feature:"), r
+        print("\nthe browser's adapter lacks shader-f16: the native float16 bundle was refused as documented")
+    # The fallback computes in f32 words rounded to float16 after every write, as the CPU rounds:
+    # its results are the CPU's float16 values (one float16 ulp apart at most, where the browser's
+    # exp or tanh differ in their last float32 bit), which needs model.js to round the float32
+    # inputs to float16 first.
+    r = browser_report["bundles"]["float16_fallback"]
+    assert "error" not in r, r["error"]
+    w = browser_report["_want"]["float16_fallback"][0]
+    got = np.array(r["outputs"][r["outputs_desc"][0]["name"]], dtype=np.float32).reshape(w.shape)
+    ulp = np.spacing(np.abs(w).astype(np.float16)).astype(np.float32)
+    assert np.all(np.abs(got - w) <= ulp), np.abs(got - w) / ulp
+    exact = float((got == w).mean())
+    print(f"float16 fallback: {exact:.0%} of the outputs equal to the CPU's bits")
+    assert exact >= 0.9, f"only {exact:.0%} of the float16 outputs equal the CPU's"
+
+
+def test_trained_digits_classify_the_held_out_images_as_on_the_cpu(browser_report):
+    """The done-when: a CNN trained by examples/digits.py, exported by examples/web/export.py, gives
+    the held-out images (one run each, as the page makes them) the CPU's classes and probabilities."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    r = browser_report["bundles"]["trained_digits"]
+    assert "error" not in r, r["error"]
+    ex = browser_report["_want"]["heldout"]
+    got = np.array(r["heldout_probs"], dtype=np.float32).reshape(ex.cpu_probs.shape)
+    np.testing.assert_allclose(got, ex.cpu_probs, **TOL)
+    cpu = ex.cpu_probs.argmax(1)
+    assert np.array_equal(got.argmax(1), cpu), f"{int((got.argmax(1) != cpu).sum())} held-out images differ"
+    acc = float((cpu == ex.labels).mean())
+    assert acc > 0.8, f"the trained CNN classifies only {acc:.1%} of the held-out images"
+    print(f"\n{len(cpu)} held-out images classified in the browser as on the CPU (accuracy {acc:.1%})")
+
+
+def test_digits_page_shows_the_drawn_digit_probabilities(browser_report):
+    """examples/web/index.html: pointer strokes on its 8x8 pad (one cell drawn, then erased) make
+    the bars show the CPU's probabilities of the drawn image."""
+    assert "fatal" not in browser_report, browser_report["fatal"]
+    p = browser_report["page"]
+    assert p["status"] == "Model loaded.", p["status"]
+    assert p["dark"] == [10, 11, 12, 13, 21, 28, 36, 43, 51], p["dark"]
+    want = browser_report["_want"]["page"] * 100
+    assert [b[0] for b in p["bars"]] == [str(k) for k in range(10)], p["bars"]
+    shown = np.array([float(b[1].rstrip("%")) for b in p["bars"]])
+    np.testing.assert_allclose(shown, want, atol=0.051)
+    widths = np.array([float(b[2].rstrip("px")) for b in p["bars"]])
+    np.testing.assert_allclose(widths, np.round(want * 3), atol=1)

@@ -61,6 +61,16 @@ function f16ToF32(h) {
   return s * (1 + m / 1024) * 2 ** (e - 15);
 }
 
+// float32 -> the nearest bfloat16 (ties to even), as a float32: a bfloat16 input stored in f32 words
+// holds bfloat16 values, as a float16 input stored in f32 words holds float16 values.
+function roundBf16(v) {
+  const f = new Float32Array([v]);
+  const u = new Uint32Array(f.buffer);
+  if (Number.isNaN(f[0])) return NaN;
+  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
+  return f[0];
+}
+
 async function fetchOk(url, kind) {
   let r;
   try {
@@ -101,7 +111,9 @@ export async function load(baseUrl, options = {}) {
     throw new BundleError(
       "missing-feature",
       `the bundle needs the WebGPU features ${missing.join(", ")}, which this adapter lacks` +
-        (missing.includes("shader-f16") ? "; export it from a device without shader-f16 (float16 is then stored as f32) to run it here" : ""),
+        (missing.includes("shader-f16")
+          ? "; the fallback: export the graph again in a process started with FG_GPU_NO_F16=1 (float16 is then stored in f32 words and needs no feature)"
+          : ""),
     );
   }
   const requiredLimits = {};
@@ -268,6 +280,8 @@ export class Model {
       }
       let out;
       if (p.storage === "f16") out = Uint16Array.from(v, f32ToF16);
+      else if (p.storage === "f32" && p.dtype === "float16") out = Float32Array.from(v, (x) => f16ToF32(f32ToF16(x)));
+      else if (p.storage === "f32" && p.dtype === "bfloat16") out = Float32Array.from(v, roundBf16);
       else if (p.storage === "f32") out = v instanceof Float32Array ? v : Float32Array.from(v);
       else if (p.storage === "i32") {
         if (v instanceof BigInt64Array) {
