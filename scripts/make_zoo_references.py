@@ -9,9 +9,10 @@ version it was made with under ``torch_version``. Run with a Python that has
 For every model in ``tests/zoo_models.py`` it draws the initial weights with
 NumPy from a fixed seed, makes fixed NumPy inputs, trains ``STEPS`` steps in
 float64 and saves ``<name>.npz`` holding ``init/<key>`` (state_dict),
-``data/<name>`` (inputs), ``losses`` (one per step), ``grad/<param>`` (first
+``data/<name>`` (inputs), ``losses`` (per step), ``grad/<param>`` (first
 step's gradients, before clipping), ``final/<key>`` (state_dict after
-training) and ``torch_version``. ``tests/test_model_zoo.py`` replays the same
+training), ``extra/<name>`` (results computed from the trained model, such
+as generated tokens) and ``torch_version``. ``tests/test_model_zoo.py`` replays the same
 source with ferrograd and compares.
 """
 
@@ -39,6 +40,12 @@ def make(index: int, name: str) -> Path:
     state = {k: to_numpy(v) for k, v in model.state_dict().items()}
     params = {k for k, _ in model.named_parameters()}
     init = init_weights(state, params, seed=1000 + index)
+    # A state_dict key that names a tied parameter (``decoder.weight`` tied
+    # to ``encoder.weight``) gets the value drawn for the parameter itself.
+    names = {id(p): k for k, p in model.named_parameters()}
+    for key, value in model.state_dict(keep_vars=True).items():
+        if key not in params and id(value) in names:
+            init[key] = init[names[id(value)]]
     model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
     data = spec.make_data(np.random.default_rng(2000 + index))
     result = train(torch, spec, model, data)
@@ -47,6 +54,7 @@ def make(index: int, name: str) -> Path:
     arrays |= {f"data/{k}": v for k, v in data.items()}
     arrays |= {f"grad/{k}": v for k, v in result["grads"].items()}
     arrays |= {f"final/{k}": v for k, v in result["final"].items()}
+    arrays |= {f"extra/{k}": v for k, v in result["extra"].items()}
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)

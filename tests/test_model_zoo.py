@@ -5,7 +5,13 @@ Each model in ``zoo_models.py`` is built from the same source PyTorch ran when
 2.15 on CPU). Here the model is built with ferrograd, loaded with the stored
 initial weights through ``load_state_dict``, trained ``STEPS`` steps in
 float64 on the stored inputs, and its per-step losses, first-step gradients
-and final ``state_dict`` are compared with PyTorch's at ``rtol=1e-7``.
+and final ``state_dict`` are compared with PyTorch's at ``rtol=1e-7``, as are
+the results computed from the trained model (the GPT's greedy tokens, exactly,
+and its top-k filtered next-token distributions).
+
+``test_compiled_eval_matches_eager`` replays each model's forward in
+``eval()`` under ``no_grad`` through ``fg.compile`` and checks that it is one
+captured graph (no graph break, no retrace) giving eager's outputs.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ XFAIL: dict[str, str] = {}
 def load_reference(name: str) -> dict[str, dict[str, np.ndarray] | np.ndarray]:
     """Split ``<name>.npz`` into its init/data/grad/final groups and losses."""
     with np.load(FIXTURES / f"{name}.npz") as z:
-        groups: dict = {"init": {}, "data": {}, "grad": {}, "final": {}}
+        groups: dict = {"init": {}, "data": {}, "grad": {}, "final": {}, "extra": {}}
         for key in z.files:
             group, _, rest = key.partition("/")
             if rest:
@@ -72,6 +78,74 @@ def test_model_matches_pytorch(name: str) -> None:
     assert sorted(got["final"]) == sorted(ref["final"])
     for key, expected in ref["final"].items():
         assert_close(got["final"][key], expected, f"final {key}")
+    assert sorted(got["extra"]) == sorted(ref["extra"])
+    for key, expected in ref["extra"].items():
+        if expected.dtype.kind == "i":
+            np.testing.assert_array_equal(got["extra"][key], expected, err_msg=key)
+        else:
+            assert_close(got["extra"][key], expected, key)
+
+
+def test_gpt_sampling_stays_in_top_k() -> None:
+    """``generate(top_k=3)`` samples (through ``multinomial``) only tokens of the top 3.
+
+    The two frameworks' random streams differ, so the sampled tokens are
+    checked against the filtered distribution PyTorch's code computes for the
+    same prefix, recomputed here from the trained model.
+    """
+    from zoo_models import GPT_BLOCK, topk_probs
+
+    ref = load_reference("nanogpt")
+    spec = ZOO["nanogpt"]
+    model = spec.build(torch).double()
+    model.load_state_dict({k: torch.tensor(v) for k, v in ref["final"].items()})
+    model.eval()
+    prompt = torch.tensor(ref["data"]["prompt"])
+    torch.manual_seed(0)
+    out = model.generate(prompt, GPT_BLOCK + 2, temperature=0.8, top_k=3)
+    assert out.shape == (2, prompt.shape[1] + GPT_BLOCK + 2)
+    np.testing.assert_array_equal(out[:, : prompt.shape[1]].numpy(), ref["data"]["prompt"])
+    tokens = out.numpy()
+    for n in range(prompt.shape[1], tokens.shape[1]):
+        probs = topk_probs(torch, model, out[:, :n], 0.8, 3).numpy()
+        assert (np.count_nonzero(probs, axis=1) == 3).all()
+        chosen = probs[np.arange(2), tokens[:, n]]
+        assert (chosen > 0).all(), f"step {n}: sampled {tokens[:, n]} outside the top 3 of {probs}"
+
+
+def _outputs(out: object) -> list[np.ndarray]:
+    """Flatten a forward's result (tensors, tuples, named tuples, ``None``) to arrays."""
+    if out is None:
+        return []
+    if isinstance(out, (tuple, list)):
+        return [a for o in out for a in _outputs(o)]
+    return [np.array(out.numpy())]
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_compiled_eval_matches_eager(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fg.compile(model)`` in ``eval()`` under ``no_grad`` is one graph giving eager's forward."""
+    ref = load_reference(name)
+    spec = ZOO[name]
+    assert spec.infer is not None, f"{name}: no forward to replay"
+    model = spec.build(torch).double()
+    model.load_state_dict({k: torch.tensor(v) for k, v in ref["final"].items()})
+    model.eval()
+    data = {k: torch.tensor(v) for k, v in ref["data"].items()}
+    for module, args in spec.infer(torch, model, data):
+        compiled = torch.compile(module, fallback="eager", explain=True)
+        with torch.no_grad():
+            eager = _outputs(module(*args))
+            first = _outputs(compiled(*args))
+            again = _outputs(compiled(*args))
+        printed = capsys.readouterr().out
+        assert compiled.stats.graph_breaks == 0, f"{name}: graph break: {printed}"
+        assert compiled.stats.traces == 1, f"{name}: {compiled.stats.traces} traces: {printed}"
+        assert len(first) == len(eager) > 0
+        for got in (first, again):
+            for i, (a, e) in enumerate(zip(got, eager, strict=True)):
+                assert a.dtype == e.dtype and a.shape == e.shape, f"{name} output {i}"
+                np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-13, err_msg=f"{name} output {i}")
 
 
 def test_references_record_pytorch_version() -> None:
