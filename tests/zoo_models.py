@@ -1138,3 +1138,131 @@ ZOO: dict[str, ZooModel] = {
         build_gpt, gpt_data, gpt_loss, gpt_optimizer, clip=1.0, after=gpt_after, infer=gpt_infer
     ),
 }
+
+
+# --- whole scripts -------------------------------------------------------------
+#
+# The zoo above trains models through one shared loop. ``mnist_script`` is the
+# rest of the examples' mnist/main.py around the model, line for line: device
+# selection, DataLoaders, the ``train``/``test`` functions with their logging,
+# the StepLR epochs and the final ``torch.save``. Only the data source (a
+# ``TensorDataset`` instead of torchvision's MNIST), the argument parser (a
+# namespace) and the float64 cast differ.
+
+
+def mnist_script(torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], save_path: str) -> str:
+    """Run the examples' mnist ``main`` for two epochs; return what it printed."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    F = torch.nn.functional
+    optim = torch.optim
+    StepLR = torch.optim.lr_scheduler.StepLR
+    Net = lambda: build_mnist(torch)  # noqa: E731 - the examples' class, defined above
+
+    def train(args, model, device, train_loader, optimizer, epoch):
+        model.train()
+        for batch_idx, (data, target) in enumerate(train_loader):
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            output = model(data)
+            loss = F.nll_loss(output, target)
+            loss.backward()
+            optimizer.step()
+            if batch_idx % args.log_interval == 0:
+                print(
+                    "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032 - as the examples write it
+                        epoch,
+                        batch_idx * len(data),
+                        len(train_loader.dataset),
+                        100.0 * batch_idx / len(train_loader),
+                        loss.item(),
+                    )
+                )
+                if args.dry_run:
+                    break
+
+    def test(model, device, test_loader):
+        model.eval()
+        test_loss = 0
+        correct = 0
+        with torch.no_grad():
+            for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
+                output = model(data)
+                test_loss += F.nll_loss(output, target, reduction="sum").item()  # sum up batch loss
+                pred = output.argmax(dim=1, keepdim=True)  # get the index of the max log-probability
+                correct += pred.eq(target.view_as(pred)).sum().item()
+
+        test_loss /= len(test_loader.dataset)
+
+        print(
+            "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(  # noqa: UP032
+                test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+            )
+        )
+
+    def main():
+        args = SimpleNamespace(
+            batch_size=4,
+            test_batch_size=5,
+            epochs=2,
+            lr=1.0,
+            gamma=0.7,
+            no_accel=False,
+            dry_run=False,
+            seed=1,
+            log_interval=2,
+            save_model=True,
+        )
+        use_accel = not args.no_accel and torch.accelerator.is_available()
+
+        torch.manual_seed(args.seed)
+
+        if use_accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        train_kwargs = {"batch_size": args.batch_size}
+        test_kwargs = {"batch_size": args.test_batch_size}
+        if use_accel:
+            accel_kwargs = {"num_workers": 1, "persistent_workers": True, "pin_memory": True, "shuffle": True}
+            train_kwargs.update(accel_kwargs)
+            test_kwargs.update(accel_kwargs)
+
+        dataset1 = torch.utils.data.TensorDataset(
+            torch.tensor(data["train_x"]), torch.tensor(data["train_y"])
+        )
+        dataset2 = torch.utils.data.TensorDataset(torch.tensor(data["test_x"]), torch.tensor(data["test_y"]))
+        train_loader = torch.utils.data.DataLoader(dataset1, **train_kwargs)
+        test_loader = torch.utils.data.DataLoader(dataset2, **test_kwargs)
+
+        model = Net().double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+
+        scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
+        for epoch in range(1, args.epochs + 1):
+            train(args, model, device, train_loader, optimizer, epoch)
+            test(model, device, test_loader)
+            scheduler.step()
+
+        if args.save_model:
+            torch.save(model.state_dict(), save_path)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue()
+
+
+def mnist_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training and seven test 'digits' (1x10x10, normalised) with labels."""
+    return {
+        "train_x": (rng.uniform(0, 1, (10, 1, 10, 10)) - 0.1307) / 0.3081,
+        "train_y": rng.integers(0, 10, 10).astype(np.int64),
+        "test_x": (rng.uniform(0, 1, (7, 1, 10, 10)) - 0.1307) / 0.3081,
+        "test_y": rng.integers(0, 10, 7).astype(np.int64),
+    }
