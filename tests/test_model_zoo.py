@@ -21,6 +21,7 @@ from pathlib import Path
 import ferrograd as torch
 import numpy as np
 import pytest
+import zoo_models
 from zoo_models import STEPS, ZOO, train
 
 FIXTURES = Path(__file__).parent / "fixtures" / "zoo"
@@ -181,3 +182,104 @@ def test_mnist_example_script_prints_what_pytorch_printed(tmp_path) -> None:
     assert sorted(final) == sorted(ref["final"])
     for key, expected in ref["final"].items():
         assert_close(final[key].numpy(), expected, f"saved {key}")
+
+
+# Models whose forward creates CPU float64 tensors, as their examples do
+# (``torch.zeros(n, 51, dtype=torch.double)``; a causal mask built without a
+# device): they run on the CPU only, in PyTorch too.
+CPU_ONLY = {
+    "lstm_lbfgs": "its forward makes its LSTM states with torch.zeros(..., dtype=torch.double) on the CPU",
+    "transformer_lm": "its forward builds the causal mask in float64 on the CPU",
+}
+
+
+def _float32(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v.astype(np.float32) if v.dtype == np.float64 else v for k, v in arrays.items()}
+
+
+def _train_float32(name: str, ref: dict, device: str) -> dict:
+    spec = ZOO[name]
+    torch.manual_seed(0)
+    model = spec.build(torch).float()
+    model.load_state_dict({k: torch.tensor(v) for k, v in _float32(ref["init"]).items()})
+    model.to(device)
+    return train(torch, spec, model, _float32(ref["data"]), device=device)
+
+
+@pytest.mark.parametrize("name", [n for n in ZOO if n not in CPU_ONLY])
+def test_gpu_training_matches_cpu(name: str) -> None:
+    """The same float32 training on the WebGPU device and on the CPU: losses, first grads,
+    generation and final weights agree to float32 rounding.
+
+    Final weights are compared where the float64 reference gradient is not zero:
+    a parameter with no gradient in exact arithmetic (a conv bias before instance
+    norm, attention key biases) gets rounding noise that Adam scales up to its
+    learning rate, differently on each device.
+    """
+    if not torch.gpu.is_available():
+        pytest.skip(f"no WebGPU adapter: {torch.gpu.unavailable_reason()}")
+    ref = load_reference(name)
+    cpu = _train_float32(name, ref, "cpu")
+    gpu = _train_float32(name, ref, "gpu")
+    np.testing.assert_allclose(
+        np.asarray(gpu["losses"]), np.asarray(cpu["losses"]), rtol=2e-5, err_msg="losses"
+    )
+    scale = max(float(np.max(np.abs(g))) for g in cpu["grads"].values())
+    assert sorted(gpu["grads"]) == sorted(cpu["grads"])
+    for key, expected in cpu["grads"].items():
+        np.testing.assert_allclose(
+            gpu["grads"][key], expected, rtol=1e-4, atol=1e-5 * scale, err_msg=f"grad {key}"
+        )
+    for key, expected in cpu["extra"].items():
+        if expected.dtype.kind == "i":
+            np.testing.assert_array_equal(gpu["extra"][key], expected, err_msg=key)
+        else:
+            np.testing.assert_allclose(gpu["extra"][key], expected, atol=1e-5, err_msg=key)
+    for key, expected in cpu["final"].items():
+        grad = ref["grad"].get(key)
+        live = np.ones(expected.shape, bool) if grad is None else np.abs(grad) > 1e-9 * scale
+        np.testing.assert_allclose(
+            gpu["final"][key][live], expected[live], rtol=1e-4, atol=1e-4, err_msg=f"final {key}"
+        )
+
+
+# The examples' own dropout probabilities (the zoo trains with 0.0, since the
+# two frameworks draw different masks): name -> builder.
+WITH_DROPOUT = {
+    "mnist": lambda: zoo_models.build_mnist(torch, dropout=(0.25, 0.5)),
+    "word_lm_lstm": lambda: zoo_models.build_rnn_lm(torch, "LSTM", dropout=0.5),
+    "word_lm_gru": lambda: zoo_models.build_rnn_lm(torch, "GRU", dropout=0.5),
+    "nanogpt": lambda: zoo_models.build_gpt(torch, dropout=0.2),
+}
+
+
+@pytest.mark.parametrize("name", list(WITH_DROPOUT))
+def test_example_dropout_is_identity_in_eval_and_random_in_train(name: str) -> None:
+    """Built with the examples' dropout, the model's eval forward (eager and compiled) is the
+    dropout-free one; its train forward drops (differs, reproducibly under ``manual_seed``)."""
+    ref = load_reference(name)
+    spec = ZOO[name]
+    weights = {k: torch.tensor(v) for k, v in ref["final"].items()}
+    data = {k: torch.tensor(v) for k, v in ref["data"].items()}
+    plain = spec.build(torch).double()
+    plain.load_state_dict(weights)
+    model = WITH_DROPOUT[name]().double()
+    model.load_state_dict(weights)
+    plain.eval()
+    model.eval()
+    (module, args), *_ = spec.infer(torch, model, data)
+    (plain_module, plain_args), *_ = spec.infer(torch, plain, data)
+    with torch.no_grad():
+        expected = _outputs(plain_module(*plain_args))
+        compiled = torch.compile(module)
+        for got in (_outputs(module(*args)), _outputs(compiled(*args))):
+            for a, e in zip(got, expected, strict=True):
+                np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-13)
+    model.train()
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(5)
+        out = _outputs(module(*args))[0]
+        runs.append(out)
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.allclose(runs[0], expected[0]), "train-mode dropout changed nothing"

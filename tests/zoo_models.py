@@ -87,9 +87,14 @@ def to_numpy(t: Any) -> np.ndarray:
     return np.array(t.detach().cpu().numpy())
 
 
-def train(torch: Any, spec: ZooModel, model: Any, data: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Train ``model`` for ``STEPS`` steps; return losses, first grads, final weights."""
-    tensors = {k: torch.tensor(v) for k, v in data.items()}
+def train(
+    torch: Any, spec: ZooModel, model: Any, data: dict[str, np.ndarray], device: Any = None
+) -> dict[str, Any]:
+    """Train ``model`` for ``STEPS`` steps; return losses, first grads, final weights.
+
+    ``device``: where the inputs go (the caller moves the model); ``None`` keeps them on the CPU.
+    """
+    tensors = {k: torch.tensor(v) if device is None else torch.tensor(v).to(device) for k, v in data.items()}
     opt = spec.optimizer(torch, model)
     sched = spec.scheduler(torch, opt) if spec.scheduler is not None else None
     losses: list[Any] = []
