@@ -283,3 +283,63 @@ def test_example_dropout_is_identity_in_eval_and_random_in_train(name: str) -> N
         runs.append(out)
     np.testing.assert_array_equal(runs[0], runs[1])
     assert not np.allclose(runs[0], expected[0]), "train-mode dropout changed nothing"
+
+
+def _nanogpt_data(tmp_path) -> str:
+    """train.bin / val.bin token streams (uint16, as nanoGPT's prepare.py writes) and meta.pkl."""
+    import pickle
+
+    rng = np.random.default_rng(7)
+    rng.integers(0, 11, 200).astype(np.uint16).tofile(tmp_path / "train.bin")
+    rng.integers(0, 11, 60).astype(np.uint16).tofile(tmp_path / "val.bin")
+    with open(tmp_path / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": 11}, f)
+    return str(tmp_path)
+
+
+def test_nanogpt_train_script_runs_compiled_as_eager_and_resumes(tmp_path) -> None:
+    """nanoGPT's train.py loop: the compiled model trains as the eager one (same printed
+    losses, same checkpoint), and ``init_from="resume"`` continues from the checkpoint."""
+    import re
+
+    from zoo_models import nanogpt_train_script
+
+    data = _nanogpt_data(tmp_path)
+    logs = {}
+    for compiled in (False, True):
+        out = str(tmp_path / f"out{int(compiled)}")
+        with pytest.warns(UserWarning, match="CUDA is not available"), pytest.warns(FutureWarning):
+            log = nanogpt_train_script(torch, data, out, compile=compiled)
+        logs[compiled] = re.sub(r", time [0-9.]+ms, mfu -?[0-9.]+%", "", log).replace(out, "OUT")
+    assert "compiling the model" in logs[True]
+    assert logs[False] == logs[True].replace("compiling the model... (takes a ~minute)\n", "")
+    assert re.findall(r"^(step|iter) (\d+)", logs[False], re.M) == [
+        ("step", "0"), ("iter", "0"), ("iter", "1"), ("iter", "2"), ("step", "3"), ("iter", "3"),
+        ("iter", "4"), ("iter", "5"), ("step", "6"), ("iter", "6"),
+    ]  # fmt: skip
+    eager = torch.load(tmp_path / "out0" / "ckpt.pt", weights_only=True)
+    comp = torch.load(tmp_path / "out1" / "ckpt.pt", weights_only=True)
+    assert eager["iter_num"] == comp["iter_num"] == 6
+    assert eager["config"]["dtype"] == "float16" and eager["model_args"]["vocab_size"] == 11
+    for key, value in eager["model"].items():
+        np.testing.assert_allclose(
+            comp["model"][key].numpy(), value.numpy(), rtol=1e-6, atol=1e-7, err_msg=key
+        )
+    # iter 6 ran with the cosine schedule's floor (it > lr_decay_iters): min_lr
+    assert [g["lr"] for g in eager["optimizer"]["param_groups"]] == [1e-3, 1e-3]
+    steps = {int(s["step"]) for s in eager["optimizer"]["state"].values()}
+    assert steps == {6}, steps  # AdamW stepped at iters 0..5 before the step-6 checkpoint
+
+    with pytest.warns(UserWarning, match="CUDA is not available"), pytest.warns(FutureWarning):
+        log = nanogpt_train_script(torch, data, str(tmp_path / "out0"), init_from="resume", max_iters=8)
+    assert "Resuming training from" in log
+    assert re.findall(r"^(step|iter) (\d+)", log, re.M) == [
+        ("step", "6"),
+        ("iter", "6"),
+        ("iter", "7"),
+        ("iter", "8"),
+    ]
+    resumed = torch.load(tmp_path / "out0" / "ckpt.pt", weights_only=True)
+    # The resumed optimizer continued from the loaded state (its step counts go on from 6).
+    assert {int(s["step"]) for s in resumed["optimizer"]["state"].values()} == {6}
+    assert resumed["iter_num"] == 6

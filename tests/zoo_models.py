@@ -848,6 +848,12 @@ GPT_VOCAB = 11
 
 def build_gpt(torch: Any, dropout: float = 0.0) -> Any:
     """nanoGPT's ``GPT`` (2 layers, 2 heads, 8 channels, block size 6)."""
+    GPTConfig, GPT = gpt_classes(torch)
+    return GPT(GPTConfig(dropout=dropout))
+
+
+def gpt_classes(torch: Any) -> tuple[Any, Any]:
+    """nanoGPT's model.py: its ``GPTConfig`` (defaults shrunk) and ``GPT`` classes."""
     import math
     from dataclasses import dataclass
 
@@ -1005,6 +1011,34 @@ def build_gpt(torch: Any, dropout: float = 0.0) -> Any:
             optimizer = torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
             return optimizer
 
+        def get_num_params(self, non_embedding=True):
+            n_params = sum(p.numel() for p in self.parameters())
+            if non_embedding:
+                n_params -= self.transformer.wpe.weight.numel()
+            return n_params
+
+        def crop_block_size(self, block_size):
+            # model surgery to decrease the block size if necessary
+            assert block_size <= self.config.block_size
+            self.config.block_size = block_size
+            self.transformer.wpe.weight = nn.Parameter(self.transformer.wpe.weight[:block_size])
+            for block in self.transformer.h:
+                if hasattr(block.attn, "bias"):
+                    block.attn.bias = block.attn.bias[:, :, :block_size, :block_size]
+
+        def estimate_mfu(self, fwdbwd_per_iter, dt):
+            """estimate model flops utilization (MFU) in units of A100 bfloat16 peak FLOPS"""
+            N = self.get_num_params()
+            cfg = self.config
+            L, H, Q, T = cfg.n_layer, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.block_size
+            flops_per_token = 6 * N + 12 * L * H * Q * T
+            flops_per_fwdbwd = flops_per_token * T
+            flops_per_iter = flops_per_fwdbwd * fwdbwd_per_iter
+            flops_achieved = flops_per_iter * (1.0 / dt)  # per second
+            flops_promised = 312e12  # A100 GPU bfloat16 peak flops is 312 TFLOPS
+            mfu = flops_achieved / flops_promised
+            return mfu
+
         @torch.no_grad()
         def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
             for _ in range(max_new_tokens):
@@ -1026,7 +1060,7 @@ def build_gpt(torch: Any, dropout: float = 0.0) -> Any:
                 idx = torch.cat((idx, idx_next), dim=1)
             return idx
 
-    return GPT(GPTConfig(dropout=dropout))
+    return GPTConfig, GPT
 
 
 def gpt_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -1271,3 +1305,290 @@ def mnist_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
         "test_x": (rng.uniform(0, 1, (7, 1, 10, 10)) - 0.1307) / 0.3081,
         "test_y": rng.integers(0, 10, 7).astype(np.int64),
     }
+
+
+def nanogpt_train_script(
+    torch: Any,
+    data_dir: str,
+    out_dir: str,
+    init_from: str = "scratch",
+    compile: bool = False,
+    max_iters: int = 6,
+) -> str:
+    """nanoGPT's train.py without DDP, its configuration given as arguments; returns what it printed.
+
+    The body is train.py's: ``get_batch`` from ``np.memmap`` files, the model
+    from scratch or resumed from ``ckpt.pt``, ``GradScaler``, the cosine
+    learning rate written into ``param_groups``, gradient accumulation and
+    clipping, ``estimate_loss`` and checkpoints.
+    """
+    import contextlib
+    import io
+    import math
+    import os
+    import pickle
+    import time
+    from contextlib import nullcontext
+
+    # -----------------------------------------------------------------------------
+    # default config values, shrunk
+    eval_interval = 3
+    log_interval = 1
+    eval_iters = 2
+    eval_only = False  # if True, script exits right after the first eval
+    always_save_checkpoint = True  # if True, always save a checkpoint after each eval
+    gradient_accumulation_steps = 2  # used to simulate larger batch sizes
+    batch_size = 2  # if gradient_accumulation_steps > 1, this is the micro-batch size
+    block_size = 6
+    # model
+    n_layer = 2
+    n_head = 2
+    n_embd = 8
+    dropout = 0.0  # for pretraining 0 is good, for finetuning try 0.1+
+    bias = False  # do we use bias inside LayerNorm and Linear layers?
+    # adamw optimizer
+    learning_rate = 1e-2  # max learning rate
+    weight_decay = 1e-1
+    beta1 = 0.9
+    beta2 = 0.95
+    grad_clip = 1.0  # clip gradients at this value, or disable if == 0.0
+    # learning rate decay settings
+    decay_lr = True  # whether to decay the learning rate
+    warmup_iters = 2  # how many steps to warm up for
+    lr_decay_iters = 5  # should be ~= max_iters per Chinchilla
+    min_lr = 1e-3  # minimum learning rate, should be ~= learning_rate/10 per Chinchilla
+    # system
+    device = "cpu"  # examples: 'cpu', 'cuda', 'cuda:0', 'cuda:1' etc., or try 'mps' on macbooks
+    dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
+    config = {
+        k: v for k, v in locals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))
+    }
+    # -----------------------------------------------------------------------------
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ddp = int(os.environ.get("RANK", -1)) != -1  # is this a ddp run?
+        assert not ddp
+        master_process = True
+        seed_offset = 0
+        ddp_world_size = 1
+        tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
+        print(f"tokens per iteration will be: {tokens_per_iter:,}")
+
+        if master_process:
+            os.makedirs(out_dir, exist_ok=True)
+        torch.manual_seed(1337 + seed_offset)
+        torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
+        torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
+        device_type = "cuda" if "cuda" in device else "cpu"  # for later use in torch.autocast
+        # note: float16 data type will automatically use a GradScaler
+        ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+        ctx = (
+            nullcontext()
+            if device_type == "cpu"
+            else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+        )
+
+        # poor man's data loader
+        def get_batch(split):
+            # We recreate np.memmap every batch to avoid a memory leak, as per
+            # https://stackoverflow.com/questions/45132940/numpy-memmap-memory-usage-want-to-iterate-once/61472122#61472122
+            if split == "train":
+                data = np.memmap(os.path.join(data_dir, "train.bin"), dtype=np.uint16, mode="r")
+            else:
+                data = np.memmap(os.path.join(data_dir, "val.bin"), dtype=np.uint16, mode="r")
+            ix = torch.randint(len(data) - block_size, (batch_size,))
+            x = torch.stack([torch.from_numpy((data[i : i + block_size]).astype(np.int64)) for i in ix])
+            y = torch.stack(
+                [torch.from_numpy((data[i + 1 : i + 1 + block_size]).astype(np.int64)) for i in ix]
+            )
+            if device_type == "cuda":
+                # pin arrays x,y, which allows us to move them to GPU asynchronously (non_blocking=True)
+                x, y = (
+                    x.pin_memory().to(device, non_blocking=True),
+                    y.pin_memory().to(device, non_blocking=True),
+                )
+            else:
+                x, y = x.to(device), y.to(device)
+            return x, y
+
+        # init these up here, can override if init_from='resume' (i.e. from a checkpoint)
+        iter_num = 0
+        best_val_loss = 1e9
+
+        # attempt to derive vocab_size from the dataset
+        meta_path = os.path.join(data_dir, "meta.pkl")
+        meta_vocab_size = None
+        if os.path.exists(meta_path):
+            with open(meta_path, "rb") as f:
+                meta = pickle.load(f)
+            meta_vocab_size = meta["vocab_size"]
+            print(f"found vocab_size = {meta_vocab_size} (inside {meta_path})")
+
+        # model init
+        model_args = dict(
+            n_layer=n_layer,
+            n_head=n_head,
+            n_embd=n_embd,
+            block_size=block_size,
+            bias=bias,
+            vocab_size=None,
+            dropout=dropout,
+        )  # start with model_args from command line
+        GPTConfig, GPT = gpt_classes(torch)
+        if init_from == "scratch":
+            # init a new model from scratch
+            print("Initializing a new model from scratch")
+            # determine the vocab size we'll use for from-scratch training
+            if meta_vocab_size is None:
+                print("defaulting to vocab_size of GPT-2 to 50304 (50257 rounded up for efficiency)")
+            model_args["vocab_size"] = meta_vocab_size if meta_vocab_size is not None else 50304
+            gptconf = GPTConfig(**model_args)
+            model = GPT(gptconf)
+        elif init_from == "resume":
+            print(f"Resuming training from {out_dir}")
+            # resume training from a checkpoint.
+            ckpt_path = os.path.join(out_dir, "ckpt.pt")
+            checkpoint = torch.load(ckpt_path, map_location=device)
+            checkpoint_model_args = checkpoint["model_args"]
+            # force these config attributes to be equal otherwise we can't even resume training
+            # the rest of the attributes (e.g. dropout) can stay as desired from command line
+            for k in ["n_layer", "n_head", "n_embd", "block_size", "bias", "vocab_size"]:
+                model_args[k] = checkpoint_model_args[k]
+            # create the model
+            gptconf = GPTConfig(**model_args)
+            model = GPT(gptconf)
+            state_dict = checkpoint["model"]
+            # fix the keys of the state dictionary :(
+            # honestly no idea how checkpoints sometimes get this prefix, have to debug more
+            unwanted_prefix = "_orig_mod."
+            for k, v in list(state_dict.items()):  # noqa: B007
+                if k.startswith(unwanted_prefix):
+                    state_dict[k[len(unwanted_prefix) :]] = state_dict.pop(k)
+            model.load_state_dict(state_dict)
+            iter_num = checkpoint["iter_num"]
+            best_val_loss = checkpoint["best_val_loss"]
+        # crop down the model block size if desired, using model surgery
+        if block_size < model.config.block_size:
+            model.crop_block_size(block_size)
+            model_args["block_size"] = block_size  # so that the checkpoint will have the right value
+        model.to(device)
+
+        # initialize a GradScaler. If enabled=False scaler is a no-op
+        scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
+
+        # optimizer
+        optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+        if init_from == "resume":
+            optimizer.load_state_dict(checkpoint["optimizer"])
+        checkpoint = None  # free up memory
+
+        # compile the model
+        if compile:
+            print("compiling the model... (takes a ~minute)")
+            model = torch.compile(model)  # requires PyTorch 2.0
+
+        # helps estimate an arbitrarily accurate loss over either split using many batches
+        @torch.no_grad()
+        def estimate_loss():
+            out = {}
+            model.eval()
+            for split in ["train", "val"]:
+                losses = torch.zeros(eval_iters)
+                for k in range(eval_iters):
+                    X, Y = get_batch(split)
+                    with ctx:
+                        logits, loss = model(X, Y)
+                    losses[k] = loss.item()
+                out[split] = losses.mean()
+            model.train()
+            return out
+
+        # learning rate decay scheduler (cosine with warmup)
+        def get_lr(it):
+            # 1) linear warmup for warmup_iters steps
+            if it < warmup_iters:
+                return learning_rate * (it + 1) / (warmup_iters + 1)
+            # 2) if it > lr_decay_iters, return min learning rate
+            if it > lr_decay_iters:
+                return min_lr
+            # 3) in between, use cosine decay down to min learning rate
+            decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+            assert 0 <= decay_ratio <= 1
+            coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # coeff ranges 0..1
+            return min_lr + coeff * (learning_rate - min_lr)
+
+        # training loop
+        X, Y = get_batch("train")  # fetch the very first batch
+        t0 = time.time()
+        local_iter_num = 0  # number of iterations in the lifetime of this process
+        raw_model = model  # unwrap DDP container if needed
+        running_mfu = -1.0
+        while True:
+            # determine and set the learning rate for this iteration
+            lr = get_lr(iter_num) if decay_lr else learning_rate
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
+
+            # evaluate the loss on train/val sets and write checkpoints
+            if iter_num % eval_interval == 0 and master_process:
+                losses = estimate_loss()
+                print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if losses["val"] < best_val_loss or always_save_checkpoint:
+                    best_val_loss = losses["val"]
+                    if iter_num > 0:
+                        checkpoint = {
+                            "model": raw_model.state_dict(),
+                            "optimizer": optimizer.state_dict(),
+                            "model_args": model_args,
+                            "iter_num": iter_num,
+                            "best_val_loss": best_val_loss,
+                            "config": config,
+                        }
+                        print(f"saving checkpoint to {out_dir}")
+                        torch.save(checkpoint, os.path.join(out_dir, "ckpt.pt"))
+            if iter_num == 0 and eval_only:
+                break
+
+            # forward backward update, with optional gradient accumulation to simulate larger batch size
+            # and using the GradScaler if data type is float16
+            for micro_step in range(gradient_accumulation_steps):  # noqa: B007
+                with ctx:
+                    logits, loss = model(X, Y)
+                    loss = (
+                        loss / gradient_accumulation_steps
+                    )  # scale the loss to account for gradient accumulation
+                # immediately async prefetch next batch while model is doing the forward pass on the GPU
+                X, Y = get_batch("train")
+                # backward pass, with gradient scaling if training in fp16
+                scaler.scale(loss).backward()
+            # clip the gradient
+            if grad_clip != 0.0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            # step the optimizer and scaler if training in fp16
+            scaler.step(optimizer)
+            scaler.update()
+            # flush the gradients as soon as we can, no need for this memory anymore
+            optimizer.zero_grad(set_to_none=True)
+
+            # timing and logging
+            t1 = time.time()
+            dt = t1 - t0
+            t0 = t1
+            if iter_num % log_interval == 0 and master_process:
+                # get loss as float. note: this is a CPU-GPU sync point
+                # scale up to undo the division above, approximating the true total loss (exact would have been a sum)
+                lossf = loss.item() * gradient_accumulation_steps
+                if local_iter_num >= 5:  # let the training loop settle a bit
+                    mfu = raw_model.estimate_mfu(batch_size * gradient_accumulation_steps, dt)
+                    running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
+                print(
+                    f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, mfu {running_mfu * 100:.2f}%"
+                )
+            iter_num += 1
+            local_iter_num += 1
+
+            # termination conditions
+            if iter_num > max_iters:
+                break
+    return out.getvalue()
