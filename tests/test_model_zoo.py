@@ -343,3 +343,37 @@ def test_nanogpt_train_script_runs_compiled_as_eager_and_resumes(tmp_path) -> No
     # The resumed optimizer continued from the loaded state (its step counts go on from 6).
     assert {int(s["step"]) for s in resumed["optimizer"]["state"].values()} == {6}
     assert resumed["iter_num"] == 6
+
+
+def _flat_args(args: tuple) -> list:
+    return [t for a in args for t in (_flat_args(a) if isinstance(a, (tuple, list)) else [a])]
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_onnx_export_runs_in_onnxruntime_as_eager(name: str) -> None:
+    """Each model's eval forward exported with ``fg.onnx.export`` (as the word-language-model,
+    super-resolution and style-transfer examples export theirs) gives eager's outputs in
+    onnxruntime. float32 (onnxruntime has no float64 convolutions), except the time-series
+    model, whose forward makes float64 states as its example does."""
+    pytest.importorskip("onnx", reason="the onnx package is not installed (pip install 'ferrograd[onnx]')")
+    ort = pytest.importorskip(
+        "onnxruntime", reason="onnxruntime is not installed (pip install 'ferrograd[onnx]')"
+    )
+    ref = load_reference(name)
+    spec = ZOO[name]
+    cast = (lambda a: a) if name == "lstm_lbfgs" else _float32
+    model = spec.build(torch)
+    model = model.double() if name == "lstm_lbfgs" else model.float()
+    model.load_state_dict({k: torch.tensor(v) for k, v in cast(ref["final"]).items()})
+    model.eval()
+    data = {k: torch.tensor(v) for k, v in cast(ref["data"]).items()}
+    for module, args in spec.infer(torch, model, data):
+        with torch.no_grad():
+            eager = _outputs(module(*args))
+        exported = torch.onnx.export(module, tuple(args))
+        sess = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds = {i.name: t.numpy() for i, t in zip(sess.get_inputs(), _flat_args(tuple(args)), strict=True)}
+        got = sess.run(None, feeds)
+        assert len(got) == len(eager)
+        for i, (a, e) in enumerate(zip(got, eager, strict=True)):
+            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6, err_msg=f"{name} output {i}")
