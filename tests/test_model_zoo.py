@@ -11,7 +11,12 @@ and its top-k filtered next-token distributions).
 
 ``test_compiled_eval_matches_eager`` replays each model's forward in
 ``eval()`` under ``no_grad`` through ``fg.compile`` and checks that it is one
-captured graph (no graph break, no retrace) giving eager's outputs.
+captured graph (no graph break, no retrace) giving eager's outputs. Further
+tests: the same training in float32 on the WebGPU device against the CPU, the
+examples' dropout probabilities (identity in eval, random in train), each
+model exported with ``fg.onnx.export`` and run in onnxruntime, the mnist
+example's whole ``main`` against PyTorch's printed log, and nanoGPT's
+``train.py`` loop (compiled against eager, and resumed from its checkpoint).
 """
 
 from __future__ import annotations
