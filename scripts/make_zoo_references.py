@@ -9,9 +9,11 @@ version it was made with under ``torch_version``. Run with a Python that has
 For every model in ``tests/zoo_models.py`` it draws the initial weights with
 NumPy from a fixed seed, makes fixed NumPy inputs, trains ``STEPS`` steps in
 float64 and saves ``<name>.npz`` holding ``init/<key>`` (state_dict),
-``data/<name>`` (inputs), ``losses`` (one per step), ``grad/<param>`` (first
+``data/<name>`` (inputs), ``losses`` (per step), ``grad/<param>`` (first
 step's gradients, before clipping), ``final/<key>`` (state_dict after
-training) and ``torch_version``. ``tests/test_model_zoo.py`` replays the same
+training), ``extra/<name>`` (results computed from the trained model, such
+as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
+the examples' mnist ``main`` printed (``log``) and the weights it saved. ``tests/test_model_zoo.py`` replays the same
 source with ferrograd and compares.
 """
 
@@ -26,7 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from zoo_models import ZOO, init_weights, to_numpy, train  # noqa: E402
+from zoo_models import ZOO, build_mnist, init_weights, mnist_script, mnist_script_data, to_numpy, train  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "zoo"
 
@@ -39,6 +41,12 @@ def make(index: int, name: str) -> Path:
     state = {k: to_numpy(v) for k, v in model.state_dict().items()}
     params = {k for k, _ in model.named_parameters()}
     init = init_weights(state, params, seed=1000 + index)
+    # A state_dict key that names a tied parameter (``decoder.weight`` tied
+    # to ``encoder.weight``) gets the value drawn for the parameter itself.
+    names = {id(p): k for k, p in model.named_parameters()}
+    for key, value in model.state_dict(keep_vars=True).items():
+        if key not in params and id(value) in names:
+            init[key] = init[names[id(value)]]
     model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
     data = spec.make_data(np.random.default_rng(2000 + index))
     result = train(torch, spec, model, data)
@@ -47,19 +55,45 @@ def make(index: int, name: str) -> Path:
     arrays |= {f"data/{k}": v for k, v in data.items()}
     arrays |= {f"grad/{k}": v for k, v in result["grads"].items()}
     arrays |= {f"final/{k}": v for k, v in result["final"].items()}
+    arrays |= {f"extra/{k}": v for k, v in result["extra"].items()}
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
     return path
 
 
+def make_mnist_script() -> Path:
+    """Run the mnist example's ``main`` in PyTorch; store its output and saved weights."""
+    import tempfile
+
+    torch.manual_seed(0)
+    model = build_mnist(torch).double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    init = init_weights(state, {k for k, _ in model.named_parameters()}, seed=3000)
+    data = mnist_script_data(np.random.default_rng(4000))
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "mnist_cnn.pt"
+        log = mnist_script(torch, init, data, str(saved))
+        final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    path = OUT / "mnist_script.npz"
+    np.savez_compressed(path, **arrays)
+    return path
+
+
 def main() -> None:
     """Write the references named on the command line, or all of them."""
-    names = sys.argv[1:] or list(ZOO)
+    names = sys.argv[1:] or [*ZOO, "mnist_script"]
     for index, name in enumerate(ZOO):
         if name in names:
             path = make(index, name)
             print(f"{path.name}: {path.stat().st_size} bytes, torch {torch.__version__}")
+    if "mnist_script" in names:
+        path = make_mnist_script()
+        print(f"{path.name}: {path.stat().st_size} bytes, torch {torch.__version__}")
 
 
 if __name__ == "__main__":

@@ -217,6 +217,8 @@ def _dtype_from_name(name: str) -> dtype:
 
 from . import (  # noqa: E402
     _capture,
+    accelerator,
+    amp,
     autograd,
     backends,
     cuda,
@@ -237,6 +239,7 @@ from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
+from ._precision import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
 from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
@@ -255,6 +258,8 @@ from .graph import (  # noqa: E402
     variables_initializer,
 )
 from .serialization import CheckpointError, load, save  # noqa: E402
+
+autocast = amp.autocast  # torch.autocast
 
 # torch.* names of linalg functions.
 det = linalg.det

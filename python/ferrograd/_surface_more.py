@@ -1010,6 +1010,22 @@ def _cuda_method(
     return self.to("gpu")
 
 
+def _pin_memory_method(self: Tensor, device: Any = None) -> Tensor:
+    """This tensor, unchanged: ferrograd has no page-locked host memory to copy into (it serves
+    CUDA's asynchronous copies in PyTorch; here copies to the GPU are queued anyway).
+    Raises ``RuntimeError`` for a tensor that is not on the CPU, as PyTorch does."""
+    if not self.is_cpu:
+        raise RuntimeError(
+            f"Tensor.pin_memory(): only CPU tensors can be pinned, got a tensor on {self.device}"
+        )
+    return self
+
+
+def _is_pinned_method(self: Tensor, device: Any = None) -> builtins.bool:
+    """False: ferrograd never allocates page-locked memory (see ``pin_memory``)."""
+    return False
+
+
 def _nelement_method(self: Tensor) -> builtins.int:
     """The number of elements (``numel``)."""
     return builtins.int(self.numel())
@@ -1065,6 +1081,8 @@ METHODS: dict[str, Callable[..., Any]] = {
     "var_mean": var_mean,
     "std_mean": std_mean,
     "nelement": _nelement_method,
+    "pin_memory": _pin_memory_method,
+    "is_pinned": _is_pinned_method,
     "cuda": _cuda_method,
 }
 METHODS.update(

@@ -6,8 +6,10 @@ convolution epilogues: ONNX runtimes fuse ``Conv → Relu → MaxPool`` themselv
 each node of the captured graph becomes one or a few ONNX nodes; tensors the
 graph reads by reference (parameters, buffers) become initializers. Needs the
 ``onnx`` package (``pip install ferrograd[onnx]``; ``onnxruntime`` runs the
-result). Inference graphs only: a graph that updates tensors in place, sets
-``.grad`` or branches on data cannot be exported, and an op without an ONNX
+result). Inference graphs only: a graph that updates its inputs, parameters or
+buffers in place, sets ``.grad`` or branches on data cannot be exported (in-place
+updates of values the graph computed itself, such as ``nn.ReLU(inplace=True)``
+or ``out += identity``, export as the out-of-place ops), and an op without an ONNX
 translation raises ``NotImplementedError`` naming the op and its source line.
 """
 
@@ -265,14 +267,20 @@ class _Exporter:
                 raise NotImplementedError(
                     "the graph reads .grad (a training step); export inference functions"
                 )
+        made_here: set[int] = set()  # values computed by a pure node of the graph (not views)
+        viewed: set[int] = set()  # values some view node has aliased
         for i, (n, info) in enumerate(zip(j["nodes"], self.nodes_info, strict=True)):
             name, attrs = _split(n["call"])
             loc = n.get("loc") or "unknown line"
-            if info.get("effect") == "mutates":
-                raise NotImplementedError(
-                    f"node {i} ({info['op']}, {loc}) updates a tensor in place; export functions without side effects"
-                )
+            effect = info.get("effect")
+            if effect == "mutates":
+                self.functionalize(i, name, attrs, n, info, loc, made_here, viewed)
+                continue
+            if effect == "view":
+                viewed.update(n["inputs"])
             real = n["outputs"][: len(n["outputs"]) - n["aux"]]
+            if effect == "pure":
+                made_here.update(real)
             if not real:
                 continue
             fn = getattr(self, f"op_{name}", None)
@@ -299,6 +307,48 @@ class _Exporter:
         model.ir_version = min(model.ir_version, 9)
         self.onnx.checker.check_model(model)
         return model
+
+    def functionalize(
+        self,
+        i: int,
+        name: str,
+        attrs: Any,
+        n: dict,
+        info: dict,
+        loc: str,
+        made_here: set[int],
+        viewed: set[int],
+    ) -> None:
+        """Export an in-place update of an intermediate value as the out-of-place op.
+
+        ``nn.ReLU(inplace=True)``, ``out += identity`` and ``LeakyReLU(inplace=True)``
+        (a clone, the op, a copy back) update values the graph itself computed;
+        the update becomes the pure op, and later reads of the value read its
+        result. Updates of inputs, parameters or buffers, of views, or of values
+        a view aliases change state the ONNX graph cannot, and still raise.
+        """
+        target = n["inputs"][0] if n["inputs"] else None
+        pure = {"UnaryInplace": "Unary", "BinaryInplace": "Binary", "BinaryScalarInplace": "BinaryScalar"}
+        if (
+            target is None
+            or target not in made_here
+            or target in viewed
+            or (name not in pure and name != "Copy")
+        ):
+            raise NotImplementedError(
+                f"node {i} ({info['op']}, {loc}) updates a tensor in place; export functions without side effects"
+            )
+        ins = [self.name_of[v] for v in n["inputs"]]
+        if name == "Copy":
+            src, dst = n["inputs"][1], target
+            out = self.cast(ins[1], self.dtype(src), self.dtype(dst))
+            if self.shape(src) != self.shape(dst):
+                out = self.node("Expand", [out, self.ints(self.static_shape(dst, 1, "copy_", loc))])
+        else:
+            if name == "BinaryScalarInplace":
+                attrs = {**attrs, "reflected": False}
+            out = getattr(self, f"op_{pure[name]}")(attrs, ins, n["inputs"], [target], loc)
+        self.name_of[target] = out
 
     # -- elementwise -------------------------------------------------------------
 
@@ -540,7 +590,7 @@ class _Exporter:
     def op_Index(self, a, ins, vin, vout, loc):
         key = a["key"]
         if any(k == "Tensor" for k in key):
-            raise NotImplementedError(f"indexing with tensors ({loc}) has no ONNX translation yet")
+            return self.index_with_tensor(key, ins, vin, loc)
         r = self.rank(vin[0])
         used = sum(1 for k in key if k not in ("NewAxis", "Ellipsis"))
         d, out_d = 0, 0
@@ -576,6 +626,77 @@ class _Exporter:
         if new_axes:
             x = self.node("Unsqueeze", [x, self.ints(new_axes)])
         return x if x != ins[0] else self.node("Identity", [x])
+
+    def index_with_tensor(self, key: list, ins: list[str], vin: list[int], loc: str) -> str:
+        """``x[:, idx]``, ``x[..., [-1], :]``: one integer index tensor among slices becomes
+        ``Slice`` and a ``Gather`` along its dim (the index's dims replace that dim, as in
+        PyTorch). Other mixes (several or boolean index tensors, ints beside a tensor)
+        raise ``NotImplementedError``."""
+        r = self.rank(vin[0])
+        unsupported = (
+            sum(1 for k in key if k == "Tensor") != 1
+            or any(k == "NewAxis" or (isinstance(k, dict) and "Int" in k) for k in key)
+            or self.dtype(vin[1]) not in ("I32", "I64")
+        )
+        if unsupported:
+            raise NotImplementedError(
+                f"indexing with tensors ({loc}) has an ONNX translation only for one integer index "
+                "tensor among slices"
+            )
+        used = sum(1 for k in key if k != "Ellipsis")
+        d, axis = 0, 0
+        slices: list[tuple[int, int, int, int]] = []
+        for k in key:
+            if k == "Ellipsis":
+                d += r - used
+            elif k == "Tensor":
+                axis = d
+                d += 1
+            else:
+                sl = k["Slice"]
+                step = sl["step"]
+                start = sl["start"] if sl["start"] is not None else (0 if step > 0 else -1)
+                stop = sl["stop"] if sl["stop"] is not None else (_INT64_MAX if step > 0 else _INT64_MIN)
+                if (start, stop, step) != (0, _INT64_MAX, 1):
+                    slices.append((d, start, stop, step))
+                d += 1
+        x = ins[0]
+        if slices:
+            axes, starts, stops, steps = (list(t) for t in zip(*slices, strict=True))
+            x = self.node(
+                "Slice", [x, self.ints(starts), self.ints(stops), self.ints(axes), self.ints(steps)]
+            )
+        return self.node("Gather", [x, self.cast(ins[1], self.dtype(vin[1]), "I64")], axis=axis)
+
+    def op_ScatterAdd(self, a, ins, vin, vout, loc):
+        """``scatter_add(input, dim, index, src)``: ``ScatterElements`` with ``reduction="add"``
+        (``src`` cut to ``index``'s shape, as PyTorch reads only that part)."""
+        x, index, src = ins
+        src_shape, index_shape = self.shape(vin[2]), self.shape(vin[1])
+        if src_shape != index_shape:
+            n = len(index_shape)
+            shape = self.static_shape(vin[1], 1, "scatter_add", loc)
+            src = self.node("Slice", [src, self.ints([0] * n), self.ints(shape), self.ints(list(range(n)))])
+        index = self.cast(index, self.dtype(vin[1]), "I64")
+        return self.node(
+            "ScatterElements", [x, index, src], axis=a["dim"] % self.rank(vin[0]), reduction="add"
+        )
+
+    def op_CrossEntropy(self, a, ins, vin, vout, loc):
+        """Class-index targets: ``SoftmaxCrossEntropyLoss`` (reduction, ``ignore_index``,
+        class weights). Probability targets, label smoothing and unbatched input raise."""
+        if a["label_smoothing"] != 0.0:
+            raise NotImplementedError(f"cross_entropy with label_smoothing ({loc}) has no ONNX translation")
+        if self.dtype(vin[1]) not in ("I32", "I64") or self.rank(vin[0]) < 2:
+            raise NotImplementedError(
+                f"cross_entropy ({loc}) has an ONNX translation only for batched input with class-index targets"
+            )
+        reduction = str(a["reduction"]).lower()
+        target = self.cast(ins[1], self.dtype(vin[1]), "I64")
+        inputs = [ins[0], target] + ([ins[2]] if a["weight"] else [])
+        return self.node(
+            "SoftmaxCrossEntropyLoss", inputs, reduction=reduction, ignore_index=int(a["ignore_index"])
+        )
 
     def op_IndexSelect(self, a, ins, vin, vout, loc):
         return self.node("Gather", ins, axis=a["dim"] % self.rank(vin[0]))
@@ -807,6 +928,15 @@ class _Exporter:
         return self.node("Identity", [self.const(np.arange(*vals), self.dtype(vout[0]))])
 
 
+def _as_input(a: Any) -> Any:
+    """An example input as a tensor; tuples and lists of tensors (an LSTM's ``(h, c)``) stay nested."""
+    if isinstance(a, _core.Tensor):
+        return a
+    if isinstance(a, (tuple, list)) and a and all(isinstance(x, (_core.Tensor, tuple, list)) for x in a):
+        return type(a)(_as_input(x) for x in a)
+    return _core.tensor(a)
+
+
 def export(
     fn_or_module: Callable[..., Any],
     example_inputs: Any,
@@ -819,7 +949,9 @@ def export(
     """Export a function or module to an ONNX model (``onnx.ModelProto``),
     written to ``path`` when given.
 
-    ``example_inputs``: a tensor or a tuple of tensors to capture with.
+    ``example_inputs``: a tensor or a tuple of tensors to capture with; an
+    argument that is itself a tuple of tensors (a recurrent state ``(h, c)``)
+    becomes one graph input per tensor, in order.
     ``fn_or_module`` may also be a :class:`ferrograd.Graph` already captured
     that has outputs (a compiled function's graph, or the graph of a TF1
     program from ``Session.to_fg_graph``); ``example_inputs`` is then unused.
@@ -852,7 +984,7 @@ def export(
             onnx.save(model, os.fspath(path))
         return model
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
-    args = tuple(a if isinstance(a, _core.Tensor) else _core.tensor(a) for a in args)
+    args = tuple(_as_input(a) for a in args)
     compiled = fg_compile(fn_or_module, dynamic=dynamic, passes={"fuse": False, "epilogue": False})
     with no_grad():
         compiled(*args)

@@ -39,7 +39,7 @@ import os
 import secrets
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class CheckpointError(ValueError):
 # ----------------------------------------------------------------------------- save
 
 
-def save(obj: Any, path: PathLike) -> None:
+def save(obj: Any, path: PathLike | BinaryIO) -> None:
     """Write ``obj`` to ``path`` as a safetensors file, atomically.
 
     ``obj`` is a flat ``dict[str, Tensor]`` (stored as plain safetensors,
@@ -92,9 +92,19 @@ def save(obj: Any, path: PathLike) -> None:
 
     The file is written to a temporary file next to ``path`` and renamed
     over it, so ``path`` holds either the old or the new checkpoint, never a
-    partial one. Raises ``TypeError`` for values that cannot be stored.
+    partial one. ``path`` may also be a binary file object opened for
+    writing (``open(p, "wb")``, ``io.BytesIO()``): the checkpoint is written
+    at its position. Raises ``TypeError`` for values that cannot be stored,
+    among them a whole ``nn.Module`` (save its ``state_dict()`` instead).
     """
-    path = os.fspath(path)
+    if _is_module(obj):
+        raise TypeError(
+            f"save: cannot store a whole {type(obj).__name__} module: ferrograd checkpoints hold "
+            "tensors and plain data, never pickled objects; save model.state_dict() and restore it "
+            "with model.load_state_dict(fg.load(path))"
+        )
+    stream = path if _is_writable_stream(path) else None
+    path = "<stream>" if stream is not None else os.fspath(path)  # type: ignore[arg-type]
     entries: list[tuple[str, Tensor]] = []
     if _is_flat(obj):
         entries = list(obj.items())
@@ -128,7 +138,27 @@ def save(obj: Any, path: PathLike) -> None:
     blob = json.dumps(header, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     blob += b" " * (-(8 + len(blob)) % 8)
 
-    _atomic_write(path, blob, prepared)
+    if stream is not None:
+        _write_to(stream, blob, prepared)
+    else:
+        _atomic_write(path, blob, prepared)
+
+
+def _is_module(obj: Any) -> bool:
+    from .nn.modules.module import Module
+
+    return isinstance(obj, Module)
+
+
+def _is_writable_stream(path: Any) -> bool:
+    return hasattr(path, "write") and not isinstance(path, (str, bytes, os.PathLike))
+
+
+def _write_to(f: Any, header: bytes, tensors: list[Tensor]) -> None:
+    f.write(struct.pack("<Q", len(header)))
+    f.write(header)
+    for t in tensors:
+        f.write(_tensor_bytes(t))
 
 
 def _is_flat(obj: Any) -> bool:
@@ -209,10 +239,7 @@ def _atomic_write(path: str, header: bytes, tensors: list[Tensor]) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(header)))
-            f.write(header)
-            for t in tensors:
-                f.write(_tensor_bytes(t))
+            _write_to(f, header, tensors)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -237,32 +264,102 @@ def _atomic_write(path: str, header: bytes, tensors: list[Tensor]) -> None:
 # ----------------------------------------------------------------------------- load
 
 
-def load(path: PathLike, map_location: Any = None) -> Any:
+def load(
+    path: PathLike | BinaryIO,
+    map_location: Any = None,
+    weights_only: bool | None = None,
+    mmap: bool | None = None,
+) -> Any:
     """Read a checkpoint written by :func:`save` (or any safetensors file).
 
     Returns what was saved: for a plain safetensors file a ``dict[str,
     Tensor]`` in header order, otherwise the saved structure rebuilt (int keys
     stay ints, tuples stay tuples). Tensors are new CPU tensors with their
     own, writable memory, not requiring grad; ``map_location`` (``None``,
-    ``"cpu"`` or a device) moves them after loading.
+    ``"cpu"``, a device, a ``{location: device}`` dict or a function
+    ``(tensor, location) -> tensor``, where the location is ``"cpu"``) moves
+    them after loading. ``path`` may also be a
+    seekable binary file object (``open(p, "rb")``, ``io.BytesIO``), read
+    from its current position.
+
+    ``weights_only`` and ``mmap`` are accepted for PyTorch's spelling and
+    change nothing: a ferrograd checkpoint holds only tensors and plain data
+    and loading never runs code, so every load is what PyTorch calls
+    ``weights_only=True``; tensors are always read into memory.
 
     The whole file is validated before anything is returned; a truncated or
     corrupt file, a foreign format or an unsupported dtype raises
     :class:`CheckpointError` (a ``ValueError``) naming the file and the problem.
     """
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        entries, metadata, data_start = _read_header(f, path, size)
-        skeleton = _read_skeleton(path, metadata, entries)
-        tensors: dict[str, Tensor] = {}
-        for name, (dtype_name, shape, begin, end) in entries.items():
-            tensors[name] = _read_tensor(f, path, name, dtype_name, shape, data_start + begin, end - begin)
+    if hasattr(path, "read") and not isinstance(path, (str, bytes, os.PathLike)):
+        stream: Any = path
+        name = str(getattr(stream, "name", "<stream>"))
+        if not (hasattr(stream, "seekable") and stream.seekable()):
+            raise TypeError(f"load: the file object {name} is not seekable; read it into io.BytesIO first")
+        # Offsets in the file are relative to where the checkpoint starts.
+        start = stream.tell()
+        size = stream.seek(0, os.SEEK_END) - start
+        stream.seek(start)
+        entries, metadata, data_start, tensors = _read_all(_Shifted(stream, start), name, size)
+        stream.seek(start + data_start + max((e[3] for e in entries.values()), default=0))
+    else:
+        fpath = os.fspath(path)  # type: ignore[arg-type]
+        with open(fpath, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            entries, metadata, data_start, tensors = _read_all(f, fpath, size)
+        name = fpath
+    skeleton = _read_skeleton(name, metadata, entries)
     if map_location is not None:
-        tensors = {k: t.to(map_location) for k, t in tensors.items()}
+        tensors = {k: _map_location(t, map_location) for k, t in tensors.items()}
     if skeleton is None:
         return tensors
     return _decode(skeleton, tensors)
+
+
+def _map_location(t: Tensor, where: Any) -> Tensor:
+    """Move a loaded (CPU) tensor as PyTorch's ``map_location`` says: a device, a
+    ``{saved location: device}`` dict (tensors are saved from the CPU: its ``"cpu"``
+    entry applies) or a function ``(tensor, "cpu") -> tensor``."""
+    if isinstance(where, Mapping):
+        where = where.get("cpu")
+        return t if where is None else t.to(where)
+    if callable(where) and not isinstance(where, (str, _core.device)):
+        out = where(t, "cpu")
+        if not isinstance(out, Tensor):
+            raise TypeError(f"load: map_location returned {type(out).__name__}, expected a tensor")
+        return out
+    return t.to(where)
+
+
+def _read_all(
+    f: Any, path: str, size: int
+) -> tuple[dict[str, tuple[str, list[int], int, int]], dict[str, str], int, dict[str, Tensor]]:
+    entries, metadata, data_start = _read_header(f, path, size)
+    tensors: dict[str, Tensor] = {}
+    for name, (dtype_name, shape, begin, end) in entries.items():
+        tensors[name] = _read_tensor(f, path, name, dtype_name, shape, data_start + begin, end - begin)
+    return entries, metadata, data_start, tensors
+
+
+class _Shifted:
+    """A file object seen from ``start``: ``seek(0)`` goes to ``start``."""
+
+    def __init__(self, f: Any, start: int) -> None:
+        self.f = f
+        self.start = start
+
+    def read(self, n: int) -> bytes:
+        return self.f.read(n)
+
+    def readinto(self, buf: Any) -> int:
+        if hasattr(self.f, "readinto"):
+            return self.f.readinto(buf)
+        data = self.f.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def seek(self, pos: int) -> int:
+        return self.f.seek(self.start + pos) - self.start
 
 
 def _fail(path: str, msg: str) -> CheckpointError:

@@ -827,14 +827,18 @@ impl PyTensor {
 
     // ----- dtype / device conversion -----
     /// Convert dtype and/or device: `to(dtype)`, `to("cpu")`, `to(other)`, `to(device, dtype)`.
-    #[pyo3(signature = (*args, dtype=None, device=None, copy=false))]
+    /// `non_blocking` is accepted and changes nothing: a move to the GPU is
+    /// queued anyway, and a move to the CPU waits for the value, as it must.
+    #[pyo3(signature = (*args, dtype=None, device=None, copy=false, non_blocking=false))]
     fn to(
         slf: &Bound<'_, Self>,
         args: &Bound<'_, PyTuple>,
         dtype: Option<&Bound<'_, PyAny>>,
         device: Option<&Bound<'_, PyAny>>,
         copy: bool,
+        non_blocking: bool,
     ) -> PyResult<Py<PyTensor>> {
+        let _ = non_blocking;
         let (dt, dev) = parse_to(args, dtype, device)?;
         let t_ref = slf.borrow();
         let t = &t_ref.t;

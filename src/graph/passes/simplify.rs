@@ -17,7 +17,8 @@
 //!
 //! A replaced value must be *replaceable* (its memory is never written in
 //! place and belongs to no graph input): otherwise a later in-place write
-//! would reach another tensor. It must also have the layout of the value it
+//! would reach another tensor. An arithmetic identity (a copy in eager) is
+//! also kept when the value it would be replaced by is written in place. It must also have the layout of the value it
 //! is replaced by (see [`super::layouts`]): `x.t() + 0` is a contiguous copy
 //! and `x.t()` is not, and a `view` of the one works where the other fails.
 
@@ -137,9 +138,18 @@ pub fn run(g: &mut Graph) -> String {
                 }
                 _ => x,
             };
+            // `x * 1`, `x + 0`, a same-dtype cast and `-(-x)` are new tensors in
+            // eager: one stands for `x` only when `x` is never written in place
+            // (`y = x * 1; x.relu_()` keeps `y`). The views among the identities
+            // alias `x` in eager too, and see its writes either way.
+            let copies = matches!(
+                n.call,
+                OpCall::BinaryScalar { .. } | OpCall::ToDtype { .. } | OpCall::Unary { .. }
+            );
             if same_type(g, out, target)
                 && same_layout(&lay, out, target)
                 && replaceable(g, &mutated, out)
+                && !(copies && mutated.contains(&g.storage_root(target)))
                 && !g.values[out].requires_grad
             {
                 map.insert(out, target);

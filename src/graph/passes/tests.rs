@@ -168,6 +168,29 @@ fn simplify_removes_identities_and_chains() {
 }
 
 #[test]
+fn simplify_keeps_identities_of_values_written_later() {
+    // `before = out * 1.0; out.add_(1)`: `before` keeps the value `out` had.
+    let x = t(&[1.0, -2.0, 3.0, -4.0], &[2, 2]);
+    let g = capture(std::slice::from_ref(&x), |a| {
+        let out = ew::binary_scalar(BinaryOp::Mul, &a[0], Scalar::Float(3.0), false).unwrap();
+        let before = ew::binary_scalar(BinaryOp::Mul, &out, Scalar::Float(1.0), false).unwrap();
+        let plus = ew::binary_scalar(BinaryOp::Add, &out, Scalar::Float(0.0), false).unwrap();
+        ew::binary_scalar_(BinaryOp::Add, &out, Scalar::Float(1.0)).unwrap();
+        ew::unary_(UnaryOp::Relu, &out).unwrap();
+        vec![out, before, plus]
+    });
+    let (h, rep) = optimize(&g, &only(|o| o.simplify = true)).unwrap();
+    assert!(
+        rep[0].detail.starts_with("0 identities"),
+        "{}",
+        rep[0].detail
+    );
+    let got = run(&h, std::slice::from_ref(&x));
+    assert_eq!(got, run(&g, std::slice::from_ref(&x)));
+    assert_eq!(got[1], vec![3.0, -6.0, 9.0, -12.0]);
+}
+
+#[test]
 fn fuse_makes_one_kernel_with_the_same_results() {
     let n = 3000;
     let xs: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();

@@ -229,6 +229,10 @@ class _RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
+    def flatten_parameters(self) -> None:
+        """Does nothing: PyTorch packs the weights into one cuDNN buffer here; ferrograd
+        reads each parameter where it is, so there is nothing to repack."""
+
     def _weights(self, layer: int, d: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
         sfx = f"_l{layer}" + ("_reverse" if d == 1 else "")
         get = self._parameters.get

@@ -6,7 +6,10 @@ these functions answer that probing. ferrograd's GPU is the WebGPU device
 (``"gpu"``, see :mod:`ferrograd.gpu`), which a script selects explicitly
 (``"cuda"`` named explicitly, ``t.cuda()`` and ``model.cuda()`` select it too).
 
-- :func:`is_available` is ``False`` and :func:`device_count` is ``0``.
+- :func:`is_available` is ``False`` and :func:`device_count` is ``0``;
+  :func:`is_bf16_supported` is ``False``.
+- :mod:`ferrograd.cuda.amp` holds the deprecated ``GradScaler`` and
+  ``autocast`` spellings of :mod:`ferrograd.amp`.
 - :func:`manual_seed` and :func:`manual_seed_all` seed nothing: in PyTorch
   they seed only the CUDA generators, and are ignored when CUDA is absent.
   ``fg.manual_seed`` seeds ferrograd's one generator, which serves every
@@ -20,12 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core
+from .. import _core
 
 __all__ = [
+    "amp",
     "device_count",
     "empty_cache",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
@@ -41,6 +46,11 @@ def is_available() -> bool:
 def device_count() -> int:
     """0: there are no CUDA devices."""
     return 0
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: there is no CUDA device (bfloat16 itself works on ferrograd's CPU and GPU devices)."""
+    return False
 
 
 def is_initialized() -> bool:
@@ -66,3 +76,6 @@ def synchronize(device: Any = None) -> None:
 def empty_cache() -> None:
     """Release cached device memory (``fg.empty_cache``)."""
     _core.empty_cache()
+
+
+from . import amp  # noqa: E402 - torch.cuda.amp's deprecated spellings
