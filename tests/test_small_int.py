@@ -334,3 +334,21 @@ def test_graph_save_round_trip(tmp_path):
         [(2 * 1 + 1) - 100, (2 * 200 + 1) % 256 - 100],
         [15 - 100, (2 * 255 + 1) % 256 - 100],
     ]
+
+
+def test_onnx_export_maps_small_ints(tmp_path):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+
+    def f(x, y):
+        return (x + y) * 3, x.float() / 255.0, x.to(fg.int16) - y.to(fg.int16), x.sum(), x > y
+
+    x = fg.tensor([250, 3, 7], dtype=fg.uint8)
+    y = fg.tensor([10, 200, 7], dtype=fg.uint8)
+    p = tmp_path / "m.onnx"
+    fg.onnx.export(f, (x, y), p)
+    s = ort.InferenceSession(str(p))
+    assert [i.type for i in s.get_inputs()] == ["tensor(uint8)", "tensor(uint8)"]
+    assert [o.type for o in s.get_outputs()][2] == "tensor(int16)"
+    outs = s.run(None, {s.get_inputs()[0].name: x.numpy(), s.get_inputs()[1].name: y.numpy()})
+    for got, want in zip(outs, f(x, y), strict=True):
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-6)

@@ -492,7 +492,7 @@ mod tests {
         assert_eq!(DType::promote(U8, F16), F16);
         assert_eq!(DType::promote(Bool, U8), U8);
         assert_eq!(DType::promote_scalar(U8, Category::Int), U8);
-        assert_eq!(<U8 as Element>::from_f64(-1.0), U8(255));
+        assert_eq!(<super::U8 as Element>::from_f64(-1.0), super::U8(255));
         assert_eq!(<i8 as Element>::from_f64(-1.9), -1);
     }
 }

@@ -662,7 +662,7 @@ macro_rules! int_binary {
                 if y < 0 {
                     0
                 } else {
-                    x.wrapping_pow(y.min(i32::MAX as $T) as u32)
+                    x.wrapping_pow((y as i64).min(u32::MAX as i64) as u32)
                 }
             }),
             Maximum => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.max(y)),
