@@ -455,6 +455,11 @@ def _shift(op: str, input: Any, other: Any, left: bool) -> Tensor:
         raise TypeError(
             f"{op}(): shifts need integer tensors, got {' and '.join(names)} (shape {tuple(input.shape)})"
         )
+    if any(isinstance(t, Tensor) and t.device.type != "cpu" for t in (input, other)):
+        raise RuntimeError(
+            f"{op}: not supported on the gpu device (shifts compute in int64, which the device "
+            "holds in 32 bits); move the tensors to the CPU first"
+        )
     wide = input.to(_core.int64)
     if isinstance(other, Tensor):
         factor = _core.full_like(other, 2, dtype=_core.int64) ** other.to(_core.int64).clamp(0, 62)
