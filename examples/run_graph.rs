@@ -22,6 +22,9 @@ use ferrograd::{DType, Device, Tensor};
 fn npy_descr(d: DType) -> Option<&'static str> {
     Some(match d {
         DType::Bool => "|b1",
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
         DType::I32 => "<i4",
         DType::I64 => "<i8",
         DType::F16 => "<f2",
@@ -66,6 +69,9 @@ fn read_npy(path: &Path) -> Result<Tensor, String> {
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
     let dtype = [
         DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
         DType::I32,
         DType::I64,
         DType::F16,

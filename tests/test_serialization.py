@@ -400,7 +400,7 @@ F32_2 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 @pytest.mark.parametrize(
     "header, data, match",
     [
-        ({"x": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}, b"\0\0", "unsupported dtype 'U8'"),
+        ({"x": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4, "unsupported dtype 'U16'"),
         ({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4, "non-negative integers"),
         ({"x": {"dtype": "F32", "shape": "2", "data_offsets": [0, 8]}}, b"\0" * 8, "shape must be a list"),
         ({"x": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, b"\0" * 8, "shape must be a list"),

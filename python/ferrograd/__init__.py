@@ -40,6 +40,8 @@ from ._core import (  # random sampling, DLPack
     get_num_threads,
     get_rng_state,
     initial_seed,
+    int8,
+    int16,
     int32,
     int64,
     linspace,
@@ -67,6 +69,7 @@ from ._core import (  # random sampling, DLPack
     supports,
     synchronize,
     tensor,
+    uint8,
     use_deterministic_algorithms,
     where,
     zeros,
@@ -81,6 +84,7 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+short = int16
 
 # Functional forms of Tensor methods: the same registry entry, no wrapper.
 _T = Tensor
@@ -237,6 +241,7 @@ from . import (  # noqa: E402
 )
 from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError  # noqa: E402
+from ._dtype_info import finfo, iinfo  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
 from ._precision import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402

@@ -64,6 +64,8 @@ __all__ = [
     "atanh",
     "baddbmm",
     "bincount",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
     "bucketize",
     "clamp_max",
     "clamp_min",
@@ -426,6 +428,63 @@ def clamp_min(input: Tensor, min: Tensor | _Number) -> Tensor:  # noqa: A002
 def clamp_max(input: Tensor, max: Tensor | _Number) -> Tensor:  # noqa: A002
     """``min(input, max)`` elementwise (``clamp(input, max=max)``)."""
     return _need_tensor("clamp_max", "input", input).clamp(max=max)
+
+
+_INT_NAMES = ("uint8", "int8", "int16", "int32", "int64")
+
+
+def _shift(op: str, input: Any, other: Any, left: bool) -> Tensor:
+    """``input << other`` / ``input >> other`` of integer tensors, computed in int64 (a shift
+    by ``n`` is a product with, or a floor division by, ``2**n``) and narrowed to the result
+    dtype, which keeps the low bits as PyTorch's shifts do. Shift counts are clamped to
+    [0, 62]: a count of 63 or more on an int64 tensor gives what 62 gives."""
+    if not isinstance(input, Tensor):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"{op}(): expected at least one Tensor argument")
+        input = _core.tensor(input, dtype=other.dtype, device=other.device)
+    if isinstance(other, Tensor):
+        dt = (input.reshape(-1)[:0] + other.reshape(-1)[:0]).dtype
+    else:
+        if isinstance(other, builtins.bool) or not isinstance(other, builtins.int):
+            raise TypeError(
+                f"{op}(): the shift count must be an int or an integer tensor, got {type(other).__name__}"
+            )
+        dt = input.dtype
+    names = [_name(dt)] + ([_name(other.dtype)] if isinstance(other, Tensor) else [])
+    if any(n not in _INT_NAMES for n in names):
+        raise TypeError(
+            f"{op}(): shifts need integer tensors, got {' and '.join(names)} (shape {tuple(input.shape)})"
+        )
+    if any(isinstance(t, Tensor) and t.device.type != "cpu" for t in (input, other)):
+        raise RuntimeError(
+            f"{op}: not supported on the gpu device (shifts compute in int64, which the device "
+            "holds in 32 bits); move the tensors to the CPU first"
+        )
+    wide = input.to(_core.int64)
+    if isinstance(other, Tensor):
+        factor = _core.full_like(other, 2, dtype=_core.int64) ** other.to(_core.int64).clamp(0, 62)
+    else:
+        factor = 1 << builtins.min(builtins.max(other, 0), 62)
+    out = wide * factor if left else wide // factor
+    return out.to(dt)
+
+
+def bitwise_left_shift(input: Tensor | _Number, other: Tensor | _Number) -> Tensor:
+    """``input << other`` for integer tensors (bits shifted out are dropped, as PyTorch)."""
+    return _shift("bitwise_left_shift", input, other, True)
+
+
+def bitwise_right_shift(input: Tensor | _Number, other: Tensor | _Number) -> Tensor:
+    """``input >> other`` for integer tensors (arithmetic: signed values keep their sign)."""
+    return _shift("bitwise_right_shift", input, other, False)
+
+
+def _rlshift(self: Tensor, other: _Number) -> Tensor:
+    return _shift("bitwise_left_shift", other, self, True)
+
+
+def _rrshift(self: Tensor, other: _Number) -> Tensor:
+    return _shift("bitwise_right_shift", other, self, False)
 
 
 def _float_pair(fn: str, input: Any, other: Any) -> tuple[Tensor, Tensor]:
@@ -1353,6 +1412,12 @@ def _bucketize_method(
 
 # Tensor methods PyTorch has, by name (functions whose first argument is ``self``).
 METHODS: dict[str, Callable[..., Any]] = {
+    "bitwise_left_shift": bitwise_left_shift,
+    "bitwise_right_shift": bitwise_right_shift,
+    "__lshift__": bitwise_left_shift,
+    "__rshift__": bitwise_right_shift,
+    "__rlshift__": _rlshift,
+    "__rrshift__": _rrshift,
     "lerp": lerp,
     "addmm": addmm,
     "addmv": addmv,

@@ -10,8 +10,8 @@ without ``shader-f16``) — kernels compute both in float32 and round once, so
 results equal the CPU's —
 int32, int64 (stored as 32-bit integers: uploads and Python integers written
 into them are range-checked, arithmetic wraps at 32 bits) and bool
-tensors live on the device; float64 raises ``TypeError`` there (WGSL has no
-64-bit floats). An op without a GPU kernel raises a ``RuntimeError`` naming
+tensors live on the device; float64, uint8, int8 and int16 raise ``TypeError``
+there (WGSL has no 64-bit floats nor 8/16-bit integers). An op without a GPU kernel raises a ``RuntimeError`` naming
 the op and the device.
 """
 

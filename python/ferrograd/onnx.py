@@ -36,15 +36,21 @@ _SYMBOLIC = 1 << 22  # recorded sizes this large stand for symbolic dims
 
 _NP = {
     "Bool": np.bool_,
+    "U8": np.uint8,
+    "I8": np.int8,
+    "I16": np.int16,
     "I32": np.int32,
     "I64": np.int64,
     "F16": np.float16,
     "F32": np.float32,
     "F64": np.float64,
 }
-_RANK = ["Bool", "I32", "I64", "F16", "BF16", "F32", "F64"]
+_RANK = ["Bool", "U8", "I8", "I16", "I32", "I64", "F16", "BF16", "F32", "F64"]
 _FROM_NAME = {
     "bool": "Bool",
+    "uint8": "U8",
+    "int8": "I8",
+    "int16": "I16",
     "int32": "I32",
     "int64": "I64",
     "float16": "F16",
@@ -151,6 +157,8 @@ def _scalar(s: dict) -> tuple[str, Any]:
 
 
 def _promote(a: str, b: str) -> str:
+    if {a, b} == {"U8", "I8"}:
+        return "I16"  # no 8-bit type holds both ranges (as PyTorch)
     return a if _RANK.index(a) >= _RANK.index(b) else b
 
 
@@ -214,6 +222,9 @@ class _Exporter:
         T = self.onnx.TensorProto
         return {
             "Bool": T.BOOL,
+            "U8": T.UINT8,
+            "I8": T.INT8,
+            "I16": T.INT16,
             "I32": T.INT32,
             "I64": T.INT64,
             "F16": T.FLOAT16,
@@ -427,7 +438,7 @@ class _Exporter:
     def scalar_dtype(self, op: str, kind: str, dx: str, dout: str) -> str:
         if op not in _COMPARE:
             return dout
-        if kind == "Float" and dx in ("Bool", "I32", "I64"):
+        if kind == "Float" and dx in ("Bool", "U8", "I8", "I16", "I32", "I64"):
             return "F32"
         if kind == "Int" and dx == "Bool":
             return "I64"

@@ -65,6 +65,9 @@ _DTYPES: dict[str, tuple[Any, np.dtype]] = {
     "F64": (_core.float64, np.dtype("<f8")),
     "F16": (_core.float16, np.dtype("<f2")),
     "BF16": (_core.bfloat16, np.dtype("<u2")),  # NumPy has no bfloat16: moved as raw 16-bit words
+    "U8": (_core.uint8, np.dtype("|u1")),
+    "I8": (_core.int8, np.dtype("|i1")),
+    "I16": (_core.int16, np.dtype("<i2")),
     "I32": (_core.int32, np.dtype("<i4")),
     "I64": (_core.int64, np.dtype("<i8")),
     "BOOL": (_core.bool, np.dtype("|b1")),

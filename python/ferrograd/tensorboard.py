@@ -31,6 +31,9 @@ __all__ = ["SummaryWriter"]
 
 _TF_DTYPE = {
     "bool": 10,  # DT_BOOL
+    "uint8": 4,
+    "int8": 6,
+    "int16": 5,
     "int32": 3,
     "int64": 9,
     "float16": 19,

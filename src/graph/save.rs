@@ -576,6 +576,9 @@ pub mod static_names {
 fn st_dtype(d: DType) -> &'static str {
     match d {
         DType::Bool => "BOOL",
+        DType::U8 => "U8",
+        DType::I8 => "I8",
+        DType::I16 => "I16",
         DType::I32 => "I32",
         DType::I64 => "I64",
         DType::F16 => "F16",
@@ -588,6 +591,9 @@ fn st_dtype(d: DType) -> &'static str {
 fn st_dtype_parse(s: &str) -> Option<DType> {
     Some(match s {
         "BOOL" => DType::Bool,
+        "U8" => DType::U8,
+        "I8" => DType::I8,
+        "I16" => DType::I16,
         "I32" => DType::I32,
         "I64" => DType::I64,
         "F16" => DType::F16,

@@ -74,7 +74,7 @@ pub trait Def {
     /// The autograd node's name.
     fn backward_name(&self) -> &'static str;
     /// The dtypes accepted, as a bit set over `DType as u8`.
-    const DTYPES: u8;
+    const DTYPES: u16;
     /// Whether the op only reads its inputs and writes fresh outputs (no
     /// randomness, no in-place writes); graph passes may merge such nodes.
     const PURE: bool;
@@ -138,7 +138,7 @@ impl GeneralOp {
     pub fn backward_name(&self) -> &'static str {
         with_def!(self, d => d.backward_name())
     }
-    pub fn dtypes(&self) -> u8 {
+    pub fn dtypes(&self) -> u16 {
         match self {
             GeneralOp::Sort(_) => <Sort as Def>::DTYPES,
         }

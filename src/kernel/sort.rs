@@ -57,8 +57,8 @@ pub fn row_order<K: Copy>(
 /// Rows at least this many times longer than `k` are selected, not sorted.
 pub const SELECT_RATIO: usize = 8;
 
-const fn mask(ds: &[DType]) -> u8 {
-    let mut m = 0u8;
+const fn mask(ds: &[DType]) -> u16 {
+    let mut m = 0u16;
     let mut i = 0;
     while i < ds.len() {
         m |= 1 << ds[i] as u8;
@@ -82,8 +82,11 @@ impl Def for Sort {
             "SortBackward"
         }
     }
-    const DTYPES: u8 = mask(&[
+    const DTYPES: u16 = mask(&[
         DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
         DType::I32,
         DType::I64,
         DType::F16,

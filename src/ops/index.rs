@@ -296,11 +296,11 @@ impl AdvKey {
                     src += k;
                 }
                 IndexItem::Tensor(t) => {
-                    if !t.dtype().is_integer() {
+                    if !matches!(t.dtype(), DType::I32 | DType::I64) {
                         return Err(Error::index(
                             op,
                             format!(
-                                "tensors used as indices must be long, int or bool tensors, got {} (index shape {})",
+                                "tensors used as indices must be long, int or bool tensors, got {} (index shape {}); convert with .long() (indices) or .bool() (a mask)",
                                 t.dtype(),
                                 fmt_shape(t.shape())
                             ),
@@ -814,7 +814,7 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
 }
 
 fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
-    if !index.dtype().is_integer() {
+    if !matches!(index.dtype(), DType::I32 | DType::I64) {
         return Err(Error::dtype(
             op,
             format!(

@@ -428,6 +428,9 @@ fn check_int_range(op: &'static str, low: i64, high: i64, dtype: DType) -> Resul
     }
     let (lo, hi): (i128, i128) = match dtype {
         DType::Bool => (0, 1),
+        DType::U8 => (0, u8::MAX as i128),
+        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
         DType::I32 => (i32::MIN as i128, i32::MAX as i128),
         DType::I64 => (i64::MIN as i128, i64::MAX as i128),
         // Integers with magnitude up to the largest finite value.
@@ -742,6 +745,9 @@ pub fn randperm(
                 "bool is not supported; use an integer or floating dtype",
             ))
         }
+        DType::U8 => u8::MAX as u64 + 1,
+        DType::I8 => i8::MAX as u64 + 1,
+        DType::I16 => i16::MAX as u64 + 1,
         DType::I32 => i32::MAX as u64 + 1,
         DType::I64 => u64::MAX,
         DType::F16 => 2049,

@@ -39,17 +39,25 @@ impl OpKind {
 
 /// A set of dtypes as a bit mask over `DType as u8`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct DTypes(pub u8);
+pub struct DTypes(pub u16);
 
 impl DTypes {
-    pub const ALL: DTypes = DTypes(0x7f);
+    pub const ALL: DTypes = DTypes(0x3ff);
     pub const FLOAT: DTypes = DTypes(
         (1 << DType::F16 as u8)
             | (1 << DType::BF16 as u8)
             | (1 << DType::F32 as u8)
             | (1 << DType::F64 as u8),
     );
-    pub const INT: DTypes = DTypes((1 << DType::I32 as u8) | (1 << DType::I64 as u8));
+    pub const INT: DTypes = DTypes(
+        (1 << DType::U8 as u8)
+            | (1 << DType::I8 as u8)
+            | (1 << DType::I16 as u8)
+            | (1 << DType::I32 as u8)
+            | (1 << DType::I64 as u8),
+    );
+    /// int32 and int64 alone (what the gpu device stores).
+    pub const INT_WIDE: DTypes = DTypes((1 << DType::I32 as u8) | (1 << DType::I64 as u8));
     pub const NUMERIC: DTypes = DTypes(DTypes::FLOAT.0 | DTypes::INT.0);
     pub const INT_BOOL: DTypes = DTypes(DTypes::INT.0 | 1);
     pub const BOOL: DTypes = DTypes(1);
@@ -60,7 +68,7 @@ impl DTypes {
         (1 << DType::F32 as u8)
             | (1 << DType::F16 as u8)
             | (1 << DType::BF16 as u8)
-            | DTypes::INT.0
+            | DTypes::INT_WIDE.0
             | 1,
     );
     /// float32 alone.

@@ -20,6 +20,9 @@ use crate::with_dtype;
 fn numpy_typestr(d: DType) -> Option<&'static str> {
     Some(match d {
         DType::Bool => "|b1",
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
         DType::I32 => "<i4",
         DType::I64 => "<i8",
         DType::F16 => "<f2",
@@ -33,6 +36,9 @@ fn dtype_from_typestr(s: &str) -> Option<DType> {
     let s = s.trim_start_matches(['<', '|', '=']);
     Some(match s {
         "b1" => DType::Bool,
+        "u1" => DType::U8,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
         "i4" => DType::I32,
         "i8" => DType::I64,
         "f2" => DType::F16,
@@ -227,6 +233,24 @@ fn walk(
 }
 
 fn fill_from_scalars(vals: &[Scalar], shape: &[usize], dtype: DType) -> crate::Result<Tensor> {
+    if dtype.is_small_int() {
+        // As PyTorch: a Python integer above the dtype's range is an error
+        // (negative values wrap into uint8, as there).
+        let (lo, hi) = match dtype {
+            DType::U8 => (i64::MIN, u8::MAX as i64),
+            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+            _ => (i16::MIN as i64, i16::MAX as i64),
+        };
+        if let Some(v) = vals.iter().find_map(|s| match s {
+            Scalar::Int(v) if *v < lo || *v > hi => Some(*v),
+            _ => None,
+        }) {
+            return Err(crate::Error::runtime(
+                "tensor",
+                format!("value {v} cannot be converted to type {dtype} without overflow"),
+            ));
+        }
+    }
     let t = Tensor::empty(shape, dtype, Device::Cpu)?;
     with_dtype!(dtype, T => {
         let p = t.data_ptr::<T>();

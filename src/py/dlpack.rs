@@ -98,6 +98,9 @@ struct DLManagedTensorVersioned {
 fn dl_dtype(d: DType) -> DLDataType {
     let (code, bits) = match d {
         DType::Bool => (KDL_BOOL, 8),
+        DType::U8 => (KDL_UINT, 8),
+        DType::I8 => (KDL_INT, 8),
+        DType::I16 => (KDL_INT, 16),
         DType::I32 => (KDL_INT, 32),
         DType::I64 => (KDL_INT, 64),
         DType::F16 => (KDL_FLOAT, 16),
@@ -115,6 +118,9 @@ fn dl_dtype(d: DType) -> DLDataType {
 fn dtype_from_dl(t: DLDataType) -> PyResult<DType> {
     let d = match (t.code, t.bits, t.lanes) {
         (KDL_BOOL, 8, 1) => DType::Bool,
+        (KDL_UINT, 8, 1) => DType::U8,
+        (KDL_INT, 8, 1) => DType::I8,
+        (KDL_INT, 16, 1) => DType::I16,
         (KDL_INT, 32, 1) => DType::I32,
         (KDL_INT, 64, 1) => DType::I64,
         (KDL_FLOAT, 16, 1) => DType::F16,
@@ -138,7 +144,7 @@ fn dtype_from_dl(t: DLDataType) -> PyResult<DType> {
                 format!(" x{lanes} lanes")
             };
             return Err(PyTypeError::new_err(format!(
-                "from_dlpack: unsupported dtype {kind}{bits}{lanes} (code {code}); supported: bool, int32, int64, float16, bfloat16, float32, float64"
+                "from_dlpack: unsupported dtype {kind}{bits}{lanes} (code {code}); supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64"
             )));
         }
     };

@@ -905,6 +905,18 @@ impl PyTensor {
     fn long(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
         cast(slf, DType::I64)
     }
+    /// Convert to uint8.
+    fn byte(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
+        cast(slf, DType::U8)
+    }
+    /// Convert to int8.
+    fn char(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
+        cast(slf, DType::I8)
+    }
+    /// Convert to int16.
+    fn short(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
+        cast(slf, DType::I16)
+    }
     fn bool(slf: &Bound<'_, Self>) -> PyResult<Py<PyTensor>> {
         cast(slf, DType::Bool)
     }

@@ -216,6 +216,11 @@ impl PyDType {
     fn is_floating_point(&self) -> bool {
         self.d.is_floating_point()
     }
+    /// True for the signed integer and floating dtypes (False for bool and uint8).
+    #[getter]
+    fn is_signed(&self) -> bool {
+        !matches!(self.d, DType::Bool | DType::U8)
+    }
     /// True for bool.
     #[getter]
     fn is_bool(&self) -> bool {

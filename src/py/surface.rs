@@ -14,6 +14,9 @@ use crate::tensor::{DType, Device, Scalar, Tensor};
 fn type_stem(d: DType) -> &'static str {
     match d {
         DType::Bool => "Bool",
+        DType::U8 => "Byte",
+        DType::I8 => "Char",
+        DType::I16 => "Short",
         DType::I32 => "Int",
         DType::I64 => "Long",
         DType::F16 => "Half",
@@ -56,18 +59,10 @@ fn parse_type_name(s: &str) -> PyResult<(DType, Device)> {
         (Device::Cpu, rest)
     };
     let stem = rest.strip_suffix("Tensor").ok_or_else(bad)?;
-    let d = [
-        DType::Bool,
-        DType::I32,
-        DType::I64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-        DType::F64,
-    ]
-    .into_iter()
-    .find(|&d| type_stem(d) == stem)
-    .ok_or_else(bad)?;
+    let d = DType::ALL
+        .into_iter()
+        .find(|&d| type_stem(d) == stem)
+        .ok_or_else(bad)?;
     Ok((d, dev))
 }
 

@@ -26,6 +26,9 @@ pub enum DType {
     BF16 = 4,
     F32 = 5,
     F64 = 6,
+    U8 = 7,
+    I8 = 8,
+    I16 = 9,
 }
 
 /// Category of a dtype, used by promotion with weak scalars.
@@ -38,8 +41,11 @@ pub enum Category {
 
 impl DType {
     /// Every dtype, in a stable order.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 10] = [
         DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
         DType::I32,
         DType::I64,
         DType::F16,
@@ -53,8 +59,8 @@ impl DType {
     /// Size of one element in bytes.
     pub const fn itemsize(self) -> usize {
         match self {
-            DType::Bool => 1,
-            DType::F16 | DType::BF16 => 2,
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
             DType::I64 | DType::F64 => 8,
         }
@@ -64,6 +70,9 @@ impl DType {
     pub const fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::F16 => "float16",
@@ -77,6 +86,9 @@ impl DType {
     pub fn from_name(s: &str) -> Option<DType> {
         Some(match s {
             "bool" => DType::Bool,
+            "uint8" => DType::U8,
+            "int8" => DType::I8,
+            "int16" | "short" => DType::I16,
             "int32" | "int" => DType::I32,
             "int64" | "long" => DType::I64,
             "float16" | "half" => DType::F16,
@@ -90,7 +102,7 @@ impl DType {
     pub const fn category(self) -> Category {
         match self {
             DType::Bool => Category::Bool,
-            DType::I32 | DType::I64 => Category::Int,
+            DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64 => Category::Int,
             _ => Category::Float,
         }
     }
@@ -100,7 +112,24 @@ impl DType {
     }
 
     pub const fn is_integer(self) -> bool {
-        matches!(self, DType::I32 | DType::I64)
+        matches!(
+            self,
+            DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64
+        )
+    }
+
+    /// Whether the dtype is one of the 8/16-bit integers (`uint8`, `int8`, `int16`).
+    pub const fn is_small_int(self) -> bool {
+        matches!(self, DType::U8 | DType::I8 | DType::I16)
+    }
+
+    /// The dtype integer sums and products accumulate into: every integer
+    /// and bool gives int64 (as PyTorch), floats keep their dtype.
+    pub const fn sum_dtype(self) -> DType {
+        match self.category() {
+            Category::Float => self,
+            _ => DType::I64,
+        }
     }
 
     /// Promotion of two tensor dtypes.
@@ -111,7 +140,7 @@ impl DType {
         match (a.category(), b.category()) {
             (Category::Bool, _) => b,
             (_, Category::Bool) => a,
-            (Category::Int, Category::Int) => DType::I64,
+            (Category::Int, Category::Int) => promote_ints(a, b),
             (Category::Float, Category::Int) => a,
             (Category::Int, Category::Float) => b,
             (Category::Float, Category::Float) => {
@@ -156,6 +185,29 @@ impl DType {
 impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Promotion of two distinct integer dtypes: the narrowest signed type
+/// holding both ranges (`uint8 ∘ int8 → int16`), as PyTorch and NumPy.
+fn promote_ints(a: DType, b: DType) -> DType {
+    let signed_bits = |d: DType| -> u32 {
+        match d {
+            DType::U8 => 16, // needs a wider signed type to hold 0..=255
+            DType::I8 => 8,
+            DType::I16 => 16,
+            DType::I32 => 32,
+            _ => 64,
+        }
+    };
+    if a == DType::U8 && b == DType::U8 {
+        return DType::U8;
+    }
+    match signed_bits(a).max(signed_bits(b)) {
+        8 => DType::I8,
+        16 => DType::I16,
+        32 => DType::I32,
+        _ => DType::I64,
     }
 }
 
@@ -206,6 +258,96 @@ macro_rules! impl_float_element {
 impl_float_element!(f32, DType::F32);
 impl_float_element!(f64, DType::F64);
 impl_float_element!(i32, DType::I32);
+
+macro_rules! impl_small_int_element {
+    ($t:ty, $dt:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dt;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            /// Truncation toward zero through i32, keeping the low bits
+            /// (see [`f64_to_u8`]).
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                f64_to_i32_x86(v) as $t
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn zero() -> Self {
+                0
+            }
+            #[inline(always)]
+            fn one() -> Self {
+                1
+            }
+        }
+    };
+}
+impl_small_int_element!(i8, DType::I8);
+impl_small_int_element!(i16, DType::I16);
+
+/// The element of a `uint8` tensor. A distinct type from the `u8` that
+/// stores `bool` (0 or 1), so that generic code converts it as an integer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+#[repr(transparent)]
+pub struct U8(pub u8);
+
+impl Element for U8 {
+    const DTYPE: DType = DType::U8;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self.0 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        U8(f64_to_u8(v))
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self.0 as i64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        U8(v as u8)
+    }
+    #[inline(always)]
+    fn zero() -> Self {
+        U8(0)
+    }
+    #[inline(always)]
+    fn one() -> Self {
+        U8(1)
+    }
+}
+
+/// float → uint8 as PyTorch's CPU casts on x86: truncate toward zero to a
+/// 32-bit integer and keep the low byte, so `-1.5 → 255` and `300.7 → 44`.
+/// Values outside the i32 range, ±inf and NaN give the x86 "integer
+/// indefinite" `i32::MIN`, whose low byte is 0.
+#[inline(always)]
+pub fn f64_to_u8(v: f64) -> u8 {
+    f64_to_i32_x86(v) as u8
+}
+
+/// Truncation toward zero to i32 with x86's `cvttsd2si` result for values it
+/// cannot represent (NaN, ±inf, out of range → `i32::MIN`).
+#[inline(always)]
+pub fn f64_to_i32_x86(v: f64) -> i32 {
+    if v > -2147483649.0 && v < 2147483648.0 {
+        v as i32
+    } else {
+        i32::MIN
+    }
+}
 impl_float_element!(i64, DType::I64);
 
 impl Element for u8 {
@@ -279,6 +421,18 @@ macro_rules! with_dtype {
                 type $T = u8;
                 $body
             }
+            $crate::tensor::DType::U8 => {
+                type $T = $crate::tensor::dtype::U8;
+                $body
+            }
+            $crate::tensor::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::tensor::DType::I16 => {
+                type $T = i16;
+                $body
+            }
             $crate::tensor::DType::I32 => {
                 type $T = i32;
                 $body
@@ -329,5 +483,16 @@ mod tests {
         assert_eq!(DType::promote_scalar(F16, Category::Float), F16);
         assert_eq!(DType::promote_scalar(I32, Category::Int), I32);
         assert_eq!(DType::promote_scalar(Bool, Category::Int), I64);
+        assert_eq!(DType::promote(U8, I8), I16);
+        assert_eq!(DType::promote(U8, I16), I16);
+        assert_eq!(DType::promote(U8, U8), U8);
+        assert_eq!(DType::promote(I8, I16), I16);
+        assert_eq!(DType::promote(U8, I32), I32);
+        assert_eq!(DType::promote(I16, I64), I64);
+        assert_eq!(DType::promote(U8, F16), F16);
+        assert_eq!(DType::promote(Bool, U8), U8);
+        assert_eq!(DType::promote_scalar(U8, Category::Int), U8);
+        assert_eq!(<super::U8 as Element>::from_f64(-1.0), super::U8(255));
+        assert_eq!(<i8 as Element>::from_f64(-1.9), -1);
     }
 }

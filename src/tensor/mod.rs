@@ -14,7 +14,7 @@ type MetaCell = once_cell::sync::OnceCell<Arc<AutogradMeta>>;
 
 use crate::autograd::AutogradMeta;
 
-pub use dtype::{Category, DType, Element};
+pub use dtype::{Category, DType, Element, U8};
 pub use layout::{Layout, Shape, Strides};
 pub use storage::{Device, Storage};
 

@@ -23,6 +23,9 @@ NP_DTYPES = {
     "float16": np.float16,
     "int32": np.int32,
     "int64": np.int64,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
     "bool": np.bool_,
 }
 

@@ -10,7 +10,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 FLOATS = ("float32", "float64", "float16", "bfloat16")
-INTS = ("int32", "int64")
+# The 8/16-bit integers are cheap extra cells: they draw fewer examples (``SMALL_INT_EXAMPLES``).
+SMALL_INTS = ("uint8", "int8", "int16")
+INTS = ("int32", "int64") + SMALL_INTS
+# A small-int cell draws this fraction (1/SMALL_INT_SHARE) of its spec's examples.
+SMALL_INT_SHARE = 5
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + ("bool",)
 
@@ -22,6 +26,9 @@ DEFAULT_TOL = {
     "bfloat16": (1.6e-2, 1e-2),
     "int32": (0, 0),
     "int64": (0, 0),
+    "uint8": (0, 0),
+    "int8": (0, 0),
+    "int16": (0, 0),
     "bool": (0, 0),
 }
 
@@ -161,7 +168,11 @@ def values(draw, shape, dtype: str, lo: float = -3.0, hi: float = 3.0) -> np.nda
     if dtype == "bool":
         return np.asarray(rng.random(shape) < 0.5)
     if dtype in INTS:
-        return np.asarray(rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, size=shape).astype(dtype))
+        ilo, ihi = int(np.floor(lo)), int(np.ceil(hi))
+        if dtype == "uint8":  # no negatives
+            ilo = max(ilo, 0)
+            ihi = max(ihi, ilo)
+        return np.asarray(rng.integers(ilo, ihi + 1, size=shape).astype(dtype))
     a = np.asarray(rng.uniform(lo, hi, size=shape))
     # bfloat16 has no NumPy dtype: keep float32 values that are exact in bfloat16.
     if dtype == "bfloat16":

@@ -537,7 +537,7 @@ def _clamp1_sample(draw, dtype):
     a = values(draw, sa, dtype)
     if draw(st.booleans()):
         return [a, values(draw, sb, dtype)], {}
-    return [a], {"bound": draw(st.sampled_from([-1, 0.5, 2]))}
+    return [a], {"bound": draw(st.sampled_from([0, 0.5, 2] if dtype == "uint8" else [-1, 0.5, 2]))}
 
 
 def _clamp1_fg(name):
@@ -1086,5 +1086,48 @@ SPECS: list[OpSpec] = [
         grad_sample=lambda draw, dtype: (_gamma_grad_sample(draw, dtype)[0], {"n": draw(st.integers(0, 1))}),
         grad_snap=False,
         lowp_grad_factor=COMPOSED_LOWP,
+    ),
+]
+
+
+def _shift_sample(draw, dtype):
+    """An integer tensor and a shift count below its width: a Python int, or a tensor of the
+    same dtype that broadcasts with it."""
+    bits = min(8 * np.dtype(dtype).itemsize, 63)  # counts of 63+ are clamped to 62 (documented)
+    sa, sb = broadcastable_pair(draw)
+    x = values(draw, sa, dtype, -100, 100)
+    if draw(st.booleans()):
+        return [x], {"n": draw(st.integers(0, bits - 1))}
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    return [x, np.asarray(rng.integers(0, bits, size=sb).astype(dtype))], {}
+
+
+def _shift_np(fn):
+    def ref(x, *n, **kw):
+        return np.asarray(fn(x, n[0] if n else x.dtype.type(kw["n"])))
+
+    return ref
+
+
+SPECS += [
+    OpSpec(
+        "bitwise_left_shift",
+        lambda x, *n, **kw: x << (n[0] if n else kw["n"]),
+        _shift_np(np.left_shift),
+        _shift_sample,
+        dtypes=INTS,
+        ref_in_dtype=True,
+        composed=True,
+        differentiable=False,
+    ),
+    OpSpec(
+        "bitwise_right_shift",
+        lambda x, *n, **kw: fg.bitwise_right_shift(x, n[0] if n else kw["n"]),
+        _shift_np(np.right_shift),
+        _shift_sample,
+        dtypes=INTS,
+        ref_in_dtype=True,
+        composed=True,
+        differentiable=False,
     ),
 ]

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from ._spec import ALL, INTS, OpSpec, shapes, values
 
 NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
-      "bfloat16": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+      "bfloat16": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+      "uint8": np.uint8, "int8": np.int8, "int16": np.int16}
 
 
 def _same(d):
@@ -64,7 +65,12 @@ def _full_sample(draw, dtype):
     shape = draw(shapes(0, 3, 0, 4))
     form = draw(st.sampled_from(["tuple", "list", "int", "like"])) if len(shape) == 1 else draw(
         st.sampled_from(["tuple", "list", "like"]))
-    return [], {"shape": shape, "value": _fill_value(draw, dtype), "dtype": dtype, "form": form}
+    value = _fill_value(draw, dtype)
+    if dtype in ("uint8", "int8") and not isinstance(value, bool):
+        # PyTorch refuses a fill value outside the dtype's range (ferrograd wraps it).
+        info = np.iinfo(dtype)
+        value = int(min(max(value, info.min), info.max))
+    return [], {"shape": shape, "value": value, "dtype": dtype, "form": form}
 
 
 def _full_fg(shape, value, dtype, form):

@@ -186,7 +186,7 @@ UNARY = [
 
 def _bound(draw, dtype):
     if dtype in INTS:
-        return draw(st.integers(-3, 3))
+        return draw(st.integers(0 if dtype == "uint8" else -3, 3))
     return draw(st.integers(-12, 12)) / 4
 
 
@@ -242,6 +242,8 @@ CLAMP = OpSpec("clamp", _clamp_fg, _clamp_np, _clamp_sample, dtypes=NUMERIC)
 
 def _scalar(draw, dtype, lo, hi, nonzero):
     """A Python scalar of a category allowed with a ``dtype`` tensor, inside [lo, hi]."""
+    if dtype == "uint8":  # a negative Python int is out of range for NumPy's uint8 reference
+        lo, hi = max(lo, 0), max(hi, 0)
     kind = draw(st.sampled_from(["int", "bool", "float"]))
     if kind == "bool":
         v = draw(st.booleans())
@@ -401,7 +403,8 @@ WHERE = OpSpec("where", _where_fg, lambda c, a, b, form="fn": np.where(c, a, b),
 
 
 _NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
-       "bfloat16": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+       "bfloat16": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+       "uint8": np.uint8, "int8": np.int8, "int16": np.int16}
 
 
 def _to_sample(draw, dtype):
@@ -437,7 +440,7 @@ def _fill_value(draw, dtype):
     if dtype == "bool":
         return draw(st.booleans())
     if dtype in INTS:
-        return draw(st.one_of(st.integers(-100, 100), st.booleans()))
+        return draw(st.one_of(st.integers(0 if dtype == "uint8" else -100, 100), st.booleans()))
     return draw(st.one_of(st.integers(-100, 100), st.sampled_from([0.5, -2.25, 1e-3, 3.0]), st.booleans()))
 
 

@@ -26,7 +26,10 @@ def _dt(name: str):
 
 
 def _np_dtype(name: str):
-    return {"bool": np.bool_, "int32": np.int32, "int64": np.int64}.get(name, np.float64)
+    return {
+        "bool": np.bool_, "int32": np.int32, "int64": np.int64,
+        "uint8": np.uint8, "int8": np.int8, "int16": np.int16,
+    }.get(name, np.float64)
 
 
 # Normals go through log/sin/cos in float32 for the 16/32-bit dtypes.
@@ -62,6 +65,10 @@ def _int_bounds(draw, dtype):
     if dtype == "bool":
         lo = draw(st.integers(0, 1))
         return {"low": lo, "high": draw(st.integers(lo + 1, 2))}
+    if dtype in ("uint8", "int8", "int16"):  # the range must fit the dtype
+        info = np.iinfo(dtype)
+        lo = draw(st.integers(max(int(info.min), -1000), min(int(info.max), 1000)))
+        return {"low": lo, "high": lo + draw(st.integers(1, min(2000, int(info.max) + 1 - lo)))}
     lo = draw(st.integers(-1000, 1000))
     return {"low": lo, "high": lo + draw(st.integers(1, 2000))}
 
@@ -140,7 +147,7 @@ def _randint_like(x, seed, dt, low, high):
 
 
 def _like_dtype(x):
-    return x.dtype if x.dtype.kind in "bi" else np.float64
+    return x.dtype if x.dtype.kind in "biu" else np.float64
 
 
 def _range_sample(draw, dtype):

@@ -39,6 +39,8 @@ def _order(x, dim, descending):
     """NumPy's stable order along ``dim`` (ferrograd's: ties keep input order)."""
     if x.ndim == 0:
         return np.asarray(0, dtype=np.int64)
+    if descending and x.dtype.kind in "iu" and x.dtype.itemsize < 8:  # -x may wrap: negate in int64
+        x = x.astype(np.int64)
     key = (~x if x.dtype == np.bool_ else -x) if descending else x
     return np.argsort(key, axis=dim, kind="stable").astype(np.int64)
 

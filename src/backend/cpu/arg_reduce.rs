@@ -57,6 +57,9 @@ pub fn arg_reduce(
         DType::I32 => int!(i32),
         DType::I64 => int!(i64),
         DType::Bool => int!(u8),
+        DType::U8 => int!(crate::tensor::U8),
+        DType::I8 => int!(i8),
+        DType::I16 => int!(i16),
     }
     Ok(())
 }

@@ -505,6 +505,18 @@ macro_rules! int_unary {
     }};
 }
 
+/// uint8 unary kernels: computed in i16 and narrowed to the low byte, which
+/// wraps as PyTorch's (`-x` of 1 is 255, `abs` is the identity).
+fn unsigned_unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
+    macro_rules! run_u8 {
+        ($f:expr) => {{
+            let f = $f;
+            run_map(x, out, PAR_MIN, move |v: u8| f(v as i16) as u8)
+        }};
+    }
+    crate::kernel::unary::unary_ops!([cpu_int op run_u8] f32, i16)
+}
+
 pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
     // Predicates: any input dtype, bool output (and bitwise not of bool).
     let pred: Option<fn(f64) -> bool> = crate::kernel::unary::unary_ops!([cpu_pred op]);
@@ -553,6 +565,9 @@ pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
         }
         DType::I32 => int_unary!(op, i32, x, out),
         DType::I64 => int_unary!(op, i64, x, out),
+        DType::I8 => int_unary!(op, i8, x, out),
+        DType::I16 => int_unary!(op, i16, x, out),
+        DType::U8 => unsigned_unary(op, x, out),
         DType::Bool if op.keeps_bool() => run_map(x, out, PAR_MIN, |v: u8| v),
         DType::Bool => unreachable!("bool unary {op:?} rejected by the op layer"),
     }
@@ -647,7 +662,7 @@ macro_rules! int_binary {
                 if y < 0 {
                     0
                 } else {
-                    x.wrapping_pow(y.min(i32::MAX as $T) as u32)
+                    x.wrapping_pow((y as i64).min(u32::MAX as i64) as u32)
                 }
             }),
             Maximum => run_zip(a, b, out, PAR_MIN, |x: $T, y: $T| x.max(y)),
@@ -667,6 +682,44 @@ macro_rules! int_binary {
             Div | Atan2 => unreachable!("true division of integers computes in float"),
         }
     }};
+}
+
+/// uint8 binary kernels on the raw bytes (wrapping as PyTorch's).
+fn unsigned_binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) {
+    use BinaryOp::*;
+    macro_rules! pred {
+        ($f:expr) => {{
+            let f = $f;
+            run_zip(a, b, out, PAR_MIN, move |x: u8, y: u8| f(x, y) as u8)
+        }};
+    }
+    match op {
+        Add => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x.wrapping_add(y)),
+        Sub => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x.wrapping_sub(y)),
+        Mul => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x.wrapping_mul(y)),
+        FloorDiv => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| {
+            x.checked_div(y).unwrap_or(0)
+        }),
+        Remainder => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| {
+            x.checked_rem(y).unwrap_or(0)
+        }),
+        Pow => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x.wrapping_pow(y as u32)),
+        Maximum => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x.max(y)),
+        Minimum => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x.min(y)),
+        BitAnd => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x & y),
+        BitOr => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x | y),
+        BitXor => run_zip(a, b, out, PAR_MIN, |x: u8, y: u8| x ^ y),
+        Eq => pred!(|x: u8, y: u8| x == y),
+        Ne => pred!(|x: u8, y: u8| x != y),
+        Lt => pred!(|x: u8, y: u8| x < y),
+        Le => pred!(|x: u8, y: u8| x <= y),
+        Gt => pred!(|x: u8, y: u8| x > y),
+        Ge => pred!(|x: u8, y: u8| x >= y),
+        LogicalAnd => pred!(|x: u8, y: u8| x != 0 && y != 0),
+        LogicalOr => pred!(|x: u8, y: u8| x != 0 || y != 0),
+        LogicalXor => pred!(|x: u8, y: u8| (x != 0) != (y != 0)),
+        Div | Atan2 => unreachable!("true division of integers computes in float"),
+    }
 }
 
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
@@ -739,6 +792,9 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> 
         }
         DType::I32 => int_binary!(op, i32, a, b, out),
         DType::I64 => int_binary!(op, i64, a, b, out),
+        DType::I8 => int_binary!(op, i8, a, b, out),
+        DType::I16 => int_binary!(op, i16, a, b, out),
+        DType::U8 => unsigned_binary(op, a, b, out),
         DType::Bool => {
             use BinaryOp::*;
             let f: fn(u8, u8) -> u8 = match op {

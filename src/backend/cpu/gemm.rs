@@ -122,6 +122,9 @@ pub fn matmul(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<
         DType::F64 => run_float::<f64>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
         DType::I32 => run_int::<i32>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
         DType::I64 => run_int::<i64>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
+        DType::I16 => run_int::<i16>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
+        DType::I8 => run_int::<i8>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
+        DType::U8 => run_int::<u8>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
         d => {
             return Err(Error::dtype(
                 "matmul",
@@ -747,6 +750,18 @@ impl IntElem for i64 {
         self.wrapping_add(a.wrapping_mul(b))
     }
 }
+macro_rules! small_int_elem {
+    ($($t:ty),*) => {$(
+        impl IntElem for $t {
+            #[inline(always)]
+            fn mul_add(self, a: $t, b: $t) -> $t {
+                self.wrapping_add(a.wrapping_mul(b))
+            }
+        }
+    )*};
+}
+// uint8 as raw bytes: wrapping arithmetic is the same bits as `crate::tensor::U8`'s.
+small_int_elem!(i8, i16, u8);
 
 /// Rows of `c` computed by one call: `acc[j] += a[i,p] * b[p,j]` over a
 /// contiguous row buffer, so the inner loop is unit-stride when `b`'s rows are.

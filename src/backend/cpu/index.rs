@@ -81,6 +81,24 @@ impl Accumulate for u8 {
         ((self | v) != 0) as u8
     }
 }
+impl Accumulate for crate::tensor::U8 {
+    #[inline(always)]
+    fn acc(self, v: Self) -> Self {
+        crate::tensor::U8(self.0.wrapping_add(v.0))
+    }
+}
+impl Accumulate for i8 {
+    #[inline(always)]
+    fn acc(self, v: Self) -> Self {
+        self.wrapping_add(v)
+    }
+}
+impl Accumulate for i16 {
+    #[inline(always)]
+    fn acc(self, v: Self) -> Self {
+        self.wrapping_add(v)
+    }
+}
 
 fn threads() -> usize {
     crate::par::split().max(1)

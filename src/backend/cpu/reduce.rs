@@ -145,6 +145,21 @@ macro_rules! load_int {
 }
 load_int!(i32);
 load_int!(u8);
+load_int!(i8);
+load_int!(i16);
+
+impl Load<i64> for crate::tensor::U8 {
+    #[inline]
+    fn load(src: &[Self], dst: &mut [i64]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s.0 as i64;
+        }
+    }
+    #[inline(always)]
+    fn lift(self) -> i64 {
+        self.0 as i64
+    }
+}
 
 /// `n` contiguous elements at `p` as the compute type (converted into `buf` if needed).
 ///
@@ -940,6 +955,9 @@ pub fn reduce(op: ReduceOp, x: &Tensor, mask: &[bool], out: &Tensor) -> Result<(
         DType::I32 => int_reduce::<i32>(op, &g, out),
         DType::I64 => int_reduce::<i64>(op, &g, out),
         DType::Bool => int_reduce::<u8>(op, &g, out),
+        DType::U8 => int_reduce::<crate::tensor::U8>(op, &g, out),
+        DType::I8 => int_reduce::<i8>(op, &g, out),
+        DType::I16 => int_reduce::<i16>(op, &g, out),
     }
 }
 

@@ -11,7 +11,7 @@ use super::strided::SendPtr;
 use crate::error::{Error, Result};
 use crate::kernel::general::{Cost, Def, Plan};
 use crate::kernel::sort::{float_less, row_order, Sort};
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::{DType, Element, Tensor, U8};
 
 pub fn sort(s: &Sort, x: &Tensor, values: &Tensor, indices: &Tensor) -> Result<()> {
     let plan = s.plan(&[x.shape()], &[x.dtype()])?;
@@ -42,6 +42,9 @@ pub fn sort(s: &Sort, x: &Tensor, values: &Tensor, indices: &Tensor) -> Result<(
         DType::I32 => rows::<i32, i32>(x, values, indices, &plan, d, |v| v, |a, b| a < b),
         DType::I64 => rows::<i64, i64>(x, values, indices, &plan, d, |v| v, |a, b| a < b),
         DType::Bool => rows::<u8, u8>(x, values, indices, &plan, d, |v| v, |a, b| a < b),
+        DType::U8 => rows::<U8, u8>(x, values, indices, &plan, d, |v| v.0, |a, b| a < b),
+        DType::I8 => rows::<i8, i8>(x, values, indices, &plan, d, |v| v, |a, b| a < b),
+        DType::I16 => rows::<i16, i16>(x, values, indices, &plan, d, |v| v, |a, b| a < b),
     }
     Ok(())
 }

@@ -17,6 +17,13 @@ pub fn gty(op: &'static str, d: DType) -> Result<GTy> {
         DType::F32 | DType::F16 | DType::BF16 => Ok(GTy::F32),
         DType::I32 | DType::I64 => Ok(GTy::I32),
         DType::Bool => Ok(GTy::U32),
+        DType::U8 | DType::I8 | DType::I16 => Err(Error::dtype(
+            op,
+            format!(
+                "{d} is not supported on the gpu device (WGSL has no 8- or 16-bit integers); \
+                 convert with .int() or .float() first"
+            ),
+        )),
         DType::F64 => Err(Error::dtype(
             op,
             "float64 is not supported on the gpu device (WGSL has no 64-bit floats); convert with .float() first",
