@@ -74,7 +74,8 @@ def set_graph_passes(**flags: bool) -> dict[str, bool]:
     ``fg.set_graph_passes(fuse=False)``; names: ``dce``, ``cse``, ``fold``,
     ``simplify``, ``fuse``, ``epilogue`` (inference graphs on the CPU:
     ``relu`` and 2×2 max pooling computed inside the convolution before
-    them), and the plan's ``inplace`` (results written over
+    them; ``linear`` on a weight packed once, with its activation and a
+    residual ``add`` applied as the product stores), and the plan's ``inplace`` (results written over
     dying buffers) and ``parallel`` (independent branches side by side).
     ``fg.set_graph_passes(all=False)`` turns every pass off.
     """

@@ -2,7 +2,8 @@
 
 The function (or module) is captured with :func:`ferrograd.compile` on the
 example inputs (with gradients off, the graph passes on except fusion and
-convolution epilogues: ONNX runtimes fuse ``Conv → Relu → MaxPool`` themselves), and
+epilogues: ONNX runtimes fuse ``Conv → Relu → MaxPool`` and ``Gemm`` with its
+activation themselves), and
 each node of the captured graph becomes one or a few ONNX nodes; tensors the
 graph reads by reference (parameters, buffers) become initializers. Needs the
 ``onnx`` package (``pip install ferrograd[onnx]``; ``onnxruntime`` runs the

@@ -1064,7 +1064,9 @@ fn node_work(g: &Graph, n: &super::Node) -> f64 {
         })
     };
     match &n.call {
-        OpCall::Matmul | OpCall::Bmm | OpCall::Linear { .. } => 2.0 * out * last(0),
+        OpCall::Matmul | OpCall::Bmm | OpCall::Linear { .. } | OpCall::LinearFused { .. } => {
+            2.0 * out * last(0)
+        }
         OpCall::Conv2d { .. } | OpCall::Conv1d { .. } | OpCall::Conv2dP { .. } => {
             2.0 * out * tail(1)
         }

@@ -17,11 +17,11 @@
 use crate::autograd::{self as ag, sum_to, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::{self as ew, BinaryOp};
+use crate::ops::elementwise::{self as ew, BinaryOp, UnaryOp};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
 use crate::tensor::layout::{broadcast_shapes, fmt_shape};
-use crate::tensor::{DType, Layout, Scalar, Shape, Tensor};
+use crate::tensor::{DType, Device, Layout, Scalar, Shape, Tensor};
 use smallvec::{smallvec, SmallVec};
 use std::collections::HashMap;
 
@@ -498,6 +498,68 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tens
         ag::record(bw, &inputs, &[&out], &save);
     }
     Ok(out)
+}
+
+/// `act(linear(x, weight, bias)) + residual` (activation and residual
+/// optional): the node inference graphs fuse `linear → activation → add`
+/// into (see `graph::passes::epilogue`). On the CPU, for float32 products
+/// the packed GEMM takes, the weight is packed once (cached, re-packed when
+/// its version changes) and the bias, activation and residual are applied
+/// as the product stores its blocks; otherwise, and whenever a gradient is
+/// recorded, it runs the unfused ops. Either way the values are those of the
+/// ops one after another, bit for bit.
+pub fn linear_fused(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    act: Option<UnaryOp>,
+    residual: Option<&Tensor>,
+) -> Result<Tensor> {
+    let mut inputs: SmallVec<[&Tensor; 4]> = smallvec![x, weight];
+    inputs.extend(bias);
+    inputs.extend(residual);
+    if x.device() == Device::Cpu
+        && x.dtype() == DType::F32
+        && x.ndim() >= 2
+        && weight.ndim() == 2
+        && !ag::needs_grad(&inputs)
+    {
+        let nd = x.ndim();
+        let k = x.shape()[nd - 1];
+        let n = weight.shape()[0];
+        let m: usize = x.shape()[..nd - 1].iter().product();
+        let mut shape: Shape = x.shape()[..nd - 1].into();
+        shape.push(n);
+        let lx = x.layout().reshape_view(&[m, k]);
+        let lr = match residual {
+            Some(r) if r.shape() == &shape[..] => r.layout().reshape_view(&[m, n]).map(Some),
+            Some(_) => None,
+            None => Some(None),
+        };
+        if let (Some(lx), Some(lr)) = (lx, lr) {
+            let out = Tensor::empty_for("linear", &shape, DType::F32, Device::Cpu)?;
+            let o2 = out.with_layout(Layout::contiguous(&[m, n]));
+            let r2 = residual.zip(lr).map(|(r, l)| r.with_layout(l));
+            if crate::backend::cpu::prepack::linear(
+                &x.with_layout(lx),
+                weight,
+                bias,
+                act,
+                r2.as_ref(),
+                &o2,
+            )? {
+                return Ok(out);
+            }
+        }
+    }
+    let mut y = linear(x, weight, bias)?;
+    if let Some(op) = act {
+        y = ew::unary(op, &y)?;
+    }
+    if let Some(r) = residual {
+        y = ew::binary(BinaryOp::Add, r, &y)?;
+    }
+    Ok(y)
 }
 
 // ---------------------------------------------------------------------------

@@ -517,6 +517,23 @@ fn unsigned_unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
     crate::kernel::unary::unary_ops!([cpu_int op run_u8] f32, i16)
 }
 
+/// `y[i] = op(y[i])` over `n` contiguous float32s, in place, with the
+/// kernel [`unary`] runs (so the values equal its, bit for bit): GEMM
+/// epilogues apply an activation to each block of a product this way.
+/// `op` must have a float kernel (not a predicate).
+///
+/// # Safety
+/// `y` valid for `n` floats.
+pub unsafe fn unary_in_place_f32(op: UnaryOp, y: *mut f32, n: usize) {
+    macro_rules! run {
+        ($g:expr, $f:expr) => {{
+            let _ = $g;
+            map_run::<f32, f32, _>(y, 1, y, 1, n, &$f)
+        }};
+    }
+    float_unary!(op, f32, run)
+}
+
 pub fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) -> Result<()> {
     // Predicates: any input dtype, bool output (and bitwise not of bool).
     let pred: Option<fn(f64) -> bool> = crate::kernel::unary::unary_ops!([cpu_pred op]);

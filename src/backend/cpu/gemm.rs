@@ -270,7 +270,7 @@ impl GemmFloat for f32 {
 }
 
 /// Whether the packed AVX2 float32 kernel is in use (not when `FG_CPU=scalar`).
-fn fast_f32() -> bool {
+pub(crate) fn fast_f32() -> bool {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OK.get_or_init(super::sgemm::available) && super::simd::level() >= super::simd::Level::Avx2
 }
@@ -528,7 +528,7 @@ pub fn small_matmul_init(a: &Tensor, b: &Tensor, init: &Tensor, out: &Tensor) ->
 
 /// Products with at most this many multiply-adds run [`direct`]: packing
 /// operands and dispatching into a blocked GEMM costs more than the product.
-const DIRECT_MAX: usize = 1 << 15;
+pub(crate) const DIRECT_MAX: usize = 1 << 15;
 
 /// Output columns accumulated per register block of [`direct`].
 const DIRECT_JB: usize = 32;

@@ -10,6 +10,7 @@ pub mod index;
 pub mod math;
 pub mod norm;
 pub mod optim;
+pub mod prepack;
 pub mod random;
 pub mod reduce;
 pub mod scan;

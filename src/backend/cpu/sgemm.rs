@@ -537,6 +537,261 @@ unsafe fn blocked<K: Micro>(
     }
 }
 
+/// A whole `k × n` B operand packed once into the kernel's panel layout
+/// (see [`pack_whole`]): for every `k` block of the blocked loop, all of
+/// its `NR`-column panels, so a product reads its B blocks from here
+/// instead of packing them on every call. The arithmetic is the same as
+/// [`sgemm`]'s: same `k` blocks, same micro-kernel, same order of sums.
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    /// Columns rounded up to whole panels.
+    n_pad: usize,
+    /// Packed by (and for) the AVX-512 kernel, else the AVX2 one.
+    avx512: bool,
+    buf: Vec<f32>,
+    start: usize,
+}
+
+impl PackedB {
+    /// Rows (`k`) and columns (`n`) of the packed operand.
+    pub fn dims(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.buf.len() * 4
+    }
+    fn base(&self) -> *const f32 {
+        // SAFETY: `start` < 16 floats into a buffer at least that long.
+        unsafe { self.buf.as_ptr().add(self.start) }
+    }
+}
+
+/// Pack all of the `k × n` operand `b` (strides `b_rs`, `b_cs`) for
+/// [`sgemm_packed`].
+///
+/// # Safety
+/// [`available`] must be true; `b` valid for the strided range.
+pub unsafe fn pack_whole(k: usize, n: usize, b: *const f32, b_rs: isize, b_cs: isize) -> PackedB {
+    if avx512() {
+        pack_whole_k::<Avx512>(k, n, b, b_rs, b_cs, true)
+    } else {
+        pack_whole_k::<Avx2>(k, n, b, b_rs, b_cs, false)
+    }
+}
+
+unsafe fn pack_whole_k<K: Micro>(
+    k: usize,
+    n: usize,
+    b: *const f32,
+    b_rs: isize,
+    b_cs: isize,
+    avx512: bool,
+) -> PackedB {
+    let n_pad = n.div_ceil(K::NR) * K::NR;
+    let mut buf = vec![0.0f32; k * n_pad + 16];
+    let mis = (buf.as_ptr() as usize / 4) % 16;
+    let start = (16 - mis) % 16;
+    let base = buf.as_mut_ptr().add(start);
+    if k > 0 {
+        let kcb = k.div_ceil(k.div_ceil(KC));
+        let mut pc = 0;
+        while pc < k {
+            let kc = kcb.min(k - pc);
+            // Block `pc` holds `kc × n_pad` floats after the blocks before it.
+            pack_b::<K>(
+                kc,
+                n,
+                b.offset(pc as isize * b_rs),
+                b_rs,
+                b_cs,
+                base.add(pc * n_pad),
+            );
+            pc += kcb;
+        }
+    }
+    PackedB {
+        k,
+        n,
+        n_pad,
+        avx512,
+        buf,
+        start,
+    }
+}
+
+/// The callback [`sgemm_packed`] calls on each finished block of C:
+/// `(first row, rows, first column, columns)`; every block is reported
+/// once, by the thread that computed it, right after its last `k` block.
+pub type Epilogue<'a> = &'a (dyn Fn(usize, usize, usize, usize) + Sync);
+
+/// `c (+)= a @ B` (`m×k` times the packed `k×n`) on up to `threads`
+/// threads; with `init` (a row of `n` floats) C starts from that row
+/// instead of zero (as copying it into C and accumulating would); `epi`
+/// runs on every finished block of C while it is in cache. Each element
+/// gets the same operations in the same order as from [`sgemm`].
+///
+/// # Safety
+/// `b` was packed on this CPU; pointers valid for the strided ranges; `c`
+/// must not overlap `a`, `init` or itself.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_packed(
+    m: usize,
+    a: *const f32,
+    a_rs: isize,
+    a_cs: isize,
+    b: &PackedB,
+    init: Option<*const f32>,
+    c: *mut f32,
+    c_rs: isize,
+    c_cs: isize,
+    threads: usize,
+    epi: Epilogue,
+) {
+    let a = M {
+        p: a as *mut f32,
+        rs: a_rs,
+        cs: a_cs,
+    };
+    let c = M {
+        p: c,
+        rs: c_rs,
+        cs: c_cs,
+    };
+    let init = init.map(|p| M {
+        p: p as *mut f32,
+        rs: 0,
+        cs: 1,
+    });
+    if b.avx512 {
+        packed_k::<Avx512>(m, a, b, init, c, threads, epi)
+    } else {
+        packed_k::<Avx2>(m, a, b, init, c, threads, epi)
+    }
+}
+
+/// [`sgemm_packed`] with a given micro-kernel.
+unsafe fn packed_k<K: Micro>(
+    m: usize,
+    a: M,
+    b: &PackedB,
+    init: Option<M>,
+    c: M,
+    threads: usize,
+    epi: Epilogue,
+) {
+    let (n, k) = (b.n, b.k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let work = m.saturating_mul(n).saturating_mul(k);
+    let t = threads.max(1);
+    let slab = |r0: usize, rows: usize, c0: usize, cols: usize| {
+        let (a, c, init) = (a, c, init);
+        // SAFETY: disjoint slabs of C; ranges from the caller.
+        unsafe { packed_slab::<K>(a, b, init, c, r0, rows, c0, cols, epi) }
+    };
+    if t == 1 || work < PAR_MIN {
+        slab(0, m, 0, n);
+    } else if m >= n || n < 2 * K::NR {
+        let per = m.div_ceil(t).div_ceil(K::MR) * K::MR;
+        crate::par::for_each(m.div_ceil(per), |i| {
+            let r0 = i * per;
+            slab(r0, per.min(m - r0), 0, n)
+        });
+    } else {
+        let per = n.div_ceil(t).div_ceil(K::NR) * K::NR;
+        crate::par::for_each(n.div_ceil(per), |i| {
+            let c0 = i * per;
+            slab(0, m, c0, per.min(n - c0))
+        });
+    }
+}
+
+/// Rows `r0..r0+rows` by columns `c0..c0+cols` of C (`c0` a whole number
+/// of panels) from the packed B, one `mc × nc` block of C at a time, all
+/// `k` blocks in order, then the epilogue.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn packed_slab<K: Micro>(
+    a: M,
+    b: &PackedB,
+    init: Option<M>,
+    c: M,
+    r0: usize,
+    rows: usize,
+    c0: usize,
+    cols: usize,
+    epi: Epilogue,
+) {
+    let k = b.k;
+    let kcb = if k == 0 {
+        1
+    } else {
+        k.div_ceil(k.div_ceil(KC))
+    };
+    let mcb = rows.div_ceil(rows.div_ceil(K::MC)).div_ceil(K::MR) * K::MR;
+    PACK.with(|bufs| {
+        let mut own = Buf::new();
+        let mut guard = bufs.try_borrow_mut();
+        let ab = match guard.as_deref_mut() {
+            Ok((ab, _)) => ab,
+            Err(_) => &mut own,
+        };
+        let ap = ab.get(K::MC * KC + A_SLACK);
+        let mut jc = c0;
+        while jc < c0 + cols {
+            let nc = NC.min(c0 + cols - jc);
+            let mut ic = r0;
+            while ic < r0 + rows {
+                let mc = mcb.min(r0 + rows - ic);
+                let cb = c.p.offset(ic as isize * c.rs + jc as isize * c.cs);
+                if let Some(init) = init {
+                    for i in 0..mc as isize {
+                        for j in 0..nc {
+                            *cb.offset(i * c.rs + j as isize * c.cs) = *init.p.add(jc + j);
+                        }
+                    }
+                } else if k == 0 {
+                    for i in 0..mc as isize {
+                        for j in 0..nc as isize {
+                            *cb.offset(i * c.rs + j * c.cs) = 0.0;
+                        }
+                    }
+                }
+                let mut pc = 0;
+                while pc < k {
+                    let kc = kcb.min(k - pc);
+                    pack_a::<K>(
+                        mc,
+                        kc,
+                        a.p.offset(ic as isize * a.rs + pc as isize * a.cs),
+                        a.rs,
+                        a.cs,
+                        ap,
+                    );
+                    macro_kernel::<K>(
+                        mc,
+                        nc,
+                        kc,
+                        ap,
+                        b.base().add(pc * b.n_pad + jc * kc),
+                        cb,
+                        c.rs,
+                        c.cs,
+                        init.is_some() || pc > 0,
+                    );
+                    pc += kcb;
+                }
+                epi(ic, mc, jc, nc);
+                ic += mcb;
+            }
+            jc += NC;
+        }
+    });
+}
+
 /// Floats after a packed A block that [`pack_a`] may scribble on.
 const A_SLACK: usize = 8;
 

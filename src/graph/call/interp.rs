@@ -186,6 +186,17 @@ impl OpCall {
             Dot => one(linalg::dot(&ins[0], &ins[1])?),
             Outer => one(linalg::outer(&ins[0], &ins[1])?),
             Linear { bias } => one(linalg::linear(&ins[0], &ins[1], bias.then(|| &ins[2]))?),
+            LinearFused {
+                bias,
+                act,
+                residual,
+            } => one(linalg::linear_fused(
+                &ins[0],
+                &ins[1],
+                bias.then(|| &ins[2]),
+                *act,
+                residual.then(|| &ins[2 + usize::from(*bias)]),
+            )?),
             Einsum { equation } => one(linalg::einsum(equation, ins)?),
             Conv2d {
                 stride,

@@ -78,6 +78,7 @@ impl OpCall {
             Dot => "dot",
             Outer => "outer",
             Linear { .. } => "linear",
+            LinearFused { .. } => "linear_fused",
             Einsum { .. } => "einsum",
             Conv2d { .. } | Conv2dP { .. } => "conv2d",
             Conv2dFused { .. } => "conv2d_fused",

@@ -385,6 +385,14 @@ pub enum OpCall {
     Linear {
         bias: bool,
     },
+    /// `act(linear(x, w, bias)) + residual` in one kernel on a pre-packed
+    /// weight (internal: inference graphs fuse `linear → activation → add`
+    /// into it, see `passes::epilogue`). Inputs: `x, w[, bias][, residual]`.
+    LinearFused {
+        bias: bool,
+        act: Option<UnaryOp>,
+        residual: bool,
+    },
     Einsum {
         equation: String,
     },

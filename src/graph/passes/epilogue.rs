@@ -8,10 +8,19 @@
 //! Only graphs that compute no gradients (no captured backward, no value
 //! that requires grad) on the CPU are rewritten, and only float32/float64
 //! convolutions; the fused node's values equal the unfused ops' bit for bit.
+//!
+//! Linear layers: every `linear` with a 2-D weight becomes an
+//! [`OpCall::LinearFused`] node, taking with it an activation (`relu`,
+//! `gelu` in both forms, `silu`, `tanh`, `sigmoid`) that only it feeds,
+//! and then an `add` of a same-shaped value (`x + linear(y)`, the residual
+//! connection) that only reads its result. The node's kernel packs the
+//! weight once (re-packing when the parameter's version changes) and applies
+//! bias, activation and residual as the product stores (see
+//! `backend::cpu::prepack`); its values equal the unfused ops' bit for bit.
 
 use crate::graph::{Graph, OpCall, Producer, ValueId};
 use crate::ops::conv::{expand_arg, Conv2dParams, Padding};
-use crate::ops::elementwise::UnaryOp;
+use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::tensor::{DType, Device};
 
 /// The resolved geometry of a convolution node, when it can be fused.
@@ -82,8 +91,148 @@ fn is_pool2(call: &OpCall) -> bool {
     }
 }
 
-/// Fuse convolution epilogues; returns a summary.
+/// Fuse convolution and linear epilogues; returns a summary.
 pub fn run(g: &mut Graph) -> String {
+    let conv = run_conv(g);
+    if conv.starts_with("fused 0 convolution epilogues (not") {
+        return conv;
+    }
+    format!("{conv}, {}", run_linear(g))
+}
+
+/// The activation ops a linear node takes into its store.
+fn fusable_act(call: &OpCall) -> Option<UnaryOp> {
+    match call {
+        OpCall::Unary { op } => matches!(
+            op,
+            UnaryOp::Relu
+                | UnaryOp::Gelu
+                | UnaryOp::GeluTanh
+                | UnaryOp::Silu
+                | UnaryOp::Tanh
+                | UnaryOp::Sigmoid
+        )
+        .then_some(*op),
+        _ => None,
+    }
+}
+
+/// Rewrite `linear [→ activation] [→ add residual]` chains into
+/// [`OpCall::LinearFused`] nodes (the caller checked that `g` is an
+/// inference graph on the CPU).
+fn run_linear(g: &mut Graph) -> String {
+    let uses = g.use_counts();
+    let mut reader: Vec<Option<usize>> = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &v in &n.inputs {
+            reader[v] = Some(i);
+        }
+    }
+    // The one node reading v (once, and no graph output or gradient reads it).
+    let only_reader = |v: ValueId| -> Option<usize> {
+        let j = reader[v].filter(|_| uses[v] == 1)?;
+        let n = &g.nodes[j];
+        (n.outputs.len() == 1 && n.aux == 0).then_some(j)
+    };
+    let mut dead = vec![false; g.nodes.len()];
+    // Nodes that already end a chain (`linear(a) + linear(b)`: the add is
+    // the first one's residual add, the second is fused alone).
+    let mut taken = vec![false; g.nodes.len()];
+    // (linear node, activation node, last node of the chain, activation, residual value)
+    let mut rewrites = vec![];
+    for (i, n) in g.nodes.iter().enumerate() {
+        let OpCall::Linear { .. } = n.call else {
+            continue;
+        };
+        if dead[i] || n.outputs.len() != 1 || n.aux != 0 || n.inputs.len() < 2 {
+            continue;
+        }
+        let y = n.outputs[0];
+        let dt = g.values[y].dtype;
+        if !matches!(dt, DType::F32 | DType::F64)
+            || g.values[n.inputs[1]].shape.len() != 2
+            || n.inputs.iter().any(|&v| g.values[v].dtype != dt)
+        {
+            continue;
+        }
+        let (mut end, mut last, mut act, mut residual) = (i, y, None, None);
+        if let Some(j) = only_reader(last).filter(|&j| g.nodes[j].inputs.len() == 1) {
+            if let Some(op) = fusable_act(&g.nodes[j].call) {
+                act = Some(op);
+                end = j;
+                last = g.nodes[j].outputs[0];
+            }
+        }
+        if let Some(j) = only_reader(last) {
+            let a = &g.nodes[j];
+            if matches!(a.call, OpCall::Binary { op: BinaryOp::Add })
+                && a.inputs.len() == 2
+                && !taken[j]
+            {
+                let r = if a.inputs[0] == last {
+                    a.inputs[1]
+                } else {
+                    a.inputs[0]
+                };
+                let out = a.outputs[0];
+                if r != last
+                    && g.values[r].shape == g.values[last].shape
+                    && g.values[r].dtype == dt
+                    && g.values[out].shape == g.values[last].shape
+                    && g.values[out].dtype == dt
+                {
+                    residual = Some(r);
+                    end = j;
+                }
+            }
+        }
+        // The activation node, when it is not the end of the chain.
+        let mid = act.and(reader[y]).filter(|&j| j != end);
+        dead[i] = end != i;
+        if let Some(j) = mid {
+            dead[j] = true;
+        }
+        taken[end] = true;
+        rewrites.push((i, mid, end, act, residual));
+    }
+    let (mut acts, mut adds) = (0, 0);
+    let count = rewrites.len();
+    for (i, mid, end, act, residual) in rewrites {
+        let (inputs, loc, bias) = {
+            let n = &g.nodes[i];
+            let OpCall::Linear { bias } = n.call else {
+                unreachable!("a linear node")
+            };
+            (n.inputs.clone(), n.loc.clone(), bias)
+        };
+        acts += usize::from(act.is_some());
+        adds += usize::from(residual.is_some());
+        let last = g.nodes[end].outputs[0];
+        // The values inside the chain are made by no node now.
+        for j in [Some(i), mid].into_iter().flatten().filter(|&j| j != end) {
+            for v in std::mem::take(&mut g.nodes[j].outputs) {
+                g.values[v].producer = Producer::Removed;
+            }
+        }
+        let n = &mut g.nodes[end];
+        n.call = OpCall::LinearFused {
+            bias,
+            act,
+            residual: residual.is_some(),
+        };
+        n.inputs = inputs;
+        n.inputs.extend(residual);
+        n.outputs = vec![last];
+        n.loc = loc;
+    }
+    if dead.iter().any(|&d| d) {
+        super::remove_nodes(g, &dead);
+    }
+    format!("fused {count} linear layers ({acts} activations, {adds} residual adds)")
+}
+
+/// Fuse convolution epilogues; returns a summary.
+fn run_conv(g: &mut Graph) -> String {
     // Parameters read by reference may require grad; what matters is
     // whether any node's result does (autograd records through it).
     let grads = g

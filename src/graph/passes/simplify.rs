@@ -283,6 +283,7 @@ fn allocates(c: &OpCall) -> bool {
             | OpCall::Bmm
             | OpCall::Mv
             | OpCall::Linear { .. }
+            | OpCall::LinearFused { .. }
             | OpCall::Binary { .. }
             | OpCall::BinaryScalar { .. }
             | OpCall::Unary { .. }
