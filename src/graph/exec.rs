@@ -1395,11 +1395,13 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
             ));
         };
         let info = &g.values[inp.value];
-        let who = inp
-            .name
-            .as_deref()
-            .map(|n| format!("'{n}'"))
-            .unwrap_or_else(|| format!("argument {i}"));
+        // Formatted only for an error (this runs on every call of a graph).
+        let who = || {
+            inp.name
+                .as_deref()
+                .map(|n| format!("'{n}'"))
+                .unwrap_or_else(|| format!("argument {i}"))
+        };
         let shown = || {
             format!(
                 "({})",
@@ -1417,7 +1419,8 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
             return Err(Error::dtype(
                 "graph",
                 format!(
-                    "{who} expects dtype {}, got {} (shape {:?})",
+                    "{} expects dtype {}, got {} (shape {:?})",
+                    who(),
                     info.dtype,
                     t.dtype(),
                     t.shape()
@@ -1427,7 +1430,12 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
         if t.ndim() != info.shape.len() {
             return Err(Error::shape(
                 "graph",
-                format!("{who} expects shape {}, got shape {:?}", shown(), t.shape()),
+                format!(
+                    "{} expects shape {}, got shape {:?}",
+                    who(),
+                    shown(),
+                    t.shape()
+                ),
             ));
         }
         for (&d, &got) in info.shape.iter().zip(t.shape()) {
@@ -1440,8 +1448,7 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
                         Some(b) => {
                             return Err(Error::shape(
                                 "graph",
-                                format!(
-                                    "{who}: dimension {} is {got} but the same symbolic dimension is {b} elsewhere (shape {:?})",
+                                format!("{}: dimension {} is {got} but the same symbolic dimension is {b} elsewhere (shape {:?})", who(),
                                     g.symbols[s].name,
                                     t.shape()
                                 ),
@@ -1454,7 +1461,12 @@ pub fn bind_symbols(g: &Graph, args: &[Tensor]) -> Result<Vec<usize>> {
                 None => {
                     return Err(Error::shape(
                         "graph",
-                        format!("{who} expects shape {}, got shape {:?}", shown(), t.shape()),
+                        format!(
+                            "{} expects shape {}, got shape {:?}",
+                            who(),
+                            shown(),
+                            t.shape()
+                        ),
                     ))
                 }
             }

@@ -163,6 +163,51 @@ pub struct PyGraph {
     plans: Mutex<HashMap<Vec<usize>, Arc<Plan>>>,
     /// Maps tensors captured by the trace to values (graphs made by a trace).
     lookup: Option<Arc<trace::Lookup>>,
+    /// The plan of a graph without symbolic dimensions (made on first use).
+    plain: std::sync::OnceLock<Arc<Plan>>,
+    /// The arguments `_call` accepts (see `_arm_call`); None until armed.
+    call_sig: Mutex<Option<Arc<CallSig>>>,
+}
+
+/// What one argument of a compiled call must be for the armed graph to run
+/// it: the parts of the compiled function's cache key.
+struct ArgSig {
+    dtype: crate::tensor::DType,
+    shape: Vec<usize>,
+    requires_grad: bool,
+    device: crate::tensor::Device,
+    leaf: bool,
+}
+
+impl ArgSig {
+    fn of(t: &Tensor) -> ArgSig {
+        ArgSig {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            requires_grad: t.requires_grad(),
+            device: trace::run_device(t),
+            leaf: t.meta().is_none_or(|m| m.is_leaf()),
+        }
+    }
+
+    fn holds(&self, t: &Tensor) -> bool {
+        t.dtype() == self.dtype
+            && t.shape() == self.shape.as_slice()
+            && t.requires_grad() == self.requires_grad
+            && t.meta().is_none_or(|m| m.is_leaf()) == self.leaf
+            && trace::run_device(t) == self.device
+    }
+}
+
+/// The signature a compiled function's cached graph was armed with for
+/// calls that skip the Python-side lookup (see `PyGraph::_call`).
+struct CallSig {
+    args: Vec<ArgSig>,
+    grad_enabled: bool,
+    /// The data-rebinding epoch the graph's by-reference inputs were last seen valid at.
+    epoch: std::sync::atomic::AtomicU64,
+    /// The output returned alone (the function returns one tensor), else all of them as a list.
+    single: Option<usize>,
 }
 
 impl PyGraph {
@@ -171,11 +216,16 @@ impl PyGraph {
             g: Arc::new(g),
             plans: Mutex::new(HashMap::new()),
             lookup: None,
+            plain: std::sync::OnceLock::new(),
+            call_sig: Mutex::new(None),
         }
     }
 
     fn plan_for(&self, args: &[Tensor]) -> crate::Result<Arc<Plan>> {
         let env = bind_symbols(&self.g, args)?;
+        if env.is_empty() {
+            return self.plain_plan();
+        }
         if let Some(p) = self.plans.lock().get(&env) {
             return Ok(p.clone());
         }
@@ -184,18 +234,21 @@ impl PyGraph {
         Ok(p)
     }
 
+    /// The one plan of a graph without symbolic dimensions: every call
+    /// shares it, with no key to build, hash or compare.
+    fn plain_plan(&self) -> crate::Result<Arc<Plan>> {
+        if let Some(p) = self.plain.get() {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Plan::new(&self.g, &[])?);
+        Ok(self.plain.get_or_init(|| p).clone())
+    }
+
     /// The plan for `args`, or, with no arguments, for a graph without symbols.
     fn plan_for_opt(&self, args: Option<&Bound<'_, PyAny>>) -> PyResult<Arc<Plan>> {
         let a = match args {
             Some(a) => tensors(a)?,
-            None if self.g.symbols.is_empty() => {
-                if let Some(p) = self.plans.lock().get(&Vec::new()) {
-                    return Ok(p.clone());
-                }
-                let p = Arc::new(run(|| Plan::new(&self.g, &[]))?);
-                self.plans.lock().insert(vec![], p.clone());
-                return Ok(p);
-            }
+            None if self.g.symbols.is_empty() => return run(|| self.plain_plan()),
             None => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "the graph has symbolic dimensions ({}): pass example arguments to fix their sizes",
@@ -221,6 +274,73 @@ impl PyGraph {
     /// A readable listing of the graph.
     fn dump(&self) -> String {
         self.g.dump()
+    }
+    /// Arm `_call` for arguments like `args` (tensors), under the current
+    /// grad mode, with the graph's references valid at rebinding epoch
+    /// `epoch`. `single`: the output index to return alone, or None for a list.
+    #[pyo3(signature = (args, epoch, single=None))]
+    fn _arm_call(
+        &self,
+        args: &Bound<'_, pyo3::types::PyTuple>,
+        epoch: u64,
+        single: Option<usize>,
+    ) -> PyResult<()> {
+        let a = tensors(args.as_any())?;
+        *self.call_sig.lock() = Some(Arc::new(CallSig {
+            args: a.iter().map(ArgSig::of).collect(),
+            grad_enabled: crate::autograd::is_grad_enabled(),
+            epoch: std::sync::atomic::AtomicU64::new(epoch),
+            single,
+        }));
+        Ok(())
+    }
+    /// Run on `args` when they match what `_arm_call` armed (exact tensors of
+    /// the same dtype, shape, device, `requires_grad` and leaf-ness; the same
+    /// grad mode; no capture recording; no by-reference input rebound since):
+    /// the outputs (one tensor or a list). None when they do not match (the
+    /// caller takes its general path).
+    fn _call<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, pyo3::types::PyTuple>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(sig) = self.call_sig.lock().clone() else {
+            return Ok(None);
+        };
+        if args.len() != sig.args.len()
+            || crate::autograd::is_grad_enabled() != sig.grad_enabled
+            || trace::recording()
+        {
+            return Ok(None);
+        }
+        let tensor_type = py.get_type::<PyTensor>();
+        let mut a: Vec<Tensor> = Vec::with_capacity(args.len());
+        for (o, s) in args.iter().zip(&sig.args) {
+            if !o.get_type().is(&tensor_type) {
+                return Ok(None);
+            }
+            let pt = o.cast::<PyTensor>()?.borrow();
+            if !s.holds(&pt.t) {
+                return Ok(None);
+            }
+            a.push(pt.t.clone());
+        }
+        let now = crate::tensor::storage::rebind_epoch();
+        let seen = sig.epoch.load(std::sync::atomic::Ordering::Relaxed);
+        if now != seen {
+            if self.g.refs_rebound_since(seen) {
+                return Ok(None);
+            }
+            sig.epoch.store(now, std::sync::atomic::Ordering::Relaxed);
+        }
+        let plan = run(|| self.plan_for(&a))?;
+        let mut outs = super::run_detached(py, || plan.run_with(&a, &[]))?;
+        Ok(Some(match sig.single {
+            Some(i) if i < outs.len() => {
+                Bound::new(py, PyTensor::new(outs.swap_remove(i)))?.into_any()
+            }
+            _ => PyList::new(py, outs.into_iter().map(PyTensor::new))?.into_any(),
+        }))
     }
     /// Number of op nodes.
     #[getter]
@@ -582,7 +702,7 @@ impl PyGraph {
     /// Number of plans (specialisations for distinct symbol sizes) built so far.
     #[getter]
     fn num_plans(&self) -> usize {
-        self.plans.lock().len()
+        self.plans.lock().len() + usize::from(self.plain.get().is_some())
     }
     fn __repr__(&self) -> String {
         format!(
