@@ -30,24 +30,7 @@ def _fresh_graph():
 # ----------------------------------------------------------------------------- the data, MNIST-tutorial style
 
 
-class DataSet:
-    """What ``mnist.train`` was: images, one-hot labels and ``next_batch``."""
-
-    def __init__(self, images: np.ndarray, labels: np.ndarray, seed: int = 0) -> None:
-        self.images = images
-        self.labels = labels
-        self.num_examples = len(images)
-        self._rng = np.random.default_rng(seed)
-        self._order = self._rng.permutation(self.num_examples)
-        self._pos = 0
-
-    def next_batch(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._pos + batch_size > self.num_examples:
-            self._order = self._rng.permutation(self.num_examples)
-            self._pos = 0
-        idx = self._order[self._pos : self._pos + batch_size]
-        self._pos += batch_size
-        return self.images[idx], self.labels[idx]
+from tf1_digits import DataSet  # noqa: E402  (what mnist.train was)
 
 
 class Digits:
