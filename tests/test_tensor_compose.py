@@ -82,6 +82,8 @@ METHOD_CASES = {
     "diag_embed": (M, (), {"offset": 1}),
     "bincount": (IDX, (), {"minlength": 8}),
     "histc": (M, (), {"bins": 4}),
+    "bitwise_left_shift": (IDX, (2,), {}),
+    "bitwise_right_shift": (IDX * 9, (fg.tensor([1, 2, 0, 3]),), {}),
 }
 ALIASES = {
     "arcsin": "asin",
