@@ -352,3 +352,37 @@ def test_onnx_export_maps_small_ints(tmp_path):
     outs = s.run(None, {s.get_inputs()[0].name: x.numpy(), s.get_inputs()[1].name: y.numpy()})
     for got, want in zip(outs, f(x, y), strict=True):
         np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-6)
+
+
+def _dec(v):
+    return float(v) if isinstance(v, str) else v
+
+
+@pytest.mark.parametrize("d", DTYPES)
+@pytest.mark.parametrize("how", ["full", "fill_"])
+def test_fill_values_and_overflow_errors_match_pytorch(d, how):
+    """``full`` and ``fill_`` store what PyTorch stores and refuse (RuntimeError naming the op,
+    the value and the dtype) what PyTorch refuses; a refused ``fill_`` leaves the tensor as it was."""
+    table = REF["fill"]
+    wrong = []
+    for v, want in zip(table["values"], table[d][how], strict=True):
+        v = _dec(v)
+        if how == "full":
+            call = lambda: fg.full((1,), v, dtype=getattr(fg, d))  # noqa: E731
+        else:
+            x = fg.ones(1, dtype=getattr(fg, d))
+            call = lambda: x.fill_(v)  # noqa: E731
+        try:
+            got = call().tolist()[0]
+        except RuntimeError as e:
+            got = "error"
+            assert how in str(e) and d in str(e) and "overflow" in str(e), str(e)
+            if how == "fill_":
+                assert x.tolist() == [1] or x.tolist() == [True], x.tolist()
+        if want == "error" or got == "error":
+            ok = got == want
+        else:
+            ok = np.array_equal(np.array([got], np.float64), np.array([_dec(want)], np.float64), equal_nan=True)
+        if not ok:
+            wrong.append((v, got, want))
+    assert not wrong, f"{d} {how}: (value, ferrograd, pytorch) {wrong}"

@@ -42,6 +42,7 @@ pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
 
 /// A tensor filled with `value` (`fg.full`, `fg.ones`).
 pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Result<Tensor> {
+    check_fill_value("full", value, dtype)?;
     capture!(
         crate::graph::call::OpCall::Full {
             shape: shape.to_vec(),
@@ -52,17 +53,69 @@ pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Res
         [],
         one
     );
-    if let Scalar::Float(f) = value {
-        if !dtype.is_floating_point() && !f.is_finite() {
-            return Err(Error::value(
-                "full",
-                format!("fill value {f} cannot be converted to {dtype}"),
-            ));
-        }
-    }
     let t = Tensor::empty_for("full", shape, dtype, device)?;
     backend(device).fill(&t, value)?;
     Ok(t)
+}
+
+/// Refuse a fill value that `dtype` cannot hold, as PyTorch's `full`/`fill_` do (a
+/// `RuntimeError` in Python): integers outside the dtype's range (uint8 also takes
+/// -255..=-1, wrapping, as PyTorch allows), floats whose truncation falls outside it, NaN
+/// and infinities for integer dtypes, and finite floats beyond float32's range for
+/// float32. float16 and bfloat16 round out-of-range values to infinity, without error.
+pub fn check_fill_value(op: &'static str, value: Scalar, dtype: DType) -> Result<()> {
+    let (lo, hi): (f64, f64) = match dtype {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I64 => (-9.223_372_036_854_775_808e18, 9.223_372_036_854_775_807e18),
+        DType::F32 => {
+            return match value {
+                Scalar::Float(f) if f.is_finite() && f.abs() > f32::MAX as f64 => {
+                    Err(overflow(op, value, dtype))
+                }
+                _ => Ok(()),
+            };
+        }
+        DType::Bool | DType::F16 | DType::BF16 | DType::F64 => return Ok(()),
+    };
+    let fits = match value {
+        Scalar::Bool(_) => true,
+        Scalar::Int(v) => {
+            let v = v as i128;
+            let (lo, hi) = (
+                lo as i128,
+                if dtype == DType::I64 {
+                    i64::MAX as i128
+                } else {
+                    hi as i128
+                },
+            );
+            // Unsigned targets take negative values down to -max (they wrap), as PyTorch's do.
+            let lo = if dtype == DType::U8 { -hi } else { lo };
+            (lo..=hi).contains(&v)
+        }
+        // Truncation toward zero must land in range: 255.7 fills uint8 with 255, -0.5 does not.
+        Scalar::Float(f) => f.is_finite() && f >= lo && f < hi + 1.0,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(overflow(op, value, dtype))
+    }
+}
+
+fn overflow(op: &'static str, value: Scalar, dtype: DType) -> Error {
+    let v = match value {
+        Scalar::Bool(b) => b.to_string(),
+        Scalar::Int(i) => i.to_string(),
+        Scalar::Float(f) => format!("{f:?}"),
+    };
+    Error::runtime(
+        op,
+        format!("value {v} cannot be converted to type {dtype} without overflow"),
+    )
 }
 
 /// `arange(start, end, step)`: dtype is int64 when all three are integers, else float32 unless given.

@@ -692,6 +692,7 @@ pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
 
 /// Fill `x` with `value` in place.
 pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
+    crate::ops::creation::check_fill_value("fill_", value, x.dtype())?;
     capture!(crate::graph::call::OpCall::Fill { value }, [x], unit);
     x.check_writable("fill_")?;
     backend(x.device()).fill(x, value)?;
