@@ -48,11 +48,57 @@ def enc(v: float) -> float | str:
 
 
 FILL_VALUES: list[int | float] = [
-    -(2**63), -2147483649, -2147483648, -32769, -32768, -256, -255, -129, -128, -1, 0, 1, 127, 128, 255,
-    256, 32767, 32768, 65535, 2147483647, 2147483648, 2**63 - 1,
-    -2147483648.9, -32768.9, -256.0, -128.9, -128.5, -1.0, -0.5, -0.0, 0.5, 127.5, 127.99, 128.0,
-    255.7, 255.99, 256.0, 32767.5, 32768.0, 65504.0, 70000.0, 2147483647.5, 2147483648.0,
-    9.3e18, 1e20, 3.5e38, 1e39, -1e39, math.inf, -math.inf, math.nan,
+    -(2**63),
+    -2147483649,
+    -2147483648,
+    -32769,
+    -32768,
+    -256,
+    -255,
+    -129,
+    -128,
+    -1,
+    0,
+    1,
+    127,
+    128,
+    255,
+    256,
+    32767,
+    32768,
+    65535,
+    2147483647,
+    2147483648,
+    2**63 - 1,
+    -2147483648.9,
+    -32768.9,
+    -256.0,
+    -128.9,
+    -128.5,
+    -1.0,
+    -0.5,
+    -0.0,
+    0.5,
+    127.5,
+    127.99,
+    128.0,
+    255.7,
+    255.99,
+    256.0,
+    32767.5,
+    32768.0,
+    65504.0,
+    70000.0,
+    2147483647.5,
+    2147483648.0,
+    9.3e18,
+    1e20,
+    3.5e38,
+    1e39,
+    -1e39,
+    math.inf,
+    -math.inf,
+    math.nan,
 ]
 
 
@@ -63,10 +109,12 @@ def fill_table() -> dict:
     for d in DTYPES:
         full, fill = [], []
         for v in FILL_VALUES:
-            for out, f in ((full, lambda: torch.full((1,), v, dtype=dt(d))),
-                           (fill, lambda: torch.zeros(1, dtype=dt(d)).fill_(v))):
+            for out, how in ((full, "full"), (fill, "fill_")):
                 try:
-                    got = f().tolist()[0]
+                    if how == "full":
+                        got = torch.full((1,), v, dtype=dt(d)).tolist()[0]
+                    else:
+                        got = torch.zeros(1, dtype=dt(d)).fill_(v).tolist()[0]
                     out.append(enc(got) if isinstance(got, float) else got)
                 except RuntimeError:
                     out.append("error")
@@ -150,7 +198,13 @@ def main() -> None:
             "clamp": a.clamp(1, 100).tolist(),
         }
         ops[d] = r
-    doc = {"torch_version": torch.__version__, "promote": promote, "casts": casts, "ops": ops, "fill": fill_table()}
+    doc = {
+        "torch_version": torch.__version__,
+        "promote": promote,
+        "casts": casts,
+        "ops": ops,
+        "fill": fill_table(),
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT}")
