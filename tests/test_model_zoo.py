@@ -21,6 +21,7 @@ example's whole ``main`` against PyTorch's printed log, and nanoGPT's
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import ferrograd as torch
@@ -187,6 +188,82 @@ def test_mnist_example_script_prints_what_pytorch_printed(tmp_path) -> None:
     assert sorted(final) == sorted(ref["final"])
     for key, expected in ref["final"].items():
         assert_close(final[key].numpy(), expected, f"saved {key}")
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def assert_log_matches(log: str, expected: str, rtol: float) -> None:
+    """The printed log equals PyTorch's in its text, and its numbers agree to ``rtol``.
+
+    Scripts that print ``loss.item()`` in full show the last digits, which
+    differ between two float64 engines summing in other orders."""
+    assert _NUMBER.split(log) == _NUMBER.split(expected), f"log text differs:\n{log}\n---\n{expected}"
+    got = np.array([float(v) for v in _NUMBER.findall(log)])
+    want = np.array([float(v) for v in _NUMBER.findall(expected)])
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0, err_msg="printed numbers")
+
+
+def _script_reference(name: str) -> dict:
+    with np.load(FIXTURES / f"{name}.npz") as z:
+        ref = {k: z[k] for k in z.files}
+    assert str(ref["torch_version"]).startswith("2.15")
+    for group in ("init", "data", "final"):
+        ref[group] = {k.partition("/")[2]: v for k, v in ref.items() if k.startswith(group + "/")}
+    ref["log"] = str(ref["log"])
+    return ref
+
+
+def test_word_language_model_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """word_language_model's ``main.py``: ``p.data.add_`` updates, two ``lr /= 4.0`` annealings,
+    ``torch.save(model, f)`` of the whole model and its reload with ``weights_only=False``;
+    the log equals PyTorch's and the saved model holds PyTorch's weights."""
+    import pickle
+
+    from zoo_models import word_lm_script
+
+    ref = _script_reference("word_lm_script")
+    saved = tmp_path / "model.pt"
+    log = word_lm_script(torch, ref["init"], ref["data"], str(saved))
+    assert log == ref["log"]
+    assert log.count("| lr 5.00 |") == 4 and log.count("| lr 1.25 |") == 0  # annealed after epochs 2 and 4
+    with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+        torch.load(saved)
+    with open(saved, "rb") as f:
+        model = torch.load(f, weights_only=False)
+    assert model.decoder.weight is model.encoder.weight
+    final = model.state_dict()
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        assert_close(final[key].numpy(), expected, f"saved {key}")
+
+
+def test_reinforce_script_prints_what_pytorch_printed() -> None:
+    """reinforce.py on a NumPy CartPole, PyTorch's sampled actions replayed (see
+    ``replaying_categorical``): the same episodes, log and (float32) trained policy."""
+    from zoo_models import reinforce_script, replaying_categorical
+
+    ref = _script_reference("reinforce_script")
+    actions = ref["actions"].tolist()
+    log, final = reinforce_script(torch, ref["init"], replaying_categorical(torch, actions))
+    assert log == ref["log"]
+    assert "Solved!" in log
+    for key, expected in ref["final"].items():
+        assert final[key].dtype == np.float32
+        np.testing.assert_allclose(final[key], expected, rtol=1e-5, atol=2e-6, err_msg=key)
+
+
+def test_time_sequence_prediction_script_prints_what_pytorch_printed() -> None:
+    """time_sequence_prediction's train.py: float64 ``LSTMCell``s, ``LBFGS`` with a printing
+    closure, the ``no_grad`` future prediction; PyTorch's log (to 1e-6: it prints
+    ``loss.item()`` in full, and LBFGS amplifies last-bit differences) and predictions."""
+    from zoo_models import time_sequence_script
+
+    ref = _script_reference("time_sequence_script")
+    log, predictions = time_sequence_script(torch, ref["init"], ref["data"]["wave"])
+    assert_log_matches(log, ref["log"], rtol=1e-6)
+    assert log.count("STEP: ") == 3 and log.count("loss: ") > 20
+    np.testing.assert_allclose(np.stack(predictions), ref["predictions"], rtol=1e-6, atol=1e-7)
 
 
 # Models whose forward creates CPU float64 tensors, as their examples do

@@ -1592,3 +1592,614 @@ def nanogpt_train_script(
             if iter_num > max_iters:
                 break
     return out.getvalue()
+
+
+# --- word_language_model's main.py ----------------------------------------------
+#
+# ``torch.save(model, f)`` pickles the model object, and pickle stores its class
+# by name: the examples' ``model.py`` is a module of its own, imported as
+# ``model``. :func:`word_lm_model_module` builds that module once per framework
+# and registers it in ``sys.modules``, so the saved file names ``RNNModel``
+# through it and ``torch.load(f, weights_only=False)`` finds it again.
+
+
+def word_lm_model_module(torch: Any) -> Any:
+    """The examples' ``model`` module (``RNNModel``) for ``torch``, importable by name."""
+    import sys
+    import types
+
+    name = f"zoo_models_word_lm_{torch.__name__}"
+    if name in sys.modules:
+        return sys.modules[name]
+    cls = type(build_rnn_lm(torch, "LSTM"))  # the examples' RNNModel, written above
+    module = types.ModuleType(name, "word_language_model/model.py")
+    cls.__module__ = name
+    cls.__qualname__ = "RNNModel"
+    module.RNNModel = cls
+    sys.modules[name] = module
+    return module
+
+
+class _Clock:
+    """``time.time()`` advancing 25 ms per call, so the printed timings are reproducible."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def time(self) -> float:
+        self.now += 0.025
+        return self.now
+
+
+def word_lm_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The word-language-model script's initial weights (drawn with NumPy)."""
+    torch.manual_seed(0)
+    model = word_lm_model_module(torch).RNNModel("LSTM", 12, 6, 6, 2, 0.0, True).double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    init = init_weights(state, {k for k, _ in model.named_parameters()}, seed=5000)
+    init["decoder.weight"] = init["encoder.weight"]  # tied
+    return init
+
+
+def word_lm_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Token streams standing in for ``data.Corpus``: train, valid and test (12 words)."""
+    return {
+        "train": rng.integers(0, 12, 40).astype(np.int64),
+        "valid": rng.integers(0, 12, 19).astype(np.int64),
+        "test": rng.integers(0, 12, 17).astype(np.int64),
+    }
+
+
+def word_lm_script(torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], save: str) -> str:
+    """Run the examples' word_language_model ``main.py`` (LSTM, tied); return what it printed.
+
+    As the script: ``batchify``, ``get_batch``, ``train()`` with ``repackage_hidden``,
+    ``clip_grad_norm_`` and the update ``p.data.add_(p.grad, alpha=-lr)``,
+    ``evaluate()``, ``lr /= 4.0`` when the validation loss does not improve, the
+    whole model saved with ``torch.save(model, f)`` and reloaded with
+    ``torch.load(f, weights_only=False)`` and ``flatten_parameters()``, and the
+    test evaluation. Differences: the corpus (``data`` arrays), the argument
+    parser (a namespace), the initial weights loaded from ``init``, float64,
+    dropout 0 (the two frameworks draw different masks) and a fixed clock.
+    """
+    import contextlib
+    import io
+    import math
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    model = word_lm_model_module(torch)
+    time = _Clock()
+
+    args = SimpleNamespace(
+        data="./data/wikitext-2",
+        model="LSTM",
+        emsize=6,
+        nhid=6,
+        nlayers=2,
+        lr=20,
+        clip=0.25,
+        epochs=4,
+        batch_size=3,
+        bptt=4,
+        dropout=0.0,
+        tied=True,
+        seed=1111,
+        log_interval=1,
+        save=save,
+        onnx_export="",
+        nhead=2,
+        dry_run=False,
+        accel=False,
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        # Set the random seed manually for reproducibility.
+        torch.manual_seed(args.seed)
+
+        if args.accel and torch.accelerator.is_available():
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        ###############################################################################
+        # Load data
+        ###############################################################################
+
+        corpus = SimpleNamespace(
+            dictionary=list(range(12)),
+            train=torch.tensor(data["train"]),
+            valid=torch.tensor(data["valid"]),
+            test=torch.tensor(data["test"]),
+        )
+
+        # Starting from sequential data, batchify arranges the dataset into columns.
+        def batchify(data, bsz):
+            # Work out how cleanly we can divide the dataset into bsz parts.
+            nbatch = data.size(0) // bsz
+            # Trim off any extra elements that wouldn't cleanly fit (remainders).
+            data = data.narrow(0, 0, nbatch * bsz)
+            # Evenly divide the data across the bsz batches.
+            data = data.view(bsz, -1).t().contiguous()
+            return data.to(device)
+
+        eval_batch_size = 2
+        train_data = batchify(corpus.train, args.batch_size)
+        val_data = batchify(corpus.valid, eval_batch_size)
+        test_data = batchify(corpus.test, eval_batch_size)
+
+        ###############################################################################
+        # Build the model
+        ###############################################################################
+
+        ntokens = len(corpus.dictionary)
+        if args.model == "Transformer":
+            raise NotImplementedError("the LSTM run only")
+        else:
+            model = model.RNNModel(
+                args.model, ntokens, args.emsize, args.nhid, args.nlayers, args.dropout, args.tied
+            ).to(device)
+        model.double()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+
+        criterion = nn.NLLLoss()
+
+        ###############################################################################
+        # Training code
+        ###############################################################################
+
+        def repackage_hidden(h):
+            """Wraps hidden states in new Tensors, to detach them from their history."""
+
+            if isinstance(h, torch.Tensor):
+                return h.detach()
+            else:
+                return tuple(repackage_hidden(v) for v in h)
+
+        def get_batch(source, i):
+            seq_len = min(args.bptt, len(source) - 1 - i)
+            data = source[i : i + seq_len]
+            target = source[i + 1 : i + 1 + seq_len].view(-1)
+            return data, target
+
+        def evaluate(data_source):
+            # Turn on evaluation mode which disables dropout.
+            model.eval()
+            total_loss = 0.0
+            ntokens = len(corpus.dictionary)
+            if args.model != "Transformer":
+                hidden = model.init_hidden(eval_batch_size)
+            with torch.no_grad():
+                for i in range(0, data_source.size(0) - 1, args.bptt):
+                    data, targets = get_batch(data_source, i)
+                    if args.model == "Transformer":
+                        output = model(data)
+                        output = output.view(-1, ntokens)
+                    else:
+                        output, hidden = model(data, hidden)
+                        hidden = repackage_hidden(hidden)
+                    total_loss += len(data) * criterion(output, targets).item()
+            return total_loss / (len(data_source) - 1)
+
+        def train():
+            # Turn on training mode which enables dropout.
+            model.train()
+            total_loss = 0.0
+            start_time = time.time()
+            ntokens = len(corpus.dictionary)
+            if args.model != "Transformer":
+                hidden = model.init_hidden(args.batch_size)
+            for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+                data, targets = get_batch(train_data, i)
+                # Starting each batch, we detach the hidden state from how it was previously produced.
+                # If we didn't, the model would try backpropagating all the way to start of the dataset.
+                model.zero_grad()
+                if args.model == "Transformer":
+                    output = model(data)
+                    output = output.view(-1, ntokens)
+                else:
+                    hidden = repackage_hidden(hidden)
+                    output, hidden = model(data, hidden)
+                loss = criterion(output, targets)
+                loss.backward()
+
+                # `clip_grad_norm` helps prevent the exploding gradient problem in RNNs / LSTMs.
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                for p in model.parameters():
+                    p.data.add_(p.grad, alpha=-lr)
+
+                total_loss += loss.item()
+
+                if batch % args.log_interval == 0 and batch > 0:
+                    cur_loss = total_loss / args.log_interval
+                    elapsed = time.time() - start_time
+                    print(
+                        "| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | "  # noqa: UP032
+                        "loss {:5.2f} | ppl {:8.2f}".format(
+                            epoch,
+                            batch,
+                            len(train_data) // args.bptt,
+                            lr,
+                            elapsed * 1000 / args.log_interval,
+                            cur_loss,
+                            math.exp(cur_loss),
+                        )
+                    )
+                    total_loss = 0
+                    start_time = time.time()
+                if args.dry_run:
+                    break
+
+        # Loop over epochs.
+        lr = args.lr
+        best_val_loss = None
+
+        # At any point you can hit Ctrl + C to break out of training early.
+        try:
+            for epoch in range(1, args.epochs + 1):
+                epoch_start_time = time.time()
+                train()
+                val_loss = evaluate(val_data)
+                print("-" * 89)
+                print(
+                    "| end of epoch {:3d} | time: {:5.2f}s | valid loss {:5.2f} | "  # noqa: UP032
+                    "valid ppl {:8.2f}".format(
+                        epoch, (time.time() - epoch_start_time), val_loss, math.exp(val_loss)
+                    )
+                )
+                print("-" * 89)
+                # Save the model if the validation loss is the best we've seen so far.
+                if not best_val_loss or val_loss < best_val_loss:
+                    with open(args.save, "wb") as f:
+                        torch.save(model, f)
+                    best_val_loss = val_loss
+                else:
+                    # Anneal the learning rate if no improvement has been seen in the validation dataset.
+                    lr /= 4.0
+        except KeyboardInterrupt:
+            print("-" * 89)
+            print("Exiting from training early")
+
+        # Load the best saved model.
+        with open(args.save, "rb") as f:
+            model = torch.load(f, weights_only=False)
+            # after load the rnn params are not a continuous chunk of memory
+            # this makes them a continuous chunk, and will speed up forward pass
+            # Currently, only rnn model supports flatten_parameters function.
+            if args.model in ["RNN_TANH", "RNN_RELU", "LSTM", "GRU"]:
+                model.rnn.flatten_parameters()
+
+        # Run on test data.
+        test_loss = evaluate(test_data)
+        print("=" * 89)
+        print(
+            "| End of training | test loss {:5.2f} | test ppl {:8.2f}".format(  # noqa: UP032
+                test_loss, math.exp(test_loss)
+            )
+        )
+        print("=" * 89)
+    return out.getvalue()
+
+
+# --- reinforcement_learning's reinforce.py -------------------------------------
+
+
+class CartPole:
+    """CartPole-v1's dynamics in NumPy, with gym's API: ``reset(seed=)`` and a five-tuple ``step``.
+
+    Euler steps of 20 ms; the episode ends when the pole leans past 12 degrees
+    or the cart leaves +-2.4, and is truncated after ``max_episode_steps``.
+    States are float32 arrays, as gym returns them.
+    """
+
+    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+    theta_threshold_radians = 12 * 2 * np.pi / 360
+    x_threshold = 2.4
+
+    def __init__(self, reward_threshold: float, max_episode_steps: int = 500) -> None:
+        from types import SimpleNamespace
+
+        self.spec = SimpleNamespace(reward_threshold=reward_threshold, max_episode_steps=max_episode_steps)
+        self.np_random = np.random.default_rng()
+        self.state = np.zeros(4)
+        self.steps = 0
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
+        if seed is not None:
+            self.np_random = np.random.default_rng(seed)
+        self.state = self.np_random.uniform(-0.05, 0.05, 4)
+        self.steps = 0
+        return self.state.astype(np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if action not in (0, 1):
+            raise ValueError(f"CartPole.step: action must be 0 or 1, got {action!r}")
+        x, x_dot, theta, theta_dot = self.state
+        total_mass = self.masspole + self.masscart
+        polemass_length = self.masspole * self.length
+        force = self.force_mag if action == 1 else -self.force_mag
+        costheta, sintheta = np.cos(theta), np.sin(theta)
+        temp = (force + polemass_length * theta_dot**2 * sintheta) / total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * costheta**2 / total_mass)
+        )
+        xacc = temp - polemass_length * thetaacc * costheta / total_mass
+        x, x_dot = x + self.tau * x_dot, x_dot + self.tau * xacc
+        theta, theta_dot = theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc
+        self.state = np.array([x, x_dot, theta, theta_dot])
+        self.steps += 1
+        terminated = bool(abs(x) > self.x_threshold or abs(theta) > self.theta_threshold_radians)
+        truncated = self.steps >= self.spec.max_episode_steps
+        return self.state.astype(np.float32), 1.0, terminated, truncated, {}
+
+
+# The two frameworks' random streams differ, so ``m.sample()`` would pick other
+# actions in each and the episodes would part at the first draw. PyTorch's own
+# draws are recorded instead (``recording_categorical``) and stored with the
+# reference; the ferrograd run replays them (``replaying_categorical``). The
+# replaying class still calls ferrograd's ``sample()`` (shape, dtype and range
+# are checked) and refuses an action its probabilities give no chance, so the
+# run is the script's, with PyTorch's luck. Replaying PyTorch's actions rather
+# than sampling both runs from one NumPy stream keeps the reference run pure
+# PyTorch.
+
+
+def recording_categorical(torch: Any, actions: list[int]) -> Any:
+    """``Categorical`` whose ``sample()`` also appends each drawn action to ``actions``."""
+
+    class Categorical(torch.distributions.Categorical):
+        def sample(self, sample_shape=()):  # type: ignore[no-untyped-def]
+            a = super().sample(sample_shape)
+            actions.extend(int(v) for v in a.reshape(-1).tolist())
+            return a
+
+    return Categorical
+
+
+def replaying_categorical(torch: Any, actions: list[int]) -> Any:
+    """``Categorical`` whose ``sample()`` returns the recorded ``actions`` in order."""
+    it = iter(actions)
+
+    class Categorical(torch.distributions.Categorical):
+        def sample(self, sample_shape=()):  # type: ignore[no-untyped-def]
+            drawn = super().sample(sample_shape)
+            n = self.probs.shape[-1]
+            values = drawn.reshape(-1).tolist()
+            assert all(0 <= v < n for v in values), values
+            chosen = [next(it) for _ in values]
+            probs = self.probs.reshape(-1, n)
+            for row, a in enumerate(chosen):
+                assert float(probs[row % probs.shape[0], a]) > 0, f"replayed action {a} has probability 0"
+            return torch.tensor(chosen, dtype=drawn.dtype).reshape(tuple(drawn.shape))
+
+    return Categorical
+
+
+def reinforce_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The policy's initial weights, float32 as the script's policy is."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    shapes = nn.Sequential(nn.Linear(4, 128), nn.Linear(128, 2)).state_dict()
+    state = {("affine1." if k[0] == "0" else "affine2.") + k[2:]: to_numpy(v) for k, v in shapes.items()}
+    init = init_weights(state, set(state), seed=7000)
+    return {k: v.astype(np.float32) for k, v in init.items()}
+
+
+def reinforce_script(torch: Any, init: dict[str, np.ndarray], Categorical: Any, episodes: int = 40) -> str:
+    """Run the examples' ``reinforce.py`` on :class:`CartPole`; return what it printed.
+
+    Differences from the script: the environment (CartPole above, solved at a
+    running reward of 15), the argument parser (a namespace), the initial
+    weights loaded from ``init``, dropout 0 (the frameworks draw different
+    masks), ``Categorical`` passed in (see above) and at most ``episodes``
+    episodes.
+    """
+    import contextlib
+    import io
+    from collections import deque
+    from itertools import count
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    F = torch.nn.functional
+
+    args = SimpleNamespace(gamma=0.99, seed=543, render=False, log_interval=2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        env = CartPole(reward_threshold=15.0)
+        env.reset(seed=args.seed)
+        torch.manual_seed(args.seed)
+
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.affine1 = nn.Linear(4, 128)
+                self.dropout = nn.Dropout(p=0.0)
+                self.affine2 = nn.Linear(128, 2)
+
+                self.saved_log_probs = []
+                self.rewards = []
+
+            def forward(self, x):
+                x = self.affine1(x)
+                x = self.dropout(x)
+                x = F.relu(x)
+                action_scores = self.affine2(x)
+                return F.softmax(action_scores, dim=1)
+
+        policy = Policy()
+        policy.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adam(policy.parameters(), lr=1e-2)
+        eps = np.finfo(np.float32).eps.item()
+
+        def select_action(state):
+            state = torch.from_numpy(state).float().unsqueeze(0)
+            probs = policy(state)
+            m = Categorical(probs)
+            action = m.sample()
+            policy.saved_log_probs.append(m.log_prob(action))
+            return action.item()
+
+        def finish_episode():
+            R = 0
+            policy_loss = []
+            returns = deque()
+            for r in policy.rewards[::-1]:
+                R = r + args.gamma * R
+                returns.appendleft(R)
+            returns = torch.tensor(returns)
+            returns = (returns - returns.mean()) / (returns.std() + eps)
+            for log_prob, R in zip(policy.saved_log_probs, returns, strict=True):
+                policy_loss.append(-log_prob * R)
+            optimizer.zero_grad()
+            policy_loss = torch.cat(policy_loss).sum()
+            policy_loss.backward()
+            optimizer.step()
+            del policy.rewards[:]
+            del policy.saved_log_probs[:]
+
+        def main():
+            running_reward = 10
+            for i_episode in count(1):
+                state, _ = env.reset()
+                ep_reward = 0
+                for t in range(1, 10000):  # Don't infinite loop while learning  # noqa: B007
+                    action = select_action(state)
+                    state, reward, done, _, _ = env.step(action)
+                    if args.render:
+                        env.render()
+                    policy.rewards.append(reward)
+                    ep_reward += reward
+                    if done:
+                        break
+
+                # update cumulative reward
+                running_reward = 0.05 * ep_reward + (1 - 0.05) * running_reward
+                finish_episode()
+                if i_episode % args.log_interval == 0:
+                    print(
+                        "Episode {}\tLast reward: {:.2f}\tAverage reward: {:.2f}".format(  # noqa: UP032
+                            i_episode, ep_reward, running_reward
+                        )
+                    )
+                if running_reward > env.spec.reward_threshold:
+                    print(
+                        "Solved! Running reward is now {} and "  # noqa: UP032
+                        "the last episode runs to {} time steps!".format(running_reward, t)
+                    )
+                    break
+                if i_episode >= episodes:
+                    break
+
+        main()
+    return out.getvalue(), {k: to_numpy(v) for k, v in policy.state_dict().items()}
+
+
+# --- time_sequence_prediction's train.py and generate_sine_wave.py ------------
+
+
+def sine_wave_data(T: int = 20, L: int = 30, N: int = 6) -> np.ndarray:
+    """generate_sine_wave.py, shrunk: ``N`` sine waves of length ``L``, shifted by up to 4T."""
+    np.random.seed(2)
+    x = np.empty((N, L), "int64")
+    x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
+    data = np.sin(x / 1.0 / T).astype("float64")
+    return data
+
+
+def time_sequence_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The ``Sequence`` model's initial weights (two ``LSTMCell(.., 8)`` and a ``Linear``)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    parts = {"lstm1": nn.LSTMCell(1, 8), "lstm2": nn.LSTMCell(8, 8), "linear": nn.Linear(8, 1)}
+    state = {f"{n}.{k}": to_numpy(v) for n, m in parts.items() for k, v in m.state_dict().items()}
+    return init_weights(state, set(state), seed=8000)
+
+
+def time_sequence_script(
+    torch: Any, init: dict[str, np.ndarray], data: np.ndarray, steps: int = 3, future: int = 12
+) -> tuple[str, list[np.ndarray]]:
+    """Run the examples' time_sequence_prediction ``train.py``; return what it printed and the
+    predictions ``y`` of each step (the script draws them; here they are returned).
+
+    As the script: the float64 ``Sequence`` of two ``LSTMCell`` and a ``Linear``
+    with its ``future`` loop, ``optim.LBFGS(lr=0.8)`` stepped with a closure
+    that prints each loss, and the ``no_grad`` test prediction. Differences:
+    51 hidden units shrunk to 8, 1000 future steps to ``future``, 15 steps to
+    ``steps``, the data passed in (not ``torch.load('traindata.pt')``), the
+    initial weights loaded from ``init`` and no plotting.
+    """
+    import contextlib
+    import io
+
+    nn = torch.nn
+    optim = torch.optim
+
+    class Sequence(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm1 = nn.LSTMCell(1, 8)
+            self.lstm2 = nn.LSTMCell(8, 8)
+            self.linear = nn.Linear(8, 1)
+
+        def forward(self, input, future=0):
+            outputs = []
+            h_t = torch.zeros(input.size(0), 8, dtype=torch.double)
+            c_t = torch.zeros(input.size(0), 8, dtype=torch.double)
+            h_t2 = torch.zeros(input.size(0), 8, dtype=torch.double)
+            c_t2 = torch.zeros(input.size(0), 8, dtype=torch.double)
+
+            for input_t in input.split(1, dim=1):
+                h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            for i in range(future):  # if we should predict the future  # noqa: B007
+                h_t, c_t = self.lstm1(output, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            outputs = torch.cat(outputs, dim=1)
+            return outputs
+
+    predictions = []
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        opt = type("Args", (), {"steps": steps})()
+        # set random seed to 0
+        np.random.seed(0)
+        torch.manual_seed(0)
+        # load data and make training set
+        input = torch.from_numpy(data[3:, :-1])
+        target = torch.from_numpy(data[3:, 1:])
+        test_input = torch.from_numpy(data[:3, :-1])
+        test_target = torch.from_numpy(data[:3, 1:])
+        # build the model
+        seq = Sequence()
+        seq.double()
+        seq.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        criterion = nn.MSELoss()
+        # use LBFGS as optimizer since we can load the whole data to train
+        optimizer = optim.LBFGS(seq.parameters(), lr=0.8)
+        # begin to train
+        for i in range(opt.steps):
+            print("STEP: ", i)
+
+            def closure():
+                optimizer.zero_grad()
+                out = seq(input)
+                loss = criterion(out, target)
+                print("loss:", loss.item())
+                loss.backward()
+                return loss
+
+            optimizer.step(closure)
+            # begin to predict, no need to track gradient here
+            with torch.no_grad():
+                pred = seq(test_input, future=future)
+                loss = criterion(pred[:, :-future], test_target)
+                print("test loss:", loss.item())
+                y = pred.detach().numpy()
+            predictions.append(np.array(y))
+    return out.getvalue(), predictions
