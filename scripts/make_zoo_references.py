@@ -15,7 +15,7 @@ training), ``extra/<name>`` (results computed from the trained model, such
 as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
-``time_sequence_script``) hold their printed ``log``, ``init/`` weights, inputs
+``actor_critic_script``, ``time_sequence_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from zoo_models import (  # noqa: E402
     ZOO,
+    actor_critic_script,
+    actor_critic_script_init,
     build_mnist,
     init_weights,
     mnist_script,
@@ -136,6 +138,18 @@ def make_reinforce_script() -> Path:
     return _write("reinforce_script", arrays)
 
 
+def make_actor_critic_script() -> Path:
+    """Run reinforcement_learning's ``actor_critic.py``, as :func:`make_reinforce_script`."""
+    init = actor_critic_script_init(torch)
+    actions: list[int] = []
+    log, final = actor_critic_script(torch, init, recording_categorical(torch, actions))
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"actions": np.array(actions, dtype=np.int64)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("actor_critic_script", arrays)
+
+
 def make_time_sequence_script() -> Path:
     """Run time_sequence_prediction's ``train.py``; store its output and predictions."""
     init = time_sequence_script_init(torch)
@@ -156,6 +170,7 @@ def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
 SCRIPTS = {
     "word_lm_script": make_word_lm_script,
     "reinforce_script": make_reinforce_script,
+    "actor_critic_script": make_actor_critic_script,
     "time_sequence_script": make_time_sequence_script,
 }
 

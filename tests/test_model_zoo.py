@@ -238,16 +238,19 @@ def test_word_language_model_script_prints_what_pytorch_printed(tmp_path) -> Non
         assert_close(final[key].numpy(), expected, f"saved {key}")
 
 
-def test_reinforce_script_prints_what_pytorch_printed() -> None:
-    """reinforce.py on a NumPy CartPole, PyTorch's sampled actions replayed (see
-    ``replaying_categorical``): the same episodes, log and (float32) trained policy."""
-    from zoo_models import reinforce_script, replaying_categorical
+@pytest.mark.parametrize("name", ["reinforce_script", "actor_critic_script"])
+def test_reinforcement_learning_scripts_print_what_pytorch_printed(name: str) -> None:
+    """reinforce.py and actor_critic.py on a NumPy CartPole, PyTorch's sampled actions replayed
+    (see ``replaying_categorical``): the same episodes, log and (float32) trained policy."""
+    import zoo_models
 
-    ref = _script_reference("reinforce_script")
+    ref = _script_reference(name)
+    script = getattr(zoo_models, name)
     actions = ref["actions"].tolist()
-    log, final = reinforce_script(torch, ref["init"], replaying_categorical(torch, actions))
+    log, final = script(torch, ref["init"], zoo_models.replaying_categorical(torch, actions))
     assert log == ref["log"]
-    assert "Solved!" in log
+    assert ("Solved!" in log) == (name == "reinforce_script")
+    assert sorted(final) == sorted(ref["final"])
     for key, expected in ref["final"].items():
         assert final[key].dtype == np.float32
         np.testing.assert_allclose(final[key], expected, rtol=1e-5, atol=2e-6, err_msg=key)
