@@ -15,9 +15,9 @@ training), ``extra/<name>`` (results computed from the trained model, such
 as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
-``actor_critic_script``, ``time_sequence_script``) hold their printed ``log``, ``init/`` weights, inputs
+``actor_critic_script``, ``time_sequence_script``, ``vae_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
-``predictions``). ``tests/test_model_zoo.py`` replays the same source with
+``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
 """
 
@@ -48,6 +48,9 @@ from zoo_models import (  # noqa: E402
     time_sequence_script_init,
     to_numpy,
     train,
+    vae_script,
+    vae_script_data,
+    vae_script_init,
     word_lm_script,
     word_lm_script_data,
     word_lm_script_init,
@@ -161,6 +164,18 @@ def make_time_sequence_script() -> Path:
     return _write("time_sequence_script", arrays)
 
 
+def make_vae_script() -> Path:
+    """Run vae's ``main.py``; store its output and the images it saved (as arrays)."""
+    init = vae_script_init(torch)
+    data = vae_script_data(np.random.default_rng(12000))
+    log, images = vae_script(torch, init, data)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    return _write("vae_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -172,6 +187,7 @@ SCRIPTS = {
     "reinforce_script": make_reinforce_script,
     "actor_critic_script": make_actor_critic_script,
     "time_sequence_script": make_time_sequence_script,
+    "vae_script": make_vae_script,
 }
 
 

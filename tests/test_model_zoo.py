@@ -208,7 +208,7 @@ def _script_reference(name: str) -> dict:
     with np.load(FIXTURES / f"{name}.npz") as z:
         ref = {k: z[k] for k in z.files}
     assert str(ref["torch_version"]).startswith("2.15")
-    for group in ("init", "data", "final"):
+    for group in ("init", "data", "final", "image"):
         ref[group] = {k.partition("/")[2]: v for k, v in ref.items() if k.startswith(group + "/")}
     ref["log"] = str(ref["log"])
     return ref
@@ -267,6 +267,21 @@ def test_time_sequence_prediction_script_prints_what_pytorch_printed() -> None:
     assert_log_matches(log, ref["log"], rtol=1e-6)
     assert log.count("STEP: ") == 3 and log.count("loss: ") > 20
     np.testing.assert_allclose(np.stack(predictions), ref["predictions"], rtol=1e-6, atol=1e-7)
+
+
+def test_vae_script_prints_what_pytorch_printed() -> None:
+    """vae's main.py: train/test loops with their printed lines, the ``no_grad`` test, the
+    reconstruction and the sample decoded from (supplied) random latents, as PyTorch's."""
+    from zoo_models import vae_script
+
+    if torch.accelerator.is_available():
+        pytest.skip("a hardware GPU makes the script train there; the reference ran on the CPU")
+    ref = _script_reference("vae_script")
+    log, images = vae_script(torch, ref["init"], ref["data"])
+    assert log == ref["log"]
+    assert sorted(images) == sorted(ref["image"])
+    for key, expected in ref["image"].items():
+        assert_close(images[key], expected, key)
 
 
 # Models whose forward creates CPU float64 tensors, as their examples do

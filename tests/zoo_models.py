@@ -2390,3 +2390,203 @@ def actor_critic_script(
 
         main()
     return out.getvalue(), {k: to_numpy(v) for k, v in model.state_dict().items()}
+
+
+# --- vae's main.py ---------------------------------------------------------------
+
+
+class SuppliedNoise:
+    """Standard normal draws from a NumPy stream, shaped as ``torch.randn``/``randn_like`` shape them.
+
+    The VAE script draws its reparameterisation noise and its sample latents
+    from the framework's generator, whose streams differ between PyTorch and
+    ferrograd; both runs take them from this stream instead (float64 NumPy
+    values, the same in both).
+    """
+
+    def __init__(self, torch: Any, seed: int) -> None:
+        self.torch = torch
+        self.rng = np.random.default_rng(seed)
+
+    def randn(self, *size: int) -> Any:
+        return self.torch.tensor(self.rng.standard_normal(size))
+
+    def randn_like(self, t: Any) -> Any:
+        return self.torch.tensor(self.rng.standard_normal(tuple(t.shape)), dtype=t.dtype)
+
+
+def vae_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The script VAE's initial weights (16 pixels, 8 hidden units, 2 latents)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    shapes = {"fc1": (16, 8), "fc21": (8, 2), "fc22": (8, 2), "fc3": (2, 8), "fc4": (8, 16)}
+    state = {
+        f"{n}.{k}": to_numpy(v)
+        for n, (i, o) in shapes.items()
+        for k, v in nn.Linear(i, o).state_dict().items()
+    }
+    return init_weights(state, set(state), seed=10000)
+
+
+def vae_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training and six test 4x4 'images' in [0, 1], with labels."""
+    return {
+        "train_x": rng.uniform(0, 1, (10, 1, 4, 4)),
+        "train_y": rng.integers(0, 10, 10).astype(np.int64),
+        "test_x": rng.uniform(0, 1, (6, 1, 4, 4)),
+        "test_y": rng.integers(0, 10, 6).astype(np.int64),
+    }
+
+
+def vae_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray]
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' vae ``main.py`` for two epochs; return what it printed and the images
+    it saved (``save_image``'s arrays, by file name).
+
+    As the script: the VAE with ``reparameterize``, ``loss_function`` (BCE +
+    KLD), ``train``/``test`` with their printed lines, the ``no_grad`` test and
+    the reconstruction and sample images. Differences: 784 pixels, 400 hidden
+    units and 20 latents shrunk to 16, 8 and 2; the data (a ``TensorDataset``,
+    not shuffled: the frameworks' shuffles differ), the argument parser (a
+    namespace), float64, the initial weights loaded from ``init``, the two
+    random draws (``torch.randn_like`` / ``torch.randn``) taken from
+    :class:`SuppliedNoise`, and ``save_image`` storing arrays.
+    """
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    F = torch.nn.functional
+    noise = SuppliedNoise(torch, seed=11000)
+    images: dict[str, np.ndarray] = {}
+
+    def save_image(tensor, fp, nrow=8):
+        images[fp] = to_numpy(tensor)
+
+    args = SimpleNamespace(batch_size=4, epochs=2, no_accel=False, seed=1, log_interval=2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        use_accel = not args.no_accel and torch.accelerator.is_available()
+
+        torch.manual_seed(args.seed)
+
+        if use_accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        print(f"Using device: {device}")
+
+        kwargs = {"num_workers": 1, "pin_memory": True} if use_accel else {}
+        train_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["train_x"]), torch.tensor(data["train_y"])),
+            batch_size=args.batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+        test_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["test_x"]), torch.tensor(data["test_y"])),
+            batch_size=args.batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+
+                self.fc1 = nn.Linear(16, 8)
+                self.fc21 = nn.Linear(8, 2)
+                self.fc22 = nn.Linear(8, 2)
+                self.fc3 = nn.Linear(2, 8)
+                self.fc4 = nn.Linear(8, 16)
+
+            def encode(self, x):
+                h1 = F.relu(self.fc1(x))
+                return self.fc21(h1), self.fc22(h1)
+
+            def reparameterize(self, mu, logvar):
+                std = torch.exp(0.5 * logvar)
+                eps = noise.randn_like(std)
+                return mu + eps * std
+
+            def decode(self, z):
+                h3 = F.relu(self.fc3(z))
+                return torch.sigmoid(self.fc4(h3))
+
+            def forward(self, x):
+                mu, logvar = self.encode(x.view(-1, 16))
+                z = self.reparameterize(mu, logvar)
+                return self.decode(z), mu, logvar
+
+        model = VAE().to(device).double()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adam(model.parameters(), lr=1e-3)
+
+        # Reconstruction + KL divergence losses summed over all elements and batch
+        def loss_function(recon_x, x, mu, logvar):
+            BCE = F.binary_cross_entropy(recon_x, x.view(-1, 16), reduction="sum")
+
+            # see Appendix B from VAE paper:
+            # Kingma and Welling. Auto-Encoding Variational Bayes. ICLR, 2014
+            # https://arxiv.org/abs/1312.6114
+            # 0.5 * sum(1 + log(sigma^2) - mu^2 - sigma^2)
+            KLD = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+
+            return BCE + KLD
+
+        def train(epoch):
+            model.train()
+            train_loss = 0
+            for batch_idx, (data, _) in enumerate(train_loader):
+                data = data.to(device)
+                optimizer.zero_grad()
+                recon_batch, mu, logvar = model(data)
+                loss = loss_function(recon_batch, data, mu, logvar)
+                loss.backward()
+                train_loss += loss.item()
+                optimizer.step()
+                if batch_idx % args.log_interval == 0:
+                    print(
+                        "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032
+                            epoch,
+                            batch_idx * len(data),
+                            len(train_loader.dataset),
+                            100.0 * batch_idx / len(train_loader),
+                            loss.item() / len(data),
+                        )
+                    )
+
+            print(
+                "====> Epoch: {} Average loss: {:.4f}".format(  # noqa: UP032
+                    epoch, train_loss / len(train_loader.dataset)
+                )
+            )
+
+        def test(epoch):
+            model.eval()
+            test_loss = 0
+            with torch.no_grad():
+                for i, (data, _) in enumerate(test_loader):
+                    data = data.to(device)
+                    recon_batch, mu, logvar = model(data)
+                    test_loss += loss_function(recon_batch, data, mu, logvar).item()
+                    if i == 0:
+                        n = min(data.size(0), 8)
+                        comparison = torch.cat([data[:n], recon_batch.view(args.batch_size, 1, 4, 4)[:n]])
+                        save_image(comparison.cpu(), "results/reconstruction_" + str(epoch) + ".png", nrow=n)
+
+            test_loss /= len(test_loader.dataset)
+            print(f"====> Test set loss: {test_loss:.4f}")
+
+        for epoch in range(1, args.epochs + 1):
+            train(epoch)
+            test(epoch)
+            with torch.no_grad():
+                sample = noise.randn(64, 2).to(device)
+                sample = model.decode(sample).cpu()
+                save_image(sample.view(64, 1, 4, 4), "results/sample_" + str(epoch) + ".png")
+    return out.getvalue(), images
