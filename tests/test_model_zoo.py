@@ -14,9 +14,12 @@ and its top-k filtered next-token distributions).
 captured graph (no graph break, no retrace) giving eager's outputs. Further
 tests: the same training in float32 on the WebGPU device against the CPU, the
 examples' dropout probabilities (identity in eval, random in train), each
-model exported with ``fg.onnx.export`` and run in onnxruntime, the mnist
-example's whole ``main`` against PyTorch's printed log, and nanoGPT's
-``train.py`` loop (compiled against eager, and resumed from its checkpoint).
+model exported with ``fg.onnx.export`` and run in onnxruntime, whole example
+scripts against PyTorch's printed logs and saved files (mnist's and vae's
+``main``, word_language_model's ``main.py`` with its whole-model
+``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
+time_sequence_prediction's LBFGS ``train.py``), and nanoGPT's ``train.py``
+loop (compiled against eager, and resumed from its checkpoint).
 """
 
 from __future__ import annotations
