@@ -37,13 +37,13 @@ from zoo_models import (  # noqa: E402
     actor_critic_script,
     actor_critic_script_init,
     build_mnist,
+    generate_sine_wave,
     init_weights,
     mnist_script,
     mnist_script_data,
     recording_categorical,
     reinforce_script,
     reinforce_script_init,
-    sine_wave_data,
     time_sequence_script,
     time_sequence_script_init,
     to_numpy,
@@ -154,12 +154,17 @@ def make_actor_critic_script() -> Path:
 
 
 def make_time_sequence_script() -> Path:
-    """Run time_sequence_prediction's ``train.py``; store its output and predictions."""
+    """Run generate_sine_wave.py and time_sequence_prediction's ``train.py``; store the output
+    and predictions."""
+    import tempfile
+
     init = time_sequence_script_init(torch)
-    data = sine_wave_data()
-    log, predictions = time_sequence_script(torch, init, data)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "traindata.pt")
+        generate_sine_wave(torch, path)
+        log, predictions = time_sequence_script(torch, init, path)
     arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"predictions": np.stack(predictions), "data/wave": data}
+    arrays |= {"predictions": np.stack(predictions)}
     arrays |= {f"init/{k}": v for k, v in init.items()}
     return _write("time_sequence_script", arrays)
 

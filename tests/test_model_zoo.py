@@ -259,14 +259,21 @@ def test_reinforcement_learning_scripts_print_what_pytorch_printed(name: str) ->
         np.testing.assert_allclose(final[key], expected, rtol=1e-5, atol=2e-6, err_msg=key)
 
 
-def test_time_sequence_prediction_script_prints_what_pytorch_printed() -> None:
-    """time_sequence_prediction's train.py: float64 ``LSTMCell``s, ``LBFGS`` with a printing
-    closure, the ``no_grad`` future prediction; PyTorch's log (to 1e-6: it prints
-    ``loss.item()`` in full, and LBFGS amplifies last-bit differences) and predictions."""
-    from zoo_models import time_sequence_script
+def test_time_sequence_prediction_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """time_sequence_prediction: generate_sine_wave.py's ``torch.save`` of a NumPy array, then
+    train.py: its ``torch.load``, float64 ``LSTMCell``s, ``LBFGS`` with a printing closure, the
+    ``no_grad`` future prediction; PyTorch's log (to 1e-6: it prints ``loss.item()`` in full,
+    and LBFGS amplifies last-bit differences) and predictions."""
+    import pickle
+
+    from zoo_models import generate_sine_wave, time_sequence_script
 
     ref = _script_reference("time_sequence_script")
-    log, predictions = time_sequence_script(torch, ref["init"], ref["data"]["wave"])
+    path = str(tmp_path / "traindata.pt")
+    generate_sine_wave(torch, path)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+        torch.load(path)  # as in PyTorch 2.15: a pickled array is not weights only
+    log, predictions = time_sequence_script(torch, ref["init"], path)
     assert_log_matches(log, ref["log"], rtol=1e-6)
     assert log.count("STEP: ") == 3 and log.count("loss: ") > 20
     np.testing.assert_allclose(np.stack(predictions), ref["predictions"], rtol=1e-6, atol=1e-7)

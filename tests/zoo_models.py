@@ -2099,36 +2099,42 @@ def reinforce_script(torch: Any, init: dict[str, np.ndarray], Categorical: Any, 
 # --- time_sequence_prediction's train.py and generate_sine_wave.py ------------
 
 
-def sine_wave_data(T: int = 20, L: int = 30, N: int = 6) -> np.ndarray:
-    """generate_sine_wave.py, shrunk: ``N`` sine waves of length ``L``, shifted by up to 4T."""
+def generate_sine_wave(torch: Any, path: str, T: int = 20, L: int = 30, N: int = 6) -> None:
+    """generate_sine_wave.py, shrunk (``L`` = 30 samples of ``N`` = 6 waves): ``torch.save`` of
+    the NumPy array."""
     np.random.seed(2)
+
     x = np.empty((N, L), "int64")
     x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
     data = np.sin(x / 1.0 / T).astype("float64")
-    return data
+    torch.save(data, open(path, "wb"))  # noqa: SIM115 - as the example writes it
 
 
 def time_sequence_script_init(torch: Any) -> dict[str, np.ndarray]:
-    """The ``Sequence`` model's initial weights (two ``LSTMCell(.., 8)`` and a ``Linear``)."""
+    """The ``Sequence`` model's initial weights (two ``LSTMCell(.., 8)``, a ``Linear``, the
+    empty ``dummy_param``)."""
     nn = torch.nn
     torch.manual_seed(0)
     parts = {"lstm1": nn.LSTMCell(1, 8), "lstm2": nn.LSTMCell(8, 8), "linear": nn.Linear(8, 1)}
     state = {f"{n}.{k}": to_numpy(v) for n, m in parts.items() for k, v in m.state_dict().items()}
+    state["dummy_param"] = np.zeros(0)
     return init_weights(state, set(state), seed=8000)
 
 
 def time_sequence_script(
-    torch: Any, init: dict[str, np.ndarray], data: np.ndarray, steps: int = 3, future: int = 12
+    torch: Any, init: dict[str, np.ndarray], data_path: str, steps: int = 3, future: int = 12
 ) -> tuple[str, list[np.ndarray]]:
     """Run the examples' time_sequence_prediction ``train.py``; return what it printed and the
     predictions ``y`` of each step (the script draws them; here they are returned).
 
     As the script: the float64 ``Sequence`` of two ``LSTMCell`` and a ``Linear``
-    with its ``future`` loop, ``optim.LBFGS(lr=0.8)`` stepped with a closure
-    that prints each loss, and the ``no_grad`` test prediction. Differences:
-    51 hidden units shrunk to 8, 1000 future steps to ``future``, 15 steps to
-    ``steps``, the data passed in (not ``torch.load('traindata.pt')``), the
-    initial weights loaded from ``init`` and no plotting.
+    (its device read from an empty ``dummy_param``) with its ``future`` loop,
+    the data read with ``torch.load`` from what ``generate_sine_wave.py`` saved,
+    ``optim.LBFGS(lr=0.8)`` stepped with a closure that prints each loss, and
+    the ``no_grad`` test prediction. Differences: 51 hidden units shrunk to 8,
+    1000 future steps to ``future``, 15 steps to ``steps``, the device ``cpu``,
+    ``weights_only=False`` (PyTorch 2.6 and later refuse this pickled NumPy
+    array without it), the initial weights loaded from ``init`` and no plotting.
     """
     import contextlib
     import io
@@ -2142,13 +2148,15 @@ def time_sequence_script(
             self.lstm1 = nn.LSTMCell(1, 8)
             self.lstm2 = nn.LSTMCell(8, 8)
             self.linear = nn.Linear(8, 1)
+            self.dummy_param = nn.Parameter(torch.empty(0))
 
         def forward(self, input, future=0):
             outputs = []
-            h_t = torch.zeros(input.size(0), 8, dtype=torch.double)
-            c_t = torch.zeros(input.size(0), 8, dtype=torch.double)
-            h_t2 = torch.zeros(input.size(0), 8, dtype=torch.double)
-            c_t2 = torch.zeros(input.size(0), 8, dtype=torch.double)
+            device = self.dummy_param.device
+            h_t = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+            c_t = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+            h_t2 = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+            c_t2 = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
 
             for input_t in input.split(1, dim=1):
                 h_t, c_t = self.lstm1(input_t, (h_t, c_t))
@@ -2166,20 +2174,29 @@ def time_sequence_script(
     predictions = []
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        opt = type("Args", (), {"steps": steps})()
+        opt = type("Args", (), {"steps": steps, "device": "cpu"})()
+        # training device
+        device_name = opt.device
+        if device_name == "cuda" and not torch.cuda.is_available():
+            print("cuda is not available")
+            raise SystemExit(-1)
+        elif device_name == "mps" and not torch.backends.mps.is_available():
+            print("mps is not available")
+            raise SystemExit(-1)
+        device = torch.device(device_name)
         # set random seed to 0
         np.random.seed(0)
         torch.manual_seed(0)
         # load data and make training set
-        input = torch.from_numpy(data[3:, :-1])
-        target = torch.from_numpy(data[3:, 1:])
-        test_input = torch.from_numpy(data[:3, :-1])
-        test_target = torch.from_numpy(data[:3, 1:])
+        data = torch.from_numpy(torch.load(data_path, weights_only=False)).to(device)
+        input = data[3:, :-1]
+        target = data[3:, 1:]
+        test_input = data[:3, :-1]
+        test_target = data[:3, 1:]
         # build the model
-        seq = Sequence()
-        seq.double()
+        seq = Sequence().to(device).double()
         seq.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
-        criterion = nn.MSELoss()
+        criterion = nn.MSELoss().to(device)
         # use LBFGS as optimizer since we can load the whole data to train
         optimizer = optim.LBFGS(seq.parameters(), lr=0.8)
         # begin to train
@@ -2200,7 +2217,7 @@ def time_sequence_script(
                 pred = seq(test_input, future=future)
                 loss = criterion(pred[:, :-future], test_target)
                 print("test loss:", loss.item())
-                y = pred.detach().numpy()
+                y = pred.cpu().detach().numpy()
             predictions.append(np.array(y))
     return out.getvalue(), predictions
 

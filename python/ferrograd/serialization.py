@@ -22,8 +22,8 @@ leaves, and references to the tensors by name) goes as JSON into
 stay ints, tuples stay tuples. Nothing is pickled and nothing in such a file is
 ever executed.
 
-The one exception is a whole ``nn.Module`` (``torch.save(model, f)``, as
-PyTorch examples do): it is pickled, with its tensors in the tensor section
+The one exception is a whole ``nn.Module`` or a NumPy array (``torch.save(model,
+f)``, ``torch.save(array, f)``, as PyTorch examples do): it is pickled, with its tensors in the tensor section
 and the pickle (base64) in ``__metadata__["ferrograd.pickle"]``, and loading it
 needs ``weights_only=False``, as in PyTorch.
 
@@ -108,8 +108,8 @@ def save(obj: Any, path: PathLike | BinaryIO) -> None:
     writing (``open(p, "wb")``, ``io.BytesIO()``): the checkpoint is written
     at its position. Raises ``TypeError`` for values that cannot be stored.
 
-    A whole ``nn.Module`` (``torch.save(model, f)``), or a structure holding
-    one, is stored as PyTorch stores it: the object is pickled, its tensors
+    A whole ``nn.Module`` (``torch.save(model, f)``) or a NumPy array, or a
+    structure holding one, is stored as PyTorch stores it: the object is pickled, its tensors
     go into the tensor section (shared ones once, so tied weights stay tied;
     ``Parameter`` and ``requires_grad`` kept) and the pickle, which refers to
     them by name, into the header's metadata. Such a file loads only with
@@ -129,7 +129,7 @@ def save(obj: Any, path: PathLike | BinaryIO) -> None:
                 "format": "ferrograd",
                 _SKELETON_KEY: json.dumps({"version": _FORMAT_VERSION, "root": skeleton}, allow_nan=False),
             }
-        except _HoldsModule:
+        except _NeedsPickle:
             entries = []
             metadata = {"format": "ferrograd", _PICKLE_KEY: _pickle_object(obj, entries)}
 
@@ -167,8 +167,8 @@ def _is_module(obj: Any) -> bool:
     return isinstance(obj, Module)
 
 
-class _HoldsModule(Exception):
-    """Raised by :func:`_encode` when the structure holds a module: it is pickled instead."""
+class _NeedsPickle(Exception):
+    """Raised by :func:`_encode` when the structure holds a module or a NumPy array: it is pickled instead."""
 
 
 class _TensorPickler(pickle.Pickler):
@@ -260,8 +260,8 @@ def _encode(
     """The JSON skeleton of ``obj``; its tensors are appended to ``entries`` under unique names."""
     if depth > MAX_DEPTH:
         raise ValueError(f"save: {where} is nested more than {MAX_DEPTH} levels deep")
-    if _is_module(obj):
-        raise _HoldsModule
+    if _is_module(obj) or isinstance(obj, np.ndarray):
+        raise _NeedsPickle
     if isinstance(obj, Tensor):
         name = where[4:] if where.startswith("obj.") else (where[3:] or "tensor")
         base, i = name, 0
@@ -369,8 +369,8 @@ def load(
     seekable binary file object (``open(p, "rb")``, ``io.BytesIO``), read
     from its current position.
 
-    A file holding a pickled object (a whole module saved with
-    :func:`save`) loads only with ``weights_only=False``, as in PyTorch:
+    A file holding a pickled object (a whole module or a NumPy array saved
+    with :func:`save`) loads only with ``weights_only=False``, as in PyTorch:
     unpickling can run code from the file, so the default (``None``, meaning
     ``True``) raises ``pickle.UnpicklingError`` saying so. Its tensors come
     back on the device they were saved from (or as ``map_location`` says),
@@ -415,9 +415,10 @@ def _unpickle(
 ) -> Any:
     if weights_only is None or weights_only:
         raise pickle.UnpicklingError(
-            f"load: weights-only load failed: {name} holds a pickled Python object (saved with save(obj) of a "
-            "whole module), and unpickling can run arbitrary code from the file. If you trust its source, "
-            "load it with weights_only=False; otherwise save and load obj.state_dict() instead"
+            f"load: weights-only load failed: {name} holds a pickled Python object (saved with save(obj) "
+            "of a whole module or a NumPy array), and unpickling can run arbitrary code from the file. If "
+            "you trust its source, load it with weights_only=False; otherwise save and load "
+            "obj.state_dict() (or tensors) instead"
         )
     try:
         raw = base64.b64decode(pickled.encode("ascii"), validate=True)
