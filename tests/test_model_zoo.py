@@ -235,6 +235,14 @@ def test_word_language_model_script_prints_what_pytorch_printed(tmp_path) -> Non
     with open(saved, "rb") as f:
         model = torch.load(f, weights_only=False)
     assert model.decoder.weight is model.encoder.weight
+    # the reloaded model compiles: in eval under no_grad, one graph giving eager's forward
+    model.eval()
+    x = torch.tensor(ref["data"]["test"][:8].reshape(4, 2))
+    with torch.no_grad():
+        eager = model(x, model.init_hidden(2))
+        compiled = torch.compile(model)(x, model.init_hidden(2))
+    for got, want in zip(_outputs(compiled), _outputs(eager), strict=True):
+        np.testing.assert_array_equal(got, want)
     final = model.state_dict()
     assert sorted(final) == sorted(ref["final"])
     for key, expected in ref["final"].items():

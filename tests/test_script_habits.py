@@ -182,6 +182,24 @@ def test_save_whole_module_round_trips_and_needs_weights_only_false(tmp_path) ->
     assert seen == ["cpu"] * 6  # one call per stored tensor: the tied weight is stored once
 
 
+def test_save_whole_module_from_the_gpu_loads_there_or_where_mapped() -> None:
+    """A module saved from the GPU comes back on the GPU (its recorded location), or on the
+    CPU with ``map_location="cpu"``, its tie kept either way."""
+    if not torch.gpu.is_available():
+        pytest.skip(f"no WebGPU adapter: {torch.gpu.unavailable_reason()}")
+    model = _TiedLM().to("gpu")
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    for where, device in ((None, "gpu"), ("cpu", "cpu")):
+        buf.seek(0)
+        got = torch.load(buf, weights_only=False, map_location=where)
+        assert got.encoder.weight.device.type == device and got.rnn.weight_hh_l0.device.type == device
+        assert got.decoder.weight is got.encoder.weight
+        np.testing.assert_array_equal(
+            got.rnn.weight_hh_l0.cpu().numpy(), model.rnn.weight_hh_l0.cpu().numpy()
+        )
+
+
 def test_save_local_module_class_and_unseekable_stream_raise(tmp_path) -> None:
     """A module whose class is defined in a function cannot be pickled (in PyTorch neither):
     the error says what to save instead."""
