@@ -302,6 +302,30 @@ def test_vae_script_prints_what_pytorch_printed() -> None:
         assert_close(images[key], expected, key)
 
 
+def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:
+    """With the examples' own settings (dropout 0.2 in the word LM, 0.6 in the REINFORCE
+    policy, a shuffled VAE training set) the scripts run and print PyTorch's lines with other
+    numbers: the masks and the order are drawn."""
+    import zoo_models
+
+    def masked(log: str) -> str:  # the numbers and the padding before them
+        return re.sub(" *" + _NUMBER.pattern, "#", log)
+
+    ref = _script_reference("word_lm_script")
+    log = zoo_models.word_lm_script(torch, ref["init"], ref["data"], str(tmp_path / "m.pt"), dropout=0.2)
+    assert masked(log) == masked(ref["log"]) and log != ref["log"]
+
+    ref = _script_reference("vae_script")
+    log, _ = zoo_models.vae_script(torch, ref["init"], ref["data"], shuffle=True)
+    assert masked(log) == masked(ref["log"]) and log != ref["log"]
+
+    ref = _script_reference("reinforce_script")
+    actions = zoo_models.replaying_categorical(torch, ref["actions"].tolist())
+    log, final = zoo_models.reinforce_script(torch, ref["init"], actions, dropout=0.6)
+    assert log == ref["log"]  # the replayed actions decide the episodes
+    assert not np.allclose(final["affine1.weight"], ref["final"]["affine1.weight"], rtol=1e-3)
+
+
 # Models whose forward creates CPU float64 tensors, as their examples do
 # (``torch.zeros(n, 51, dtype=torch.double)``; a causal mask built without a
 # device): they run on the CPU only, in PyTorch too.

@@ -1650,7 +1650,9 @@ def word_lm_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
     }
 
 
-def word_lm_script(torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], save: str) -> str:
+def word_lm_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], save: str, dropout: float = 0.0
+) -> str:
     """Run the examples' word_language_model ``main.py`` (LSTM, tied); return what it printed.
 
     As the script: ``batchify``, ``get_batch``, ``train()`` with ``repackage_hidden``,
@@ -1660,7 +1662,8 @@ def word_lm_script(torch: Any, init: dict[str, np.ndarray], data: dict[str, np.n
     ``torch.load(f, weights_only=False)`` and ``flatten_parameters()``, and the
     test evaluation. Differences: the corpus (``data`` arrays), the argument
     parser (a namespace), the initial weights loaded from ``init``, float64,
-    dropout 0 (the two frameworks draw different masks) and a fixed clock.
+    ``dropout`` 0 by default (the two frameworks draw different masks; the
+    examples' 0.2 runs too) and a fixed clock.
     """
     import contextlib
     import io
@@ -1682,7 +1685,7 @@ def word_lm_script(torch: Any, init: dict[str, np.ndarray], data: dict[str, np.n
         epochs=4,
         batch_size=3,
         bptt=4,
-        dropout=0.0,
+        dropout=dropout,
         tied=True,
         seed=1111,
         log_interval=1,
@@ -1985,14 +1988,16 @@ def reinforce_script_init(torch: Any) -> dict[str, np.ndarray]:
     return {k: v.astype(np.float32) for k, v in init.items()}
 
 
-def reinforce_script(torch: Any, init: dict[str, np.ndarray], Categorical: Any, episodes: int = 40) -> str:
+def reinforce_script(
+    torch: Any, init: dict[str, np.ndarray], Categorical: Any, episodes: int = 40, dropout: float = 0.0
+) -> tuple[str, dict[str, np.ndarray]]:
     """Run the examples' ``reinforce.py`` on :class:`CartPole`; return what it printed.
 
     Differences from the script: the environment (CartPole above, solved at a
     running reward of 15), the argument parser (a namespace), the initial
-    weights loaded from ``init``, dropout 0 (the frameworks draw different
-    masks), ``Categorical`` passed in (see above) and at most ``episodes``
-    episodes.
+    weights loaded from ``init``, ``dropout`` 0 by default (the frameworks draw
+    different masks; the examples' 0.6 runs too), ``Categorical`` passed in
+    (see above) and at most ``episodes`` episodes.
     """
     import contextlib
     import io
@@ -2015,7 +2020,7 @@ def reinforce_script(torch: Any, init: dict[str, np.ndarray], Categorical: Any, 
             def __init__(self):
                 super().__init__()
                 self.affine1 = nn.Linear(4, 128)
-                self.dropout = nn.Dropout(p=0.0)
+                self.dropout = nn.Dropout(p=dropout)
                 self.affine2 = nn.Linear(128, 2)
 
                 self.saved_log_probs = []
@@ -2456,7 +2461,7 @@ def vae_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def vae_script(
-    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray]
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], shuffle: bool = False
 ) -> tuple[str, dict[str, np.ndarray]]:
     """Run the examples' vae ``main.py`` for two epochs; return what it printed and the images
     it saved (``save_image``'s arrays, by file name).
@@ -2465,7 +2470,7 @@ def vae_script(
     KLD), ``train``/``test`` with their printed lines, the ``no_grad`` test and
     the reconstruction and sample images. Differences: 784 pixels, 400 hidden
     units and 20 latents shrunk to 16, 8 and 2; the data (a ``TensorDataset``,
-    not shuffled: the frameworks' shuffles differ), the argument parser (a
+    the training set not shuffled by default: the frameworks' shuffles differ), the argument parser (a
     namespace), float64, the initial weights loaded from ``init``, the two
     random draws (``torch.randn_like`` / ``torch.randn``) taken from
     :class:`SuppliedNoise`, and ``save_image`` storing arrays.
@@ -2501,7 +2506,7 @@ def vae_script(
         train_loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(torch.tensor(data["train_x"]), torch.tensor(data["train_y"])),
             batch_size=args.batch_size,
-            shuffle=False,
+            shuffle=shuffle,
             **kwargs,
         )
         test_loader = torch.utils.data.DataLoader(
