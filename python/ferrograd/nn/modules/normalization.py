@@ -36,7 +36,8 @@ class _BatchNorm(Module):
     statistics normalise and, when tracked, update ``running_mean`` and
     ``running_var`` (``momentum=None`` uses a cumulative average over
     ``num_batches_tracked`` batches); in eval mode the running statistics
-    normalise.
+    normalise. ``affine`` adds a per-channel ``weight`` and ``bias``;
+    ``bias=False`` (keyword, as in PyTorch 2.15) keeps only the ``weight``.
     """
 
     _expected_dims: tuple[int, ...]
@@ -316,7 +317,7 @@ class InstanceNorm3d(_InstanceNorm):
 class GroupNorm(Module):
     """Group normalisation: ``num_channels`` split into ``num_groups`` groups, each normalised per
     sample over its channels and the spatial dims; then a per-channel ``weight``/``bias``
-    (``affine``, starting at 1 and 0)."""
+    (``affine``, starting at 1 and 0; ``bias=False`` keeps only the ``weight``)."""
 
     def __init__(
         self,
