@@ -15,7 +15,7 @@ training), ``extra/<name>`` (results computed from the trained model, such
 as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
-``actor_critic_script``, ``time_sequence_script``, ``vae_script``) hold their printed ``log``, ``init/`` weights, inputs
+``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -37,6 +37,9 @@ from zoo_models import (  # noqa: E402
     actor_critic_script,
     actor_critic_script_init,
     build_mnist,
+    dcgan_script,
+    dcgan_script_data,
+    dcgan_script_init,
     generate_sine_wave,
     init_weights,
     mnist_script,
@@ -181,6 +184,26 @@ def make_vae_script() -> Path:
     return _write("vae_script", arrays)
 
 
+def make_dcgan_script() -> Path:
+    """Run dcgan's ``main.py``; store its output, images and last checkpoints."""
+    import tempfile
+
+    init = dcgan_script_init(torch)
+    data = dcgan_script_data(np.random.default_rng(15000))
+    with tempfile.TemporaryDirectory() as tmp:
+        log, images = dcgan_script(torch, init, data, tmp)
+        final = {}
+        for net in ("netG", "netD"):
+            sd = torch.load(Path(tmp) / f"{net}_epoch_1.pth", weights_only=True)
+            final |= {f"{net}.{k}": to_numpy(v) for k, v in sd.items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("dcgan_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -193,6 +216,7 @@ SCRIPTS = {
     "actor_critic_script": make_actor_critic_script,
     "time_sequence_script": make_time_sequence_script,
     "vae_script": make_vae_script,
+    "dcgan_script": make_dcgan_script,
 }
 
 

@@ -15,8 +15,8 @@ captured graph (no graph break, no retrace) giving eager's outputs. Further
 tests: the same training in float32 on the WebGPU device against the CPU, the
 examples' dropout probabilities (identity in eval, random in train), each
 model exported with ``fg.onnx.export`` and run in onnxruntime, whole example
-scripts against PyTorch's printed logs and saved files (mnist's and vae's
-``main``, word_language_model's ``main.py`` with its whole-model
+scripts against PyTorch's printed logs and saved files (mnist's, vae's and
+dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
 time_sequence_prediction's LBFGS ``train.py``), and nanoGPT's ``train.py``
 loop (compiled against eager, and resumed from its checkpoint).
@@ -300,6 +300,28 @@ def test_vae_script_prints_what_pytorch_printed() -> None:
     assert sorted(images) == sorted(ref["image"])
     for key, expected in ref["image"].items():
         assert_close(images[key], expected, key)
+
+
+def test_dcgan_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """dcgan's main.py: ``print(opt)``, ``print(netG)`` (module reprs as PyTorch's), the starting
+    weights through ``torch.load(opt.netG)``, the alternating D/G steps with their printed
+    losses, the sample images and the per-epoch ``state_dict`` checkpoints, as PyTorch's."""
+    from zoo_models import dcgan_script
+
+    if torch.accelerator.is_available():
+        pytest.skip("a hardware GPU makes the script print its accelerator warning; the reference had none")
+    ref = _script_reference("dcgan_script")
+    log, images = dcgan_script(torch, ref["init"], ref["data"], str(tmp_path))
+    assert log == ref["log"]
+    assert sorted(images) == sorted(ref["image"])
+    for key, expected in ref["image"].items():
+        assert_close(images[key], expected, key)
+    for net in ("netG", "netD"):
+        saved = torch.load(tmp_path / f"{net}_epoch_1.pth", weights_only=True)
+        expected = {k.partition(".")[2]: v for k, v in ref["final"].items() if k.startswith(net + ".")}
+        assert sorted(saved) == sorted(expected)
+        for key, value in expected.items():
+            assert_close(saved[key].numpy(), value, f"{net} {key}")
 
 
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:

@@ -2430,8 +2430,9 @@ class SuppliedNoise:
         self.torch = torch
         self.rng = np.random.default_rng(seed)
 
-    def randn(self, *size: int) -> Any:
-        return self.torch.tensor(self.rng.standard_normal(size))
+    def randn(self, *size: int, device: Any = None) -> Any:
+        t = self.torch.tensor(self.rng.standard_normal(size))
+        return t if device is None else t.to(device)
 
     def randn_like(self, t: Any) -> Any:
         return self.torch.tensor(self.rng.standard_normal(tuple(t.shape)), dtype=t.dtype)
@@ -2612,3 +2613,256 @@ def vae_script(
                 sample = model.decode(sample).cpu()
                 save_image(sample.view(64, 1, 4, 4), "results/sample_" + str(epoch) + ".png")
     return out.getvalue(), images
+
+
+# --- dcgan's main.py -------------------------------------------------------------
+
+
+def dcgan_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Nine 1x8x8 'images' in [-1, 1] (as ``Normalize((0.5,), (0.5,))`` leaves them), labels."""
+    return {"images": np.tanh(rng.standard_normal((9, 1, 8, 8))), "labels": np.zeros(9, dtype=np.int64)}
+
+
+def dcgan_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights for both nets, keyed ``netG.*`` and ``netD.*`` (float64)."""
+    model = build_dcgan(torch).double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return init_weights(state, {k for k, _ in model.named_parameters()}, seed=13000)
+
+
+def dcgan_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outf: str
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' dcgan ``main.py`` for two epochs; return what it printed and the images
+    it saved (``vutils.save_image``'s arrays, by file name).
+
+    As the script: ``print(opt)``, the seed lines, ``weights_init`` applied
+    through ``Module.apply``, the starting weights read with
+    ``netG.load_state_dict(torch.load(opt.netG))`` (files written here from
+    ``init``), ``print(netG)``/``print(netD)``, the alternating D/G steps with
+    ``torch.full`` labels, ``fill_``, ``fake.detach()``, the printed losses,
+    the real and fixed-noise sample images and the per-epoch
+    ``torch.save(netG.state_dict(), ...)`` checkpoints. Differences: the
+    networks shrunk to 1x8x8 images (``nz``, ``ngf``, ``ndf`` = 4, two layers
+    each), the dataset (a ``TensorDataset``, not shuffled: the frameworks'
+    shuffles differ), float64, the noise (``torch.randn``) taken from
+    :class:`SuppliedNoise`, and ``save_image`` storing arrays.
+    """
+    import contextlib
+    import io
+    import os
+    import random
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    cudnn = torch.backends.cudnn
+    noise_source = SuppliedNoise(torch, seed=14000)
+    images: dict[str, np.ndarray] = {}
+
+    def save_image(tensor, fp, normalize=False):
+        images[os.path.basename(fp)] = to_numpy(tensor)
+
+    # the starting weights, in the files --netG / --netD name
+    for net in ("netG", "netD"):
+        sd = {k[len(net) + 1 :]: torch.tensor(v) for k, v in init.items() if k.startswith(net + ".")}
+        torch.save(sd, os.path.join(outf, f"{net}_init.pth"))
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        opt = SimpleNamespace(
+            dataset="fake",
+            dataroot=None,
+            workers=0,
+            batchSize=4,
+            imageSize=8,
+            nz=4,
+            ngf=4,
+            ndf=4,
+            niter=2,
+            lr=0.0002,
+            beta1=0.5,
+            accel=False,
+            dry_run=False,
+            ngpu=1,
+            netG=os.path.join(outf, "netG_init.pth"),
+            netD=os.path.join(outf, "netD_init.pth"),
+            outf=outf,
+            manualSeed=999,
+            classes="bedroom",
+        )
+        print(opt)
+
+        try:
+            os.makedirs(opt.outf)
+        except OSError:
+            pass
+
+        if opt.manualSeed is None:
+            opt.manualSeed = random.randint(1, 10000)
+        print("Random Seed: ", opt.manualSeed)
+        random.seed(opt.manualSeed)
+        torch.manual_seed(opt.manualSeed)
+
+        cudnn.benchmark = True
+
+        if torch.accelerator.is_available() and not opt.accel:
+            print("WARNING: You have an accelerator device, so you should probably run with --accel")
+
+        dataset = torch.utils.data.TensorDataset(torch.tensor(data["images"]), torch.tensor(data["labels"]))
+        nc = 1
+
+        assert dataset
+        dataloader = torch.utils.data.DataLoader(
+            dataset, batch_size=opt.batchSize, shuffle=False, num_workers=int(opt.workers)
+        )
+        use_accel = opt.accel and torch.accelerator.is_available()
+        if use_accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+        print(f"Using device: {device}")
+
+        ngpu = int(opt.ngpu)
+        nz = int(opt.nz)
+        ngf = int(opt.ngf)
+        ndf = int(opt.ndf)
+
+        # custom weights initialization called on netG and netD
+        def weights_init(m):
+            classname = m.__class__.__name__
+            if classname.find("Conv") != -1:
+                torch.nn.init.normal_(m.weight, 0.0, 0.02)
+            elif classname.find("BatchNorm") != -1:
+                torch.nn.init.normal_(m.weight, 1.0, 0.02)
+                torch.nn.init.zeros_(m.bias)
+
+        class Generator(nn.Module):
+            def __init__(self, ngpu):
+                super().__init__()
+                self.ngpu = ngpu
+                self.main = nn.Sequential(
+                    # input is Z, going into a convolution
+                    nn.ConvTranspose2d(nz, ngf * 2, 4, 1, 0, bias=False),
+                    nn.BatchNorm2d(ngf * 2),
+                    nn.ReLU(True),
+                    # state size. (ngf*2) x 4 x 4
+                    nn.ConvTranspose2d(ngf * 2, nc, 4, 2, 1, bias=False),
+                    nn.Tanh(),
+                    # state size. (nc) x 8 x 8
+                )
+
+            def forward(self, input):
+                if input.is_cuda and self.ngpu > 1:
+                    output = nn.parallel.data_parallel(self.main, input, range(self.ngpu))
+                else:
+                    output = self.main(input)
+                return output
+
+        netG = Generator(ngpu).to(device).double()
+        netG.apply(weights_init)
+        if opt.netG != "":
+            netG.load_state_dict(torch.load(opt.netG))
+        print(netG)
+
+        class Discriminator(nn.Module):
+            def __init__(self, ngpu):
+                super().__init__()
+                self.ngpu = ngpu
+                self.main = nn.Sequential(
+                    # input is (nc) x 8 x 8
+                    nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    # state size. (ndf) x 4 x 4
+                    nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                    nn.BatchNorm2d(ndf * 2),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    # state size. (ndf*2) x 2 x 2
+                    nn.Conv2d(ndf * 2, 1, 2, 1, 0, bias=False),
+                    nn.Sigmoid(),
+                )
+
+            def forward(self, input):
+                if input.is_cuda and self.ngpu > 1:
+                    output = nn.parallel.data_parallel(self.main, input, range(self.ngpu))
+                else:
+                    output = self.main(input)
+
+                return output.view(-1, 1).squeeze(1)
+
+        netD = Discriminator(ngpu).to(device).double()
+        netD.apply(weights_init)
+        if opt.netD != "":
+            netD.load_state_dict(torch.load(opt.netD))
+        print(netD)
+
+        criterion = nn.BCELoss()
+
+        fixed_noise = noise_source.randn(opt.batchSize, nz, 1, 1, device=device)
+        real_label = 1
+        fake_label = 0
+
+        # setup optimizer
+        optimizerD = optim.Adam(netD.parameters(), lr=opt.lr, betas=(opt.beta1, 0.999))
+        optimizerG = optim.Adam(netG.parameters(), lr=opt.lr, betas=(opt.beta1, 0.999))
+
+        if opt.dry_run:
+            opt.niter = 1
+
+        for epoch in range(opt.niter):
+            for i, data in enumerate(dataloader, 0):
+                ############################
+                # (1) Update D network: maximize log(D(x)) + log(1 - D(G(z)))
+                ###########################
+                # train with real
+                netD.zero_grad()
+                real_cpu = data[0].to(device)
+                batch_size = real_cpu.size(0)
+                label = torch.full((batch_size,), real_label, dtype=real_cpu.dtype, device=device)
+
+                output = netD(real_cpu)
+                errD_real = criterion(output, label)
+                errD_real.backward()
+                D_x = output.mean().item()
+
+                # train with fake
+                noise = noise_source.randn(batch_size, nz, 1, 1, device=device)
+                fake = netG(noise)
+                label.fill_(fake_label)
+                output = netD(fake.detach())
+                errD_fake = criterion(output, label)
+                errD_fake.backward()
+                D_G_z1 = output.mean().item()
+                errD = errD_real + errD_fake
+                optimizerD.step()
+
+                ############################
+                # (2) Update G network: maximize log(D(G(z)))
+                ###########################
+                netG.zero_grad()
+                label.fill_(real_label)  # fake labels are real for generator cost
+                output = netD(fake)
+                errG = criterion(output, label)
+                errG.backward()
+                D_G_z2 = output.mean().item()
+                optimizerG.step()
+
+                print(
+                    "[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f"  # noqa: UP031
+                    % (epoch, opt.niter, i, len(dataloader), errD.item(), errG.item(), D_x, D_G_z1, D_G_z2)
+                )
+                if i % 100 == 0:
+                    save_image(real_cpu, "%s/real_samples.png" % opt.outf, normalize=True)  # noqa: UP031
+                    fake = netG(fixed_noise)
+                    save_image(
+                        fake.detach(),
+                        "%s/fake_samples_epoch_%03d.png" % (opt.outf, epoch),  # noqa: UP031
+                        normalize=True,
+                    )
+
+                if opt.dry_run:
+                    break
+            # do checkpointing
+            torch.save(netG.state_dict(), "%s/netG_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
+            torch.save(netD.state_dict(), "%s/netD_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
+    return out.getvalue().replace(outf, "OUTF"), images
