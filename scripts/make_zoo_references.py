@@ -13,8 +13,12 @@ float64 and saves ``<name>.npz`` holding ``init/<key>`` (state_dict),
 step's gradients, before clipping), ``final/<key>`` (state_dict after
 training), ``extra/<name>`` (results computed from the trained model, such
 as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
-the examples' mnist ``main`` printed (``log``) and the weights it saved. ``tests/test_model_zoo.py`` replays the same
-source with ferrograd and compares.
+the examples' mnist ``main`` printed (``log``) and the weights it saved; the
+other whole-script files (``word_lm_script``, ``reinforce_script``,
+``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``) hold their printed ``log``, ``init/`` weights, inputs
+and what the script saved or computed (``final/``, ``actions``,
+``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
+ferrograd and compares.
 """
 
 from __future__ import annotations
@@ -28,7 +32,32 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from zoo_models import ZOO, build_mnist, init_weights, mnist_script, mnist_script_data, to_numpy, train  # noqa: E402
+from zoo_models import (  # noqa: E402
+    ZOO,
+    actor_critic_script,
+    actor_critic_script_init,
+    build_mnist,
+    dcgan_script,
+    dcgan_script_data,
+    dcgan_script_init,
+    generate_sine_wave,
+    init_weights,
+    mnist_script,
+    mnist_script_data,
+    recording_categorical,
+    reinforce_script,
+    reinforce_script_init,
+    time_sequence_script,
+    time_sequence_script_init,
+    to_numpy,
+    train,
+    vae_script,
+    vae_script_data,
+    vae_script_init,
+    word_lm_script,
+    word_lm_script_data,
+    word_lm_script_init,
+)
 
 OUT = ROOT / "tests" / "fixtures" / "zoo"
 
@@ -84,9 +113,116 @@ def make_mnist_script() -> Path:
     return path
 
 
+def make_word_lm_script() -> Path:
+    """Run word_language_model's ``main.py``; store its output and the model it saved (whole)."""
+    import tempfile
+
+    init = word_lm_script_init(torch)
+    data = word_lm_script_data(np.random.default_rng(6000))
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "model.pt"
+        log = word_lm_script(torch, init, data, str(saved))
+        with open(saved, "rb") as f:
+            final = {k: to_numpy(v) for k, v in torch.load(f, weights_only=False).state_dict().items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("word_lm_script", arrays)
+
+
+def make_reinforce_script() -> Path:
+    """Run reinforcement_learning's ``reinforce.py``; store its output, PyTorch's sampled
+    actions and the trained policy."""
+    init = reinforce_script_init(torch)
+    actions: list[int] = []
+    log, final = reinforce_script(torch, init, recording_categorical(torch, actions))
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"actions": np.array(actions, dtype=np.int64)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("reinforce_script", arrays)
+
+
+def make_actor_critic_script() -> Path:
+    """Run reinforcement_learning's ``actor_critic.py``, as :func:`make_reinforce_script`."""
+    init = actor_critic_script_init(torch)
+    actions: list[int] = []
+    log, final = actor_critic_script(torch, init, recording_categorical(torch, actions))
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"actions": np.array(actions, dtype=np.int64)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("actor_critic_script", arrays)
+
+
+def make_time_sequence_script() -> Path:
+    """Run generate_sine_wave.py and time_sequence_prediction's ``train.py``; store the output
+    and predictions."""
+    import tempfile
+
+    init = time_sequence_script_init(torch)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "traindata.pt")
+        generate_sine_wave(torch, path)
+        log, predictions = time_sequence_script(torch, init, path)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"predictions": np.stack(predictions)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    return _write("time_sequence_script", arrays)
+
+
+def make_vae_script() -> Path:
+    """Run vae's ``main.py``; store its output and the images it saved (as arrays)."""
+    init = vae_script_init(torch)
+    data = vae_script_data(np.random.default_rng(12000))
+    log, images = vae_script(torch, init, data)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    return _write("vae_script", arrays)
+
+
+def make_dcgan_script() -> Path:
+    """Run dcgan's ``main.py``; store its output, images and last checkpoints."""
+    import tempfile
+
+    init = dcgan_script_init(torch)
+    data = dcgan_script_data(np.random.default_rng(15000))
+    with tempfile.TemporaryDirectory() as tmp:
+        log, images = dcgan_script(torch, init, data, tmp)
+        final = {}
+        for net in ("netG", "netD"):
+            sd = torch.load(Path(tmp) / f"{net}_epoch_1.pth", weights_only=True)
+            final |= {f"{net}.{k}": to_numpy(v) for k, v in sd.items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("dcgan_script", arrays)
+
+
+def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
+    path = OUT / f"{name}.npz"
+    np.savez_compressed(path, **arrays)
+    return path
+
+
+SCRIPTS = {
+    "word_lm_script": make_word_lm_script,
+    "reinforce_script": make_reinforce_script,
+    "actor_critic_script": make_actor_critic_script,
+    "time_sequence_script": make_time_sequence_script,
+    "vae_script": make_vae_script,
+    "dcgan_script": make_dcgan_script,
+}
+
+
 def main() -> None:
     """Write the references named on the command line, or all of them."""
-    names = sys.argv[1:] or [*ZOO, "mnist_script"]
+    names = sys.argv[1:] or [*ZOO, "mnist_script", *SCRIPTS]
     for index, name in enumerate(ZOO):
         if name in names:
             path = make(index, name)
@@ -94,6 +230,10 @@ def main() -> None:
     if "mnist_script" in names:
         path = make_mnist_script()
         print(f"{path.name}: {path.stat().st_size} bytes, torch {torch.__version__}")
+    for name, make_script in SCRIPTS.items():
+        if name in names:
+            path = make_script()
+            print(f"{path.name}: {path.stat().st_size} bytes, torch {torch.__version__}")
 
 
 if __name__ == "__main__":

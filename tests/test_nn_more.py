@@ -467,7 +467,29 @@ def test_instance_norm_forward_running_stats_and_eval():
     close(m.train()(fg.tensor(x[0])), np_inorm(x[:1], w, b)[0])
     assert (
         repr(nn.InstanceNorm1d(4))
-        == "InstanceNorm1d(4, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)"
+        == "InstanceNorm1d(4, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)"
+    )
+
+
+def test_norm_layers_take_bias_false_as_pytorch():
+    """PyTorch 2.15's ``bias=`` on the norm layers: ``bias=False`` keeps the scale, drops the
+    shift (no ``bias`` parameter or key), and the repr says so, as PyTorch's does."""
+    x = t64(2, 4, 2, 3)
+    xv = npv(x)
+    for m, axes in (
+        (nn.BatchNorm2d(4, bias=False, dtype=fg.float64), (0, 2, 3)),
+        (nn.InstanceNorm2d(4, affine=True, bias=False, dtype=fg.float64), (2, 3)),
+        (nn.GroupNorm(4, 4, bias=False, dtype=fg.float64), (2, 3)),
+    ):
+        assert m.bias is None and list(dict(m.named_parameters())) == ["weight"]
+        assert "bias" not in m.state_dict() and "bias=False" in repr(m)
+        m = randomize(m)
+        mu, var = xv.mean(axes, keepdims=True), xv.var(axes, keepdims=True)
+        close(m(x), (xv - mu) / np.sqrt(var + 1e-5) * npv(m.weight).reshape(1, 4, 1, 1))
+    ln = nn.LayerNorm(3, bias=False)
+    assert repr(ln) == "LayerNorm((3,), eps=1e-05, elementwise_affine=True, bias=False)"
+    assert repr(nn.BatchNorm1d(3)) == (
+        "BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     )
 
 
@@ -497,7 +519,7 @@ def test_group_norm():
     ).reshape(1, 4, 1, 1)
     close(m(x), ref)
     assert fg.autograd.gradcheck(lambda v: m(v), [x])
-    assert repr(m) == "GroupNorm(2, 4, eps=1e-05, affine=True)"
+    assert repr(m) == "GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)"
     with pytest.raises(ValueError, match="divisible by num_groups"):
         nn.GroupNorm(3, 4)
     with pytest.raises(ValueError, match="divisible by num_groups"):

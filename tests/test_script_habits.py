@@ -134,10 +134,81 @@ def test_load_map_location_forms(tmp_path) -> None:
         torch.load(path, map_location=lambda storage, loc: None)
 
 
-def test_save_whole_module_and_unseekable_stream_raise(tmp_path) -> None:
-    """A whole module cannot be checkpointed (nothing is pickled): the error says what to save."""
-    with pytest.raises(TypeError, match=r"whole Linear module.*state_dict\(\)"):
-        torch.save(_linear(), io.BytesIO())
+class _TiedLM(nn.Module):
+    """A module-level class (pickle stores classes by name), with a tied decoder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Embedding(5, 3)
+        self.rnn = nn.LSTM(3, 3, 1)
+        self.decoder = nn.Linear(3, 5)
+        self.decoder.weight = self.encoder.weight
+        self.nhid = 3
+
+
+def test_save_whole_module_round_trips_and_needs_weights_only_false(tmp_path) -> None:
+    """``torch.save(model, f)`` pickles the module (tensors in our format, ties kept); loading it
+    needs ``weights_only=False`` and the default raises PyTorch's kind of error."""
+    import pickle
+
+    model = _TiedLM().double()
+    path = tmp_path / "model.pt"
+    with open(path, "wb") as f:
+        torch.save(model, f)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+        torch.load(path)
+    with open(path, "rb") as f, pytest.raises(pickle.UnpicklingError, match="weights-only load failed"):
+        torch.load(f, weights_only=True)
+    with open(path, "rb") as f:
+        got = torch.load(f, weights_only=False)
+    assert type(got) is _TiedLM and got.nhid == 3
+    assert got.decoder.weight is got.encoder.weight
+    assert isinstance(got.rnn.weight_ih_l0, nn.Parameter) and got.rnn.weight_ih_l0.requires_grad
+    assert len(list(got.parameters())) == len(list(model.parameters())) == 6
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(got.state_dict()[k].numpy(), v.numpy(), err_msg=k)
+    got.rnn.flatten_parameters()
+    x = torch.tensor([[1, 2], [3, 4]])
+    h = (torch.zeros(1, 2, 3, dtype=torch.float64),) * 2
+    np.testing.assert_array_equal(
+        got.decoder(got.rnn(got.encoder(x), h)[0]).detach().numpy(),
+        model.decoder(model.rnn(model.encoder(x), h)[0]).detach().numpy(),
+    )
+    # a structure holding a module is pickled too; map_location gets the saved location
+    seen = []
+    torch.save({"model": model, "epoch": 2}, path)
+    ck = torch.load(path, weights_only=False, map_location=lambda t, loc: seen.append(loc) or t)
+    assert ck["epoch"] == 2 and ck["model"].decoder.weight is ck["model"].encoder.weight
+    assert seen == ["cpu"] * 6  # one call per stored tensor: the tied weight is stored once
+
+
+def test_save_whole_module_from_the_gpu_loads_there_or_where_mapped() -> None:
+    """A module saved from the GPU comes back on the GPU (its recorded location), or on the
+    CPU with ``map_location="cpu"``, its tie kept either way."""
+    if not torch.gpu.is_available():
+        pytest.skip(f"no WebGPU adapter: {torch.gpu.unavailable_reason()}")
+    model = _TiedLM().to("gpu")
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    for where, device in ((None, "gpu"), ("cpu", "cpu")):
+        buf.seek(0)
+        got = torch.load(buf, weights_only=False, map_location=where)
+        assert got.encoder.weight.device.type == device and got.rnn.weight_hh_l0.device.type == device
+        assert got.decoder.weight is got.encoder.weight
+        np.testing.assert_array_equal(
+            got.rnn.weight_hh_l0.cpu().numpy(), model.rnn.weight_hh_l0.cpu().numpy()
+        )
+
+
+def test_save_local_module_class_and_unseekable_stream_raise(tmp_path) -> None:
+    """A module whose class is defined in a function cannot be pickled (in PyTorch neither):
+    the error says what to save instead."""
+
+    class Local(nn.Module):
+        pass
+
+    with pytest.raises(TypeError, match=r"cannot pickle the Local object.*state_dict\(\)"):
+        torch.save(Local(), io.BytesIO())
 
     class Pipe(io.RawIOBase):
         def readable(self) -> bool:

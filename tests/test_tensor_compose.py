@@ -604,6 +604,14 @@ def test_compositions_capture_with_gradients():
     np.testing.assert_array_equal(vals(f(a, b)), vals(want))
 
 
+def test_polygamma_at_infinities_as_pytorch():
+    """trigamma has no limit at -inf (a pole at every negative integer): NaN there, as PyTorch
+    2.15 gives for float32 and float64 (SciPy says inf); 0 at +inf, inf at the pole 0."""
+    for dtype in (fg.float32, fg.float64):
+        got = vals(fg.polygamma(1, fg.tensor([-math.inf, math.inf, 0.0, math.nan], dtype=dtype)))
+        assert np.isnan(got[0]) and got[1] == 0.0 and got[2] == math.inf and np.isnan(got[3]), (dtype, got)
+
+
 def test_polygamma_compiled_gradient_equals_eager_exactly():
     """trigamma's recurrence once built ``(x + k) * (x + k)`` from two equal nodes; a compiled
     graph's CSE merged them and its gradient summed the paths in another order (1 ulp off

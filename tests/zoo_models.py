@@ -1592,3 +1592,1277 @@ def nanogpt_train_script(
             if iter_num > max_iters:
                 break
     return out.getvalue()
+
+
+# --- word_language_model's main.py ----------------------------------------------
+#
+# ``torch.save(model, f)`` pickles the model object, and pickle stores its class
+# by name: the examples' ``model.py`` is a module of its own, imported as
+# ``model``. :func:`word_lm_model_module` builds that module once per framework
+# and registers it in ``sys.modules``, so the saved file names ``RNNModel``
+# through it and ``torch.load(f, weights_only=False)`` finds it again.
+
+
+def word_lm_model_module(torch: Any) -> Any:
+    """The examples' ``model`` module (``RNNModel``) for ``torch``, importable by name."""
+    import sys
+    import types
+
+    name = f"zoo_models_word_lm_{torch.__name__}"
+    if name in sys.modules:
+        return sys.modules[name]
+    cls = type(build_rnn_lm(torch, "LSTM"))  # the examples' RNNModel, written above
+    module = types.ModuleType(name, "word_language_model/model.py")
+    cls.__module__ = name
+    cls.__qualname__ = "RNNModel"
+    module.RNNModel = cls
+    sys.modules[name] = module
+    return module
+
+
+class _Clock:
+    """``time.time()`` advancing 25 ms per call, so the printed timings are reproducible."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def time(self) -> float:
+        self.now += 0.025
+        return self.now
+
+
+def word_lm_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The word-language-model script's initial weights (drawn with NumPy)."""
+    torch.manual_seed(0)
+    model = word_lm_model_module(torch).RNNModel("LSTM", 12, 6, 6, 2, 0.0, True).double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    init = init_weights(state, {k for k, _ in model.named_parameters()}, seed=5000)
+    init["decoder.weight"] = init["encoder.weight"]  # tied
+    return init
+
+
+def word_lm_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Token streams standing in for ``data.Corpus``: train, valid and test (12 words)."""
+    return {
+        "train": rng.integers(0, 12, 40).astype(np.int64),
+        "valid": rng.integers(0, 12, 19).astype(np.int64),
+        "test": rng.integers(0, 12, 17).astype(np.int64),
+    }
+
+
+def word_lm_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], save: str, dropout: float = 0.0
+) -> str:
+    """Run the examples' word_language_model ``main.py`` (LSTM, tied); return what it printed.
+
+    As the script: ``batchify``, ``get_batch``, ``train()`` with ``repackage_hidden``,
+    ``clip_grad_norm_`` and the update ``p.data.add_(p.grad, alpha=-lr)``,
+    ``evaluate()``, ``lr /= 4.0`` when the validation loss does not improve, the
+    whole model saved with ``torch.save(model, f)`` and reloaded with
+    ``torch.load(f, weights_only=False)`` and ``flatten_parameters()``, and the
+    test evaluation. Differences: the corpus (``data`` arrays), the argument
+    parser (a namespace), the initial weights loaded from ``init``, float64,
+    ``dropout`` 0 by default (the two frameworks draw different masks; the
+    examples' 0.2 runs too) and a fixed clock.
+    """
+    import contextlib
+    import io
+    import math
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    model = word_lm_model_module(torch)
+    time = _Clock()
+
+    args = SimpleNamespace(
+        data="./data/wikitext-2",
+        model="LSTM",
+        emsize=6,
+        nhid=6,
+        nlayers=2,
+        lr=20,
+        clip=0.25,
+        epochs=4,
+        batch_size=3,
+        bptt=4,
+        dropout=dropout,
+        tied=True,
+        seed=1111,
+        log_interval=1,
+        save=save,
+        onnx_export="",
+        nhead=2,
+        dry_run=False,
+        accel=False,
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        # Set the random seed manually for reproducibility.
+        torch.manual_seed(args.seed)
+
+        if args.accel and torch.accelerator.is_available():
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        ###############################################################################
+        # Load data
+        ###############################################################################
+
+        corpus = SimpleNamespace(
+            dictionary=list(range(12)),
+            train=torch.tensor(data["train"]),
+            valid=torch.tensor(data["valid"]),
+            test=torch.tensor(data["test"]),
+        )
+
+        # Starting from sequential data, batchify arranges the dataset into columns.
+        def batchify(data, bsz):
+            # Work out how cleanly we can divide the dataset into bsz parts.
+            nbatch = data.size(0) // bsz
+            # Trim off any extra elements that wouldn't cleanly fit (remainders).
+            data = data.narrow(0, 0, nbatch * bsz)
+            # Evenly divide the data across the bsz batches.
+            data = data.view(bsz, -1).t().contiguous()
+            return data.to(device)
+
+        eval_batch_size = 2
+        train_data = batchify(corpus.train, args.batch_size)
+        val_data = batchify(corpus.valid, eval_batch_size)
+        test_data = batchify(corpus.test, eval_batch_size)
+
+        ###############################################################################
+        # Build the model
+        ###############################################################################
+
+        ntokens = len(corpus.dictionary)
+        if args.model == "Transformer":
+            raise NotImplementedError("the LSTM run only")
+        else:
+            model = model.RNNModel(
+                args.model, ntokens, args.emsize, args.nhid, args.nlayers, args.dropout, args.tied
+            ).to(device)
+        model.double()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+
+        criterion = nn.NLLLoss()
+
+        ###############################################################################
+        # Training code
+        ###############################################################################
+
+        def repackage_hidden(h):
+            """Wraps hidden states in new Tensors, to detach them from their history."""
+
+            if isinstance(h, torch.Tensor):
+                return h.detach()
+            else:
+                return tuple(repackage_hidden(v) for v in h)
+
+        def get_batch(source, i):
+            seq_len = min(args.bptt, len(source) - 1 - i)
+            data = source[i : i + seq_len]
+            target = source[i + 1 : i + 1 + seq_len].view(-1)
+            return data, target
+
+        def evaluate(data_source):
+            # Turn on evaluation mode which disables dropout.
+            model.eval()
+            total_loss = 0.0
+            ntokens = len(corpus.dictionary)
+            if args.model != "Transformer":
+                hidden = model.init_hidden(eval_batch_size)
+            with torch.no_grad():
+                for i in range(0, data_source.size(0) - 1, args.bptt):
+                    data, targets = get_batch(data_source, i)
+                    if args.model == "Transformer":
+                        output = model(data)
+                        output = output.view(-1, ntokens)
+                    else:
+                        output, hidden = model(data, hidden)
+                        hidden = repackage_hidden(hidden)
+                    total_loss += len(data) * criterion(output, targets).item()
+            return total_loss / (len(data_source) - 1)
+
+        def train():
+            # Turn on training mode which enables dropout.
+            model.train()
+            total_loss = 0.0
+            start_time = time.time()
+            ntokens = len(corpus.dictionary)
+            if args.model != "Transformer":
+                hidden = model.init_hidden(args.batch_size)
+            for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+                data, targets = get_batch(train_data, i)
+                # Starting each batch, we detach the hidden state from how it was previously produced.
+                # If we didn't, the model would try backpropagating all the way to start of the dataset.
+                model.zero_grad()
+                if args.model == "Transformer":
+                    output = model(data)
+                    output = output.view(-1, ntokens)
+                else:
+                    hidden = repackage_hidden(hidden)
+                    output, hidden = model(data, hidden)
+                loss = criterion(output, targets)
+                loss.backward()
+
+                # `clip_grad_norm` helps prevent the exploding gradient problem in RNNs / LSTMs.
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                for p in model.parameters():
+                    p.data.add_(p.grad, alpha=-lr)
+
+                total_loss += loss.item()
+
+                if batch % args.log_interval == 0 and batch > 0:
+                    cur_loss = total_loss / args.log_interval
+                    elapsed = time.time() - start_time
+                    print(
+                        "| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | "  # noqa: UP032
+                        "loss {:5.2f} | ppl {:8.2f}".format(
+                            epoch,
+                            batch,
+                            len(train_data) // args.bptt,
+                            lr,
+                            elapsed * 1000 / args.log_interval,
+                            cur_loss,
+                            math.exp(cur_loss),
+                        )
+                    )
+                    total_loss = 0
+                    start_time = time.time()
+                if args.dry_run:
+                    break
+
+        # Loop over epochs.
+        lr = args.lr
+        best_val_loss = None
+
+        # At any point you can hit Ctrl + C to break out of training early.
+        try:
+            for epoch in range(1, args.epochs + 1):
+                epoch_start_time = time.time()
+                train()
+                val_loss = evaluate(val_data)
+                print("-" * 89)
+                print(
+                    "| end of epoch {:3d} | time: {:5.2f}s | valid loss {:5.2f} | "  # noqa: UP032
+                    "valid ppl {:8.2f}".format(
+                        epoch, (time.time() - epoch_start_time), val_loss, math.exp(val_loss)
+                    )
+                )
+                print("-" * 89)
+                # Save the model if the validation loss is the best we've seen so far.
+                if not best_val_loss or val_loss < best_val_loss:
+                    with open(args.save, "wb") as f:
+                        torch.save(model, f)
+                    best_val_loss = val_loss
+                else:
+                    # Anneal the learning rate if no improvement has been seen in the validation dataset.
+                    lr /= 4.0
+        except KeyboardInterrupt:
+            print("-" * 89)
+            print("Exiting from training early")
+
+        # Load the best saved model.
+        with open(args.save, "rb") as f:
+            model = torch.load(f, weights_only=False)
+            # after load the rnn params are not a continuous chunk of memory
+            # this makes them a continuous chunk, and will speed up forward pass
+            # Currently, only rnn model supports flatten_parameters function.
+            if args.model in ["RNN_TANH", "RNN_RELU", "LSTM", "GRU"]:
+                model.rnn.flatten_parameters()
+
+        # Run on test data.
+        test_loss = evaluate(test_data)
+        print("=" * 89)
+        print(
+            "| End of training | test loss {:5.2f} | test ppl {:8.2f}".format(  # noqa: UP032
+                test_loss, math.exp(test_loss)
+            )
+        )
+        print("=" * 89)
+    return out.getvalue()
+
+
+# --- reinforcement_learning's reinforce.py -------------------------------------
+
+
+class CartPole:
+    """CartPole-v1's dynamics in NumPy, with gym's API: ``reset(seed=)`` and a five-tuple ``step``.
+
+    Euler steps of 20 ms; the episode ends when the pole leans past 12 degrees
+    or the cart leaves +-2.4, and is truncated after ``max_episode_steps``.
+    States are float32 arrays, as gym returns them.
+    """
+
+    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+    theta_threshold_radians = 12 * 2 * np.pi / 360
+    x_threshold = 2.4
+
+    def __init__(self, reward_threshold: float, max_episode_steps: int = 500) -> None:
+        from types import SimpleNamespace
+
+        self.spec = SimpleNamespace(reward_threshold=reward_threshold, max_episode_steps=max_episode_steps)
+        self.np_random = np.random.default_rng()
+        self.state = np.zeros(4)
+        self.steps = 0
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
+        if seed is not None:
+            self.np_random = np.random.default_rng(seed)
+        self.state = self.np_random.uniform(-0.05, 0.05, 4)
+        self.steps = 0
+        return self.state.astype(np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if action not in (0, 1):
+            raise ValueError(f"CartPole.step: action must be 0 or 1, got {action!r}")
+        x, x_dot, theta, theta_dot = self.state
+        total_mass = self.masspole + self.masscart
+        polemass_length = self.masspole * self.length
+        force = self.force_mag if action == 1 else -self.force_mag
+        costheta, sintheta = np.cos(theta), np.sin(theta)
+        temp = (force + polemass_length * theta_dot**2 * sintheta) / total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * costheta**2 / total_mass)
+        )
+        xacc = temp - polemass_length * thetaacc * costheta / total_mass
+        x, x_dot = x + self.tau * x_dot, x_dot + self.tau * xacc
+        theta, theta_dot = theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc
+        self.state = np.array([x, x_dot, theta, theta_dot])
+        self.steps += 1
+        terminated = bool(abs(x) > self.x_threshold or abs(theta) > self.theta_threshold_radians)
+        truncated = self.steps >= self.spec.max_episode_steps
+        return self.state.astype(np.float32), 1.0, terminated, truncated, {}
+
+
+# The two frameworks' random streams differ, so ``m.sample()`` would pick other
+# actions in each and the episodes would part at the first draw. PyTorch's own
+# draws are recorded instead (``recording_categorical``) and stored with the
+# reference; the ferrograd run replays them (``replaying_categorical``). The
+# replaying class still calls ferrograd's ``sample()`` (shape, dtype and range
+# are checked) and refuses an action its probabilities give no chance, so the
+# run is the script's, with PyTorch's luck. Replaying PyTorch's actions rather
+# than sampling both runs from one NumPy stream keeps the reference run pure
+# PyTorch.
+
+
+def recording_categorical(torch: Any, actions: list[int]) -> Any:
+    """``Categorical`` whose ``sample()`` also appends each drawn action to ``actions``."""
+
+    class Categorical(torch.distributions.Categorical):
+        def sample(self, sample_shape=()):  # type: ignore[no-untyped-def]
+            a = super().sample(sample_shape)
+            actions.extend(int(v) for v in a.reshape(-1).tolist())
+            return a
+
+    return Categorical
+
+
+def replaying_categorical(torch: Any, actions: list[int]) -> Any:
+    """``Categorical`` whose ``sample()`` returns the recorded ``actions`` in order."""
+    it = iter(actions)
+
+    class Categorical(torch.distributions.Categorical):
+        def sample(self, sample_shape=()):  # type: ignore[no-untyped-def]
+            drawn = super().sample(sample_shape)
+            n = self.probs.shape[-1]
+            values = drawn.reshape(-1).tolist()
+            assert all(0 <= v < n for v in values), values
+            chosen = [next(it) for _ in values]
+            probs = self.probs.reshape(-1, n)
+            for row, a in enumerate(chosen):
+                assert float(probs[row % probs.shape[0], a]) > 0, f"replayed action {a} has probability 0"
+            return torch.tensor(chosen, dtype=drawn.dtype).reshape(tuple(drawn.shape))
+
+    return Categorical
+
+
+def reinforce_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The policy's initial weights, float32 as the script's policy is."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    shapes = nn.Sequential(nn.Linear(4, 128), nn.Linear(128, 2)).state_dict()
+    state = {("affine1." if k[0] == "0" else "affine2.") + k[2:]: to_numpy(v) for k, v in shapes.items()}
+    init = init_weights(state, set(state), seed=7000)
+    return {k: v.astype(np.float32) for k, v in init.items()}
+
+
+def reinforce_script(
+    torch: Any, init: dict[str, np.ndarray], Categorical: Any, episodes: int = 40, dropout: float = 0.0
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' ``reinforce.py`` on :class:`CartPole`; return what it printed.
+
+    Differences from the script: the environment (CartPole above, solved at a
+    running reward of 15), the argument parser (a namespace), the initial
+    weights loaded from ``init``, ``dropout`` 0 by default (the frameworks draw
+    different masks; the examples' 0.6 runs too), ``Categorical`` passed in
+    (see above) and at most ``episodes`` episodes.
+    """
+    import contextlib
+    import io
+    from collections import deque
+    from itertools import count
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    F = torch.nn.functional
+
+    args = SimpleNamespace(gamma=0.99, seed=543, render=False, log_interval=2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        env = CartPole(reward_threshold=15.0)
+        env.reset(seed=args.seed)
+        torch.manual_seed(args.seed)
+
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.affine1 = nn.Linear(4, 128)
+                self.dropout = nn.Dropout(p=dropout)
+                self.affine2 = nn.Linear(128, 2)
+
+                self.saved_log_probs = []
+                self.rewards = []
+
+            def forward(self, x):
+                x = self.affine1(x)
+                x = self.dropout(x)
+                x = F.relu(x)
+                action_scores = self.affine2(x)
+                return F.softmax(action_scores, dim=1)
+
+        policy = Policy()
+        policy.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adam(policy.parameters(), lr=1e-2)
+        eps = np.finfo(np.float32).eps.item()
+
+        def select_action(state):
+            state = torch.from_numpy(state).float().unsqueeze(0)
+            probs = policy(state)
+            m = Categorical(probs)
+            action = m.sample()
+            policy.saved_log_probs.append(m.log_prob(action))
+            return action.item()
+
+        def finish_episode():
+            R = 0
+            policy_loss = []
+            returns = deque()
+            for r in policy.rewards[::-1]:
+                R = r + args.gamma * R
+                returns.appendleft(R)
+            returns = torch.tensor(returns)
+            returns = (returns - returns.mean()) / (returns.std() + eps)
+            for log_prob, R in zip(policy.saved_log_probs, returns, strict=True):
+                policy_loss.append(-log_prob * R)
+            optimizer.zero_grad()
+            policy_loss = torch.cat(policy_loss).sum()
+            policy_loss.backward()
+            optimizer.step()
+            del policy.rewards[:]
+            del policy.saved_log_probs[:]
+
+        def main():
+            running_reward = 10
+            for i_episode in count(1):
+                state, _ = env.reset()
+                ep_reward = 0
+                for t in range(1, 10000):  # Don't infinite loop while learning  # noqa: B007
+                    action = select_action(state)
+                    state, reward, done, _, _ = env.step(action)
+                    if args.render:
+                        env.render()
+                    policy.rewards.append(reward)
+                    ep_reward += reward
+                    if done:
+                        break
+
+                # update cumulative reward
+                running_reward = 0.05 * ep_reward + (1 - 0.05) * running_reward
+                finish_episode()
+                if i_episode % args.log_interval == 0:
+                    print(
+                        "Episode {}\tLast reward: {:.2f}\tAverage reward: {:.2f}".format(  # noqa: UP032
+                            i_episode, ep_reward, running_reward
+                        )
+                    )
+                if running_reward > env.spec.reward_threshold:
+                    print(
+                        "Solved! Running reward is now {} and "  # noqa: UP032
+                        "the last episode runs to {} time steps!".format(running_reward, t)
+                    )
+                    break
+                if i_episode >= episodes:
+                    break
+
+        main()
+    return out.getvalue(), {k: to_numpy(v) for k, v in policy.state_dict().items()}
+
+
+# --- time_sequence_prediction's train.py and generate_sine_wave.py ------------
+
+
+def generate_sine_wave(torch: Any, path: str, T: int = 20, L: int = 30, N: int = 6) -> None:
+    """generate_sine_wave.py, shrunk (``L`` = 30 samples of ``N`` = 6 waves): ``torch.save`` of
+    the NumPy array."""
+    np.random.seed(2)
+
+    x = np.empty((N, L), "int64")
+    x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
+    data = np.sin(x / 1.0 / T).astype("float64")
+    torch.save(data, open(path, "wb"))  # noqa: SIM115 - as the example writes it
+
+
+def time_sequence_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The ``Sequence`` model's initial weights (two ``LSTMCell(.., 8)``, a ``Linear``, the
+    empty ``dummy_param``)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    parts = {"lstm1": nn.LSTMCell(1, 8), "lstm2": nn.LSTMCell(8, 8), "linear": nn.Linear(8, 1)}
+    state = {f"{n}.{k}": to_numpy(v) for n, m in parts.items() for k, v in m.state_dict().items()}
+    state["dummy_param"] = np.zeros(0)
+    return init_weights(state, set(state), seed=8000)
+
+
+def time_sequence_script(
+    torch: Any, init: dict[str, np.ndarray], data_path: str, steps: int = 3, future: int = 12
+) -> tuple[str, list[np.ndarray]]:
+    """Run the examples' time_sequence_prediction ``train.py``; return what it printed and the
+    predictions ``y`` of each step (the script draws them; here they are returned).
+
+    As the script: the float64 ``Sequence`` of two ``LSTMCell`` and a ``Linear``
+    (its device read from an empty ``dummy_param``) with its ``future`` loop,
+    the data read with ``torch.load`` from what ``generate_sine_wave.py`` saved,
+    ``optim.LBFGS(lr=0.8)`` stepped with a closure that prints each loss, and
+    the ``no_grad`` test prediction. Differences: 51 hidden units shrunk to 8,
+    1000 future steps to ``future``, 15 steps to ``steps``, the device ``cpu``,
+    ``weights_only=False`` (PyTorch 2.6 and later refuse this pickled NumPy
+    array without it), the initial weights loaded from ``init`` and no plotting.
+    """
+    import contextlib
+    import io
+
+    nn = torch.nn
+    optim = torch.optim
+
+    class Sequence(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm1 = nn.LSTMCell(1, 8)
+            self.lstm2 = nn.LSTMCell(8, 8)
+            self.linear = nn.Linear(8, 1)
+            self.dummy_param = nn.Parameter(torch.empty(0))
+
+        def forward(self, input, future=0):
+            outputs = []
+            device = self.dummy_param.device
+            h_t = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+            c_t = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+            h_t2 = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+            c_t2 = torch.zeros(input.size(0), 8, dtype=torch.double).to(device)
+
+            for input_t in input.split(1, dim=1):
+                h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            for i in range(future):  # if we should predict the future  # noqa: B007
+                h_t, c_t = self.lstm1(output, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            outputs = torch.cat(outputs, dim=1)
+            return outputs
+
+    predictions = []
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        opt = type("Args", (), {"steps": steps, "device": "cpu"})()
+        # training device
+        device_name = opt.device
+        if device_name == "cuda" and not torch.cuda.is_available():
+            print("cuda is not available")
+            raise SystemExit(-1)
+        elif device_name == "mps" and not torch.backends.mps.is_available():
+            print("mps is not available")
+            raise SystemExit(-1)
+        device = torch.device(device_name)
+        # set random seed to 0
+        np.random.seed(0)
+        torch.manual_seed(0)
+        # load data and make training set
+        data = torch.from_numpy(torch.load(data_path, weights_only=False)).to(device)
+        input = data[3:, :-1]
+        target = data[3:, 1:]
+        test_input = data[:3, :-1]
+        test_target = data[:3, 1:]
+        # build the model
+        seq = Sequence().to(device).double()
+        seq.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        criterion = nn.MSELoss().to(device)
+        # use LBFGS as optimizer since we can load the whole data to train
+        optimizer = optim.LBFGS(seq.parameters(), lr=0.8)
+        # begin to train
+        for i in range(opt.steps):
+            print("STEP: ", i)
+
+            def closure():
+                optimizer.zero_grad()
+                out = seq(input)
+                loss = criterion(out, target)
+                print("loss:", loss.item())
+                loss.backward()
+                return loss
+
+            optimizer.step(closure)
+            # begin to predict, no need to track gradient here
+            with torch.no_grad():
+                pred = seq(test_input, future=future)
+                loss = criterion(pred[:, :-future], test_target)
+                print("test loss:", loss.item())
+                y = pred.cpu().detach().numpy()
+            predictions.append(np.array(y))
+    return out.getvalue(), predictions
+
+
+def actor_critic_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The actor-critic policy's initial weights (float32)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    heads = {"affine1": nn.Linear(4, 128), "action_head": nn.Linear(128, 2), "value_head": nn.Linear(128, 1)}
+    state = {f"{n}.{k}": to_numpy(v) for n, m in heads.items() for k, v in m.state_dict().items()}
+    return {k: v.astype(np.float32) for k, v in init_weights(state, set(state), seed=9000).items()}
+
+
+def actor_critic_script(
+    torch: Any, init: dict[str, np.ndarray], Categorical: Any, episodes: int = 10
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' ``actor_critic.py`` on :class:`CartPole`; return what it printed and
+    the trained weights. The same differences as :func:`reinforce_script` (at most 10 episodes)."""
+    import contextlib
+    import io
+    from collections import namedtuple
+    from itertools import count
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    F = torch.nn.functional
+
+    args = SimpleNamespace(gamma=0.99, seed=543, render=False, log_interval=2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        env = CartPole(reward_threshold=14.0)
+        env.reset(seed=args.seed)
+        torch.manual_seed(args.seed)
+
+        SavedAction = namedtuple("SavedAction", ["log_prob", "value"])
+
+        class Policy(nn.Module):
+            """
+            implements both actor and critic in one model
+            """
+
+            def __init__(self):
+                super().__init__()
+                self.affine1 = nn.Linear(4, 128)
+
+                # actor's layer
+                self.action_head = nn.Linear(128, 2)
+
+                # critic's layer
+                self.value_head = nn.Linear(128, 1)
+
+                # action & reward buffer
+                self.saved_actions = []
+                self.rewards = []
+
+            def forward(self, x):
+                """
+                forward of both actor and critic
+                """
+                x = F.relu(self.affine1(x))
+
+                # actor: choses action to take from state s_t
+                # by returning probability of each action
+                action_prob = F.softmax(self.action_head(x), dim=-1)
+
+                # critic: evaluates being in the state s_t
+                state_values = self.value_head(x)
+
+                # return values for both actor and critic as a tuple of 2 values:
+                # 1. a list with the probability of each action over the action space
+                # 2. the value from state s_t
+                return action_prob, state_values
+
+        model = Policy()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adam(model.parameters(), lr=3e-2)
+        eps = np.finfo(np.float32).eps.item()
+
+        def select_action(state):
+            state = torch.from_numpy(state).float()
+            probs, state_value = model(state)
+
+            # create a categorical distribution over the list of probabilities of actions
+            m = Categorical(probs)
+
+            # and sample an action using the distribution
+            action = m.sample()
+
+            # save to action buffer
+            model.saved_actions.append(SavedAction(m.log_prob(action), state_value))
+
+            # the action to take (left or right)
+            return action.item()
+
+        def finish_episode():
+            """
+            Training code. Calculates actor and critic loss and performs backprop.
+            """
+            R = 0
+            saved_actions = model.saved_actions
+            policy_losses = []  # list to save actor (policy) loss
+            value_losses = []  # list to save critic (value) loss
+            returns = []  # list to save the true values
+
+            # calculate the true value using rewards returned from the environment
+            for r in model.rewards[::-1]:
+                # calculate the discounted value
+                R = r + args.gamma * R
+                returns.insert(0, R)
+
+            returns = torch.tensor(returns)
+            returns = (returns - returns.mean()) / (returns.std() + eps)
+
+            for (log_prob, value), R in zip(saved_actions, returns, strict=True):
+                advantage = R - value.item()
+
+                # calculate actor (policy) loss
+                policy_losses.append(-log_prob * advantage)
+
+                # calculate critic (value) loss using L1 smooth loss
+                value_losses.append(F.smooth_l1_loss(value, torch.tensor([R])))
+
+            # reset gradients
+            optimizer.zero_grad()
+
+            # sum up all the values of policy_losses and value_losses
+            loss = torch.stack(policy_losses).sum() + torch.stack(value_losses).sum()
+
+            # perform backprop
+            loss.backward()
+            optimizer.step()
+
+            # reset rewards and action buffer
+            del model.rewards[:]
+            del model.saved_actions[:]
+
+        def main():
+            running_reward = 10
+
+            # run infinitely many episodes
+            for i_episode in count(1):
+                # reset environment and episode reward
+                state, _ = env.reset()
+                ep_reward = 0
+
+                # for each episode, only run 9999 steps so that we don't
+                # infinite loop while learning
+                for t in range(1, 10000):  # noqa: B007
+                    # select action from policy
+                    action = select_action(state)
+
+                    # take the action
+                    state, reward, done, _, _ = env.step(action)
+
+                    if args.render:
+                        env.render()
+
+                    model.rewards.append(reward)
+                    ep_reward += reward
+                    if done:
+                        break
+
+                # update cumulative reward
+                running_reward = 0.05 * ep_reward + (1 - 0.05) * running_reward
+
+                # perform backprop
+                finish_episode()
+
+                # log results
+                if i_episode % args.log_interval == 0:
+                    print(
+                        "Episode {}\tLast reward: {:.2f}\tAverage reward: {:.2f}".format(  # noqa: UP032
+                            i_episode, ep_reward, running_reward
+                        )
+                    )
+
+                # check if we have "solved" the cart pole problem
+                if running_reward > env.spec.reward_threshold:
+                    print(
+                        "Solved! Running reward is now {} and "  # noqa: UP032
+                        "the last episode runs to {} time steps!".format(running_reward, t)
+                    )
+                    break
+                if i_episode >= episodes:
+                    break
+
+        main()
+    return out.getvalue(), {k: to_numpy(v) for k, v in model.state_dict().items()}
+
+
+# --- vae's main.py ---------------------------------------------------------------
+
+
+class SuppliedNoise:
+    """Standard normal draws from a NumPy stream, shaped as ``torch.randn``/``randn_like`` shape them.
+
+    The VAE script draws its reparameterisation noise and its sample latents
+    from the framework's generator, whose streams differ between PyTorch and
+    ferrograd; both runs take them from this stream instead (float64 NumPy
+    values, the same in both).
+    """
+
+    def __init__(self, torch: Any, seed: int) -> None:
+        self.torch = torch
+        self.rng = np.random.default_rng(seed)
+
+    def randn(self, *size: int, device: Any = None) -> Any:
+        t = self.torch.tensor(self.rng.standard_normal(size))
+        return t if device is None else t.to(device)
+
+    def randn_like(self, t: Any) -> Any:
+        return self.torch.tensor(self.rng.standard_normal(tuple(t.shape)), dtype=t.dtype)
+
+
+def vae_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The script VAE's initial weights (16 pixels, 8 hidden units, 2 latents)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    shapes = {"fc1": (16, 8), "fc21": (8, 2), "fc22": (8, 2), "fc3": (2, 8), "fc4": (8, 16)}
+    state = {
+        f"{n}.{k}": to_numpy(v)
+        for n, (i, o) in shapes.items()
+        for k, v in nn.Linear(i, o).state_dict().items()
+    }
+    return init_weights(state, set(state), seed=10000)
+
+
+def vae_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training and six test 4x4 'images' in [0, 1], with labels."""
+    return {
+        "train_x": rng.uniform(0, 1, (10, 1, 4, 4)),
+        "train_y": rng.integers(0, 10, 10).astype(np.int64),
+        "test_x": rng.uniform(0, 1, (6, 1, 4, 4)),
+        "test_y": rng.integers(0, 10, 6).astype(np.int64),
+    }
+
+
+def vae_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], shuffle: bool = False
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' vae ``main.py`` for two epochs; return what it printed and the images
+    it saved (``save_image``'s arrays, by file name).
+
+    As the script: the VAE with ``reparameterize``, ``loss_function`` (BCE +
+    KLD), ``train``/``test`` with their printed lines, the ``no_grad`` test and
+    the reconstruction and sample images. Differences: 784 pixels, 400 hidden
+    units and 20 latents shrunk to 16, 8 and 2; the data (a ``TensorDataset``,
+    the training set not shuffled by default: the frameworks' shuffles differ), the argument parser (a
+    namespace), float64, the initial weights loaded from ``init``, the two
+    random draws (``torch.randn_like`` / ``torch.randn``) taken from
+    :class:`SuppliedNoise`, and ``save_image`` storing arrays.
+    """
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    F = torch.nn.functional
+    noise = SuppliedNoise(torch, seed=11000)
+    images: dict[str, np.ndarray] = {}
+
+    def save_image(tensor, fp, nrow=8):
+        images[fp] = to_numpy(tensor)
+
+    args = SimpleNamespace(batch_size=4, epochs=2, no_accel=False, seed=1, log_interval=2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        use_accel = not args.no_accel and torch.accelerator.is_available()
+
+        torch.manual_seed(args.seed)
+
+        if use_accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        print(f"Using device: {device}")
+
+        kwargs = {"num_workers": 1, "pin_memory": True} if use_accel else {}
+        train_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["train_x"]), torch.tensor(data["train_y"])),
+            batch_size=args.batch_size,
+            shuffle=shuffle,
+            **kwargs,
+        )
+        test_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["test_x"]), torch.tensor(data["test_y"])),
+            batch_size=args.batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+
+                self.fc1 = nn.Linear(16, 8)
+                self.fc21 = nn.Linear(8, 2)
+                self.fc22 = nn.Linear(8, 2)
+                self.fc3 = nn.Linear(2, 8)
+                self.fc4 = nn.Linear(8, 16)
+
+            def encode(self, x):
+                h1 = F.relu(self.fc1(x))
+                return self.fc21(h1), self.fc22(h1)
+
+            def reparameterize(self, mu, logvar):
+                std = torch.exp(0.5 * logvar)
+                eps = noise.randn_like(std)
+                return mu + eps * std
+
+            def decode(self, z):
+                h3 = F.relu(self.fc3(z))
+                return torch.sigmoid(self.fc4(h3))
+
+            def forward(self, x):
+                mu, logvar = self.encode(x.view(-1, 16))
+                z = self.reparameterize(mu, logvar)
+                return self.decode(z), mu, logvar
+
+        model = VAE().to(device).double()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adam(model.parameters(), lr=1e-3)
+
+        # Reconstruction + KL divergence losses summed over all elements and batch
+        def loss_function(recon_x, x, mu, logvar):
+            BCE = F.binary_cross_entropy(recon_x, x.view(-1, 16), reduction="sum")
+
+            # see Appendix B from VAE paper:
+            # Kingma and Welling. Auto-Encoding Variational Bayes. ICLR, 2014
+            # https://arxiv.org/abs/1312.6114
+            # 0.5 * sum(1 + log(sigma^2) - mu^2 - sigma^2)
+            KLD = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+
+            return BCE + KLD
+
+        def train(epoch):
+            model.train()
+            train_loss = 0
+            for batch_idx, (data, _) in enumerate(train_loader):
+                data = data.to(device)
+                optimizer.zero_grad()
+                recon_batch, mu, logvar = model(data)
+                loss = loss_function(recon_batch, data, mu, logvar)
+                loss.backward()
+                train_loss += loss.item()
+                optimizer.step()
+                if batch_idx % args.log_interval == 0:
+                    print(
+                        "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032
+                            epoch,
+                            batch_idx * len(data),
+                            len(train_loader.dataset),
+                            100.0 * batch_idx / len(train_loader),
+                            loss.item() / len(data),
+                        )
+                    )
+
+            print(
+                "====> Epoch: {} Average loss: {:.4f}".format(  # noqa: UP032
+                    epoch, train_loss / len(train_loader.dataset)
+                )
+            )
+
+        def test(epoch):
+            model.eval()
+            test_loss = 0
+            with torch.no_grad():
+                for i, (data, _) in enumerate(test_loader):
+                    data = data.to(device)
+                    recon_batch, mu, logvar = model(data)
+                    test_loss += loss_function(recon_batch, data, mu, logvar).item()
+                    if i == 0:
+                        n = min(data.size(0), 8)
+                        comparison = torch.cat([data[:n], recon_batch.view(args.batch_size, 1, 4, 4)[:n]])
+                        save_image(comparison.cpu(), "results/reconstruction_" + str(epoch) + ".png", nrow=n)
+
+            test_loss /= len(test_loader.dataset)
+            print(f"====> Test set loss: {test_loss:.4f}")
+
+        for epoch in range(1, args.epochs + 1):
+            train(epoch)
+            test(epoch)
+            with torch.no_grad():
+                sample = noise.randn(64, 2).to(device)
+                sample = model.decode(sample).cpu()
+                save_image(sample.view(64, 1, 4, 4), "results/sample_" + str(epoch) + ".png")
+    return out.getvalue(), images
+
+
+# --- dcgan's main.py -------------------------------------------------------------
+
+
+def dcgan_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Nine 1x8x8 'images' in [-1, 1] (as ``Normalize((0.5,), (0.5,))`` leaves them), labels."""
+    return {"images": np.tanh(rng.standard_normal((9, 1, 8, 8))), "labels": np.zeros(9, dtype=np.int64)}
+
+
+def dcgan_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights for both nets, keyed ``netG.*`` and ``netD.*`` (float64)."""
+    model = build_dcgan(torch).double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return init_weights(state, {k for k, _ in model.named_parameters()}, seed=13000)
+
+
+def dcgan_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outf: str
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' dcgan ``main.py`` for two epochs; return what it printed and the images
+    it saved (``vutils.save_image``'s arrays, by file name).
+
+    As the script: ``print(opt)``, the seed lines, ``weights_init`` applied
+    through ``Module.apply``, the starting weights read with
+    ``netG.load_state_dict(torch.load(opt.netG))`` (files written here from
+    ``init``), ``print(netG)``/``print(netD)``, the alternating D/G steps with
+    ``torch.full`` labels, ``fill_``, ``fake.detach()``, the printed losses,
+    the real and fixed-noise sample images and the per-epoch
+    ``torch.save(netG.state_dict(), ...)`` checkpoints. Differences: the
+    networks shrunk to 1x8x8 images (``nz``, ``ngf``, ``ndf`` = 4, two layers
+    each), the dataset (a ``TensorDataset``, not shuffled: the frameworks'
+    shuffles differ), float64, the noise (``torch.randn``) taken from
+    :class:`SuppliedNoise`, and ``save_image`` storing arrays.
+    """
+    import contextlib
+    import io
+    import os
+    import random
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    cudnn = torch.backends.cudnn
+    noise_source = SuppliedNoise(torch, seed=14000)
+    images: dict[str, np.ndarray] = {}
+
+    def save_image(tensor, fp, normalize=False):
+        images[os.path.basename(fp)] = to_numpy(tensor)
+
+    # the starting weights, in the files --netG / --netD name
+    for net in ("netG", "netD"):
+        sd = {k[len(net) + 1 :]: torch.tensor(v) for k, v in init.items() if k.startswith(net + ".")}
+        torch.save(sd, os.path.join(outf, f"{net}_init.pth"))
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        opt = SimpleNamespace(
+            dataset="fake",
+            dataroot=None,
+            workers=0,
+            batchSize=4,
+            imageSize=8,
+            nz=4,
+            ngf=4,
+            ndf=4,
+            niter=2,
+            lr=0.0002,
+            beta1=0.5,
+            accel=False,
+            dry_run=False,
+            ngpu=1,
+            netG=os.path.join(outf, "netG_init.pth"),
+            netD=os.path.join(outf, "netD_init.pth"),
+            outf=outf,
+            manualSeed=999,
+            classes="bedroom",
+        )
+        print(opt)
+
+        try:
+            os.makedirs(opt.outf)
+        except OSError:
+            pass
+
+        if opt.manualSeed is None:
+            opt.manualSeed = random.randint(1, 10000)
+        print("Random Seed: ", opt.manualSeed)
+        random.seed(opt.manualSeed)
+        torch.manual_seed(opt.manualSeed)
+
+        cudnn.benchmark = True
+
+        if torch.accelerator.is_available() and not opt.accel:
+            print("WARNING: You have an accelerator device, so you should probably run with --accel")
+
+        dataset = torch.utils.data.TensorDataset(torch.tensor(data["images"]), torch.tensor(data["labels"]))
+        nc = 1
+
+        assert dataset
+        dataloader = torch.utils.data.DataLoader(
+            dataset, batch_size=opt.batchSize, shuffle=False, num_workers=int(opt.workers)
+        )
+        use_accel = opt.accel and torch.accelerator.is_available()
+        if use_accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+        print(f"Using device: {device}")
+
+        ngpu = int(opt.ngpu)
+        nz = int(opt.nz)
+        ngf = int(opt.ngf)
+        ndf = int(opt.ndf)
+
+        # custom weights initialization called on netG and netD
+        def weights_init(m):
+            classname = m.__class__.__name__
+            if classname.find("Conv") != -1:
+                torch.nn.init.normal_(m.weight, 0.0, 0.02)
+            elif classname.find("BatchNorm") != -1:
+                torch.nn.init.normal_(m.weight, 1.0, 0.02)
+                torch.nn.init.zeros_(m.bias)
+
+        class Generator(nn.Module):
+            def __init__(self, ngpu):
+                super().__init__()
+                self.ngpu = ngpu
+                self.main = nn.Sequential(
+                    # input is Z, going into a convolution
+                    nn.ConvTranspose2d(nz, ngf * 2, 4, 1, 0, bias=False),
+                    nn.BatchNorm2d(ngf * 2),
+                    nn.ReLU(True),
+                    # state size. (ngf*2) x 4 x 4
+                    nn.ConvTranspose2d(ngf * 2, nc, 4, 2, 1, bias=False),
+                    nn.Tanh(),
+                    # state size. (nc) x 8 x 8
+                )
+
+            def forward(self, input):
+                if input.is_cuda and self.ngpu > 1:
+                    output = nn.parallel.data_parallel(self.main, input, range(self.ngpu))
+                else:
+                    output = self.main(input)
+                return output
+
+        netG = Generator(ngpu).to(device).double()
+        netG.apply(weights_init)
+        if opt.netG != "":
+            netG.load_state_dict(torch.load(opt.netG))
+        print(netG)
+
+        class Discriminator(nn.Module):
+            def __init__(self, ngpu):
+                super().__init__()
+                self.ngpu = ngpu
+                self.main = nn.Sequential(
+                    # input is (nc) x 8 x 8
+                    nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    # state size. (ndf) x 4 x 4
+                    nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                    nn.BatchNorm2d(ndf * 2),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    # state size. (ndf*2) x 2 x 2
+                    nn.Conv2d(ndf * 2, 1, 2, 1, 0, bias=False),
+                    nn.Sigmoid(),
+                )
+
+            def forward(self, input):
+                if input.is_cuda and self.ngpu > 1:
+                    output = nn.parallel.data_parallel(self.main, input, range(self.ngpu))
+                else:
+                    output = self.main(input)
+
+                return output.view(-1, 1).squeeze(1)
+
+        netD = Discriminator(ngpu).to(device).double()
+        netD.apply(weights_init)
+        if opt.netD != "":
+            netD.load_state_dict(torch.load(opt.netD))
+        print(netD)
+
+        criterion = nn.BCELoss()
+
+        fixed_noise = noise_source.randn(opt.batchSize, nz, 1, 1, device=device)
+        real_label = 1
+        fake_label = 0
+
+        # setup optimizer
+        optimizerD = optim.Adam(netD.parameters(), lr=opt.lr, betas=(opt.beta1, 0.999))
+        optimizerG = optim.Adam(netG.parameters(), lr=opt.lr, betas=(opt.beta1, 0.999))
+
+        if opt.dry_run:
+            opt.niter = 1
+
+        for epoch in range(opt.niter):
+            for i, data in enumerate(dataloader, 0):
+                ############################
+                # (1) Update D network: maximize log(D(x)) + log(1 - D(G(z)))
+                ###########################
+                # train with real
+                netD.zero_grad()
+                real_cpu = data[0].to(device)
+                batch_size = real_cpu.size(0)
+                label = torch.full((batch_size,), real_label, dtype=real_cpu.dtype, device=device)
+
+                output = netD(real_cpu)
+                errD_real = criterion(output, label)
+                errD_real.backward()
+                D_x = output.mean().item()
+
+                # train with fake
+                noise = noise_source.randn(batch_size, nz, 1, 1, device=device)
+                fake = netG(noise)
+                label.fill_(fake_label)
+                output = netD(fake.detach())
+                errD_fake = criterion(output, label)
+                errD_fake.backward()
+                D_G_z1 = output.mean().item()
+                errD = errD_real + errD_fake
+                optimizerD.step()
+
+                ############################
+                # (2) Update G network: maximize log(D(G(z)))
+                ###########################
+                netG.zero_grad()
+                label.fill_(real_label)  # fake labels are real for generator cost
+                output = netD(fake)
+                errG = criterion(output, label)
+                errG.backward()
+                D_G_z2 = output.mean().item()
+                optimizerG.step()
+
+                print(
+                    "[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f"  # noqa: UP031
+                    % (epoch, opt.niter, i, len(dataloader), errD.item(), errG.item(), D_x, D_G_z1, D_G_z2)
+                )
+                if i % 100 == 0:
+                    save_image(real_cpu, "%s/real_samples.png" % opt.outf, normalize=True)  # noqa: UP031
+                    fake = netG(fixed_noise)
+                    save_image(
+                        fake.detach(),
+                        "%s/fake_samples_epoch_%03d.png" % (opt.outf, epoch),  # noqa: UP031
+                        normalize=True,
+                    )
+
+                if opt.dry_run:
+                    break
+            # do checkpointing
+            torch.save(netG.state_dict(), "%s/netG_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
+            torch.save(netD.state_dict(), "%s/netD_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
+    return out.getvalue().replace(outf, "OUTF"), images

@@ -6,8 +6,9 @@ A tensor pickles as its values (row-major bytes), dtype, shape and
 also copies ``.grad``. As in PyTorch, a tensor computed from others that
 require grad (not a leaf) cannot be copied: ``detach()`` it first.
 
-Pickle is for user objects only: the project's file formats (``fg.save``,
-``Graph.save``) never use it.
+Pickle is for user objects: the project's file formats (``fg.save``,
+``Graph.save``) never use it, except ``fg.save`` of a whole module, which pickles
+the object with its tensors stored in the checkpoint's own tensor section.
 """
 
 from __future__ import annotations

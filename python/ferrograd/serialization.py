@@ -19,8 +19,13 @@ under generated, unique names (the path joined with dots, as in
 ``str`` or ``int`` keys, lists, tuples, ``int``/``float``/``bool``/``None``/``str``
 leaves, and references to the tensors by name) goes as JSON into
 ``__metadata__["ferrograd"]``. :func:`load` rebuilds the same structure: int keys
-stay ints, tuples stay tuples. Nothing is pickled and nothing in a file is ever
-executed.
+stay ints, tuples stay tuples. Nothing is pickled and nothing in such a file is
+ever executed.
+
+The one exception is a whole ``nn.Module`` or a NumPy array (``torch.save(model,
+f)``, ``torch.save(array, f)``, as PyTorch examples do): it is pickled, with its tensors in the tensor section
+and the pickle (base64) in ``__metadata__["ferrograd.pickle"]``, and loading it
+needs ``weights_only=False``, as in PyTorch.
 
 :func:`load` checks the whole file before it returns anything (header length,
 JSON, dtypes, shapes, offsets that tile the data section exactly, the
@@ -32,10 +37,13 @@ half-written checkpoint.
 
 from __future__ import annotations
 
+import base64
 import ctypes
+import io
 import json
 import math
 import os
+import pickle
 import secrets
 import struct
 from collections.abc import Mapping
@@ -57,6 +65,7 @@ MAX_DEPTH = 200
 
 _METADATA_KEY = "__metadata__"
 _SKELETON_KEY = "ferrograd"
+_PICKLE_KEY = "ferrograd.pickle"
 _FORMAT_VERSION = 1
 
 # safetensors dtype name -> (ferrograd dtype, little-endian NumPy dtype used to move the bytes)
@@ -97,15 +106,16 @@ def save(obj: Any, path: PathLike | BinaryIO) -> None:
     over it, so ``path`` holds either the old or the new checkpoint, never a
     partial one. ``path`` may also be a binary file object opened for
     writing (``open(p, "wb")``, ``io.BytesIO()``): the checkpoint is written
-    at its position. Raises ``TypeError`` for values that cannot be stored,
-    among them a whole ``nn.Module`` (save its ``state_dict()`` instead).
+    at its position. Raises ``TypeError`` for values that cannot be stored.
+
+    A whole ``nn.Module`` (``torch.save(model, f)``) or a NumPy array, or a
+    structure holding one, is stored as PyTorch stores it: the object is pickled, its tensors
+    go into the tensor section (shared ones once, so tied weights stay tied;
+    ``Parameter`` and ``requires_grad`` kept) and the pickle, which refers to
+    them by name, into the header's metadata. Such a file loads only with
+    ``load(path, weights_only=False)``, since unpickling can run code from
+    the file; its classes must be importable where it is loaded.
     """
-    if _is_module(obj):
-        raise TypeError(
-            f"save: cannot store a whole {type(obj).__name__} module: ferrograd checkpoints hold "
-            "tensors and plain data, never pickled objects; save model.state_dict() and restore it "
-            "with model.load_state_dict(fg.load(path))"
-        )
     stream = path if _is_writable_stream(path) else None
     path = "<stream>" if stream is not None else os.fspath(path)  # type: ignore[arg-type]
     entries: list[tuple[str, Tensor]] = []
@@ -113,11 +123,15 @@ def save(obj: Any, path: PathLike | BinaryIO) -> None:
         entries = list(obj.items())
         metadata = {"format": "ferrograd"}
     else:
-        skeleton = _encode(obj, entries, set(), "obj", 0, set())
-        metadata = {
-            "format": "ferrograd",
-            _SKELETON_KEY: json.dumps({"version": _FORMAT_VERSION, "root": skeleton}, allow_nan=False),
-        }
+        try:
+            skeleton = _encode(obj, entries, set(), "obj", 0, set())
+            metadata = {
+                "format": "ferrograd",
+                _SKELETON_KEY: json.dumps({"version": _FORMAT_VERSION, "root": skeleton}, allow_nan=False),
+            }
+        except _NeedsPickle:
+            entries = []
+            metadata = {"format": "ferrograd", _PICKLE_KEY: _pickle_object(obj, entries)}
 
     header: dict[str, Any] = {_METADATA_KEY: metadata}
     offset = 0
@@ -153,6 +167,74 @@ def _is_module(obj: Any) -> bool:
     return isinstance(obj, Module)
 
 
+class _NeedsPickle(Exception):
+    """Raised by :func:`_encode` when the structure holds a module or a NumPy array: it is pickled instead."""
+
+
+class _TensorPickler(pickle.Pickler):
+    """Pickles an object with its tensors replaced by names in the checkpoint's tensor section."""
+
+    def __init__(self, f: Any, entries: list[tuple[str, Tensor]]) -> None:
+        super().__init__(f, protocol=4)
+        self.entries = entries
+        self.names: dict[int, str] = {}
+        self.keep: list[Tensor] = []  # holds the tensors alive so their ids stay unique
+
+    def persistent_id(self, obj: Any) -> Any:
+        if not isinstance(obj, Tensor):
+            return None
+        name = self.names.get(id(obj))
+        if name is None:
+            name = f"pickle.{len(self.entries)}"
+            self.names[id(obj)] = name
+            self.keep.append(obj)
+            self.entries.append((name, obj))
+        return ("tensor", name, type(obj), bool(obj.requires_grad), str(obj.device))
+
+
+def _pickle_object(obj: Any, entries: list[tuple[str, Tensor]]) -> str:
+    """The pickle of ``obj`` (base64 text); its tensors are appended to ``entries``."""
+    buf = io.BytesIO()
+    try:
+        _TensorPickler(buf, entries).dump(obj)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        raise TypeError(
+            f"save: cannot pickle the {type(obj).__name__} object ({e}); classes defined inside a function "
+            "cannot be pickled: save its state_dict() instead, or define the class at module level"
+        ) from e
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class _TensorUnpickler(pickle.Unpickler):
+    """Reads what :class:`_TensorPickler` wrote, taking tensors from the checkpoint's tensor section."""
+
+    def __init__(self, f: Any, tensors: Mapping[str, Tensor], map_location: Any) -> None:
+        super().__init__(f)
+        self.tensors = tensors
+        self.map_location = map_location
+        self.made: dict[str, Tensor] = {}
+
+    def persistent_load(self, pid: Any) -> Any:
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "tensor" and pid[1] in self.tensors):
+            raise pickle.UnpicklingError(f"load: the pickle refers to an unknown tensor {pid!r}")
+        _, name, cls, requires_grad, location = pid
+        if name in self.made:
+            return self.made[name]
+        t = self.tensors[name]
+        if self.map_location is not None:
+            t = _map_location(t, self.map_location, location)
+        elif location != "cpu":
+            t = t.to(location)
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise pickle.UnpicklingError(f"load: tensor {name!r} has class {cls!r}, not a Tensor class")
+        if cls is not Tensor:
+            t = cls(t, requires_grad)
+        elif requires_grad:
+            t = t.requires_grad_(True)
+        self.made[name] = t
+        return t
+
+
 def _is_writable_stream(path: Any) -> bool:
     return hasattr(path, "write") and not isinstance(path, (str, bytes, os.PathLike))
 
@@ -178,6 +260,8 @@ def _encode(
     """The JSON skeleton of ``obj``; its tensors are appended to ``entries`` under unique names."""
     if depth > MAX_DEPTH:
         raise ValueError(f"save: {where} is nested more than {MAX_DEPTH} levels deep")
+    if _is_module(obj) or isinstance(obj, np.ndarray):
+        raise _NeedsPickle
     if isinstance(obj, Tensor):
         name = where[4:] if where.startswith("obj.") else (where[3:] or "tensor")
         base, i = name, 0
@@ -285,10 +369,14 @@ def load(
     seekable binary file object (``open(p, "rb")``, ``io.BytesIO``), read
     from its current position.
 
-    ``weights_only`` and ``mmap`` are accepted for PyTorch's spelling and
-    change nothing: a ferrograd checkpoint holds only tensors and plain data
-    and loading never runs code, so every load is what PyTorch calls
-    ``weights_only=True``; tensors are always read into memory.
+    A file holding a pickled object (a whole module or a NumPy array saved
+    with :func:`save`) loads only with ``weights_only=False``, as in PyTorch:
+    unpickling can run code from the file, so the default (``None``, meaning
+    ``True``) raises ``pickle.UnpicklingError`` saying so. Its tensors come
+    back on the device they were saved from (or as ``map_location`` says),
+    shared ones shared. For every other file ``weights_only`` changes
+    nothing: it holds only tensors and plain data and loading never runs
+    code. ``mmap`` is accepted and ignored; tensors are always read into memory.
 
     The whole file is validated before anything is returned; a truncated or
     corrupt file, a foreign format or an unsupported dtype raises
@@ -311,6 +399,9 @@ def load(
             size = os.fstat(f.fileno()).st_size
             entries, metadata, data_start, tensors = _read_all(f, fpath, size)
         name = fpath
+    pickled = metadata.get(_PICKLE_KEY)
+    if pickled is not None:
+        return _unpickle(name, pickled, tensors, map_location, weights_only)
     skeleton = _read_skeleton(name, metadata, entries)
     if map_location is not None:
         tensors = {k: _map_location(t, map_location) for k, t in tensors.items()}
@@ -319,15 +410,32 @@ def load(
     return _decode(skeleton, tensors)
 
 
-def _map_location(t: Tensor, where: Any) -> Tensor:
+def _unpickle(
+    name: str, pickled: str, tensors: dict[str, Tensor], map_location: Any, weights_only: bool | None
+) -> Any:
+    if weights_only is None or weights_only:
+        raise pickle.UnpicklingError(
+            f"load: weights-only load failed: {name} holds a pickled Python object (saved with save(obj) "
+            "of a whole module or a NumPy array), and unpickling can run arbitrary code from the file. If "
+            "you trust its source, load it with weights_only=False; otherwise save and load "
+            "obj.state_dict() (or tensors) instead"
+        )
+    try:
+        raw = base64.b64decode(pickled.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError) as e:
+        raise _fail(name, f"the pickled object in '__metadata__' is not valid base64: {e}") from None
+    return _TensorUnpickler(io.BytesIO(raw), tensors, map_location).load()
+
+
+def _map_location(t: Tensor, where: Any, location: str = "cpu") -> Tensor:
     """Move a loaded (CPU) tensor as PyTorch's ``map_location`` says: a device, a
     ``{saved location: device}`` dict (tensors are saved from the CPU: its ``"cpu"``
     entry applies) or a function ``(tensor, "cpu") -> tensor``."""
     if isinstance(where, Mapping):
-        where = where.get("cpu")
+        where = where.get(location)
         return t if where is None else t.to(where)
     if callable(where) and not isinstance(where, (str, _core.device)):
-        out = where(t, "cpu")
+        out = where(t, location)
         if not isinstance(out, Tensor):
             raise TypeError(f"load: map_location returned {type(out).__name__}, expected a tensor")
         return out

@@ -36,7 +36,8 @@ class _BatchNorm(Module):
     statistics normalise and, when tracked, update ``running_mean`` and
     ``running_var`` (``momentum=None`` uses a cumulative average over
     ``num_batches_tracked`` batches); in eval mode the running statistics
-    normalise.
+    normalise. ``affine`` adds a per-channel ``weight`` and ``bias``;
+    ``bias=False`` (keyword, as in PyTorch 2.15) keeps only the ``weight``.
     """
 
     _expected_dims: tuple[int, ...]
@@ -49,6 +50,8 @@ class _BatchNorm(Module):
         affine: bool = True,
         track_running_stats: bool = True,
         dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         dtype = dtype or _core.float32
@@ -59,7 +62,10 @@ class _BatchNorm(Module):
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = Parameter(_core.empty((num_features,), dtype=dtype))
-            self.bias = Parameter(_core.empty((num_features,), dtype=dtype))
+            if bias:
+                self.bias = Parameter(_core.empty((num_features,), dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -86,6 +92,7 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
@@ -122,7 +129,7 @@ class _BatchNorm(Module):
     def extra_repr(self) -> str:
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}"
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 
@@ -190,7 +197,10 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class RMSNorm(Module):
@@ -249,8 +259,10 @@ class _InstanceNorm(_BatchNorm):
         affine: bool = False,
         track_running_stats: bool = False,
         dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype, bias=bias)
 
     def forward(self, input: Tensor) -> Tensor:
         """Normalise ``input`` (``(N, C, *spatial)`` or unbatched ``(C, *spatial)``)."""
@@ -305,10 +317,17 @@ class InstanceNorm3d(_InstanceNorm):
 class GroupNorm(Module):
     """Group normalisation: ``num_channels`` split into ``num_groups`` groups, each normalised per
     sample over its channels and the spatial dims; then a per-channel ``weight``/``bias``
-    (``affine``, starting at 1 and 0)."""
+    (``affine``, starting at 1 and 0; ``bias=False`` keeps only the ``weight``)."""
 
     def __init__(
-        self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype: Any = None
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if num_groups <= 0 or num_channels % num_groups:
@@ -322,7 +341,10 @@ class GroupNorm(Module):
         self.affine = affine
         if affine:
             self.weight = Parameter(_core.ones((num_channels,), dtype=dtype))
-            self.bias = Parameter(_core.zeros((num_channels,), dtype=dtype))
+            if bias:
+                self.bias = Parameter(_core.zeros((num_channels,), dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -331,6 +353,7 @@ class GroupNorm(Module):
         """Weight 1, bias 0."""
         if self.affine:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
@@ -342,7 +365,10 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class LocalResponseNorm(Module):
