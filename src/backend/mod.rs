@@ -55,6 +55,20 @@ pub trait Backend: Send + Sync {
         unsupported(self, op.name())
     }
 
+    /// `out[i] = a[i] op s` (`s op a[i]` when `reflected`) with `s` carried as a value, not a
+    /// tensor; `a` is in the compute dtype, `s` is rounded to it first. `Ok(false)`: not
+    /// handled here (the caller makes `s` a 0-d tensor and calls [`Backend::binary`]).
+    fn binary_scalar(
+        &self,
+        _op: BinaryOp,
+        _a: &Tensor,
+        _s: Scalar,
+        _reflected: bool,
+        _out: &Tensor,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
     /// `out[i] = cond[i] ? a[i] : b[i]`.
     fn where_(&self, _cond: &Tensor, _a: &Tensor, _b: &Tensor, _out: &Tensor) -> Result<()> {
         unsupported(self, "where")

@@ -51,6 +51,16 @@ impl Backend for CpuBackend {
     fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         elementwise::binary(op, a, b, out)
     }
+    fn binary_scalar(
+        &self,
+        op: BinaryOp,
+        a: &Tensor,
+        s: Scalar,
+        reflected: bool,
+        out: &Tensor,
+    ) -> Result<bool> {
+        Ok(elementwise::binary_scalar(op, a, s, reflected, out))
+    }
     fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         elementwise::where_(cond, a, b, out)
     }
