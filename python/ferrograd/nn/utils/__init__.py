@@ -83,7 +83,11 @@ def get_total_norm(
         return _core.tensor(0.0)
     with no_grad():
         acc = _acc(ts[0])
-        parts = _core.stack([_partial(t, norm_type).to(acc) for t in ts])
+        partial = [_partial(t, norm_type) for t in ts]
+        if len({x.dtype for x in partial}) == 1:
+            parts = _core.stack(partial).to(acc)  # one cast, not one per tensor
+        else:
+            parts = _core.stack([x.to(acc) for x in partial])
         if norm_type == math.inf:
             total = parts.amax()
         elif norm_type == -math.inf:
