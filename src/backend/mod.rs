@@ -17,13 +17,11 @@ pub mod optim;
 pub mod wgpu;
 
 use crate::error::{Error, Result};
-use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::index::IndexArgs;
-use crate::ops::loss::CeCfg;
-use crate::ops::philox::PhiloxStream;
-use crate::ops::random::RandomDist;
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::kernel::philox::PhiloxStream;
+use crate::kernel::{
+    ArgOp, BinaryOp, CeCfg, Conv2dParams, CumOp, GeneralOp, IndexArgs, Pool2dParams, RandomDist,
+    ReduceOp, UnaryOp,
+};
 use crate::tensor::{Device, Scalar, Tensor};
 
 /// Kernels a device provides for the primitive ops.
@@ -292,7 +290,7 @@ pub trait Backend: Send + Sync {
         unsupported(self, "cumsum")
     }
 
-    // random (see `crate::ops::philox` for the numbers every device must produce)
+    // random (see `crate::kernel::philox` for the numbers every device must produce)
     /// Fill the contiguous `out` from `dist`, element `i` from stream `s`.
     fn random_fill(&self, _out: &Tensor, _dist: RandomDist, _s: PhiloxStream) -> Result<()> {
         unsupported(self, "random")
