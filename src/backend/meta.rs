@@ -7,12 +7,11 @@
 
 use super::Backend;
 use crate::error::{Error, Result};
-use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::index::IndexArgs;
-use crate::ops::philox::PhiloxStream;
-use crate::ops::random::RandomDist;
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::kernel::philox::PhiloxStream;
+use crate::kernel::{
+    ArgOp, BinaryOp, Conv2dParams, CumOp, GeneralOp, IndexArgs, Pool2dParams, RandomDist, ReduceOp,
+    UnaryOp,
+};
 use crate::tensor::{Scalar, Tensor};
 
 /// Kernels of the `Meta` device: no-ops.
@@ -124,7 +123,7 @@ impl Backend for MetaBackend {
         _: &Tensor,
         _: &Tensor,
         _: Option<&Tensor>,
-        _: crate::ops::loss::CeCfg,
+        _: crate::kernel::CeCfg,
         _: &[usize],
         _: &Tensor,
         _: &Tensor,
@@ -139,7 +138,7 @@ impl Backend for MetaBackend {
         _: Option<&Tensor>,
         _: &Tensor,
         _: &Tensor,
-        _: crate::ops::loss::CeCfg,
+        _: crate::kernel::CeCfg,
         _: &Tensor,
     ) -> Result<()> {
         outside("cross_entropy")

@@ -17,13 +17,11 @@ pub mod optim;
 pub mod wgpu;
 
 use crate::error::{Error, Result};
-use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::index::IndexArgs;
-use crate::ops::loss::CeCfg;
-use crate::ops::philox::PhiloxStream;
-use crate::ops::random::RandomDist;
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::kernel::philox::PhiloxStream;
+use crate::kernel::{
+    ArgOp, BinaryOp, CeCfg, Conv2dParams, CumOp, GeneralOp, IndexArgs, Pool2dParams, RandomDist,
+    ReduceOp, UnaryOp,
+};
 use crate::tensor::{Device, Scalar, Tensor};
 
 /// Kernels a device provides for the primitive ops.
@@ -53,6 +51,20 @@ pub trait Backend: Send + Sync {
     /// `out[i] = a[i] op b[i]`; `a`, `b` share the compute dtype and `out`'s shape.
     fn binary(&self, op: BinaryOp, _a: &Tensor, _b: &Tensor, _out: &Tensor) -> Result<()> {
         unsupported(self, op.name())
+    }
+
+    /// `out[i] = a[i] op s` (`s op a[i]` when `reflected`) with `s` carried as a value, not a
+    /// tensor; `a` is in the compute dtype, `s` is rounded to it first. `Ok(false)`: not
+    /// handled here (the caller makes `s` a 0-d tensor and calls [`Backend::binary`]).
+    fn binary_scalar(
+        &self,
+        _op: BinaryOp,
+        _a: &Tensor,
+        _s: Scalar,
+        _reflected: bool,
+        _out: &Tensor,
+    ) -> Result<bool> {
+        Ok(false)
     }
 
     /// `out[i] = cond[i] ? a[i] : b[i]`.
@@ -278,7 +290,7 @@ pub trait Backend: Send + Sync {
         unsupported(self, "cumsum")
     }
 
-    // random (see `crate::ops::philox` for the numbers every device must produce)
+    // random (see `crate::kernel::philox` for the numbers every device must produce)
     /// Fill the contiguous `out` from `dist`, element `i` from stream `s`.
     fn random_fill(&self, _out: &Tensor, _dist: RandomDist, _s: PhiloxStream) -> Result<()> {
         unsupported(self, "random")

@@ -5,9 +5,14 @@
 
 pub mod binary;
 pub mod general;
+pub mod params;
+pub mod philox;
 pub mod sort;
 pub mod unary;
 
 pub use binary::BinaryOp;
 pub use general::GeneralOp;
+pub use params::{
+    ArgOp, CeCfg, Conv2dParams, CumOp, IndexArgs, Pool2dParams, RandomDist, ReduceOp,
+};
 pub use unary::{UnaryInfo, UnaryOp, UnaryOut};

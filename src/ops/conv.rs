@@ -16,6 +16,7 @@
 use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+pub use crate::kernel::params::{Conv2dParams, Pool2dParams};
 use crate::ops::elementwise as ew;
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
@@ -41,26 +42,6 @@ pub enum Padding {
     Same,
     /// No padding.
     Valid,
-}
-
-/// Resolved 2-D convolution geometry.
-#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Conv2dParams {
-    pub stride: [usize; 2],
-    /// Padding as (top, bottom, left, right).
-    pub pad: [usize; 4],
-    pub dilation: [usize; 2],
-    pub groups: usize,
-}
-
-/// Resolved 2-D pooling geometry.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub struct Pool2dParams {
-    pub kernel: [usize; 2],
-    pub stride: [usize; 2],
-    pub pad: [usize; 2],
-    pub dilation: [usize; 2],
-    pub ceil_mode: bool,
 }
 
 /// Expand a per-dim argument given as one value or `n` values.

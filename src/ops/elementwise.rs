@@ -418,11 +418,41 @@ pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Re
         one
     );
     let promoted = scalar_promote(a.dtype(), s);
+    if let Some(out) = binary_scalar_direct(op, a, s, reflected, promoted)? {
+        return Ok(out);
+    }
     let st = scalar_tensor(s, promoted, a.device())?;
     if reflected {
         binary_as(op, &st, a, promoted)
     } else {
         binary_as(op, a, &st, promoted)
+    }
+}
+
+/// `a <op> s` with `s` carried as a value (no 0-d tensor made per call), when nothing needs
+/// the tensor form: `a` already in the compute dtype, no gradient to record, an output too
+/// small to defer, and a backend that has the kernel. `None`: take the general path.
+fn binary_scalar_direct(
+    op: BinaryOp,
+    a: &Tensor,
+    s: Scalar,
+    reflected: bool,
+    promoted: DType,
+) -> Result<Option<Tensor>> {
+    let dt = op.compute_dtype(promoted)?;
+    if a.dtype() != dt
+        || !dt.is_floating_point()
+        || !a.device().has_data()
+        || defer::worth(a.numel())
+        || (!op.is_predicate() && ag::needs_grad(&[a]))
+    {
+        return Ok(None);
+    }
+    let out = Tensor::empty_for(op.name(), a.shape(), op.out_dtype(dt), a.device())?;
+    if backend(a.device()).binary_scalar(op, a, s, reflected, &out)? {
+        Ok(Some(out))
+    } else {
+        Ok(None)
     }
 }
 
@@ -445,6 +475,22 @@ pub fn binary_scalar_(op: BinaryOp, a: &Tensor, s: Scalar) -> Result<()> {
         unit
     );
     let promoted = scalar_promote(a.dtype(), s);
+    let dt = op.compute_dtype(promoted)?;
+    if a.dtype() == dt
+        && op.out_dtype(dt) == dt
+        && dt.is_floating_point()
+        && a.device().has_data()
+        && !defer::worth(a.numel())
+        && !ag::needs_grad(&[a])
+    {
+        // The scalar carried as a value: no 0-d tensor per call.
+        a.check_writable(op.name())?;
+        check_no_internal_overlap(op.name(), a)?;
+        if backend(a.device()).binary_scalar(op, a, s, false, a)? {
+            a.storage().bump_version();
+            return Ok(());
+        }
+    }
     let st = scalar_tensor(s, promoted, a.device())?;
     binary_inplace_as(op, a, &st, promoted)
 }

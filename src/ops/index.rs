@@ -7,6 +7,7 @@
 use crate::autograd::{self as ag, sum_to, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+pub use crate::kernel::params::IndexArgs;
 use crate::ops::elementwise::{self, BinaryOp};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::shape;
@@ -94,16 +95,6 @@ pub fn slice_range(
         0
     };
     (s, len as usize)
-}
-
-/// What an index kernel needs besides its source/destination: the dims of
-/// the view being indexed, the user-facing number of each (for messages),
-/// and one int32/int64 index tensor per dim, all broadcast to one shape `B`.
-pub struct IndexArgs<'a> {
-    pub op: &'static str,
-    pub dims: &'a [usize],
-    pub dim_names: &'a [usize],
-    pub indices: &'a [Tensor],
 }
 
 fn has_tensor(items: &[IndexItem]) -> bool {

@@ -22,6 +22,7 @@
 use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+pub use crate::kernel::params::CeCfg;
 use crate::ops::elementwise::{self as ew, BinaryOp};
 use crate::ops::reduce::{softmax, sum};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
@@ -33,16 +34,6 @@ use crate::tensor::{DType, Scalar, Shape, Tensor};
 pub const OPS: &[OpInfo] = &[OpInfo::prim("cross_entropy", "loss", DTypes::FLOAT)
     .kind(OpKind::Fused)
     .grad()];
-
-/// Per-call constants of the cross-entropy kernels.
-#[derive(Clone, Copy, Debug)]
-pub struct CeCfg {
-    /// Classes per row.
-    pub c: usize,
-    pub ignore_index: i64,
-    /// Label smoothing ε in [0, 1].
-    pub smoothing: f64,
-}
 
 /// How a loss over many elements is reduced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

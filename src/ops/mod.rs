@@ -12,7 +12,7 @@ pub mod linalg;
 pub mod loss;
 pub mod norm;
 pub mod optim;
-pub mod philox;
+pub use crate::kernel::philox;
 pub mod random;
 pub mod reduce;
 pub mod registry;

@@ -16,9 +16,10 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::philox::{blocks_for, Draw, PhiloxStream};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+pub use crate::kernel::params::RandomDist;
+use crate::kernel::philox::{blocks_for, Draw, PhiloxStream};
 use crate::ops::elementwise::{self as ew, BinaryOp, Operand};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::broadcast_shapes;
@@ -217,33 +218,6 @@ fn stream(
         }));
     }
     Ok(g.reserve(blocks))
-}
-
-/// A distribution the backend's `random_fill` writes.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum RandomDist {
-    /// `low + (high - low) * u`, `u` uniform in [0, 1).
-    Uniform { low: f64, high: f64 },
-    /// `mean + std * z`, `z` standard normal (Box–Muller).
-    Normal { mean: f64, std: f64 },
-    /// `low + bounded(v, range)`, `v` a uniform 64-bit draw; `range >= 1`.
-    Int { low: i64, range: u64 },
-    /// 1 with probability `p`, else 0.
-    Bernoulli { p: f64 },
-}
-
-impl RandomDist {
-    /// Draw size (and so elements per Philox block) for `dtype`.
-    pub fn draw(self, dtype: DType) -> Draw {
-        match self {
-            RandomDist::Uniform { .. } | RandomDist::Normal { .. } if dtype == DType::F64 => {
-                Draw::Bits64
-            }
-            RandomDist::Uniform { .. } | RandomDist::Normal { .. } => Draw::Bits32,
-            RandomDist::Int { .. } => Draw::Bits64,
-            RandomDist::Bernoulli { .. } => Draw::Bits32,
-        }
-    }
 }
 
 fn require_float(op: &'static str, dtype: DType) -> Result<()> {

@@ -24,6 +24,7 @@
 use crate::autograd::{self as ag, Backward, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
+pub use crate::kernel::params::{ArgOp, CumOp, ReduceOp};
 use crate::ops::elementwise::{self, BinaryOp, UnaryOp};
 use crate::ops::elementwise_grad::{div, for_vjp, mul, muls, sub};
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
@@ -61,61 +62,6 @@ pub const OPS: &[OpInfo] = &[
     OpInfo::prim("cumsum", "reduce", DTypes::ALL).grad(),
     OpInfo::prim("cumprod", "reduce", DTypes::ALL).grad(),
 ];
-
-/// Reductions computed by the backend's `reduce` primitive.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum ReduceOp {
-    Sum,
-    /// Sum divided by the number of reduced elements.
-    Mean,
-    Prod,
-    /// NaN-propagating maximum.
-    Max,
-    /// NaN-propagating minimum.
-    Min,
-    /// Logical and of a bool tensor.
-    All,
-    /// Logical or of a bool tensor.
-    Any,
-    /// Two-pass variance `Σ(x - mean)² / max(0, N - correction)`; its square root when `std`.
-    Var {
-        correction: f64,
-        std: bool,
-    },
-    /// `max + log Σ exp(x - max)`.
-    LogSumExp,
-}
-
-impl ReduceOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Mean => "mean",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Max => "amax",
-            ReduceOp::Min => "amin",
-            ReduceOp::All => "all",
-            ReduceOp::Any => "any",
-            ReduceOp::Var { std: false, .. } => "var",
-            ReduceOp::Var { std: true, .. } => "std",
-            ReduceOp::LogSumExp => "logsumexp",
-        }
-    }
-}
-
-/// Index-returning reductions (`argmax`, `argmin`, `max(dim)`, `min(dim)`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ArgOp {
-    Max,
-    Min,
-}
-
-/// Inclusive scans along one dim.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum CumOp {
-    Sum,
-    Prod,
-}
 
 // ---------------------------------------------------------------------------
 // Shape rules

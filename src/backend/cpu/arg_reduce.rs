@@ -6,8 +6,8 @@ use half::{bf16, f16};
 use super::reduce::*;
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
+use crate::kernel::ArgOp;
 use crate::multiversion;
-use crate::ops::reduce::ArgOp;
 use crate::tensor::layout::contiguous_strides;
 use crate::tensor::{DType, Element, Layout, Tensor};
 

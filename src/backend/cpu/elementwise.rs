@@ -839,6 +839,49 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> 
 // where, cast, fill
 // ---------------------------------------------------------------------------
 
+/// `a <op> s` (`s <op> a` when `reflected`) into `out` for a float `a` in the compute dtype,
+/// with `s` held in a register: rounded to `a`'s dtype as a filled 0-d tensor would be, then
+/// computed by the same closures as [`binary`], so results match it bit for bit. `false` for
+/// other dtypes (the caller then takes the tensor path).
+pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool, out: &Tensor) -> bool {
+    // `$load` widens an element to the compute type `$C`, `$store` narrows the result back.
+    macro_rules! go {
+        ($T:ty, $C:ty, $load:expr, $store:expr) => {{
+            let (load, store) = ($load, $store);
+            let sv: $C = load(s.to_elem::<$T>());
+            macro_rules! run {
+                ($g:expr, $f:expr) => {{
+                    let f = $f;
+                    if reflected {
+                        run_map::<$T, $T, _>(a, out, $g, move |x: $T| store(f(sv, load(x))))
+                    } else {
+                        run_map::<$T, $T, _>(a, out, $g, move |x: $T| store(f(load(x), sv)))
+                    }
+                }};
+            }
+            macro_rules! pred {
+                ($f:expr) => {{
+                    let f = $f;
+                    if reflected {
+                        run_map::<$T, u8, _>(a, out, PAR_MIN, move |x: $T| f(sv, load(x)) as u8)
+                    } else {
+                        run_map::<$T, u8, _>(a, out, PAR_MIN, move |x: $T| f(load(x), sv) as u8)
+                    }
+                }};
+            }
+            float_binary!(op, $C, run, pred);
+            true
+        }};
+    }
+    match a.dtype() {
+        DType::F32 => go!(f32, f32, |x: f32| x, |y: f32| y),
+        DType::F64 => go!(f64, f64, |x: f64| x, |y: f64| y),
+        DType::F16 => go!(f16, f32, |x: f16| x.to_f32(), f16::from_f32),
+        DType::BF16 => go!(bf16, f32, |x: bf16| x.to_f32(), bf16::from_f32),
+        _ => false,
+    }
+}
+
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
     with_dtype!(out.dtype(), T => {
         let cp = SendPtr(cond.data_ptr::<u8>());

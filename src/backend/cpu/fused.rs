@@ -14,8 +14,8 @@ use super::math::{lane_sum, Real};
 use super::reduce::{contiguous_as, par_ranges};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
+use crate::kernel::CeCfg;
 use crate::multiversion;
-use crate::ops::loss::CeCfg;
 use crate::tensor::layout::fmt_shape;
 use crate::tensor::{DType, Element, Tensor};
 

@@ -19,6 +19,15 @@ use super::strided::SendPtr;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
+/// A contiguous copy of `t` (same dtype and device), made with the CPU's own map kernel.
+fn copied(t: &Tensor) -> Result<Tensor> {
+    let out = Tensor::empty(t.shape(), t.dtype(), t.device())?;
+    crate::with_dtype!(t.dtype(), T => {
+        super::elementwise::run_map(t, &out, super::strided::PAR_MIN, |v: T| v)
+    });
+    Ok(out)
+}
+
 /// Below this many multiply-adds in total everything runs on the calling thread.
 const SERIAL_MAX: usize = 1 << 18;
 /// Matrices with fewer multiply-adds than this are not threaded inside gemm;
@@ -87,12 +96,12 @@ pub fn matmul(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<
     // gemm takes any non-negative strides; flipped views are copied first.
     let flipped = |t: &Tensor| t.strides()[nd - 2..].iter().any(|&s| s < 0);
     let a: Cow<Tensor> = if flipped(a) {
-        Cow::Owned(crate::ops::elementwise::clone(a)?)
+        Cow::Owned(copied(a)?)
     } else {
         Cow::Borrowed(a)
     };
     let b: Cow<Tensor> = if flipped(b) {
-        Cow::Owned(crate::ops::elementwise::clone(b)?)
+        Cow::Owned(copied(b)?)
     } else {
         Cow::Borrowed(b)
     };

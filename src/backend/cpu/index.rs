@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::cpu::strided::{for_each_row, par_for_each_row, Plan, SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
-use crate::ops::index::IndexArgs;
+use crate::kernel::IndexArgs;
 use crate::tensor::{DType, Element, Tensor};
 use crate::with_dtype;
 

@@ -23,13 +23,11 @@ pub mod vmath;
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::index::IndexArgs;
-use crate::ops::loss::CeCfg;
-use crate::ops::philox::PhiloxStream;
-use crate::ops::random::RandomDist;
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::kernel::philox::PhiloxStream;
+use crate::kernel::{
+    ArgOp, BinaryOp, CeCfg, Conv2dParams, CumOp, GeneralOp, IndexArgs, Pool2dParams, RandomDist,
+    ReduceOp, UnaryOp,
+};
 use crate::tensor::{Scalar, Tensor};
 
 /// The CPU device's kernels.
@@ -50,6 +48,16 @@ impl Backend for CpuBackend {
     }
     fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         elementwise::binary(op, a, b, out)
+    }
+    fn binary_scalar(
+        &self,
+        op: BinaryOp,
+        a: &Tensor,
+        s: Scalar,
+        reflected: bool,
+        out: &Tensor,
+    ) -> Result<bool> {
+        Ok(elementwise::binary_scalar(op, a, s, reflected, out))
     }
     fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         elementwise::where_(cond, a, b, out)

@@ -1,7 +1,7 @@
 //! CPU kernels of the random ops.
 //!
 //! Every kernel maps Philox blocks to elements exactly as specified in
-//! [`crate::ops::philox`]: element `i` reads only its own block, so work is
+//! [`crate::kernel::philox`]: element `i` reads only its own block, so work is
 //! split over threads in whole-block chunks and the output never depends on
 //! the thread count. Outputs are contiguous tensors the op layer allocated
 //! (or a contiguous in-place target); inputs arrive contiguous.
@@ -13,11 +13,11 @@ use rayon::prelude::*;
 use super::simd::{level, Level};
 use super::strided::{SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
-use crate::ops::philox::{
+use crate::kernel::philox::{
     bernoulli_threshold, bounded, box_muller_f32, box_muller_f64, unit_bf16, unit_f16, unit_f32,
     unit_f64, unit_f64_open0, word64, PhiloxStream, PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1,
 };
-use crate::ops::random::RandomDist;
+use crate::kernel::RandomDist;
 use crate::tensor::{DType, Element, Tensor};
 use crate::with_dtype;
 

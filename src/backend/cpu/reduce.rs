@@ -37,8 +37,8 @@ use super::elementwise::cast_copy;
 use super::math::{lane_fold, Real};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
+use crate::kernel::ReduceOp;
 use crate::multiversion;
-use crate::ops::reduce::ReduceOp;
 use crate::tensor::layout::contiguous_strides;
 use crate::tensor::{DType, Element, Layout, Shape, Strides, Tensor};
 

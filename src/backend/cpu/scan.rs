@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use super::reduce::{contiguous_as, par_ranges, split3, threads, AJ, PAR_MIN};
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
-use crate::ops::reduce::CumOp;
+use crate::kernel::CumOp;
 use crate::tensor::{DType, Element, Tensor};
 
 pub fn cumulative(op: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {

@@ -11,7 +11,7 @@ use super::{conv_gemm, shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::kernel::BinaryOp;
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
+use crate::kernel::{Conv2dParams, Pool2dParams};
 use crate::tensor::Tensor;
 
 /// Loop trips per invocation of a direct convolution gradient (see

@@ -14,7 +14,7 @@ use super::views::{as_rows, as_shape, dense, dim_last, into_dense, outer_first, 
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ops::index::IndexArgs;
+use crate::kernel::IndexArgs;
 use crate::tensor::{DType, Device, Layout, Storage, Tensor};
 
 /// Whether the element range one index position of an index op selects

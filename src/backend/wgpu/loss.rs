@@ -10,9 +10,9 @@ use super::views::{as_rows, dense, into_dense};
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::kernel::CeCfg;
+use crate::kernel::ReduceOp;
 use crate::kernel::{BinaryOp, UnaryOp};
-use crate::ops::loss::CeCfg;
-use crate::ops::reduce::ReduceOp;
 use crate::tensor::{DType, Device, Scalar, Tensor};
 
 /// The cross-entropy kernels' metadata: items, classes, ignore index and

@@ -45,13 +45,11 @@ pub(crate) use storage::{buffer, storage_over};
 pub use storage::{download, new_storage, upload};
 
 use crate::error::Result;
-use crate::kernel::{BinaryOp, GeneralOp, UnaryOp};
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
-use crate::ops::index::IndexArgs;
-use crate::ops::loss::CeCfg;
-use crate::ops::philox::PhiloxStream;
-use crate::ops::random::RandomDist;
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
+use crate::kernel::philox::PhiloxStream;
+use crate::kernel::{
+    ArgOp, BinaryOp, CeCfg, Conv2dParams, CumOp, GeneralOp, IndexArgs, Pool2dParams, RandomDist,
+    ReduceOp, UnaryOp,
+};
 use crate::tensor::{Scalar, Tensor};
 
 use super::Backend;

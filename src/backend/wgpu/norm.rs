@@ -11,8 +11,8 @@ use super::views::{as_rows, as_shape, dim_last, into_dense};
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::kernel::ReduceOp;
 use crate::kernel::{BinaryOp, UnaryOp};
-use crate::ops::reduce::ReduceOp;
 use crate::tensor::{DType, Scalar, Tensor};
 
 impl WgpuBackend {

@@ -1,7 +1,7 @@
 //! Random numbers generated on the device.
 //!
 //! The kernels here compute the CPU's Philox4x32-10 stream (see
-//! [`crate::ops::philox`] for the counter/key layout and the mapping from
+//! [`crate::kernel::philox`] for the counter/key layout and the mapping from
 //! words to values) in WGSL, so a seed gives the same numbers on both
 //! devices and nothing drawn crosses the bus: a kernel's stream
 //! `(seed, offset)` travels in its metadata words 0..4.
@@ -38,8 +38,8 @@ use super::views::via_host;
 use super::WgpuBackend;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ops::philox::{PhiloxStream, PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1};
-use crate::ops::random::RandomDist;
+use crate::kernel::philox::{PhiloxStream, PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1};
+use crate::kernel::RandomDist;
 use crate::tensor::{DType, Device, Tensor};
 
 /// Index of the first parameter word in a random kernel's metadata.
@@ -647,9 +647,7 @@ pub fn check_probabilities(op: &'static str, p: &Tensor) -> Result<()> {
     }
     let i = n - bad as usize;
     let h = download(p)?;
-    let hv = crate::ops::elementwise::to_dtype(&h, DType::F64)?;
-    // SAFETY: a contiguous float64 CPU tensor of n elements.
-    let value = unsafe { hv.as_slice::<f64>()[i] };
+    let value = h.to_f64_vec()[i];
     Err(Error::value(
         "bernoulli",
         format!("every probability must be in [0, 1], found {value}"),
@@ -660,12 +658,8 @@ pub fn check_probabilities(op: &'static str, p: &Tensor) -> Result<()> {
 /// `out` on the device, or `None` when the device kernel cannot give the
 /// CPU's numbers (integers beyond what float32 holds exactly, in a float
 /// dtype: the caller draws them on the host).
-pub fn fill(
-    out: &Tensor,
-    dist: crate::ops::random::RandomDist,
-    s: PhiloxStream,
-) -> Result<Option<()>> {
-    use crate::ops::random::RandomDist;
+pub fn fill(out: &Tensor, dist: crate::kernel::RandomDist, s: PhiloxStream) -> Result<Option<()>> {
+    use crate::kernel::RandomDist;
     let op = "random";
     let ty = gty(op, out.dtype())?;
     let dt = out.dtype();
@@ -719,7 +713,7 @@ pub fn fill(
         RandomDist::Bernoulli { p } => (
             Kind::Bernoulli,
             [
-                crate::ops::philox::bernoulli_threshold(p),
+                crate::kernel::philox::bernoulli_threshold(p),
                 0,
                 0,
                 0,
@@ -735,7 +729,7 @@ pub fn fill(
 
 /// Dropout of the contiguous `x` into `out` with probability `p` (`0 < p < 1`).
 pub fn dropout(x: &Tensor, out: &Tensor, p: f64, s: PhiloxStream) -> Result<()> {
-    let t = crate::ops::philox::bernoulli_threshold(1.0 - p);
+    let t = crate::kernel::philox::bernoulli_threshold(1.0 - p);
     let scale = (1.0 / (1.0 - p)) as f32;
     launch(
         "dropout",
@@ -904,7 +898,7 @@ impl WgpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::philox::{bounded, philox4x32_10, word64};
+    use crate::kernel::philox::{bounded, philox4x32_10, word64};
 
     /// A small xorshift for test inputs.
     fn xs(state: &mut u64) -> u64 {
@@ -1030,7 +1024,7 @@ mod tests {
             let u2 = (w1 >> 8) as f32 * (1.0 / 16_777_216.0);
             let r = (-2.0 * ln_acc(u1)).sqrt();
             let (s, c) = sincos_acc(std::f32::consts::TAU * u2);
-            let (a, b) = crate::ops::philox::box_muller_f32(w0, w1);
+            let (a, b) = crate::kernel::philox::box_muller_f32(w0, w1);
             for (g, w) in [(r * c, a), (r * s, b)] {
                 let err = (g as f64 - w as f64).abs()
                     / (w.abs() as f64).max(2f64.powi(-20))

@@ -15,8 +15,8 @@ use super::views::{dense_out, into_dense};
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::kernel::{ArgOp, CumOp, ReduceOp};
 use crate::kernel::{BinaryOp, UnaryOp};
-use crate::ops::reduce::{ArgOp, CumOp, ReduceOp};
 use crate::tensor::{DType, Layout, Scalar, Tensor};
 
 /// The name an arg-reduction reports in errors.

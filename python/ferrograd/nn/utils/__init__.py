@@ -42,29 +42,60 @@ def _acc(t: Tensor) -> Any:
     return _core.float32 if str(t.device).startswith("gpu") else _core.float64
 
 
+def _part_dtype(t: Tensor) -> Any:
+    """The dtype one tensor's partial norm is taken in: its own for float32/float64, float32
+    for the half types (whose range a sum of powers would overflow)."""
+    return t.dtype if t.dtype in (_core.float32, _core.float64) else _core.float32
+
+
+def _partial(t: Tensor, norm_type: float) -> Tensor:
+    """One tensor's share of the total norm, as a 0-d tensor: ``sum(|t|^p)`` (``max|t|``,
+    ``min|t|`` or the count of nonzeros for ``inf``, ``-inf``, 0), in :func:`_part_dtype`.
+    The kernels accumulate in registers, so no widened copy of ``t`` is made."""
+    t = t.detach()
+    if t.dtype != _part_dtype(t):
+        t = t.to(_part_dtype(t))
+    if norm_type == math.inf:
+        return t.amax().maximum(-t.amin())
+    if norm_type == -math.inf:
+        return t.abs().amin()
+    if norm_type == 0:
+        return (t != 0).sum()
+    if norm_type == 2.0:
+        flat = t.reshape(-1)
+        return flat.dot(flat)
+    if norm_type == 1.0:
+        return t.abs().sum()
+    return t.abs().pow(norm_type).sum()
+
+
 def get_total_norm(
     tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, error_if_nonfinite: bool = False
 ) -> Tensor:
-    """The ``norm_type``-norm of all ``tensors`` taken together (as one vector), a 0-d float tensor
-    (accumulated in float64; in float32 on the gpu device).
+    """The ``norm_type``-norm of all ``tensors`` taken together (as one vector), a 0-d float tensor.
+
+    Each tensor's partial sum of powers is taken in its own dtype (float32 for the half types)
+    without copying it, and the partials are combined in float64 (float32 on the gpu device).
     """
     ts = _as_list(tensors)
     norm_type = float(norm_type)
     if not ts:
         return _core.tensor(0.0)
     with no_grad():
-        if norm_type == math.inf:
-            total = _core.stack([t.detach().abs().amax().to(_acc(t)) for t in ts]).amax()
-        elif norm_type == -math.inf:
-            total = _core.stack([t.detach().abs().amin().to(_acc(t)) for t in ts]).amin()
-        elif norm_type == 0:
-            total = _core.stack([(t.detach() != 0).sum().to(_acc(t)) for t in ts]).sum()
+        acc = _acc(ts[0])
+        partial = [_partial(t, norm_type) for t in ts]
+        if len({x.dtype for x in partial}) == 1:
+            parts = _core.stack(partial).to(acc)  # one cast, not one per tensor
         else:
-            total = (
-                _core.stack([t.detach().to(_acc(t)).abs().pow(norm_type).sum() for t in ts])
-                .sum()
-                .pow(1.0 / norm_type)
-            )
+            parts = _core.stack([x.to(acc) for x in partial])
+        if norm_type == math.inf:
+            total = parts.amax()
+        elif norm_type == -math.inf:
+            total = parts.amin()
+        elif norm_type == 0:
+            total = parts.sum()
+        else:
+            total = parts.sum().pow(1.0 / norm_type)
         if error_if_nonfinite and not _capture.is_capturing() and not bool(total.isfinite()):
             raise RuntimeError(
                 f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
@@ -94,8 +125,13 @@ def clip_grad_norm_(
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     with no_grad():
         coef = (float(max_norm) / (total.to(_acc(total)) + 1e-6)).clamp(max=1.0)
+        # The factor is cast once per dtype, not once per gradient.
+        by_dtype: dict[Any, Tensor] = {}
         for g in grads:
-            g.mul_(coef.to(g.dtype))
+            c = by_dtype.get(g.dtype)
+            if c is None:
+                c = by_dtype[g.dtype] = coef.to(g.dtype)
+            g.mul_(c)
     return total
 
 

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::{conv, ew_shader, item_shader, Bindings, GTy, MATH, RED_WG};
-use crate::ops::reduce::ReduceOp;
+use crate::kernel::ReduceOp;
 
 /// Inclusive scan (sum, or product when `prod`) along one dim of a dense
 /// tensor, one thread per line: operands (x, out) of type `ty`; p0 the

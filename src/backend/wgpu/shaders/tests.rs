@@ -1,8 +1,8 @@
 //! Every generator's WGSL parsed and validated with naga (no device needed), and checks of what it computes.
 
 use super::*;
+use crate::kernel::ReduceOp;
 use crate::kernel::{BinaryOp, UnaryOp};
-use crate::ops::reduce::ReduceOp;
 
 thread_local! {
     /// Whether [`mk`] and [`halved`] store float bindings as native float16.
