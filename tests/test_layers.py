@@ -180,6 +180,20 @@ def test_no_new_upward_references():
     )
 
 
+MAX_LINES = 1500
+
+
+def test_no_source_file_over_1500_lines():
+    # Files of one concern: a file that outgrows this is split by concern (see
+    # docs/architecture.md), not trimmed. Rust and WGSL sources alike.
+    long = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in sorted(SRC.rglob("*"))
+        if p.suffix in (".rs", ".wgsl") and (n := len(p.read_text().splitlines())) > MAX_LINES
+    ]
+    assert not long, f"source files over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         _write_list(upward())

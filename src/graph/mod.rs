@@ -27,6 +27,7 @@ pub mod replay;
 pub mod save;
 pub mod sym;
 pub mod trace;
+pub mod typecheck;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
