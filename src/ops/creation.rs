@@ -69,7 +69,7 @@ pub fn check_fill_value(op: &'static str, value: Scalar, dtype: DType) -> Result
         DType::I8 => (-128.0, 127.0),
         DType::I16 => (-32768.0, 32767.0),
         DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        DType::I64 => (-9.223_372_036_854_775_808e18, 9.223_372_036_854_775_807e18),
+        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
         DType::F32 => {
             return match value {
                 Scalar::Float(f) if f.is_finite() && f.abs() > f32::MAX as f64 => {
