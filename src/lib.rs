@@ -15,13 +15,13 @@ pub mod tensor;
 /// `capture!(OpCall::X { .. }, [a, b] + extra_iter, one)`.
 macro_rules! capture {
     ($call:expr, [$($t:expr),* $(,)?] $(+ $extra:expr)?, $out:ident) => {
-        if let Some(r) = $crate::graph::trace::intercept(|| {
+        if let Some(r) = $crate::ops::capture::intercept(|| {
             #[allow(unused_mut)]
             let mut v: Vec<$crate::tensor::Tensor> = vec![$(($t).clone()),*];
             $( v.extend($extra); )?
             ($call, v)
         }) {
-            return r.and_then($crate::graph::trace::$out);
+            return r.and_then($crate::ops::capture::$out);
         }
     };
 }

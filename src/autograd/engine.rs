@@ -162,9 +162,9 @@ impl LeafGrads {
 
 /// Add `g` into a leaf's `.grad`, stealing `g` when nothing else holds its storage.
 fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Result<()> {
-    if crate::graph::trace::recording() && crate::graph::trace::tracks(m) {
+    if crate::ops::capture::recording() && crate::ops::capture::tracks(m) {
         // Inside a captured graph: the update is an effect of the graph.
-        let old = crate::graph::trace::current_grad(m)?;
+        let old = crate::ops::capture::current_grad(m)?;
         let g = if create_graph {
             g
         } else {
@@ -182,7 +182,7 @@ fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Resu
                 }
             }
         };
-        return crate::graph::trace::set_grad(m, Some(new));
+        return crate::ops::capture::set_grad(m, Some(new));
     }
     let g = if create_graph {
         g
@@ -192,7 +192,7 @@ fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Resu
         ew::clone(&g)?
     };
     // (With a capture paused that has set this leaf's gradient, the real one is kept aside.)
-    let paused = crate::graph::trace::paused_grad(m);
+    let paused = crate::ops::capture::paused_grad(m);
     let old = match &paused {
         Some(o) => o.clone(),
         None => m.grad(),
@@ -209,7 +209,7 @@ fn accumulate_leaf(m: &Arc<AutogradMeta>, g: Tensor, create_graph: bool) -> Resu
             }
         }
     };
-    if paused.is_none() || !crate::graph::trace::set_paused_grad(m, Some(new.clone())) {
+    if paused.is_none() || !crate::ops::capture::set_paused_grad(m, Some(new.clone())) {
         m.set_grad(Some(new));
     }
     Ok(())
@@ -384,8 +384,8 @@ fn walk(
             let needs: Vec<bool> = node.next.iter().map(|e| e.is_some()).collect();
             let r = {
                 let _mode = GradMode::set(create_graph);
-                if crate::graph::trace::active() {
-                    crate::graph::trace::vjp(&node, &saved, &grads, &needs)?
+                if crate::ops::capture::active() {
+                    crate::ops::capture::vjp(&node, &saved, &grads, &needs)?
                 } else {
                     node.backward.apply(&saved, &grads, &needs)?
                 }

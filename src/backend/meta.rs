@@ -20,8 +20,8 @@ pub struct MetaBackend;
 /// A kernel called while a trace is active (not from inside a captured op)
 /// computes values the graph would never reproduce: refuse it loudly.
 fn outside(op: &'static str) -> Result<()> {
-    if crate::graph::trace::active() {
-        crate::graph::trace::note_gap();
+    if crate::tensor::capture::active() {
+        crate::tensor::capture::note_gap();
         return Err(Error::runtime(
             op,
             "internal error: this computation ran outside the ops being captured into the graph, so the graph could not reproduce it (please report)",
@@ -214,10 +214,10 @@ impl Backend for MetaBackend {
     }
     fn fused(
         &self,
-        _: &crate::graph::fused::FusedKernel,
+        _: &crate::kernel::fused::FusedKernel,
         _: &[Tensor],
         _: &[Tensor],
-    ) -> Result<()> {
-        outside("fused")
+    ) -> Result<bool> {
+        outside("fused").map(|()| true)
     }
 }

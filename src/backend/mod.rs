@@ -365,13 +365,16 @@ pub trait Backend: Send + Sync {
         unsupported(self, "nonzero")
     }
     /// Run a fused elementwise kernel: `ins` broadcast to `k.shape`, `outs`
-    /// allocated with `k.shape` and the kernel's output dtypes.
+    /// allocated with `k.shape` and the kernel's output dtypes. `Ok(false)`:
+    /// this backend cannot run the program as one kernel (too many tensors to
+    /// bind, a step with no kernel form), and the caller runs it one
+    /// instruction at a time with the ordinary ops.
     fn fused(
         &self,
-        _k: &crate::graph::fused::FusedKernel,
+        _k: &crate::kernel::fused::FusedKernel,
         _ins: &[Tensor],
         _outs: &[Tensor],
-    ) -> Result<()> {
+    ) -> Result<bool> {
         unsupported(self, "fused")
     }
     /// Keep the lower (`j - i <= k`) or upper (`j - i >= k`) triangle of the last two dims.

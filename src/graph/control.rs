@@ -41,6 +41,22 @@ impl std::fmt::Debug for SubGraph {
     }
 }
 
+impl crate::ops::call::SubBody for SubGraph {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl super::call::Sub {
+    /// The sub-graph this node holds (the graph layer makes every one).
+    pub fn graph(&self) -> &SubGraph {
+        self.0
+            .as_any()
+            .downcast_ref::<SubGraph>()
+            .expect("a control-flow body is a SubGraph")
+    }
+}
+
 impl SubGraph {
     pub fn new(graph: Graph, n_args: usize, n_caps: usize) -> SubGraph {
         SubGraph {

@@ -379,7 +379,7 @@ fn check_kernel(k: &FusedKernel, n_in: usize, n_out: usize) -> std::result::Resu
 
 impl Serialize for Sub {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let sub = &self.0;
+        let sub = self.graph();
         SubRepr {
             graph: GraphRepr::of(&sub.graph).map_err(S::Error::custom)?,
             n_args: sub.n_args,
@@ -521,55 +521,7 @@ impl<'de> Deserialize<'de> for Scalar {
     }
 }
 
-/// The `&'static str` op names some calls carry, as strings; reading maps a
-/// name back to the registry's (an unknown name reads as `"op"`: the field
-/// only labels messages and listings).
-pub mod static_name {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &&'static str, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(intern(&s))
-    }
-
-    /// The registry's (or an internal op's) name equal to `s`, else `"op"`.
-    pub fn intern(s: &str) -> &'static str {
-        use std::sync::OnceLock;
-        static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
-        let names = NAMES.get_or_init(|| {
-            let mut v: Vec<&'static str> =
-                crate::ops::registry::all().iter().map(|o| o.name).collect();
-            // Names used by indexing writes that are not registry entries.
-            v.extend([
-                "getitem",
-                "setitem",
-                "index_put",
-                "index_put_",
-                "index_select",
-            ]);
-            v
-        });
-        names.iter().copied().find(|n| *n == s).unwrap_or("op")
-    }
-}
-
-/// A list of [`static_name`]s.
-pub mod static_names {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &[&'static str], s: S) -> Result<S::Ok, S::Error> {
-        v.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
-        let v = Vec::<String>::deserialize(d)?;
-        Ok(v.iter().map(|s| super::static_name::intern(s)).collect())
-    }
-}
+pub use crate::ops::registry::{static_name, static_names};
 
 // ------------------------------------------------------------ tensor bytes
 
@@ -777,9 +729,13 @@ fn same_calls(a: &Graph, b: &Graph) -> bool {
                         then_g: b1,
                         else_g: b2,
                     },
-                ) => same_calls(&a1.0.graph, &b1.0.graph) && same_calls(&a2.0.graph, &b2.0.graph),
+                ) => {
+                    same_calls(&a1.graph().graph, &b1.graph().graph)
+                        && same_calls(&a2.graph().graph, &b2.graph().graph)
+                }
                 (OpCall::While { cond: a1, body: a2 }, OpCall::While { cond: b1, body: b2 }) => {
-                    same_calls(&a1.0.graph, &b1.0.graph) && same_calls(&a2.0.graph, &b2.0.graph)
+                    same_calls(&a1.graph().graph, &b1.graph().graph)
+                        && same_calls(&a2.graph().graph, &b2.graph().graph)
                 }
                 (p, q) => format!("{p:?}") == format!("{q:?}"),
             })

@@ -26,27 +26,14 @@ use super::sym::{Symbol, SENTINELS};
 use super::{Graph, Input, InputKind, LeafRef, Node, Producer, SetGrad, ValueId, ValueInfo};
 use crate::autograd::AutogradMeta;
 use crate::error::{Error, Result};
+use crate::ops::capture;
+pub use crate::ops::capture::{
+    active, all, aux_replay, intercept, note_gap, one, one_and_optional, optional, pair, push_aux,
+    run_device, suspended, unit, with_aux,
+};
 use crate::tensor::{Layout, Storage, Tensor};
 
-/// How ops report tensors they save for their gradient (see [`push_aux`]).
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum AuxMode {
-    Off,
-    /// Capturing: an op pushes the tensors its recorded gradient saves.
-    Capture,
-    /// Running a captured node that has them: the op pushes them again.
-    Replay,
-}
-
 thread_local! {
-    /// Set to capture the next op through its inner ops instead of as one node.
-    static BYPASS: Cell<bool> = const { Cell::new(false) };
-    /// Set when a computation escaped the capture (see [`note_gap`]).
-    static GAP: Cell<bool> = const { Cell::new(false) };
-    static AUX_MODE: Cell<AuxMode> = const { Cell::new(AuxMode::Off) };
-    static AUX: RefCell<Vec<Tensor>> = const { RefCell::new(Vec::new()) };
-    /// True while a trace is active on this thread and no op is running inside it.
-    static ACTIVE: Cell<bool> = const { Cell::new(false) };
     /// True while the trace on this thread is paused by its owner ([`set_active`]):
     /// what runs then is eager work on real tensors, not part of the graph.
     static PAUSED: Cell<bool> = const { Cell::new(false) };
@@ -64,12 +51,6 @@ static LOCATION: OnceLock<LocFn> = OnceLock::new();
 /// Install the function that reports the user's source line (the Python layer does).
 pub fn set_location_provider(f: LocFn) {
     let _ = LOCATION.set(f);
-}
-
-/// Whether ops on this thread are being captured (cheap; checked by every op).
-#[inline(always)]
-pub fn active() -> bool {
-    ACTIVE.with(|a| a.get())
 }
 
 /// Whether a trace exists on this thread (active, inside an op, or paused).
@@ -143,13 +124,6 @@ struct Tracer {
     resume: Option<(bool, bool)>,
 }
 
-/// Note that a computation ran outside the captured ops (a kernel called
-/// at the top level of a trace, or a shape-only tensor the trace did not
-/// produce): the code that did it cannot be captured op by op.
-pub fn note_gap() {
-    GAP.with(|g| g.set(true));
-}
-
 /// How far the capture has got, to undo what follows ([`rollback`]).
 #[derive(Clone, Copy)]
 pub struct Checkpoint {
@@ -214,9 +188,9 @@ pub fn vjp(
     let fwd = with(|tr| Ok(tr.forward_location(node)))?;
     let _restore = fwd.map(|l| Restore(BACKWARD_OF.with(|b| b.borrow_mut().replace(l))));
     let cp = checkpoint()?;
-    GAP.with(|g| g.set(false));
+    capture::take_gap();
     let r = node.apply_backward(saved, grads, needs);
-    let gap = GAP.with(|g| g.replace(false));
+    let gap = capture::take_gap();
     match r {
         Ok(r) if !gap => return Ok(r),
         Err(e) if !gap => return Err(e),
@@ -259,56 +233,6 @@ pub fn vjp(
         .collect())
 }
 
-/// Whether an op should compute the tensors it would save for its gradient
-/// even though it records none (a captured node that has them is running).
-pub fn aux_replay() -> bool {
-    AUX_MODE.with(|m| m.get()) == AuxMode::Replay
-}
-
-/// An op computed `t` to save it for its gradient (`saved`: it recorded a
-/// gradient). A captured node gets such tensors as extra outputs, so the
-/// gradient nodes captured later can read them; running the node makes the
-/// op push them again.
-pub fn push_aux(t: &Tensor, saved: bool) {
-    let push = match AUX_MODE.with(|m| m.get()) {
-        AuxMode::Off => false,
-        AuxMode::Capture => saved,
-        AuxMode::Replay => true,
-    };
-    if push {
-        AUX.with(|a| a.borrow_mut().push(t.clone()));
-    }
-}
-
-/// Run `f` collecting the tensors ops push with [`push_aux`] (`replay`:
-/// re-running a captured node).
-pub fn with_aux<R>(replay: bool, f: impl FnOnce() -> R) -> (R, Vec<Tensor>) {
-    let prev_mode = AUX_MODE.with(|m| {
-        m.replace(if replay {
-            AuxMode::Replay
-        } else {
-            AuxMode::Capture
-        })
-    });
-    let prev = AUX.with(|a| std::mem::take(&mut *a.borrow_mut()));
-    let r = f();
-    let got = AUX.with(|a| std::mem::replace(&mut *a.borrow_mut(), prev));
-    AUX_MODE.with(|m| m.set(prev_mode));
-    (r, got)
-}
-
-/// Run `f` with capture suspended (ops run normally on real tensors).
-pub fn suspended<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            ACTIVE.with(|a| a.set(self.0));
-        }
-    }
-    let _r = Restore(ACTIVE.with(|a| a.replace(false)));
-    f()
-}
-
 /// Turn recording on or off while a trace exists (for code that must run
 /// on real tensors in the middle of a capture); returns the previous state.
 ///
@@ -318,7 +242,30 @@ pub fn set_active(on: bool) -> bool {
     let exists = tracing();
     let on = on && exists;
     PAUSED.with(|p| p.set(exists && !on));
-    ACTIVE.with(|a| a.replace(on))
+    capture::set_active(on)
+}
+
+/// Give the ops and the autograd engine this module's answers while
+/// capturing (see `crate::ops::capture`).
+fn install_hooks() {
+    crate::tensor::capture::install(capture::TensorHooks {
+        tracing,
+        device_of,
+        graph_device,
+        constant,
+    });
+    capture::install(capture::Hooks {
+        record,
+        recording,
+        is_symbolic,
+        symbolic_scalar,
+        vjp,
+        tracks,
+        current_grad,
+        set_grad,
+        paused_grad,
+        set_paused_grad,
+    });
 }
 
 /// Start capturing on this thread.
@@ -329,6 +276,7 @@ pub fn set_active(on: bool) -> bool {
 /// when it ends, the paused capture is as it was. A capture that is
 /// recording cannot have another started inside it.
 pub fn begin() -> Result<()> {
+    install_hooks();
     let resume = (active(), PAUSED.with(|p| p.get()));
     TRACER.with(|t| {
         let mut t = t.borrow_mut();
@@ -347,7 +295,7 @@ pub fn begin() -> Result<()> {
     })?;
     crate::kernel::general::set_capture_hook(capture_general);
     PAUSED.with(|p| p.set(false));
-    ACTIVE.with(|a| a.set(true));
+    capture::set_active(true);
     Ok(())
 }
 
@@ -435,7 +383,7 @@ pub fn abort() {
 fn finish() -> Tracer {
     let tr = pop();
     let (active, paused) = tr.resume.unwrap_or((false, false));
-    ACTIVE.with(|a| a.set(active));
+    capture::set_active(active);
     PAUSED.with(|p| p.set(paused));
     tr
 }
@@ -777,21 +725,6 @@ impl Tracer {
     }
 }
 
-/// Called at the top of every op function: `None` when not capturing (run
-/// the op), else the op's captured (shape-only) outputs.
-#[inline(always)]
-pub fn intercept(f: impl FnOnce() -> (OpCall, Vec<Tensor>)) -> Option<Result<Vec<Tensor>>> {
-    if !active() {
-        return None;
-    }
-    if BYPASS.with(|b| b.replace(false)) {
-        // This op is being captured through its inner ops (see `record`).
-        return None;
-    }
-    let (call, ins) = f();
-    Some(record(call, &ins))
-}
-
 /// The general ops' capture hook (see `crate::kernel::general::intercept`).
 fn capture_general(op: &crate::kernel::GeneralOp, ins: &[&Tensor]) -> Option<Result<Vec<Tensor>>> {
     intercept(|| {
@@ -850,11 +783,11 @@ pub fn record(call: OpCall, ins: &[Tensor]) -> Result<Vec<Tensor>> {
     // The op's gradient saved values computed inside it, which the graph
     // cannot reproduce: capture the op through the ops it is made of.
     rollback(cp)?;
-    BYPASS.with(|b| b.set(true));
-    GAP.with(|g| g.set(false));
+    capture::set_bypass(true);
+    capture::take_gap();
     let r = call.exec(ins);
-    BYPASS.with(|b| b.set(false));
-    if GAP.with(|g| g.replace(false)) {
+    capture::set_bypass(false);
+    if capture::take_gap() {
         // Its inner ops cannot be captured either: keep it as one node (its
         // gradient, if needed, is then refused when captured).
         rollback(cp)?;
@@ -995,15 +928,6 @@ pub fn device_of(t: &Tensor) -> Option<crate::tensor::Device> {
 /// makes for "the device of a captured value" is put.
 pub fn graph_device() -> crate::tensor::Device {
     with(|tr| Ok(tr.device.unwrap_or_default())).unwrap_or_default()
-}
-
-/// The device `t` is on, or for a captured value the device it will be on
-/// when the graph runs (what `tensor.device` reports while tracing).
-pub fn run_device(t: &Tensor) -> crate::tensor::Device {
-    match t.device() {
-        crate::tensor::Device::Meta => device_of(t).unwrap_or(crate::tensor::Device::Meta),
-        d => d,
-    }
 }
 
 /// Bind the tensor argument at `position`; dims listed in `symbolic` become
@@ -1318,44 +1242,4 @@ pub fn value_id(t: &Tensor) -> Option<ValueId> {
 /// The graph captured so far (for inspection while tracing).
 pub fn snapshot() -> Option<Graph> {
     TRACER.with(|tr| tr.borrow().last().map(|tr| tr.graph.clone()))
-}
-
-// ---- result adapters for `capture!` (the captured outputs as the op's return type)
-
-/// The single output.
-pub fn one(v: Vec<Tensor>) -> Result<Tensor> {
-    v.into_iter()
-        .next()
-        .ok_or_else(|| Error::runtime("capture", "internal error: op captured without output"))
-}
-/// No output (in-place ops).
-pub fn unit(_: Vec<Tensor>) -> Result<()> {
-    Ok(())
-}
-/// All outputs.
-pub fn all(v: Vec<Tensor>) -> Result<Vec<Tensor>> {
-    Ok(v)
-}
-/// Two outputs.
-pub fn pair(v: Vec<Tensor>) -> Result<(Tensor, Tensor)> {
-    let mut it = v.into_iter();
-    match (it.next(), it.next()) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(Error::runtime(
-            "capture",
-            "internal error: op captured without two outputs",
-        )),
-    }
-}
-/// An optional output.
-pub fn optional(v: Vec<Tensor>) -> Result<Option<Tensor>> {
-    Ok(v.into_iter().next())
-}
-/// An output and an optional second one.
-pub fn one_and_optional(v: Vec<Tensor>) -> Result<(Tensor, Option<Tensor>)> {
-    let mut it = v.into_iter();
-    let a = it
-        .next()
-        .ok_or_else(|| Error::runtime("capture", "internal error: op captured without output"))?;
-    Ok((a, it.next()))
 }

@@ -4,6 +4,7 @@
 //! the family reads it from that definition rather than keeping its own list.
 
 pub mod binary;
+pub mod fused;
 pub mod general;
 pub mod params;
 pub mod philox;

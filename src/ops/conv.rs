@@ -89,7 +89,7 @@ pub fn conv2d(
     groups: usize,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Conv2d {
+        crate::ops::call::OpCall::Conv2d {
             stride: stride.to_vec(),
             padding: padding.clone(),
             dilation: dilation.to_vec(),
@@ -149,7 +149,7 @@ pub fn conv1d(
     groups: usize,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Conv1d {
+        crate::ops::call::OpCall::Conv1d {
             stride: stride.to_vec(),
             padding: padding.clone(),
             dilation: dilation.to_vec(),
@@ -518,7 +518,7 @@ pub fn max_pool2d(
     return_indices: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     capture!(
-        crate::graph::call::OpCall::MaxPool2d {
+        crate::ops::call::OpCall::MaxPool2d {
             kernel: kernel.to_vec(),
             stride: stride.map(|s| s.to_vec()),
             padding: padding.to_vec(),
@@ -540,7 +540,7 @@ pub fn max_pool2d(
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(&x4, cd)?;
     let out = Tensor::empty_for(op, &[n, c, oh, ow], cd, x.device())?;
-    let idx = if return_indices || record || crate::graph::trace::aux_replay() {
+    let idx = if return_indices || record || crate::ops::capture::aux_replay() {
         Some(Tensor::empty_for(
             op,
             &[n, c, oh, ow],
@@ -561,7 +561,7 @@ pub fn max_pool2d(
     };
     let out = fix(out)?;
     if let Some(i) = &idx {
-        crate::graph::trace::push_aux(i, record);
+        crate::ops::capture::push_aux(i, record);
     }
     if record {
         let i = idx.as_ref().expect("indices computed");
@@ -586,7 +586,7 @@ pub fn avg_pool2d(
     divisor_override: Option<usize>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::AvgPool2d {
+        crate::ops::call::OpCall::AvgPool2d {
             kernel: kernel.to_vec(),
             stride: stride.map(|s| s.to_vec()),
             padding: padding.to_vec(),
@@ -637,7 +637,7 @@ pub fn avg_pool2d(
 /// `None` in `output_size` keeps the input's size.
 pub fn adaptive_avg_pool2d(x: &Tensor, output_size: [Option<usize>; 2]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::AdaptiveAvgPool2d { output_size },
+        crate::ops::call::OpCall::AdaptiveAvgPool2d { output_size },
         [x],
         one
     );
@@ -733,7 +733,7 @@ fn record_conv(
 /// A 4-D convolution with resolved geometry (possibly asymmetric padding), recorded.
 pub fn conv2d_p(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: Conv2dParams) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Conv2dP {
+        crate::ops::call::OpCall::Conv2dP {
             p,
             bias: bias.is_some()
         },
@@ -843,7 +843,7 @@ pub fn conv2d_input_grad(
     p: &Conv2dParams,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Conv2dInputGrad { hw, p: *p },
+        crate::ops::call::OpCall::Conv2dInputGrad { hw, p: *p },
         [g, w],
         one
     );
@@ -888,7 +888,7 @@ pub fn conv2d_weight_grad(
     p: &Conv2dParams,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Conv2dWeightGrad { k, p: *p },
+        crate::ops::call::OpCall::Conv2dWeightGrad { k, p: *p },
         [g, x],
         one
     );
@@ -1070,7 +1070,7 @@ impl Backward for ConvBackward {
 
 /// `out[p, i] = x[p, idx[p, i]]` for a 2-D `x` and int64 `idx` (recorded).
 pub fn plane_gather(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::PlaneGather, [x, idx], one);
+    capture!(crate::ops::call::OpCall::PlaneGather, [x, idx], one);
     let out = Tensor::empty(idx.shape(), x.dtype(), x.device())?;
     backend(x.device()).gather(x, 1, idx, &out)?;
     if ag::needs_grad(&[x]) {
@@ -1083,7 +1083,7 @@ pub fn plane_gather(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
 /// `out[p, idx[p, i]] += g[p, i]` into zeros `(P, len)` (recorded).
 pub fn plane_scatter(g: &Tensor, idx: &Tensor, len: usize) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::PlaneScatter { len },
+        crate::ops::call::OpCall::PlaneScatter { len },
         [g, idx],
         one
     );
@@ -1244,7 +1244,7 @@ impl Backward for AvgPoolBackward {
         }
         // (`run_device`: a captured gradient is on the device the graph runs on.)
         let inv = if matches!(
-            crate::graph::trace::run_device(g),
+            crate::ops::capture::run_device(g),
             crate::tensor::Device::Gpu(_)
         ) {
             // The GPU holds no float64: build the factors in float32 there.
@@ -1287,7 +1287,7 @@ fn adaptive_matrix(out: usize, size: usize, like: &Tensor) -> Result<Tensor> {
     // (`run_device`: a captured gradient is on the device the graph runs on;
     // made on `like`'s device, the matrix is then a constant of the graph.)
     let m = if matches!(
-        crate::graph::trace::run_device(like),
+        crate::ops::capture::run_device(like),
         crate::tensor::Device::Gpu(_)
     ) {
         // The GPU holds no float64.

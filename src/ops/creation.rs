@@ -24,7 +24,7 @@ pub const OPS: &[OpInfo] = &[
 /// An uninitialised tensor (`fg.empty`).
 pub fn empty(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Empty {
+        crate::ops::call::OpCall::Empty {
             shape: shape.to_vec(),
             dtype,
             device
@@ -44,7 +44,7 @@ pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
 pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Result<Tensor> {
     check_fill_value("full", value, dtype)?;
     capture!(
-        crate::graph::call::OpCall::Full {
+        crate::ops::call::OpCall::Full {
             shape: shape.to_vec(),
             value,
             dtype,
@@ -64,40 +64,25 @@ pub fn full(shape: &[usize], value: Scalar, dtype: DType, device: Device) -> Res
 /// and infinities for integer dtypes, and finite floats beyond float32's range for
 /// float32. float16 and bfloat16 round out-of-range values to infinity, without error.
 pub fn check_fill_value(op: &'static str, value: Scalar, dtype: DType) -> Result<()> {
-    let (lo, hi): (f64, f64) = match dtype {
-        DType::U8 => (0.0, 255.0),
-        DType::I8 => (-128.0, 127.0),
-        DType::I16 => (-32768.0, 32767.0),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
-        DType::F32 => {
-            return match value {
-                Scalar::Float(f) if f.is_finite() && f.abs() > f32::MAX as f64 => {
-                    Err(overflow(op, value, dtype))
-                }
-                _ => Ok(()),
-            };
-        }
-        DType::Bool | DType::F16 | DType::BF16 | DType::F64 => return Ok(()),
+    let Some((lo, hi)) = dtype.int_range() else {
+        return match value {
+            Scalar::Float(f)
+                if dtype == DType::F32 && f.is_finite() && f.abs() > f32::MAX as f64 =>
+            {
+                Err(overflow(op, value, dtype))
+            }
+            _ => Ok(()),
+        };
     };
     let fits = match value {
         Scalar::Bool(_) => true,
         Scalar::Int(v) => {
-            let v = v as i128;
-            let (lo, hi) = (
-                lo as i128,
-                if dtype == DType::I64 {
-                    i64::MAX as i128
-                } else {
-                    hi as i128
-                },
-            );
             // Unsigned targets take negative values down to -max (they wrap), as PyTorch's do.
             let lo = if dtype == DType::U8 { -hi } else { lo };
             (lo..=hi).contains(&v)
         }
         // Truncation toward zero must land in range: 255.7 fills uint8 with 255, -0.5 does not.
-        Scalar::Float(f) => f.is_finite() && f >= lo && f < hi + 1.0,
+        Scalar::Float(f) => f.is_finite() && f >= lo as f64 && f < hi as f64 + 1.0,
     };
     if fits {
         Ok(())
@@ -127,7 +112,7 @@ pub fn arange(
     device: Device,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Arange {
+        crate::ops::call::OpCall::Arange {
             start,
             end,
             step,
@@ -195,7 +180,7 @@ pub fn linspace(
     device: Device,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Linspace {
+        crate::ops::call::OpCall::Linspace {
             start,
             end,
             steps,
@@ -239,7 +224,7 @@ pub fn linspace(
 
 pub fn eye(n: usize, m: usize, dtype: DType, device: Device) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Eye {
+        crate::ops::call::OpCall::Eye {
             n,
             m,
             dtype,

@@ -84,7 +84,7 @@ fn check_dtype(op: &'static str, dtypes: DTypes, d: DType) -> Result<()> {
 
 /// Convert `x` to `dtype` (a copy unless it already has it).
 pub fn to_dtype(x: &Tensor, dtype: DType) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::ToDtype { dtype }, [x], one);
+    capture!(crate::ops::call::OpCall::ToDtype { dtype }, [x], one);
     if x.dtype() == dtype {
         return Ok(x.clone());
     }
@@ -103,12 +103,12 @@ pub fn to_device(x: &Tensor, device: crate::tensor::Device) -> Result<Tensor> {
         return Ok(x.clone());
     }
     // A captured value (shape only): the device it will be on when the graph runs.
-    let traced = (!x.device().has_data()).then(|| crate::graph::trace::device_of(x));
+    let traced = (!x.device().has_data()).then(|| crate::ops::capture::device_of(x));
     let from = traced.flatten().unwrap_or(x.device());
     if from == device {
         return Ok(x.clone());
     }
-    capture!(crate::graph::call::OpCall::ToDevice { device }, [x], one);
+    capture!(crate::ops::call::OpCall::ToDevice { device }, [x], one);
     let out = match traced {
         // Shape inference of a captured copy.
         Some(_) => Tensor::empty_for("to", x.shape(), x.dtype(), x.device())?,
@@ -127,7 +127,7 @@ pub fn to_device(x: &Tensor, device: crate::tensor::Device) -> Result<Tensor> {
 
 /// A contiguous copy (or `x` itself when already contiguous).
 pub fn contiguous(x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Contiguous, [x], one);
+    capture!(crate::ops::call::OpCall::Contiguous, [x], one);
     if x.is_contiguous() {
         return Ok(x.clone());
     }
@@ -136,7 +136,7 @@ pub fn contiguous(x: &Tensor) -> Result<Tensor> {
 
 /// A fresh contiguous copy.
 pub fn clone(x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Clone, [x], one);
+    capture!(crate::ops::call::OpCall::Clone, [x], one);
     let out = Tensor::empty_for("clone", x.shape(), x.dtype(), x.device())?;
     backend(x.device()).cast_copy(x, &out)?;
     if ag::needs_grad(&[x]) {
@@ -154,7 +154,7 @@ pub fn clone(x: &Tensor) -> Result<Tensor> {
 
 /// Apply a unary op.
 pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Unary { op }, [x], one);
+    capture!(crate::ops::call::OpCall::Unary { op }, [x], one);
     check_dtype(op.name(), op.dtypes(), x.dtype())?;
     let (cx, out_dt) = match op.out_kind() {
         UnaryOut::Same => (x.clone(), x.dtype()),
@@ -191,7 +191,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
 
 /// Apply a unary op in place (`x.relu_()`, ...).
 pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
-    capture!(crate::graph::call::OpCall::UnaryInplace { op }, [x], unit);
+    capture!(crate::ops::call::OpCall::UnaryInplace { op }, [x], unit);
     x.check_writable(op.name())?;
     check_no_internal_overlap(op.name(), x)?;
     check_dtype(op.name(), op.dtypes(), x.dtype())?;
@@ -224,7 +224,7 @@ pub fn unary_(op: UnaryOp, x: &Tensor) -> Result<()> {
 
 /// Copy `src`'s values into `dst` (same shape) without recording.
 pub fn copy_data(dst: &Tensor, src: &Tensor) -> Result<()> {
-    capture!(crate::graph::call::OpCall::CopyData, [dst, src], unit);
+    capture!(crate::ops::call::OpCall::CopyData, [dst, src], unit);
     backend(dst.device()).cast_copy(src, dst)?;
     dst.storage().bump_version();
     Ok(())
@@ -267,7 +267,7 @@ fn prepare_binary(
 
 /// `a <op> b` with broadcasting and promotion.
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Binary { op }, [a, b], one);
+    capture!(crate::ops::call::OpCall::Binary { op }, [a, b], one);
     binary_as(op, a, b, promote_tensors(a, b))
 }
 
@@ -388,22 +388,22 @@ pub fn scalar_promote(t: DType, s: Scalar) -> DType {
 
 /// A 0-d tensor holding `s` as `dtype`.
 pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> Result<Tensor> {
-    if crate::graph::trace::active() {
+    if crate::ops::capture::active() {
         // Made at the top level of a captured computation (by a VJP): part of the graph.
         return crate::ops::creation::full(&[], s, dtype, device);
     }
-    if device == crate::tensor::Device::Meta && crate::graph::trace::tracing() {
+    if device == crate::tensor::Device::Meta && crate::ops::capture::tracing() {
         // Made inside an op being captured (and maybe saved for its
         // gradient): a constant of the graph, since its value is known —
         // unless it is a size derived from a symbolic dim.
         if let Scalar::Int(i) = s {
-            if crate::graph::trace::is_symbolic(i) {
-                return crate::graph::trace::symbolic_scalar(s, dtype);
+            if crate::ops::capture::is_symbolic(i) {
+                return crate::ops::capture::symbolic_scalar(s, dtype);
             }
         }
-        let on = crate::graph::trace::graph_device();
-        let real = crate::graph::trace::suspended(|| scalar_tensor(s, dtype, on))?;
-        return crate::graph::trace::constant(&real);
+        let on = crate::ops::capture::graph_device();
+        let real = crate::ops::capture::suspended(|| scalar_tensor(s, dtype, on))?;
+        return crate::ops::capture::constant(&real);
     }
     let t = Tensor::empty(&[], dtype, device)?;
     backend(device).fill(&t, s)?;
@@ -413,7 +413,7 @@ pub fn scalar_tensor(s: Scalar, dtype: DType, device: crate::tensor::Device) -> 
 /// `a <op> s` (or `s <op> a` when `reflected`), with the scalar weak in promotion.
 pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: Scalar, reflected: bool) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::BinaryScalar { op, s, reflected },
+        crate::ops::call::OpCall::BinaryScalar { op, s, reflected },
         [a],
         one
     );
@@ -458,11 +458,7 @@ fn binary_scalar_direct(
 
 /// In-place `a <op>= b`: `b` broadcasts to `a`'s shape, the result must be storable in `a`'s dtype.
 pub fn binary_(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<()> {
-    capture!(
-        crate::graph::call::OpCall::BinaryInplace { op },
-        [a, b],
-        unit
-    );
+    capture!(crate::ops::call::OpCall::BinaryInplace { op }, [a, b], unit);
     let promoted = promote_tensors(a, b);
     binary_inplace_as(op, a, b, promoted)
 }
@@ -470,7 +466,7 @@ pub fn binary_(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<()> {
 /// In-place `a <op>= s`.
 pub fn binary_scalar_(op: BinaryOp, a: &Tensor, s: Scalar) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::BinaryScalarInplace { op, s },
+        crate::ops::call::OpCall::BinaryScalarInplace { op, s },
         [a],
         unit
     );
@@ -604,7 +600,7 @@ pub fn can_cast(from: DType, to: DType) -> bool {
 
 /// `where(cond, a, b)` with three-way broadcasting.
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Where, [cond, a, b], one);
+    capture!(crate::ops::call::OpCall::Where, [cond, a, b], one);
     let op = "where";
     let dt = DType::promote(a.dtype(), b.dtype());
     where_as(cond, a, b, dt, op)
@@ -656,15 +652,15 @@ fn where_as(cond: &Tensor, a: &Tensor, b: &Tensor, dt: DType, op: &'static str) 
 /// `where` with scalar branches (`None` means "use the tensor").
 pub fn where_scalar(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::WhereScalar {
-            a: crate::graph::call::Arg::of(&a).0,
-            b: crate::graph::call::Arg::of(&b).0
+        crate::ops::call::OpCall::WhereScalar {
+            a: crate::ops::call::Arg::of(&a).0,
+            b: crate::ops::call::Arg::of(&b).0
         },
         [cond]
-            + crate::graph::call::Arg::of(&a)
+            + crate::ops::call::Arg::of(&a)
                 .1
                 .into_iter()
-                .chain(crate::graph::call::Arg::of(&b).1),
+                .chain(crate::ops::call::Arg::of(&b).1),
         one
     );
     let dt = match (&a, &b) {
@@ -705,7 +701,7 @@ impl Operand {
 /// `masked_fill(x, mask, value)`: a composite of `where`.
 pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::MaskedFill { value },
+        crate::ops::call::OpCall::MaskedFill { value },
         [x, mask],
         one
     );
@@ -739,7 +735,7 @@ pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
 /// Fill `x` with `value` in place.
 pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
     crate::ops::creation::check_fill_value("fill_", value, x.dtype())?;
-    capture!(crate::graph::call::OpCall::Fill { value }, [x], unit);
+    capture!(crate::ops::call::OpCall::Fill { value }, [x], unit);
     x.check_writable("fill_")?;
     backend(x.device()).fill(x, value)?;
     x.storage().bump_version();
@@ -748,7 +744,7 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
 
 /// Copy `src` into `dst` in place (broadcasting `src`, converting dtype).
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
-    capture!(crate::graph::call::OpCall::Copy, [dst, src], unit);
+    capture!(crate::ops::call::OpCall::Copy, [dst, src], unit);
     dst.check_writable("copy_")?;
     check_no_internal_overlap("copy_", dst)?;
     let shape = broadcast_shapes("copy_", dst.shape(), src.shape())?;
@@ -811,7 +807,7 @@ impl ag::Backward for OverwrittenBackward {
 /// `clamp` with optional tensor bounds: composite of maximum/minimum.
 pub fn clamp_tensor(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::ClampTensor {
+        crate::ops::call::OpCall::ClampTensor {
             min: min.is_some(),
             max: max.is_some()
         },

@@ -113,7 +113,7 @@ fn captured_fused(op: UnaryOp) -> bool {
 /// it has one, else composed from primitives — what the backward pass
 /// computes eagerly.
 pub fn unary_grad(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::UnaryGrad { op }, [x, y, g], one);
+    capture!(crate::ops::call::OpCall::UnaryGrad { op }, [x, y, g], one);
     let _no = crate::autograd::GradMode::set(false);
     if !fusable(x, y, g) {
         return Err(crate::error::Error::value(

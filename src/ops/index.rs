@@ -419,10 +419,10 @@ fn key_on_device<'a>(
 
 pub fn index(x: &Tensor, items: &[IndexItem]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Index {
-            key: crate::graph::call::KeyItem::split(items).0
+        crate::ops::call::OpCall::Index {
+            key: crate::ops::call::KeyItem::split(items).0
         },
-        [x] + crate::graph::call::KeyItem::split(items).1,
+        [x] + crate::ops::call::KeyItem::split(items).1,
         one
     );
     let items = &*key_on_device("getitem", x, items)?;
@@ -596,12 +596,12 @@ pub fn index_put_with(
     accumulate: bool,
 ) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::IndexPutInplace {
+        crate::ops::call::OpCall::IndexPutInplace {
             op,
-            key: crate::graph::call::KeyItem::split(items).0,
+            key: crate::ops::call::KeyItem::split(items).0,
             accumulate
         },
-        [x] + crate::graph::call::KeyItem::split(items)
+        [x] + crate::ops::call::KeyItem::split(items)
             .1
             .into_iter()
             .chain([value.clone()]),
@@ -676,12 +676,12 @@ pub fn index_put(
     accumulate: bool,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::IndexPut {
+        crate::ops::call::OpCall::IndexPut {
             op,
-            key: crate::graph::call::KeyItem::split(items).0,
+            key: crate::ops::call::KeyItem::split(items).0,
             accumulate
         },
-        [x] + crate::graph::call::KeyItem::split(items)
+        [x] + crate::ops::call::KeyItem::split(items)
             .1
             .into_iter()
             .chain([value.clone()]),
@@ -779,7 +779,7 @@ impl Backward for IndexPutBackward {
 
 /// Indices of non-zero elements: an int64 tensor of shape `[n, ndim]`, in row-major order.
 pub fn nonzero(x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Nonzero, [x], one);
+    capture!(crate::ops::call::OpCall::Nonzero, [x], one);
     let be = backend(x.device());
     let n = be.nonzero_count(x)?;
     let out = Tensor::empty(&[n, x.ndim()], DType::I64, x.device())?;
@@ -789,7 +789,7 @@ pub fn nonzero(x: &Tensor) -> Result<Tensor> {
 
 /// `x[mask]` with `mask` broadcast against `x`: a 1-D copy of the selected elements.
 pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::MaskedSelect, [x, mask], one);
+    capture!(crate::ops::call::OpCall::MaskedSelect, [x, mask], one);
     let op = "masked_select";
     if mask.dtype() != DType::Bool {
         return Err(Error::dtype(
@@ -836,7 +836,7 @@ fn same_device(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// negative indices count from the end).
 pub fn index_select(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::IndexSelect { dim },
+        crate::ops::call::OpCall::IndexSelect { dim },
         [x, index],
         one
     );
@@ -947,7 +947,7 @@ fn at_least_1d(t: &Tensor) -> Result<Tensor> {
 
 /// `gather(x, dim, index)`: `out[i][j] = x[index[i][j]][j]` for `dim = 0`, and so on.
 pub fn gather(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Gather { dim }, [x, index], one);
+    capture!(crate::ops::call::OpCall::Gather { dim }, [x, index], one);
     let op = "gather";
     check_index_dtype(op, index)?;
     same_device(op, x, index)?;
@@ -1025,7 +1025,7 @@ impl Backward for GatherBackward {
 /// `indices` in every dim but `dim`; with no dim, on the flattened tensors.
 pub fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<isize>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::TakeAlongDim { dim },
+        crate::ops::call::OpCall::TakeAlongDim { dim },
         [x, indices],
         one
     );
@@ -1144,7 +1144,7 @@ fn scatter_into(
 /// `x.scatter_add_(dim, index, src)`: `x[index[i][j]][j] += src[i][j]` (for `dim = 0`).
 pub fn scatter_add_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::ScatterAddInplace { dim },
+        crate::ops::call::OpCall::ScatterAddInplace { dim },
         [x, index, src],
         unit
     );
@@ -1154,7 +1154,7 @@ pub fn scatter_add_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Res
 /// Out-of-place `scatter_add`: a copy of `x` with `src` added at `index` along `dim`.
 pub fn scatter_add(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::ScatterAdd { dim },
+        crate::ops::call::OpCall::ScatterAdd { dim },
         [x, index, src],
         one
     );
@@ -1165,7 +1165,7 @@ pub fn scatter_add(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Resu
 /// for repeated positions the last in row-major order of `index` wins.
 pub fn scatter_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::ScatterInplace { dim },
+        crate::ops::call::OpCall::ScatterInplace { dim },
         [x, index, src],
         unit
     );
@@ -1175,7 +1175,7 @@ pub fn scatter_(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<
 /// Out-of-place `scatter`.
 pub fn scatter(x: &Tensor, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Scatter { dim },
+        crate::ops::call::OpCall::Scatter { dim },
         [x, index, src],
         one
     );

@@ -70,7 +70,7 @@ fn shapes_list(ts: &[Tensor]) -> String {
 /// over all inputs; 1-D tensors of size 0 are skipped (as torch does).
 pub fn cat(ts: &[Tensor], dim: isize) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Cat { dim },
+        crate::ops::call::OpCall::Cat { dim },
         [] + ts.iter().cloned(),
         one
     );
@@ -219,7 +219,7 @@ impl Backward for CatBackward {
 /// `stack(tensors, dim)`: join along a new dim; all shapes must be equal.
 pub fn stack(ts: &[Tensor], dim: isize) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Stack { dim },
+        crate::ops::call::OpCall::Stack { dim },
         [] + ts.iter().cloned(),
         one
     );
@@ -259,8 +259,8 @@ pub enum SplitArg {
 /// `split(x, split_size_or_sections, dim)`: views along `dim`.
 pub fn split(x: &Tensor, arg: &SplitArg, dim: isize) -> Result<Vec<Tensor>> {
     capture!(
-        crate::graph::call::OpCall::Split {
-            sizes: crate::graph::call::SplitSpec::of(arg),
+        crate::ops::call::OpCall::Split {
+            sizes: crate::ops::call::SplitSpec::of(arg),
             dim
         },
         [x],
@@ -379,7 +379,7 @@ impl Backward for PiecesBackward {
 
 /// `chunk(x, chunks, dim)`: at most `chunks` views of size `ceil(n / chunks)`.
 pub fn chunk(x: &Tensor, chunks: isize, dim: isize) -> Result<Vec<Tensor>> {
-    capture!(crate::graph::call::OpCall::Chunk { chunks, dim }, [x], all);
+    capture!(crate::ops::call::OpCall::Chunk { chunks, dim }, [x], all);
     let op = "chunk";
     if chunks <= 0 {
         return Err(Error::value(
@@ -406,7 +406,7 @@ pub fn chunk(x: &Tensor, chunks: isize, dim: isize) -> Result<Vec<Tensor>> {
 
 /// `unbind(x, dim)`: the slices along `dim`, as views with that dim removed.
 pub fn unbind(x: &Tensor, dim: isize) -> Result<Vec<Tensor>> {
-    capture!(crate::graph::call::OpCall::Unbind { dim }, [x], all);
+    capture!(crate::ops::call::OpCall::Unbind { dim }, [x], all);
     let op = "unbind";
     if x.ndim() == 0 {
         return Err(Error::shape(
@@ -435,7 +435,7 @@ pub fn unbind(x: &Tensor, dim: isize) -> Result<Vec<Tensor>> {
 /// `(dim1, dim2)`, moved to the last dim. `offset > 0` is above the main diagonal.
 pub fn diagonal(x: &Tensor, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Diagonal { offset, dim1, dim2 },
+        crate::ops::call::OpCall::Diagonal { offset, dim1, dim2 },
         [x],
         one
     );
@@ -498,7 +498,7 @@ pub fn diagonal(x: &Tensor, offset: isize, dim1: isize, dim2: isize) -> Result<T
 /// `diag(x, diagonal)`: a 1-D tensor becomes a square matrix with it on the
 /// given diagonal; a 2-D tensor gives a copy of that diagonal.
 pub fn diag(x: &Tensor, k: isize) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Diag { k }, [x], one);
+    capture!(crate::ops::call::OpCall::Diag { k }, [x], one);
     let op = "diag";
     match x.ndim() {
         1 => {
@@ -549,7 +549,7 @@ impl Backward for DiagBackward {
 /// `repeat(*sizes)`: tile `x` `sizes[i]` times along each dim (leading new dims allowed).
 pub fn repeat(x: &Tensor, sizes: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Repeat {
+        crate::ops::call::OpCall::Repeat {
             sizes: sizes.to_vec()
         },
         [x],
@@ -598,7 +598,7 @@ pub fn repeat(x: &Tensor, sizes: &[isize]) -> Result<Tensor> {
 /// `roll(x, shifts, dims)`: rotate elements along dims; with no dims, over the flattened tensor.
 pub fn roll(x: &Tensor, shifts: &[isize], dims: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Roll {
+        crate::ops::call::OpCall::Roll {
             shifts: shifts.to_vec(),
             dims: dims.to_vec()
         },
@@ -679,7 +679,7 @@ impl PadMode {
 /// last dim first, then of the one before, ...; negative amounts crop.
 pub fn pad(x: &Tensor, pads: &[isize], mode: PadMode, value: Scalar) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Pad {
+        crate::ops::call::OpCall::Pad {
             pads: pads.to_vec(),
             mode,
             value
@@ -885,13 +885,13 @@ impl Backward for TriBackward {
 
 /// `tril(x, diagonal)`: the lower triangle of the last two dims (`j - i <= diagonal`), zeros elsewhere.
 pub fn tril(x: &Tensor, diagonal: i64) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Tril { k: diagonal }, [x], one);
+    capture!(crate::ops::call::OpCall::Tril { k: diagonal }, [x], one);
     tri("tril", x, diagonal, false)
 }
 
 /// `triu(x, diagonal)`: the upper triangle of the last two dims (`j - i >= diagonal`), zeros elsewhere.
 pub fn triu(x: &Tensor, diagonal: i64) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Triu { k: diagonal }, [x], one);
+    capture!(crate::ops::call::OpCall::Triu { k: diagonal }, [x], one);
     tri("triu", x, diagonal, true)
 }
 

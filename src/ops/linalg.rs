@@ -88,7 +88,7 @@ fn check_device(op: &'static str, ts: &[&Tensor]) -> Result<()> {
 
 /// `a @ b` with NumPy/PyTorch rules.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Matmul, [a, b], one);
+    capture!(crate::ops::call::OpCall::Matmul, [a, b], one);
     matmul_impl("matmul", a, b, None)
 }
 
@@ -306,7 +306,7 @@ fn matmul_raw(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -
 
 /// `mm(a, b)`: strictly 2-D × 2-D.
 pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Mm, [a, b], one);
+    capture!(crate::ops::call::OpCall::Mm, [a, b], one);
     if a.ndim() != 2 || b.ndim() != 2 {
         return Err(Error::shape(
             "mm",
@@ -322,7 +322,7 @@ pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `bmm(a, b)`: 3-D × 3-D with equal batch sizes (no broadcasting).
 pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Bmm, [a, b], one);
+    capture!(crate::ops::call::OpCall::Bmm, [a, b], one);
     if a.ndim() != 3 || b.ndim() != 3 {
         return Err(Error::shape(
             "bmm",
@@ -348,7 +348,7 @@ pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `mv(a, v)`: matrix × vector.
 pub fn mv(a: &Tensor, v: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Mv, [a, v], one);
+    capture!(crate::ops::call::OpCall::Mv, [a, v], one);
     if a.ndim() != 2 || v.ndim() != 1 {
         return Err(Error::shape(
             "mv",
@@ -364,7 +364,7 @@ pub fn mv(a: &Tensor, v: &Tensor) -> Result<Tensor> {
 
 /// `dot(a, b)`: inner product of two 1-D tensors of equal length (a 0-d result).
 pub fn dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Dot, [a, b], one);
+    capture!(crate::ops::call::OpCall::Dot, [a, b], one);
     if a.ndim() != 1 || b.ndim() != 1 {
         return Err(Error::shape(
             "dot",
@@ -390,7 +390,7 @@ pub fn dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `outer(a, b)`: `a[i] * b[j]` for two 1-D tensors.
 pub fn outer(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Outer, [a, b], one);
+    capture!(crate::ops::call::OpCall::Outer, [a, b], one);
     if a.ndim() != 1 || b.ndim() != 1 {
         return Err(Error::shape(
             "outer",
@@ -412,7 +412,7 @@ pub fn outer(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `linear(x, weight, bias)`: `x @ weight.T + bias`, the bias added in the product's pass.
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Linear {
+        crate::ops::call::OpCall::Linear {
             bias: bias.is_some()
         },
         [x, weight] + bias.cloned(),
@@ -963,7 +963,7 @@ impl Term {
 /// `einsum(equation, *operands)`: pairwise contractions through `matmul`.
 pub fn einsum(equation: &str, operands: &[Tensor]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Einsum {
+        crate::ops::call::OpCall::Einsum {
             equation: equation.to_string()
         },
         [] + operands.iter().cloned(),

@@ -182,7 +182,7 @@ pub fn cross_entropy(
     label_smoothing: f64,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::CrossEntropy {
+        crate::ops::call::OpCall::CrossEntropy {
             weight: weight.is_some(),
             ignore_index,
             reduction,
@@ -232,7 +232,7 @@ pub fn cross_entropy(
         .into_iter()
         .flatten()
     {
-        crate::graph::trace::push_aux(t, record);
+        crate::ops::capture::push_aux(t, record);
     }
     if record {
         let bw = CrossEntropyBackward {
@@ -351,7 +351,7 @@ pub fn cross_entropy_grad_rows(
     cfg: CeCfg,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::CrossEntropyGradRows {
+        crate::ops::call::OpCall::CrossEntropyGradRows {
             c: cfg.c,
             ignore_index: cfg.ignore_index,
             smoothing: cfg.smoothing,

@@ -1,6 +1,8 @@
 //! The op layer: one definition per op (shape/dtype rule, decomposition or
 //! backend primitive), shared by every front end. See [`registry`].
 
+pub mod call;
+pub mod capture;
 pub mod conv;
 pub mod creation;
 pub mod elementwise;

@@ -56,7 +56,7 @@ pub fn layer_norm(
     eps: f64,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::LayerNorm {
+        crate::ops::call::OpCall::LayerNorm {
             normalized_shape: normalized_shape.to_vec(),
             weight: weight.is_some(),
             bias: bias.is_some(),
@@ -77,7 +77,7 @@ pub fn rms_norm(
     eps: Option<f64>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::RmsNorm {
+        crate::ops::call::OpCall::RmsNorm {
             normalized_shape: normalized_shape.to_vec(),
             weight: weight.is_some(),
             eps
@@ -198,8 +198,8 @@ fn norm(
     }
     let inputs: Vec<&Tensor> = [Some(x), weight, bias].into_iter().flatten().collect();
     let record = ag::needs_grad(&inputs);
-    crate::graph::trace::push_aux(&mu, record);
-    crate::graph::trace::push_aux(&rstd, record);
+    crate::ops::capture::push_aux(&mu, record);
+    crate::ops::capture::push_aux(&rstd, record);
     if record {
         let bw = NormBackward {
             rms,
@@ -250,7 +250,7 @@ pub fn norm_grad(
 ) -> Result<Vec<Tensor>> {
     let [dx, dw, db] = want;
     capture!(
-        crate::graph::call::OpCall::NormGrad {
+        crate::ops::call::OpCall::NormGrad {
             rms,
             k,
             weight: weight.is_some(),

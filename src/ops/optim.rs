@@ -296,8 +296,8 @@ pub fn sgd_step(
     bufs: &[Option<Tensor>],
     h: &SgdHyper,
 ) -> Result<Vec<Option<Tensor>>> {
-    if let Some(r) = crate::graph::trace::intercept(|| {
-        let call = crate::graph::call::OpCall::SgdStep {
+    if let Some(r) = crate::ops::capture::intercept(|| {
+        let call = crate::ops::call::OpCall::SgdStep {
             n: params.len(),
             bufs: bufs.iter().map(|b| b.is_some()).collect(),
             h: *h,
@@ -420,7 +420,7 @@ pub fn adam_step(
     h: &AdamHyper,
 ) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::AdamStep {
+        crate::ops::call::OpCall::AdamStep {
             n: params.len(),
             steps: steps.to_vec(),
             h: *h,
@@ -488,7 +488,7 @@ pub fn rmsprop_step(
     h: &RmspropHyper,
 ) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::RmspropStep {
+        crate::ops::call::OpCall::RmspropStep {
             n: params.len(),
             h: *h,
             dynamic: vec![]

@@ -171,9 +171,9 @@ pub fn default_generator() -> &'static Arc<Generator> {
 /// is an op of the graph: each run seeds again, as the eager code does.
 pub fn manual_seed(gen: Option<&Arc<Generator>>, seed: u64) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::ManualSeed {
+        crate::ops::call::OpCall::ManualSeed {
             seed,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [],
         unit
@@ -338,11 +338,11 @@ pub fn rand(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Rand {
+        crate::ops::call::OpCall::Rand {
             shape: shape.to_vec(),
             dtype,
             device,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [],
         one
@@ -369,11 +369,11 @@ pub fn randn(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Randn {
+        crate::ops::call::OpCall::Randn {
             shape: shape.to_vec(),
             dtype,
             device,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [],
         one
@@ -430,13 +430,13 @@ pub fn randint(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Randint {
+        crate::ops::call::OpCall::Randint {
             low,
             high,
             shape: shape.to_vec(),
             dtype,
             device,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [],
         one
@@ -464,18 +464,18 @@ pub fn normal(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Normal {
-            mean: crate::graph::call::Arg::of(mean).0,
-            std: crate::graph::call::Arg::of(std).0,
+        crate::ops::call::OpCall::Normal {
+            mean: crate::ops::call::Arg::of(mean).0,
+            std: crate::ops::call::Arg::of(std).0,
             size: size.map(|s| s.to_vec()),
             dtype,
             device,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
-        [] + crate::graph::call::Arg::of(mean)
+        [] + crate::ops::call::Arg::of(mean)
             .1
             .into_iter()
-            .chain(crate::graph::call::Arg::of(std).1),
+            .chain(crate::ops::call::Arg::of(std).1),
         one
     );
     const OP: &str = "normal";
@@ -563,10 +563,10 @@ pub fn normal(
 /// Fill `x` in place with values uniform in `[low, high)`.
 pub fn uniform_(x: &Tensor, low: f64, high: f64, gen: Option<&Arc<Generator>>) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::UniformInplace {
+        crate::ops::call::OpCall::UniformInplace {
             low,
             high,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         unit
@@ -581,10 +581,10 @@ pub fn uniform_(x: &Tensor, low: f64, high: f64, gen: Option<&Arc<Generator>>) -
 /// Fill `x` in place with normal samples.
 pub fn normal_(x: &Tensor, mean: f64, std: f64, gen: Option<&Arc<Generator>>) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::NormalInplace {
+        crate::ops::call::OpCall::NormalInplace {
             mean,
             std,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         unit
@@ -611,8 +611,8 @@ fn check_p(op: &'static str, p: f64) -> Result<()> {
 /// 0/1 samples, success probability `p[i]` per element; dtype and shape of `p`.
 pub fn bernoulli(p: &Tensor, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Bernoulli {
-            gen: crate::graph::call::Gen(gen.cloned())
+        crate::ops::call::OpCall::Bernoulli {
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [p],
         one
@@ -633,9 +633,9 @@ pub fn bernoulli(p: &Tensor, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
 /// 0/1 samples of probability `p` with the shape and (floating) dtype of `like`.
 pub fn bernoulli_p(like: &Tensor, p: f64, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::BernoulliP {
+        crate::ops::call::OpCall::BernoulliP {
             p,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [like],
         one
@@ -656,11 +656,11 @@ pub fn bernoulli_p(like: &Tensor, p: f64, gen: Option<&Arc<Generator>>) -> Resul
 /// floating tensor broadcast to `x`'s shape).
 pub fn bernoulli_(x: &Tensor, p: &Operand, gen: Option<&Arc<Generator>>) -> Result<()> {
     capture!(
-        crate::graph::call::OpCall::BernoulliInplace {
-            p: crate::graph::call::Arg::of(p).0,
-            gen: crate::graph::call::Gen(gen.cloned())
+        crate::ops::call::OpCall::BernoulliInplace {
+            p: crate::ops::call::Arg::of(p).0,
+            gen: crate::ops::call::Gen(gen.cloned())
         },
-        [x] + crate::graph::call::Arg::of(p).1,
+        [x] + crate::ops::call::Arg::of(p).1,
         unit
     );
     const OP: &str = "bernoulli_";
@@ -703,11 +703,11 @@ pub fn randperm(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Randperm {
+        crate::ops::call::OpCall::Randperm {
             n,
             dtype,
             device,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [],
         one
@@ -754,10 +754,10 @@ pub fn multinomial(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Multinomial {
+        crate::ops::call::OpCall::Multinomial {
             num_samples,
             replacement,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [probs],
         one
@@ -808,9 +808,9 @@ pub fn multinomial(
 /// `rand` with `x`'s shape (and dtype unless given).
 pub fn rand_like(x: &Tensor, dtype: Option<DType>, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::RandLike {
+        crate::ops::call::OpCall::RandLike {
             dtype,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         one
@@ -827,9 +827,9 @@ pub fn randn_like(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::RandnLike {
+        crate::ops::call::OpCall::RandnLike {
             dtype,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         one
@@ -848,11 +848,11 @@ pub fn randint_like(
     gen: Option<&Arc<Generator>>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::RandintLike {
+        crate::ops::call::OpCall::RandintLike {
             low,
             high,
             dtype,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         one
@@ -879,7 +879,7 @@ pub fn dropout(
     training: bool,
     gen: Option<&Arc<Generator>>,
 ) -> Result<Option<Tensor>> {
-    if crate::graph::trace::active() && training && p > 0.0 && p < 1.0 && x.numel() > 0 {
+    if crate::ops::capture::active() && training && p > 0.0 && p < 1.0 && x.numel() > 0 {
         // Captured as keep-mask (the same draws as the kernel) times scale,
         // so the gradient nodes can read the mask the forward used.
         require_float("dropout", x.dtype())?;
@@ -889,10 +889,10 @@ pub fn dropout(
             .map(Some);
     }
     capture!(
-        crate::graph::call::OpCall::Dropout {
+        crate::ops::call::OpCall::Dropout {
             p,
             training,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         optional
@@ -918,9 +918,9 @@ pub fn dropout(
 /// shape): the same draws, from the same stream position, as [`dropout`].
 pub fn dropout_keep(x: &Tensor, p: f64, gen: Option<&Arc<Generator>>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::DropoutKeep {
+        crate::ops::call::OpCall::DropoutKeep {
             p,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         one
@@ -983,7 +983,7 @@ impl crate::autograd::Backward for DropoutBackward {
 
 /// In-place dropout on `x` (same numbers as [`dropout`]).
 pub fn dropout_(x: &Tensor, p: f64, training: bool, gen: Option<&Arc<Generator>>) -> Result<()> {
-    if crate::graph::trace::active() {
+    if crate::ops::capture::active() {
         // Captured as the out-of-place form and a copy.
         if let Some(y) = dropout(x, p, training, gen)? {
             ew::copy_(x, &y)?;
@@ -991,10 +991,10 @@ pub fn dropout_(x: &Tensor, p: f64, training: bool, gen: Option<&Arc<Generator>>
         return Ok(());
     }
     capture!(
-        crate::graph::call::OpCall::DropoutInplace {
+        crate::ops::call::OpCall::DropoutInplace {
             p,
             training,
-            gen: crate::graph::call::Gen(gen.cloned())
+            gen: crate::ops::call::Gen(gen.cloned())
         },
         [x],
         unit

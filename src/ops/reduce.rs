@@ -181,7 +181,7 @@ pub fn sum(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Sum {
+        crate::ops::call::OpCall::Sum {
             dims: dims.map(|d| d.to_vec()),
             keepdim,
             dtype
@@ -279,7 +279,7 @@ pub fn prod(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Prod {
+        crate::ops::call::OpCall::Prod {
             dims: dims.map(|d| d.to_vec()),
             keepdim,
             dtype
@@ -329,7 +329,7 @@ pub fn mean(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Mean {
+        crate::ops::call::OpCall::Mean {
             dims: dims.map(|d| d.to_vec()),
             keepdim,
             dtype
@@ -364,7 +364,7 @@ pub fn mean(
 /// NaN-propagating maximum (`Max`) or minimum (`Min`) over `dims`.
 pub fn amax_amin(op: ArgOp, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::AmaxAmin {
+        crate::ops::call::OpCall::AmaxAmin {
             op,
             dims: dims.map(|d| d.to_vec()),
             keepdim
@@ -413,7 +413,7 @@ fn amax_named(
 
 /// `max()` / `min()` with no dim: a 0-d tensor.
 pub fn max_all(op: ArgOp, x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::MaxAll { op }, [x], one);
+    capture!(crate::ops::call::OpCall::MaxAll { op }, [x], one);
     let name = if op == ArgOp::Max { "max" } else { "min" };
     amax_named(op, name, x, None, false)
 }
@@ -421,7 +421,7 @@ pub fn max_all(op: ArgOp, x: &Tensor) -> Result<Tensor> {
 /// `max(dim)` / `min(dim)`: (values, int64 indices of the first extremum; NaN counts as extreme).
 pub fn max_dim(op: ArgOp, x: &Tensor, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
     capture!(
-        crate::graph::call::OpCall::MaxDim { op, dim, keepdim },
+        crate::ops::call::OpCall::MaxDim { op, dim, keepdim },
         [x],
         pair
     );
@@ -458,7 +458,7 @@ pub fn max_dim(op: ArgOp, x: &Tensor, dim: isize, keepdim: bool) -> Result<(Tens
 /// `argmax` / `argmin` over `dim`, or over the flattened tensor when `dim` is None.
 pub fn argmax_argmin(op: ArgOp, x: &Tensor, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::ArgMaxMin { op, dim, keepdim },
+        crate::ops::call::OpCall::ArgMaxMin { op, dim, keepdim },
         [x],
         one
     );
@@ -499,7 +499,7 @@ pub fn var(
     std: bool,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Var {
+        crate::ops::call::OpCall::Var {
             dims: dims.map(|d| d.to_vec()),
             correction,
             keepdim,
@@ -545,7 +545,7 @@ pub fn var(
 /// `log Σ exp(x)` over `dims`, shifted by the maximum for stability.
 pub fn logsumexp(x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Logsumexp {
+        crate::ops::call::OpCall::Logsumexp {
             dims: dims.map(|d| d.to_vec()),
             keepdim
         },
@@ -570,7 +570,7 @@ pub fn logsumexp(x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Te
 /// `all` (`any` when `!all`): whether every (some) element is nonzero, as bool.
 pub fn all_any(all: bool, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::AllAny {
+        crate::ops::call::OpCall::AllAny {
             all,
             dims: dims.map(|d| d.to_vec()),
             keepdim
@@ -591,7 +591,7 @@ pub fn all_any(all: bool, x: &Tensor, dims: Option<&[isize]>, keepdim: bool) -> 
 /// `softmax` (or `log_softmax` when `log`) along `dim`, optionally computing in `dtype`.
 pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Softmax { dim, log, dtype },
+        crate::ops::call::OpCall::Softmax { dim, log, dtype },
         [x],
         one
     );
@@ -626,7 +626,7 @@ pub fn softmax(x: &Tensor, dim: isize, log: bool, dtype: Option<DType>) -> Resul
 /// Inclusive scan along `dim`; bool and integers scan in int64 unless `dtype` is given.
 pub fn cumulative(op: CumOp, x: &Tensor, dim: isize, dtype: Option<DType>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Cumulative { op, dim, dtype },
+        crate::ops::call::OpCall::Cumulative { op, dim, dtype },
         [x],
         one
     );
@@ -996,7 +996,7 @@ fn composed_softmax_grad(y: &Tensor, g: &Tensor, dim: isize, log: bool) -> Resul
 /// record it as one node.
 pub fn softmax_grad(y: &Tensor, g: &Tensor, dim: usize, log: bool) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::SoftmaxGrad { dim, log },
+        crate::ops::call::OpCall::SoftmaxGrad { dim, log },
         [y, g],
         one
     );

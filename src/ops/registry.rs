@@ -214,3 +214,52 @@ mod tests {
         assert_eq!(n, names.len(), "duplicate op names in the registry");
     }
 }
+
+/// The `&'static str` op names some calls carry, as strings; reading maps a
+/// name back to the registry's (an unknown name reads as `"op"`: the field
+/// only labels messages and listings).
+pub mod static_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &&'static str, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(intern(&s))
+    }
+
+    /// The registry's (or an internal op's) name equal to `s`, else `"op"`.
+    pub fn intern(s: &str) -> &'static str {
+        use std::sync::OnceLock;
+        static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            let mut v: Vec<&'static str> = super::all().iter().map(|o| o.name).collect();
+            // Names used by indexing writes that are not registry entries.
+            v.extend([
+                "getitem",
+                "setitem",
+                "index_put",
+                "index_put_",
+                "index_select",
+            ]);
+            v
+        });
+        names.iter().copied().find(|n| *n == s).unwrap_or("op")
+    }
+}
+
+/// A list of [`static_name`]s.
+pub mod static_names {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[&'static str], s: S) -> Result<S::Ok, S::Error> {
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+        let v = Vec::<String>::deserialize(d)?;
+        Ok(v.iter().map(|s| super::static_name::intern(s)).collect())
+    }
+}

@@ -48,7 +48,7 @@ pub const OPS: &[OpInfo] = &[
 /// `view`: a reshape that must not copy.
 pub fn view(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::View {
+        crate::ops::call::OpCall::View {
             spec: spec.to_vec()
         },
         [x],
@@ -72,7 +72,7 @@ pub fn view(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 /// `reshape`: a view when possible, else a copy.
 pub fn reshape(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Reshape {
+        crate::ops::call::OpCall::Reshape {
             spec: spec.to_vec()
         },
         [x],
@@ -94,7 +94,7 @@ pub fn reshape(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 
 pub fn permute(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Permute {
+        crate::ops::call::OpCall::Permute {
             dims: dims.to_vec()
         },
         [x],
@@ -113,21 +113,21 @@ pub fn permute(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
 }
 
 pub fn transpose(x: &Tensor, d0: isize, d1: isize) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Transpose { d0, d1 }, [x], one);
+    capture!(crate::ops::call::OpCall::Transpose { d0, d1 }, [x], one);
     let out = x.with_layout(x.layout().transpose("transpose", d0, d1)?);
     Ok(finish(x, out, || TransposeBackward { d0, d1 }))
 }
 
 /// `.T`: reverse all dims (PyTorch deprecates it beyond 2-D; we reverse like NumPy).
 pub fn t_all(x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::TAll, [x], one);
+    capture!(crate::ops::call::OpCall::TAll, [x], one);
     let dims: Vec<isize> = (0..x.ndim() as isize).rev().collect();
     permute(x, &dims)
 }
 
 /// `.mT`: swap the last two dims.
 pub fn mt(x: &Tensor) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::MT, [x], one);
+    capture!(crate::ops::call::OpCall::MT, [x], one);
     if x.ndim() < 2 {
         return Err(Error::shape(
             "mT",
@@ -139,7 +139,7 @@ pub fn mt(x: &Tensor) -> Result<Tensor> {
 
 pub fn squeeze(x: &Tensor, dims: Option<&[isize]>) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Squeeze {
+        crate::ops::call::OpCall::Squeeze {
             dims: dims.map(|d| d.to_vec())
         },
         [x],
@@ -150,7 +150,7 @@ pub fn squeeze(x: &Tensor, dims: Option<&[isize]>) -> Result<Tensor> {
 }
 
 pub fn unsqueeze(x: &Tensor, dim: isize) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Unsqueeze { dim }, [x], one);
+    capture!(crate::ops::call::OpCall::Unsqueeze { dim }, [x], one);
     let out = x.with_layout(x.layout().unsqueeze("unsqueeze", dim)?);
     Ok(finish(x, out, || reshape_bw(x)))
 }
@@ -158,7 +158,7 @@ pub fn unsqueeze(x: &Tensor, dim: isize) -> Result<Tensor> {
 /// `expand(*sizes)`: `-1` keeps a dim.
 pub fn expand(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Expand {
+        crate::ops::call::OpCall::Expand {
             spec: spec.to_vec()
         },
         [x],
@@ -197,7 +197,7 @@ pub fn expand(x: &Tensor, spec: &[isize]) -> Result<Tensor> {
 
 pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::BroadcastTo {
+        crate::ops::call::OpCall::BroadcastTo {
             shape: shape.to_vec()
         },
         [x],
@@ -210,7 +210,7 @@ pub fn broadcast_to(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
 }
 
 pub fn flatten(x: &Tensor, start: isize, end: isize) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Flatten { start, end }, [x], one);
+    capture!(crate::ops::call::OpCall::Flatten { start, end }, [x], one);
     if x.ndim() == 0 {
         return reshape(x, &[1]);
     }
@@ -230,7 +230,7 @@ pub fn flatten(x: &Tensor, start: isize, end: isize) -> Result<Tensor> {
 
 pub fn narrow(x: &Tensor, dim: isize, start: isize, length: usize) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Narrow { dim, start, length },
+        crate::ops::call::OpCall::Narrow { dim, start, length },
         [x],
         one
     );
@@ -241,7 +241,7 @@ pub fn narrow(x: &Tensor, dim: isize, start: isize, length: usize) -> Result<Ten
 }
 
 pub fn select(x: &Tensor, dim: isize, index: isize) -> Result<Tensor> {
-    capture!(crate::graph::call::OpCall::Select { dim, index }, [x], one);
+    capture!(crate::ops::call::OpCall::Select { dim, index }, [x], one);
     if x.ndim() == 0 {
         return Err(Error::index("select", "invalid index of a 0-dim tensor"));
     }
@@ -261,7 +261,7 @@ pub fn slice(
     step: isize,
 ) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Slice {
+        crate::ops::call::OpCall::Slice {
             dim,
             start,
             stop,
@@ -300,7 +300,7 @@ pub fn slice(
 /// Reverse the given dims (a view with negative strides, as NumPy's `flip`).
 pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::Flip {
+        crate::ops::call::OpCall::Flip {
             dims: dims.to_vec()
         },
         [x],
@@ -337,7 +337,7 @@ pub fn flip(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
 /// `as_strided(size, stride, offset)`: a checked raw view.
 pub fn as_strided(x: &Tensor, size: &[usize], stride: &[isize], offset: usize) -> Result<Tensor> {
     capture!(
-        crate::graph::call::OpCall::AsStrided {
+        crate::ops::call::OpCall::AsStrided {
             size: size.to_vec(),
             stride: stride.to_vec(),
             offset

@@ -236,11 +236,8 @@ fn fill_from_scalars(vals: &[Scalar], shape: &[usize], dtype: DType) -> crate::R
     if dtype.is_small_int() {
         // As PyTorch: a Python integer above the dtype's range is an error
         // (negative values wrap into uint8, as there).
-        let (lo, hi) = match dtype {
-            DType::U8 => (i64::MIN, u8::MAX as i64),
-            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
-            _ => (i16::MIN as i64, i16::MAX as i64),
-        };
+        let (lo, hi) = dtype.int_range().expect("a small int has a range");
+        let lo = if dtype == DType::U8 { i64::MIN } else { lo };
         if let Some(v) = vals.iter().find_map(|s| match s {
             Scalar::Int(v) if *v < lo || *v > hi => Some(*v),
             _ => None,

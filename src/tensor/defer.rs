@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 
 use super::{DType, Device, Layout, Storage, Tensor};
 use crate::error::Result;
-use crate::graph::fused::{FInstr, FusedKernel};
+use crate::kernel::fused::{FInstr, FusedKernel};
 use crate::kernel::{BinaryOp, UnaryOp};
 
 /// The storage's bytes are not computed yet.

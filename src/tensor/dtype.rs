@@ -123,6 +123,18 @@ impl DType {
         matches!(self, DType::U8 | DType::I8 | DType::I16)
     }
 
+    /// The values an integer dtype holds, `(min, max)`; `None` for bool and floats.
+    pub const fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            DType::U8 => Some((0, u8::MAX as i64)),
+            DType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
+            DType::I16 => Some((i16::MIN as i64, i16::MAX as i64)),
+            DType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
+            DType::I64 => Some((i64::MIN, i64::MAX)),
+            _ => None,
+        }
+    }
+
     /// The dtype integer sums and products accumulate into: every integer
     /// and bool gives int64 (as PyTorch), floats keep their dtype.
     pub const fn sum_dtype(self) -> DType {

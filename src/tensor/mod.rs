@@ -1,5 +1,6 @@
 //! The tensor: (storage, layout, dtype).
 
+pub mod capture;
 pub mod defer;
 pub mod dtype;
 pub mod layout;
@@ -233,7 +234,7 @@ impl Tensor {
     pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         // Zeros made at the top level of a captured computation (by a VJP,
         // say) are part of the graph.
-        if crate::graph::trace::active() {
+        if capture::active() {
             return crate::ops::creation::zeros(shape, dtype, device);
         }
         let nbytes = nbytes_for("zeros", shape, dtype)?;
@@ -277,14 +278,14 @@ impl Tensor {
                     format!("{} values do not fill shape {:?}", data.len(), shape),
                 ));
             }
-            if crate::graph::trace::tracing() {
+            if capture::tracing() {
                 // Data an op builds from sizes (an index for padding, say)
                 // while it is captured: a constant of the graph, so that the
                 // graph has it when the op, or its gradient, runs.
                 let t = Tensor::from_vec(data, shape)?;
-                let on = crate::graph::trace::graph_device();
-                let t = crate::graph::trace::suspended(|| crate::backend::transfer(&t, on))?;
-                return crate::graph::trace::constant(&t);
+                let on = capture::graph_device();
+                let t = capture::suspended(|| crate::backend::transfer(&t, on))?;
+                return capture::constant(&t);
             }
             return Tensor::empty(shape, T::DTYPE, device);
         }

@@ -19,7 +19,7 @@ use super::gemm::{gemm_one, gemm_parallelism, GemmFloat};
 use super::math::Real;
 use super::strided::SendPtr;
 use crate::error::{Error, Result};
-use crate::ops::conv::{Conv2dParams, Pool2dParams};
+use crate::kernel::{Conv2dParams, Pool2dParams};
 use crate::tensor::{DType, Tensor};
 
 /// Per-sample multiply-adds below which samples, not the GEMM, are threaded.

@@ -19,7 +19,7 @@ use super::elementwise::{
 use super::math::Real;
 use super::strided::{SendPtr, PAR_MIN};
 use crate::error::{Error, Result};
-use crate::graph::fused::{FInstr, FusedKernel};
+use crate::kernel::fused::{FInstr, FusedKernel};
 use crate::kernel::{BinaryOp, UnaryOp};
 use crate::tensor::{DType, Element, Tensor};
 

@@ -286,11 +286,11 @@ impl Backend for CpuBackend {
     }
     fn fused(
         &self,
-        k: &crate::graph::fused::FusedKernel,
+        k: &crate::kernel::fused::FusedKernel,
         ins: &[Tensor],
         outs: &[Tensor],
-    ) -> Result<()> {
-        graph_kernel::run(k, ins, outs)
+    ) -> Result<bool> {
+        graph_kernel::run(k, ins, outs).map(|()| true)
     }
 }
 

@@ -192,10 +192,10 @@ impl WgpuBackend {
 
     pub(super) fn gpu_fused(
         &self,
-        k: &crate::graph::fused::FusedKernel,
+        k: &crate::kernel::fused::FusedKernel,
         ins: &[Tensor],
         outs: &[Tensor],
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let op = "fused";
         let all: Vec<&Tensor> = ins.iter().chain(outs).collect();
         check_same_device(op, &all)?;
@@ -203,7 +203,7 @@ impl WgpuBackend {
             // Reductions at the end of a program have no WGSL form (the
             // fusion pass forms them for CPU graphs only; this serves a
             // graph moved to the GPU afterwards).
-            return crate::graph::fused::run_unfused(k, ins, outs);
+            return Ok(false);
         }
         if k.compute != DType::F32 {
             return Err(Error::dtype(
@@ -237,8 +237,8 @@ impl WgpuBackend {
             Some(src) if bufs.len() < max_bind => src,
             // More tensors than a kernel may bind (or an op without a WGSL
             // form): the program runs as one kernel per instruction.
-            _ => return crate::graph::fused::run_unfused(k, ins, outs),
+            _ => return Ok(false),
         };
-        dispatch_ew(op, &src, &k.shape, &ts, &bufs, [0; 8])
+        dispatch_ew(op, &src, &k.shape, &ts, &bufs, [0; 8]).map(|()| true)
     }
 }

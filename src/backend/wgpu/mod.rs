@@ -30,8 +30,6 @@ pub mod peak;
 pub mod random;
 mod reduce;
 pub mod shaders;
-#[cfg(test)]
-mod snapshot_tests;
 mod sort;
 mod split;
 mod storage;
@@ -312,10 +310,10 @@ impl Backend for WgpuBackend {
 
     fn fused(
         &self,
-        k: &crate::graph::fused::FusedKernel,
+        k: &crate::kernel::fused::FusedKernel,
         ins: &[Tensor],
         outs: &[Tensor],
-    ) -> Result<()> {
+    ) -> Result<bool> {
         self.gpu_fused(k, ins, outs)
     }
 

@@ -582,10 +582,12 @@ impl OpCall {
                 Ok(out)
             }
             Cond { then_g, else_g } => {
-                crate::graph::control::run_cond(&then_g.0, &else_g.0, ins).map(Outs::from_vec)
+                crate::graph::control::run_cond(then_g.graph(), else_g.graph(), ins)
+                    .map(Outs::from_vec)
             }
             While { cond, body } => {
-                crate::graph::control::run_while(&cond.0, &body.0, ins).map(Outs::from_vec)
+                crate::graph::control::run_while(cond.graph(), body.graph(), ins)
+                    .map(Outs::from_vec)
             }
             Fused { kernel } => {
                 let device = ins.first().map_or(Device::Cpu, |t| t.device());
@@ -594,7 +596,9 @@ impl OpCall {
                     .iter()
                     .map(|(s, d)| Tensor::empty(s, *d, device))
                     .collect::<Result<Outs>>()?;
-                crate::backend::backend(device).fused(kernel, ins, &outs)?;
+                if !crate::backend::backend(device).fused(kernel, ins, &outs)? {
+                    crate::graph::fused::run_unfused(kernel, ins, &outs)?;
+                }
                 Ok(outs)
             }
             RmspropStep { n, h, dynamic } => {

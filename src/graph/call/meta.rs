@@ -277,12 +277,12 @@ impl OpCall {
         match self {
             ToDevice { device } if *device == from => ToDevice { device: to },
             Cond { then_g, else_g } => Cond {
-                then_g: Sub(Arc::new(then_g.0.relocated(from, to))),
-                else_g: Sub(Arc::new(else_g.0.relocated(from, to))),
+                then_g: Sub(Arc::new(then_g.graph().relocated(from, to))),
+                else_g: Sub(Arc::new(else_g.graph().relocated(from, to))),
             },
             While { cond, body } => While {
-                cond: Sub(Arc::new(cond.0.relocated(from, to))),
-                body: Sub(Arc::new(body.0.relocated(from, to))),
+                cond: Sub(Arc::new(cond.graph().relocated(from, to))),
+                body: Sub(Arc::new(body.graph().relocated(from, to))),
             },
             c if c.factory_device() == Some(from) => c.on_device(to),
             c => c.clone(),

@@ -1,49 +1,7 @@
 //! Scalar slots: optimizer arguments a captured graph reads at every run,
 //! and the dry-run flag that suppresses seeding during shape inference.
 
-/// An optimizer argument that a captured graph reads at every run from a
-/// scalar slot (a learning rate a scheduler changes, a step count, whether
-/// a momentum buffer is still fresh) instead of fixing it at capture.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Dyn {
-    pub field: DynField,
-    pub slot: usize,
-}
-
-/// Which optimizer argument a [`Dyn`] supplies.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum DynField {
-    Lr,
-    Momentum,
-    Dampening,
-    WeightDecay,
-    Beta1,
-    Beta2,
-    Eps,
-    Alpha,
-    /// The step count of parameter `i` (Adam).
-    Step(usize),
-    /// Whether parameter `i`'s momentum buffer starts from the gradient (SGD).
-    First(usize),
-}
-
-impl DynField {
-    pub fn parse(name: &str, index: Option<usize>) -> Option<DynField> {
-        Some(match (name, index) {
-            ("lr", None) => DynField::Lr,
-            ("momentum", None) => DynField::Momentum,
-            ("dampening", None) => DynField::Dampening,
-            ("weight_decay", None) => DynField::WeightDecay,
-            ("beta1", None) => DynField::Beta1,
-            ("beta2", None) => DynField::Beta2,
-            ("eps", None) => DynField::Eps,
-            ("alpha", None) => DynField::Alpha,
-            ("step", Some(i)) => DynField::Step(i),
-            ("first", Some(i)) => DynField::First(i),
-            _ => return None,
-        })
-    }
-}
+pub use crate::ops::call::{Dyn, DynField};
 
 thread_local! {
     /// Scalar slot values of the graph run in progress on this thread.

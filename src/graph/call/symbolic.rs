@@ -154,12 +154,12 @@ impl OpCall {
                 *kernel = Arc::new(k);
             }
             Cond { then_g, else_g } => {
-                *then_g = Sub(Arc::new(then_g.0.specialise(f)));
-                *else_g = Sub(Arc::new(else_g.0.specialise(f)));
+                *then_g = Sub(Arc::new(then_g.graph().specialise(f)));
+                *else_g = Sub(Arc::new(else_g.graph().specialise(f)));
             }
             While { cond, body } => {
-                *cond = Sub(Arc::new(cond.0.specialise(f)));
-                *body = Sub(Arc::new(body.0.specialise(f)));
+                *cond = Sub(Arc::new(cond.graph().specialise(f)));
+                *body = Sub(Arc::new(body.graph().specialise(f)));
             }
             _ => {}
         }

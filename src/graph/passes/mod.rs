@@ -180,9 +180,9 @@ fn optimize_sub(
     s: &crate::graph::call::Sub,
     opts: &PassOptions,
 ) -> Result<crate::graph::call::Sub> {
-    let (g, _) = optimize(&s.0.graph, opts)?;
+    let (g, _) = optimize(&s.graph().graph, opts)?;
     Ok(crate::graph::call::Sub(std::sync::Arc::new(
-        crate::graph::control::SubGraph::new(g, s.0.n_args, s.0.n_caps),
+        crate::graph::control::SubGraph::new(g, s.graph().n_args, s.graph().n_caps),
     )))
 }
 
@@ -330,3 +330,5 @@ pub(crate) fn add_const(g: &mut Graph, t: crate::tensor::Tensor) -> ValueId {
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(all(test, feature = "gpu"))]
+mod wgsl_snapshot;

@@ -223,17 +223,17 @@ fn f32_lit(v: f64) -> String {
     }
 }
 
-/// A fused elementwise program (see [`FusedKernel`](crate::graph::fused::FusedKernel))
+/// A fused elementwise program (see [`FusedKernel`](crate::kernel::fused::FusedKernel))
 /// as one kernel: operands are the program's inputs (of device types
 /// `in_tys`, broadcast to its shape), then its outputs. Registers are `f32`
 /// (bools as 0 and 1), as on the CPU; each output is stored as `f32`, or as a
 /// bool (nonzero is true). `None` when an instruction has no WGSL form.
 pub fn fused(
     bd: &Bindings,
-    k: &crate::graph::fused::FusedKernel,
+    k: &crate::kernel::fused::FusedKernel,
     in_tys: &[GTy],
 ) -> Option<String> {
-    use crate::graph::fused::FInstr;
+    use crate::kernel::fused::FInstr;
     let mut body = String::new();
     for (r, ins) in k.instrs.iter().enumerate() {
         match ins {
