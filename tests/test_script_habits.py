@@ -325,7 +325,7 @@ def test_grad_scaler_rejects_misuse() -> None:
         scaler.unscale_(opt)
 
 
-def test_autocast_disabled_runs_enabled_raises() -> None:
+def test_autocast_disabled_runs_and_cuda_region_is_off() -> None:
     x = torch.tensor([1.0, 2.0])
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=False):
         y = x * 2
@@ -336,11 +336,14 @@ def test_autocast_disabled_runs_enabled_raises() -> None:
         return t + 1
 
     np.testing.assert_array_equal(f(x).numpy(), [2.0, 3.0])
-    with pytest.raises(NotImplementedError, match="no automatic mixed precision"):
-        with torch.amp.autocast("cpu", dtype=torch.bfloat16):
-            pass
+    # A script written for a CUDA machine: its region warns and runs disabled, as in PyTorch.
+    m = torch.nn.Linear(2, 2)
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        with torch.amp.autocast("cuda", dtype=torch.float16):
+            assert m(x).dtype == torch.float32
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         with torch.cuda.amp.autocast(enabled=False):
             pass
-    assert torch.amp.is_autocast_available("cpu") is False
+    assert torch.amp.is_autocast_available("cpu") is True
+    assert torch.amp.is_autocast_available("cuda") is False

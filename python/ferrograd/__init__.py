@@ -265,6 +265,8 @@ from .graph import (  # noqa: E402
 from .serialization import CheckpointError, load, save  # noqa: E402
 
 autocast = amp.autocast  # torch.autocast
+is_autocast_enabled = amp.is_autocast_enabled  # torch.is_autocast_enabled
+get_autocast_dtype = amp.get_autocast_dtype  # torch.get_autocast_dtype
 
 # torch.* names of linalg functions.
 det = linalg.det

@@ -1,7 +1,8 @@
 """``fg.compile``: trace a function once per input signature, then run the graph.
 
 The first call with a new *signature* (each tensor argument's dtype, shape,
-``requires_grad`` and device; every non-tensor argument's value; grad mode)
+``requires_grad`` and device; every non-tensor argument's value; grad mode
+and the autocast state)
 runs the function once on captured stand-ins, which records every op into a
 graph (forward, a ``loss.backward()`` inside it, an optimizer step: one
 graph), then runs that graph on the real arguments. Later calls with the
@@ -187,6 +188,12 @@ def _unflatten(tree: Any, leaves: list[Any]) -> Any:
     return tree
 
 
+def _modes() -> tuple[bool, Any, Any]:
+    """The thread state a captured graph depends on besides its arguments: the
+    grad mode and the autocast dtypes (CPU, GPU)."""
+    return (is_grad_enabled(), _core._get_autocast(False), _core._get_autocast(True))
+
+
 def _key_of(obj: Any, dynamic_dims: dict[int, list[int]], tensors: list[Tensor]) -> Hashable:
     """The part of the cache key for one argument (tensors by type, values by value)."""
     if isinstance(obj, Tensor):
@@ -337,8 +344,13 @@ def _describe_change(old: Hashable, new: Hashable, names: list[str] | None = Non
         (_, ((_, oargs), (_, okw))), (_, ((_, nargs), (_, nkw))) = okey, nkey
     except (TypeError, ValueError):
         return f"{old!r} -> {new!r}"
-    if ograd != ngrad:
-        return f"grad mode: {'enabled' if ograd else 'disabled'} -> {'enabled' if ngrad else 'disabled'}"
+    if ograd[0] != ngrad[0]:
+        return (
+            f"grad mode: {'enabled' if ograd[0] else 'disabled'} -> {'enabled' if ngrad[0] else 'disabled'}"
+        )
+    for dev, o, n in (("cpu", ograd[1], ngrad[1]), ("gpu", ograd[2], ngrad[2])):
+        if o != n:
+            return f"autocast on {dev}: {o or 'off'} -> {n or 'off'}"
     names = names or []
     if len(oargs) != len(nargs):
         return f"number of positional arguments: {len(oargs)} -> {len(nargs)}"
@@ -588,12 +600,12 @@ class CompiledFunction:
             # The common call, tensors only: the key `_key_of` builds, made in one Rust call.
             leaves = _core._tensor_signature(args)
             if leaves is not None:
-                return (("tuple", (("tuple", leaves), ("dict", ()))), is_grad_enabled()), list(args), {}
+                return (("tuple", (("tuple", leaves), ("dict", ()))), _modes()), list(args), {}
         tensors: list[Tensor] = []
         flat: list[Tensor] = []
         _flatten((args, kwargs), flat)
         dyn = self._dyn_dims(flat, lifted)
-        key = (_key_of((args, kwargs), dyn, tensors), is_grad_enabled())
+        key = (_key_of((args, kwargs), dyn, tensors), _modes())
         return key, tensors, dyn
 
     # -- calls ------------------------------------------------------------
@@ -619,7 +631,7 @@ class CompiledFunction:
             # `_signature` makes for it, and the most recent entry checked first.
             leaves = _core._tensor_signature(args)
             if leaves is not None:
-                entries = self._cache.get((("tuple", (("tuple", leaves), ("dict", ()))), is_grad_enabled()))
+                entries = self._cache.get((("tuple", (("tuple", leaves), ("dict", ()))), _modes()))
                 if entries:
                     entry = entries[0]
                     if self._stale(entry, args) is None:

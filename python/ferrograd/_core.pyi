@@ -65,6 +65,8 @@ __all__ = [
     "autograd_grad",
     "is_grad_enabled",
     "_set_grad_enabled",
+    "_set_autocast",
+    "_get_autocast",
     "_queue_callback",
     "tensor",
     "from_numpy",
@@ -1040,6 +1042,8 @@ def _queue_callback(callback: Callable[[], object]) -> None:
     """Call ``callback()`` once when the backward now running finishes (from a hook)."""
 
 def _set_grad_enabled(mode: _bool) -> _bool: ...
+def _set_autocast(gpu: _bool, dtype: dtype | None = None) -> dtype | None: ...
+def _get_autocast(gpu: _bool) -> dtype | None: ...
 
 # ----- creation ---------------------------------------------------------------
 

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from . import _autocast as _amp
 from . import _capture, _core
 from .distributions import _special
 
@@ -298,6 +299,7 @@ def _scale_add(fn: str, input: Tensor, prod: Tensor, beta: _Number, alpha: _Numb
     return (input if beta == 1 else input * beta) + prod
 
 
+@_amp.lower("input", "mat1", "mat2")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: _Number = 1, alpha: _Number = 1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``."""
     _check_mat("addmm", "mat1", mat1, 2)
@@ -314,6 +316,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: _Number = 1, alpha: 
     return _scale_add("addmv", input, mat.mv(vec), beta, alpha)
 
 
+@_amp.lower("input", "batch1", "batch2")
 def baddbmm(
     input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: _Number = 1, alpha: _Number = 1
 ) -> Tensor:
@@ -324,6 +327,7 @@ def baddbmm(
     return _scale_add("baddbmm", input, batch1.bmm(batch2), beta, alpha)
 
 
+@_amp.lower("input", "batch1", "batch2")
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: _Number = 1, alpha: _Number = 1) -> Tensor:
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])`` (one matrix product
     over the batch and the inner dim together)."""

@@ -13,11 +13,18 @@ and disables itself (ferrograd has no CUDA: ``fg.cuda.is_available()`` is
 false), so a script written for a CUDA machine runs on the CPU with every
 call a pass-through. ``GradScaler("cpu")`` and ``GradScaler("gpu")`` scale.
 
-:class:`autocast` exists so that scripts importing it, and disabled
-autocast regions (``enabled=False``), run; ferrograd has no automatic
-mixed precision, and entering an enabled region raises
-``NotImplementedError`` (cast the model with ``.half()``/``.bfloat16()``
-instead).
+:class:`autocast` is automatic mixed precision, with PyTorch's CPU policy:
+inside a region for ``"cpu"`` (bfloat16 by default, or float16) or ``"gpu"``
+(float16 by default), matrix products, ``linear`` and convolutions cast
+their float32 inputs to the region's dtype and compute in it; losses and a
+few range-hungry ops (``prod``) compute in float32; every other op runs in
+the dtypes it is given. float64 tensors are never cast. The casts are
+ordinary ops, so gradients reach float32 parameters in float32, and
+``fg.compile`` captures them (a compiled function is captured again when it
+is called under another autocast state). Regions nest; ``enabled=False``
+turns autocast off inside one. The state is per thread. A region for a
+device type ferrograd does not have (``"cuda"``, ``"xpu"``, ``"mps"``)
+warns and runs disabled, as PyTorch does when CUDA is unavailable.
 """
 
 from __future__ import annotations
@@ -31,7 +38,15 @@ from . import _core
 
 Tensor = _core.Tensor
 
-__all__ = ["GradScaler", "autocast", "is_autocast_available"]
+__all__ = [
+    "GradScaler",
+    "autocast",
+    "custom_bwd",
+    "custom_fwd",
+    "get_autocast_dtype",
+    "is_autocast_available",
+    "is_autocast_enabled",
+]
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
@@ -208,12 +223,39 @@ class GradScaler:
         self._growth_tracker = int(state_dict["_growth_tracker"])
 
 
+# Device types autocast runs on: whether the type is the GPU, and its default dtype.
+_KINDS = {"cpu": (False, _core.bfloat16), "gpu": (True, _core.float16)}
+# Device types PyTorch scripts name that ferrograd does not have: autocast there is off.
+_ABSENT = {
+    "cuda": "CUDA",
+    "xpu": "XPU",
+    "mps": "MPS",
+    "hpu": "HPU",
+    "xla": "XLA",
+    "mtia": "MTIA",
+    "ipu": "IPU",
+}
+
+
+def _kind(device_type: str) -> str:
+    if not isinstance(device_type, str):
+        raise TypeError(f"autocast: device_type must be a str, got {type(device_type).__name__}")
+    kind = device_type.split(":")[0]
+    if kind not in _KINDS and kind not in _ABSENT:
+        raise RuntimeError(
+            f"autocast: unsupported device_type {device_type!r} (ferrograd runs autocast on 'cpu' and 'gpu')"
+        )
+    return kind
+
+
 class autocast:
     """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``.
 
-    A disabled region (``enabled=False``) runs its body unchanged. ferrograd has
-    no automatic mixed precision: entering an enabled region raises
-    ``NotImplementedError`` naming the device type and dtype.
+    A context manager (or decorator) that runs its body with automatic mixed
+    precision on ``device_type`` (see the module docs for the policy).
+    ``dtype`` defaults to bfloat16 on ``"cpu"`` and float16 on ``"gpu"``; a
+    dtype other than those two warns and disables the region, as PyTorch
+    does. ``cache_enabled`` is accepted (casts are not cached).
     """
 
     def __init__(
@@ -223,19 +265,40 @@ class autocast:
         enabled: bool = True,
         cache_enabled: bool | None = None,
     ) -> None:
-        self.device_type = str(device_type)
-        self.fast_dtype = dtype
+        kind = _kind(device_type)
+        self.device_type = device_type
         self._enabled = bool(enabled)
+        self._gpu: bool | None = None
+        self._prev: Any = None
+        if kind in _ABSENT:
+            if self._enabled:
+                warnings.warn(
+                    f"autocast: device_type {device_type!r} was given, but {_ABSENT[kind]} is not available "
+                    "in ferrograd; autocast is disabled in this region",
+                    stacklevel=2,
+                )
+            self._enabled = False
+            self.fast_dtype = dtype if dtype is not None else _core.float16
+            return
+        self._gpu, default = _KINDS[kind]
+        self.fast_dtype = default if dtype is None else dtype
+        if self.fast_dtype not in (_core.bfloat16, _core.float16):
+            if self._enabled:
+                warnings.warn(
+                    f"autocast: on {kind!r} the dtype must be bfloat16 or float16, got {self.fast_dtype}; "
+                    "autocast is disabled in this region",
+                    stacklevel=2,
+                )
+            self._enabled = False
 
     def __enter__(self) -> autocast:
-        if self._enabled:
-            raise NotImplementedError(
-                f"autocast(device_type={self.device_type!r}, dtype={self.fast_dtype}): ferrograd has no automatic "
-                "mixed precision; use enabled=False, or cast the model and inputs (model.half(), .bfloat16())"
-            )
+        if self._gpu is not None:
+            self._prev = _core._set_autocast(self._gpu, self.fast_dtype if self._enabled else None)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._gpu is not None:
+            _core._set_autocast(self._gpu, self._prev)
         return None
 
     def __call__(self, fn: Any) -> Any:
@@ -243,12 +306,93 @@ class autocast:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with self:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                region = autocast(self.device_type, self.fast_dtype, self._enabled)
+            with region:
                 return fn(*args, **kwargs)
 
         return wrapper
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """False: ferrograd has no automatic mixed precision on any device."""
-    return False
+    """Whether autocast runs on ``device_type``: ``"cpu"`` and ``"gpu"``."""
+    return device_type.split(":")[0] in _KINDS
+
+
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """Whether this thread is in an enabled autocast region for ``device_type``.
+
+    Without an argument, PyTorch answers for CUDA: False here.
+    """
+    if device_type is None:
+        return False
+    kind = _kind(device_type)
+    return kind in _KINDS and _core._get_autocast(_KINDS[kind][0]) is not None
+
+
+def get_autocast_dtype(device_type: str) -> Any:
+    """The dtype autocast computes in on ``device_type``: the enclosing region's, else the default."""
+    kind = _kind(device_type)
+    if kind not in _KINDS:
+        return _core.float16
+    gpu, default = _KINDS[kind]
+    d = _core._get_autocast(gpu)
+    return default if d is None else d
+
+
+def _cast_floats(v: Any, dtype: Any) -> Any:
+    if isinstance(v, Tensor):
+        return v.to(dtype) if v.is_floating_point() and v.dtype != _core.float64 else v
+    if isinstance(v, (list, tuple)):
+        return type(v)(_cast_floats(x, dtype) for x in v)
+    if isinstance(v, dict):
+        return {k: _cast_floats(x, dtype) for k, x in v.items()}
+    return v
+
+
+def custom_fwd(fwd: Any = None, *, device_type: str, cast_inputs: Any = None) -> Any:
+    """Decorate a custom ``autograd.Function``'s ``forward`` for autocast regions.
+
+    Without ``cast_inputs`` the forward runs under the caller's autocast state
+    (and :func:`custom_bwd` gives ``backward`` the same state). With
+    ``cast_inputs=dtype``, inside an enabled region the forward runs with
+    autocast off and its floating tensor arguments cast to ``dtype``.
+    """
+    if fwd is None:
+        return lambda f: custom_fwd(f, device_type=device_type, cast_inputs=cast_inputs)
+    import functools
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args: Any, **kwargs: Any) -> Any:
+        ctx = args[0]
+        ctx._amp_dtype = get_autocast_dtype(device_type)
+        on = is_autocast_enabled(device_type)
+        if cast_inputs is None:
+            ctx._amp_enabled = on
+            return fwd(*args, **kwargs)
+        ctx._amp_enabled = False
+        if not on:
+            return fwd(*args, **kwargs)
+        with autocast(device_type, enabled=False):
+            return fwd(ctx, *_cast_floats(args[1:], cast_inputs), **_cast_floats(kwargs, cast_inputs))
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd: Any = None, *, device_type: str) -> Any:
+    """Decorate a custom ``autograd.Function``'s ``backward``: it runs under the
+    autocast state its :func:`custom_fwd` forward ran under."""
+    if bwd is None:
+        return lambda f: custom_bwd(f, device_type=device_type)
+    import functools
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args: Any, **kwargs: Any) -> Any:
+        ctx = args[0]
+        enabled = getattr(ctx, "_amp_enabled", False)
+        dtype = getattr(ctx, "_amp_dtype", None)
+        with autocast(device_type, dtype=dtype, enabled=enabled):
+            return bwd(*args, **kwargs)
+
+    return decorate_bwd

@@ -88,6 +88,15 @@ pub fn conv2d(
     dilation: &[usize],
     groups: usize,
 ) -> Result<Tensor> {
+    let lower = match bias {
+        Some(b) => super::autocast::lower(&[x, w, b]),
+        None => super::autocast::lower(&[x, w]),
+    };
+    if let Some(d) = lower {
+        let bias = super::autocast::cast_opt(bias, d)?;
+        let (x, w) = (super::autocast::cast(x, d)?, super::autocast::cast(w, d)?);
+        return conv2d(&x, &w, bias.as_ref(), stride, padding, dilation, groups);
+    }
     capture!(
         crate::ops::call::OpCall::Conv2d {
             stride: stride.to_vec(),
@@ -148,6 +157,15 @@ pub fn conv1d(
     dilation: &[usize],
     groups: usize,
 ) -> Result<Tensor> {
+    let lower = match bias {
+        Some(b) => super::autocast::lower(&[x, w, b]),
+        None => super::autocast::lower(&[x, w]),
+    };
+    if let Some(d) = lower {
+        let bias = super::autocast::cast_opt(bias, d)?;
+        let (x, w) = (super::autocast::cast(x, d)?, super::autocast::cast(w, d)?);
+        return conv1d(&x, &w, bias.as_ref(), stride, padding, dilation, groups);
+    }
     capture!(
         crate::ops::call::OpCall::Conv1d {
             stride: stride.to_vec(),

@@ -88,6 +88,9 @@ fn check_device(op: &'static str, ts: &[&Tensor]) -> Result<()> {
 
 /// `a @ b` with NumPy/PyTorch rules.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if let Some(d) = super::autocast::lower(&[a, b]) {
+        return matmul(&super::autocast::cast(a, d)?, &super::autocast::cast(b, d)?);
+    }
     capture!(crate::ops::call::OpCall::Matmul, [a, b], one);
     matmul_impl("matmul", a, b, None)
 }
@@ -306,6 +309,9 @@ fn matmul_raw(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -
 
 /// `mm(a, b)`: strictly 2-D × 2-D.
 pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if let Some(d) = super::autocast::lower(&[a, b]) {
+        return mm(&super::autocast::cast(a, d)?, &super::autocast::cast(b, d)?);
+    }
     capture!(crate::ops::call::OpCall::Mm, [a, b], one);
     if a.ndim() != 2 || b.ndim() != 2 {
         return Err(Error::shape(
@@ -322,6 +328,9 @@ pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `bmm(a, b)`: 3-D × 3-D with equal batch sizes (no broadcasting).
 pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if let Some(d) = super::autocast::lower(&[a, b]) {
+        return bmm(&super::autocast::cast(a, d)?, &super::autocast::cast(b, d)?);
+    }
     capture!(crate::ops::call::OpCall::Bmm, [a, b], one);
     if a.ndim() != 3 || b.ndim() != 3 {
         return Err(Error::shape(
@@ -411,6 +420,18 @@ pub fn outer(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `linear(x, weight, bias)`: `x @ weight.T + bias`, the bias added in the product's pass.
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let lower = match bias {
+        Some(b) => super::autocast::lower(&[x, weight, b]),
+        None => super::autocast::lower(&[x, weight]),
+    };
+    if let Some(d) = lower {
+        let bias = super::autocast::cast_opt(bias, d)?;
+        let (x, weight) = (
+            super::autocast::cast(x, d)?,
+            super::autocast::cast(weight, d)?,
+        );
+        return linear(&x, &weight, bias.as_ref());
+    }
     capture!(
         crate::ops::call::OpCall::Linear {
             bias: bias.is_some()

@@ -181,6 +181,17 @@ pub fn cross_entropy(
     reduction: Reduction,
     label_smoothing: f64,
 ) -> Result<Tensor> {
+    if let Some(d) = super::autocast::widen(&[input]) {
+        let weight = super::autocast::cast_opt(weight, d)?;
+        return cross_entropy(
+            &super::autocast::cast(input, d)?,
+            target,
+            weight.as_ref(),
+            ignore_index,
+            reduction,
+            label_smoothing,
+        );
+    }
     capture!(
         crate::ops::call::OpCall::CrossEntropy {
             weight: weight.is_some(),

@@ -1,6 +1,7 @@
 //! The op layer: one definition per op (shape/dtype rule, decomposition or
 //! backend primitive), shared by every front end. See [`registry`].
 
+pub mod autocast;
 pub mod call;
 pub mod capture;
 pub mod conv;

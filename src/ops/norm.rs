@@ -46,6 +46,26 @@ fn stats_dtype(d: DType) -> DType {
     }
 }
 
+/// A float16/bfloat16 input with float32 affine parameters (a float32 model
+/// run in an autocast region): the dtype to cast the parameters to, so that
+/// the norm computes and returns the input's dtype, as PyTorch's mixed-type
+/// norms do. Gradients reach the float32 parameters through the casts.
+fn mixed_params(x: &Tensor, params: &[Option<&Tensor>]) -> Option<DType> {
+    let low = matches!(x.dtype(), DType::F16 | DType::BF16);
+    (low && params.iter().flatten().any(|p| p.dtype() == DType::F32)).then_some(x.dtype())
+}
+
+fn cast_param(p: Option<&Tensor>, d: DType) -> Result<Option<Tensor>> {
+    p.map(|p| {
+        if p.dtype() == DType::F32 {
+            super::elementwise::to_dtype(p, d)
+        } else {
+            Ok(p.clone())
+        }
+    })
+    .transpose()
+}
+
 /// `(x - mean) / sqrt(var + eps) * weight + bias` over the trailing `normalized_shape` dims
 /// (biased variance, as in PyTorch).
 pub fn layer_norm(
@@ -55,6 +75,10 @@ pub fn layer_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Result<Tensor> {
+    if let Some(d) = mixed_params(x, &[weight, bias]) {
+        let (w, b) = (cast_param(weight, d)?, cast_param(bias, d)?);
+        return layer_norm(x, normalized_shape, w.as_ref(), b.as_ref(), eps);
+    }
     capture!(
         crate::ops::call::OpCall::LayerNorm {
             normalized_shape: normalized_shape.to_vec(),
@@ -76,6 +100,9 @@ pub fn rms_norm(
     weight: Option<&Tensor>,
     eps: Option<f64>,
 ) -> Result<Tensor> {
+    if let Some(d) = mixed_params(x, &[weight]) {
+        return rms_norm(x, normalized_shape, cast_param(weight, d)?.as_ref(), eps);
+    }
     capture!(
         crate::ops::call::OpCall::RmsNorm {
             normalized_shape: normalized_shape.to_vec(),

@@ -278,6 +278,9 @@ pub fn prod(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
+    if let Some(d) = super::autocast::widen(&[x]) {
+        return prod(&super::autocast::cast(x, d)?, dims, keepdim, dtype);
+    }
     capture!(
         crate::ops::call::OpCall::Prod {
             dims: dims.map(|d| d.to_vec()),

@@ -470,6 +470,28 @@ fn _set_grad_enabled(mode: bool) -> bool {
     ag::set_grad_enabled(mode)
 }
 
+/// Set the autocast dtype of the CPU (`gpu=False`) or the GPU on this
+/// thread (`None`: autocast off there); returns the previous one.
+#[pyfunction]
+#[pyo3(signature = (gpu, dtype=None))]
+fn _set_autocast(gpu: bool, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Option<super::PyDType>> {
+    let d = super::parse_dtype_opt(dtype)?;
+    if let Some(d) = d {
+        if !matches!(d, DType::F16 | DType::BF16) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "autocast: the region's dtype must be float16 or bfloat16, got {d}"
+            )));
+        }
+    }
+    Ok(crate::ops::autocast::set(gpu, d).map(|d| super::PyDType { d }))
+}
+
+/// The autocast dtype of the CPU (`gpu=False`) or the GPU on this thread (`None`: off).
+#[pyfunction]
+fn _get_autocast(gpu: bool) -> Option<super::PyDType> {
+    crate::ops::autocast::get(gpu).map(|d| super::PyDType { d })
+}
+
 /// What `t.grad` reads: while a graph is captured, the gradient of a leaf as
 /// the captured graph will see it when it runs.
 pub fn grad_of(t: &Tensor) -> PyResult<Option<Tensor>> {
@@ -539,6 +561,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyHookHandle>()?;
     m.add_function(wrap_pyfunction!(autograd_grad, m)?)?;
     m.add_function(wrap_pyfunction!(is_grad_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_autocast, m)?)?;
+    m.add_function(wrap_pyfunction!(_get_autocast, m)?)?;
     m.add_function(wrap_pyfunction!(_set_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_queue_callback, m)?)?;
     Ok(())

@@ -13,7 +13,7 @@ use crate::graph::call::Sub;
 use crate::graph::control::SubGraph;
 use crate::graph::exec::{bind_symbols, Plan};
 use crate::graph::{sym, trace, Graph, InputKind, OpCall, Producer};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// The user's source line of the op being captured, from the Python stack.
 fn py_location() -> Option<String> {
@@ -204,6 +204,8 @@ impl ArgSig {
 struct CallSig {
     args: Vec<ArgSig>,
     grad_enabled: bool,
+    /// The autocast dtypes (CPU, GPU) the graph was captured under.
+    autocast: [Option<DType>; 2],
     /// The data-rebinding epoch the graph's by-reference inputs were last seen valid at.
     epoch: std::sync::atomic::AtomicU64,
     /// The output returned alone (the function returns one tensor), else all of them as a list.
@@ -289,6 +291,7 @@ impl PyGraph {
         *self.call_sig.lock() = Some(Arc::new(CallSig {
             args: a.iter().map(ArgSig::of).collect(),
             grad_enabled: crate::autograd::is_grad_enabled(),
+            autocast: autocast_state(),
             epoch: std::sync::atomic::AtomicU64::new(epoch),
             single,
         }));
@@ -309,6 +312,7 @@ impl PyGraph {
         };
         if args.len() != sig.args.len()
             || crate::autograd::is_grad_enabled() != sig.grad_enabled
+            || autocast_state() != sig.autocast
             || trace::recording()
         {
             return Ok(None);
@@ -1002,4 +1006,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_value_id, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_num_nodes, m)?)?;
     Ok(())
+}
+
+/// This thread's autocast dtypes, CPU then GPU (part of a compiled call's signature).
+fn autocast_state() -> [Option<DType>; 2] {
+    [
+        crate::ops::autocast::get(false),
+        crate::ops::autocast::get(true),
+    ]
 }

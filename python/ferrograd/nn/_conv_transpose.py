@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from .. import _autocast as _amp
 from .. import _core
 
 Tensor = _core.Tensor
@@ -101,6 +102,7 @@ def _conv3d_run(
     return out
 
 
+@_amp.lower("input", "weight", "bias")
 def conv3d(
     input: Tensor,
     weight: Tensor,
@@ -309,6 +311,7 @@ def _conv_transpose(
     return out.squeeze(0) if unbatched else out
 
 
+@_amp.lower("input", "weight", "bias")
 def conv_transpose1d(
     input: Tensor,
     weight: Tensor,
@@ -330,6 +333,7 @@ def conv_transpose1d(
     )
 
 
+@_amp.lower("input", "weight", "bias")
 def conv_transpose2d(
     input: Tensor,
     weight: Tensor,
@@ -352,6 +356,7 @@ def conv_transpose2d(
     )
 
 
+@_amp.lower("input", "weight", "bias")
 def conv_transpose3d(
     input: Tensor,
     weight: Tensor,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .. import _autocast as _amp
 from .. import _core
 
 Tensor = _core.Tensor
@@ -48,6 +49,7 @@ def _lengths(fn: str, name: str, v: object, n: int) -> list[int]:
     return [int(x) for x in vals]
 
 
+@_amp.f32("log_probs")
 def ctc_loss(
     log_probs: Tensor,
     targets: Tensor,

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+from .. import _autocast as _amp
 from .. import _capture, _core
 from .functional import (
     _check_float,
@@ -369,6 +370,7 @@ def _loss_prelude(fn: str, input: Tensor, target: Tensor, reduction: str) -> Non
 
 
 @_in_float32("input", "target")
+@_amp.f32("input", "target")
 def poisson_nll_loss(
     input: Tensor,
     target: Tensor,
@@ -459,6 +461,7 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @_in_float32("input")
+@_amp.f32("input", "target")
 def hinge_embedding_loss(
     input: Tensor,
     target: Tensor,
@@ -484,6 +487,7 @@ def hinge_embedding_loss(
 
 
 @_in_float32("input", "weight")
+@_amp.f32("input", "target", "weight")
 def multi_margin_loss(
     input: Tensor,
     target: Tensor,
@@ -541,6 +545,7 @@ def multi_margin_loss(
 
 
 @_in_float32("input", "target")
+@_amp.f32("input", "target")
 def soft_margin_loss(
     input: Tensor,
     target: Tensor,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .. import _autocast as _amp
 from .. import _capture, _core, _sparse_rows
 from .._core import (
     adaptive_avg_pool2d,
@@ -187,6 +188,7 @@ def _nll(
 # ---------------------------------------------------------------------------
 
 
+@_amp.f32("input", "weight")
 def nll_loss(
     input: Tensor,
     target: Tensor,
@@ -214,6 +216,7 @@ def nll_loss(
     return _nll(input, target, weight, ignore_index, reduction)[0]
 
 
+@_amp.f32("input", "target", "weight")
 def cross_entropy(
     input: Tensor,
     target: Tensor,
@@ -284,6 +287,7 @@ def cross_entropy(
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
+@_amp.f32("input", "target", "weight")
 def binary_cross_entropy(
     input: Tensor,
     target: Tensor,
@@ -311,6 +315,7 @@ def binary_cross_entropy(
     return _reduce(loss, reduction)
 
 
+@_amp.f32("input", "target", "weight", "pos_weight")
 def binary_cross_entropy_with_logits(
     input: Tensor,
     target: Tensor,
@@ -356,6 +361,7 @@ def _elementwise_prelude(fn: str, input: Tensor, target: Tensor, reduction: str)
     _check_same_shape(fn, input, target)
 
 
+@_amp.f32("input", "target")
 def mse_loss(
     input: Tensor,
     target: Tensor,
@@ -369,6 +375,7 @@ def mse_loss(
     return _reduce((input - target).square(), reduction)
 
 
+@_amp.f32("input", "target")
 def l1_loss(
     input: Tensor,
     target: Tensor,
@@ -382,6 +389,7 @@ def l1_loss(
     return _reduce((input - target).abs(), reduction)
 
 
+@_amp.f32("input", "target")
 def smooth_l1_loss(
     input: Tensor,
     target: Tensor,
@@ -402,6 +410,7 @@ def smooth_l1_loss(
     return _reduce(loss, reduction)
 
 
+@_amp.f32("input", "target")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0) -> Tensor:
     """``0.5 d²`` where ``d = |input - target| < delta``, else ``delta (d - 0.5 delta)``, reduced."""
     _elementwise_prelude("huber_loss", input, target, reduction)
@@ -412,6 +421,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(loss, reduction)
 
 
+@_amp.f32("input", "target")
 def kl_div(
     input: Tensor,
     target: Tensor,
@@ -985,6 +995,7 @@ def _attention(
     return attn.matmul(value), attn
 
 
+@_amp.lower("query", "key", "value", "attn_mask")
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -1252,6 +1263,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return a * b.sigmoid()
 
 
+@_amp.lower("input", "weight")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` where ``x > 0``, else ``weight * x``; ``weight`` has 1 or ``C`` (= ``input.shape[1]``) elements."""
     fn = "prelu"
@@ -1792,6 +1804,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 
 @_in_float32("input1", "input2", "target")
+@_amp.f32("input1", "input2", "target")
 def margin_ranking_loss(
     input1: Tensor,
     input2: Tensor,
@@ -1817,6 +1830,7 @@ def margin_ranking_loss(
 
 
 @_in_float32("anchor", "positive", "negative")
+@_amp.f32("anchor", "positive", "negative")
 def triplet_margin_loss(
     anchor: Tensor,
     positive: Tensor,
@@ -1853,6 +1867,7 @@ def triplet_margin_loss(
 
 
 @_in_float32("input1", "input2")
+@_amp.f32("input1", "input2", "target")
 def cosine_embedding_loss(
     input1: Tensor,
     input2: Tensor,

@@ -15,7 +15,13 @@ use super::*;
 
 impl OpCall {
     /// Run the op on `ins` (the node's inputs, in order); returns its outputs.
+    /// Autocast is off while it runs: the node's inputs already have the
+    /// dtypes its capture gave them (see `crate::ops::autocast`).
     pub fn exec(&self, ins: &[Tensor]) -> Result<Outs> {
+        crate::ops::autocast::suspended(|| self.exec_node(ins))
+    }
+
+    fn exec_node(&self, ins: &[Tensor]) -> Result<Outs> {
         use OpCall::*;
         let x = || ins.first().ok_or_else(|| missing(self));
         match self {

@@ -1,0 +1,117 @@
+//! Automatic mixed precision (`autocast`): per thread and per device kind, a
+//! lower-precision float dtype that the matrix products and convolutions
+//! compute in, while the ops that need range (losses) compute in float32.
+//!
+//! The policy is PyTorch's for its CPU autocast:
+//! - **lower precision**: `matmul`, `mm`, `bmm`, `linear`, `conv1d`, `conv2d`
+//!   (and what is built on them) cast their float32 / float16 / bfloat16
+//!   inputs to the region's dtype; float64 inputs are left alone;
+//! - **float32**: `cross_entropy` (and the Python losses) cast lower-precision
+//!   inputs up to float32;
+//! - every other op runs in the dtypes it is given (type promotion as usual).
+//!
+//! The casts are ordinary `to` ops, so gradients flow back to float32
+//! parameters in float32, and a capture records them as nodes: a captured
+//! graph holds the casts of the region it was captured in, and runs with
+//! autocast off (see [`suspended`]), as its nodes already say which dtypes
+//! to compute in.
+
+use std::cell::Cell;
+
+use crate::error::Result;
+use crate::tensor::{DType, Device, Tensor};
+
+thread_local! {
+    /// The region's dtype for the CPU (index 0) and the GPU (index 1).
+    static STATE: Cell<[Option<DType>; 2]> = const { Cell::new([None, None]) };
+}
+
+/// A device kind's index in the state (`None` for a shape-only tensor that
+/// is not a captured value).
+fn kind(d: Device) -> Option<usize> {
+    match d {
+        Device::Cpu => Some(0),
+        Device::Gpu(_) => Some(1),
+        Device::Meta => None,
+    }
+}
+
+/// The autocast dtype of device kind `gpu` (false: the CPU) on this thread.
+pub fn get(gpu: bool) -> Option<DType> {
+    STATE.with(|s| s.get())[gpu as usize]
+}
+
+/// Set the autocast dtype of a device kind on this thread (`None`: off);
+/// returns the previous one.
+pub fn set(gpu: bool, d: Option<DType>) -> Option<DType> {
+    STATE.with(|s| {
+        let mut v = s.get();
+        let prev = std::mem::replace(&mut v[gpu as usize], d);
+        s.set(v);
+        prev
+    })
+}
+
+/// Run `f` with autocast off on this thread (a captured graph's nodes run so).
+pub fn suspended<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore([Option<DType>; 2]);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STATE.with(|s| s.set(self.0));
+        }
+    }
+    let _r = Restore(STATE.with(|s| s.replace([None, None])));
+    f()
+}
+
+/// Whether autocast may cast `t` (a float that is not float64).
+fn eligible(t: &Tensor) -> bool {
+    matches!(t.dtype(), DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The region's dtype for an op on `ts` (the device of the first tensor
+/// decides), when autocast is on there.
+fn region(ts: &[&Tensor]) -> Option<DType> {
+    let state = STATE.with(|s| s.get());
+    if state == [None, None] {
+        return None;
+    }
+    let first = ts.first()?;
+    let dev = super::capture::run_device(first);
+    state[kind(dev)?]
+}
+
+/// For a lower-precision op on `ts`: the dtype to cast them to, when
+/// autocast is on for their device and one of them is an eligible float of
+/// another dtype.
+#[inline]
+pub fn lower(ts: &[&Tensor]) -> Option<DType> {
+    let d = region(ts)?;
+    ts.iter()
+        .any(|t| eligible(t) && t.dtype() != d)
+        .then_some(d)
+}
+
+/// For a float32 op on `ts`: `Some(F32)` when autocast is on for their
+/// device and one of them is a float16 or bfloat16.
+#[inline]
+pub fn widen(ts: &[&Tensor]) -> Option<DType> {
+    region(ts)?;
+    ts.iter()
+        .any(|t| matches!(t.dtype(), DType::F16 | DType::BF16))
+        .then_some(DType::F32)
+}
+
+/// `t` cast to `d` when autocast may cast it, else `t` itself.
+pub fn cast(t: &Tensor, d: DType) -> Result<Tensor> {
+    if eligible(t) && t.dtype() != d {
+        super::elementwise::to_dtype(t, d)
+    } else {
+        Ok(t.clone())
+    }
+}
+
+/// [`cast`] for an optional tensor.
+pub fn cast_opt(t: Option<&Tensor>, d: DType) -> Result<Option<Tensor>> {
+    t.map(|t| cast(t, d)).transpose()
+}
