@@ -15,7 +15,8 @@ training), ``extra/<name>`` (results computed from the trained model, such
 as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
-``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``) hold their printed ``log``, ``init/`` weights, inputs
+``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
+``style_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -23,6 +24,7 @@ ferrograd and compares.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -47,6 +49,9 @@ from zoo_models import (  # noqa: E402
     recording_categorical,
     reinforce_script,
     reinforce_script_init,
+    style_script,
+    style_script_data,
+    style_script_init,
     time_sequence_script,
     time_sequence_script_init,
     to_numpy,
@@ -204,6 +209,28 @@ def make_dcgan_script() -> Path:
     return _write("dcgan_script", arrays)
 
 
+def make_style_script() -> Path:
+    """Run fast_neural_style's ``neural_style.py`` train and stylize; store its output, the
+    checkpoints and model it saved and the stylized image."""
+    import tempfile
+
+    init = style_script_init(torch)
+    data = style_script_data(np.random.default_rng(17000))
+    with tempfile.TemporaryDirectory() as tmp:
+        log, images = style_script(torch, init, data, tmp)
+        saved = {}
+        for sub in ("checkpoints", "models"):
+            for name in sorted(os.listdir(Path(tmp) / sub)):
+                sd = torch.load(Path(tmp) / sub / name, weights_only=True)
+                saved |= {f"{name}:{k}": to_numpy(v) for k, v in sd.items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    arrays |= {f"final/{k}": v for k, v in saved.items()}
+    return _write("style_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -217,6 +244,7 @@ SCRIPTS = {
     "time_sequence_script": make_time_sequence_script,
     "vae_script": make_vae_script,
     "dcgan_script": make_dcgan_script,
+    "style_script": make_style_script,
 }
 
 

@@ -2866,3 +2866,424 @@ def dcgan_script(
             torch.save(netG.state_dict(), "%s/netG_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
             torch.save(netD.state_dict(), "%s/netD_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
     return out.getvalue().replace(outf, "OUTF"), images
+
+
+# --- fast_neural_style's neural_style.py (train and stylize) ----------------------
+#
+# The example trains on an ImageFolder of photographs with a VGG-16 pretrained on
+# ImageNet. Here the photographs are NumPy uint8 arrays turned into tensors by
+# :func:`to_tensor` (torchvision's ``ToTensor``, written out), and the VGG is a
+# shrunk feature stack with VGG-16's layer layout whose weights are drawn with
+# NumPy from a fixed seed (:func:`style_script_init`) and loaded where the
+# example loads the pretrained ones.
+
+
+def to_tensor(torch: Any, pic: np.ndarray) -> Any:
+    """torchvision's ``ToTensor`` on an HxWxC (or HxW) uint8 array: CxHxW, scaled to [0, 1].
+
+    The float type is float64 here (torchvision's default float is float32)."""
+    if pic.ndim == 2:
+        pic = pic[:, :, None]
+    img = torch.from_numpy(np.ascontiguousarray(pic.transpose((2, 0, 1)))).contiguous()
+    return img.to(dtype=torch.float64).div(255)
+
+
+def style_script_classes(torch: Any) -> tuple[Any, Any]:
+    """The example's ``TransformerNet`` (transformer_net.py) and ``Vgg16`` (vgg.py), shrunk:
+    channels 32/64/128 to 4/6/8, kernels 9 to 5, five residual blocks to two, and VGG-16's
+    four slices to three over a 12-layer feature stack."""
+    from collections import namedtuple
+
+    class TransformerNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            # Initial convolution layers
+            self.conv1 = ConvLayer(3, 4, kernel_size=5, stride=1)
+            self.in1 = torch.nn.InstanceNorm2d(4, affine=True)
+            self.conv2 = ConvLayer(4, 6, kernel_size=3, stride=2)
+            self.in2 = torch.nn.InstanceNorm2d(6, affine=True)
+            self.conv3 = ConvLayer(6, 8, kernel_size=3, stride=2)
+            self.in3 = torch.nn.InstanceNorm2d(8, affine=True)
+            # Residual layers
+            self.res1 = ResidualBlock(8)
+            self.res2 = ResidualBlock(8)
+            # Upsampling Layers
+            self.deconv1 = UpsampleConvLayer(8, 6, kernel_size=3, stride=1, upsample=2)
+            self.in4 = torch.nn.InstanceNorm2d(6, affine=True)
+            self.deconv2 = UpsampleConvLayer(6, 4, kernel_size=3, stride=1, upsample=2)
+            self.in5 = torch.nn.InstanceNorm2d(4, affine=True)
+            self.deconv3 = ConvLayer(4, 3, kernel_size=5, stride=1)
+            # Non-linearities
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, X):
+            y = self.relu(self.in1(self.conv1(X)))
+            y = self.relu(self.in2(self.conv2(y)))
+            y = self.relu(self.in3(self.conv3(y)))
+            y = self.res1(y)
+            y = self.res2(y)
+            y = self.relu(self.in4(self.deconv1(y)))
+            y = self.relu(self.in5(self.deconv2(y)))
+            y = self.deconv3(y)
+            return y
+
+    class ConvLayer(torch.nn.Module):
+        def __init__(self, in_channels, out_channels, kernel_size, stride):
+            super().__init__()
+            reflection_padding = kernel_size // 2
+            self.reflection_pad = torch.nn.ReflectionPad2d(reflection_padding)
+            self.conv2d = torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride)
+
+        def forward(self, x):
+            out = self.reflection_pad(x)
+            out = self.conv2d(out)
+            return out
+
+    class ResidualBlock(torch.nn.Module):
+        """ResidualBlock
+        introduced in: https://arxiv.org/abs/1512.03385
+        recommended architecture: http://torch.ch/blog/2016/02/04/resnets.html
+        """
+
+        def __init__(self, channels):
+            super().__init__()
+            self.conv1 = ConvLayer(channels, channels, kernel_size=3, stride=1)
+            self.in1 = torch.nn.InstanceNorm2d(channels, affine=True)
+            self.conv2 = ConvLayer(channels, channels, kernel_size=3, stride=1)
+            self.in2 = torch.nn.InstanceNorm2d(channels, affine=True)
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, x):
+            residual = x
+            out = self.relu(self.in1(self.conv1(x)))
+            out = self.in2(self.conv2(out))
+            out = out + residual
+            return out
+
+    class UpsampleConvLayer(torch.nn.Module):
+        """UpsampleConvLayer
+        Upsamples the input and then does a convolution. This method gives better results
+        compared to ConvTranspose2d.
+        ref: http://distill.pub/2016/deconv-checkerboard/
+        """
+
+        def __init__(self, in_channels, out_channels, kernel_size, stride, upsample=None):
+            super().__init__()
+            self.upsample = upsample
+            reflection_padding = kernel_size // 2
+            self.reflection_pad = torch.nn.ReflectionPad2d(reflection_padding)
+            self.conv2d = torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride)
+
+        def forward(self, x):
+            x_in = x
+            if self.upsample:
+                x_in = torch.nn.functional.interpolate(x_in, mode="nearest", scale_factor=self.upsample)
+            out = self.reflection_pad(x_in)
+            out = self.conv2d(out)
+            return out
+
+    class Vgg16(torch.nn.Module):
+        def __init__(self, features, requires_grad=False):
+            super().__init__()
+            vgg_pretrained_features = features
+            self.slice1 = torch.nn.Sequential()
+            self.slice2 = torch.nn.Sequential()
+            self.slice3 = torch.nn.Sequential()
+            for x in range(4):
+                self.slice1.add_module(str(x), vgg_pretrained_features[x])
+            for x in range(4, 9):
+                self.slice2.add_module(str(x), vgg_pretrained_features[x])
+            for x in range(9, 12):
+                self.slice3.add_module(str(x), vgg_pretrained_features[x])
+            if not requires_grad:
+                for param in self.parameters():
+                    param.requires_grad = False
+
+        def forward(self, X):
+            h = self.slice1(X)
+            h_relu1_2 = h
+            h = self.slice2(h)
+            h_relu2_2 = h
+            h = self.slice3(h)
+            h_relu3_3 = h
+            vgg_outputs = namedtuple("VggOutputs", ["relu1_2", "relu2_2", "relu3_3"])
+            out = vgg_outputs(h_relu1_2, h_relu2_2, h_relu3_3)
+            return out
+
+    return TransformerNet, Vgg16
+
+
+def vgg_features(torch: Any) -> Any:
+    """VGG-16's ``features`` layout (conv-relu pairs and max pools), shrunk to 12 layers."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2, 2),
+        nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(6, 6, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2, 2),
+        nn.Conv2d(6, 8, 3, padding=1), nn.ReLU(inplace=True),
+    )  # fmt: skip
+
+
+def style_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights: ``transformer.*`` for TransformerNet, ``vgg.*`` for the feature stack
+    (the stand-in for the pretrained VGG-16), float64, drawn with NumPy."""
+    torch.manual_seed(0)
+    TransformerNet, _ = style_script_classes(torch)
+    state = {f"transformer.{k}": to_numpy(v) for k, v in TransformerNet().state_dict().items()}
+    state |= {f"vgg.{k}": to_numpy(v) for k, v in vgg_features(torch).state_dict().items()}
+    return init_weights(state, set(state), seed=16000)
+
+
+def style_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Five 8x8 RGB training 'photographs', an 8x8 style image and a 12x12 content image (uint8)."""
+    return {
+        "train": rng.integers(0, 256, (5, 8, 8, 3)).astype(np.uint8),
+        "style": rng.integers(0, 256, (8, 8, 3)).astype(np.uint8),
+        "content": rng.integers(0, 256, (12, 12, 3)).astype(np.uint8),
+    }
+
+
+def style_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outdir: str
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' fast_neural_style ``neural_style.py``: ``train`` then ``stylize`` with the
+    model it saved; return what it printed and the stylized image ``utils.save_image`` wrote (as
+    arrays: the clamped float image and its uint8 pixels).
+
+    As the example: ``utils.normalize_batch`` (``new_tensor(...).view(-1, 1, 1)``, ``div_(255.0)``)
+    and ``utils.gram_matrix``, the frozen VGG's namedtuple features of the repeated style image,
+    Adam with the MSE content and Gram style losses, the log lines every ``log_interval`` batches,
+    checkpoints with ``transformer.eval().cpu()`` / ``state_dict()`` / ``.to(device).train()``,
+    the final ``state_dict`` save, then ``stylize`` under ``no_grad``: ``torch.load``, the regex
+    removing ``in*.running_*`` keys, ``load_state_dict``, ``eval()``, and ``save_image``'s
+    ``clamp(0, 255)``. Differences: the nets shrunk (see :func:`style_script_classes`), the VGG
+    weights loaded from ``init`` instead of downloaded, the datasets NumPy arrays through
+    :func:`to_tensor` instead of image files (no resize or crop), float64, the argument parser
+    (namespaces) and ``time.ctime()`` a fixed string (it names the saved model and starts
+    each log line).
+    """
+    import contextlib
+    import io
+    import os
+    import re
+    from types import SimpleNamespace
+
+    TransformerNet, Vgg16 = style_script_classes(torch)
+    Adam = torch.optim.Adam
+    DataLoader = torch.utils.data.DataLoader
+    time = SimpleNamespace(ctime=lambda: "Sun Nov 29 08:45:00 2026")
+    saved_images: dict[str, np.ndarray] = {}
+
+    class utils:  # noqa: N801 - the example's utils.py
+        @staticmethod
+        def gram_matrix(y):
+            (b, ch, h, w) = y.size()
+            features = y.view(b, ch, w * h)
+            features_t = features.transpose(1, 2)
+            gram = features.bmm(features_t) / (ch * h * w)
+            return gram
+
+        @staticmethod
+        def normalize_batch(batch):
+            # normalize using imagenet mean and std
+            mean = batch.new_tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)
+            std = batch.new_tensor([0.229, 0.224, 0.225]).view(-1, 1, 1)
+            batch = batch.div_(255.0)
+            return (batch - mean) / std
+
+        @staticmethod
+        def save_image(filename, data):
+            img = data.clone().clamp(0, 255).numpy()
+            saved_images[os.path.basename(filename) + ":float"] = np.array(img)
+            img = img.transpose(1, 2, 0).astype("uint8")
+            saved_images[os.path.basename(filename)] = img
+
+    class ImageArrays(torch.utils.data.Dataset):
+        """Stands in for ``datasets.ImageFolder``: (image, class) pairs through ``transform``."""
+
+        def __init__(self, images, transform):
+            self.images = images
+            self.transform = transform
+
+        def __len__(self):
+            return len(self.images)
+
+        def __getitem__(self, index):
+            return self.transform(self.images[index]), 0
+
+    def pretrained_vgg_features():  # models.vgg16(pretrained=True).features
+        features = vgg_features(torch).double()
+        features.load_state_dict({k[4:]: torch.tensor(v) for k, v in init.items() if k.startswith("vgg.")})
+        return features
+
+    def train(args):
+        if args.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        print(f"Using device: {device}")
+
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+
+        def transform(pic):  # Resize, CenterCrop, ToTensor, Lambda(lambda x: x.mul(255))
+            return to_tensor(torch, pic).mul(255)
+
+        train_dataset = ImageArrays(data["train"], transform)
+        train_loader = DataLoader(train_dataset, batch_size=args.batch_size)
+
+        transformer = TransformerNet().double().to(device)
+        transformer.load_state_dict(
+            {k[12:]: torch.tensor(v) for k, v in init.items() if k.startswith("transformer.")}
+        )
+        optimizer = Adam(transformer.parameters(), args.lr)
+        mse_loss = torch.nn.MSELoss()
+
+        vgg = Vgg16(pretrained_vgg_features(), requires_grad=False).to(device)
+
+        def style_transform(pic):  # ToTensor, Lambda(lambda x: x.mul(255))
+            return to_tensor(torch, pic).mul(255)
+
+        style = data["style"]  # utils.load_image(args.style_image, size=args.style_size)
+        style = style_transform(style)
+        style = style.repeat(args.batch_size, 1, 1, 1).to(device)
+
+        features_style = vgg(utils.normalize_batch(style))
+        gram_style = [utils.gram_matrix(y) for y in features_style]
+
+        for e in range(args.epochs):
+            transformer.train()
+            agg_content_loss = 0.0
+            agg_style_loss = 0.0
+            count = 0
+            for batch_id, (x, _) in enumerate(train_loader):
+                n_batch = len(x)
+                count += n_batch
+                optimizer.zero_grad()
+
+                x = x.to(device)
+                y = transformer(x)
+
+                y = utils.normalize_batch(y)
+                x = utils.normalize_batch(x)
+
+                features_y = vgg(y)
+                features_x = vgg(x)
+
+                content_loss = args.content_weight * mse_loss(features_y.relu2_2, features_x.relu2_2)
+
+                style_loss = 0.0
+                for ft_y, gm_s in zip(features_y, gram_style):  # noqa: B905 - as the example
+                    gm_y = utils.gram_matrix(ft_y)
+                    style_loss += mse_loss(gm_y, gm_s[:n_batch, :, :])
+                style_loss *= args.style_weight
+
+                total_loss = content_loss + style_loss
+                total_loss.backward()
+                optimizer.step()
+
+                agg_content_loss += content_loss.item()
+                agg_style_loss += style_loss.item()
+
+                if (batch_id + 1) % args.log_interval == 0:
+                    mesg = "{}\tEpoch {}:\t[{}/{}]\tcontent: {:.6f}\tstyle: {:.6f}\ttotal: {:.6f}".format(  # noqa: UP032
+                        time.ctime(),
+                        e + 1,
+                        count,
+                        len(train_dataset),
+                        agg_content_loss / (batch_id + 1),
+                        agg_style_loss / (batch_id + 1),
+                        (agg_content_loss + agg_style_loss) / (batch_id + 1),
+                    )
+                    print(mesg)
+
+                if args.checkpoint_model_dir is not None and (batch_id + 1) % args.checkpoint_interval == 0:
+                    transformer.eval().cpu()
+                    ckpt_model_filename = "ckpt_epoch_" + str(e) + "_batch_id_" + str(batch_id + 1) + ".pth"
+                    ckpt_model_path = os.path.join(args.checkpoint_model_dir, ckpt_model_filename)
+                    torch.save(transformer.state_dict(), ckpt_model_path)
+                    transformer.to(device).train()
+
+        # save model
+        transformer.eval().cpu()
+        save_model_filename = (
+            "epoch_"
+            + str(args.epochs)
+            + "_"
+            + str(time.ctime()).replace(" ", "_")
+            + "_"
+            + str(args.content_weight)
+            + "_"
+            + str(args.style_weight)
+            + ".model"
+        )
+        save_model_path = os.path.join(args.save_model_dir, save_model_filename)
+        torch.save(transformer.state_dict(), save_model_path)
+
+        print("\nDone, trained model saved at", save_model_path)
+        return save_model_path
+
+    def stylize(args):
+        device = torch.device("cpu")
+
+        content_image = data["content"]  # utils.load_image(args.content_image, scale=args.content_scale)
+
+        def content_transform(pic):  # ToTensor, Lambda(lambda x: x.mul(255))
+            return to_tensor(torch, pic).mul(255)
+
+        content_image = content_transform(content_image)
+        content_image = content_image.unsqueeze(0).to(device)
+
+        with torch.no_grad():
+            style_model = TransformerNet().double()
+            state_dict = torch.load(args.model)
+            # remove saved deprecated running_* keys in InstanceNorm from the checkpoint
+            for k in list(state_dict.keys()):
+                if re.search(r"in\d+\.running_(mean|var)$", k):
+                    del state_dict[k]
+            style_model.load_state_dict(state_dict)
+            style_model.to(device)
+            style_model.eval()
+            output = style_model(content_image).cpu()
+        utils.save_image(args.output_image, output[0])
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        args = SimpleNamespace(
+            subcommand="train",
+            epochs=2,
+            batch_size=2,
+            dataset="images",
+            style_image="style.jpg",
+            save_model_dir=os.path.join(outdir, "models"),
+            checkpoint_model_dir=os.path.join(outdir, "checkpoints"),
+            image_size=8,
+            style_size=None,
+            accel=False,
+            seed=42,
+            content_weight=1e5,
+            style_weight=1e10,
+            lr=1e-3,
+            log_interval=1,
+            checkpoint_interval=2,
+        )
+        # main(): check_paths(args)
+        for path in (args.save_model_dir, args.checkpoint_model_dir):
+            if not os.path.exists(path):
+                os.makedirs(path)
+        model_path = train(args)
+        args = SimpleNamespace(
+            subcommand="eval",
+            content_image="content.jpg",
+            content_scale=None,
+            output_image=os.path.join(outdir, "stylized.jpg"),
+            model=model_path,
+            accel=False,
+            export_onnx=None,
+        )
+        stylize(args)
+    return out.getvalue().replace(outdir, "OUTDIR"), saved_images
