@@ -16,7 +16,7 @@ as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
 ``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
-``style_script``) hold their printed ``log``, ``init/`` weights, inputs
+``style_script``, ``superres_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -52,6 +52,9 @@ from zoo_models import (  # noqa: E402
     style_script,
     style_script_data,
     style_script_init,
+    superres_script,
+    superres_script_data,
+    superres_script_init,
     time_sequence_script,
     time_sequence_script_init,
     to_numpy,
@@ -231,6 +234,27 @@ def make_style_script() -> Path:
     return _write("style_script", arrays)
 
 
+def make_superres_script() -> Path:
+    """Run super_resolution's ``main.py`` and ``super_resolve.py``; store the output, the
+    models it saved (whole, as state_dicts here) and the super-resolved Y channel."""
+    import tempfile
+
+    init = superres_script_init(torch)
+    data = superres_script_data(np.random.default_rng(19000))
+    with tempfile.TemporaryDirectory() as tmp:
+        log, images = superres_script(torch, init, data, tmp)
+        saved = {}
+        for epoch in (1, 2):
+            model = torch.load(Path(tmp) / f"model_epoch_{epoch}.pth", weights_only=False)
+            saved |= {f"model_epoch_{epoch}.pth:{k}": to_numpy(v) for k, v in model.state_dict().items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    arrays |= {f"final/{k}": v for k, v in saved.items()}
+    return _write("superres_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -245,6 +269,7 @@ SCRIPTS = {
     "vae_script": make_vae_script,
     "dcgan_script": make_dcgan_script,
     "style_script": make_style_script,
+    "superres_script": make_superres_script,
 }
 
 

@@ -19,7 +19,7 @@ scripts against PyTorch's printed logs and saved files (mnist's, vae's and
 dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
 time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
-``stylize``), and nanoGPT's ``train.py``
+``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``), and nanoGPT's ``train.py``
 loop (compiled against eager, and resumed from its checkpoint).
 """
 
@@ -365,6 +365,42 @@ def test_fast_neural_style_script_prints_what_pytorch_printed(tmp_path) -> None:
             np.testing.assert_allclose(saved[key], expected, rtol=0, atol=1e-3, err_msg=key)
         else:
             assert_close(saved[key], expected, key)
+
+
+def test_super_resolution_scripts_print_what_pytorch_printed(tmp_path) -> None:
+    """super_resolution's main.py (``PixelShuffle`` net, Adam, MSE, printed losses and PSNR,
+    ``torch.save(model, ...)`` of the whole model per epoch) and super_resolve.py
+    (``torch.load(..., weights_only=False)``, the Y channel through ``ToTensor``, the output
+    scaled in place through ``.numpy()``), as PyTorch's; and ``Net``'s own
+    ``init.orthogonal_`` (which the script then overwrites with shared weights) is orthogonal."""
+    import pickle
+
+    from zoo_models import superres_model_module, superres_script
+
+    ref = _script_reference("superres_script")
+    log, images = superres_script(torch, ref["init"], ref["data"], str(tmp_path))
+    assert_log_matches(log, ref["log"], rtol=1e-10)
+    assert log.count("Complete: Avg. Loss") == 2 and log.count("PSNR") == 2
+    assert sorted(images) == sorted(ref["image"])
+    assert_close(images["out_y:float"], ref["image"]["out_y:float"], "out_y:float")
+    np.testing.assert_array_equal(images["out_y"], ref["image"]["out_y"])
+    for epoch in (1, 2):
+        path = tmp_path / f"model_epoch_{epoch}.pth"
+        with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+            torch.load(path)
+        model = torch.load(path, weights_only=False)
+        assert type(model) is superres_model_module(torch).Net
+        expected = {k.rpartition(":")[2]: v for k, v in ref["final"].items() if k.startswith(path.name + ":")}
+        final = model.state_dict()
+        assert sorted(final) == sorted(expected) and len(expected) == 8
+        for key, value in expected.items():
+            assert_close(final[key].numpy(), value, f"{path.name} {key}")
+    torch.manual_seed(0)
+    net = superres_model_module(torch).Net(upscale_factor=2)
+    for name, gain in (("conv1", 2.0**0.5), ("conv2", 2.0**0.5), ("conv3", 2.0**0.5), ("conv4", 1.0)):
+        w = getattr(net, name).weight.detach().numpy().astype(np.float64)
+        w = w.reshape(w.shape[0], -1)
+        np.testing.assert_allclose(w @ w.T, gain**2 * np.eye(w.shape[0]), atol=1e-5, err_msg=name)
 
 
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:

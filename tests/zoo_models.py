@@ -3287,3 +3287,290 @@ def style_script(
         )
         stylize(args)
     return out.getvalue().replace(outdir, "OUTDIR"), saved_images
+
+
+# --- super_resolution's main.py and super_resolve.py -------------------------------
+#
+# main.py saves the whole model (``torch.save(model, path)``), which pickles ``Net``
+# by the name of its module: :func:`superres_model_module` makes the examples'
+# ``model.py`` an importable module per framework, as :func:`word_lm_model_module`.
+
+
+def superres_model_module(torch: Any) -> Any:
+    """The examples' super_resolution ``model`` module (``Net``) for ``torch``, importable by name.
+
+    Shrunk: 64/64/32 channels to 8/8/4."""
+    import sys
+    import types
+
+    name = f"zoo_models_superres_{torch.__name__}"
+    if name in sys.modules:
+        return sys.modules[name]
+    nn = torch.nn
+    init = torch.nn.init
+
+    class Net(nn.Module):
+        def __init__(self, upscale_factor):
+            super().__init__()
+
+            self.relu = nn.ReLU()
+            self.conv1 = nn.Conv2d(1, 8, (5, 5), (1, 1), (2, 2))
+            self.conv2 = nn.Conv2d(8, 8, (3, 3), (1, 1), (1, 1))
+            self.conv3 = nn.Conv2d(8, 4, (3, 3), (1, 1), (1, 1))
+            self.conv4 = nn.Conv2d(4, upscale_factor**2, (3, 3), (1, 1), (1, 1))
+            self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
+
+            self._initialize_weights()
+
+        def forward(self, x):
+            x = self.relu(self.conv1(x))
+            x = self.relu(self.conv2(x))
+            x = self.relu(self.conv3(x))
+            x = self.pixel_shuffle(self.conv4(x))
+            return x
+
+        def _initialize_weights(self):
+            init.orthogonal_(self.conv1.weight, init.calculate_gain("relu"))
+            init.orthogonal_(self.conv2.weight, init.calculate_gain("relu"))
+            init.orthogonal_(self.conv3.weight, init.calculate_gain("relu"))
+            init.orthogonal_(self.conv4.weight)
+
+    module = types.ModuleType(name, "super_resolution/model.py")
+    Net.__module__ = name
+    Net.__qualname__ = "Net"
+    module.Net = Net
+    sys.modules[name] = module
+    return module
+
+
+def orthogonal(rng: np.random.Generator, shape: tuple[int, ...], gain: float) -> np.ndarray:
+    """``init.orthogonal_`` drawn with NumPy: a normal matrix's QR factor, signs fixed by
+    ``diag(R)``, rows (or columns, whichever are fewer) orthonormal, times ``gain``."""
+    rows, cols = shape[0], int(np.prod(shape[1:]))
+    flat = rng.standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return gain * q.reshape(shape)
+
+
+def superres_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights of the script's ``Net`` (float64, drawn with NumPy).
+
+    ``Net._initialize_weights`` draws ``init.orthogonal_`` from the framework's generator, and
+    the two frameworks' streams differ; the script runs it (so both frameworks execute it) and
+    then loads these weights: orthogonal ones drawn the same way from a NumPy stream
+    (:func:`orthogonal`, gain ``calculate_gain('relu')`` = sqrt(2) but for conv4), and the
+    biases as ``Conv2d``'s default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``."""
+    torch.manual_seed(0)
+    model = superres_model_module(torch).Net(upscale_factor=2)
+    rng = np.random.default_rng(18000)
+    out = {}
+    for key, value in sorted(model.state_dict().items()):
+        shape = tuple(value.shape)
+        if key.endswith("weight"):
+            out[key] = orthogonal(rng, shape, 1.0 if key.startswith("conv4") else np.sqrt(2.0))
+        else:
+            weight = model.state_dict()[key[: -len("bias")] + "weight"]
+            bound = 1.0 / np.sqrt(np.prod(tuple(weight.shape)[1:]))
+            out[key] = rng.uniform(-bound, bound, shape)
+    return out
+
+
+def superres_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Six training and three test 8x8 RGB 'photographs' and a 6x6 one to super-resolve (uint8)."""
+    return {
+        "train": rng.integers(0, 256, (6, 8, 8, 3)).astype(np.uint8),
+        "test": rng.integers(0, 256, (3, 8, 8, 3)).astype(np.uint8),
+        "input_image": rng.integers(0, 256, (6, 6, 3)).astype(np.uint8),
+    }
+
+
+def luma(rgb: np.ndarray) -> np.ndarray:
+    """The Y of PIL's ``convert('YCbCr')`` (ITU-R 601), as uint8."""
+    y = rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114
+    return np.clip(np.round(y), 0, 255).astype(np.uint8)
+
+
+def superres_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outdir: str
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' super_resolution ``main.py`` for two epochs, then ``super_resolve.py``
+    on the last checkpoint; return what main.py printed and super_resolve's output Y channel
+    (``out_y:float``, after ``*= 255.0`` and ``clip``, and ``out_y``, its uint8 pixels).
+
+    As the example: ``print(opt)``, the dataset of Y channels (input: centre-cropped and
+    shrunk by the upscale factor, target: the crop) through ``ToTensor``, ``Net`` with
+    ``PixelShuffle`` and its ``init.orthogonal_`` initialisation, Adam, ``MSELoss``, the
+    per-iteration and per-epoch lines, PSNR ``10 * log10(1 / mse.item())`` under ``no_grad``,
+    ``torch.save(model, ...)`` of the whole model per epoch; then ``torch.load(...,
+    weights_only=False)``, ``ToTensor()(y).view(1, -1, h, w)`` and the output scaled in place
+    through ``.numpy()``. Differences: the net shrunk, the initial weights loaded from ``init``
+    after ``Net()`` initialised itself (see :func:`superres_script_init`), images as NumPy
+    arrays (:func:`luma` for PIL's Y channel, a 2x2 box mean for ``Resize``, no crop: the
+    images are the crop size), the training set not shuffled (the frameworks' shuffles
+    differ), float64, and super_resolve stopping at the Y channel (no Cb/Cr resize or merge).
+    """
+    import contextlib
+    import io
+    import os
+    from math import log10
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    DataLoader = torch.utils.data.DataLoader
+    Net = superres_model_module(torch).Net
+
+    class DatasetFromArrays(torch.utils.data.Dataset):
+        """dataset.py's ``DatasetFromFolder``: (input, target) Y channels through the transforms."""
+
+        def __init__(self, images, input_transform=None, target_transform=None):
+            super().__init__()
+            self.images = images
+            self.input_transform = input_transform
+            self.target_transform = target_transform
+
+        def __getitem__(self, index):
+            input = luma(self.images[index])  # load_img: Image.open(...).convert('YCbCr'), y
+            target = input.copy()
+            if self.input_transform:
+                input = self.input_transform(input)
+            if self.target_transform:
+                target = self.target_transform(target)
+
+            return input, target
+
+        def __len__(self):
+            return len(self.images)
+
+    def input_transform(crop_size, upscale_factor):  # CenterCrop, Resize(crop // factor), ToTensor
+        def transform(y):
+            h, w = y.shape
+            f = upscale_factor
+            small = y.reshape(h // f, f, w // f, f).astype(np.float64).mean(axis=(1, 3))
+            return to_tensor(torch, np.round(small).astype(np.uint8))
+
+        return transform
+
+    def target_transform(crop_size):  # CenterCrop, ToTensor
+        return lambda y: to_tensor(torch, y)
+
+    def get_training_set(upscale_factor):
+        crop_size = 8
+        return DatasetFromArrays(
+            data["train"],
+            input_transform=input_transform(crop_size, upscale_factor),
+            target_transform=target_transform(crop_size),
+        )
+
+    def get_test_set(upscale_factor):
+        crop_size = 8
+        return DatasetFromArrays(
+            data["test"],
+            input_transform=input_transform(crop_size, upscale_factor),
+            target_transform=target_transform(crop_size),
+        )
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        # main.py
+        opt = SimpleNamespace(
+            upscale_factor=2,
+            batchSize=4,
+            testBatchSize=2,
+            nEpochs=2,
+            lr=0.01,
+            accel=False,
+            threads=0,
+            seed=123,
+        )
+        print(opt)
+
+        if opt.accel and not torch.accelerator.is_available():
+            raise Exception("no accelerator found")
+
+        torch.manual_seed(opt.seed)
+
+        if opt.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        print("===> Loading datasets")
+        train_set = get_training_set(opt.upscale_factor)
+        test_set = get_test_set(opt.upscale_factor)
+        training_data_loader = DataLoader(
+            dataset=train_set, num_workers=opt.threads, batch_size=opt.batchSize, shuffle=False
+        )
+        testing_data_loader = DataLoader(
+            dataset=test_set, num_workers=opt.threads, batch_size=opt.testBatchSize, shuffle=False
+        )
+
+        print("===> Building model")
+        model = Net(upscale_factor=opt.upscale_factor).double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        criterion = nn.MSELoss()
+
+        optimizer = optim.Adam(model.parameters(), lr=opt.lr)
+
+        def train(epoch):
+            epoch_loss = 0
+            for iteration, batch in enumerate(training_data_loader, 1):
+                input, target = batch[0].to(device), batch[1].to(device)
+
+                optimizer.zero_grad()
+                loss = criterion(model(input), target)
+                epoch_loss += loss.item()
+                loss.backward()
+                optimizer.step()
+
+                print(
+                    f"===> Epoch[{epoch}]({iteration}/{len(training_data_loader)}): Loss: {loss.item():.4f}"
+                )
+
+            print(f"===> Epoch {epoch} Complete: Avg. Loss: {epoch_loss / len(training_data_loader):.4f}")
+
+        def test():
+            avg_psnr = 0
+            with torch.no_grad():
+                for batch in testing_data_loader:
+                    input, target = batch[0].to(device), batch[1].to(device)
+
+                    prediction = model(input)
+                    mse = criterion(prediction, target)
+                    psnr = 10 * log10(1 / mse.item())
+                    avg_psnr += psnr
+            print(f"===> Avg. PSNR: {avg_psnr / len(testing_data_loader):.4f} dB")
+
+        def checkpoint(epoch):
+            model_out_path = os.path.join(outdir, f"model_epoch_{epoch}.pth")
+            torch.save(model, model_out_path)
+            print(f"Checkpoint saved to {model_out_path}")
+
+        for epoch in range(1, opt.nEpochs + 1):
+            train(epoch)
+            test()
+            checkpoint(epoch)
+
+    # super_resolve.py
+    opt = SimpleNamespace(
+        input_image="input.jpg", model=os.path.join(outdir, "model_epoch_2.pth"), accel=False
+    )
+    # img = Image.open(opt.input_image).convert('YCbCr'); y, cb, cr = img.split()
+    y = luma(data["input_image"])
+
+    model = torch.load(opt.model, weights_only=False)
+    img_to_tensor = to_tensor  # ToTensor()
+    input = img_to_tensor(torch, y).view(1, -1, y.shape[0], y.shape[1])  # y.size[1], y.size[0] in PIL
+
+    out = model(input)
+    out = out.cpu()
+    out_img_y = out[0].detach().numpy()
+    out_img_y *= 255.0
+    out_img_y = out_img_y.clip(0, 255)
+    result = {"out_y:float": np.array(out_img_y[0]), "out_y": np.uint8(out_img_y[0])}
+    return printed.getvalue().replace(outdir, "OUTDIR"), result
