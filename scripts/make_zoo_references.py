@@ -16,7 +16,7 @@ as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
 ``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
-``style_script``, ``superres_script``) hold their printed ``log``, ``init/`` weights, inputs
+``style_script``, ``superres_script``, ``mnist_rnn_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -44,6 +44,9 @@ from zoo_models import (  # noqa: E402
     dcgan_script_init,
     generate_sine_wave,
     init_weights,
+    mnist_rnn_script,
+    mnist_rnn_script_data,
+    mnist_rnn_script_init,
     mnist_script,
     mnist_script_data,
     recording_categorical,
@@ -255,6 +258,26 @@ def make_superres_script() -> Path:
     return _write("superres_script", arrays)
 
 
+def make_mnist_rnn_script() -> Path:
+    """Run mnist_rnn's ``main``, in full and with ``--dry-run``; store both outputs and the
+    weights the full run saved."""
+    import tempfile
+
+    init = mnist_rnn_script_init(torch)
+    data = mnist_rnn_script_data(np.random.default_rng(21000))
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "mnist_rnn.pt"
+        log_dry = mnist_rnn_script(torch, init, data, str(saved), dry_run=True)
+        log = mnist_rnn_script(torch, init, data, str(saved))
+        final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"log_dry_run": np.array(log_dry)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("mnist_rnn_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -270,6 +293,7 @@ SCRIPTS = {
     "dcgan_script": make_dcgan_script,
     "style_script": make_style_script,
     "superres_script": make_superres_script,
+    "mnist_rnn_script": make_mnist_rnn_script,
 }
 
 

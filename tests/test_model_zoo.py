@@ -19,7 +19,7 @@ scripts against PyTorch's printed logs and saved files (mnist's, vae's and
 dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
 time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
-``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``), and nanoGPT's ``train.py``
+``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``), and nanoGPT's ``train.py``
 loop (compiled against eager, and resumed from its checkpoint).
 """
 
@@ -403,9 +403,33 @@ def test_super_resolution_scripts_print_what_pytorch_printed(tmp_path) -> None:
         np.testing.assert_allclose(w @ w.T, gain**2 * np.eye(w.shape[0]), atol=1e-5, err_msg=name)
 
 
+def test_mnist_rnn_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """mnist_rnn's main: LSTM(batch_first) over image rows, BatchNorm1d, Dropout2d on (N, C),
+    ``log_softmax`` / ``nll_loss``, Adadelta with StepLR, the train/test lines (in full and with
+    ``--dry-run``) and the saved ``state_dict`` (BatchNorm's running statistics included), as
+    PyTorch's."""
+    from zoo_models import mnist_rnn_script
+
+    ref = _script_reference("mnist_rnn_script")
+    saved = tmp_path / "mnist_rnn.pt"
+    # Dropout2d on the LSTM's (N, C) output warns, in PyTorch too (it drops single elements)
+    with pytest.warns(UserWarning, match="dropout2d.*2-D input"):
+        log_dry = mnist_rnn_script(torch, ref["init"], ref["data"], str(saved), dry_run=True)
+    assert log_dry == str(ref["log_dry_run"])
+    with pytest.warns(UserWarning, match="dropout2d.*2-D input"):
+        log = mnist_rnn_script(torch, ref["init"], ref["data"], str(saved))
+    assert log == ref["log"]
+    assert log.count("Train Epoch: ") == 6 and log_dry.count("Train Epoch: ") == 2
+    final = torch.load(saved, weights_only=True)
+    assert sorted(final) == sorted(ref["final"])
+    assert int(final["batchnorm.num_batches_tracked"]) == 6
+    for key, expected in ref["final"].items():
+        assert_close(final[key].numpy(), expected, f"saved {key}")
+
+
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:
-    """With the examples' own settings (dropout 0.2 in the word LM, 0.6 in the REINFORCE
-    policy, a shuffled VAE training set) the scripts run and print PyTorch's lines with other
+    """With the examples' own settings (dropout 0.2 in the word LM, 0.25 and 0.5 in mnist_rnn,
+    0.6 in the REINFORCE policy, a shuffled VAE training set) the scripts run and print PyTorch's lines with other
     numbers: the masks and the order are drawn."""
     import zoo_models
 
@@ -418,6 +442,13 @@ def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:
 
     ref = _script_reference("vae_script")
     log, _ = zoo_models.vae_script(torch, ref["init"], ref["data"], shuffle=True)
+    assert masked(log) == masked(ref["log"]) and log != ref["log"]
+
+    ref = _script_reference("mnist_rnn_script")
+    with pytest.warns(UserWarning, match="dropout2d"):
+        log = zoo_models.mnist_rnn_script(
+            torch, ref["init"], ref["data"], str(tmp_path / "r.pt"), dropout=(0.25, 0.5)
+        )
     assert masked(log) == masked(ref["log"]) and log != ref["log"]
 
     ref = _script_reference("reinforce_script")

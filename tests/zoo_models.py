@@ -3574,3 +3574,190 @@ def superres_script(
     out_img_y = out_img_y.clip(0, 255)
     result = {"out_y:float": np.array(out_img_y[0]), "out_y": np.uint8(out_img_y[0])}
     return printed.getvalue().replace(outdir, "OUTDIR"), result
+
+
+# --- mnist_rnn's main.py ------------------------------------------------------------
+
+
+def mnist_rnn_classes(torch: Any, dropout: tuple[float, float] = (0.0, 0.0)) -> Any:
+    """The examples' mnist_rnn ``Net``: an LSTM over the image rows (batch first), BatchNorm1d,
+    Dropout2d, two Linear layers and ``log_softmax``. Shrunk: 28x28 images to 6x6, 64 hidden
+    units to 8, 32 to 6. The dropout probabilities (0.25, 0.5 in the example) are arguments."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(input_size=6, hidden_size=8, batch_first=True)
+            self.batchnorm = nn.BatchNorm1d(8)
+            self.dropout1 = nn.Dropout2d(dropout[0])
+            self.dropout2 = nn.Dropout2d(dropout[1])
+            self.fc1 = nn.Linear(8, 6)
+            self.fc2 = nn.Linear(6, 10)
+
+        def forward(self, input):
+            # Shape of input is (batch_size,1, 6, 6)
+            # converting shape of input to (batch_size, 6, 6)
+            # as required by RNN when batch_first is set True
+            input = input.reshape(-1, 6, 6)
+            output, hidden = self.rnn(input)
+
+            # RNN output shape is (seq_len, batch, input_size)
+            # Get last output of RNN
+            output = output[:, -1, :]
+            output = self.batchnorm(output)
+            output = self.dropout1(output)
+            output = self.fc1(output)
+            output = F.relu(output)
+            output = self.dropout2(output)
+            output = self.fc2(output)
+            output = F.log_softmax(output, dim=1)
+            return output
+
+    return Net
+
+
+def mnist_rnn_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The mnist_rnn script's initial weights (float64, drawn with NumPy; BatchNorm buffers kept)."""
+    torch.manual_seed(0)
+    model = mnist_rnn_classes(torch)().double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return init_weights(state, {k for k, _ in model.named_parameters()}, seed=20000)
+
+
+def mnist_rnn_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training and seven test 1x6x6 'digits' (normalised as the example's transform leaves
+    them), with labels."""
+    return {
+        "train_x": (rng.uniform(0, 1, (10, 1, 6, 6)) - 0.1307) / 0.3081,
+        "train_y": rng.integers(0, 10, 10).astype(np.int64),
+        "test_x": (rng.uniform(0, 1, (7, 1, 6, 6)) - 0.1307) / 0.3081,
+        "test_y": rng.integers(0, 10, 7).astype(np.int64),
+    }
+
+
+def mnist_rnn_script(
+    torch: Any,
+    init: dict[str, np.ndarray],
+    data: dict[str, np.ndarray],
+    save_path: str,
+    dry_run: bool = False,
+    dropout: tuple[float, float] = (0.0, 0.0),
+) -> str:
+    """Run the examples' mnist_rnn ``main`` for two epochs; return what it printed.
+
+    As the example: ``Net`` (see :func:`mnist_rnn_classes`), Adadelta, ``StepLR(step_size=1,
+    gamma)``, the train/test functions with their lines and ``args.dry_run`` breaks, and
+    ``torch.save(model.state_dict(), ...)``. Differences: the data (``TensorDataset``s instead
+    of torchvision's MNIST, not shuffled: the frameworks' shuffles differ), the argument parser
+    (a namespace), float64, the initial weights loaded from ``init``, dropout 0 by default."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    F = torch.nn.functional
+    optim = torch.optim
+    StepLR = torch.optim.lr_scheduler.StepLR
+    Net = mnist_rnn_classes(torch, dropout)
+
+    def train(args, model, device, train_loader, optimizer, epoch):
+        model.train()
+        for batch_idx, (data, target) in enumerate(train_loader):
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            output = model(data)
+            loss = F.nll_loss(output, target)
+            loss.backward()
+            optimizer.step()
+            if batch_idx % args.log_interval == 0:
+                print(
+                    "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032 - as the example
+                        epoch,
+                        batch_idx * len(data),
+                        len(train_loader.dataset),
+                        100.0 * batch_idx / len(train_loader),
+                        loss.item(),
+                    )
+                )
+                if args.dry_run:
+                    break
+
+    def test(args, model, device, test_loader):
+        model.eval()
+        test_loss = 0
+        correct = 0
+        with torch.no_grad():
+            for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
+                output = model(data)
+                test_loss += F.nll_loss(output, target, reduction="sum").item()  # sum up batch loss
+                pred = output.argmax(dim=1, keepdim=True)  # get the index of the max log-probability
+                correct += pred.eq(target.view_as(pred)).sum().item()
+                if args.dry_run:
+                    break
+
+        test_loss /= len(test_loader.dataset)
+
+        print(
+            "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(  # noqa: UP032
+                test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+            )
+        )
+
+    def main():
+        args = SimpleNamespace(
+            batch_size=4,
+            test_batch_size=3,
+            epochs=2,
+            lr=0.1,
+            gamma=0.7,
+            accel=False,
+            dry_run=dry_run,
+            seed=1,
+            log_interval=1,
+            save_model=True,
+        )
+
+        if args.accel and not torch.accelerator.is_available():
+            print("ERROR: accelerator is not available, try running on CPU")
+            return
+
+        torch.manual_seed(args.seed)
+
+        if args.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        kwargs = {"num_workers": 1, "pin_memory": True} if args.accel else {}
+        train_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["train_x"]), torch.tensor(data["train_y"])),
+            batch_size=args.batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+        test_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["test_x"]), torch.tensor(data["test_y"])),
+            batch_size=args.test_batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+
+        model = Net().double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+
+        scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
+        for epoch in range(1, args.epochs + 1):
+            train(args, model, device, train_loader, optimizer, epoch)
+            test(args, model, device, test_loader)
+            scheduler.step()
+
+        if args.save_model:
+            torch.save(model.state_dict(), save_path)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue()
