@@ -612,6 +612,24 @@ def test_polygamma_at_infinities_as_pytorch():
         assert np.isnan(got[0]) and got[1] == 0.0 and got[2] == math.inf and np.isnan(got[3]), (dtype, got)
 
 
+def test_polygamma_is_inf_at_the_negative_integers():
+    """trigamma's poles at 0, -1, -2, ... are inf (both one-sided limits, SciPy's value), in
+    float32 and float64. A deliberate difference: PyTorch 2.15 gives inf at 0 only, and
+    7.3e31, 1.6e32, 6.6e32 at -3, -2, -1 in float64 (1.7e16, 3.2e14, 1.3e15 in float32), a
+    rounding artefact of ``sin(pi * x)`` in its reflection formula."""
+    x = np.array([-4.0, -3.0, -2.0, -1.0, 0.0])
+    assert (sp.polygamma(1, x) == math.inf).all()
+    for dtype in (fg.float32, fg.float64):
+        got = vals(fg.polygamma(1, fg.tensor(x.tolist(), dtype=dtype)))
+        assert (got == math.inf).all(), (dtype, got)
+        # next to a pole the values stay finite and right
+        t = fg.tensor((x[:4] + 1e-3).tolist(), dtype=dtype)
+        near = vals(t).astype(np.float64)  # the float32 inputs as rounded
+        np.testing.assert_allclose(
+            vals(fg.polygamma(1, t)), sp.polygamma(1, near), rtol=1e-5 if dtype == fg.float32 else 1e-10
+        )
+
+
 def test_polygamma_compiled_gradient_equals_eager_exactly():
     """trigamma's recurrence once built ``(x + k) * (x + k)`` from two equal nodes; a compiled
     graph's CSE merged them and its gradient summed the paths in another order (1 ulp off

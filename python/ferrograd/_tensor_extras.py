@@ -819,7 +819,13 @@ def _trigamma_pos(x: Tensor) -> Tensor:
 
 @_wide
 def polygamma(n: int, input: Tensor) -> Tensor:
-    """The ``n``-th derivative of ``digamma`` (``n`` = 0 or 1 here)."""
+    """The ``n``-th derivative of ``digamma`` (``n`` = 0 or 1 here).
+
+    At the poles (0, -1, -2, ...) ``polygamma(1, x)`` is ``inf``, the limit from both sides
+    and SciPy's value. PyTorch 2.15 gives ``inf`` at 0 but large finite numbers at the negative
+    integers (1.6e32 at -2.0 in float64, 3.2e14 in float32): its reflection formula divides
+    by ``sin(pi * x)**2``, which rounds to ~1e-31 there instead of 0. Here the sine is taken
+    of ``x - round(x)``, exactly 0 at an integer, so the pole is ``inf``."""
     x = _to_float(_need_tensor("polygamma", "input", input))
     if n == 0:
         return digamma(x)
