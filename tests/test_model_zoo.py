@@ -325,6 +325,18 @@ def test_dcgan_script_prints_what_pytorch_printed(tmp_path) -> None:
             assert_close(saved[key].numpy(), value, f"{net} {key}")
 
 
+def _assert_compiles_as_eager(model, *args) -> None:
+    """``fg.compile(model)`` in ``eval()`` under ``no_grad``: one graph, eager's outputs."""
+    model.eval()
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        eager = _outputs(model(*args))
+        got = _outputs(compiled(*args))
+    assert compiled.stats.traces == 1 and compiled.stats.graph_breaks == 0
+    for a, e in zip(got, eager, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12)
+
+
 # Weights of fast_neural_style's TransformerNet that training leaves ill-conditioned: a conv
 # bias followed by InstanceNorm (or a residual bias that the next InstanceNorm removes) has a
 # gradient that is zero but for rounding, which Adam scales up to steps of order ``lr``, and
@@ -342,7 +354,7 @@ def test_fast_neural_style_script_prints_what_pytorch_printed(tmp_path) -> None:
     ``state_dict``, as PyTorch's (see ``_STYLE_NOISY`` for the directions compared loosely)."""
     import os
 
-    from zoo_models import style_script
+    from zoo_models import style_script, style_script_classes
 
     ref = _script_reference("style_script")
     log, images = style_script(torch, ref["init"], ref["data"], str(tmp_path))
@@ -360,6 +372,9 @@ def test_fast_neural_style_script_prints_what_pytorch_printed(tmp_path) -> None:
             sd = torch.load(tmp_path / sub / name, weights_only=True)
             saved |= {f"{name}:{k}": v.numpy() for k, v in sd.items()}
     assert sorted(saved) == sorted(ref["final"]) and len(saved) == 3 * 38
+    model = style_script_classes(torch)[0]().double()
+    model.load_state_dict(torch.load(next((tmp_path / "models").iterdir())))
+    _assert_compiles_as_eager(model, torch.tensor(ref["data"]["content"].transpose(2, 0, 1)[None] * 1.0))
     for key, expected in ref["final"].items():
         if _STYLE_NOISY.search(key.rpartition(":")[2]):
             np.testing.assert_allclose(saved[key], expected, rtol=0, atol=1e-3, err_msg=key)
@@ -395,6 +410,7 @@ def test_super_resolution_scripts_print_what_pytorch_printed(tmp_path) -> None:
         assert sorted(final) == sorted(expected) and len(expected) == 8
         for key, value in expected.items():
             assert_close(final[key].numpy(), value, f"{path.name} {key}")
+    _assert_compiles_as_eager(model, torch.tensor(ref["data"]["test"][:2, None, :, :, 0] / 255.0))
     torch.manual_seed(0)
     net = superres_model_module(torch).Net(upscale_factor=2)
     for name, gain in (("conv1", 2.0**0.5), ("conv2", 2.0**0.5), ("conv3", 2.0**0.5), ("conv4", 1.0)):
@@ -423,6 +439,9 @@ def test_mnist_rnn_script_prints_what_pytorch_printed(tmp_path) -> None:
     final = torch.load(saved, weights_only=True)
     assert sorted(final) == sorted(ref["final"])
     assert int(final["batchnorm.num_batches_tracked"]) == 6
+    model = zoo_models.mnist_rnn_classes(torch)().double()
+    model.load_state_dict(final)
+    _assert_compiles_as_eager(model, torch.tensor(ref["data"]["test_x"]))
     for key, expected in ref["final"].items():
         assert_close(final[key].numpy(), expected, f"saved {key}")
 
