@@ -15,7 +15,8 @@ training), ``extra/<name>`` (results computed from the trained model, such
 as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
-``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``) hold their printed ``log``, ``init/`` weights, inputs
+``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
+``style_script``, ``superres_script``, ``mnist_rnn_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -23,6 +24,7 @@ ferrograd and compares.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -42,11 +44,20 @@ from zoo_models import (  # noqa: E402
     dcgan_script_init,
     generate_sine_wave,
     init_weights,
+    mnist_rnn_script,
+    mnist_rnn_script_data,
+    mnist_rnn_script_init,
     mnist_script,
     mnist_script_data,
     recording_categorical,
     reinforce_script,
     reinforce_script_init,
+    style_script,
+    style_script_data,
+    style_script_init,
+    superres_script,
+    superres_script_data,
+    superres_script_init,
     time_sequence_script,
     time_sequence_script_init,
     to_numpy,
@@ -204,6 +215,69 @@ def make_dcgan_script() -> Path:
     return _write("dcgan_script", arrays)
 
 
+def make_style_script() -> Path:
+    """Run fast_neural_style's ``neural_style.py`` train and stylize; store its output, the
+    checkpoints and model it saved and the stylized image."""
+    import tempfile
+
+    init = style_script_init(torch)
+    data = style_script_data(np.random.default_rng(17000))
+    with tempfile.TemporaryDirectory() as tmp:
+        log, images = style_script(torch, init, data, tmp)
+        saved = {}
+        for sub in ("checkpoints", "models"):
+            for name in sorted(os.listdir(Path(tmp) / sub)):
+                sd = torch.load(Path(tmp) / sub / name, weights_only=True)
+                saved |= {f"{name}:{k}": to_numpy(v) for k, v in sd.items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    arrays |= {f"final/{k}": v for k, v in saved.items()}
+    return _write("style_script", arrays)
+
+
+def make_superres_script() -> Path:
+    """Run super_resolution's ``main.py`` and ``super_resolve.py``; store the output, the
+    models it saved (whole, as state_dicts here) and the super-resolved Y channel."""
+    import tempfile
+
+    init = superres_script_init(torch)
+    data = superres_script_data(np.random.default_rng(19000))
+    with tempfile.TemporaryDirectory() as tmp:
+        log, images = superres_script(torch, init, data, tmp)
+        saved = {}
+        for epoch in (1, 2):
+            model = torch.load(Path(tmp) / f"model_epoch_{epoch}.pth", weights_only=False)
+            saved |= {f"model_epoch_{epoch}.pth:{k}": to_numpy(v) for k, v in model.state_dict().items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"image/{k}": v for k, v in images.items()}
+    arrays |= {f"final/{k}": v for k, v in saved.items()}
+    return _write("superres_script", arrays)
+
+
+def make_mnist_rnn_script() -> Path:
+    """Run mnist_rnn's ``main``, in full and with ``--dry-run``; store both outputs and the
+    weights the full run saved."""
+    import tempfile
+
+    init = mnist_rnn_script_init(torch)
+    data = mnist_rnn_script_data(np.random.default_rng(21000))
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "mnist_rnn.pt"
+        log_dry = mnist_rnn_script(torch, init, data, str(saved), dry_run=True)
+        log = mnist_rnn_script(torch, init, data, str(saved))
+        final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"log_dry_run": np.array(log_dry)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("mnist_rnn_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -217,6 +291,9 @@ SCRIPTS = {
     "time_sequence_script": make_time_sequence_script,
     "vae_script": make_vae_script,
     "dcgan_script": make_dcgan_script,
+    "style_script": make_style_script,
+    "superres_script": make_superres_script,
+    "mnist_rnn_script": make_mnist_rnn_script,
 }
 
 

@@ -18,7 +18,8 @@ model exported with ``fg.onnx.export`` and run in onnxruntime, whole example
 scripts against PyTorch's printed logs and saved files (mnist's, vae's and
 dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
-time_sequence_prediction's LBFGS ``train.py``), and nanoGPT's ``train.py``
+time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
+``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``), and nanoGPT's ``train.py``
 loop (compiled against eager, and resumed from its checkpoint).
 """
 
@@ -324,9 +325,131 @@ def test_dcgan_script_prints_what_pytorch_printed(tmp_path) -> None:
             assert_close(saved[key].numpy(), value, f"{net} {key}")
 
 
+def _assert_compiles_as_eager(model, *args) -> None:
+    """``fg.compile(model)`` in ``eval()`` under ``no_grad``: one graph, eager's outputs."""
+    model.eval()
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        eager = _outputs(model(*args))
+        got = _outputs(compiled(*args))
+    assert compiled.stats.traces == 1 and compiled.stats.graph_breaks == 0
+    for a, e in zip(got, eager, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12)
+
+
+# Weights of fast_neural_style's TransformerNet that training leaves ill-conditioned: a conv
+# bias followed by InstanceNorm (or a residual bias that the next InstanceNorm removes) has a
+# gradient that is zero but for rounding, which Adam scales up to steps of order ``lr``, and
+# InstanceNorm makes conv3's output invariant to each channel's weight scale. PyTorch itself,
+# started from the stored weights times (1 + 1e-15), ends 1.6e-5 away in these biases, 1.1e-4
+# in conv3.weight and 4.3e-4 (of 255) in the stylized image; every other weight moves < 1e-9.
+_STYLE_NOISY = re.compile(r"(^|\.)(conv\d|deconv[12])\.conv2d\.bias$|^conv3\.conv2d\.weight$|in2\.bias$")
+
+
+def test_fast_neural_style_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """fast_neural_style's neural_style.py ``train`` then ``stylize``: ReflectionPad2d,
+    InstanceNorm2d(affine), nearest ``interpolate``, the frozen VGG's namedtuple features,
+    ``gram_matrix``, ``normalize_batch`` (``new_tensor``, ``div_``), Adam, the log lines, the
+    ``eval().cpu()`` checkpoints and saved model, and the stylized image from the reloaded
+    ``state_dict``, as PyTorch's (see ``_STYLE_NOISY`` for the directions compared loosely)."""
+    import os
+
+    from zoo_models import style_script, style_script_classes
+
+    ref = _script_reference("style_script")
+    log, images = style_script(torch, ref["init"], ref["data"], str(tmp_path))
+    assert_log_matches(log, ref["log"], rtol=1e-10)
+    assert log.count("\tEpoch ") == 6 and "trained model saved at OUTDIR/models/epoch_2_" in log
+    assert sorted(images) == sorted(ref["image"])
+    np.testing.assert_array_equal(images["stylized.jpg"], ref["image"]["stylized.jpg"])
+    assert images["stylized.jpg"].dtype == np.uint8 and images["stylized.jpg"].shape == (12, 12, 3)
+    np.testing.assert_allclose(
+        images["stylized.jpg:float"], ref["image"]["stylized.jpg:float"], rtol=0, atol=5e-3
+    )
+    saved = {}
+    for sub in ("checkpoints", "models"):
+        for name in sorted(os.listdir(tmp_path / sub)):
+            sd = torch.load(tmp_path / sub / name, weights_only=True)
+            saved |= {f"{name}:{k}": v.numpy() for k, v in sd.items()}
+    assert sorted(saved) == sorted(ref["final"]) and len(saved) == 3 * 38
+    model = style_script_classes(torch)[0]().double()
+    model.load_state_dict(torch.load(next((tmp_path / "models").iterdir())))
+    _assert_compiles_as_eager(model, torch.tensor(ref["data"]["content"].transpose(2, 0, 1)[None] * 1.0))
+    for key, expected in ref["final"].items():
+        if _STYLE_NOISY.search(key.rpartition(":")[2]):
+            np.testing.assert_allclose(saved[key], expected, rtol=0, atol=1e-3, err_msg=key)
+        else:
+            assert_close(saved[key], expected, key)
+
+
+def test_super_resolution_scripts_print_what_pytorch_printed(tmp_path) -> None:
+    """super_resolution's main.py (``PixelShuffle`` net, Adam, MSE, printed losses and PSNR,
+    ``torch.save(model, ...)`` of the whole model per epoch) and super_resolve.py
+    (``torch.load(..., weights_only=False)``, the Y channel through ``ToTensor``, the output
+    scaled in place through ``.numpy()``), as PyTorch's; and ``Net``'s own
+    ``init.orthogonal_`` (which the script then overwrites with shared weights) is orthogonal."""
+    import pickle
+
+    from zoo_models import superres_model_module, superres_script
+
+    ref = _script_reference("superres_script")
+    log, images = superres_script(torch, ref["init"], ref["data"], str(tmp_path))
+    assert_log_matches(log, ref["log"], rtol=1e-10)
+    assert log.count("Complete: Avg. Loss") == 2 and log.count("PSNR") == 2
+    assert sorted(images) == sorted(ref["image"])
+    assert_close(images["out_y:float"], ref["image"]["out_y:float"], "out_y:float")
+    np.testing.assert_array_equal(images["out_y"], ref["image"]["out_y"])
+    for epoch in (1, 2):
+        path = tmp_path / f"model_epoch_{epoch}.pth"
+        with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+            torch.load(path)
+        model = torch.load(path, weights_only=False)
+        assert type(model) is superres_model_module(torch).Net
+        expected = {k.rpartition(":")[2]: v for k, v in ref["final"].items() if k.startswith(path.name + ":")}
+        final = model.state_dict()
+        assert sorted(final) == sorted(expected) and len(expected) == 8
+        for key, value in expected.items():
+            assert_close(final[key].numpy(), value, f"{path.name} {key}")
+    _assert_compiles_as_eager(model, torch.tensor(ref["data"]["test"][:2, None, :, :, 0] / 255.0))
+    torch.manual_seed(0)
+    net = superres_model_module(torch).Net(upscale_factor=2)
+    for name, gain in (("conv1", 2.0**0.5), ("conv2", 2.0**0.5), ("conv3", 2.0**0.5), ("conv4", 1.0)):
+        w = getattr(net, name).weight.detach().numpy().astype(np.float64)
+        w = w.reshape(w.shape[0], -1)
+        np.testing.assert_allclose(w @ w.T, gain**2 * np.eye(w.shape[0]), atol=1e-5, err_msg=name)
+
+
+def test_mnist_rnn_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """mnist_rnn's main: LSTM(batch_first) over image rows, BatchNorm1d, Dropout2d on (N, C),
+    ``log_softmax`` / ``nll_loss``, Adadelta with StepLR, the train/test lines (in full and with
+    ``--dry-run``) and the saved ``state_dict`` (BatchNorm's running statistics included), as
+    PyTorch's."""
+    from zoo_models import mnist_rnn_script
+
+    ref = _script_reference("mnist_rnn_script")
+    saved = tmp_path / "mnist_rnn.pt"
+    # Dropout2d on the LSTM's (N, C) output warns, in PyTorch too (it drops single elements)
+    with pytest.warns(UserWarning, match="dropout2d.*2-D input"):
+        log_dry = mnist_rnn_script(torch, ref["init"], ref["data"], str(saved), dry_run=True)
+    assert log_dry == str(ref["log_dry_run"])
+    with pytest.warns(UserWarning, match="dropout2d.*2-D input"):
+        log = mnist_rnn_script(torch, ref["init"], ref["data"], str(saved))
+    assert log == ref["log"]
+    assert log.count("Train Epoch: ") == 6 and log_dry.count("Train Epoch: ") == 2
+    final = torch.load(saved, weights_only=True)
+    assert sorted(final) == sorted(ref["final"])
+    assert int(final["batchnorm.num_batches_tracked"]) == 6
+    model = zoo_models.mnist_rnn_classes(torch)().double()
+    model.load_state_dict(final)
+    with pytest.warns(UserWarning, match="dropout2d"):  # in eval too, as PyTorch
+        _assert_compiles_as_eager(model, torch.tensor(ref["data"]["test_x"]))
+    for key, expected in ref["final"].items():
+        assert_close(final[key].numpy(), expected, f"saved {key}")
+
+
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:
-    """With the examples' own settings (dropout 0.2 in the word LM, 0.6 in the REINFORCE
-    policy, a shuffled VAE training set) the scripts run and print PyTorch's lines with other
+    """With the examples' own settings (dropout 0.2 in the word LM, 0.25 and 0.5 in mnist_rnn,
+    0.6 in the REINFORCE policy, a shuffled VAE training set) the scripts run and print PyTorch's lines with other
     numbers: the masks and the order are drawn."""
     import zoo_models
 
@@ -339,6 +462,13 @@ def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:
 
     ref = _script_reference("vae_script")
     log, _ = zoo_models.vae_script(torch, ref["init"], ref["data"], shuffle=True)
+    assert masked(log) == masked(ref["log"]) and log != ref["log"]
+
+    ref = _script_reference("mnist_rnn_script")
+    with pytest.warns(UserWarning, match="dropout2d"):
+        log = zoo_models.mnist_rnn_script(
+            torch, ref["init"], ref["data"], str(tmp_path / "r.pt"), dropout=(0.25, 0.5)
+        )
     assert masked(log) == masked(ref["log"]) and log != ref["log"]
 
     ref = _script_reference("reinforce_script")

@@ -384,3 +384,75 @@ def test_fill_values_and_overflow_errors_match_pytorch(d, how):
         if not ok:
             wrong.append((v, got, want))
     assert not wrong, f"{d} {how}: (value, ferrograd, pytorch) {wrong}"
+
+
+@pytest.mark.filterwarnings("ignore:fg.compile")  # each new scalar value traces again, and says so
+@pytest.mark.parametrize("d", SMALL)
+def test_captured_full_and_fill_refuse_what_eager_refuses(d):
+    """A compiled ``full`` / ``fill_`` takes its value as a scalar argument; each call stores
+    what PyTorch stores and refuses (RuntimeError naming the op, the value and the dtype) what
+    PyTorch refuses, the compiled function staying usable after a refusal. A value that
+    overflows inside an ``fg.Graph`` block is refused while the graph is recorded."""
+    dtype = getattr(fg, d)
+    table = REF["fill"]
+    compiled = {
+        "full": fg.compile(lambda x, v: x + fg.full((2,), v, dtype=dtype)),
+        "fill_": fg.compile(lambda x, v: x.clone().fill_(v)),
+    }
+    for how, fn in compiled.items():
+        wrong = []
+        for v, want in zip(table["values"], table[d][how], strict=True):
+            v = _dec(v)
+            try:
+                got = fn(fg.zeros(2, dtype=dtype), v).tolist()
+                assert got[0] == got[1]
+                got = got[0]
+            except RuntimeError as e:
+                got = "error"
+                assert how in str(e) and d in str(e) and "overflow" in str(e), str(e)
+            if want == "error" or got == "error":
+                ok = got == want
+            else:
+                ok = float(got) == float(_dec(want))
+            if not ok:
+                wrong.append((v, got, want))
+        assert not wrong, f"compiled {d} {how}: (value, ferrograd, pytorch) {wrong}"
+        assert fn.stats.traces > 1
+    big = REF["fill"]["values"][REF["fill"][d]["full"].index("error", 10)]
+    with pytest.raises(RuntimeError, match=f"full.*{d}.*overflow"):
+        with fg.Graph():
+            x = fg.placeholder(dtype, (2,), name="x")
+            _ = x + fg.full((2,), _dec(big), dtype=dtype)
+
+
+@pytest.mark.parametrize("d", SMALL)
+def test_fill_with_a_zero_dim_tensor_converts_as_pytorch(d):
+    """``fill_(t)`` with a 0-d tensor converts the value as a cast does (wrapping, no overflow
+    check), as PyTorch's ``fill_(Tensor)``, eagerly and in a Session fed the value; a tensor of
+    another rank is refused; a NumPy integer scalar is a number (checked for overflow)."""
+    dtype = getattr(fg, d)
+    want = np.array([300, 300], np.int64).astype(d)  # NumPy wraps as PyTorch's cast does
+    x = fg.zeros(2, dtype=dtype)
+    assert x.fill_(fg.tensor(300)) is x
+    np.testing.assert_array_equal(x.numpy(), want)
+    with fg.Graph() as g:
+        xp = fg.placeholder(dtype, (2,), name="x")
+        vp = fg.placeholder(fg.int64, (), name="v")
+        y = xp.clone().fill_(vp)
+    with fg.Session(graph=g) as sess:
+        got = sess.run(y, feed_dict={xp: np.zeros(2, d), vp: np.array(300)})
+    np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(ValueError, match=r"fill_.*0-dim.*\[2\]"):
+        x.fill_(fg.tensor([1, 2]))
+    assert x.fill_(np.int64(7)).tolist() == [7, 7]
+    with pytest.raises(RuntimeError, match=f"fill_.*{d}.*overflow"):
+        x.fill_(np.int64(70000))
+
+
+def test_fill_with_a_zero_dim_tensor_passes_the_gradient_to_the_value():
+    """As PyTorch's ``fill_(Tensor)``: the value's gradient is the sum of the filled positions'."""
+    w = np.array([1.0, 2.0, 3.0])
+    v = fg.tensor(2.5, dtype=fg.float64, requires_grad=True)
+    y = fg.zeros(3, dtype=fg.float64).fill_(v)
+    (y * fg.tensor(w)).sum().backward()
+    assert y.tolist() == [2.5, 2.5, 2.5] and v.grad.item() == w.sum()

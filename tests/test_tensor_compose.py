@@ -270,7 +270,7 @@ ERRORS = [
         RuntimeError,
         r"histc\(\): expected a floating-point input, got int64",
     ),
-    (lambda: fg.polygamma(2, T([1.0])), NotImplementedError, r"polygamma\(\): only n = 0 and n = 1"),
+    (lambda: fg.polygamma(-1, T([1.0])), RuntimeError, r"polygamma\(\): n must be a non-negative int, got -1"),
     (lambda: fg.trace(T([1.0, 2.0])), RuntimeError, r"trace\(\): expected a matrix, got shape \(2,\)"),
     (lambda: fg.diag_embed(T([1.0]), dim1=0, dim2=-2), RuntimeError, r"diag_embed\(\): diagonal dimensions"),
     (
@@ -610,6 +610,42 @@ def test_polygamma_at_infinities_as_pytorch():
     for dtype in (fg.float32, fg.float64):
         got = vals(fg.polygamma(1, fg.tensor([-math.inf, math.inf, 0.0, math.nan], dtype=dtype)))
         assert np.isnan(got[0]) and got[1] == 0.0 and got[2] == math.inf and np.isnan(got[3]), (dtype, got)
+
+
+def test_polygamma_is_inf_at_the_negative_integers():
+    """trigamma's poles at 0, -1, -2, ... are inf (both one-sided limits, SciPy's value), in
+    float32 and float64. A deliberate difference: PyTorch 2.15 gives inf at 0 only, and
+    7.3e31, 1.6e32, 6.6e32 at -3, -2, -1 in float64 (1.7e16, 3.2e14, 1.3e15 in float32), a
+    rounding artefact of ``sin(pi * x)`` in its reflection formula."""
+    x = np.array([-4.0, -3.0, -2.0, -1.0, 0.0])
+    assert (sp.polygamma(1, x) == math.inf).all()
+    for dtype in (fg.float32, fg.float64):
+        got = vals(fg.polygamma(1, fg.tensor(x.tolist(), dtype=dtype)))
+        assert (got == math.inf).all(), (dtype, got)
+        # next to a pole the values stay finite and right
+        t = fg.tensor((x[:4] + 1e-3).tolist(), dtype=dtype)
+        near = vals(t).astype(np.float64)  # the float32 inputs as rounded
+        np.testing.assert_allclose(
+            vals(fg.polygamma(1, t)), sp.polygamma(1, near), rtol=1e-5 if dtype == fg.float32 else 1e-10
+        )
+
+
+def test_polygamma_higher_orders_accuracy():
+    """n = 2..6 against SciPy over both sides of the reflection, the poles ``(-1)^(n+1) inf``
+    as PyTorch and SciPy give them, 0 at +inf. At a negative half-integer ``-k - 1/2`` an even
+    order equals its value at ``k + 3/2`` exactly (the recurrence's terms cancel in pairs),
+    which the reflection keeps; SciPy's and PyTorch's sums lose 2e-8 of it at -7.5 for n = 6."""
+    x = np.concatenate([np.linspace(-9.7, 30.3, 161), [-2.5, -0.5, 1e-6, -1e-6, 0.5, 1e3]])
+    for n in range(2, 7):
+        np.testing.assert_allclose(
+            vals(fg.polygamma(n, T(x))), sp.polygamma(n, x), rtol=1e-10, err_msg=str(n)
+        )
+        if n % 2 == 0:
+            half = np.array([-7.5, -6.5, -3.5, -0.5])
+            got, want = vals(fg.polygamma(n, T(half))), vals(fg.polygamma(n, T(1 - half)))
+            np.testing.assert_allclose(got, want, rtol=1e-14, err_msg=str(n))
+        got = vals(fg.polygamma(n, T([0.0, -1.0, -4.0, math.inf])))
+        assert got[:3].tolist() == [(-1) ** (n + 1) * math.inf] * 3 and got[3] == 0.0, (n, got)
 
 
 def test_polygamma_compiled_gradient_equals_eager_exactly():

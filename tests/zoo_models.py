@@ -2866,3 +2866,898 @@ def dcgan_script(
             torch.save(netG.state_dict(), "%s/netG_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
             torch.save(netD.state_dict(), "%s/netD_epoch_%d.pth" % (opt.outf, epoch))  # noqa: UP031
     return out.getvalue().replace(outf, "OUTF"), images
+
+
+# --- fast_neural_style's neural_style.py (train and stylize) ----------------------
+#
+# The example trains on an ImageFolder of photographs with a VGG-16 pretrained on
+# ImageNet. Here the photographs are NumPy uint8 arrays turned into tensors by
+# :func:`to_tensor` (torchvision's ``ToTensor``, written out), and the VGG is a
+# shrunk feature stack with VGG-16's layer layout whose weights are drawn with
+# NumPy from a fixed seed (:func:`style_script_init`) and loaded where the
+# example loads the pretrained ones.
+
+
+def to_tensor(torch: Any, pic: np.ndarray) -> Any:
+    """torchvision's ``ToTensor`` on an HxWxC (or HxW) uint8 array: CxHxW, scaled to [0, 1].
+
+    The float type is float64 here (torchvision's default float is float32)."""
+    if pic.ndim == 2:
+        pic = pic[:, :, None]
+    img = torch.from_numpy(np.ascontiguousarray(pic.transpose((2, 0, 1)))).contiguous()
+    return img.to(dtype=torch.float64).div(255)
+
+
+def style_script_classes(torch: Any) -> tuple[Any, Any]:
+    """The example's ``TransformerNet`` (transformer_net.py) and ``Vgg16`` (vgg.py), shrunk:
+    channels 32/64/128 to 4/6/8, kernels 9 to 5, five residual blocks to two, and VGG-16's
+    four slices to three over a 12-layer feature stack."""
+    from collections import namedtuple
+
+    class TransformerNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            # Initial convolution layers
+            self.conv1 = ConvLayer(3, 4, kernel_size=5, stride=1)
+            self.in1 = torch.nn.InstanceNorm2d(4, affine=True)
+            self.conv2 = ConvLayer(4, 6, kernel_size=3, stride=2)
+            self.in2 = torch.nn.InstanceNorm2d(6, affine=True)
+            self.conv3 = ConvLayer(6, 8, kernel_size=3, stride=2)
+            self.in3 = torch.nn.InstanceNorm2d(8, affine=True)
+            # Residual layers
+            self.res1 = ResidualBlock(8)
+            self.res2 = ResidualBlock(8)
+            # Upsampling Layers
+            self.deconv1 = UpsampleConvLayer(8, 6, kernel_size=3, stride=1, upsample=2)
+            self.in4 = torch.nn.InstanceNorm2d(6, affine=True)
+            self.deconv2 = UpsampleConvLayer(6, 4, kernel_size=3, stride=1, upsample=2)
+            self.in5 = torch.nn.InstanceNorm2d(4, affine=True)
+            self.deconv3 = ConvLayer(4, 3, kernel_size=5, stride=1)
+            # Non-linearities
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, X):
+            y = self.relu(self.in1(self.conv1(X)))
+            y = self.relu(self.in2(self.conv2(y)))
+            y = self.relu(self.in3(self.conv3(y)))
+            y = self.res1(y)
+            y = self.res2(y)
+            y = self.relu(self.in4(self.deconv1(y)))
+            y = self.relu(self.in5(self.deconv2(y)))
+            y = self.deconv3(y)
+            return y
+
+    class ConvLayer(torch.nn.Module):
+        def __init__(self, in_channels, out_channels, kernel_size, stride):
+            super().__init__()
+            reflection_padding = kernel_size // 2
+            self.reflection_pad = torch.nn.ReflectionPad2d(reflection_padding)
+            self.conv2d = torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride)
+
+        def forward(self, x):
+            out = self.reflection_pad(x)
+            out = self.conv2d(out)
+            return out
+
+    class ResidualBlock(torch.nn.Module):
+        """ResidualBlock
+        introduced in: https://arxiv.org/abs/1512.03385
+        recommended architecture: http://torch.ch/blog/2016/02/04/resnets.html
+        """
+
+        def __init__(self, channels):
+            super().__init__()
+            self.conv1 = ConvLayer(channels, channels, kernel_size=3, stride=1)
+            self.in1 = torch.nn.InstanceNorm2d(channels, affine=True)
+            self.conv2 = ConvLayer(channels, channels, kernel_size=3, stride=1)
+            self.in2 = torch.nn.InstanceNorm2d(channels, affine=True)
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, x):
+            residual = x
+            out = self.relu(self.in1(self.conv1(x)))
+            out = self.in2(self.conv2(out))
+            out = out + residual
+            return out
+
+    class UpsampleConvLayer(torch.nn.Module):
+        """UpsampleConvLayer
+        Upsamples the input and then does a convolution. This method gives better results
+        compared to ConvTranspose2d.
+        ref: http://distill.pub/2016/deconv-checkerboard/
+        """
+
+        def __init__(self, in_channels, out_channels, kernel_size, stride, upsample=None):
+            super().__init__()
+            self.upsample = upsample
+            reflection_padding = kernel_size // 2
+            self.reflection_pad = torch.nn.ReflectionPad2d(reflection_padding)
+            self.conv2d = torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride)
+
+        def forward(self, x):
+            x_in = x
+            if self.upsample:
+                x_in = torch.nn.functional.interpolate(x_in, mode="nearest", scale_factor=self.upsample)
+            out = self.reflection_pad(x_in)
+            out = self.conv2d(out)
+            return out
+
+    class Vgg16(torch.nn.Module):
+        def __init__(self, features, requires_grad=False):
+            super().__init__()
+            vgg_pretrained_features = features
+            self.slice1 = torch.nn.Sequential()
+            self.slice2 = torch.nn.Sequential()
+            self.slice3 = torch.nn.Sequential()
+            for x in range(4):
+                self.slice1.add_module(str(x), vgg_pretrained_features[x])
+            for x in range(4, 9):
+                self.slice2.add_module(str(x), vgg_pretrained_features[x])
+            for x in range(9, 12):
+                self.slice3.add_module(str(x), vgg_pretrained_features[x])
+            if not requires_grad:
+                for param in self.parameters():
+                    param.requires_grad = False
+
+        def forward(self, X):
+            h = self.slice1(X)
+            h_relu1_2 = h
+            h = self.slice2(h)
+            h_relu2_2 = h
+            h = self.slice3(h)
+            h_relu3_3 = h
+            vgg_outputs = namedtuple("VggOutputs", ["relu1_2", "relu2_2", "relu3_3"])
+            out = vgg_outputs(h_relu1_2, h_relu2_2, h_relu3_3)
+            return out
+
+    return TransformerNet, Vgg16
+
+
+def vgg_features(torch: Any) -> Any:
+    """VGG-16's ``features`` layout (conv-relu pairs and max pools), shrunk to 12 layers."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2, 2),
+        nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(6, 6, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2, 2),
+        nn.Conv2d(6, 8, 3, padding=1), nn.ReLU(inplace=True),
+    )  # fmt: skip
+
+
+def style_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights: ``transformer.*`` for TransformerNet, ``vgg.*`` for the feature stack
+    (the stand-in for the pretrained VGG-16), float64, drawn with NumPy."""
+    torch.manual_seed(0)
+    TransformerNet, _ = style_script_classes(torch)
+    state = {f"transformer.{k}": to_numpy(v) for k, v in TransformerNet().state_dict().items()}
+    state |= {f"vgg.{k}": to_numpy(v) for k, v in vgg_features(torch).state_dict().items()}
+    return init_weights(state, set(state), seed=16000)
+
+
+def style_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Five 8x8 RGB training 'photographs', an 8x8 style image and a 12x12 content image (uint8)."""
+    return {
+        "train": rng.integers(0, 256, (5, 8, 8, 3)).astype(np.uint8),
+        "style": rng.integers(0, 256, (8, 8, 3)).astype(np.uint8),
+        "content": rng.integers(0, 256, (12, 12, 3)).astype(np.uint8),
+    }
+
+
+def style_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outdir: str
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' fast_neural_style ``neural_style.py``: ``train`` then ``stylize`` with the
+    model it saved; return what it printed and the stylized image ``utils.save_image`` wrote (as
+    arrays: the clamped float image and its uint8 pixels).
+
+    As the example: ``utils.normalize_batch`` (``new_tensor(...).view(-1, 1, 1)``, ``div_(255.0)``)
+    and ``utils.gram_matrix``, the frozen VGG's namedtuple features of the repeated style image,
+    Adam with the MSE content and Gram style losses, the log lines every ``log_interval`` batches,
+    checkpoints with ``transformer.eval().cpu()`` / ``state_dict()`` / ``.to(device).train()``,
+    the final ``state_dict`` save, then ``stylize`` under ``no_grad``: ``torch.load``, the regex
+    removing ``in*.running_*`` keys, ``load_state_dict``, ``eval()``, and ``save_image``'s
+    ``clamp(0, 255)``. Differences: the nets shrunk (see :func:`style_script_classes`), the VGG
+    weights loaded from ``init`` instead of downloaded, the datasets NumPy arrays through
+    :func:`to_tensor` instead of image files (no resize or crop), float64, the argument parser
+    (namespaces) and ``time.ctime()`` a fixed string (it names the saved model and starts
+    each log line).
+    """
+    import contextlib
+    import io
+    import os
+    import re
+    from types import SimpleNamespace
+
+    TransformerNet, Vgg16 = style_script_classes(torch)
+    Adam = torch.optim.Adam
+    DataLoader = torch.utils.data.DataLoader
+    time = SimpleNamespace(ctime=lambda: "Sun Nov 29 08:45:00 2026")
+    saved_images: dict[str, np.ndarray] = {}
+
+    class utils:  # noqa: N801 - the example's utils.py
+        @staticmethod
+        def gram_matrix(y):
+            (b, ch, h, w) = y.size()
+            features = y.view(b, ch, w * h)
+            features_t = features.transpose(1, 2)
+            gram = features.bmm(features_t) / (ch * h * w)
+            return gram
+
+        @staticmethod
+        def normalize_batch(batch):
+            # normalize using imagenet mean and std
+            mean = batch.new_tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)
+            std = batch.new_tensor([0.229, 0.224, 0.225]).view(-1, 1, 1)
+            batch = batch.div_(255.0)
+            return (batch - mean) / std
+
+        @staticmethod
+        def save_image(filename, data):
+            img = data.clone().clamp(0, 255).numpy()
+            saved_images[os.path.basename(filename) + ":float"] = np.array(img)
+            img = img.transpose(1, 2, 0).astype("uint8")
+            saved_images[os.path.basename(filename)] = img
+
+    class ImageArrays(torch.utils.data.Dataset):
+        """Stands in for ``datasets.ImageFolder``: (image, class) pairs through ``transform``."""
+
+        def __init__(self, images, transform):
+            self.images = images
+            self.transform = transform
+
+        def __len__(self):
+            return len(self.images)
+
+        def __getitem__(self, index):
+            return self.transform(self.images[index]), 0
+
+    def pretrained_vgg_features():  # models.vgg16(pretrained=True).features
+        features = vgg_features(torch).double()
+        features.load_state_dict({k[4:]: torch.tensor(v) for k, v in init.items() if k.startswith("vgg.")})
+        return features
+
+    def train(args):
+        if args.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        print(f"Using device: {device}")
+
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+
+        def transform(pic):  # Resize, CenterCrop, ToTensor, Lambda(lambda x: x.mul(255))
+            return to_tensor(torch, pic).mul(255)
+
+        train_dataset = ImageArrays(data["train"], transform)
+        train_loader = DataLoader(train_dataset, batch_size=args.batch_size)
+
+        transformer = TransformerNet().double().to(device)
+        transformer.load_state_dict(
+            {k[12:]: torch.tensor(v) for k, v in init.items() if k.startswith("transformer.")}
+        )
+        optimizer = Adam(transformer.parameters(), args.lr)
+        mse_loss = torch.nn.MSELoss()
+
+        vgg = Vgg16(pretrained_vgg_features(), requires_grad=False).to(device)
+
+        def style_transform(pic):  # ToTensor, Lambda(lambda x: x.mul(255))
+            return to_tensor(torch, pic).mul(255)
+
+        style = data["style"]  # utils.load_image(args.style_image, size=args.style_size)
+        style = style_transform(style)
+        style = style.repeat(args.batch_size, 1, 1, 1).to(device)
+
+        features_style = vgg(utils.normalize_batch(style))
+        gram_style = [utils.gram_matrix(y) for y in features_style]
+
+        for e in range(args.epochs):
+            transformer.train()
+            agg_content_loss = 0.0
+            agg_style_loss = 0.0
+            count = 0
+            for batch_id, (x, _) in enumerate(train_loader):
+                n_batch = len(x)
+                count += n_batch
+                optimizer.zero_grad()
+
+                x = x.to(device)
+                y = transformer(x)
+
+                y = utils.normalize_batch(y)
+                x = utils.normalize_batch(x)
+
+                features_y = vgg(y)
+                features_x = vgg(x)
+
+                content_loss = args.content_weight * mse_loss(features_y.relu2_2, features_x.relu2_2)
+
+                style_loss = 0.0
+                for ft_y, gm_s in zip(features_y, gram_style):  # noqa: B905 - as the example
+                    gm_y = utils.gram_matrix(ft_y)
+                    style_loss += mse_loss(gm_y, gm_s[:n_batch, :, :])
+                style_loss *= args.style_weight
+
+                total_loss = content_loss + style_loss
+                total_loss.backward()
+                optimizer.step()
+
+                agg_content_loss += content_loss.item()
+                agg_style_loss += style_loss.item()
+
+                if (batch_id + 1) % args.log_interval == 0:
+                    mesg = "{}\tEpoch {}:\t[{}/{}]\tcontent: {:.6f}\tstyle: {:.6f}\ttotal: {:.6f}".format(  # noqa: UP032
+                        time.ctime(),
+                        e + 1,
+                        count,
+                        len(train_dataset),
+                        agg_content_loss / (batch_id + 1),
+                        agg_style_loss / (batch_id + 1),
+                        (agg_content_loss + agg_style_loss) / (batch_id + 1),
+                    )
+                    print(mesg)
+
+                if args.checkpoint_model_dir is not None and (batch_id + 1) % args.checkpoint_interval == 0:
+                    transformer.eval().cpu()
+                    ckpt_model_filename = "ckpt_epoch_" + str(e) + "_batch_id_" + str(batch_id + 1) + ".pth"
+                    ckpt_model_path = os.path.join(args.checkpoint_model_dir, ckpt_model_filename)
+                    torch.save(transformer.state_dict(), ckpt_model_path)
+                    transformer.to(device).train()
+
+        # save model
+        transformer.eval().cpu()
+        save_model_filename = (
+            "epoch_"
+            + str(args.epochs)
+            + "_"
+            + str(time.ctime()).replace(" ", "_")
+            + "_"
+            + str(args.content_weight)
+            + "_"
+            + str(args.style_weight)
+            + ".model"
+        )
+        save_model_path = os.path.join(args.save_model_dir, save_model_filename)
+        torch.save(transformer.state_dict(), save_model_path)
+
+        print("\nDone, trained model saved at", save_model_path)
+        return save_model_path
+
+    def stylize(args):
+        device = torch.device("cpu")
+
+        content_image = data["content"]  # utils.load_image(args.content_image, scale=args.content_scale)
+
+        def content_transform(pic):  # ToTensor, Lambda(lambda x: x.mul(255))
+            return to_tensor(torch, pic).mul(255)
+
+        content_image = content_transform(content_image)
+        content_image = content_image.unsqueeze(0).to(device)
+
+        with torch.no_grad():
+            style_model = TransformerNet().double()
+            state_dict = torch.load(args.model)
+            # remove saved deprecated running_* keys in InstanceNorm from the checkpoint
+            for k in list(state_dict.keys()):
+                if re.search(r"in\d+\.running_(mean|var)$", k):
+                    del state_dict[k]
+            style_model.load_state_dict(state_dict)
+            style_model.to(device)
+            style_model.eval()
+            output = style_model(content_image).cpu()
+        utils.save_image(args.output_image, output[0])
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        args = SimpleNamespace(
+            subcommand="train",
+            epochs=2,
+            batch_size=2,
+            dataset="images",
+            style_image="style.jpg",
+            save_model_dir=os.path.join(outdir, "models"),
+            checkpoint_model_dir=os.path.join(outdir, "checkpoints"),
+            image_size=8,
+            style_size=None,
+            accel=False,
+            seed=42,
+            content_weight=1e5,
+            style_weight=1e10,
+            lr=1e-3,
+            log_interval=1,
+            checkpoint_interval=2,
+        )
+        # main(): check_paths(args)
+        for path in (args.save_model_dir, args.checkpoint_model_dir):
+            if not os.path.exists(path):
+                os.makedirs(path)
+        model_path = train(args)
+        args = SimpleNamespace(
+            subcommand="eval",
+            content_image="content.jpg",
+            content_scale=None,
+            output_image=os.path.join(outdir, "stylized.jpg"),
+            model=model_path,
+            accel=False,
+            export_onnx=None,
+        )
+        stylize(args)
+    return out.getvalue().replace(outdir, "OUTDIR"), saved_images
+
+
+# --- super_resolution's main.py and super_resolve.py -------------------------------
+#
+# main.py saves the whole model (``torch.save(model, path)``), which pickles ``Net``
+# by the name of its module: :func:`superres_model_module` makes the examples'
+# ``model.py`` an importable module per framework, as :func:`word_lm_model_module`.
+
+
+def superres_model_module(torch: Any) -> Any:
+    """The examples' super_resolution ``model`` module (``Net``) for ``torch``, importable by name.
+
+    Shrunk: 64/64/32 channels to 8/8/4."""
+    import sys
+    import types
+
+    name = f"zoo_models_superres_{torch.__name__}"
+    if name in sys.modules:
+        return sys.modules[name]
+    nn = torch.nn
+    init = torch.nn.init
+
+    class Net(nn.Module):
+        def __init__(self, upscale_factor):
+            super().__init__()
+
+            self.relu = nn.ReLU()
+            self.conv1 = nn.Conv2d(1, 8, (5, 5), (1, 1), (2, 2))
+            self.conv2 = nn.Conv2d(8, 8, (3, 3), (1, 1), (1, 1))
+            self.conv3 = nn.Conv2d(8, 4, (3, 3), (1, 1), (1, 1))
+            self.conv4 = nn.Conv2d(4, upscale_factor**2, (3, 3), (1, 1), (1, 1))
+            self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
+
+            self._initialize_weights()
+
+        def forward(self, x):
+            x = self.relu(self.conv1(x))
+            x = self.relu(self.conv2(x))
+            x = self.relu(self.conv3(x))
+            x = self.pixel_shuffle(self.conv4(x))
+            return x
+
+        def _initialize_weights(self):
+            init.orthogonal_(self.conv1.weight, init.calculate_gain("relu"))
+            init.orthogonal_(self.conv2.weight, init.calculate_gain("relu"))
+            init.orthogonal_(self.conv3.weight, init.calculate_gain("relu"))
+            init.orthogonal_(self.conv4.weight)
+
+    module = types.ModuleType(name, "super_resolution/model.py")
+    Net.__module__ = name
+    Net.__qualname__ = "Net"
+    module.Net = Net
+    sys.modules[name] = module
+    return module
+
+
+def orthogonal(rng: np.random.Generator, shape: tuple[int, ...], gain: float) -> np.ndarray:
+    """``init.orthogonal_`` drawn with NumPy: a normal matrix's QR factor, signs fixed by
+    ``diag(R)``, rows (or columns, whichever are fewer) orthonormal, times ``gain``."""
+    rows, cols = shape[0], int(np.prod(shape[1:]))
+    flat = rng.standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return gain * q.reshape(shape)
+
+
+def superres_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights of the script's ``Net`` (float64, drawn with NumPy).
+
+    ``Net._initialize_weights`` draws ``init.orthogonal_`` from the framework's generator, and
+    the two frameworks' streams differ; the script runs it (so both frameworks execute it) and
+    then loads these weights: orthogonal ones drawn the same way from a NumPy stream
+    (:func:`orthogonal`, gain ``calculate_gain('relu')`` = sqrt(2) but for conv4), and the
+    biases as ``Conv2d``'s default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``."""
+    torch.manual_seed(0)
+    model = superres_model_module(torch).Net(upscale_factor=2)
+    rng = np.random.default_rng(18000)
+    out = {}
+    for key, value in sorted(model.state_dict().items()):
+        shape = tuple(value.shape)
+        if key.endswith("weight"):
+            out[key] = orthogonal(rng, shape, 1.0 if key.startswith("conv4") else np.sqrt(2.0))
+        else:
+            weight = model.state_dict()[key[: -len("bias")] + "weight"]
+            bound = 1.0 / np.sqrt(np.prod(tuple(weight.shape)[1:]))
+            out[key] = rng.uniform(-bound, bound, shape)
+    return out
+
+
+def superres_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Six training and three test 8x8 RGB 'photographs' and a 6x6 one to super-resolve (uint8)."""
+    return {
+        "train": rng.integers(0, 256, (6, 8, 8, 3)).astype(np.uint8),
+        "test": rng.integers(0, 256, (3, 8, 8, 3)).astype(np.uint8),
+        "input_image": rng.integers(0, 256, (6, 6, 3)).astype(np.uint8),
+    }
+
+
+def luma(rgb: np.ndarray) -> np.ndarray:
+    """The Y of PIL's ``convert('YCbCr')`` (ITU-R 601), as uint8."""
+    y = rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114
+    return np.clip(np.round(y), 0, 255).astype(np.uint8)
+
+
+def superres_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outdir: str
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' super_resolution ``main.py`` for two epochs, then ``super_resolve.py``
+    on the last checkpoint; return what main.py printed and super_resolve's output Y channel
+    (``out_y:float``, after ``*= 255.0`` and ``clip``, and ``out_y``, its uint8 pixels).
+
+    As the example: ``print(opt)``, the dataset of Y channels (input: centre-cropped and
+    shrunk by the upscale factor, target: the crop) through ``ToTensor``, ``Net`` with
+    ``PixelShuffle`` and its ``init.orthogonal_`` initialisation, Adam, ``MSELoss``, the
+    per-iteration and per-epoch lines, PSNR ``10 * log10(1 / mse.item())`` under ``no_grad``,
+    ``torch.save(model, ...)`` of the whole model per epoch; then ``torch.load(...,
+    weights_only=False)``, ``ToTensor()(y).view(1, -1, h, w)`` and the output scaled in place
+    through ``.numpy()``. Differences: the net shrunk, the initial weights loaded from ``init``
+    after ``Net()`` initialised itself (see :func:`superres_script_init`), images as NumPy
+    arrays (:func:`luma` for PIL's Y channel, a 2x2 box mean for ``Resize``, no crop: the
+    images are the crop size), the training set not shuffled (the frameworks' shuffles
+    differ), float64, and super_resolve stopping at the Y channel (no Cb/Cr resize or merge).
+    """
+    import contextlib
+    import io
+    import os
+    from math import log10
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    DataLoader = torch.utils.data.DataLoader
+    Net = superres_model_module(torch).Net
+
+    class DatasetFromArrays(torch.utils.data.Dataset):
+        """dataset.py's ``DatasetFromFolder``: (input, target) Y channels through the transforms."""
+
+        def __init__(self, images, input_transform=None, target_transform=None):
+            super().__init__()
+            self.images = images
+            self.input_transform = input_transform
+            self.target_transform = target_transform
+
+        def __getitem__(self, index):
+            input = luma(self.images[index])  # load_img: Image.open(...).convert('YCbCr'), y
+            target = input.copy()
+            if self.input_transform:
+                input = self.input_transform(input)
+            if self.target_transform:
+                target = self.target_transform(target)
+
+            return input, target
+
+        def __len__(self):
+            return len(self.images)
+
+    def input_transform(crop_size, upscale_factor):  # CenterCrop, Resize(crop // factor), ToTensor
+        def transform(y):
+            h, w = y.shape
+            f = upscale_factor
+            small = y.reshape(h // f, f, w // f, f).astype(np.float64).mean(axis=(1, 3))
+            return to_tensor(torch, np.round(small).astype(np.uint8))
+
+        return transform
+
+    def target_transform(crop_size):  # CenterCrop, ToTensor
+        return lambda y: to_tensor(torch, y)
+
+    def get_training_set(upscale_factor):
+        crop_size = 8
+        return DatasetFromArrays(
+            data["train"],
+            input_transform=input_transform(crop_size, upscale_factor),
+            target_transform=target_transform(crop_size),
+        )
+
+    def get_test_set(upscale_factor):
+        crop_size = 8
+        return DatasetFromArrays(
+            data["test"],
+            input_transform=input_transform(crop_size, upscale_factor),
+            target_transform=target_transform(crop_size),
+        )
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        # main.py
+        opt = SimpleNamespace(
+            upscale_factor=2,
+            batchSize=4,
+            testBatchSize=2,
+            nEpochs=2,
+            lr=0.01,
+            accel=False,
+            threads=0,
+            seed=123,
+        )
+        print(opt)
+
+        if opt.accel and not torch.accelerator.is_available():
+            raise Exception("no accelerator found")
+
+        torch.manual_seed(opt.seed)
+
+        if opt.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        print("===> Loading datasets")
+        train_set = get_training_set(opt.upscale_factor)
+        test_set = get_test_set(opt.upscale_factor)
+        training_data_loader = DataLoader(
+            dataset=train_set, num_workers=opt.threads, batch_size=opt.batchSize, shuffle=False
+        )
+        testing_data_loader = DataLoader(
+            dataset=test_set, num_workers=opt.threads, batch_size=opt.testBatchSize, shuffle=False
+        )
+
+        print("===> Building model")
+        model = Net(upscale_factor=opt.upscale_factor).double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        criterion = nn.MSELoss()
+
+        optimizer = optim.Adam(model.parameters(), lr=opt.lr)
+
+        def train(epoch):
+            epoch_loss = 0
+            for iteration, batch in enumerate(training_data_loader, 1):
+                input, target = batch[0].to(device), batch[1].to(device)
+
+                optimizer.zero_grad()
+                loss = criterion(model(input), target)
+                epoch_loss += loss.item()
+                loss.backward()
+                optimizer.step()
+
+                print(
+                    f"===> Epoch[{epoch}]({iteration}/{len(training_data_loader)}): Loss: {loss.item():.4f}"
+                )
+
+            print(f"===> Epoch {epoch} Complete: Avg. Loss: {epoch_loss / len(training_data_loader):.4f}")
+
+        def test():
+            avg_psnr = 0
+            with torch.no_grad():
+                for batch in testing_data_loader:
+                    input, target = batch[0].to(device), batch[1].to(device)
+
+                    prediction = model(input)
+                    mse = criterion(prediction, target)
+                    psnr = 10 * log10(1 / mse.item())
+                    avg_psnr += psnr
+            print(f"===> Avg. PSNR: {avg_psnr / len(testing_data_loader):.4f} dB")
+
+        def checkpoint(epoch):
+            model_out_path = os.path.join(outdir, f"model_epoch_{epoch}.pth")
+            torch.save(model, model_out_path)
+            print(f"Checkpoint saved to {model_out_path}")
+
+        for epoch in range(1, opt.nEpochs + 1):
+            train(epoch)
+            test()
+            checkpoint(epoch)
+
+    # super_resolve.py
+    opt = SimpleNamespace(
+        input_image="input.jpg", model=os.path.join(outdir, "model_epoch_2.pth"), accel=False
+    )
+    # img = Image.open(opt.input_image).convert('YCbCr'); y, cb, cr = img.split()
+    y = luma(data["input_image"])
+
+    model = torch.load(opt.model, weights_only=False)
+    img_to_tensor = to_tensor  # ToTensor()
+    input = img_to_tensor(torch, y).view(1, -1, y.shape[0], y.shape[1])  # y.size[1], y.size[0] in PIL
+
+    out = model(input)
+    out = out.cpu()
+    out_img_y = out[0].detach().numpy()
+    out_img_y *= 255.0
+    out_img_y = out_img_y.clip(0, 255)
+    result = {"out_y:float": np.array(out_img_y[0]), "out_y": np.uint8(out_img_y[0])}
+    return printed.getvalue().replace(outdir, "OUTDIR"), result
+
+
+# --- mnist_rnn's main.py ------------------------------------------------------------
+
+
+def mnist_rnn_classes(torch: Any, dropout: tuple[float, float] = (0.0, 0.0)) -> Any:
+    """The examples' mnist_rnn ``Net``: an LSTM over the image rows (batch first), BatchNorm1d,
+    Dropout2d, two Linear layers and ``log_softmax``. Shrunk: 28x28 images to 6x6, 64 hidden
+    units to 8, 32 to 6. The dropout probabilities (0.25, 0.5 in the example) are arguments."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(input_size=6, hidden_size=8, batch_first=True)
+            self.batchnorm = nn.BatchNorm1d(8)
+            self.dropout1 = nn.Dropout2d(dropout[0])
+            self.dropout2 = nn.Dropout2d(dropout[1])
+            self.fc1 = nn.Linear(8, 6)
+            self.fc2 = nn.Linear(6, 10)
+
+        def forward(self, input):
+            # Shape of input is (batch_size,1, 6, 6)
+            # converting shape of input to (batch_size, 6, 6)
+            # as required by RNN when batch_first is set True
+            input = input.reshape(-1, 6, 6)
+            output, hidden = self.rnn(input)
+
+            # RNN output shape is (seq_len, batch, input_size)
+            # Get last output of RNN
+            output = output[:, -1, :]
+            output = self.batchnorm(output)
+            output = self.dropout1(output)
+            output = self.fc1(output)
+            output = F.relu(output)
+            output = self.dropout2(output)
+            output = self.fc2(output)
+            output = F.log_softmax(output, dim=1)
+            return output
+
+    return Net
+
+
+def mnist_rnn_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The mnist_rnn script's initial weights (float64, drawn with NumPy; BatchNorm buffers kept)."""
+    torch.manual_seed(0)
+    model = mnist_rnn_classes(torch)().double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return init_weights(state, {k for k, _ in model.named_parameters()}, seed=20000)
+
+
+def mnist_rnn_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training and seven test 1x6x6 'digits' (normalised as the example's transform leaves
+    them), with labels."""
+    return {
+        "train_x": (rng.uniform(0, 1, (10, 1, 6, 6)) - 0.1307) / 0.3081,
+        "train_y": rng.integers(0, 10, 10).astype(np.int64),
+        "test_x": (rng.uniform(0, 1, (7, 1, 6, 6)) - 0.1307) / 0.3081,
+        "test_y": rng.integers(0, 10, 7).astype(np.int64),
+    }
+
+
+def mnist_rnn_script(
+    torch: Any,
+    init: dict[str, np.ndarray],
+    data: dict[str, np.ndarray],
+    save_path: str,
+    dry_run: bool = False,
+    dropout: tuple[float, float] = (0.0, 0.0),
+) -> str:
+    """Run the examples' mnist_rnn ``main`` for two epochs; return what it printed.
+
+    As the example: ``Net`` (see :func:`mnist_rnn_classes`), Adadelta, ``StepLR(step_size=1,
+    gamma)``, the train/test functions with their lines and ``args.dry_run`` breaks, and
+    ``torch.save(model.state_dict(), ...)``. Differences: the data (``TensorDataset``s instead
+    of torchvision's MNIST, not shuffled: the frameworks' shuffles differ), the argument parser
+    (a namespace), float64, the initial weights loaded from ``init``, dropout 0 by default."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    F = torch.nn.functional
+    optim = torch.optim
+    StepLR = torch.optim.lr_scheduler.StepLR
+    Net = mnist_rnn_classes(torch, dropout)
+
+    def train(args, model, device, train_loader, optimizer, epoch):
+        model.train()
+        for batch_idx, (data, target) in enumerate(train_loader):
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            output = model(data)
+            loss = F.nll_loss(output, target)
+            loss.backward()
+            optimizer.step()
+            if batch_idx % args.log_interval == 0:
+                print(
+                    "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032 - as the example
+                        epoch,
+                        batch_idx * len(data),
+                        len(train_loader.dataset),
+                        100.0 * batch_idx / len(train_loader),
+                        loss.item(),
+                    )
+                )
+                if args.dry_run:
+                    break
+
+    def test(args, model, device, test_loader):
+        model.eval()
+        test_loss = 0
+        correct = 0
+        with torch.no_grad():
+            for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
+                output = model(data)
+                test_loss += F.nll_loss(output, target, reduction="sum").item()  # sum up batch loss
+                pred = output.argmax(dim=1, keepdim=True)  # get the index of the max log-probability
+                correct += pred.eq(target.view_as(pred)).sum().item()
+                if args.dry_run:
+                    break
+
+        test_loss /= len(test_loader.dataset)
+
+        print(
+            "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(  # noqa: UP032
+                test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+            )
+        )
+
+    def main():
+        args = SimpleNamespace(
+            batch_size=4,
+            test_batch_size=3,
+            epochs=2,
+            lr=0.1,
+            gamma=0.7,
+            accel=False,
+            dry_run=dry_run,
+            seed=1,
+            log_interval=1,
+            save_model=True,
+        )
+
+        if args.accel and not torch.accelerator.is_available():
+            print("ERROR: accelerator is not available, try running on CPU")
+            return
+
+        torch.manual_seed(args.seed)
+
+        if args.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        kwargs = {"num_workers": 1, "pin_memory": True} if args.accel else {}
+        train_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["train_x"]), torch.tensor(data["train_y"])),
+            batch_size=args.batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+        test_loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.tensor(data["test_x"]), torch.tensor(data["test_y"])),
+            batch_size=args.test_batch_size,
+            shuffle=False,
+            **kwargs,
+        )
+
+        model = Net().double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+
+        scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
+        for epoch in range(1, args.epochs + 1):
+            train(args, model, device, train_loader, optimizer, epoch)
+            test(args, model, device, test_loader)
+            scheduler.step()
+
+        if args.save_model:
+            torch.save(model.state_dict(), save_path)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue()

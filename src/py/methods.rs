@@ -804,11 +804,39 @@ impl PyTensor {
         run(|| ew::copy_(&slf.borrow().t, &r.t))?;
         Ok(slf.clone())
     }
-    /// Fill with a value, in place.
+    /// Fill with a value, in place: a number (refused when it overflows the dtype) or, as in
+    /// PyTorch, a 0-d tensor (converted as `copy_` converts, differentiable in the value).
     fn fill_<'py>(slf: &Bound<'py, Self>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
-        let v = as_scalar(value)
-            .ok_or_else(|| PyTypeError::new_err("fill_: value must be a number"))?;
-        run(|| ew::fill_(&slf.borrow().t, v))?;
+        // NumPy integer scalars are numbers too (their `__index__`), checked for overflow.
+        let number = as_scalar(value).or_else(|| {
+            (!value.is_instance_of::<PyTensor>())
+                .then(|| value.call_method0("__index__").ok()?.extract::<i64>().ok())
+                .flatten()
+                .map(Scalar::Int)
+        });
+        if let Some(v) = number {
+            run(|| ew::fill_(&slf.borrow().t, v))?;
+            return Ok(slf.clone());
+        }
+        let src = value
+            .cast::<PyTensor>()
+            .map(|t| t.borrow().t.clone())
+            .map_err(|_| PyTypeError::new_err("fill_: value must be a number or a 0-dim tensor"))?;
+        if src.ndim() != 0 {
+            return run(|| -> crate::Result<()> {
+                Err(crate::Error::shape(
+                    "fill_",
+                    format!(
+                        "only a 0-dim value tensor fills; got one of shape {:?}",
+                        src.shape()
+                    ),
+                ))
+            })
+            .map(|_| slf.clone());
+        }
+        let dst_ref = slf.borrow();
+        run(|| ew::copy_(&dst_ref.t, &src))?;
+        drop(dst_ref);
         Ok(slf.clone())
     }
     /// Fill with zeros, in place.
