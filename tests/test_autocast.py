@@ -175,3 +175,28 @@ def test_cuda_spellings_warn_and_run_disabled() -> None:
         warnings.simplefilter("ignore")
         with fg.cuda.amp.autocast():
             assert (x @ x).dtype == fg.float32
+
+
+@pytest.mark.skipif(not fg.gpu.is_available(), reason="no WebGPU adapter for the gpu region")
+def test_gpu_region_matches_cpu_float16() -> None:
+    # A float16 region on the GPU gives what the CPU's float16 region gives (float32 parameters,
+    # float16 products, a float32 loss), and the CPU's region leaves GPU ops alone.
+    r = np.random.default_rng(3)
+    xs = r.standard_normal((4, 8)).astype(np.float32)
+    lin = fg.nn.Linear(8, 3)
+    outs = {}
+    for dev in ("cpu", "gpu"):
+        m = lin.to(dev)
+        x = fg.tensor(xs, device=dev)
+        with fg.autocast(dev, dtype=fg.float16):
+            y = m(x)
+            loss = fg.nn.functional.mse_loss(y, fg.zeros(4, 3, device=dev))
+        loss.backward()
+        assert y.dtype == fg.float16 and loss.dtype == fg.float32 and m.weight.grad.dtype == fg.float32
+        outs[dev] = (y.float().cpu().numpy(), m.weight.grad.cpu().numpy().copy())
+        m.weight.grad = None
+    np.testing.assert_allclose(outs["gpu"][0], outs["cpu"][0], rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(outs["gpu"][1], outs["cpu"][1], rtol=1e-2, atol=1e-2)
+    with fg.autocast("cpu"):
+        g = fg.randn(2, 2, device="gpu")
+        assert (g @ g).dtype == fg.float32
