@@ -4,7 +4,8 @@
 version it was made with (``torch_version``) and
 
 * ``dtypes``: the result dtype of each op in :data:`OPS` on float32 inputs inside
-  ``autocast("cpu", dtype)`` for bfloat16 and float16 (and on float64 inputs for bfloat16);
+  ``autocast("cpu", dtype)`` for bfloat16 and float16 (and on float64 inputs for bfloat16),
+  and of each module in :data:`MODULES` (float32 parameters and inputs, bfloat16 regions);
 * a short training run of :func:`train` (a small conv net: forward and loss inside
   ``autocast("cpu", bfloat16)``, ``backward`` and SGD outside) from NumPy-drawn weights: its
   losses, the output dtype, the first step's gradients and the final weights.
@@ -52,6 +53,16 @@ OPS: dict[str, Any] = {
     "prod": lambda t, a, b: a.prod(),
     # lower-precision then float32 ops on one result
     "linear_then_mse": lambda t, a, b: t.nn.functional.mse_loss(t.nn.functional.linear(a, b), a),
+}
+
+# name -> f(torch, a, b) for modules with float32 parameters, on float32 inputs.
+MODULES: dict[str, Any] = {
+    "LSTMCell": lambda t, a, b: t.nn.LSTMCell(4, 4)(a)[0],
+    "LSTM": lambda t, a, b: t.nn.LSTM(4, 4, batch_first=True)(a[None])[0],
+    "GRU": lambda t, a, b: t.nn.GRU(4, 4)(a[None])[0],
+    "MultiheadAttention": lambda t, a, b: t.nn.MultiheadAttention(4, 2)(a[None], b[None], b[None])[0],
+    "TransformerEncoderLayer": lambda t, a, b: t.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)(a[None]),
+    "LayerNorm(linear)": lambda t, a, b: t.nn.LayerNorm(4)(t.nn.functional.linear(a, b)),
 }
 
 
@@ -139,6 +150,16 @@ def dtype_table(torch: Any) -> dict[str, np.ndarray]:
                 got.append(str(res.dtype).split(".")[-1])
             out[f"dtypes.{region}.{src}"] = np.array(got)
             out["dtypes.ops"] = np.array(names)
+        if region != "bfloat16":
+            continue  # (PyTorch's CPU LSTM has no float16 kernel on every CPU)
+        a = torch.tensor(r.standard_normal((4, 4)), dtype=torch.float32)
+        b = torch.tensor(r.standard_normal((4, 4)), dtype=torch.float32)
+        got = []
+        for f in MODULES.values():
+            with torch.autocast("cpu", dtype=getattr(torch, region)):
+                got.append(str(f(torch, a, b).dtype).split(".")[-1])
+        out[f"modules.{region}"] = np.array(got)
+        out["modules"] = np.array(list(MODULES))
     return out
 
 

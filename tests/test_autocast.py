@@ -46,6 +46,19 @@ def test_result_dtypes_match_pytorch(region: str, src: str) -> None:
     assert got == want, f"PyTorch {REF['torch_version']}"
 
 
+@pytest.mark.parametrize("region", ["bfloat16"])
+def test_module_result_dtypes_match_pytorch(region: str) -> None:
+    r = np.random.default_rng(1)
+    a = fg.tensor(r.standard_normal((4, 4)), dtype=fg.float32)
+    b = fg.tensor(r.standard_normal((4, 4)), dtype=fg.float32)
+    want = dict(zip(REF["modules"].tolist(), REF[f"modules.{region}"].tolist(), strict=True))
+    got = {}
+    for name, f in gen.MODULES.items():
+        with fg.autocast("cpu", dtype=getattr(fg, region)):
+            got[name] = _name(f(fg, a, b).dtype)
+    assert got == want, f"PyTorch {REF['torch_version']}"
+
+
 def test_values_are_the_ops_on_cast_inputs() -> None:
     # Inside a region an op computes what it computes on inputs cast first.
     r = np.random.default_rng(2)
@@ -200,3 +213,29 @@ def test_gpu_region_matches_cpu_float16() -> None:
     with fg.autocast("cpu"):
         g = fg.randn(2, 2, device="gpu")
         assert (g @ g).dtype == fg.float32
+
+
+def test_parameter_casts_are_cached_per_region() -> None:
+    # A parameter read by several ops in a region is cast once (an RNN's weights at each
+    # step); its gradient collects every use, and a write in place is seen by the next op.
+    w = fg.nn.Parameter(fg.randn(4, 4))
+    x = fg.randn(2, 4)
+    with fg.autocast("cpu"):
+        a, b = fg.nn.functional.linear(x, w), fg.nn.functional.linear(x, w)
+        (a.float().sum() + b.float().sum()).backward()
+        with fg.no_grad():
+            c = fg.nn.functional.linear(x, w)
+            w.mul_(2.0)
+        d = fg.nn.functional.linear(x, w)
+    np.testing.assert_array_equal(a.float().numpy(), b.float().numpy())
+    np.testing.assert_array_equal(c.float().numpy(), a.float().numpy())
+    assert d.requires_grad and not c.requires_grad
+    ref = fg.nn.functional.linear(x.to(fg.bfloat16), w.detach().to(fg.bfloat16))
+    np.testing.assert_array_equal(d.float().numpy(), ref.float().numpy())
+    # d(sum(x @ w.T))/dw, twice (each use's product rounded to bfloat16).
+    xs = x.to(fg.bfloat16).float().numpy()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.broadcast_to(xs.sum(0), (4, 4)), rtol=8e-3)
+    # cache_enabled=False casts at every use, with the same results.
+    with fg.autocast("cpu", cache_enabled=False):
+        e = fg.nn.functional.linear(x, w)
+    np.testing.assert_array_equal(e.float().numpy(), d.float().numpy())

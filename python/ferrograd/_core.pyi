@@ -67,6 +67,7 @@ __all__ = [
     "_set_grad_enabled",
     "_set_autocast",
     "_get_autocast",
+    "_set_autocast_cache",
     "_queue_callback",
     "tensor",
     "from_numpy",
@@ -1044,6 +1045,7 @@ def _queue_callback(callback: Callable[[], object]) -> None:
 def _set_grad_enabled(mode: _bool) -> _bool: ...
 def _set_autocast(gpu: _bool, dtype: dtype | None = None) -> dtype | None: ...
 def _get_autocast(gpu: _bool) -> dtype | None: ...
+def _set_autocast_cache(on: _bool) -> _bool: ...
 
 # ----- creation ---------------------------------------------------------------
 

@@ -255,7 +255,10 @@ class autocast:
     precision on ``device_type`` (see the module docs for the policy).
     ``dtype`` defaults to bfloat16 on ``"cpu"`` and float16 on ``"gpu"``; a
     dtype other than those two warns and disables the region, as PyTorch
-    does. ``cache_enabled`` is accepted (casts are not cached).
+    does. With ``cache_enabled`` (the default) the cast of a float32
+    parameter is made once per region and reused by every op that reads it
+    (made again after the parameter is written in place); the cache is
+    emptied when the thread leaves its last region.
     """
 
     def __init__(
@@ -268,8 +271,10 @@ class autocast:
         kind = _kind(device_type)
         self.device_type = device_type
         self._enabled = bool(enabled)
+        self._cache = True if cache_enabled is None else bool(cache_enabled)
         self._gpu: bool | None = None
         self._prev: Any = None
+        self._prev_cache = True
         if kind in _ABSENT:
             if self._enabled:
                 warnings.warn(
@@ -293,12 +298,14 @@ class autocast:
 
     def __enter__(self) -> autocast:
         if self._gpu is not None:
+            self._prev_cache = _core._set_autocast_cache(self._cache)
             self._prev = _core._set_autocast(self._gpu, self.fast_dtype if self._enabled else None)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._gpu is not None:
             _core._set_autocast(self._gpu, self._prev)
+            _core._set_autocast_cache(self._prev_cache)
         return None
 
     def __call__(self, fn: Any) -> Any:
@@ -308,7 +315,7 @@ class autocast:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                region = autocast(self.device_type, self.fast_dtype, self._enabled)
+                region = autocast(self.device_type, self.fast_dtype, self._enabled, self._cache)
             with region:
                 return fn(*args, **kwargs)
 

@@ -15,15 +15,32 @@
 //! graph holds the casts of the region it was captured in, and runs with
 //! autocast off (see [`suspended`]), as its nodes already say which dtypes
 //! to compute in.
+//!
+//! As in PyTorch, the cast of a float32 parameter (a leaf that requires
+//! grad) is made once per region and reused by every op that reads it (an
+//! RNN's weights at every step): the cache holds it until the thread leaves
+//! its last region, and a cast is made again when the parameter was written
+//! in place or grad mode changed. Nothing is cached while capturing.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::Arc;
 
+use crate::autograd::AutogradMeta;
 use crate::error::Result;
 use crate::tensor::{DType, Device, Tensor};
+
+/// A cached cast, by the parameter's autograd state (its address), the
+/// target dtype and grad mode: the state itself (kept alive, so that its
+/// address keeps naming it), the storage version when cast, and the cast.
+type Cache = HashMap<(usize, DType, bool), (Arc<AutogradMeta>, u64, Tensor)>;
 
 thread_local! {
     /// The region's dtype for the CPU (index 0) and the GPU (index 1).
     static STATE: Cell<[Option<DType>; 2]> = const { Cell::new([None, None]) };
+    /// Whether regions cache parameter casts (`cache_enabled`).
+    static CACHE_ON: Cell<bool> = const { Cell::new(true) };
+    static CACHE: RefCell<Cache> = RefCell::new(HashMap::new());
 }
 
 /// A device kind's index in the state (`None` for a shape-only tensor that
@@ -42,14 +59,27 @@ pub fn get(gpu: bool) -> Option<DType> {
 }
 
 /// Set the autocast dtype of a device kind on this thread (`None`: off);
-/// returns the previous one.
+/// returns the previous one. Leaving the last region empties the cast cache.
 pub fn set(gpu: bool, d: Option<DType>) -> Option<DType> {
-    STATE.with(|s| {
+    let (prev, now) = STATE.with(|s| {
         let mut v = s.get();
         let prev = std::mem::replace(&mut v[gpu as usize], d);
         s.set(v);
-        prev
-    })
+        (prev, v)
+    });
+    if now == [None, None] {
+        CACHE.with(|c| c.borrow_mut().clear());
+    }
+    prev
+}
+
+/// Whether regions on this thread cache the casts of parameters; returns
+/// the previous setting.
+pub fn set_cache_enabled(on: bool) -> bool {
+    if !on {
+        CACHE.with(|c| c.borrow_mut().clear());
+    }
+    CACHE_ON.with(|c| c.replace(on))
 }
 
 /// Run `f` with autocast off on this thread (a captured graph's nodes run so).
@@ -104,11 +134,42 @@ pub fn widen(ts: &[&Tensor]) -> Option<DType> {
 
 /// `t` cast to `d` when autocast may cast it, else `t` itself.
 pub fn cast(t: &Tensor, d: DType) -> Result<Tensor> {
-    if eligible(t) && t.dtype() != d {
-        super::elementwise::to_dtype(t, d)
-    } else {
-        Ok(t.clone())
+    if !eligible(t) || t.dtype() == d {
+        return Ok(t.clone());
     }
+    let param = t
+        .meta()
+        .filter(|m| m.is_leaf() && m.requires_grad() && t.dtype() == DType::F32);
+    let Some(m) = param.filter(|_| {
+        CACHE_ON.with(|c| c.get())
+            && t.layout().is_contiguous()
+            && !super::capture::active()
+            && !super::capture::tracing()
+    }) else {
+        return super::elementwise::to_dtype(t, d);
+    };
+    let key = (
+        Arc::as_ptr(m) as usize,
+        d,
+        crate::autograd::is_grad_enabled(),
+    );
+    let version = t.version();
+    let hit = CACHE.with(|c| {
+        c.borrow()
+            .get(&key)
+            .filter(|e| e.1 == version)
+            .map(|e| e.2.clone())
+    });
+    if let Some(c) = hit {
+        return Ok(c);
+    }
+    let c = super::elementwise::to_dtype(t, d)?;
+    CACHE.with(|cache| {
+        cache
+            .borrow_mut()
+            .insert(key, (m.clone(), version, c.clone()))
+    });
+    Ok(c)
 }
 
 /// [`cast`] for an optional tensor.

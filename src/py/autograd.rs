@@ -486,6 +486,12 @@ fn _set_autocast(gpu: bool, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Option
     Ok(crate::ops::autocast::set(gpu, d).map(|d| super::PyDType { d }))
 }
 
+/// Whether autocast regions on this thread cache parameter casts; returns the previous setting.
+#[pyfunction]
+fn _set_autocast_cache(on: bool) -> bool {
+    crate::ops::autocast::set_cache_enabled(on)
+}
+
 /// The autocast dtype of the CPU (`gpu=False`) or the GPU on this thread (`None`: off).
 #[pyfunction]
 fn _get_autocast(gpu: bool) -> Option<super::PyDType> {
@@ -563,6 +569,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_set_autocast, m)?)?;
     m.add_function(wrap_pyfunction!(_get_autocast, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_autocast_cache, m)?)?;
     m.add_function(wrap_pyfunction!(_set_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_queue_callback, m)?)?;
     Ok(())

@@ -389,6 +389,9 @@ class RNN(_RNNBase):
         return self._run(input, hx)
 
 
+_AUTOCAST_ELIGIBLE = (_core.float32, _core.float16, _core.bfloat16)
+
+
 class LSTM(_RNNBase):
     """Multi-layer LSTM; ``forward(input, (h_0, c_0)=None)`` returns ``(output, (h_n, c_n))``.
 
@@ -416,7 +419,20 @@ class LSTM(_RNNBase):
     def forward(
         self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Any, tuple[Tensor, Tensor]]:
-        """Run the sequence; returns ``(output, (h_n, c_n))``."""
+        """Run the sequence; returns ``(output, (h_n, c_n))``.
+
+        In an autocast region the input and state are cast to the region's dtype (PyTorch's
+        CPU LSTM is a lower-precision op), so the output has that dtype.
+        """
+        if isinstance(input, Tensor) and input.dtype in _AUTOCAST_ELIGIBLE:
+            low = _core._get_autocast(input.device.type == "gpu")
+            if low is not None:
+                input = input.to(low)
+                if hx is not None:
+                    hx = (
+                        hx[0].to(low) if hx[0].dtype in _AUTOCAST_ELIGIBLE else hx[0],
+                        hx[1].to(low) if hx[1].dtype in _AUTOCAST_ELIGIBLE else hx[1],
+                    )
         return self._run(input, hx)
 
 
