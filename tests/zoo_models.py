@@ -3761,3 +3761,541 @@ def mnist_rnn_script(
     with contextlib.redirect_stdout(out):
         main()
     return out.getvalue()
+
+
+# --- imagenet's main.py ---------------------------------------------------------------
+#
+# ``models.__dict__[args.arch]()`` builds a torchvision ResNet; here the script carries a
+# tiny one written as torchvision writes it (``BasicBlock`` with ``downsample``,
+# ``AdaptiveAvgPool2d``, the ``kaiming_normal_(mode="fan_out")`` initialisation loop).
+
+
+def imagenet_models(torch: Any) -> Any:
+    """A ``models`` namespace holding ``resnet_tiny``: torchvision's ResNet with BasicBlocks,
+    shrunk to 4 and 8 channels, one block per stage, two stages, 10 classes, and the 7x7
+    stride-2 stem a 3x3 stride-1 one (as CIFAR ResNets have it) for 12x12 images."""
+    from types import SimpleNamespace
+
+    nn = torch.nn
+
+    def conv3x3(in_planes, out_planes, stride=1, groups=1, dilation=1):
+        """3x3 convolution with padding"""
+        return nn.Conv2d(
+            in_planes,
+            out_planes,
+            kernel_size=3,
+            stride=stride,
+            padding=dilation,
+            groups=groups,
+            bias=False,
+            dilation=dilation,
+        )
+
+    def conv1x1(in_planes, out_planes, stride=1):
+        """1x1 convolution"""
+        return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+    class BasicBlock(nn.Module):
+        expansion = 1
+
+        def __init__(self, inplanes, planes, stride=1, downsample=None, norm_layer=None):
+            super().__init__()
+            if norm_layer is None:
+                norm_layer = nn.BatchNorm2d
+            # Both self.conv1 and self.downsample layers downsample the input when stride != 1
+            self.conv1 = conv3x3(inplanes, planes, stride)
+            self.bn1 = norm_layer(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = conv3x3(planes, planes)
+            self.bn2 = norm_layer(planes)
+            self.downsample = downsample
+            self.stride = stride
+
+        def forward(self, x):
+            identity = x
+
+            out = self.conv1(x)
+            out = self.bn1(out)
+            out = self.relu(out)
+
+            out = self.conv2(out)
+            out = self.bn2(out)
+
+            if self.downsample is not None:
+                identity = self.downsample(x)
+
+            out += identity
+            out = self.relu(out)
+
+            return out
+
+    class ResNet(nn.Module):
+        def __init__(self, block, layers, num_classes=1000, zero_init_residual=False, norm_layer=None):
+            super().__init__()
+            if norm_layer is None:
+                norm_layer = nn.BatchNorm2d
+            self._norm_layer = norm_layer
+
+            self.inplanes = 4
+            self.dilation = 1
+            self.conv1 = nn.Conv2d(3, self.inplanes, kernel_size=3, stride=1, padding=1, bias=False)
+            self.bn1 = norm_layer(self.inplanes)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = self._make_layer(block, 4, layers[0])
+            self.layer2 = self._make_layer(block, 8, layers[1], stride=2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(8 * block.expansion, num_classes)
+
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+                    nn.init.constant_(m.weight, 1)
+                    nn.init.constant_(m.bias, 0)
+
+            if zero_init_residual:
+                for m in self.modules():
+                    if isinstance(m, BasicBlock) and m.bn2.weight is not None:
+                        nn.init.constant_(m.bn2.weight, 0)
+
+        def _make_layer(self, block, planes, blocks, stride=1):
+            norm_layer = self._norm_layer
+            downsample = None
+            if stride != 1 or self.inplanes != planes * block.expansion:
+                downsample = nn.Sequential(
+                    conv1x1(self.inplanes, planes * block.expansion, stride),
+                    norm_layer(planes * block.expansion),
+                )
+
+            layers = []
+            layers.append(block(self.inplanes, planes, stride, downsample, norm_layer))
+            self.inplanes = planes * block.expansion
+            for _ in range(1, blocks):
+                layers.append(block(self.inplanes, planes, norm_layer=norm_layer))
+
+            return nn.Sequential(*layers)
+
+        def _forward_impl(self, x):
+            x = self.conv1(x)
+            x = self.bn1(x)
+            x = self.relu(x)
+            x = self.maxpool(x)
+
+            x = self.layer1(x)
+            x = self.layer2(x)
+
+            x = self.avgpool(x)
+            x = torch.flatten(x, 1)
+            x = self.fc(x)
+
+            return x
+
+        def forward(self, x):
+            return self._forward_impl(x)
+
+    def resnet_tiny(**kwargs):
+        return ResNet(BasicBlock, [1, 1], num_classes=10, **kwargs)
+
+    return SimpleNamespace(resnet_tiny=resnet_tiny, ResNet=ResNet, BasicBlock=BasicBlock)
+
+
+# the command line of the stored run: two epochs, then resumed for a third
+IMAGENET_ARGV = "--epochs 2 -b 4 --lr 0.1 --lr-step 2 -p 1 --seed 7 fake".split()
+
+
+def imagenet_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights of ``resnet_tiny`` (float64, drawn with NumPy): convolutions as
+    ``kaiming_normal_(mode="fan_out", nonlinearity="relu")`` (normal, std
+    ``sqrt(2 / (out_channels * kh * kw))``), BatchNorm scales ``1 + U(-0.1, 0.1)`` and shifts
+    ``U(-0.1, 0.1)`` (not torchvision's 1 and 0, so that they matter), ``fc`` as ``Linear``'s
+    default; BatchNorm buffers as constructed."""
+    torch.manual_seed(0)
+    model = imagenet_models(torch).resnet_tiny().double()
+    params = {k for k, _ in model.named_parameters()}
+    rng = np.random.default_rng(22000)
+    out = {}
+    for key, value in sorted(model.state_dict().items()):
+        arr = to_numpy(value)
+        if key not in params:
+            out[key] = arr
+        elif arr.ndim == 4:
+            out[key] = rng.standard_normal(arr.shape) * np.sqrt(
+                2.0 / (arr.shape[0] * arr.shape[2] * arr.shape[3])
+            )
+        elif key.startswith("fc."):
+            bound = 1.0 / np.sqrt(model.fc.in_features)
+            out[key] = rng.uniform(-bound, bound, arr.shape)
+        elif key.endswith("weight"):
+            out[key] = 1.0 + rng.uniform(-0.1, 0.1, arr.shape)
+        else:
+            out[key] = rng.uniform(-0.1, 0.1, arr.shape)
+    return out
+
+
+def imagenet_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training 3x12x12 uint8 'images' with labels of 10 classes, and six validation ones:
+    four of the training images and two new, so that the accuracy moves as the net learns."""
+    train_x = rng.integers(0, 256, (10, 3, 12, 12)).astype(np.uint8)
+    train_y = rng.integers(0, 10, 10).astype(np.int64)
+    new_x = rng.integers(0, 256, (2, 3, 12, 12)).astype(np.uint8)
+    new_y = rng.integers(0, 10, 2).astype(np.int64)
+    return {
+        "train_x": train_x,
+        "train_y": train_y,
+        "val_x": np.concatenate([train_x[3:7], new_x]),
+        "val_y": np.concatenate([train_y[3:7], new_y]),
+    }
+
+
+def imagenet_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outdir: str, argv: list[str]
+) -> str:
+    """Run the examples' imagenet ``main.py`` (``main_worker``) with the command line ``argv``;
+    return what it printed (``outdir`` shown as ``OUTDIR``).
+
+    As the example: the argparse options it reads, ``print("=> creating model ...")``,
+    ``models.__dict__[args.arch]()`` (see :func:`imagenet_models`), ``cudnn.benchmark``,
+    ``CrossEntropyLoss().to(device)``, SGD with momentum and weight decay, ``StepLR``, resuming
+    (``torch.load(..., map_location=...)``, the model's, optimizer's and scheduler's
+    ``load_state_dict``), ``DataLoader(..., pin_memory=True, sampler=None)``, ``train`` and
+    ``validate`` with ``AverageMeter`` / ``ProgressMeter`` / ``Summary``, ``accuracy(output,
+    target, topk=(1, 5))``, ``best_acc1 = max(acc1, best_acc1)`` and ``save_checkpoint``
+    (``torch.save`` and ``shutil.copyfile`` to ``model_best.pth.tar``). Differences: the data
+    (uint8 arrays normalised into ``TensorDataset``s instead of ``ImageFolder``, not shuffled: the frameworks' shuffles
+    differ), the model (tiny, float64, its initial weights loaded from ``init`` after its own
+    initialisation ran), the checkpoint files in ``outdir``, ``map_location=device`` where the
+    example names a GPU, no distributed branches, and ``time.time()`` a clock advancing 25 ms
+    a call (:class:`_Clock`), so the printed timings are reproducible."""
+    import argparse
+    import contextlib
+    import io
+    import os
+    import shutil
+    from enum import Enum
+
+    nn = torch.nn
+    cudnn = torch.backends.cudnn
+    StepLR = torch.optim.lr_scheduler.StepLR
+    models = imagenet_models(torch)
+    time = _Clock()
+    model_names = ["resnet_tiny"]
+
+    parser = argparse.ArgumentParser(description="PyTorch ImageNet Training")
+    parser.add_argument("data", metavar="DIR", nargs="?", default="imagenet", help="path to dataset")
+    parser.add_argument("-a", "--arch", metavar="ARCH", default="resnet_tiny", choices=model_names)
+    parser.add_argument("-j", "--workers", default=0, type=int, metavar="N")
+    parser.add_argument("--epochs", default=90, type=int, metavar="N")
+    parser.add_argument("--start-epoch", default=0, type=int, metavar="N")
+    parser.add_argument("-b", "--batch-size", default=256, type=int, metavar="N")
+    parser.add_argument("--lr", "--learning-rate", default=0.1, type=float, metavar="LR", dest="lr")
+    parser.add_argument("--momentum", default=0.9, type=float, metavar="M")
+    parser.add_argument("--wd", "--weight-decay", default=1e-4, type=float, metavar="W", dest="weight_decay")
+    parser.add_argument("--lr-step", default=30, type=int)  # StepLR's step_size, 30 in the example
+    parser.add_argument("-p", "--print-freq", default=10, type=int, metavar="N")
+    parser.add_argument("--resume", default="", type=str, metavar="PATH")
+    parser.add_argument("-e", "--evaluate", dest="evaluate", action="store_true")
+    parser.add_argument("--seed", default=None, type=int)
+    parser.add_argument("--gpu", default=None, type=int)
+    parser.add_argument("--dummy", action="store_true")
+
+    best_acc1 = 0
+
+    def main():
+        args = parser.parse_args(argv)
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+            cudnn.deterministic = True
+            cudnn.benchmark = False
+        main_worker(args.gpu, 1, args)
+
+    def main_worker(gpu, ngpus_per_node, args):
+        nonlocal best_acc1
+        args.gpu = gpu
+
+        if args.gpu is not None:
+            print(f"Use GPU: {args.gpu} for training")
+
+        # create model
+        print(f"=> creating model '{args.arch}'")
+        model = models.__dict__[args.arch]().double()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+
+        if not torch.cuda.is_available() and not torch.accelerator.is_available():
+            print("using CPU, this will be slow")
+
+        if torch.accelerator.is_available():
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+        model = model.to(device)
+
+        # define loss function (criterion), optimizer, and learning rate scheduler
+        criterion = nn.CrossEntropyLoss().to(device)
+
+        optimizer = torch.optim.SGD(
+            model.parameters(), args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+        )
+
+        """Sets the learning rate to the initial LR decayed by 10 every 30 epochs"""
+        scheduler = StepLR(optimizer, step_size=args.lr_step, gamma=0.1)
+
+        # optionally resume from a checkpoint
+        if args.resume:
+            if os.path.isfile(args.resume):
+                print(f"=> loading checkpoint '{args.resume}'")
+                checkpoint = torch.load(args.resume, map_location=device)
+                args.start_epoch = checkpoint["epoch"]
+                best_acc1 = checkpoint["best_acc1"]
+                if args.gpu is not None:
+                    # best_acc1 may be from a checkpoint from a different GPU
+                    best_acc1 = best_acc1.to(args.gpu)
+                model.load_state_dict(checkpoint["state_dict"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+                scheduler.load_state_dict(checkpoint["scheduler"])
+                print(f"=> loaded checkpoint '{args.resume}' (epoch {checkpoint['epoch']})")
+            else:
+                print(f"=> no checkpoint found at '{args.resume}'")
+
+        cudnn.benchmark = True
+
+        # Data loading code
+        mean = torch.tensor([0.485, 0.456, 0.406], dtype=torch.float64).view(1, 3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225], dtype=torch.float64).view(1, 3, 1, 1)
+
+        def normalize(pixels):  # ToTensor() and Normalize(mean, std), on the whole set
+            return (torch.tensor(pixels).double().div(255) - mean) / std
+
+        train_dataset = torch.utils.data.TensorDataset(
+            normalize(data["train_x"]), torch.tensor(data["train_y"])
+        )
+        val_dataset = torch.utils.data.TensorDataset(normalize(data["val_x"]), torch.tensor(data["val_y"]))
+        train_sampler = None
+        val_sampler = None
+
+        train_loader = torch.utils.data.DataLoader(
+            train_dataset,
+            batch_size=args.batch_size,
+            shuffle=False,  # (train_sampler is None) in the example
+            num_workers=args.workers,
+            pin_memory=True,
+            sampler=train_sampler,
+        )
+
+        val_loader = torch.utils.data.DataLoader(
+            val_dataset,
+            batch_size=args.batch_size,
+            shuffle=False,
+            num_workers=args.workers,
+            pin_memory=True,
+            sampler=val_sampler,
+        )
+
+        if args.evaluate:
+            validate(val_loader, model, criterion, args)
+            return
+
+        for epoch in range(args.start_epoch, args.epochs):
+            # train for one epoch
+            train(train_loader, model, criterion, optimizer, epoch, device, args)
+
+            # evaluate on validation set
+            acc1 = validate(val_loader, model, criterion, args)
+
+            scheduler.step()
+
+            # remember best acc@1 and save checkpoint
+            is_best = acc1 > best_acc1
+            best_acc1 = max(acc1, best_acc1)
+
+            save_checkpoint(
+                {
+                    "epoch": epoch + 1,
+                    "arch": args.arch,
+                    "state_dict": model.state_dict(),
+                    "best_acc1": best_acc1,
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                },
+                is_best,
+            )
+
+    def train(train_loader, model, criterion, optimizer, epoch, device, args):
+        batch_time = AverageMeter("Time", ":6.3f")
+        data_time = AverageMeter("Data", ":6.3f")
+        losses = AverageMeter("Loss", ":.4e")
+        top1 = AverageMeter("Acc@1", ":6.2f")
+        top5 = AverageMeter("Acc@5", ":6.2f")
+        progress = ProgressMeter(
+            len(train_loader), [batch_time, data_time, losses, top1, top5], prefix=f"Epoch: [{epoch}]"
+        )
+
+        # switch to train mode
+        model.train()
+
+        end = time.time()
+        for i, (images, target) in enumerate(train_loader):
+            # measure data loading time
+            data_time.update(time.time() - end)
+
+            # move data to the same device as model
+            images = images.to(device, non_blocking=True)
+            target = target.to(device, non_blocking=True)
+
+            # compute output
+            output = model(images)
+            loss = criterion(output, target)
+
+            # measure accuracy and record loss
+            acc1, acc5 = accuracy(output, target, topk=(1, 5))
+            losses.update(loss.item(), images.size(0))
+            top1.update(acc1[0], images.size(0))
+            top5.update(acc5[0], images.size(0))
+
+            # compute gradient and do SGD step
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            # measure elapsed time
+            batch_time.update(time.time() - end)
+            end = time.time()
+
+            if i % args.print_freq == 0:
+                progress.display(i + 1)
+
+    def validate(val_loader, model, criterion, args):
+        def run_validate(loader, base_progress=0):
+            with torch.no_grad():
+                end = time.time()
+                for i, (images, target) in enumerate(loader):
+                    i = base_progress + i
+                    if torch.accelerator.is_available():
+                        images = images.to(device=torch.accelerator.current_accelerator(), non_blocking=True)
+                        target = target.to(device=torch.accelerator.current_accelerator(), non_blocking=True)
+
+                    # compute output
+                    output = model(images)
+                    loss = criterion(output, target)
+
+                    # measure accuracy and record loss
+                    acc1, acc5 = accuracy(output, target, topk=(1, 5))
+                    losses.update(loss.item(), images.size(0))
+                    top1.update(acc1[0], images.size(0))
+                    top5.update(acc5[0], images.size(0))
+
+                    # measure elapsed time
+                    batch_time.update(time.time() - end)
+                    end = time.time()
+
+                    if i % args.print_freq == 0:
+                        progress.display(i + 1)
+
+        batch_time = AverageMeter("Time", ":6.3f", Summary.NONE)
+        losses = AverageMeter("Loss", ":.4e", Summary.NONE)
+        top1 = AverageMeter("Acc@1", ":6.2f", Summary.AVERAGE)
+        top5 = AverageMeter("Acc@5", ":6.2f", Summary.AVERAGE)
+        progress = ProgressMeter(len(val_loader), [batch_time, losses, top1, top5], prefix="Test: ")
+
+        # switch to evaluate mode
+        model.eval()
+
+        run_validate(val_loader)
+
+        progress.display_summary()
+
+        return top1.avg
+
+    def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+        filename = os.path.join(outdir, filename)  # the example writes to the working directory
+        torch.save(state, filename)
+        if is_best:
+            shutil.copyfile(filename, os.path.join(outdir, "model_best.pth.tar"))
+
+    class Summary(Enum):
+        NONE = 0
+        AVERAGE = 1
+        SUM = 2
+        COUNT = 3
+
+    class AverageMeter:
+        """Computes and stores the average and current value"""
+
+        def __init__(self, name, fmt=":f", summary_type=Summary.AVERAGE):
+            self.name = name
+            self.fmt = fmt
+            self.summary_type = summary_type
+            self.reset()
+
+        def reset(self):
+            self.val = 0
+            self.avg = 0
+            self.sum = 0
+            self.count = 0
+
+        def update(self, val, n=1):
+            self.val = val
+            self.sum += val * n
+            self.count += n
+            self.avg = self.sum / self.count
+
+        def __str__(self):
+            fmtstr = "{name} {val" + self.fmt + "} ({avg" + self.fmt + "})"
+            return fmtstr.format(**self.__dict__)
+
+        def summary(self):
+            fmtstr = ""
+            if self.summary_type is Summary.NONE:
+                fmtstr = ""
+            elif self.summary_type is Summary.AVERAGE:
+                fmtstr = "{name} {avg:.3f}"
+            elif self.summary_type is Summary.SUM:
+                fmtstr = "{name} {sum:.3f}"
+            elif self.summary_type is Summary.COUNT:
+                fmtstr = "{name} {count:.3f}"
+            else:
+                raise ValueError(f"invalid summary type {self.summary_type!r}")
+
+            return fmtstr.format(**self.__dict__)
+
+    class ProgressMeter:
+        def __init__(self, num_batches, meters, prefix=""):
+            self.batch_fmtstr = self._get_batch_fmtstr(num_batches)
+            self.meters = meters
+            self.prefix = prefix
+
+        def display(self, batch):
+            entries = [self.prefix + self.batch_fmtstr.format(batch)]
+            entries += [str(meter) for meter in self.meters]
+            print("\t".join(entries))
+
+        def display_summary(self):
+            entries = [" *"]
+            entries += [meter.summary() for meter in self.meters]
+            print(" ".join(entries))
+
+        def _get_batch_fmtstr(self, num_batches):
+            num_digits = len(str(num_batches // 1))
+            fmt = "{:" + str(num_digits) + "d}"
+            return "[" + fmt + "/" + fmt.format(num_batches) + "]"
+
+    def accuracy(output, target, topk=(1,)):
+        """Computes the accuracy over the k top predictions for the specified values of k"""
+        with torch.no_grad():
+            maxk = max(topk)
+            batch_size = target.size(0)
+
+            _, pred = output.topk(maxk, 1, True, True)
+            pred = pred.t()
+            correct = pred.eq(target.view(1, -1).expand_as(pred))
+
+            res = []
+            for k in topk:
+                correct_k = correct[:k].reshape(-1).float().sum(0, keepdim=True)
+                res.append(correct_k.mul_(100.0 / batch_size))
+            return res
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue().replace(outdir, "OUTDIR")
