@@ -16,7 +16,7 @@ as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
 ``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
-``style_script``, ``superres_script``, ``mnist_rnn_script``, ``imagenet_script``) hold their printed ``log``, ``init/`` weights, inputs
+``style_script``, ``superres_script``, ``mnist_rnn_script``, ``imagenet_script``, ``regression_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -54,6 +54,8 @@ from zoo_models import (  # noqa: E402
     mnist_script,
     mnist_script_data,
     recording_categorical,
+    regression_script,
+    regression_script_init,
     reinforce_script,
     reinforce_script_init,
     style_script,
@@ -327,6 +329,16 @@ def make_imagenet_script() -> Path:
     return _write("imagenet_script", arrays)
 
 
+def make_regression_script() -> Path:
+    """Run regression's ``main.py``; store its output and ``fc``'s final weights."""
+    init = regression_script_init(torch)
+    log, final = regression_script(torch, init)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("regression_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -344,6 +356,7 @@ SCRIPTS = {
     "superres_script": make_superres_script,
     "mnist_rnn_script": make_mnist_rnn_script,
     "imagenet_script": make_imagenet_script,
+    "regression_script": make_regression_script,
 }
 
 

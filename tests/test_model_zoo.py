@@ -20,7 +20,7 @@ dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
 time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
 ``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``,
-imagenet's ``main.py`` trained, checkpointed and resumed), and nanoGPT's ``train.py``
+imagenet's ``main.py`` trained, checkpointed and resumed, regression's ``main.py``), and nanoGPT's ``train.py``
 loop (compiled against eager, and resumed from its checkpoint).
 """
 
@@ -494,6 +494,22 @@ def test_imagenet_script_prints_what_pytorch_printed(tmp_path) -> None:
     model = zoo_models.imagenet_models(torch).resnet_tiny().double()
     model.load_state_dict(torch.load(tmp_path / "model_best.pth.tar")["state_dict"])
     _assert_compiles_as_eager(model, torch.tensor(ref["data"]["val_x"] / 255.0))
+
+
+def test_regression_script_prints_what_pytorch_printed() -> None:
+    """regression's main.py: ``make_features`` (``cat`` of powers), ``mm``, ``smooth_l1_loss``,
+    ``fc.zero_grad()``, the ``param.data.add_(-0.1 * param.grad)`` loop until the loss is
+    below 1e-3 (hundreds of batches), and ``poly_desc``'s ``'{:+.2f}'`` of 0-d tensors: PyTorch's
+    lines and final weights."""
+    from zoo_models import regression_script
+
+    ref = _script_reference("regression_script")
+    log, final = regression_script(torch, ref["init"])
+    assert log == ref["log"]
+    assert re.match(r"Loss: 0\.000\d+ after \d{3} batches\n==> Learned function:\ty = [-+]\d", log)
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        assert_close(final[key], expected, f"fc.{key}")
 
 
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:

@@ -4299,3 +4299,100 @@ def imagenet_script(
     with contextlib.redirect_stdout(out):
         main()
     return out.getvalue().replace(outdir, "OUTDIR")
+
+
+# --- regression's main.py -------------------------------------------------------------
+
+
+def regression_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The target polynomial (``W_target``, ``b_target``: ``randn * 5`` drawn with NumPy) and
+    ``fc``'s initial weights (``Linear``'s default ``U(-1/2, 1/2)`` for 4 inputs), float64."""
+    rng = np.random.default_rng(24000)
+    return {
+        "W_target": rng.standard_normal((4, 1)) * 5,
+        "b_target": rng.standard_normal(1) * 5,
+        "fc.weight": rng.uniform(-0.5, 0.5, (1, 4)),
+        "fc.bias": rng.uniform(-0.5, 0.5, 1),
+    }
+
+
+def regression_script(
+    torch: Any, init: dict[str, np.ndarray], seed: int = 25000
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' regression ``main.py``; return what it printed and ``fc``'s final
+    weights.
+
+    As the example: ``make_features`` (``unsqueeze``, ``cat`` of powers), ``f`` (``mm`` plus
+    ``b_target.item()``), ``poly_desc`` formatting 0-d tensors with ``'{:+.2f}'``,
+    ``get_batch``, ``fc.zero_grad()``, ``F.smooth_l1_loss``, the update
+    ``param.data.add_(-0.1 * param.grad)`` until the loss is below 1e-3, and the three printed
+    lines. Differences: ``torch.randn`` draws (the target and each batch's ``x``) come from
+    NumPy (``init`` and a generator seeded with ``seed``), ``fc`` starts from ``init``, and
+    everything is float64."""
+    import contextlib
+    import io
+    from itertools import count
+
+    F = torch.nn.functional
+    rng = np.random.default_rng(seed)
+
+    POLY_DEGREE = 4
+    W_target = torch.tensor(init["W_target"])  # torch.randn(POLY_DEGREE, 1) * 5
+    b_target = torch.tensor(init["b_target"])  # torch.randn(1) * 5
+
+    def make_features(x):
+        """Builds features i.e. a matrix with columns [x, x^2, x^3, x^4]."""
+        x = x.unsqueeze(1)
+        return torch.cat([x**i for i in range(1, POLY_DEGREE + 1)], 1)
+
+    def f(x):
+        """Approximated function."""
+        return x.mm(W_target) + b_target.item()
+
+    def poly_desc(W, b):
+        """Creates a string description of a polynomial."""
+        result = "y = "
+        for i, w in enumerate(W):
+            result += f"{w:+.2f} x^{i + 1} "
+        result += f"{b[0]:+.2f}"
+        return result
+
+    def get_batch(batch_size=32):
+        """Builds a batch i.e. (x, f(x)) pair."""
+        random = torch.tensor(rng.standard_normal(batch_size))  # torch.randn(batch_size)
+        x = make_features(random)
+        y = f(x)
+        return x, y
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        # Define model
+        fc = torch.nn.Linear(W_target.size(0), 1).double()
+        fc.load_state_dict({"weight": torch.tensor(init["fc.weight"]), "bias": torch.tensor(init["fc.bias"])})
+
+        for batch_idx in count(1):  # noqa: B007 - printed after the loop, as the example
+            # Get data
+            batch_x, batch_y = get_batch()
+
+            # Reset gradients
+            fc.zero_grad()
+
+            # Forward pass
+            output = F.smooth_l1_loss(fc(batch_x), batch_y)
+            loss = output.item()
+
+            # Backward pass
+            output.backward()
+
+            # Apply gradients
+            for param in fc.parameters():
+                param.data.add_(-0.1 * param.grad)
+
+            # Stop criterion
+            if loss < 1e-3:
+                break
+
+        print(f"Loss: {loss:.6f} after {batch_idx} batches")
+        print("==> Learned function:\t" + poly_desc(fc.weight.view(-1), fc.bias))
+        print("==> Actual function:\t" + poly_desc(W_target.view(-1), b_target))
+    return out.getvalue(), {k: to_numpy(v) for k, v in fc.state_dict().items()}
