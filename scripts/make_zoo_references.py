@@ -16,7 +16,8 @@ as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
 ``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
-``style_script``, ``superres_script``, ``mnist_rnn_script``, ``imagenet_script``, ``regression_script``) hold their printed ``log``, ``init/`` weights, inputs
+``style_script``, ``superres_script``, ``mnist_rnn_script``, ``imagenet_script``, ``regression_script``,
+``forward_forward_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -43,6 +44,9 @@ from zoo_models import (  # noqa: E402
     dcgan_script,
     dcgan_script_data,
     dcgan_script_init,
+    forward_forward_script,
+    forward_forward_script_data,
+    forward_forward_script_init,
     generate_sine_wave,
     imagenet_script,
     imagenet_script_data,
@@ -339,6 +343,18 @@ def make_regression_script() -> Path:
     return _write("regression_script", arrays)
 
 
+def make_forward_forward_script() -> Path:
+    """Run mnist_forward_forward's ``main.py``; store its output and the trained layers."""
+    init = forward_forward_script_init(torch)
+    data = forward_forward_script_data(np.random.default_rng(27000))
+    log, final = forward_forward_script(torch, init, data)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("forward_forward_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -357,6 +373,7 @@ SCRIPTS = {
     "mnist_rnn_script": make_mnist_rnn_script,
     "imagenet_script": make_imagenet_script,
     "regression_script": make_regression_script,
+    "forward_forward_script": make_forward_forward_script,
 }
 
 

@@ -20,8 +20,9 @@ dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
 time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
 ``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``,
-imagenet's ``main.py`` trained, checkpointed and resumed, regression's ``main.py``), and nanoGPT's ``train.py``
-loop (compiled against eager, and resumed from its checkpoint).
+imagenet's ``main.py`` trained, checkpointed and resumed, regression's and
+mnist_forward_forward's ``main.py``), and nanoGPT's ``train.py`` loop
+(compiled against eager, and resumed from its checkpoint).
 """
 
 from __future__ import annotations
@@ -510,6 +511,23 @@ def test_regression_script_prints_what_pytorch_printed() -> None:
     assert sorted(final) == sorted(ref["final"])
     for key, expected in ref["final"].items():
         assert_close(final[key], expected, f"fc.{key}")
+
+
+def test_mnist_forward_forward_script_prints_what_pytorch_printed() -> None:
+    """mnist_forward_forward's main.py: ``Layer(nn.Linear)`` calling ``super().__init__(in, out,
+    bias, device, dtype)`` positionally, each layer's own Adam kept through ``.to(device,
+    float64)``, ``overlay_y_on_x``'s ``x_[range(n), y] = x.max()``, the goodness
+    ``h.pow(2).mean(1)`` and ``log(1 + exp(cat(...)))`` loss, ``predict``'s ``sum`` and
+    ``argmax``: PyTorch's log (losses printed in full, so to 1e-12) and trained layers."""
+    from zoo_models import forward_forward_script
+
+    ref = _script_reference("forward_forward_script")
+    log, final = forward_forward_script(torch, ref["init"], ref["data"])
+    assert_log_matches(log, ref["log"], rtol=1e-12)
+    assert log.count("Loss: ") == 6 and "train error: " in log and "test error: " in log
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        assert_close(final[key], expected, key)
 
 
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:

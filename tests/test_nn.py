@@ -295,6 +295,22 @@ def test_linear_forward_and_init():
     np.testing.assert_allclose(npy(lin2(t64(x3))), x3 @ npy(lin2.weight).T, rtol=1e-12)
 
 
+
+def test_linear_takes_device_and_dtype_in_pytorchs_order():
+    """``Linear(in, out, bias, device, dtype)`` positionally, as subclasses pass them on."""
+    fg.manual_seed(5)
+    lin = nn.Linear(6, 3, True, "cpu", fg.float64)
+    assert lin.weight.dtype == fg.float64 and lin.bias.dtype == fg.float64
+    assert lin.weight.device.type == "cpu"
+    assert 0 < np.abs(npy(lin.weight)).max() <= 1 / math.sqrt(6)  # the default initialisation ran
+    assert nn.Linear(6, 3, False, None, fg.float64).bias is None
+
+    class Layer(nn.Linear):
+        def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+            super().__init__(in_features, out_features, bias, device, dtype)
+
+    assert Layer(2, 2, dtype=fg.float64).weight.dtype == fg.float64
+
 def np_conv2d(x, w, b, stride, padding, dilation, groups):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape

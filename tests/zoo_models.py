@@ -4396,3 +4396,176 @@ def regression_script(
         print("==> Learned function:\t" + poly_desc(fc.weight.view(-1), fc.bias))
         print("==> Actual function:\t" + poly_desc(W_target.view(-1), b_target))
     return out.getvalue(), {k: to_numpy(v) for k, v in fc.state_dict().items()}
+
+
+# --- mnist_forward_forward's main.py ---------------------------------------------------
+
+
+def forward_forward_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights of the two ``Layer``s (``layers.<i>.weight`` / ``.bias``: ``Linear``'s
+    default ``U(-1/sqrt(in), 1/sqrt(in))``, drawn with NumPy), float64."""
+    rng = np.random.default_rng(26000)
+    out = {}
+    for i, (d_in, d_out) in enumerate([(36, 8), (8, 8)]):
+        bound = 1.0 / np.sqrt(d_in)
+        out[f"layers.{i}.weight"] = rng.uniform(-bound, bound, (d_out, d_in))
+        out[f"layers.{i}.bias"] = rng.uniform(-bound, bound, d_out)
+    return out
+
+
+def forward_forward_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Twenty training and ten test 6x6 'digits' (flattened, normalised as the example's
+    transform leaves them) with labels, and the draws standing in for ``get_y_neg``'s
+    ``torch.randint`` (one index into the nine wrong labels per training sample)."""
+    return {
+        "train_x": (rng.uniform(0, 1, (20, 36)) - 0.1307) / 0.3081,
+        "train_y": rng.integers(0, 10, 20).astype(np.int64),
+        "test_x": (rng.uniform(0, 1, (10, 36)) - 0.1307) / 0.3081,
+        "test_y": rng.integers(0, 10, 10).astype(np.int64),
+        "neg_draws": rng.integers(0, 9, 20).astype(np.int64),
+    }
+
+
+def forward_forward_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray]
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' mnist_forward_forward ``main.py``; return what it printed and the
+    trained layers' weights (``layers.<i>.*``).
+
+    As the example: ``get_y_neg`` (``clone``, ``remove(y_samp.item())``, an index into a
+    tensor of the allowed labels), ``overlay_y_on_x`` (``x_[:, :classes] *= 0.0`` and
+    ``x_[range(n), y] = x.max()``), ``Net`` with a plain list of ``Layer(nn.Linear)`` (its own
+    ``Adam``, ``threshold``, ``train`` shadowing ``Module.train``), the forward
+    ``x / (x.norm(2, 1, keepdim=True) + 1e-4)`` through ``mm(x, weight.T)``, the loss
+    ``torch.log(1 + torch.exp(torch.cat([...]))).mean()`` of ``goodness = h.pow(2).mean(1)``,
+    ``Net.predict`` with ``sum(goodness)`` and ``argmax``, and the printed losses and errors.
+    Differences: the data (``TensorDataset``-free arrays instead of MNIST, 6x6 images), the
+    sizes (``Net([36, 8, 8])``, 30 epochs per layer), ``get_y_neg``'s ``torch.randint`` taken
+    from ``data["neg_draws"]``, the layers made float64 (``.to(device, torch.float64)``, which
+    keeps the Parameters each ``Adam`` holds) and started from ``init``."""
+    import argparse
+    import contextlib
+    import io
+
+    nn = torch.nn
+    Adam = torch.optim.Adam
+    neg_draws = iter(data["neg_draws"].tolist())
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1000, help="number of epochs to train (default: 1000)")
+    parser.add_argument("--lr", type=float, default=0.03, help="learning rate (default: 0.03)")
+    parser.add_argument("--no_accel", action="store_true", default=False, help="disables accelerator")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    parser.add_argument(
+        "--save_model", action="store_true", default=False, help="For saving the current Model"
+    )
+    parser.add_argument("--train_size", type=int, default=50000, help="size of training set")
+    parser.add_argument("--threshold", type=float, default=2, help="threshold for training")
+    parser.add_argument("--test_size", type=int, default=10000, help="size of test set")
+    parser.add_argument("--log-interval", type=int, default=10, help="how many batches between logging")
+    args = parser.parse_args(["--epochs", "30", "--train_size", "20", "--test_size", "10", "--no_accel"])
+
+    use_accel = not args.no_accel and torch.accelerator.is_available()
+    if use_accel:
+        device = torch.accelerator.current_accelerator()
+    else:
+        device = torch.device("cpu")
+
+    def get_y_neg(y):
+        y_neg = y.clone()
+        for idx, y_samp in enumerate(y):
+            allowed_indices = list(range(10))
+            allowed_indices.remove(y_samp.item())
+            y_neg[idx] = torch.tensor(allowed_indices)[
+                torch.tensor([next(neg_draws)])  # torch.randint(len(allowed_indices), size=(1,))
+            ].item()
+        return y_neg.to(device)
+
+    def overlay_y_on_x(x, y, classes=10):
+        """Replace the first 10 pixels of data [x] with one-hot-encoded label [y]"""
+        x_ = x.clone()
+        x_[:, :classes] *= 0.0
+        x_[range(x.shape[0]), y] = x.max()
+        return x_
+
+    class Net(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = []
+            for d in range(len(dims) - 1):
+                self.layers = self.layers + [Layer(dims[d], dims[d + 1]).to(device, torch.float64)]
+
+        def predict(self, x):
+            goodness_per_label = []
+            for label in range(10):
+                h = overlay_y_on_x(x, label)
+                goodness = []
+                for layer in self.layers:
+                    h = layer(h)
+                    goodness = goodness + [h.pow(2).mean(1)]
+                goodness_per_label += [sum(goodness).unsqueeze(1)]
+            goodness_per_label = torch.cat(goodness_per_label, 1)
+            return goodness_per_label.argmax(1)
+
+        def train(self, x_pos, x_neg):
+            h_pos, h_neg = x_pos, x_neg
+            for i, layer in enumerate(self.layers):
+                print("training layer: ", i)
+                h_pos, h_neg = layer.train(h_pos, h_neg)
+
+    class Layer(nn.Linear):
+        def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+            super().__init__(in_features, out_features, bias, device, dtype)
+            self.relu = torch.nn.ReLU()
+            self.opt = Adam(self.parameters(), lr=args.lr)
+            self.threshold = args.threshold
+            self.num_epochs = args.epochs
+
+        def forward(self, x):
+            x_direction = x / (x.norm(2, 1, keepdim=True) + 1e-4)
+            return self.relu(torch.mm(x_direction, self.weight.T) + self.bias.unsqueeze(0))
+
+        def train(self, x_pos, x_neg):
+            for i in range(self.num_epochs):
+                g_pos = self.forward(x_pos).pow(2).mean(1)
+                g_neg = self.forward(x_neg).pow(2).mean(1)
+                # The following loss pushes pos (neg) samples to
+                # values larger (smaller) than the self.threshold.
+                loss = torch.log(
+                    1 + torch.exp(torch.cat([-g_pos + self.threshold, g_neg - self.threshold]))
+                ).mean()
+                self.opt.zero_grad()
+                # this backward just compute the derivative and hence
+                # is not considered backpropagation.
+                loss.backward()
+                self.opt.step()
+                if i % args.log_interval == 0:
+                    print("Loss: ", loss.item())
+            return self.forward(x_pos).detach(), self.forward(x_neg).detach()
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        torch.manual_seed(args.seed)
+        net = Net([36, 8, 8])
+        for i, layer in enumerate(net.layers):
+            layer.load_state_dict({k: torch.tensor(init[f"layers.{i}.{k}"]) for k in ("weight", "bias")})
+        x, y = torch.tensor(data["train_x"]), torch.tensor(data["train_y"])  # next(iter(train_loader))
+        x, y = x.to(device), y.to(device)
+        x_pos = overlay_y_on_x(x, y)
+        y_neg = get_y_neg(y)
+        x_neg = overlay_y_on_x(x, y_neg)
+
+        net.train(x_pos, x_neg)
+
+        print("train error:", 1.0 - net.predict(x).eq(y).float().mean().item())
+
+        x_te, y_te = torch.tensor(data["test_x"]), torch.tensor(data["test_y"])  # next(iter(test_loader))
+        x_te, y_te = x_te.to(device), y_te.to(device)
+
+        print("test error:", 1.0 - net.predict(x_te).eq(y_te).float().mean().item())
+    final = {
+        f"layers.{i}.{k}": to_numpy(v)
+        for i, layer in enumerate(net.layers)
+        for k, v in layer.state_dict().items()
+    }
+    return out.getvalue(), final
