@@ -17,7 +17,7 @@ the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
 ``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
 ``style_script``, ``superres_script``, ``mnist_rnn_script``, ``imagenet_script``, ``regression_script``,
-``forward_forward_script``) hold their printed ``log``, ``init/`` weights, inputs
+``forward_forward_script``, ``siamese_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -62,6 +62,9 @@ from zoo_models import (  # noqa: E402
     regression_script_init,
     reinforce_script,
     reinforce_script_init,
+    siamese_script,
+    siamese_script_data,
+    siamese_script_init,
     style_script,
     style_script_data,
     style_script_init,
@@ -355,6 +358,26 @@ def make_forward_forward_script() -> Path:
     return _write("forward_forward_script", arrays)
 
 
+def make_siamese_script() -> Path:
+    """Run siamese_network's ``main``, in full and with ``--dry-run``; store both outputs and
+    the weights the full run saved."""
+    import tempfile
+
+    init = siamese_script_init(torch)
+    data = siamese_script_data(np.random.default_rng(30000))
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "siamese_network.pt"
+        log_dry = siamese_script(torch, init, data, str(saved), dry_run=True)
+        log = siamese_script(torch, init, data, str(saved))
+        final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"log_dry_run": np.array(log_dry)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("siamese_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -374,6 +397,7 @@ SCRIPTS = {
     "imagenet_script": make_imagenet_script,
     "regression_script": make_regression_script,
     "forward_forward_script": make_forward_forward_script,
+    "siamese_script": make_siamese_script,
 }
 
 

@@ -21,7 +21,7 @@ dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
 ``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``,
 imagenet's ``main.py`` trained, checkpointed and resumed, regression's and
-mnist_forward_forward's ``main.py``), and nanoGPT's ``train.py`` loop
+mnist_forward_forward's ``main.py``, siamese_network's ``main``), and nanoGPT's ``train.py`` loop
 (compiled against eager, and resumed from its checkpoint).
 """
 
@@ -528,6 +528,36 @@ def test_mnist_forward_forward_script_prints_what_pytorch_printed() -> None:
     assert sorted(final) == sorted(ref["final"])
     for key, expected in ref["final"].items():
         assert_close(final[key], expected, key)
+
+
+def test_siamese_network_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """siamese_network's main: a ResNet backbone cut with ``children()[:-1]``, ``apply`` with
+    ``xavier_uniform_`` and ``bias.data.fill_``, the two towers joined by
+    ``torch.cat((output1, output2), 1)``, ``BCELoss`` on ``Sigmoid``, ``APP_MATCHER``'s pairs,
+    ``torch.where(outputs > 0.5, 1, 0)``, Adadelta with StepLR: PyTorch's lines (in full and with
+    ``--dry-run``) and saved ``state_dict``."""
+    from zoo_models import siamese_classes, siamese_script
+
+    if torch.accelerator.is_available():
+        pytest.skip("a hardware GPU makes the script print its accelerator warning; the reference had none")
+    ref = _script_reference("siamese_script")
+    saved = tmp_path / "siamese_network.pt"
+    log_dry = siamese_script(torch, ref["init"], ref["data"], str(saved), dry_run=True)
+    assert log_dry == str(ref["log_dry_run"])
+    log = siamese_script(torch, ref["init"], ref["data"], str(saved))
+    assert log == ref["log"]
+    assert log.count("Train Epoch: ") == 6 and log_dry.count("Train Epoch: ") == 2
+    final = torch.load(saved, weights_only=True)
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        if expected.dtype.kind == "i":
+            np.testing.assert_array_equal(final[key].numpy(), expected, err_msg=key)
+        else:
+            assert_close(final[key].numpy(), expected, f"saved {key}")
+    model = siamese_classes(torch)().double()
+    model.load_state_dict(final)
+    images = torch.tensor(ref["data"]["test_x"][:, None] * 1.0)
+    _assert_compiles_as_eager(model, images[:4], images[4:8])
 
 
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:

@@ -4569,3 +4569,328 @@ def forward_forward_script(
         for k, v in layer.state_dict().items()
     }
     return out.getvalue(), final
+
+
+# --- siamese_network's main.py --------------------------------------------------------
+
+
+def siamese_classes(torch: Any) -> Any:
+    """The examples' ``SiameseNetwork``, its backbone the tiny ResNet of
+    :func:`imagenet_models` instead of torchvision's ``resnet18`` (conv1 replaced by a
+    one-channel 3x3 one, as the example replaces the 7x7 for MNIST), its comparison head
+    ``Linear(16, 6)``, ``ReLU``, ``Linear(6, 1)`` (256 hidden units in the example)."""
+    nn = torch.nn
+
+    class SiameseNetwork(nn.Module):
+        """
+        Siamese network for image similarity estimation.
+        The network is composed of two identical networks, one for each input.
+        The output of each network is concatenated and passed to a linear layer.
+        The output of the linear layer passed through a sigmoid function.
+        """
+
+        def __init__(self):
+            super().__init__()
+            # get resnet model
+            self.resnet = imagenet_models(torch).resnet_tiny()
+
+            # over-write the first conv layer to be able to read MNIST images
+            # as resnet18 reads (3,x,x) where 3 is RGB channels
+            # whereas MNIST has (1,x,x) where 1 is a gray-scale channel
+            self.resnet.conv1 = nn.Conv2d(1, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)
+            self.fc_in_features = self.resnet.fc.in_features
+
+            # remove the last layer of resnet18 (linear layer which is before avgpool layer)
+            self.resnet = torch.nn.Sequential(*(list(self.resnet.children())[:-1]))
+
+            # add linear layers to compare between the features of the two images
+            self.fc = nn.Sequential(
+                nn.Linear(self.fc_in_features * 2, 6),
+                nn.ReLU(inplace=True),
+                nn.Linear(6, 1),
+            )
+
+            self.sigmoid = nn.Sigmoid()
+
+            # initialize the weights
+            self.resnet.apply(self.init_weights)
+            self.fc.apply(self.init_weights)
+
+        def init_weights(self, m):
+            if isinstance(m, nn.Linear):
+                torch.nn.init.xavier_uniform_(m.weight)
+                m.bias.data.fill_(0.01)
+
+        def forward_once(self, x):
+            output = self.resnet(x)
+            output = output.view(output.size()[0], -1)
+            return output
+
+        def forward(self, input1, input2):
+            # get two images' features
+            output1 = self.forward_once(input1)
+            output2 = self.forward_once(input2)
+
+            # concatenate both images' features
+            output = torch.cat((output1, output2), 1)
+
+            # pass the concatenation to the linear layers
+            output = self.fc(output)
+
+            # pass the out of the linear layers to sigmoid layer
+            output = self.sigmoid(output)
+
+            return output
+
+    return SiameseNetwork
+
+
+def siamese_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The siamese script's initial weights (float64, drawn with NumPy; BatchNorm buffers kept)."""
+    torch.manual_seed(0)
+    model = siamese_classes(torch)().double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return init_weights(state, {k for k, _ in model.named_parameters()}, seed=28000)
+
+
+def siamese_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Twenty training and twenty test 8x8 uint8 'digits' (two of each class, shuffled), with
+    labels: ``MNIST(...).data`` and ``.targets`` for ``APP_MATCHER``."""
+
+    def split(n):
+        return rng.integers(0, 256, (n, 8, 8)).astype(np.uint8), rng.permutation(np.arange(n) % 10)
+
+    train_x, train_y = split(20)
+    test_x, test_y = split(20)
+    return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
+
+
+def siamese_script(
+    torch: Any,
+    init: dict[str, np.ndarray],
+    data: dict[str, np.ndarray],
+    save_path: str,
+    dry_run: bool = False,
+) -> str:
+    """Run the examples' siamese_network ``main``; return what it printed.
+
+    As the example: ``SiameseNetwork`` (see :func:`siamese_classes`: ``children()[:-1]`` into a
+    ``Sequential``, ``apply(init_weights)`` with ``xavier_uniform_`` and ``bias.data.fill_``,
+    ``torch.cat((output1, output2), 1)``, ``Sigmoid``), ``APP_MATCHER`` (``unsqueeze(1).clone()``
+    of the images, ``group_examples`` through NumPy, ``__getitem__``'s ``random.randint`` pairs,
+    ``torch.tensor(1, dtype=torch.float)`` targets), ``nn.BCELoss`` on ``squeeze()``d outputs,
+    ``torch.where(outputs > 0.5, 1, 0)``, Adadelta, ``StepLR``, the train/test lines and
+    ``torch.save(model.state_dict(), ...)``. Differences: the backbone (tiny), the data (arrays
+    instead of MNIST), ``random`` a ``random.Random`` of a fixed seed, the images ``.double()``
+    where the example has ``.float()`` (so the run is float64), and the targets float64."""
+    import argparse
+    import contextlib
+    import io
+    import random as pyrandom
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    StepLR = torch.optim.lr_scheduler.StepLR
+    Dataset = torch.utils.data.Dataset
+    SiameseNetwork = siamese_classes(torch)
+    random = pyrandom.Random(29000)
+
+    class APP_MATCHER(Dataset):
+        def __init__(self, root, train, download=False):
+            super().__init__()
+
+            # get MNIST dataset: datasets.MNIST(root, train=train, download=download)
+            self.dataset = SimpleNamespace(
+                data=torch.tensor(data["train_x" if train else "test_x"]),
+                targets=torch.tensor(data["train_y" if train else "test_y"]),
+            )
+
+            # as `self.dataset.data`'s shape is (Nx28x28), where N is the number of
+            # examples in MNIST dataset, a single dimension is added at the beginning,
+            # unsqueeze(0)
+            self.data = self.dataset.data.unsqueeze(1).clone()
+
+            self.group_examples()
+
+        def group_examples(self):
+            """
+            To ease the accessibility of data based on the class, we will use `group_examples` to group
+            examples based on class.
+            """
+
+            # get the targets from MNIST dataset
+            np_arr = np.array(self.dataset.targets.clone(), dtype=None, copy=None)
+
+            # group examples based on class
+            self.grouped_examples = {}
+            for i in range(0, 10):
+                self.grouped_examples[i] = np.where(np_arr == i)[0]
+
+        def __len__(self):
+            return self.data.shape[0]
+
+        def __getitem__(self, index):
+            # pick some random class for the first image
+            selected_class = random.randint(0, 9)
+
+            # pick a random index for the first image in the grouped indices based of the label
+            # of the class
+            random_index_1 = random.randint(0, self.grouped_examples[selected_class].shape[0] - 1)
+
+            # pick the index to get the first image
+            index_1 = self.grouped_examples[selected_class][random_index_1]
+
+            # get the first image
+            image_1 = self.data[index_1].clone().double()
+
+            # same class
+            if index % 2 == 0:
+                # pick a random index for the second image
+                random_index_2 = random.randint(0, self.grouped_examples[selected_class].shape[0] - 1)
+
+                # ensure that the index of the second image isn't the same as the first image
+                while random_index_2 == random_index_1:
+                    random_index_2 = random.randint(0, self.grouped_examples[selected_class].shape[0] - 1)
+
+                # pick the index to get the second image
+                index_2 = self.grouped_examples[selected_class][random_index_2]
+
+                # get the second image
+                image_2 = self.data[index_2].clone().double()
+
+                # set the label for this example to be positive (1)
+                target = torch.tensor(1, dtype=torch.double)
+
+            # different class
+            else:
+                # pick a random class
+                other_selected_class = random.randint(0, 9)
+
+                # ensure that the class of the second image isn't the same as the first image
+                while other_selected_class == selected_class:
+                    other_selected_class = random.randint(0, 9)
+
+                # pick a random index for the second image in the grouped indices based of the label
+                # of the class
+                random_index_2 = random.randint(0, self.grouped_examples[other_selected_class].shape[0] - 1)
+
+                # pick the index to get the second image
+                index_2 = self.grouped_examples[other_selected_class][random_index_2]
+
+                # get the second image
+                image_2 = self.data[index_2].clone().double()
+
+                # set the label for this example to be negative (0)
+                target = torch.tensor(0, dtype=torch.double)
+
+            return image_1, image_2, target
+
+    def train(args, model, device, train_loader, optimizer, epoch):
+        model.train()
+
+        # we aren't using `TripletLoss` as the MNIST dataset is simple, so `BCELoss` can do the trick.
+        criterion = nn.BCELoss()
+
+        for batch_idx, (images_1, images_2, targets) in enumerate(train_loader):
+            images_1, images_2, targets = images_1.to(device), images_2.to(device), targets.to(device)
+            optimizer.zero_grad()
+            outputs = model(images_1, images_2).squeeze()
+            loss = criterion(outputs, targets)
+            loss.backward()
+            optimizer.step()
+            if batch_idx % args.log_interval == 0:
+                print(
+                    "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032 - as the example
+                        epoch,
+                        batch_idx * len(images_1),
+                        len(train_loader.dataset),
+                        100.0 * batch_idx / len(train_loader),
+                        loss.item(),
+                    )
+                )
+                if args.dry_run:
+                    break
+
+    def test(model, device, test_loader):
+        model.eval()
+        test_loss = 0
+        correct = 0
+
+        # we aren't using `TripletLoss` as the MNIST dataset is simple, so `BCELoss` can do the trick.
+        criterion = nn.BCELoss()
+
+        with torch.no_grad():
+            for images_1, images_2, targets in test_loader:
+                images_1, images_2, targets = images_1.to(device), images_2.to(device), targets.to(device)
+                outputs = model(images_1, images_2).squeeze()
+                test_loss += criterion(outputs, targets).sum().item()  # sum up batch loss
+                pred = torch.where(outputs > 0.5, 1, 0)  # get the index of the max log-probability
+                correct += pred.eq(targets.view_as(pred)).sum().item()
+
+        test_loss /= len(test_loader.dataset)
+
+        print(
+            "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(  # noqa: UP032
+                test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+            )
+        )
+
+    def main():
+        # Training settings
+        parser = argparse.ArgumentParser(description="PyTorch Siamese network Example")
+        parser.add_argument("--batch-size", type=int, default=64, metavar="N")
+        parser.add_argument("--test-batch-size", type=int, default=1000, metavar="N")
+        parser.add_argument("--epochs", type=int, default=14, metavar="N")
+        parser.add_argument("--lr", type=float, default=1.0, metavar="LR")
+        parser.add_argument("--gamma", type=float, default=0.7, metavar="M")
+        parser.add_argument("--accel", action="store_true")
+        parser.add_argument("--dry-run", action="store_true", default=False)
+        parser.add_argument("--seed", type=int, default=1, metavar="S")
+        parser.add_argument("--log-interval", type=int, default=10, metavar="N")
+        parser.add_argument("--save-model", action="store_true", default=False)
+        argv = ["--batch-size", "8", "--test-batch-size", "10", "--epochs", "2", "--log-interval", "1"]
+        args = parser.parse_args([*argv, "--save-model", *(["--dry-run"] if dry_run else [])])
+
+        if args.accel and not torch.accelerator.is_available():
+            print("ERROR: accelerator is not available, try running on CPU")
+            return
+        if not args.accel and torch.accelerator.is_available():
+            print("WARNING: accelerator is available, run with --accel to enable it")
+
+        if args.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        torch.manual_seed(args.seed)
+
+        train_kwargs = {"batch_size": args.batch_size}
+        test_kwargs = {"batch_size": args.test_batch_size}
+        if device.type != "cpu":
+            accel_kwargs = {"num_workers": 1, "pin_memory": True, "shuffle": True}
+            train_kwargs.update(accel_kwargs)
+            test_kwargs.update(accel_kwargs)
+
+        train_dataset = APP_MATCHER("../data", train=True, download=True)
+        test_dataset = APP_MATCHER("../data", train=False)
+        train_loader = torch.utils.data.DataLoader(train_dataset, **train_kwargs)
+        test_loader = torch.utils.data.DataLoader(test_dataset, **test_kwargs)
+
+        model = SiameseNetwork().double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+
+        scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
+        for epoch in range(1, args.epochs + 1):
+            train(args, model, device, train_loader, optimizer, epoch)
+            test(model, device, test_loader)
+            scheduler.step()
+
+        if args.save_model:
+            torch.save(model.state_dict(), save_path)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue()
