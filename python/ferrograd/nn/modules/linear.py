@@ -80,7 +80,13 @@ class Bilinear(Module):
     """
 
     def __init__(
-        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, dtype: Any = None
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         self.in1_features = in1_features
@@ -93,6 +99,8 @@ class Bilinear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Re-draw weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""
