@@ -16,7 +16,8 @@ as generated tokens) and ``torch_version``. ``mnist_script.npz`` holds what
 the examples' mnist ``main`` printed (``log``) and the weights it saved; the
 other whole-script files (``word_lm_script``, ``reinforce_script``,
 ``actor_critic_script``, ``time_sequence_script``, ``vae_script``, ``dcgan_script``,
-``style_script``, ``superres_script``, ``mnist_rnn_script``) hold their printed ``log``, ``init/`` weights, inputs
+``style_script``, ``superres_script``, ``mnist_rnn_script``, ``imagenet_script``, ``regression_script``,
+``forward_forward_script``, ``siamese_script``) hold their printed ``log``, ``init/`` weights, inputs
 and what the script saved or computed (``final/``, ``actions``,
 ``predictions``, ``image/``). ``tests/test_model_zoo.py`` replays the same source with
 ferrograd and compares.
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from zoo_models import (  # noqa: E402
+    IMAGENET_ARGV,
     ZOO,
     actor_critic_script,
     actor_critic_script_init,
@@ -42,7 +44,13 @@ from zoo_models import (  # noqa: E402
     dcgan_script,
     dcgan_script_data,
     dcgan_script_init,
+    forward_forward_script,
+    forward_forward_script_data,
+    forward_forward_script_init,
     generate_sine_wave,
+    imagenet_script,
+    imagenet_script_data,
+    imagenet_script_init,
     init_weights,
     mnist_rnn_script,
     mnist_rnn_script_data,
@@ -50,8 +58,13 @@ from zoo_models import (  # noqa: E402
     mnist_script,
     mnist_script_data,
     recording_categorical,
+    regression_script,
+    regression_script_init,
     reinforce_script,
     reinforce_script_init,
+    siamese_script,
+    siamese_script_data,
+    siamese_script_init,
     style_script,
     style_script_data,
     style_script_init,
@@ -278,6 +291,93 @@ def make_mnist_rnn_script() -> Path:
     return _write("mnist_rnn_script", arrays)
 
 
+def imagenet_checkpoint_arrays(
+    torch_: object, path: Path, with_momentum: bool = True
+) -> dict[str, np.ndarray]:
+    """What a checkpoint of imagenet's ``save_checkpoint`` holds, as arrays: ``state_dict``
+    entries, the SGD momentum buffers (flattened, concatenated in parameter order, as float32 to keep
+    the file small), ``best_acc1``, ``epoch``, the
+    learning rate and the scheduler's ``last_epoch`` (the momentum buffers left out unless
+    ``with_momentum``)."""
+    ckpt = torch_.load(path)
+    out = {f"state_dict:{k}": to_numpy(v) for k, v in ckpt["state_dict"].items()}
+    if with_momentum:
+        buffers = [
+            ckpt["optimizer"]["state"][i]["momentum_buffer"] for i in sorted(ckpt["optimizer"]["state"])
+        ]
+        out["momentum"] = np.concatenate([to_numpy(b).reshape(-1) for b in buffers]).astype(np.float32)
+    out["best_acc1"] = to_numpy(ckpt["best_acc1"])
+    out["epoch"] = np.array(ckpt["epoch"])
+    out["lr"] = np.array([g["lr"] for g in ckpt["optimizer"]["param_groups"]])
+    out["last_epoch"] = np.array(ckpt["scheduler"]["last_epoch"])
+    return out
+
+
+def make_imagenet_script() -> Path:
+    """Run imagenet's ``main.py`` for two epochs, then resumed from its checkpoint for a third;
+    store both outputs and both checkpoint files (``checkpoint.pth.tar``, ``model_best.pth.tar``)."""
+    import tempfile
+
+    init = imagenet_script_init(torch)
+    data = imagenet_script_data(np.random.default_rng(23001))
+    with tempfile.TemporaryDirectory() as tmp:
+        log = imagenet_script(torch, init, data, tmp, IMAGENET_ARGV)
+        resume = ["--epochs", "3", *IMAGENET_ARGV[2:], "--resume", str(Path(tmp) / "checkpoint.pth.tar")]
+        log_resumed = imagenet_script(torch, init, data, tmp, resume)
+        saved = {}
+        for name in ("checkpoint.pth.tar", "model_best.pth.tar"):
+            arrays = imagenet_checkpoint_arrays(torch, Path(tmp) / name, name == "checkpoint.pth.tar")
+            saved |= {f"{name}:{k}": v for k, v in arrays.items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"log_resumed": np.array(log_resumed)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in saved.items()}
+    return _write("imagenet_script", arrays)
+
+
+def make_regression_script() -> Path:
+    """Run regression's ``main.py``; store its output and ``fc``'s final weights."""
+    init = regression_script_init(torch)
+    log, final = regression_script(torch, init)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("regression_script", arrays)
+
+
+def make_forward_forward_script() -> Path:
+    """Run mnist_forward_forward's ``main.py``; store its output and the trained layers."""
+    init = forward_forward_script_init(torch)
+    data = forward_forward_script_data(np.random.default_rng(27000))
+    log, final = forward_forward_script(torch, init, data)
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("forward_forward_script", arrays)
+
+
+def make_siamese_script() -> Path:
+    """Run siamese_network's ``main``, in full and with ``--dry-run``; store both outputs and
+    the weights the full run saved."""
+    import tempfile
+
+    init = siamese_script_init(torch)
+    data = siamese_script_data(np.random.default_rng(30000))
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "siamese_network.pt"
+        log_dry = siamese_script(torch, init, data, str(saved), dry_run=True)
+        log = siamese_script(torch, init, data, str(saved))
+        final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
+    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
+    arrays |= {"log_dry_run": np.array(log_dry)}
+    arrays |= {f"init/{k}": v for k, v in init.items()}
+    arrays |= {f"data/{k}": v for k, v in data.items()}
+    arrays |= {f"final/{k}": v for k, v in final.items()}
+    return _write("siamese_script", arrays)
+
+
 def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
@@ -294,6 +394,10 @@ SCRIPTS = {
     "style_script": make_style_script,
     "superres_script": make_superres_script,
     "mnist_rnn_script": make_mnist_rnn_script,
+    "imagenet_script": make_imagenet_script,
+    "regression_script": make_regression_script,
+    "forward_forward_script": make_forward_forward_script,
+    "siamese_script": make_siamese_script,
 }
 
 

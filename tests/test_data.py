@@ -326,7 +326,7 @@ class Slow(Dataset):
 
 def test_prefetch_runs_in_background_and_is_bounded():
     ds = Slow(100)
-    it = iter(DataLoader(ds, batch_size=1, num_prefetch=3))
+    it = iter(DataLoader(ds, batch_size=1, num_prefetch=3, prefetch=True))
     first = next(it)
     assert first.tolist() == [[0.0]]
     deadline = time.monotonic() + 5
@@ -345,7 +345,7 @@ def test_prefetch_runs_in_background_and_is_bounded():
 def test_early_break_stops_the_thread():
     baseline = threading.active_count()
     ds = Slow(1000)
-    for i, _ in enumerate(DataLoader(ds, batch_size=2)):
+    for i, _ in enumerate(DataLoader(ds, batch_size=2, prefetch=True)):
         if i == 3:
             break
     assert _prefetch_threads() == []
@@ -353,8 +353,40 @@ def test_early_break_stops_the_thread():
     assert ds.calls < 30
 
 
+def test_user_datasets_run_in_the_loop_by_default_as_pytorch():
+    """By default a dataset's ``__getitem__`` runs in the loop's thread when the loop asks for
+    the batch (PyTorch with ``num_workers=0``): a dataset drawing from ``random`` sees the same
+    draws in the same order, and a ``break`` leaves the later samples undrawn. A tensor dataset
+    (no user code) is still prefetched."""
+    import random
+
+    class Pairs(Slow):
+        def __init__(self, n, rng):
+            super().__init__(n)
+            self.rng = rng
+
+        def __getitem__(self, i):
+            super().__getitem__(i)
+            return fg.tensor([float(self.rng.randint(0, 99))])
+
+    rng = random.Random(3)
+    ds = Pairs(100, rng)
+    for i, _ in enumerate(DataLoader(ds, batch_size=4)):
+        if i == 1:
+            break
+    assert ds.calls == 8 and ds.threads == {threading.current_thread().name}
+    expected = random.Random(3)
+    for _ in range(8):
+        expected.randint(0, 99)
+    assert rng.random() == expected.random()  # the stream advanced by exactly 8 draws
+    assert _prefetch_threads() == []
+    it = iter(DataLoader(TensorDataset(fg.arange(10.0)), batch_size=2))
+    assert it._thread is not None  # prefetched
+    assert len(list(it)) == 5
+
+
 def test_dropped_iterator_is_collected_and_stops_the_thread():
-    it = iter(DataLoader(Slow(1000), batch_size=1))
+    it = iter(DataLoader(Slow(1000), batch_size=1, prefetch=True))
     next(it)
     thread = it._thread
     assert thread.is_alive()
@@ -364,7 +396,7 @@ def test_dropped_iterator_is_collected_and_stops_the_thread():
 
 
 def test_exhausted_iterator_thread_ends():
-    it = iter(DataLoader(Slow(5), batch_size=2))
+    it = iter(DataLoader(Slow(5), batch_size=2, prefetch=True))
     thread = it._thread
     assert len(list(it)) == 3
     thread.join(5)
@@ -389,7 +421,7 @@ def test_collate_exception_and_base_exceptions_surface():
         raise RuntimeError("collate failed")
 
     with pytest.raises(RuntimeError, match="collate failed") as ei:
-        list(DataLoader(Slow(4), batch_size=2, collate_fn=bad_collate))
+        list(DataLoader(Slow(4), batch_size=2, collate_fn=bad_collate, prefetch=True))
     assert any("prefetch thread" in n for n in getattr(ei.value, "__notes__", []))
 
     class Exit(Dataset):
@@ -404,7 +436,9 @@ def test_collate_exception_and_base_exceptions_surface():
 
 
 def test_many_abandoned_epochs_do_not_leak_threads():
-    loader = DataLoader(Slow(200), batch_size=1, shuffle=True, generator=fg.Generator().manual_seed(0))
+    loader = DataLoader(
+        Slow(200), batch_size=1, shuffle=True, generator=fg.Generator().manual_seed(0), prefetch=True
+    )
     for _ in range(20):
         it = iter(loader)
         next(it)

@@ -19,8 +19,10 @@ scripts against PyTorch's printed logs and saved files (mnist's, vae's and
 dcgan's ``main``, word_language_model's ``main.py`` with its whole-model
 ``torch.save``, ``reinforce.py`` and ``actor_critic.py`` on a NumPy CartPole,
 time_sequence_prediction's LBFGS ``train.py``, fast_neural_style's ``train`` and
-``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``), and nanoGPT's ``train.py``
-loop (compiled against eager, and resumed from its checkpoint).
+``stylize``, super_resolution's ``main.py`` and ``super_resolve.py``, mnist_rnn's ``main``,
+imagenet's ``main.py`` trained, checkpointed and resumed, regression's and
+mnist_forward_forward's ``main.py``, siamese_network's ``main``), and nanoGPT's ``train.py`` loop
+(compiled against eager, and resumed from its checkpoint).
 """
 
 from __future__ import annotations
@@ -445,6 +447,117 @@ def test_mnist_rnn_script_prints_what_pytorch_printed(tmp_path) -> None:
         _assert_compiles_as_eager(model, torch.tensor(ref["data"]["test_x"]))
     for key, expected in ref["final"].items():
         assert_close(final[key].numpy(), expected, f"saved {key}")
+
+
+def test_imagenet_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """imagenet's main.py: a torchvision-style ResNet (BasicBlock, downsample,
+    AdaptiveAvgPool2d, kaiming_normal_ fan_out init), SGD with momentum and weight decay,
+    StepLR, ``accuracy(topk=(1, 5))`` through ``topk``/``t``/``eq``/``expand_as``/``mul_``,
+    the AverageMeter/ProgressMeter lines with 0-d tensors formatted, ``best_acc1 = max(...)``
+    on tensors, ``save_checkpoint`` (``torch.save`` of a dict holding the model's, optimizer's
+    and scheduler's state, ``shutil.copyfile`` to model_best) and the run resumed from that
+    checkpoint (``torch.load(..., map_location=...)`` and three ``load_state_dict``s), as
+    PyTorch's: both logs, both checkpoint files."""
+    from zoo_models import IMAGENET_ARGV as argv
+    from zoo_models import imagenet_script
+
+    if torch.accelerator.is_available():
+        pytest.skip("a hardware GPU makes the script train there; the reference ran on the CPU")
+    ref = _script_reference("imagenet_script")
+    log = imagenet_script(torch, ref["init"], ref["data"], str(tmp_path), argv)
+    assert log == ref["log"]
+    resume = ["--epochs", "3", *argv[2:], "--resume", str(tmp_path / "checkpoint.pth.tar")]
+    log_resumed = imagenet_script(torch, ref["init"], ref["data"], str(tmp_path), resume)
+    assert log_resumed == str(ref["log_resumed"])
+    assert "=> loaded checkpoint 'OUTDIR/checkpoint.pth.tar' (epoch 2)" in log_resumed
+    assert log.count("Epoch: [") == 6 and log_resumed.count("Epoch: [2]") == 3
+    for name in ("checkpoint.pth.tar", "model_best.pth.tar"):
+        ckpt = torch.load(tmp_path / name, map_location="cpu")
+        expected = {k.partition(":")[2]: v for k, v in ref["final"].items() if k.startswith(name + ":")}
+        assert ckpt["arch"] == "resnet_tiny" and ckpt["epoch"] == int(expected["epoch"])
+        assert isinstance(ckpt["best_acc1"], torch.Tensor) and ckpt["best_acc1"].dtype == torch.float32
+        np.testing.assert_array_equal(ckpt["best_acc1"].numpy(), expected["best_acc1"])
+        assert [g["lr"] for g in ckpt["optimizer"]["param_groups"]] == expected["lr"].tolist()
+        assert ckpt["scheduler"]["last_epoch"] == int(expected["last_epoch"])
+        states = {k.partition(":")[2]: v for k, v in expected.items() if k.startswith("state_dict:")}
+        assert sorted(ckpt["state_dict"]) == sorted(states)
+        for key, value in states.items():
+            got = ckpt["state_dict"][key].numpy()
+            if value.dtype.kind == "i":
+                np.testing.assert_array_equal(got, value, err_msg=f"{name} {key}")
+            else:
+                assert_close(got, value, f"{name} {key}")
+        if "momentum" in expected:
+            state = ckpt["optimizer"]["state"]
+            got = np.concatenate([state[i]["momentum_buffer"].numpy().reshape(-1) for i in sorted(state)])
+            np.testing.assert_allclose(got, expected["momentum"], rtol=1e-6, atol=1e-7, err_msg="momentum")
+    assert int(ref["final"]["model_best.pth.tar:epoch"]) == 1  # not improved on after the first epoch
+    model = zoo_models.imagenet_models(torch).resnet_tiny().double()
+    model.load_state_dict(torch.load(tmp_path / "model_best.pth.tar")["state_dict"])
+    _assert_compiles_as_eager(model, torch.tensor(ref["data"]["val_x"] / 255.0))
+
+
+def test_regression_script_prints_what_pytorch_printed() -> None:
+    """regression's main.py: ``make_features`` (``cat`` of powers), ``mm``, ``smooth_l1_loss``,
+    ``fc.zero_grad()``, the ``param.data.add_(-0.1 * param.grad)`` loop until the loss is
+    below 1e-3 (hundreds of batches), and ``poly_desc``'s ``'{:+.2f}'`` of 0-d tensors: PyTorch's
+    lines and final weights."""
+    from zoo_models import regression_script
+
+    ref = _script_reference("regression_script")
+    log, final = regression_script(torch, ref["init"])
+    assert log == ref["log"]
+    assert re.match(r"Loss: 0\.000\d+ after \d{3} batches\n==> Learned function:\ty = [-+]\d", log)
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        assert_close(final[key], expected, f"fc.{key}")
+
+
+def test_mnist_forward_forward_script_prints_what_pytorch_printed() -> None:
+    """mnist_forward_forward's main.py: ``Layer(nn.Linear)`` calling ``super().__init__(in, out,
+    bias, device, dtype)`` positionally, each layer's own Adam kept through ``.to(device,
+    float64)``, ``overlay_y_on_x``'s ``x_[range(n), y] = x.max()``, the goodness
+    ``h.pow(2).mean(1)`` and ``log(1 + exp(cat(...)))`` loss, ``predict``'s ``sum`` and
+    ``argmax``: PyTorch's log (losses printed in full, so to 1e-12) and trained layers."""
+    from zoo_models import forward_forward_script
+
+    ref = _script_reference("forward_forward_script")
+    log, final = forward_forward_script(torch, ref["init"], ref["data"])
+    assert_log_matches(log, ref["log"], rtol=1e-12)
+    assert log.count("Loss: ") == 6 and "train error: " in log and "test error: " in log
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        assert_close(final[key], expected, key)
+
+
+def test_siamese_network_script_prints_what_pytorch_printed(tmp_path) -> None:
+    """siamese_network's main: a ResNet backbone cut with ``children()[:-1]``, ``apply`` with
+    ``xavier_uniform_`` and ``bias.data.fill_``, the two towers joined by
+    ``torch.cat((output1, output2), 1)``, ``BCELoss`` on ``Sigmoid``, ``APP_MATCHER``'s pairs,
+    ``torch.where(outputs > 0.5, 1, 0)``, Adadelta with StepLR: PyTorch's lines (in full and with
+    ``--dry-run``) and saved ``state_dict``."""
+    from zoo_models import siamese_classes, siamese_script
+
+    if torch.accelerator.is_available():
+        pytest.skip("a hardware GPU makes the script print its accelerator warning; the reference had none")
+    ref = _script_reference("siamese_script")
+    saved = tmp_path / "siamese_network.pt"
+    log_dry = siamese_script(torch, ref["init"], ref["data"], str(saved), dry_run=True)
+    assert log_dry == str(ref["log_dry_run"])
+    log = siamese_script(torch, ref["init"], ref["data"], str(saved))
+    assert log == ref["log"]
+    assert log.count("Train Epoch: ") == 6 and log_dry.count("Train Epoch: ") == 2
+    final = torch.load(saved, weights_only=True)
+    assert sorted(final) == sorted(ref["final"])
+    for key, expected in ref["final"].items():
+        if expected.dtype.kind == "i":
+            np.testing.assert_array_equal(final[key].numpy(), expected, err_msg=key)
+        else:
+            assert_close(final[key].numpy(), expected, f"saved {key}")
+    model = siamese_classes(torch)().double()
+    model.load_state_dict(final)
+    images = torch.tensor(ref["data"]["test_x"][:, None] * 1.0)
+    _assert_compiles_as_eager(model, images[:4], images[4:8])
 
 
 def test_scripts_run_with_the_examples_dropout_and_shuffling(tmp_path) -> None:

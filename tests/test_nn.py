@@ -295,6 +295,53 @@ def test_linear_forward_and_init():
     np.testing.assert_allclose(npy(lin2(t64(x3))), x3 @ npy(lin2.weight).T, rtol=1e-12)
 
 
+
+# Each layer's positional arguments up to ``device, dtype``, PyTorch's defaults written out.
+POSITIONAL_FACTORY_ARGS = {
+    "Linear": (3, 2, True),
+    "Bilinear": (2, 3, 2, True),
+    "Conv1d": (2, 4, 3, 1, 0, 1, 1, True, "zeros"),
+    "Conv2d": (2, 4, 3, 1, 0, 1, 1, True, "zeros"),
+    "Conv3d": (2, 4, 3, 1, 0, 1, 1, True, "zeros"),
+    "ConvTranspose2d": (2, 4, 3, 1, 0, 0, 1, True, 1, "zeros"),
+    "BatchNorm2d": (3, 1e-5, 0.1, True, True),
+    "InstanceNorm2d": (3, 1e-5, 0.1, True, False),
+    "LayerNorm": (4, 1e-5, True, True),
+    "RMSNorm": (4, None, True),
+    "GroupNorm": (2, 4, 1e-5, True),
+    "Embedding": (5, 3, None, None, 2.0, False, False, None, False),
+    "EmbeddingBag": (5, 3, None, 2.0, False, "mean", False, None, False, None),
+    "PReLU": (1, 0.25),
+    "MultiheadAttention": (4, 2, 0.0, True, False, False, None, None, False),
+    "RNNCell": (3, 4, True, "tanh"),
+    "LSTMCell": (3, 4, True),
+    "GRUCell": (3, 4, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POSITIONAL_FACTORY_ARGS))
+def test_layers_take_device_and_dtype_in_pytorchs_order(name):
+    """``Layer(..., device, dtype)`` positionally, as PyTorch's signatures order them (and as
+    subclasses pass them on): every parameter and buffer float64 on the CPU."""
+    layer = getattr(nn, name)(*POSITIONAL_FACTORY_ARGS[name], "cpu", fg.float64)
+    floats = [t for t in [*layer.parameters(), *layer.buffers()] if t.dtype.is_floating_point]
+    assert floats and all(t.dtype == fg.float64 and t.device.type == "cpu" for t in floats)
+
+
+def test_linear_subclass_passes_device_and_dtype_positionally():
+    """The pattern of examples that subclass a layer: ``super().__init__(in, out, bias, device, dtype)``."""
+
+    class Layer(nn.Linear):
+        def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+            super().__init__(in_features, out_features, bias, device, dtype)
+
+    fg.manual_seed(5)
+    layer = Layer(6, 3, dtype=fg.float64)
+    assert layer.weight.dtype == fg.float64 and layer.bias.dtype == fg.float64
+    assert 0 < np.abs(npy(layer.weight)).max() <= 1 / math.sqrt(6)  # the default initialisation ran
+    assert nn.Linear(6, 3, False, None, fg.float64).bias is None
+
+
 def np_conv2d(x, w, b, stride, padding, dilation, groups):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape

@@ -182,7 +182,7 @@ NOT_DIFFERENTIABLE = {
          "uniform_", "normal_", "bernoulli", "bernoulli_", "multinomial"],
         "random samples carry no gradient",
     ),
-    "fill_": "overwrites its input with a constant",
+    "fill_": "overwrites its input with a constant (a 0-d tensor value records copy_: test_small_int.py)",
     **dict.fromkeys(["sgd_step", "adam_step", "rmsprop_step"], "optimizer updates write parameters in place, outside autograd"),
     "as_strided": "arbitrary (possibly overlapping) strides; refuses inputs that require grad",
 }

@@ -442,7 +442,7 @@ def test_fill_with_a_zero_dim_tensor_converts_as_pytorch(d):
     with fg.Session(graph=g) as sess:
         got = sess.run(y, feed_dict={xp: np.zeros(2, d), vp: np.array(300)})
     np.testing.assert_array_equal(np.asarray(got), want)
-    with pytest.raises(ValueError, match=r"fill_.*0-dim.*\[2\]"):
+    with pytest.raises(RuntimeError, match=r"fill_.*0-dimension value tensor.*1 dimensions.*\[2\]"):
         x.fill_(fg.tensor([1, 2]))
     assert x.fill_(np.int64(7)).tolist() == [7, 7]
     with pytest.raises(RuntimeError, match=f"fill_.*{d}.*overflow"):
@@ -456,3 +456,78 @@ def test_fill_with_a_zero_dim_tensor_passes_the_gradient_to_the_value():
     y = fg.zeros(3, dtype=fg.float64).fill_(v)
     (y * fg.tensor(w)).sum().backward()
     assert y.tolist() == [2.5, 2.5, 2.5] and v.grad.item() == w.sum()
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_fill_refuses_a_value_tensor_of_higher_rank_as_pytorch(rank):
+    """PyTorch: ``RuntimeError: fill_ only supports 0-dimension value tensor but got tensor with
+    1 dimensions.``; here the same words, naming the shape and dtype too."""
+    x = fg.zeros(3)
+    value = fg.ones((1,) * rank, dtype=fg.float64)
+    with pytest.raises(
+        RuntimeError, match=rf"fill_.*0-dimension value tensor but got tensor with {rank} dimensions"
+    ):
+        x.fill_(value)
+    with pytest.raises(RuntimeError, match=r"\[1(, 1)?\], float64"):
+        x.fill_(value)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "overwrite, expected",
+    [
+        pytest.param(
+            lambda x: x.fill_(fg.tensor(2.0, dtype=fg.float64, requires_grad=True)),
+            [0, 0, 0],
+            id="fill_tensor_grad",
+        ),
+        pytest.param(lambda x: x.fill_(fg.tensor(2.0, dtype=fg.float64)), [0, 0, 0], id="fill_tensor"),
+        pytest.param(lambda x: x.fill_(5.0), [0, 0, 0], id="fill_number"),
+        pytest.param(lambda x: x.zero_(), [0, 0, 0], id="zero_"),
+        pytest.param(
+            lambda x: x.copy_(fg.tensor([4.0, 5.0, 6.0], dtype=fg.float64, requires_grad=True)),
+            [0, 0, 0],
+            id="copy_",
+        ),
+        pytest.param(lambda x: x[1:].fill_(7.0), [2.0, 0, 0], id="view_fill_"),  # d(2 * x0[0] * 1)
+    ],
+)
+def test_an_overwritten_value_gets_a_zero_gradient_as_pytorch(overwrite, expected):
+    """After ``x.fill_(...)`` / ``zero_()`` / ``copy_(...)`` the new value no longer depends on
+    the old one: its input gets a gradient of zeros (a tensor, not None, as PyTorch gives),
+    under ``create_graph`` too; a partial overwrite (a view) zeroes only the written part."""
+    w = np.array([1.0, 2.0, 3.0])
+    x0 = fg.tensor([1.0, 2.0, 3.0], dtype=fg.float64, requires_grad=True)
+    x = x0 * 2.0
+    overwrite(x)
+    assert x.requires_grad and x.grad_fn is not None
+    (g,) = fg.autograd.grad((x * fg.tensor(w)).sum(), [x0], create_graph=True)
+    np.testing.assert_array_equal(g.numpy(), np.array(expected, dtype=np.float64))
+
+
+def test_fill_with_a_tensor_value_passes_gradcheck_and_gradgradcheck():
+    """``x.clone().fill_(v) * x`` is ``v * x``: the value's gradient and the overwritten input's
+    zero, against finite differences, to second order."""
+    x = fg.tensor([0.3, -1.2, 2.0], dtype=fg.float64, requires_grad=True)
+    v = fg.tensor(0.7, dtype=fg.float64, requires_grad=True)
+
+    def f(x, v):
+        return x.clone().fill_(v) * x
+
+    assert fg.autograd.gradcheck(f, (x, v))
+    assert fg.autograd.gradgradcheck(f, (x, v))
+
+
+def test_filling_a_leaf_that_requires_grad_is_refused_as_pytorch():
+    """``fill_`` / ``zero_`` on a leaf that requires grad raise (PyTorch: "a leaf Variable that
+    requires grad is being used in an in-place operation"), and work under ``no_grad``."""
+    p = fg.zeros(3, requires_grad=True)
+    for write in (lambda: p.fill_(1.0), lambda: p.zero_(), lambda: p.fill_(fg.tensor(1.0))):
+        with pytest.raises(
+            RuntimeError, match=r"(fill_|copy_): a leaf tensor that requires grad .* in-place"
+        ):
+            write()
+    assert p.tolist() == [0.0, 0.0, 0.0]
+    with fg.no_grad():
+        p.fill_(2.0)
+    assert p.tolist() == [2.0, 2.0, 2.0] and p.grad_fn is None

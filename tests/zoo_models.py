@@ -3761,3 +3761,1136 @@ def mnist_rnn_script(
     with contextlib.redirect_stdout(out):
         main()
     return out.getvalue()
+
+
+# --- imagenet's main.py ---------------------------------------------------------------
+#
+# ``models.__dict__[args.arch]()`` builds a torchvision ResNet; here the script carries a
+# tiny one written as torchvision writes it (``BasicBlock`` with ``downsample``,
+# ``AdaptiveAvgPool2d``, the ``kaiming_normal_(mode="fan_out")`` initialisation loop).
+
+
+def imagenet_models(torch: Any) -> Any:
+    """A ``models`` namespace holding ``resnet_tiny``: torchvision's ResNet with BasicBlocks,
+    shrunk to 4 and 8 channels, one block per stage, two stages, 10 classes, and the 7x7
+    stride-2 stem a 3x3 stride-1 one (as CIFAR ResNets have it) for 12x12 images."""
+    from types import SimpleNamespace
+
+    nn = torch.nn
+
+    def conv3x3(in_planes, out_planes, stride=1, groups=1, dilation=1):
+        """3x3 convolution with padding"""
+        return nn.Conv2d(
+            in_planes,
+            out_planes,
+            kernel_size=3,
+            stride=stride,
+            padding=dilation,
+            groups=groups,
+            bias=False,
+            dilation=dilation,
+        )
+
+    def conv1x1(in_planes, out_planes, stride=1):
+        """1x1 convolution"""
+        return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+    class BasicBlock(nn.Module):
+        expansion = 1
+
+        def __init__(self, inplanes, planes, stride=1, downsample=None, norm_layer=None):
+            super().__init__()
+            if norm_layer is None:
+                norm_layer = nn.BatchNorm2d
+            # Both self.conv1 and self.downsample layers downsample the input when stride != 1
+            self.conv1 = conv3x3(inplanes, planes, stride)
+            self.bn1 = norm_layer(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = conv3x3(planes, planes)
+            self.bn2 = norm_layer(planes)
+            self.downsample = downsample
+            self.stride = stride
+
+        def forward(self, x):
+            identity = x
+
+            out = self.conv1(x)
+            out = self.bn1(out)
+            out = self.relu(out)
+
+            out = self.conv2(out)
+            out = self.bn2(out)
+
+            if self.downsample is not None:
+                identity = self.downsample(x)
+
+            out += identity
+            out = self.relu(out)
+
+            return out
+
+    class ResNet(nn.Module):
+        def __init__(self, block, layers, num_classes=1000, zero_init_residual=False, norm_layer=None):
+            super().__init__()
+            if norm_layer is None:
+                norm_layer = nn.BatchNorm2d
+            self._norm_layer = norm_layer
+
+            self.inplanes = 4
+            self.dilation = 1
+            self.conv1 = nn.Conv2d(3, self.inplanes, kernel_size=3, stride=1, padding=1, bias=False)
+            self.bn1 = norm_layer(self.inplanes)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = self._make_layer(block, 4, layers[0])
+            self.layer2 = self._make_layer(block, 8, layers[1], stride=2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(8 * block.expansion, num_classes)
+
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+                    nn.init.constant_(m.weight, 1)
+                    nn.init.constant_(m.bias, 0)
+
+            if zero_init_residual:
+                for m in self.modules():
+                    if isinstance(m, BasicBlock) and m.bn2.weight is not None:
+                        nn.init.constant_(m.bn2.weight, 0)
+
+        def _make_layer(self, block, planes, blocks, stride=1):
+            norm_layer = self._norm_layer
+            downsample = None
+            if stride != 1 or self.inplanes != planes * block.expansion:
+                downsample = nn.Sequential(
+                    conv1x1(self.inplanes, planes * block.expansion, stride),
+                    norm_layer(planes * block.expansion),
+                )
+
+            layers = []
+            layers.append(block(self.inplanes, planes, stride, downsample, norm_layer))
+            self.inplanes = planes * block.expansion
+            for _ in range(1, blocks):
+                layers.append(block(self.inplanes, planes, norm_layer=norm_layer))
+
+            return nn.Sequential(*layers)
+
+        def _forward_impl(self, x):
+            x = self.conv1(x)
+            x = self.bn1(x)
+            x = self.relu(x)
+            x = self.maxpool(x)
+
+            x = self.layer1(x)
+            x = self.layer2(x)
+
+            x = self.avgpool(x)
+            x = torch.flatten(x, 1)
+            x = self.fc(x)
+
+            return x
+
+        def forward(self, x):
+            return self._forward_impl(x)
+
+    def resnet_tiny(**kwargs):
+        return ResNet(BasicBlock, [1, 1], num_classes=10, **kwargs)
+
+    return SimpleNamespace(resnet_tiny=resnet_tiny, ResNet=ResNet, BasicBlock=BasicBlock)
+
+
+# the command line of the stored run: two epochs, then resumed for a third
+IMAGENET_ARGV = "--epochs 2 -b 4 --lr 0.1 --lr-step 2 -p 1 --seed 7 fake".split()
+
+
+def imagenet_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights of ``resnet_tiny`` (float64, drawn with NumPy): convolutions as
+    ``kaiming_normal_(mode="fan_out", nonlinearity="relu")`` (normal, std
+    ``sqrt(2 / (out_channels * kh * kw))``), BatchNorm scales ``1 + U(-0.1, 0.1)`` and shifts
+    ``U(-0.1, 0.1)`` (not torchvision's 1 and 0, so that they matter), ``fc`` as ``Linear``'s
+    default; BatchNorm buffers as constructed."""
+    torch.manual_seed(0)
+    model = imagenet_models(torch).resnet_tiny().double()
+    params = {k for k, _ in model.named_parameters()}
+    rng = np.random.default_rng(22000)
+    out = {}
+    for key, value in sorted(model.state_dict().items()):
+        arr = to_numpy(value)
+        if key not in params:
+            out[key] = arr
+        elif arr.ndim == 4:
+            out[key] = rng.standard_normal(arr.shape) * np.sqrt(
+                2.0 / (arr.shape[0] * arr.shape[2] * arr.shape[3])
+            )
+        elif key.startswith("fc."):
+            bound = 1.0 / np.sqrt(model.fc.in_features)
+            out[key] = rng.uniform(-bound, bound, arr.shape)
+        elif key.endswith("weight"):
+            out[key] = 1.0 + rng.uniform(-0.1, 0.1, arr.shape)
+        else:
+            out[key] = rng.uniform(-0.1, 0.1, arr.shape)
+    return out
+
+
+def imagenet_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Ten training 3x12x12 uint8 'images' with labels of 10 classes, and six validation ones:
+    four of the training images and two new, so that the accuracy moves as the net learns."""
+    train_x = rng.integers(0, 256, (10, 3, 12, 12)).astype(np.uint8)
+    train_y = rng.integers(0, 10, 10).astype(np.int64)
+    new_x = rng.integers(0, 256, (2, 3, 12, 12)).astype(np.uint8)
+    new_y = rng.integers(0, 10, 2).astype(np.int64)
+    return {
+        "train_x": train_x,
+        "train_y": train_y,
+        "val_x": np.concatenate([train_x[3:7], new_x]),
+        "val_y": np.concatenate([train_y[3:7], new_y]),
+    }
+
+
+def imagenet_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray], outdir: str, argv: list[str]
+) -> str:
+    """Run the examples' imagenet ``main.py`` (``main_worker``) with the command line ``argv``;
+    return what it printed (``outdir`` shown as ``OUTDIR``).
+
+    As the example: the argparse options it reads, ``print("=> creating model ...")``,
+    ``models.__dict__[args.arch]()`` (see :func:`imagenet_models`), ``cudnn.benchmark``,
+    ``CrossEntropyLoss().to(device)``, SGD with momentum and weight decay, ``StepLR``, resuming
+    (``torch.load(..., map_location=...)``, the model's, optimizer's and scheduler's
+    ``load_state_dict``), ``DataLoader(..., pin_memory=True, sampler=None)``, ``train`` and
+    ``validate`` with ``AverageMeter`` / ``ProgressMeter`` / ``Summary``, ``accuracy(output,
+    target, topk=(1, 5))``, ``best_acc1 = max(acc1, best_acc1)`` and ``save_checkpoint``
+    (``torch.save`` and ``shutil.copyfile`` to ``model_best.pth.tar``). Differences: the data
+    (uint8 arrays normalised into ``TensorDataset``s instead of ``ImageFolder``, not shuffled: the frameworks' shuffles
+    differ), the model (tiny, float64, its initial weights loaded from ``init`` after its own
+    initialisation ran), the checkpoint files in ``outdir``, ``map_location=device`` where the
+    example names a GPU, no distributed branches, and ``time.time()`` a clock advancing 25 ms
+    a call (:class:`_Clock`), so the printed timings are reproducible."""
+    import argparse
+    import contextlib
+    import io
+    import os
+    import shutil
+    from enum import Enum
+
+    nn = torch.nn
+    cudnn = torch.backends.cudnn
+    StepLR = torch.optim.lr_scheduler.StepLR
+    models = imagenet_models(torch)
+    time = _Clock()
+    model_names = ["resnet_tiny"]
+
+    parser = argparse.ArgumentParser(description="PyTorch ImageNet Training")
+    parser.add_argument("data", metavar="DIR", nargs="?", default="imagenet", help="path to dataset")
+    parser.add_argument("-a", "--arch", metavar="ARCH", default="resnet_tiny", choices=model_names)
+    parser.add_argument("-j", "--workers", default=0, type=int, metavar="N")
+    parser.add_argument("--epochs", default=90, type=int, metavar="N")
+    parser.add_argument("--start-epoch", default=0, type=int, metavar="N")
+    parser.add_argument("-b", "--batch-size", default=256, type=int, metavar="N")
+    parser.add_argument("--lr", "--learning-rate", default=0.1, type=float, metavar="LR", dest="lr")
+    parser.add_argument("--momentum", default=0.9, type=float, metavar="M")
+    parser.add_argument("--wd", "--weight-decay", default=1e-4, type=float, metavar="W", dest="weight_decay")
+    parser.add_argument("--lr-step", default=30, type=int)  # StepLR's step_size, 30 in the example
+    parser.add_argument("-p", "--print-freq", default=10, type=int, metavar="N")
+    parser.add_argument("--resume", default="", type=str, metavar="PATH")
+    parser.add_argument("-e", "--evaluate", dest="evaluate", action="store_true")
+    parser.add_argument("--seed", default=None, type=int)
+    parser.add_argument("--gpu", default=None, type=int)
+    parser.add_argument("--dummy", action="store_true")
+
+    best_acc1 = 0
+
+    def main():
+        args = parser.parse_args(argv)
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+            cudnn.deterministic = True
+            cudnn.benchmark = False
+        main_worker(args.gpu, 1, args)
+
+    def main_worker(gpu, ngpus_per_node, args):
+        nonlocal best_acc1
+        args.gpu = gpu
+
+        if args.gpu is not None:
+            print(f"Use GPU: {args.gpu} for training")
+
+        # create model
+        print(f"=> creating model '{args.arch}'")
+        model = models.__dict__[args.arch]().double()
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+
+        if not torch.cuda.is_available() and not torch.accelerator.is_available():
+            print("using CPU, this will be slow")
+
+        if torch.accelerator.is_available():
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+        model = model.to(device)
+
+        # define loss function (criterion), optimizer, and learning rate scheduler
+        criterion = nn.CrossEntropyLoss().to(device)
+
+        optimizer = torch.optim.SGD(
+            model.parameters(), args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+        )
+
+        """Sets the learning rate to the initial LR decayed by 10 every 30 epochs"""
+        scheduler = StepLR(optimizer, step_size=args.lr_step, gamma=0.1)
+
+        # optionally resume from a checkpoint
+        if args.resume:
+            if os.path.isfile(args.resume):
+                print(f"=> loading checkpoint '{args.resume}'")
+                checkpoint = torch.load(args.resume, map_location=device)
+                args.start_epoch = checkpoint["epoch"]
+                best_acc1 = checkpoint["best_acc1"]
+                if args.gpu is not None:
+                    # best_acc1 may be from a checkpoint from a different GPU
+                    best_acc1 = best_acc1.to(args.gpu)
+                model.load_state_dict(checkpoint["state_dict"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+                scheduler.load_state_dict(checkpoint["scheduler"])
+                print(f"=> loaded checkpoint '{args.resume}' (epoch {checkpoint['epoch']})")
+            else:
+                print(f"=> no checkpoint found at '{args.resume}'")
+
+        cudnn.benchmark = True
+
+        # Data loading code
+        mean = torch.tensor([0.485, 0.456, 0.406], dtype=torch.float64).view(1, 3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225], dtype=torch.float64).view(1, 3, 1, 1)
+
+        def normalize(pixels):  # ToTensor() and Normalize(mean, std), on the whole set
+            return (torch.tensor(pixels).double().div(255) - mean) / std
+
+        train_dataset = torch.utils.data.TensorDataset(
+            normalize(data["train_x"]), torch.tensor(data["train_y"])
+        )
+        val_dataset = torch.utils.data.TensorDataset(normalize(data["val_x"]), torch.tensor(data["val_y"]))
+        train_sampler = None
+        val_sampler = None
+
+        train_loader = torch.utils.data.DataLoader(
+            train_dataset,
+            batch_size=args.batch_size,
+            shuffle=False,  # (train_sampler is None) in the example
+            num_workers=args.workers,
+            pin_memory=True,
+            sampler=train_sampler,
+        )
+
+        val_loader = torch.utils.data.DataLoader(
+            val_dataset,
+            batch_size=args.batch_size,
+            shuffle=False,
+            num_workers=args.workers,
+            pin_memory=True,
+            sampler=val_sampler,
+        )
+
+        if args.evaluate:
+            validate(val_loader, model, criterion, args)
+            return
+
+        for epoch in range(args.start_epoch, args.epochs):
+            # train for one epoch
+            train(train_loader, model, criterion, optimizer, epoch, device, args)
+
+            # evaluate on validation set
+            acc1 = validate(val_loader, model, criterion, args)
+
+            scheduler.step()
+
+            # remember best acc@1 and save checkpoint
+            is_best = acc1 > best_acc1
+            best_acc1 = max(acc1, best_acc1)
+
+            save_checkpoint(
+                {
+                    "epoch": epoch + 1,
+                    "arch": args.arch,
+                    "state_dict": model.state_dict(),
+                    "best_acc1": best_acc1,
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                },
+                is_best,
+            )
+
+    def train(train_loader, model, criterion, optimizer, epoch, device, args):
+        batch_time = AverageMeter("Time", ":6.3f")
+        data_time = AverageMeter("Data", ":6.3f")
+        losses = AverageMeter("Loss", ":.4e")
+        top1 = AverageMeter("Acc@1", ":6.2f")
+        top5 = AverageMeter("Acc@5", ":6.2f")
+        progress = ProgressMeter(
+            len(train_loader), [batch_time, data_time, losses, top1, top5], prefix=f"Epoch: [{epoch}]"
+        )
+
+        # switch to train mode
+        model.train()
+
+        end = time.time()
+        for i, (images, target) in enumerate(train_loader):
+            # measure data loading time
+            data_time.update(time.time() - end)
+
+            # move data to the same device as model
+            images = images.to(device, non_blocking=True)
+            target = target.to(device, non_blocking=True)
+
+            # compute output
+            output = model(images)
+            loss = criterion(output, target)
+
+            # measure accuracy and record loss
+            acc1, acc5 = accuracy(output, target, topk=(1, 5))
+            losses.update(loss.item(), images.size(0))
+            top1.update(acc1[0], images.size(0))
+            top5.update(acc5[0], images.size(0))
+
+            # compute gradient and do SGD step
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            # measure elapsed time
+            batch_time.update(time.time() - end)
+            end = time.time()
+
+            if i % args.print_freq == 0:
+                progress.display(i + 1)
+
+    def validate(val_loader, model, criterion, args):
+        def run_validate(loader, base_progress=0):
+            with torch.no_grad():
+                end = time.time()
+                for i, (images, target) in enumerate(loader):
+                    i = base_progress + i
+                    if torch.accelerator.is_available():
+                        images = images.to(device=torch.accelerator.current_accelerator(), non_blocking=True)
+                        target = target.to(device=torch.accelerator.current_accelerator(), non_blocking=True)
+
+                    # compute output
+                    output = model(images)
+                    loss = criterion(output, target)
+
+                    # measure accuracy and record loss
+                    acc1, acc5 = accuracy(output, target, topk=(1, 5))
+                    losses.update(loss.item(), images.size(0))
+                    top1.update(acc1[0], images.size(0))
+                    top5.update(acc5[0], images.size(0))
+
+                    # measure elapsed time
+                    batch_time.update(time.time() - end)
+                    end = time.time()
+
+                    if i % args.print_freq == 0:
+                        progress.display(i + 1)
+
+        batch_time = AverageMeter("Time", ":6.3f", Summary.NONE)
+        losses = AverageMeter("Loss", ":.4e", Summary.NONE)
+        top1 = AverageMeter("Acc@1", ":6.2f", Summary.AVERAGE)
+        top5 = AverageMeter("Acc@5", ":6.2f", Summary.AVERAGE)
+        progress = ProgressMeter(len(val_loader), [batch_time, losses, top1, top5], prefix="Test: ")
+
+        # switch to evaluate mode
+        model.eval()
+
+        run_validate(val_loader)
+
+        progress.display_summary()
+
+        return top1.avg
+
+    def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+        filename = os.path.join(outdir, filename)  # the example writes to the working directory
+        torch.save(state, filename)
+        if is_best:
+            shutil.copyfile(filename, os.path.join(outdir, "model_best.pth.tar"))
+
+    class Summary(Enum):
+        NONE = 0
+        AVERAGE = 1
+        SUM = 2
+        COUNT = 3
+
+    class AverageMeter:
+        """Computes and stores the average and current value"""
+
+        def __init__(self, name, fmt=":f", summary_type=Summary.AVERAGE):
+            self.name = name
+            self.fmt = fmt
+            self.summary_type = summary_type
+            self.reset()
+
+        def reset(self):
+            self.val = 0
+            self.avg = 0
+            self.sum = 0
+            self.count = 0
+
+        def update(self, val, n=1):
+            self.val = val
+            self.sum += val * n
+            self.count += n
+            self.avg = self.sum / self.count
+
+        def __str__(self):
+            fmtstr = "{name} {val" + self.fmt + "} ({avg" + self.fmt + "})"
+            return fmtstr.format(**self.__dict__)
+
+        def summary(self):
+            fmtstr = ""
+            if self.summary_type is Summary.NONE:
+                fmtstr = ""
+            elif self.summary_type is Summary.AVERAGE:
+                fmtstr = "{name} {avg:.3f}"
+            elif self.summary_type is Summary.SUM:
+                fmtstr = "{name} {sum:.3f}"
+            elif self.summary_type is Summary.COUNT:
+                fmtstr = "{name} {count:.3f}"
+            else:
+                raise ValueError(f"invalid summary type {self.summary_type!r}")
+
+            return fmtstr.format(**self.__dict__)
+
+    class ProgressMeter:
+        def __init__(self, num_batches, meters, prefix=""):
+            self.batch_fmtstr = self._get_batch_fmtstr(num_batches)
+            self.meters = meters
+            self.prefix = prefix
+
+        def display(self, batch):
+            entries = [self.prefix + self.batch_fmtstr.format(batch)]
+            entries += [str(meter) for meter in self.meters]
+            print("\t".join(entries))
+
+        def display_summary(self):
+            entries = [" *"]
+            entries += [meter.summary() for meter in self.meters]
+            print(" ".join(entries))
+
+        def _get_batch_fmtstr(self, num_batches):
+            num_digits = len(str(num_batches // 1))
+            fmt = "{:" + str(num_digits) + "d}"
+            return "[" + fmt + "/" + fmt.format(num_batches) + "]"
+
+    def accuracy(output, target, topk=(1,)):
+        """Computes the accuracy over the k top predictions for the specified values of k"""
+        with torch.no_grad():
+            maxk = max(topk)
+            batch_size = target.size(0)
+
+            _, pred = output.topk(maxk, 1, True, True)
+            pred = pred.t()
+            correct = pred.eq(target.view(1, -1).expand_as(pred))
+
+            res = []
+            for k in topk:
+                correct_k = correct[:k].reshape(-1).float().sum(0, keepdim=True)
+                res.append(correct_k.mul_(100.0 / batch_size))
+            return res
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue().replace(outdir, "OUTDIR")
+
+
+# --- regression's main.py -------------------------------------------------------------
+
+
+def regression_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The target polynomial (``W_target``, ``b_target``: ``randn * 5`` drawn with NumPy) and
+    ``fc``'s initial weights (``Linear``'s default ``U(-1/2, 1/2)`` for 4 inputs), float64."""
+    rng = np.random.default_rng(24000)
+    return {
+        "W_target": rng.standard_normal((4, 1)) * 5,
+        "b_target": rng.standard_normal(1) * 5,
+        "fc.weight": rng.uniform(-0.5, 0.5, (1, 4)),
+        "fc.bias": rng.uniform(-0.5, 0.5, 1),
+    }
+
+
+def regression_script(
+    torch: Any, init: dict[str, np.ndarray], seed: int = 25000
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' regression ``main.py``; return what it printed and ``fc``'s final
+    weights.
+
+    As the example: ``make_features`` (``unsqueeze``, ``cat`` of powers), ``f`` (``mm`` plus
+    ``b_target.item()``), ``poly_desc`` formatting 0-d tensors with ``'{:+.2f}'``,
+    ``get_batch``, ``fc.zero_grad()``, ``F.smooth_l1_loss``, the update
+    ``param.data.add_(-0.1 * param.grad)`` until the loss is below 1e-3, and the three printed
+    lines. Differences: ``torch.randn`` draws (the target and each batch's ``x``) come from
+    NumPy (``init`` and a generator seeded with ``seed``), ``fc`` starts from ``init``, and
+    everything is float64."""
+    import contextlib
+    import io
+    from itertools import count
+
+    F = torch.nn.functional
+    rng = np.random.default_rng(seed)
+
+    POLY_DEGREE = 4
+    W_target = torch.tensor(init["W_target"])  # torch.randn(POLY_DEGREE, 1) * 5
+    b_target = torch.tensor(init["b_target"])  # torch.randn(1) * 5
+
+    def make_features(x):
+        """Builds features i.e. a matrix with columns [x, x^2, x^3, x^4]."""
+        x = x.unsqueeze(1)
+        return torch.cat([x**i for i in range(1, POLY_DEGREE + 1)], 1)
+
+    def f(x):
+        """Approximated function."""
+        return x.mm(W_target) + b_target.item()
+
+    def poly_desc(W, b):
+        """Creates a string description of a polynomial."""
+        result = "y = "
+        for i, w in enumerate(W):
+            result += f"{w:+.2f} x^{i + 1} "
+        result += f"{b[0]:+.2f}"
+        return result
+
+    def get_batch(batch_size=32):
+        """Builds a batch i.e. (x, f(x)) pair."""
+        random = torch.tensor(rng.standard_normal(batch_size))  # torch.randn(batch_size)
+        x = make_features(random)
+        y = f(x)
+        return x, y
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        # Define model
+        fc = torch.nn.Linear(W_target.size(0), 1).double()
+        fc.load_state_dict({"weight": torch.tensor(init["fc.weight"]), "bias": torch.tensor(init["fc.bias"])})
+
+        for batch_idx in count(1):  # noqa: B007 - printed after the loop, as the example
+            # Get data
+            batch_x, batch_y = get_batch()
+
+            # Reset gradients
+            fc.zero_grad()
+
+            # Forward pass
+            output = F.smooth_l1_loss(fc(batch_x), batch_y)
+            loss = output.item()
+
+            # Backward pass
+            output.backward()
+
+            # Apply gradients
+            for param in fc.parameters():
+                param.data.add_(-0.1 * param.grad)
+
+            # Stop criterion
+            if loss < 1e-3:
+                break
+
+        print(f"Loss: {loss:.6f} after {batch_idx} batches")
+        print("==> Learned function:\t" + poly_desc(fc.weight.view(-1), fc.bias))
+        print("==> Actual function:\t" + poly_desc(W_target.view(-1), b_target))
+    return out.getvalue(), {k: to_numpy(v) for k, v in fc.state_dict().items()}
+
+
+# --- mnist_forward_forward's main.py ---------------------------------------------------
+
+
+def forward_forward_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """Initial weights of the two ``Layer``s (``layers.<i>.weight`` / ``.bias``: ``Linear``'s
+    default ``U(-1/sqrt(in), 1/sqrt(in))``, drawn with NumPy), float64."""
+    rng = np.random.default_rng(26000)
+    out = {}
+    for i, (d_in, d_out) in enumerate([(36, 8), (8, 8)]):
+        bound = 1.0 / np.sqrt(d_in)
+        out[f"layers.{i}.weight"] = rng.uniform(-bound, bound, (d_out, d_in))
+        out[f"layers.{i}.bias"] = rng.uniform(-bound, bound, d_out)
+    return out
+
+
+def forward_forward_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Twenty training and ten test 6x6 'digits' (flattened, normalised as the example's
+    transform leaves them) with labels, and the draws standing in for ``get_y_neg``'s
+    ``torch.randint`` (one index into the nine wrong labels per training sample)."""
+    return {
+        "train_x": (rng.uniform(0, 1, (20, 36)) - 0.1307) / 0.3081,
+        "train_y": rng.integers(0, 10, 20).astype(np.int64),
+        "test_x": (rng.uniform(0, 1, (10, 36)) - 0.1307) / 0.3081,
+        "test_y": rng.integers(0, 10, 10).astype(np.int64),
+        "neg_draws": rng.integers(0, 9, 20).astype(np.int64),
+    }
+
+
+def forward_forward_script(
+    torch: Any, init: dict[str, np.ndarray], data: dict[str, np.ndarray]
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Run the examples' mnist_forward_forward ``main.py``; return what it printed and the
+    trained layers' weights (``layers.<i>.*``).
+
+    As the example: ``get_y_neg`` (``clone``, ``remove(y_samp.item())``, an index into a
+    tensor of the allowed labels), ``overlay_y_on_x`` (``x_[:, :classes] *= 0.0`` and
+    ``x_[range(n), y] = x.max()``), ``Net`` with a plain list of ``Layer(nn.Linear)`` (its own
+    ``Adam``, ``threshold``, ``train`` shadowing ``Module.train``), the forward
+    ``x / (x.norm(2, 1, keepdim=True) + 1e-4)`` through ``mm(x, weight.T)``, the loss
+    ``torch.log(1 + torch.exp(torch.cat([...]))).mean()`` of ``goodness = h.pow(2).mean(1)``,
+    ``Net.predict`` with ``sum(goodness)`` and ``argmax``, and the printed losses and errors.
+    Differences: the data (``TensorDataset``-free arrays instead of MNIST, 6x6 images), the
+    sizes (``Net([36, 8, 8])``, 30 epochs per layer), ``get_y_neg``'s ``torch.randint`` taken
+    from ``data["neg_draws"]``, the layers made float64 (``.to(device, torch.float64)``, which
+    keeps the Parameters each ``Adam`` holds) and started from ``init``."""
+    import argparse
+    import contextlib
+    import io
+
+    nn = torch.nn
+    Adam = torch.optim.Adam
+    neg_draws = iter(data["neg_draws"].tolist())
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1000, help="number of epochs to train (default: 1000)")
+    parser.add_argument("--lr", type=float, default=0.03, help="learning rate (default: 0.03)")
+    parser.add_argument("--no_accel", action="store_true", default=False, help="disables accelerator")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    parser.add_argument(
+        "--save_model", action="store_true", default=False, help="For saving the current Model"
+    )
+    parser.add_argument("--train_size", type=int, default=50000, help="size of training set")
+    parser.add_argument("--threshold", type=float, default=2, help="threshold for training")
+    parser.add_argument("--test_size", type=int, default=10000, help="size of test set")
+    parser.add_argument("--log-interval", type=int, default=10, help="how many batches between logging")
+    args = parser.parse_args(["--epochs", "30", "--train_size", "20", "--test_size", "10", "--no_accel"])
+
+    use_accel = not args.no_accel and torch.accelerator.is_available()
+    if use_accel:
+        device = torch.accelerator.current_accelerator()
+    else:
+        device = torch.device("cpu")
+
+    def get_y_neg(y):
+        y_neg = y.clone()
+        for idx, y_samp in enumerate(y):
+            allowed_indices = list(range(10))
+            allowed_indices.remove(y_samp.item())
+            y_neg[idx] = torch.tensor(allowed_indices)[
+                torch.tensor([next(neg_draws)])  # torch.randint(len(allowed_indices), size=(1,))
+            ].item()
+        return y_neg.to(device)
+
+    def overlay_y_on_x(x, y, classes=10):
+        """Replace the first 10 pixels of data [x] with one-hot-encoded label [y]"""
+        x_ = x.clone()
+        x_[:, :classes] *= 0.0
+        x_[range(x.shape[0]), y] = x.max()
+        return x_
+
+    class Net(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = []
+            for d in range(len(dims) - 1):
+                self.layers = self.layers + [Layer(dims[d], dims[d + 1]).to(device, torch.float64)]
+
+        def predict(self, x):
+            goodness_per_label = []
+            for label in range(10):
+                h = overlay_y_on_x(x, label)
+                goodness = []
+                for layer in self.layers:
+                    h = layer(h)
+                    goodness = goodness + [h.pow(2).mean(1)]
+                goodness_per_label += [sum(goodness).unsqueeze(1)]
+            goodness_per_label = torch.cat(goodness_per_label, 1)
+            return goodness_per_label.argmax(1)
+
+        def train(self, x_pos, x_neg):
+            h_pos, h_neg = x_pos, x_neg
+            for i, layer in enumerate(self.layers):
+                print("training layer: ", i)
+                h_pos, h_neg = layer.train(h_pos, h_neg)
+
+    class Layer(nn.Linear):
+        def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+            super().__init__(in_features, out_features, bias, device, dtype)
+            self.relu = torch.nn.ReLU()
+            self.opt = Adam(self.parameters(), lr=args.lr)
+            self.threshold = args.threshold
+            self.num_epochs = args.epochs
+
+        def forward(self, x):
+            x_direction = x / (x.norm(2, 1, keepdim=True) + 1e-4)
+            return self.relu(torch.mm(x_direction, self.weight.T) + self.bias.unsqueeze(0))
+
+        def train(self, x_pos, x_neg):
+            for i in range(self.num_epochs):
+                g_pos = self.forward(x_pos).pow(2).mean(1)
+                g_neg = self.forward(x_neg).pow(2).mean(1)
+                # The following loss pushes pos (neg) samples to
+                # values larger (smaller) than the self.threshold.
+                loss = torch.log(
+                    1 + torch.exp(torch.cat([-g_pos + self.threshold, g_neg - self.threshold]))
+                ).mean()
+                self.opt.zero_grad()
+                # this backward just compute the derivative and hence
+                # is not considered backpropagation.
+                loss.backward()
+                self.opt.step()
+                if i % args.log_interval == 0:
+                    print("Loss: ", loss.item())
+            return self.forward(x_pos).detach(), self.forward(x_neg).detach()
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        torch.manual_seed(args.seed)
+        net = Net([36, 8, 8])
+        for i, layer in enumerate(net.layers):
+            layer.load_state_dict({k: torch.tensor(init[f"layers.{i}.{k}"]) for k in ("weight", "bias")})
+        x, y = torch.tensor(data["train_x"]), torch.tensor(data["train_y"])  # next(iter(train_loader))
+        x, y = x.to(device), y.to(device)
+        x_pos = overlay_y_on_x(x, y)
+        y_neg = get_y_neg(y)
+        x_neg = overlay_y_on_x(x, y_neg)
+
+        net.train(x_pos, x_neg)
+
+        print("train error:", 1.0 - net.predict(x).eq(y).float().mean().item())
+
+        x_te, y_te = torch.tensor(data["test_x"]), torch.tensor(data["test_y"])  # next(iter(test_loader))
+        x_te, y_te = x_te.to(device), y_te.to(device)
+
+        print("test error:", 1.0 - net.predict(x_te).eq(y_te).float().mean().item())
+    final = {
+        f"layers.{i}.{k}": to_numpy(v)
+        for i, layer in enumerate(net.layers)
+        for k, v in layer.state_dict().items()
+    }
+    return out.getvalue(), final
+
+
+# --- siamese_network's main.py --------------------------------------------------------
+
+
+def siamese_classes(torch: Any) -> Any:
+    """The examples' ``SiameseNetwork``, its backbone the tiny ResNet of
+    :func:`imagenet_models` instead of torchvision's ``resnet18`` (conv1 replaced by a
+    one-channel 3x3 one, as the example replaces the 7x7 for MNIST), its comparison head
+    ``Linear(16, 6)``, ``ReLU``, ``Linear(6, 1)`` (256 hidden units in the example)."""
+    nn = torch.nn
+
+    class SiameseNetwork(nn.Module):
+        """
+        Siamese network for image similarity estimation.
+        The network is composed of two identical networks, one for each input.
+        The output of each network is concatenated and passed to a linear layer.
+        The output of the linear layer passed through a sigmoid function.
+        """
+
+        def __init__(self):
+            super().__init__()
+            # get resnet model
+            self.resnet = imagenet_models(torch).resnet_tiny()
+
+            # over-write the first conv layer to be able to read MNIST images
+            # as resnet18 reads (3,x,x) where 3 is RGB channels
+            # whereas MNIST has (1,x,x) where 1 is a gray-scale channel
+            self.resnet.conv1 = nn.Conv2d(1, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)
+            self.fc_in_features = self.resnet.fc.in_features
+
+            # remove the last layer of resnet18 (linear layer which is before avgpool layer)
+            self.resnet = torch.nn.Sequential(*(list(self.resnet.children())[:-1]))
+
+            # add linear layers to compare between the features of the two images
+            self.fc = nn.Sequential(
+                nn.Linear(self.fc_in_features * 2, 6),
+                nn.ReLU(inplace=True),
+                nn.Linear(6, 1),
+            )
+
+            self.sigmoid = nn.Sigmoid()
+
+            # initialize the weights
+            self.resnet.apply(self.init_weights)
+            self.fc.apply(self.init_weights)
+
+        def init_weights(self, m):
+            if isinstance(m, nn.Linear):
+                torch.nn.init.xavier_uniform_(m.weight)
+                m.bias.data.fill_(0.01)
+
+        def forward_once(self, x):
+            output = self.resnet(x)
+            output = output.view(output.size()[0], -1)
+            return output
+
+        def forward(self, input1, input2):
+            # get two images' features
+            output1 = self.forward_once(input1)
+            output2 = self.forward_once(input2)
+
+            # concatenate both images' features
+            output = torch.cat((output1, output2), 1)
+
+            # pass the concatenation to the linear layers
+            output = self.fc(output)
+
+            # pass the out of the linear layers to sigmoid layer
+            output = self.sigmoid(output)
+
+            return output
+
+    return SiameseNetwork
+
+
+def siamese_script_init(torch: Any) -> dict[str, np.ndarray]:
+    """The siamese script's initial weights (float64, drawn with NumPy; BatchNorm buffers kept)."""
+    torch.manual_seed(0)
+    model = siamese_classes(torch)().double()
+    state = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return init_weights(state, {k for k, _ in model.named_parameters()}, seed=28000)
+
+
+def siamese_script_data(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Twenty training and twenty test 8x8 uint8 'digits' (two of each class, shuffled), with
+    labels: ``MNIST(...).data`` and ``.targets`` for ``APP_MATCHER``."""
+
+    def split(n):
+        return rng.integers(0, 256, (n, 8, 8)).astype(np.uint8), rng.permutation(np.arange(n) % 10)
+
+    train_x, train_y = split(20)
+    test_x, test_y = split(20)
+    return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
+
+
+def siamese_script(
+    torch: Any,
+    init: dict[str, np.ndarray],
+    data: dict[str, np.ndarray],
+    save_path: str,
+    dry_run: bool = False,
+) -> str:
+    """Run the examples' siamese_network ``main``; return what it printed.
+
+    As the example: ``SiameseNetwork`` (see :func:`siamese_classes`: ``children()[:-1]`` into a
+    ``Sequential``, ``apply(init_weights)`` with ``xavier_uniform_`` and ``bias.data.fill_``,
+    ``torch.cat((output1, output2), 1)``, ``Sigmoid``), ``APP_MATCHER`` (``unsqueeze(1).clone()``
+    of the images, ``group_examples`` through NumPy, ``__getitem__``'s ``random.randint`` pairs,
+    ``torch.tensor(1, dtype=torch.float)`` targets), ``nn.BCELoss`` on ``squeeze()``d outputs,
+    ``torch.where(outputs > 0.5, 1, 0)``, Adadelta, ``StepLR``, the train/test lines and
+    ``torch.save(model.state_dict(), ...)``. Differences: the backbone (tiny), the data (arrays
+    instead of MNIST), ``random`` a ``random.Random`` of a fixed seed, the images ``.double()``
+    where the example has ``.float()`` (so the run is float64), and the targets float64."""
+    import argparse
+    import contextlib
+    import io
+    import random as pyrandom
+    from types import SimpleNamespace
+
+    nn = torch.nn
+    optim = torch.optim
+    StepLR = torch.optim.lr_scheduler.StepLR
+    Dataset = torch.utils.data.Dataset
+    SiameseNetwork = siamese_classes(torch)
+    random = pyrandom.Random(29000)
+
+    class APP_MATCHER(Dataset):
+        def __init__(self, root, train, download=False):
+            super().__init__()
+
+            # get MNIST dataset: datasets.MNIST(root, train=train, download=download)
+            self.dataset = SimpleNamespace(
+                data=torch.tensor(data["train_x" if train else "test_x"]),
+                targets=torch.tensor(data["train_y" if train else "test_y"]),
+            )
+
+            # as `self.dataset.data`'s shape is (Nx28x28), where N is the number of
+            # examples in MNIST dataset, a single dimension is added at the beginning,
+            # unsqueeze(0)
+            self.data = self.dataset.data.unsqueeze(1).clone()
+
+            self.group_examples()
+
+        def group_examples(self):
+            """
+            To ease the accessibility of data based on the class, we will use `group_examples` to group
+            examples based on class.
+            """
+
+            # get the targets from MNIST dataset
+            np_arr = np.array(self.dataset.targets.clone(), dtype=None, copy=None)
+
+            # group examples based on class
+            self.grouped_examples = {}
+            for i in range(0, 10):
+                self.grouped_examples[i] = np.where(np_arr == i)[0]
+
+        def __len__(self):
+            return self.data.shape[0]
+
+        def __getitem__(self, index):
+            # pick some random class for the first image
+            selected_class = random.randint(0, 9)
+
+            # pick a random index for the first image in the grouped indices based of the label
+            # of the class
+            random_index_1 = random.randint(0, self.grouped_examples[selected_class].shape[0] - 1)
+
+            # pick the index to get the first image
+            index_1 = self.grouped_examples[selected_class][random_index_1]
+
+            # get the first image
+            image_1 = self.data[index_1].clone().double()
+
+            # same class
+            if index % 2 == 0:
+                # pick a random index for the second image
+                random_index_2 = random.randint(0, self.grouped_examples[selected_class].shape[0] - 1)
+
+                # ensure that the index of the second image isn't the same as the first image
+                while random_index_2 == random_index_1:
+                    random_index_2 = random.randint(0, self.grouped_examples[selected_class].shape[0] - 1)
+
+                # pick the index to get the second image
+                index_2 = self.grouped_examples[selected_class][random_index_2]
+
+                # get the second image
+                image_2 = self.data[index_2].clone().double()
+
+                # set the label for this example to be positive (1)
+                target = torch.tensor(1, dtype=torch.double)
+
+            # different class
+            else:
+                # pick a random class
+                other_selected_class = random.randint(0, 9)
+
+                # ensure that the class of the second image isn't the same as the first image
+                while other_selected_class == selected_class:
+                    other_selected_class = random.randint(0, 9)
+
+                # pick a random index for the second image in the grouped indices based of the label
+                # of the class
+                random_index_2 = random.randint(0, self.grouped_examples[other_selected_class].shape[0] - 1)
+
+                # pick the index to get the second image
+                index_2 = self.grouped_examples[other_selected_class][random_index_2]
+
+                # get the second image
+                image_2 = self.data[index_2].clone().double()
+
+                # set the label for this example to be negative (0)
+                target = torch.tensor(0, dtype=torch.double)
+
+            return image_1, image_2, target
+
+    def train(args, model, device, train_loader, optimizer, epoch):
+        model.train()
+
+        # we aren't using `TripletLoss` as the MNIST dataset is simple, so `BCELoss` can do the trick.
+        criterion = nn.BCELoss()
+
+        for batch_idx, (images_1, images_2, targets) in enumerate(train_loader):
+            images_1, images_2, targets = images_1.to(device), images_2.to(device), targets.to(device)
+            optimizer.zero_grad()
+            outputs = model(images_1, images_2).squeeze()
+            loss = criterion(outputs, targets)
+            loss.backward()
+            optimizer.step()
+            if batch_idx % args.log_interval == 0:
+                print(
+                    "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032 - as the example
+                        epoch,
+                        batch_idx * len(images_1),
+                        len(train_loader.dataset),
+                        100.0 * batch_idx / len(train_loader),
+                        loss.item(),
+                    )
+                )
+                if args.dry_run:
+                    break
+
+    def test(model, device, test_loader):
+        model.eval()
+        test_loss = 0
+        correct = 0
+
+        # we aren't using `TripletLoss` as the MNIST dataset is simple, so `BCELoss` can do the trick.
+        criterion = nn.BCELoss()
+
+        with torch.no_grad():
+            for images_1, images_2, targets in test_loader:
+                images_1, images_2, targets = images_1.to(device), images_2.to(device), targets.to(device)
+                outputs = model(images_1, images_2).squeeze()
+                test_loss += criterion(outputs, targets).sum().item()  # sum up batch loss
+                pred = torch.where(outputs > 0.5, 1, 0)  # get the index of the max log-probability
+                correct += pred.eq(targets.view_as(pred)).sum().item()
+
+        test_loss /= len(test_loader.dataset)
+
+        print(
+            "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(  # noqa: UP032
+                test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+            )
+        )
+
+    def main():
+        # Training settings
+        parser = argparse.ArgumentParser(description="PyTorch Siamese network Example")
+        parser.add_argument("--batch-size", type=int, default=64, metavar="N")
+        parser.add_argument("--test-batch-size", type=int, default=1000, metavar="N")
+        parser.add_argument("--epochs", type=int, default=14, metavar="N")
+        parser.add_argument("--lr", type=float, default=1.0, metavar="LR")
+        parser.add_argument("--gamma", type=float, default=0.7, metavar="M")
+        parser.add_argument("--accel", action="store_true")
+        parser.add_argument("--dry-run", action="store_true", default=False)
+        parser.add_argument("--seed", type=int, default=1, metavar="S")
+        parser.add_argument("--log-interval", type=int, default=10, metavar="N")
+        parser.add_argument("--save-model", action="store_true", default=False)
+        argv = ["--batch-size", "8", "--test-batch-size", "10", "--epochs", "2", "--log-interval", "1"]
+        args = parser.parse_args([*argv, "--save-model", *(["--dry-run"] if dry_run else [])])
+
+        if args.accel and not torch.accelerator.is_available():
+            print("ERROR: accelerator is not available, try running on CPU")
+            return
+        if not args.accel and torch.accelerator.is_available():
+            print("WARNING: accelerator is available, run with --accel to enable it")
+
+        if args.accel:
+            device = torch.accelerator.current_accelerator()
+        else:
+            device = torch.device("cpu")
+
+        torch.manual_seed(args.seed)
+
+        train_kwargs = {"batch_size": args.batch_size}
+        test_kwargs = {"batch_size": args.test_batch_size}
+        if device.type != "cpu":
+            accel_kwargs = {"num_workers": 1, "pin_memory": True, "shuffle": True}
+            train_kwargs.update(accel_kwargs)
+            test_kwargs.update(accel_kwargs)
+
+        train_dataset = APP_MATCHER("../data", train=True, download=True)
+        test_dataset = APP_MATCHER("../data", train=False)
+        train_loader = torch.utils.data.DataLoader(train_dataset, **train_kwargs)
+        test_loader = torch.utils.data.DataLoader(test_dataset, **test_kwargs)
+
+        model = SiameseNetwork().double().to(device)
+        model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+        optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+
+        scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
+        for epoch in range(1, args.epochs + 1):
+            train(args, model, device, train_loader, optimizer, epoch)
+            test(model, device, test_loader)
+            scheduler.step()
+
+        if args.save_model:
+            torch.save(model.state_dict(), save_path)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main()
+    return out.getvalue()

@@ -737,6 +737,12 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<()> {
     crate::ops::creation::check_fill_value("fill_", value, x.dtype())?;
     capture!(crate::ops::call::OpCall::Fill { value }, [x], unit);
     x.check_writable("fill_")?;
+    if ag::needs_grad(&[x]) {
+        // Recorded as a copy of the constant: a zero gradient for the old value (which the
+        // new one no longer depends on), as in PyTorch.
+        ag::check_inplace("fill_", x)?;
+        return copy_(x, &scalar_tensor(value, x.dtype(), x.device())?);
+    }
     backend(x.device()).fill(x, value)?;
     x.storage().bump_version();
     Ok(())
@@ -767,13 +773,19 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
         )?;
         let r = if r.shares_storage(dst) { clone(&r)? } else { r };
         copy_data(dst, &r)?;
-        if r.meta().and_then(|m| m.grad_fn()).is_some() {
-            return ag::rebase_history(dst, &r);
-        }
-        // `src` is a constant: the new value still requires grad (as `dst` did),
-        // and its history sends no gradient to `dst`'s old value.
+        // The new value's history: the gradient goes to `src` (when it requires grad) and
+        // zeros to `dst`'s old value, as PyTorch's CopyBackwards.
         let out = dst.detach();
-        ag::record_alias(OverwrittenBackward, &[dst], &[&out], &[]);
+        if r.requires_grad() {
+            ag::record_alias(
+                OverwrittenBackward { sourced: true },
+                &[dst, &r],
+                &[&out],
+                &[],
+            );
+        } else {
+            ag::record_alias(OverwrittenBackward { sourced: false }, &[dst], &[&out], &[]);
+        }
         return ag::rebase_history(dst, &out);
     }
     let src = if src.shares_storage(dst) {
@@ -787,8 +799,11 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Backward of an in-place overwrite by a constant: no gradient reaches the old value.
-struct OverwrittenBackward;
+/// Backward of an in-place overwrite (`copy_`, `fill_`): zeros for the old value (a
+/// tensor, as PyTorch gives) and, when `sourced`, the gradient itself for the source.
+struct OverwrittenBackward {
+    sourced: bool,
+}
 
 impl ag::Backward for OverwrittenBackward {
     fn name(&self) -> &'static str {
@@ -797,10 +812,19 @@ impl ag::Backward for OverwrittenBackward {
     fn apply(
         &self,
         _s: &[Tensor],
-        _g: &[Option<Tensor>],
-        _n: &[bool],
+        g: &[Option<Tensor>],
+        n: &[bool],
     ) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![None])
+        let mut out = vec![None; 1 + usize::from(self.sourced)];
+        if let Some(g) = g[0].as_ref() {
+            if n.first().copied().unwrap_or(true) {
+                out[0] = Some(Tensor::zeros(g.shape(), g.dtype(), g.device())?);
+            }
+            if self.sourced {
+                out[1] = Some(g.clone());
+            }
+        }
+        Ok(out)
     }
 }
 

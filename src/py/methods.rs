@@ -823,12 +823,15 @@ impl PyTensor {
             .map(|t| t.borrow().t.clone())
             .map_err(|_| PyTypeError::new_err("fill_: value must be a number or a 0-dim tensor"))?;
         if src.ndim() != 0 {
+            // A RuntimeError with PyTorch's words, as PyTorch raises.
             return run(|| -> crate::Result<()> {
-                Err(crate::Error::shape(
+                Err(crate::Error::runtime(
                     "fill_",
                     format!(
-                        "only a 0-dim value tensor fills; got one of shape {:?}",
-                        src.shape()
+                        "only supports 0-dimension value tensor but got tensor with {} dimensions (shape {:?}, {})",
+                        src.ndim(),
+                        src.shape(),
+                        src.dtype().name()
                     ),
                 ))
             })

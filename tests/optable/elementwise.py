@@ -445,14 +445,22 @@ def _fill_value(draw, dtype):
 
 
 def _fill_sample(draw, dtype):
-    return [values(draw, draw(shapes()), dtype)], {"value": _fill_value(draw, dtype)}
+    x = values(draw, draw(shapes()), dtype)
+    if draw(st.booleans()):
+        # PyTorch's fill_(Tensor): a 0-d value tensor (of the dtype, or bool), converted as a cast
+        return [x, values(draw, (), draw(st.sampled_from([dtype, "bool"])))], {}
+    return [x], {"value": _fill_value(draw, dtype)}
 
 
-FILL_ = OpSpec(
-    "fill_", lambda x, value: x.fill_(value),
-    lambda x, value: np.full(x.shape, value, dtype=x.dtype), _fill_sample, dtypes=ALL,
-    out_dtype=lambda d: d,
-)
+def _fill_fg(x, *value_tensor, value=None):
+    return x.fill_(value_tensor[0] if value_tensor else value)
+
+
+def _fill_np(x, *value_tensor, value=None):
+    return np.full(x.shape, value_tensor[0] if value_tensor else value, dtype=x.dtype)
+
+
+FILL_ = OpSpec("fill_", _fill_fg, _fill_np, _fill_sample, dtypes=ALL, out_dtype=lambda d: d)
 
 
 def _copy_sample(draw, dtype):

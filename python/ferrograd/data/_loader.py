@@ -126,16 +126,22 @@ class DataLoader(Generic[T]):
     datasets are indexed sample by sample and combined by ``collate_fn``
     (:func:`default_collate` unless given).
 
-    With ``prefetch=True`` a background thread prepares up to
-    ``num_prefetch`` batches ahead while the loop runs; an exception raised
-    by the dataset or ``collate_fn`` is re-raised in the loop at the batch
-    where it happened, and the thread stops as soon as the iterator is
-    exhausted, closed (``it.close()``), or garbage-collected (for instance
-    after a ``break``). The thread runs in the grad mode of the thread that
-    started the epoch. Note that sampling the default generator inside a
-    dataset's ``__getitem__`` then runs concurrently with the training loop;
-    give such a dataset its own ``fg.Generator`` (or use ``prefetch=False``)
-    to keep runs reproducible.
+    A background thread can prepare up to ``num_prefetch`` batches ahead
+    while the loop runs. By default (``prefetch=None``) it does so only for
+    a tensor dataset with the default collation, where no user code runs;
+    any other dataset's ``__getitem__`` and ``collate_fn`` run in the loop's
+    thread when the loop asks for the batch, as in PyTorch with
+    ``num_workers=0`` — so a dataset that draws from ``random`` or the
+    default generator (pairs, augmentations) sees the same calls in the same
+    order, and a ``break`` leaves later samples undrawn. ``prefetch=True``
+    prefetches every dataset (then such draws run concurrently with the
+    loop: give the dataset its own ``fg.Generator``); ``prefetch=False``
+    never does. With the thread, an exception raised by the dataset or
+    ``collate_fn`` is re-raised in the loop at the batch where it happened,
+    and the thread stops as soon as the iterator is exhausted, closed
+    (``it.close()``), or garbage-collected (for instance after a
+    ``break``); it runs in the grad mode of the thread that started the
+    epoch.
 
     With ``num_workers=k > 0`` batches are made by ``k`` worker processes
     (``multiprocessing`` with the ``"spawn"`` start method unless
@@ -162,7 +168,7 @@ class DataLoader(Generic[T]):
         generator: _core.Generator | None = None,
         collate_fn: Callable[[list[Any]], T] | None = None,
         num_workers: int = 0,
-        prefetch: bool = True,
+        prefetch: bool | None = None,
         num_prefetch: int = 2,
         worker_init_fn: Callable[[int], Any] | None = None,
         multiprocessing_context: Any = None,
@@ -232,7 +238,7 @@ class DataLoader(Generic[T]):
         self.num_workers = num_workers
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
-        self.prefetch = bool(prefetch)
+        self.prefetch = None if prefetch is None else bool(prefetch)
         self.num_prefetch = num_prefetch
 
     def _num_samples(self) -> int:
@@ -305,7 +311,7 @@ class DataLoader(Generic[T]):
             def make_batch(b: int) -> Any:
                 return collate([dataset[i] for i in indices[b * bs : (b + 1) * bs]])
 
-        return _LoaderIter(make_batch, num_batches, self.prefetch, self.num_prefetch)
+        return _LoaderIter(make_batch, num_batches, self._prefetches(source), self.num_prefetch)
 
     def _iter_iterable(self) -> Iterator[T]:
         """An epoch of an iterable dataset: its samples in order, ``batch_size`` per batch, made in
@@ -328,7 +334,7 @@ class DataLoader(Generic[T]):
                 sample = dataset[singles[b]]
                 return collate(sample) if collate is not None else sample
 
-            return _LoaderIter(make_one, len(singles), self.prefetch, self.num_prefetch)
+            return _LoaderIter(make_one, len(singles), self._prefetches(None), self.num_prefetch)
         lists: list[list[int]] = batches  # type: ignore[assignment]
         if self.num_workers > 0:
             base_seed = int(_core.randint(0, 2**62, (1,), generator=self.generator).item())
@@ -351,7 +357,13 @@ class DataLoader(Generic[T]):
             def make_batch(b: int) -> Any:
                 return collate_fn([dataset[i] for i in lists[b]])
 
-        return _LoaderIter(make_batch, len(lists), self.prefetch, self.num_prefetch)
+        return _LoaderIter(make_batch, len(lists), self._prefetches(source), self.num_prefetch)
+
+    def _prefetches(self, source: object) -> bool:
+        """Whether this epoch's batches are made on the prefetch thread: when asked
+        (``prefetch=True``), or by default when they are gathered from tensors (``source``)
+        with no user code to run."""
+        return self.prefetch is True or (self.prefetch is None and source is not None)
 
     def __repr__(self) -> str:
         return (

@@ -344,11 +344,15 @@ class PReLU(Module):
     """``x`` where ``x > 0``, else ``weight * x``, with a learnable ``weight`` of ``num_parameters``
     elements (1, or one per channel on dim 1) starting at ``init``."""
 
-    def __init__(self, num_parameters: int = 1, init: float = 0.25, dtype: Any = None) -> None:
+    def __init__(
+        self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None
+    ) -> None:
         super().__init__()
         self.num_parameters = num_parameters
         self.init = init
         self.weight = Parameter(_core.full((num_parameters,), init, dtype=dtype or _core.float32))
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Refill ``weight`` with ``init``."""

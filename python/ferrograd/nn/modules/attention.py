@@ -53,6 +53,7 @@ class MultiheadAttention(Module):
         kdim: int | None = None,
         vdim: int | None = None,
         batch_first: bool = False,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -91,6 +92,8 @@ class MultiheadAttention(Module):
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self._reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def _reset_parameters(self) -> None:
         if self._qkv_same_embed_dim:

@@ -44,6 +44,7 @@ class _ConvNd(Module):
         groups: int = 1,
         bias: bool = True,
         padding_mode: str = "zeros",
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -81,6 +82,8 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Default initialisation: kaiming_uniform_(a=sqrt(5)) weight, U(±1/sqrt(fan_in)) bias."""
@@ -190,6 +193,7 @@ class _ConvTransposeNd(Module):
         bias: bool = True,
         dilation: int | tuple[int, ...] = 1,
         padding_mode: str = "zeros",
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -224,6 +228,8 @@ class _ConvTransposeNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """PyTorch's initialisation: kaiming_uniform_(a=sqrt(5)) on the weight as laid out

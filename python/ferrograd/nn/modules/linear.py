@@ -31,10 +31,14 @@ class Linear(Module):
     """``y = x @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``.
 
     Initialisation as PyTorch: ``kaiming_uniform_(weight, a=sqrt(5))`` (i.e.
-    U(-1/sqrt(in), 1/sqrt(in))) and bias U(-1/sqrt(in), 1/sqrt(in)).
+    U(-1/sqrt(in), 1/sqrt(in))) and bias U(-1/sqrt(in), 1/sqrt(in)). ``device`` and ``dtype``
+    come in PyTorch's order (``Linear(in, out, bias, device, dtype)``, as subclasses pass them
+    on); the parameters are drawn on the CPU and then moved to ``device``.
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ) -> None:
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
@@ -45,6 +49,8 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Re-draw the weight and bias with the default initialisation."""
@@ -74,7 +80,13 @@ class Bilinear(Module):
     """
 
     def __init__(
-        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, dtype: Any = None
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         self.in1_features = in1_features
@@ -87,6 +99,8 @@ class Bilinear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Re-draw weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""

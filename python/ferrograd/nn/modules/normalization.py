@@ -49,6 +49,7 @@ class _BatchNorm(Module):
         momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
+        device: Any = None,
         dtype: Any = None,
         *,
         bias: bool = True,
@@ -78,6 +79,8 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_running_stats(self) -> None:
         """Running mean 0, running variance 1, no batches tracked."""
@@ -168,6 +171,7 @@ class LayerNorm(Module):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -184,6 +188,8 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Weight 1, bias 0."""
@@ -215,6 +221,7 @@ class RMSNorm(Module):
         normalized_shape: int | Sequence[int],
         eps: float | None = None,
         elementwise_affine: bool = True,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -226,6 +233,8 @@ class RMSNorm(Module):
             self.weight = Parameter(_core.ones(self.normalized_shape, dtype=dtype))
         else:
             self.register_parameter("weight", None)
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Weight 1."""
@@ -258,11 +267,12 @@ class _InstanceNorm(_BatchNorm):
         momentum: float | None = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
+        device: Any = None,
         dtype: Any = None,
         *,
         bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype, bias=bias)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input: Tensor) -> Tensor:
         """Normalise ``input`` (``(N, C, *spatial)`` or unbatched ``(C, *spatial)``)."""
@@ -325,6 +335,7 @@ class GroupNorm(Module):
         num_channels: int,
         eps: float = 1e-5,
         affine: bool = True,
+        device: Any = None,
         dtype: Any = None,
         *,
         bias: bool = True,
@@ -348,6 +359,8 @@ class GroupNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Weight 1, bias 0."""

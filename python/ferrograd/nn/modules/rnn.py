@@ -51,7 +51,9 @@ class _CellBase(Module):
 
     _mode: str
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = None) -> None:
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ) -> None:
         super().__init__()
         dtype = dtype or _core.float32
         g = _GATES[self._mode] * hidden_size
@@ -67,6 +69,8 @@ class _CellBase(Module):
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Draw every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
@@ -116,13 +120,14 @@ class RNNCell(_CellBase):
         hidden_size: int,
         bias: bool = True,
         nonlinearity: str = "tanh",
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r} (use 'tanh' or 'relu')")
         self.nonlinearity = nonlinearity
         self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(input_size, hidden_size, bias, dtype)
+        super().__init__(input_size, hidden_size, bias, device, dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         """One step: ``input`` ``(N, input_size)`` (or unbatched), ``hx`` ``(N, hidden_size)`` (default zeros)."""

@@ -36,6 +36,7 @@ class Embedding(Module):
         sparse: bool = False,
         _weight: Tensor | None = None,
         _freeze: bool = False,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -63,6 +64,8 @@ class Embedding(Module):
                     f"Embedding: _weight must have shape {(num_embeddings, embedding_dim)}, got {tuple(_weight.shape)}"
                 )
             self.weight = Parameter(_weight, requires_grad=not _freeze)
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Draw the table from N(0, 1) and zero the padding row."""
@@ -117,6 +120,7 @@ class EmbeddingBag(Module):
         _weight: Tensor | None = None,
         include_last_offset: bool = False,
         padding_idx: int | None = None,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -149,6 +153,8 @@ class EmbeddingBag(Module):
                     f"got {tuple(_weight.shape)}"
                 )
             self.weight = Parameter(_weight)
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Draw the table from N(0, 1) and zero the padding row."""
