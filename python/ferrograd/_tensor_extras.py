@@ -767,15 +767,23 @@ def erfinv(input: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
+def _reflect(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The split the reflection formulas below 0.5 use: ``(refl, xp, xn, r)`` with ``refl =
+    x < 0.5``, ``xp`` / ``xn`` the arguments of the direct and reflected branches (each set to
+    a harmless value where the other applies), and ``r = xn - round(xn)``, exact, so that
+    ``sin(pi x) = ±sin(pi r)`` is exactly 0 at the poles."""
+    refl = x < 0.5
+    xp = _where_safe(refl, x, 1.0)
+    xn = _where_safe(~refl, x, 0.0)
+    return refl, xp, xn, xn - xn.round()
+
+
 @_wide
 def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|`` for all real ``x`` (the reflection formula below 0.5; +inf at
     the poles 0, -1, -2, ... and at ±inf)."""
     x = _to_float(_need_tensor("lgamma", "input", input))
-    refl = x < 0.5
-    xp = _where_safe(refl, x, 1.0)
-    xn = _where_safe(~refl, x, 0.0)
-    r = xn - xn.round()  # sin(pi x) = ±sin(pi r), with r exact
+    refl, xp, xn, r = _reflect(x)
     s = (r * math.pi).sin().abs()
     neg = math.log(math.pi) - s.log() - _special.lgamma(1 - xn)
     out = _core.where(refl, neg, _special.lgamma(xp))
@@ -787,10 +795,7 @@ def digamma(input: Tensor) -> Tensor:
     """``d/dx log Gamma(x)`` for all real ``x`` (reflection ``psi(1 - x) - pi / tan(pi x)``
     below 0.5; ``-inf`` at +0.0 and ``+inf`` at -0.0, NaN at the negative integers, as PyTorch)."""
     x = _to_float(_need_tensor("digamma", "input", input))
-    refl = x < 0.5
-    xp = _where_safe(refl, x, 1.0)
-    xn = _where_safe(~refl, x, 0.0)
-    r = xn - xn.round()
+    refl, xp, xn, r = _reflect(x)
     pole = r == 0
     rs = _where_safe(pole, r, 0.25)
     neg = _special.digamma(1 - xn) - math.pi / (rs * math.pi).tan()
@@ -902,11 +907,8 @@ def polygamma(n: int, input: Tensor) -> Tensor:
         raise RuntimeError(f"polygamma(): n must be a non-negative int, got {n!r}")
     if n == 0:
         return digamma(x)
+    refl, xp, xn, r = _reflect(x)
     if n >= 2:
-        refl = x < 0.5
-        xp = _where_safe(refl, x, 1.0)
-        xn = _where_safe(~refl, x, 0.0)
-        r = xn - xn.round()
         pole = r == 0
         rs = _where_safe(pole, r, 0.25)
         # cot(pi r): cos / sin near the poles, tan(pi (1/2 - |r|)) near the half-integers, where
@@ -921,10 +923,6 @@ def polygamma(n: int, input: Tensor) -> Tensor:
         neg = _polygamma_pos(n, 1 - xn) * float((-1) ** n) - _cot_derivative(n, c) * math.pi ** (n + 1)
         neg = _core.where(pole, (-1) ** (n + 1) * math.inf, neg)
         return _core.where(refl, neg, _polygamma_pos(n, xp))
-    refl = x < 0.5
-    xp = _where_safe(refl, x, 1.0)
-    xn = _where_safe(~refl, x, 0.0)
-    r = xn - xn.round()
     s = (r * math.pi).sin()
     neg = (math.pi**2) / (s * s) - _trigamma_pos(1 - xn)
     return _core.where(refl, neg, _trigamma_pos(xp))
