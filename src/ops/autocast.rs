@@ -176,3 +176,19 @@ pub fn cast(t: &Tensor, d: DType) -> Result<Tensor> {
 pub fn cast_opt(t: Option<&Tensor>, d: DType) -> Result<Option<Tensor>> {
     t.map(|t| cast(t, d)).transpose()
 }
+
+/// The inputs of a lower-precision op of the form `(input, weight, bias?)`
+/// (linear, convolutions), cast to the region's dtype; `None` when autocast
+/// leaves them as they are.
+pub fn lower_args(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+) -> Result<Option<(Tensor, Tensor, Option<Tensor>)>> {
+    let d = match bias {
+        Some(b) => lower(&[x, w, b]),
+        None => lower(&[x, w]),
+    };
+    let Some(d) = d else { return Ok(None) };
+    Ok(Some((cast(x, d)?, cast(w, d)?, cast_opt(bias, d)?)))
+}

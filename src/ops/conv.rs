@@ -88,13 +88,7 @@ pub fn conv2d(
     dilation: &[usize],
     groups: usize,
 ) -> Result<Tensor> {
-    let lower = match bias {
-        Some(b) => super::autocast::lower(&[x, w, b]),
-        None => super::autocast::lower(&[x, w]),
-    };
-    if let Some(d) = lower {
-        let bias = super::autocast::cast_opt(bias, d)?;
-        let (x, w) = (super::autocast::cast(x, d)?, super::autocast::cast(w, d)?);
+    if let Some((x, w, bias)) = super::autocast::lower_args(x, w, bias)? {
         return conv2d(&x, &w, bias.as_ref(), stride, padding, dilation, groups);
     }
     capture!(
@@ -157,13 +151,7 @@ pub fn conv1d(
     dilation: &[usize],
     groups: usize,
 ) -> Result<Tensor> {
-    let lower = match bias {
-        Some(b) => super::autocast::lower(&[x, w, b]),
-        None => super::autocast::lower(&[x, w]),
-    };
-    if let Some(d) = lower {
-        let bias = super::autocast::cast_opt(bias, d)?;
-        let (x, w) = (super::autocast::cast(x, d)?, super::autocast::cast(w, d)?);
+    if let Some((x, w, bias)) = super::autocast::lower_args(x, w, bias)? {
         return conv1d(&x, &w, bias.as_ref(), stride, padding, dilation, groups);
     }
     capture!(

@@ -420,16 +420,7 @@ pub fn outer(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `linear(x, weight, bias)`: `x @ weight.T + bias`, the bias added in the product's pass.
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-    let lower = match bias {
-        Some(b) => super::autocast::lower(&[x, weight, b]),
-        None => super::autocast::lower(&[x, weight]),
-    };
-    if let Some(d) = lower {
-        let bias = super::autocast::cast_opt(bias, d)?;
-        let (x, weight) = (
-            super::autocast::cast(x, d)?,
-            super::autocast::cast(weight, d)?,
-        );
+    if let Some((x, weight, bias)) = super::autocast::lower_args(x, weight, bias)? {
         return linear(&x, &weight, bias.as_ref());
     }
     capture!(
