@@ -128,13 +128,7 @@ def make_mnist_script() -> Path:
         saved = Path(tmp) / "mnist_cnn.pt"
         log = mnist_script(torch, init, data, str(saved))
         final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    path = OUT / "mnist_script.npz"
-    np.savez_compressed(path, **arrays)
-    return path
+    return _write("mnist_script", log, init=init, data=data, final=final)
 
 
 def make_word_lm_script() -> Path:
@@ -148,11 +142,7 @@ def make_word_lm_script() -> Path:
         log = word_lm_script(torch, init, data, str(saved))
         with open(saved, "rb") as f:
             final = {k: to_numpy(v) for k, v in torch.load(f, weights_only=False).state_dict().items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("word_lm_script", arrays)
+    return _write("word_lm_script", log, init=init, data=data, final=final)
 
 
 def make_reinforce_script() -> Path:
@@ -161,11 +151,7 @@ def make_reinforce_script() -> Path:
     init = reinforce_script_init(torch)
     actions: list[int] = []
     log, final = reinforce_script(torch, init, recording_categorical(torch, actions))
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"actions": np.array(actions, dtype=np.int64)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("reinforce_script", arrays)
+    return _write("reinforce_script", log, actions=np.array(actions, dtype=np.int64), init=init, final=final)
 
 
 def make_actor_critic_script() -> Path:
@@ -173,11 +159,13 @@ def make_actor_critic_script() -> Path:
     init = actor_critic_script_init(torch)
     actions: list[int] = []
     log, final = actor_critic_script(torch, init, recording_categorical(torch, actions))
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"actions": np.array(actions, dtype=np.int64)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("actor_critic_script", arrays)
+    return _write(
+        "actor_critic_script",
+        log,
+        actions=np.array(actions, dtype=np.int64),
+        init=init,
+        final=final,
+    )
 
 
 def make_time_sequence_script() -> Path:
@@ -190,10 +178,7 @@ def make_time_sequence_script() -> Path:
         path = str(Path(tmp) / "traindata.pt")
         generate_sine_wave(torch, path)
         log, predictions = time_sequence_script(torch, init, path)
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"predictions": np.stack(predictions)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    return _write("time_sequence_script", arrays)
+    return _write("time_sequence_script", log, predictions=np.stack(predictions), init=init)
 
 
 def make_vae_script() -> Path:
@@ -201,11 +186,7 @@ def make_vae_script() -> Path:
     init = vae_script_init(torch)
     data = vae_script_data(np.random.default_rng(12000))
     log, images = vae_script(torch, init, data)
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"image/{k}": v for k, v in images.items()}
-    return _write("vae_script", arrays)
+    return _write("vae_script", log, init=init, data=data, image=images)
 
 
 def make_dcgan_script() -> Path:
@@ -220,12 +201,7 @@ def make_dcgan_script() -> Path:
         for net in ("netG", "netD"):
             sd = torch.load(Path(tmp) / f"{net}_epoch_1.pth", weights_only=True)
             final |= {f"{net}.{k}": to_numpy(v) for k, v in sd.items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"image/{k}": v for k, v in images.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("dcgan_script", arrays)
+    return _write("dcgan_script", log, init=init, data=data, image=images, final=final)
 
 
 def make_style_script() -> Path:
@@ -242,12 +218,7 @@ def make_style_script() -> Path:
             for name in sorted(os.listdir(Path(tmp) / sub)):
                 sd = torch.load(Path(tmp) / sub / name, weights_only=True)
                 saved |= {f"{name}:{k}": to_numpy(v) for k, v in sd.items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"image/{k}": v for k, v in images.items()}
-    arrays |= {f"final/{k}": v for k, v in saved.items()}
-    return _write("style_script", arrays)
+    return _write("style_script", log, init=init, data=data, image=images, final=saved)
 
 
 def make_superres_script() -> Path:
@@ -263,12 +234,7 @@ def make_superres_script() -> Path:
         for epoch in (1, 2):
             model = torch.load(Path(tmp) / f"model_epoch_{epoch}.pth", weights_only=False)
             saved |= {f"model_epoch_{epoch}.pth:{k}": to_numpy(v) for k, v in model.state_dict().items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"image/{k}": v for k, v in images.items()}
-    arrays |= {f"final/{k}": v for k, v in saved.items()}
-    return _write("superres_script", arrays)
+    return _write("superres_script", log, init=init, data=data, image=images, final=saved)
 
 
 def make_mnist_rnn_script() -> Path:
@@ -283,12 +249,7 @@ def make_mnist_rnn_script() -> Path:
         log_dry = mnist_rnn_script(torch, init, data, str(saved), dry_run=True)
         log = mnist_rnn_script(torch, init, data, str(saved))
         final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"log_dry_run": np.array(log_dry)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("mnist_rnn_script", arrays)
+    return _write("mnist_rnn_script", log, log_dry_run=np.array(log_dry), init=init, data=data, final=final)
 
 
 def imagenet_checkpoint_arrays(
@@ -328,22 +289,21 @@ def make_imagenet_script() -> Path:
         for name in ("checkpoint.pth.tar", "model_best.pth.tar"):
             arrays = imagenet_checkpoint_arrays(torch, Path(tmp) / name, name == "checkpoint.pth.tar")
             saved |= {f"{name}:{k}": v for k, v in arrays.items()}
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"log_resumed": np.array(log_resumed)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"final/{k}": v for k, v in saved.items()}
-    return _write("imagenet_script", arrays)
+    return _write(
+        "imagenet_script",
+        log,
+        log_resumed=np.array(log_resumed),
+        init=init,
+        data=data,
+        final=saved,
+    )
 
 
 def make_regression_script() -> Path:
     """Run regression's ``main.py``; store its output and ``fc``'s final weights."""
     init = regression_script_init(torch)
     log, final = regression_script(torch, init)
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("regression_script", arrays)
+    return _write("regression_script", log, init=init, final=final)
 
 
 def make_forward_forward_script() -> Path:
@@ -351,11 +311,7 @@ def make_forward_forward_script() -> Path:
     init = forward_forward_script_init(torch)
     data = forward_forward_script_data(np.random.default_rng(27000))
     log, final = forward_forward_script(torch, init, data)
-    arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("forward_forward_script", arrays)
+    return _write("forward_forward_script", log, init=init, data=data, final=final)
 
 
 def make_siamese_script() -> Path:
@@ -370,15 +326,26 @@ def make_siamese_script() -> Path:
         log_dry = siamese_script(torch, init, data, str(saved), dry_run=True)
         log = siamese_script(torch, init, data, str(saved))
         final = {k: to_numpy(v) for k, v in torch.load(saved, weights_only=True).items()}
+    return _write("siamese_script", log, log_dry_run=np.array(log_dry), init=init, data=data, final=final)
+
+
+def _write(
+    name: str,
+    log: list[str],
+    *,
+    init: dict[str, np.ndarray] | None = None,
+    data: dict[str, np.ndarray] | None = None,
+    image: dict[str, np.ndarray] | None = None,
+    final: dict[str, np.ndarray] | None = None,
+    **extra: np.ndarray,
+) -> Path:
+    """Write ``<name>.npz``: the PyTorch version, the printed ``log``, the ``extra`` arrays,
+    then each group of arrays under its prefix (``init/<key>``, ``data/``, ``image/``, ``final/``)."""
     arrays = {"torch_version": np.array(torch.__version__), "log": np.array(log)}
-    arrays |= {"log_dry_run": np.array(log_dry)}
-    arrays |= {f"init/{k}": v for k, v in init.items()}
-    arrays |= {f"data/{k}": v for k, v in data.items()}
-    arrays |= {f"final/{k}": v for k, v in final.items()}
-    return _write("siamese_script", arrays)
-
-
-def _write(name: str, arrays: dict[str, np.ndarray]) -> Path:
+    arrays |= {k: np.asarray(v) for k, v in extra.items()}
+    for prefix, group in (("init", init), ("data", data), ("image", image), ("final", final)):
+        arrays |= {f"{prefix}/{k}": v for k, v in (group or {}).items()}
+    OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.npz"
     np.savez_compressed(path, **arrays)
     return path
