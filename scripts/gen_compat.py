@@ -89,6 +89,7 @@ DEFAULT_TESTS = [
     "tests/test_linalg.py",
     "tests/test_random.py",
     "tests/test_serialization.py",
+    "tests/test_compat_gaps.py",
 ]
 
 STATUSES = ("tested", "failing", "untested", "missing")
