@@ -15,7 +15,8 @@ Writes ``tests/fixtures/parity/compat_gaps.npz`` (with ``torch_version``):
 and, in ``tests/fixtures/torch_ckpt/``, a training checkpoint per optimizer as PyTorch scripts
 write one, ``torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)``,
 taken after two steps of ``nn.Linear(3, 2)`` on fixed data (``{name}.pt``), plus
-``{name}_next.npz``: the data and the parameters after each of the next three steps::
+``{name}_next.npz``: the data and the parameters after each of the next three steps;
+``misc.pt``/``misc.npz`` (see :func:`dtypes_and_views`)::
 
     python scripts/make_compat_gaps_references.py
 """
@@ -115,6 +116,32 @@ def checkpoints() -> None:
         np.savez(CKPT / f"{name}_next.npz", **nxt)
 
 
+def dtypes_and_views() -> None:
+    """``misc.pt``: tensors of each dtype, strided views (saved with their whole storage), a
+    Parameter and a dtype object; ``misc.npz``: the values as float64 (bfloat16 widened)."""
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) / 8
+    obj = {
+        "f64": base.double(),
+        "f16": base.half(),
+        "bf16": base.bfloat16(),
+        "i64": torch.arange(-3, 3),
+        "i32": torch.arange(5, dtype=torch.int32),
+        "i16": torch.arange(5, dtype=torch.int16),
+        "i8": torch.arange(-2, 3, dtype=torch.int8),
+        "u8": torch.arange(250, 256, dtype=torch.uint8),
+        "bool": torch.tensor([True, False, True]),
+        "col": base[:, 1],
+        "tr": base.t()[1:],
+        "scalar": base[2, 3],
+        "empty": torch.zeros(0, 3),
+        "param": torch.nn.Parameter(base[:2, :2].clone()),
+        "dtype": torch.float16,
+    }
+    torch.save(obj, CKPT / "misc.pt")
+    ref = {k: v.detach().double().numpy() for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    np.savez(CKPT / "misc.npz", torch_version=np.array(torch.__version__), **ref)
+
+
 def main() -> None:
     out: dict[str, np.ndarray] = {"torch_version": np.array(torch.__version__)}
     decoder(out)
@@ -123,6 +150,7 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     np.savez(OUT, **out)
     checkpoints()
+    dtypes_and_views()
     print(f"wrote {OUT} and {CKPT} (PyTorch {torch.__version__})")
 
 
