@@ -111,6 +111,10 @@ def test_untrusted_pytorch_files_are_refused_clearly() -> None:
         fg.load(_rewrite(src, {"data/0": b"\x00" * 4}))
     with pytest.raises(fg.CheckpointError, match="data.pkl"):
         fg.load(_rewrite(src, {"data.pkl": None}))
+    # the legacy format, as torch.save(..., _use_new_zipfile_serialization=False) starts it
+    legacy = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."
+    with pytest.raises(fg.CheckpointError, match="legacy format"):
+        fg.load(io.BytesIO(legacy))
 
 
 def test_dtypes_views_and_parameters() -> None:

@@ -113,6 +113,16 @@ def _refused() -> type[Exception]:
 _Refused: type[Exception] | None = None
 
 
+# PyTorch's legacy (before 1.6, or ``_use_new_zipfile_serialization=False``) format starts
+# with its magic number 0x1950a86a20f9469cfc6c pickled (protocol 2, LONG1 of 10 bytes).
+_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+
+
+def is_torch_legacy(head: bytes) -> bool:
+    """Whether a file starting with ``head`` (16 bytes) is in PyTorch's legacy pickle format."""
+    return head[: len(_LEGACY_MAGIC)] == _LEGACY_MAGIC
+
+
 class _StorageType(NamedTuple):
     kind: str  # safetensors dtype name
 

@@ -397,18 +397,22 @@ def load(
         start = stream.tell()
         size = stream.seek(0, os.SEEK_END) - start
         stream.seek(start)
-        if _torch_zip.is_torch_zip(stream.read(4)):
+        head = stream.read(16)
+        if _torch_zip.is_torch_zip(head):
             stream.seek(start)
             return _torch_zip.load_zip(stream, name, map_location)
+        _refuse_torch_legacy(name, head)
         stream.seek(start)
         entries, metadata, data_start, tensors = _read_all(_Shifted(stream, start), name, size)
         stream.seek(start + data_start + max((e[3] for e in entries.values()), default=0))
     else:
         fpath = os.fspath(path)  # type: ignore[arg-type]
         with open(fpath, "rb") as f:
-            if _torch_zip.is_torch_zip(f.read(4)):
+            head = f.read(16)
+            if _torch_zip.is_torch_zip(head):
                 f.seek(0)
                 return _torch_zip.load_zip(f, fpath, map_location)
+            _refuse_torch_legacy(fpath, head)
             f.seek(0)
             size = os.fstat(f.fileno()).st_size
             entries, metadata, data_start, tensors = _read_all(f, fpath, size)
@@ -422,6 +426,15 @@ def load(
     if skeleton is None:
         return tensors
     return _decode(skeleton, tensors)
+
+
+def _refuse_torch_legacy(name: str, head: bytes) -> None:
+    if _torch_zip.is_torch_legacy(head):
+        raise CheckpointError(
+            f"{name}: a PyTorch checkpoint in the legacy format (before PyTorch 1.6, or saved with "
+            "_use_new_zipfile_serialization=False), which ferrograd does not read: load it in PyTorch and "
+            "torch.save it again in the default (zip) format"
+        )
 
 
 def _unpickle(
