@@ -1691,7 +1691,9 @@ def upsample(
     align_corners: bool | None = None,
 ) -> Tensor:
     """Deprecated alias of :func:`interpolate`; warns (``UserWarning``) as PyTorch does."""
-    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
+    warnings.warn(
+        "nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2
+    )
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
