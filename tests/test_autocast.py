@@ -239,3 +239,50 @@ def test_parameter_casts_are_cached_per_region() -> None:
     with fg.autocast("cpu", cache_enabled=False):
         e = fg.nn.functional.linear(x, w)
     np.testing.assert_array_equal(e.float().numpy(), d.float().numpy())
+
+
+def test_cpu_module_spellings_cast() -> None:
+    # torch.cpu.amp.autocast() and torch.autocast("cpu", dtype=...) as scripts write them.
+    r = np.random.default_rng(5)
+    a = fg.tensor(r.standard_normal((3, 4)).astype(np.float32))
+    b = fg.tensor(r.standard_normal((4, 2)).astype(np.float32))
+    exact = a.double().numpy() @ b.double().numpy()
+    with pytest.warns(FutureWarning, match="fg.cpu.amp.autocast"):
+        region = fg.cpu.amp.autocast()
+    with region:
+        inside = a @ b
+        assert fg.is_autocast_enabled("cpu") and fg.get_autocast_dtype("cpu") == fg.bfloat16
+    outside = a @ b
+    assert inside.dtype == fg.bfloat16 and outside.dtype == fg.float32
+    assert not fg.is_autocast_enabled("cpu")
+    # bfloat16 keeps 8 bits of mantissa: inputs and result round at 2**-9 relative
+    np.testing.assert_allclose(inside.float().numpy(), exact, rtol=3e-2, atol=3e-2)
+    np.testing.assert_allclose(outside.numpy(), exact, rtol=1e-5, atol=1e-5)
+    with fg.autocast("cpu", dtype=fg.bfloat16):
+        y = fg.nn.functional.linear(a, b.T)
+        # mse_loss is on the CPU float32 list (see linear_then_mse in the stored table)
+        assert y.dtype == fg.bfloat16 and fg.nn.functional.mse_loss(y, fg.zeros(3, 2)).dtype == fg.float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        with fg.cpu.amp.autocast(dtype=fg.float16):
+            assert (a @ b).dtype == fg.float16
+        with fg.cpu.amp.autocast(enabled=False):
+            assert (a @ b).dtype == fg.float32
+
+        @fg.cpu.amp.autocast()
+        def f(x: fg.Tensor) -> fg.Tensor:
+            return x @ b
+
+        assert f(a).dtype == fg.bfloat16 and (a @ b).dtype == fg.float32
+        scaler = fg.cpu.amp.GradScaler(init_scale=8.0)
+    assert scaler.is_enabled() and scaler.get_scale() == 8.0
+
+
+def test_cpu_device_module() -> None:
+    assert fg.cpu.is_available() and fg.cpu.is_initialized()
+    assert fg.cpu.device_count() == 1 and fg.cpu.current_device() == "cpu"
+    fg.cpu.synchronize()
+    fg.cpu.synchronize("cpu")
+    fg.cpu.set_device(fg.device("cpu"))
+    with pytest.raises(ValueError, match="fg.cpu.set_device: expected a CPU device"):
+        fg.cpu.set_device("gpu")

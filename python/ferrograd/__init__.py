@@ -225,6 +225,7 @@ from . import (  # noqa: E402
     amp,
     autograd,
     backends,
+    cpu,
     cuda,
     data,
     distributed,

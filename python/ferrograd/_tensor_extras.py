@@ -1576,9 +1576,47 @@ METHODS.update(
 )
 
 
+def _sub_with_alpha(core_sub_: Callable[..., Any]) -> Callable[..., Any]:
+    """The core's ``sub_(other)`` with PyTorch's ``alpha`` keyword (``self -= alpha * other``)."""
+
+    def sub_(self: Tensor, other: Any, *, alpha: _Number | None = None) -> Tensor:
+        if alpha is None or (not isinstance(alpha, bool) and alpha == 1):
+            return core_sub_(self, other)
+        if isinstance(alpha, bool) or not isinstance(alpha, (builtins.int, builtins.float)):
+            raise TypeError(f"sub_: alpha must be a number, got {type(alpha).__name__}")
+        return core_sub_(self, other * alpha)
+
+    sub_.__doc__ = "In-place ``self - alpha * other`` (``alpha`` defaults to 1), returning ``self``."
+    sub_.__qualname__ = "Tensor.sub_"
+    sub_._fg_alpha = True  # type: ignore[attr-defined]
+    return sub_
+
+
+def _div_with_rounding(core_div_: Callable[..., Any]) -> Callable[..., Any]:
+    """The core's ``div_(other)`` with PyTorch's ``rounding_mode`` keyword (as ``div`` has)."""
+
+    def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        if rounding_mode is None:
+            return core_div_(self, other)
+        return self.copy_(self.div(other, rounding_mode=rounding_mode))
+
+    div_.__doc__ = (
+        "In-place ``self / other``, returning ``self``; ``rounding_mode`` ``'floor'`` or ``'trunc'`` "
+        "rounds the quotient as :meth:`div` does."
+    )
+    div_.__qualname__ = "Tensor.div_"
+    div_._fg_rounding = True  # type: ignore[attr-defined]
+    return div_
+
+
 def install() -> None:
     """Attach :data:`METHODS` to ``Tensor`` (and so its subclasses), leaving any method
-    the core defines in place. Aliases share one method object."""
+    the core defines in place. Aliases share one method object. The core's ``sub_`` and
+    ``div_`` gain PyTorch's ``alpha`` and ``rounding_mode`` keywords (``sub``/``div`` have them)."""
+    if not getattr(Tensor.sub_, "_fg_alpha", False):
+        Tensor.sub_ = _sub_with_alpha(Tensor.sub_)  # type: ignore[method-assign]
+    if not getattr(Tensor.div_, "_fg_rounding", False):
+        Tensor.div_ = _div_with_rounding(Tensor.div_)  # type: ignore[method-assign]
     made: dict[int, Callable[..., Any]] = {}
     for name, fn in METHODS.items():
         if name in Tensor.__dict__ and getattr(Tensor.__dict__[name], "__module__", None) != __name__:

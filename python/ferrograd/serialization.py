@@ -51,7 +51,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from . import _core
+from . import _core, _torch_zip
 
 Tensor = _core.Tensor
 PathLike = str | os.PathLike[str]
@@ -378,6 +378,12 @@ def load(
     nothing: it holds only tensors and plain data and loading never runs
     code. ``mmap`` is accepted and ignored; tensors are always read into memory.
 
+    A checkpoint written by PyTorch's ``torch.save`` (its zip format) loads too:
+    state dicts, optimizer states and nested dicts/lists of tensors, with
+    PyTorch's ``weights_only`` restrictions whatever ``weights_only`` says (a
+    pickled module or other class raises ``pickle.UnpicklingError`` naming it;
+    see :mod:`ferrograd._torch_zip`).
+
     The whole file is validated before anything is returned; a truncated or
     corrupt file, a foreign format or an unsupported dtype raises
     :class:`CheckpointError` (a ``ValueError``) naming the file and the problem.
@@ -391,11 +397,23 @@ def load(
         start = stream.tell()
         size = stream.seek(0, os.SEEK_END) - start
         stream.seek(start)
+        head = stream.read(16)
+        if _torch_zip.is_torch_zip(head):
+            stream.seek(start)
+            return _torch_zip.load_zip(stream, name, map_location)
+        _refuse_torch_legacy(name, head)
+        stream.seek(start)
         entries, metadata, data_start, tensors = _read_all(_Shifted(stream, start), name, size)
         stream.seek(start + data_start + max((e[3] for e in entries.values()), default=0))
     else:
         fpath = os.fspath(path)  # type: ignore[arg-type]
         with open(fpath, "rb") as f:
+            head = f.read(16)
+            if _torch_zip.is_torch_zip(head):
+                f.seek(0)
+                return _torch_zip.load_zip(f, fpath, map_location)
+            _refuse_torch_legacy(fpath, head)
+            f.seek(0)
             size = os.fstat(f.fileno()).st_size
             entries, metadata, data_start, tensors = _read_all(f, fpath, size)
         name = fpath
@@ -408,6 +426,15 @@ def load(
     if skeleton is None:
         return tensors
     return _decode(skeleton, tensors)
+
+
+def _refuse_torch_legacy(name: str, head: bytes) -> None:
+    if _torch_zip.is_torch_legacy(head):
+        raise CheckpointError(
+            f"{name}: a PyTorch checkpoint in the legacy format (before PyTorch 1.6, or saved with "
+            "_use_new_zipfile_serialization=False), which ferrograd does not read: load it in PyTorch and "
+            "torch.save it again in the default (zip) format"
+        )
 
 
 def _unpickle(

@@ -1690,7 +1690,10 @@ def upsample(
     mode: str = "nearest",
     align_corners: bool | None = None,
 ) -> Tensor:
-    """Deprecated alias of :func:`interpolate` (as in PyTorch)."""
+    """Deprecated alias of :func:`interpolate`; warns (``UserWarning``) as PyTorch does."""
+    warnings.warn(
+        "nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2
+    )
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
@@ -1700,6 +1703,9 @@ def upsample_nearest(
     scale_factor: float | Sequence[float] | None = None,
 ) -> Tensor:
     """Deprecated: ``interpolate(..., mode='nearest')``."""
+    warnings.warn(
+        "nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.", stacklevel=2
+    )
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
@@ -1709,6 +1715,9 @@ def upsample_bilinear(
     scale_factor: float | Sequence[float] | None = None,
 ) -> Tensor:
     """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)``."""
+    warnings.warn(
+        "nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.", stacklevel=2
+    )
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
