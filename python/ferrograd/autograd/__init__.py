@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _capture, _core
-from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .. import _capture, _core
+from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
 Tensor = _core.Tensor
 Node = _core.Node
@@ -38,6 +38,7 @@ __all__ = [
     "Variable",
     "backward",
     "enable_grad",
+    "functional",
     "grad",
     "gradcheck",
     "gradgradcheck",
@@ -431,3 +432,6 @@ class Function:
         )
         ctx._dirty = ctx._non_differentiable = ()
         return tuple(outs) if is_tuple else outs[0]
+
+
+from . import functional  # noqa: E402 - torch.autograd.functional
