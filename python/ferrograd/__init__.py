@@ -237,6 +237,7 @@ from . import (  # noqa: E402
     onnx,
     optim,
     tensorboard,
+    testing,
     utils,
     viz,
 )
@@ -246,6 +247,8 @@ from ._dtype_info import finfo, iinfo  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
 from ._precision import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
+from ._surface_index import *  # noqa: E402, F403 - promotion queries, index grids, arrangements
+from ._surface_index import install as _install_surface_index  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
 from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
@@ -280,6 +283,7 @@ matrix_power = linalg.matrix_power
 _install_pickling()
 _install_tensor_extras()
 _install_surface_more()
+_install_surface_index()
 _capture.install()
 
 __all__ = [n for n in dir() if not n.startswith("_")]

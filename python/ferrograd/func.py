@@ -7,10 +7,11 @@ from typing import Any
 
 from . import _core
 from .autograd import grad as _grad
+from .nn.utils.stateless import functional_call
 
 Tensor = _core.Tensor
 
-__all__ = ["grad", "jacobian", "value_and_grad", "vjp"]
+__all__ = ["functional_call", "grad", "jacobian", "value_and_grad", "vjp"]
 
 
 def _argnums(argnums: int | tuple[int, ...]) -> tuple[int, ...]:

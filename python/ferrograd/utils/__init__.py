@@ -1,5 +1,6 @@
-"""``torch.utils``-style paths: :mod:`ferrograd.utils.data` and :mod:`ferrograd.utils.checkpoint`."""
+"""``torch.utils``-style paths: :mod:`ferrograd.utils.data`, :mod:`ferrograd.utils.checkpoint`
+and :mod:`ferrograd.utils.tensorboard`."""
 
-from . import checkpoint, data
+from . import checkpoint, data, tensorboard
 
-__all__ = ["checkpoint", "data"]
+__all__ = ["checkpoint", "data", "tensorboard"]

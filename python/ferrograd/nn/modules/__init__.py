@@ -26,7 +26,15 @@ from .activation import (
     Tanh,
     Tanhshrink,
 )
-from .activation_more import AlphaDropout, ChannelShuffle, Hardshrink, Softshrink, Threshold
+from .activation_more import (
+    AlphaDropout,
+    ChannelShuffle,
+    FeatureAlphaDropout,
+    Hardshrink,
+    RReLU,
+    Softshrink,
+    Threshold,
+)
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
 from .container_params import ParameterDict, ParameterList
@@ -123,6 +131,8 @@ __all__ = [
     "AdaptiveMaxPool2d",
     "AdaptiveMaxPool3d",
     "AlphaDropout",
+    "FeatureAlphaDropout",
+    "RReLU",
     "AvgPool1d",
     "AvgPool2d",
     "AvgPool3d",

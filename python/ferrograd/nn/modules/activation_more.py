@@ -9,7 +9,15 @@ from .module import Module
 
 Tensor = _core.Tensor
 
-__all__ = ["AlphaDropout", "ChannelShuffle", "Hardshrink", "Softshrink", "Threshold"]
+__all__ = [
+    "AlphaDropout",
+    "ChannelShuffle",
+    "FeatureAlphaDropout",
+    "Hardshrink",
+    "RReLU",
+    "Softshrink",
+    "Threshold",
+]
 
 
 class Softshrink(Module):
@@ -92,3 +100,44 @@ class AlphaDropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class FeatureAlphaDropout(Module):
+    """In training, alpha dropout of whole channels (see ``F.feature_alpha_dropout``);
+    identity in eval."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(
+                f"FeatureAlphaDropout: dropout probability has to be between 0 and 1, but got {p}"
+            )
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Apply channel-wise alpha dropout (only in training mode)."""
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU (see ``F.rrelu``): a random negative slope in
+    ``[lower, upper]`` per element in training, their mean in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0, inplace: bool = False) -> None:
+        super().__init__()
+        if not lower <= upper:
+            raise ValueError(f"RReLU: lower bound {lower} must not exceed upper bound {upper}")
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Apply randomized leaky ReLU."""
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

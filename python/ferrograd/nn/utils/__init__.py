@@ -10,7 +10,7 @@ from typing import Any
 
 from ... import _capture, _core
 from ..._grad_mode import no_grad
-from . import parametrizations, parametrize, rnn
+from . import parametrizations, parametrize, rnn, stateless
 from ._legacy_norms import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
 
 Tensor = _core.Tensor
@@ -24,6 +24,7 @@ __all__ = [
     "parametrize",
     "remove_spectral_norm",
     "remove_weight_norm",
+    "stateless",
     "rnn",
     "spectral_norm",
     "vector_to_parameters",

@@ -1,0 +1,116 @@
+"""Calling a module with other parameters and buffers: :func:`functional_call`
+(``torch.func.functional_call`` and ``torch.nn.utils.stateless.functional_call``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ... import _core
+
+Tensor = _core.Tensor
+
+__all__ = ["functional_call"]
+
+
+def _merge(dicts: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    if isinstance(dicts, Mapping):
+        return dict(dicts)
+    merged: dict[str, Any] = {}
+    for d in dicts:
+        both = sorted(set(merged) & set(d))
+        if both:
+            raise ValueError(
+                f"functional_call: {both} appeared in more than one dictionary; which value to use is ambiguous"
+            )
+        merged.update(d)
+    return merged
+
+
+def _owner(module: Any, name: str) -> tuple[Any, str]:
+    *path, leaf = name.split(".")
+    m = module
+    for part in path:
+        m = getattr(m, part)
+    return m, leaf
+
+
+@contextlib.contextmanager
+def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: bool) -> Iterator[None]:
+    """Within the block, ``module``'s parameters and buffers named in ``values`` (and, with
+    ``tie_weights``, every name tied to one of them) read the given tensors."""
+    known: dict[str, Any] = dict(module.named_parameters(remove_duplicate=False))
+    known.update(dict(module.named_buffers(remove_duplicate=False)))
+    if strict:
+        missing = sorted(set(known) - set(values))
+        unexpected = sorted(set(values) - set(known))
+        if missing or unexpected:
+            parts = []
+            if missing:
+                parts.append("Missing key(s): " + ", ".join(f"'{k}'" for k in missing) + ".")
+            if unexpected:
+                parts.append("Unexpected key(s): " + ", ".join(f"'{k}'" for k in unexpected) + ".")
+            raise RuntimeError(
+                f"functional_call: error(s) for {type(module).__name__}:\n\t" + "\n\t".join(parts)
+            )
+    values = dict(values)
+    if tie_weights:
+        by_id = {id(known[k]): v for k, v in values.items() if k in known and known[k] is not None}
+        for k, t in known.items():
+            if k not in values and t is not None and id(t) in by_id:
+                values[k] = by_id[id(t)]
+    restore: list[tuple[Any, str, str | None, Any]] = []
+    try:
+        for name, value in values.items():
+            owner, leaf = _owner(module, name)
+            store = next(
+                (s for s in ("_parameters", "_buffers") if leaf in owner.__dict__.get(s, {})),
+                None,
+            )
+            if store is not None:
+                restore.append((owner, leaf, store, owner.__dict__[store][leaf]))
+                owner.__dict__[store][leaf] = value
+            else:
+                restore.append((owner, leaf, None, owner.__dict__.get(leaf, _MISSING)))
+                object.__setattr__(owner, leaf, value)
+            owner._bump_version()
+        yield
+    finally:
+        for owner, leaf, store, old in reversed(restore):
+            if store is not None:
+                owner.__dict__[store][leaf] = old
+            elif old is _MISSING:
+                object.__delattr__(owner, leaf)
+            else:
+                object.__setattr__(owner, leaf, old)
+            owner._bump_version()
+
+
+_MISSING = object()
+
+
+def functional_call(
+    module: Any,
+    parameter_and_buffer_dicts: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    args: Any = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    tie_weights: bool = True,
+    strict: bool = False,
+) -> Any:
+    """``module(*args, **kwargs)`` with the parameters and buffers named in
+    ``parameter_and_buffer_dicts`` (one mapping, or several with distinct keys) standing in
+    for the module's own, which are restored afterwards, also when the call raises.
+
+    Gradients flow to the given tensors, not to the module's parameters. With
+    ``tie_weights`` a value given for one of several tied names is used for all of them;
+    with ``strict`` every parameter and buffer must be given, and no other name.
+    ``args`` that is not a tuple is the single positional argument."""
+    values = _merge(parameter_and_buffer_dicts)
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    with _swapped(module, values, tie_weights, strict):
+        return module(*args, **(kwargs or {}))
