@@ -65,6 +65,7 @@ DEFAULT_TESTS = [
     "tests/test_autograd.py",
     "tests/test_autograd_functional.py",
     "tests/test_surface_index.py",
+    "tests/test_default_dtype.py",
     "tests/test_data.py",
     "tests/test_data_samplers.py",
     "tests/test_distributions.py",

@@ -242,7 +242,7 @@ from . import (  # noqa: E402
     viz,
 )
 from ._compile import compile, set_graph_passes  # noqa: E402, A004
-from ._core import TraceError  # noqa: E402
+from ._core import TraceError, get_default_dtype  # noqa: E402
 from ._dtype_info import finfo, iinfo  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
@@ -279,6 +279,17 @@ slogdet = linalg.slogdet
 logdet = linalg.logdet
 cdist = linalg.cdist
 matrix_power = linalg.matrix_power
+
+
+
+def set_default_dtype(d: dtype) -> None:
+    """Make ``d`` (float32, float64, float16 or bfloat16) the default floating dtype, as
+    ``torch.set_default_dtype``: float tensors made without a dtype (``zeros``, ``randn``,
+    ``tensor([1.5])``, module parameters), Python floats mixed with integer tensors and
+    integer inputs of float functions take it. Process-wide; ``fg.compile`` keys its
+    graphs on it. Other dtypes raise ``TypeError``."""
+    _core._set_default_dtype(d)
+
 
 _install_pickling()
 _install_tensor_extras()

@@ -188,10 +188,15 @@ def _unflatten(tree: Any, leaves: list[Any]) -> Any:
     return tree
 
 
-def _modes() -> tuple[bool, Any, Any]:
-    """The thread state a captured graph depends on besides its arguments: the
-    grad mode and the autocast dtypes (CPU, GPU)."""
-    return (is_grad_enabled(), _core._get_autocast(False), _core._get_autocast(True))
+def _modes() -> tuple[bool, Any, Any, Any]:
+    """The state a captured graph depends on besides its arguments: the grad mode,
+    the autocast dtypes (CPU, GPU) and the default floating dtype."""
+    return (
+        is_grad_enabled(),
+        _core._get_autocast(False),
+        _core._get_autocast(True),
+        _core.get_default_dtype(),
+    )
 
 
 def _key_of(obj: Any, dynamic_dims: dict[int, list[int]], tensors: list[Tensor]) -> Hashable:

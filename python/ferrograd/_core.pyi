@@ -1039,6 +1039,12 @@ def autograd_grad(
     allow_unused: _bool = False,
 ) -> tuple[Tensor | None, ...]: ...
 def is_grad_enabled() -> _bool: ...
+def get_default_dtype() -> dtype:
+    """The default floating dtype: what float tensors are made in when no dtype is given."""
+
+def _set_default_dtype(d: dtype) -> dtype:
+    """Make ``d`` (a floating dtype) the default floating dtype; returns the previous one."""
+
 def _queue_callback(callback: Callable[[], object]) -> None:
     """Call ``callback()`` once when the backward now running finishes (from a hook)."""
 

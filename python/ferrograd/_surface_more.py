@@ -148,7 +148,7 @@ def logspace(
         raise RuntimeError(f"logspace(): number of steps must be non-negative, got {steps}")
     exps = _core.linspace(start, end, steps, dtype=_core.float64)
     vals = float(base) ** exps
-    out = vals.to(dtype if dtype is not None else _core.float32)
+    out = vals.to(dtype if dtype is not None else _core.get_default_dtype())
     if device is not None:
         out = out.to(device)
     if requires_grad:

@@ -134,7 +134,7 @@ def _need_tensor(fn: str, arg: str, x: Any) -> Tensor:
 def _as_tensor(x: Any, like: Tensor) -> Tensor:
     """``x`` as a tensor on ``like``'s device. A Python number takes ``like``'s dtype
     when it is of the same kind (bool < int < float) or lower, else the default for its
-    kind (int64, float32), as numbers do in PyTorch's type promotion."""
+    kind (int64, the default float dtype), as numbers do in PyTorch's type promotion."""
     if isinstance(x, Tensor):
         return x
     kind = _name(like.dtype)
@@ -143,14 +143,14 @@ def _as_tensor(x: Any, like: Tensor) -> Tensor:
     elif isinstance(x, builtins.int):
         dt = _core.int64 if kind == "bool" else like.dtype
     else:
-        dt = like.dtype if _is_float(like) else _core.float32
+        dt = like.dtype if _is_float(like) else _core.get_default_dtype()
     return _core.tensor(x, dtype=dt, device=like.device)
 
 
 def _to_float(t: Tensor) -> Tensor:
-    """Integer and bool tensors become float32 (PyTorch's default dtype), as its
-    floating-point functions do with them."""
-    return t if _is_float(t) else t.to(_core.float32)
+    """Integer and bool tensors become the default float dtype (float32 unless
+    ``set_default_dtype`` changed it), as PyTorch's floating-point functions do with them."""
+    return t if _is_float(t) else t.to(_core.get_default_dtype())
 
 
 def _same_dtype(fn: str, **tensors: Tensor) -> None:
@@ -232,7 +232,7 @@ def _wide(fn: Callable[..., Any]) -> Callable[..., Any]:
         if len(ts) != 1 or _name(ts[0].dtype) == "float64":
             return fn(*args, **kwargs)
         t = ts[0]
-        out = t.dtype if _is_float(t) else _core.float32
+        out = t.dtype if _is_float(t) else _core.get_default_dtype()
         wide = _core.float64 if str(t.device) == "cpu" else _core.float32
         if wide == out:
             return fn(*args, **kwargs)
@@ -497,7 +497,7 @@ def _float_pair(fn: str, input: Any, other: Any) -> tuple[Tensor, Tensor]:
     like = input if isinstance(input, Tensor) else other
     a, b = _as_tensor(input, like), _as_tensor(other, like)
     if not _is_float(a) and not _is_float(b):
-        a, b = a.to(_core.float32), b.to(_core.float32)
+        a, b = a.to(_core.get_default_dtype()), b.to(_core.get_default_dtype())
     return a, b
 
 

@@ -72,7 +72,7 @@ impl BinaryOp {
     pub fn compute_dtype(self, promoted: DType) -> Result<DType> {
         use BinaryOp::*;
         match self {
-            Div | Atan2 if !promoted.is_floating_point() => Ok(DType::F32),
+            Div | Atan2 if !promoted.is_floating_point() => Ok(DType::default_float()),
             BitAnd | BitOr | BitXor if promoted.is_floating_point() => Err(Error::dtype(
                 self.name(),
                 format!("not supported for floating dtype {promoted}; bitwise ops take integer or bool tensors"),

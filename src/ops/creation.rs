@@ -125,7 +125,11 @@ pub fn arange(
     let all_int = [start, end, step]
         .iter()
         .all(|s| !matches!(s, Scalar::Float(_)));
-    let dtype = dtype.unwrap_or(if all_int { DType::I64 } else { DType::F32 });
+    let dtype = dtype.unwrap_or(if all_int {
+        DType::I64
+    } else {
+        DType::default_float()
+    });
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
     if st == 0.0 || !st.is_finite() || !s.is_finite() || !e.is_finite() {
         return Err(Error::value(

@@ -671,7 +671,7 @@ pub fn where_scalar(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
         (Operand::S(x), Operand::S(y)) => {
             let c = x.category().max(y.category());
             match c {
-                Category::Float => DType::F32,
+                Category::Float => DType::default_float(),
                 Category::Int => DType::I64,
                 Category::Bool => DType::Bool,
             }

@@ -484,7 +484,7 @@ pub fn normal(
             let shape = size.ok_or_else(|| {
                 Error::value(OP, "a size is required when mean and std are numbers")
             })?;
-            let dtype = dtype.unwrap_or(DType::F32);
+            let dtype = dtype.unwrap_or(DType::default_float());
             require_float(OP, dtype)?;
             let (m, s) = (m.to_f64(), s.to_f64());
             check_finite(OP, "mean", m)?;

@@ -283,12 +283,12 @@ pub fn tensor_from_py(obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<
     let mut vals = vec![];
     walk(obj, 0, &mut shape, &mut vals)?;
     let inferred = if vals.is_empty() {
-        DType::F32
+        DType::default_float()
     } else {
         match vals.iter().map(|s| s.category()).max().unwrap() {
             Category::Bool => DType::Bool,
             Category::Int => DType::I64,
-            Category::Float => DType::F32,
+            Category::Float => DType::default_float(),
         }
     };
     let d = dtype.unwrap_or(inferred);

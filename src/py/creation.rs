@@ -28,7 +28,7 @@ fn empty(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_args("empty", shape)?;
-    let (d, dev) = dt_dev(dtype, device, DType::F32)?;
+    let (d, dev) = dt_dev(dtype, device, DType::default_float())?;
     run(|| creation::empty(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
@@ -42,7 +42,7 @@ fn zeros(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_args("zeros", shape)?;
-    let (d, dev) = dt_dev(dtype, device, DType::F32)?;
+    let (d, dev) = dt_dev(dtype, device, DType::default_float())?;
     run(|| creation::zeros(&s, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
@@ -56,7 +56,7 @@ fn ones(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_args("ones", shape)?;
-    let (d, dev) = dt_dev(dtype, device, DType::F32)?;
+    let (d, dev) = dt_dev(dtype, device, DType::default_float())?;
     run(|| creation::full(&s, Scalar::Int(1), d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
@@ -128,7 +128,7 @@ fn linspace(
     device: Option<&Bound<'_, PyAny>>,
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
-    let (d, dev) = dt_dev(dtype, device, DType::F32)?;
+    let (d, dev) = dt_dev(dtype, device, DType::default_float())?;
     run(|| creation::linspace(start, end, steps, d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
@@ -142,7 +142,7 @@ fn eye(
     device: Option<&Bound<'_, PyAny>>,
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
-    let (d, dev) = dt_dev(dtype, device, DType::F32)?;
+    let (d, dev) = dt_dev(dtype, device, DType::default_float())?;
     run(|| creation::eye(n, m.unwrap_or(n), d, dev)).and_then(|t| leaf(t, requires_grad))
 }
 
@@ -222,7 +222,31 @@ pub(crate) fn leaf(t: Tensor, requires_grad: bool) -> PyResult<PyTensor> {
     Ok(PyTensor::new(t))
 }
 
+/// The default floating dtype: what float tensors are made in when no dtype is given.
+#[pyfunction]
+fn get_default_dtype() -> super::PyDType {
+    super::PyDType {
+        d: DType::default_float(),
+    }
+}
+
+/// Make `d` (a floating dtype) the default floating dtype; returns the previous one.
+#[pyfunction]
+fn _set_default_dtype(d: &Bound<'_, PyAny>) -> PyResult<super::PyDType> {
+    let d = super::parse_dtype(d)?;
+    if !d.is_floating_point() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "set_default_dtype: only floating-point types are supported as the default type, got {d}"
+        )));
+    }
+    Ok(super::PyDType {
+        d: DType::set_default_float(d),
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(get_default_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_default_dtype, m)?)?;
     m.add_function(wrap_pyfunction!(empty, m)?)?;
     m.add_function(wrap_pyfunction!(zeros, m)?)?;
     m.add_function(wrap_pyfunction!(ones, m)?)?;

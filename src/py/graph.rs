@@ -206,6 +206,8 @@ struct CallSig {
     grad_enabled: bool,
     /// The autocast dtypes (CPU, GPU) the graph was captured under.
     autocast: [Option<DType>; 2],
+    /// The default floating dtype the graph was captured under.
+    default_float: DType,
     /// The data-rebinding epoch the graph's by-reference inputs were last seen valid at.
     epoch: std::sync::atomic::AtomicU64,
     /// The output returned alone (the function returns one tensor), else all of them as a list.
@@ -292,6 +294,7 @@ impl PyGraph {
             args: a.iter().map(ArgSig::of).collect(),
             grad_enabled: crate::autograd::is_grad_enabled(),
             autocast: autocast_state(),
+            default_float: DType::default_float(),
             epoch: std::sync::atomic::AtomicU64::new(epoch),
             single,
         }));
@@ -313,6 +316,7 @@ impl PyGraph {
         if args.len() != sig.args.len()
             || crate::autograd::is_grad_enabled() != sig.grad_enabled
             || autocast_state() != sig.autocast
+            || DType::default_float() != sig.default_float
             || trace::recording()
         {
             return Ok(None);

@@ -253,7 +253,7 @@ fn rand(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_or_size("rand", shape, size)?;
-    let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
+    let d = parse_dtype_opt(dtype)?.unwrap_or(DType::default_float());
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
     run_heavy(py, numel(&s), || rnd::rand(&s, d, dev, g.as_ref()))
@@ -275,7 +275,7 @@ fn randn(
     requires_grad: bool,
 ) -> PyResult<PyTensor> {
     let s = shape_or_size("randn", shape, size)?;
-    let d = parse_dtype_opt(dtype)?.unwrap_or(DType::F32);
+    let d = parse_dtype_opt(dtype)?.unwrap_or(DType::default_float());
     let dev = parse_device(device)?;
     let g = gen_arc(&generator);
     run_heavy(py, numel(&s), || rnd::randn(&s, d, dev, g.as_ref()))

@@ -12,6 +12,7 @@
 //! See `docs/architecture.md` for the full table.
 
 use half::{bf16, f16};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The element types a tensor can hold.
 #[derive(
@@ -39,7 +40,29 @@ pub enum Category {
     Float,
 }
 
+/// The default floating dtype, as an index into [`DType::ALL`] (float32 unless
+/// `set_default_float` changed it): what float tensors are made in when no dtype is
+/// given, and what Python floats and integer inputs of float functions become.
+static DEFAULT_FLOAT: AtomicU8 = AtomicU8::new(8);
+
 impl DType {
+    /// The default floating dtype (process-wide, as PyTorch's `get_default_dtype`).
+    #[inline]
+    pub fn default_float() -> DType {
+        DType::ALL[DEFAULT_FLOAT.load(Ordering::Relaxed) as usize]
+    }
+
+    /// Make `d` the default floating dtype; returns the previous one. `d` must be a
+    /// floating dtype (the caller checks; others are ignored and leave it unchanged).
+    pub fn set_default_float(d: DType) -> DType {
+        let prev = DType::default_float();
+        if d.is_floating_point() {
+            let i = DType::ALL.iter().position(|&x| x == d).unwrap_or(8);
+            DEFAULT_FLOAT.store(i as u8, Ordering::Relaxed);
+        }
+        prev
+    }
+
     /// Every dtype, in a stable order.
     pub const ALL: [DType; 10] = [
         DType::Bool,
@@ -177,19 +200,20 @@ impl DType {
             t
         } else {
             match c {
-                Category::Float => DType::F32,
+                Category::Float => DType::default_float(),
                 Category::Int => DType::I64,
                 Category::Bool => t,
             }
         }
     }
 
-    /// The dtype unary float functions (exp, sin, ...) compute in: ints and bool go to float32.
+    /// The dtype unary float functions (exp, sin, ...) compute in: ints and bool go to
+    /// the default floating dtype (float32 unless changed).
     pub fn to_float(self) -> DType {
         if self.is_floating_point() {
             self
         } else {
-            DType::F32
+            DType::default_float()
         }
     }
 }

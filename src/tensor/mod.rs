@@ -57,7 +57,7 @@ impl Scalar {
         match self {
             Scalar::Bool(_) => DType::Bool,
             Scalar::Int(_) => DType::I64,
-            Scalar::Float(_) => DType::F32,
+            Scalar::Float(_) => DType::default_float(),
         }
     }
     /// Convert to the element type `T`.

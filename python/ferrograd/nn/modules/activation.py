@@ -350,7 +350,7 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters = num_parameters
         self.init = init
-        self.weight = Parameter(_core.full((num_parameters,), init, dtype=dtype or _core.float32))
+        self.weight = Parameter(_core.full((num_parameters,), init, dtype=dtype or _core.get_default_dtype()))
         if device is not None:
             self.to(device)
 

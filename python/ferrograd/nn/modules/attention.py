@@ -67,7 +67,7 @@ class MultiheadAttention(Module):
             )
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim

@@ -73,7 +73,7 @@ class _ConvNd(Module):
             self.padding = _ntuple(padding, n, "padding")
         self.groups = groups
         self.padding_mode = padding_mode
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.weight = Parameter(
             _core.empty((out_channels, in_channels // groups, *self.kernel_size), dtype=dtype)
         )
@@ -219,7 +219,7 @@ class _ConvTransposeNd(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         self.transposed = True
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.weight = Parameter(
             _core.empty((in_channels, out_channels // groups, *self.kernel_size), dtype=dtype)
         )

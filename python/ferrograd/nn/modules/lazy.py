@@ -30,7 +30,7 @@ class LazyLinear(Linear):
         Module.__init__(self)
         self.in_features = 0
         self.out_features = out_features
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         # Empty placeholders: ``.to()`` before the first call converts them, and the sized
         # parameters take their dtype and device.
         self.weight = Parameter(_core.empty((0,), dtype=dtype, device=device))

@@ -42,7 +42,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.weight = Parameter(_core.empty((out_features, in_features), dtype=dtype))
         if bias:
             self.bias = Parameter(_core.empty((out_features,), dtype=dtype))
@@ -92,7 +92,7 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.weight = Parameter(_core.empty((out_features, in1_features, in2_features), dtype=dtype))
         if bias:
             self.bias = Parameter(_core.empty((out_features,), dtype=dtype))

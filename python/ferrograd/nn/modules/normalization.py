@@ -55,7 +55,7 @@ class _BatchNorm(Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.num_features = num_features
         self.eps = eps
         self.momentum = momentum
@@ -175,7 +175,7 @@ class LayerNorm(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
@@ -225,7 +225,7 @@ class RMSNorm(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
@@ -345,7 +345,7 @@ class GroupNorm(Module):
             raise ValueError(
                 f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"
             )
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps

@@ -55,7 +55,7 @@ class _CellBase(Module):
         self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
     ) -> None:
         super().__init__()
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         g = _GATES[self._mode] * hidden_size
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -204,7 +204,7 @@ class _RNNBase(Module):
             raise ValueError(f"{name}: num_layers must be at least 1, got {num_layers}")
         if not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout}")
-        dtype = dtype or _core.float32
+        dtype = dtype or _core.get_default_dtype()
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size

@@ -54,7 +54,7 @@ class Embedding(Module):
         self.sparse = sparse
         if _weight is None:
             self.weight = Parameter(
-                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.float32),
+                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.get_default_dtype()),
                 requires_grad=not _freeze,
             )
             self.reset_parameters()
@@ -143,7 +143,7 @@ class EmbeddingBag(Module):
         self.padding_idx = padding_idx
         if _weight is None:
             self.weight = Parameter(
-                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.float32)
+                _core.empty((num_embeddings, embedding_dim), dtype=dtype or _core.get_default_dtype())
             )
             self.reset_parameters()
         else:

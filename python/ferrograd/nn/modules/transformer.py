@@ -51,7 +51,7 @@ def _clones(module: Module, n: int) -> ModuleList:
 
 
 def _square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
-    mask = _core.full((sz, sz), -math.inf, dtype=dtype or _core.float32, device=device)
+    mask = _core.full((sz, sz), -math.inf, dtype=dtype or _core.get_default_dtype(), device=device)
     return mask.triu(1)
 
 
