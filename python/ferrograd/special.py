@@ -288,11 +288,12 @@ def ndtri(input: Tensor) -> Tensor:
 def multigammaln(input: Tensor, p: int) -> Tensor:
     """The log of the multivariate gamma function of dimension ``p``:
     ``p (p - 1) / 4 log(pi) + sum_{j < p} lgamma(x - j/2)``. As in PyTorch, every element
-    must exceed ``(p - 1) / 2`` (checked eagerly; not while a graph is captured)."""
+    must exceed ``(p - 1) / 2``: checked on the CPU in eager mode (not on the GPU, where it
+    would read the values back, nor while a graph is captured)."""
     x = _to_float(_need_tensor("multigammaln", "input", input))
     if isinstance(p, bool) or not isinstance(p, int) or p < 1:
         raise RuntimeError(f"multigammaln(): p has to be an int greater than or equal to 1, got {p!r}")
-    if not _capture.is_capturing() and x.numel() > 0:
+    if not _capture.is_capturing() and str(x.device) == "cpu" and x.numel() > 0:
         if not bool((x > (p - 1) / 2).all()):
             raise RuntimeError(
                 f"multigammaln(): all elements of input (shape {tuple(x.shape)}, {x.dtype}) must be "
@@ -354,8 +355,19 @@ def zeta(input: Tensor | _Number, other: Tensor | _Number) -> Tensor:
 _BESSEL_CUT = 20.0
 # I0(x) = sum_k (x^2/4)^k / (k!)^2, I1(x) = x/2 sum_k (x^2/4)^k / (k! (k+1)!): positive terms,
 # 60 of them make the remaining ones smaller than 1e-18 of the sum for |x| <= 20.
-_I0_SERIES = tuple(1.0 / math.factorial(k) ** 2 for k in range(60))
-_I1_SERIES = tuple(1.0 / (math.factorial(k) * math.factorial(k + 1)) for k in range(60))
+_SERIES_TERMS = 60
+
+
+def _series(y: Tensor, order: int) -> Tensor:
+    """``sum_k y^k / (k! (k + order)!)`` term by term (each term the previous one times
+    ``y / (k (k + order))``), not by Horner's rule: Horner's gradient carries ``y^k`` for the
+    inner terms, which overflows float32 (``y = 100`` at ``x = 20``) and gave NaN."""
+    term = _core.ones_like(y)
+    total = term
+    for k in range(1, _SERIES_TERMS):
+        term = term * y * (1.0 / (k * (k + order)))
+        total = total + term
+    return total
 
 
 def _asymptotic(nu: int) -> tuple[float, ...]:
@@ -384,10 +396,9 @@ def _bessel_parts(x: Tensor, order: int) -> tuple[Tensor, Tensor, Tensor]:
     xs = _where_safe(large, x, 1.0)
     xl = _where_safe(~large, x, 2 * _BESSEL_CUT)
     y = xs * xs * 0.25
-    if order == 0:
-        series = _poly(y, _I0_SERIES)
-    else:
-        series = _poly(y, _I1_SERIES) * xs * 0.5
+    series = _series(y, order)
+    if order == 1:
+        series = series * xs * 0.5
     inv = xl.reciprocal()
     coeffs = _I0_ASYM if order == 0 else _I1_ASYM
     scaled = _poly(inv, coeffs) * (xl * (2 * math.pi)).rsqrt()
