@@ -239,7 +239,7 @@ def log_ndtr(input: Tensor) -> Tensor:
 # ndtri(q) ~ -(t - (c0 + c1 t + c2 t^2) / (1 + d1 t + d2 t^2 + d3 t^3)), |error| < 4.5e-4.
 _NDTRI_C = (2.515517, 0.802853, 0.010328)
 _NDTRI_D = (1.0, 1.432788, 0.189269, 0.001308)
-_NDTRI_NEWTON = 4
+_NDTRI_NEWTON = 3
 
 
 @_wide
