@@ -163,6 +163,9 @@ def test_low_precision_is_the_rounded_float64_result(dtype, rtol):
         # compare as float64, relative to the float64 value where both are normal numbers
         g, w = got.to(fg.float64).numpy(), want.to(fg.float64).numpy()
         check(g, w, rtol, float(fg.finfo(dt).tiny), f"{name} {dtype}")
+    z = special.zeta(fg.tensor([2.0, 4.5], dtype=dt), fg.tensor([1.0, 3.0], dtype=dt))
+    assert z.dtype == dt
+    check(z.to(fg.float64).numpy(), sp.zeta([2.0, 4.5], [1.0, 3.0]).astype(np.float32), rtol)
     ints = special.i0(fg.tensor([0, 1, 2]))
     assert ints.dtype == fg.float32
     check(ints.numpy(), sp.i0([0.0, 1.0, 2.0]), 1e-7)
@@ -305,10 +308,11 @@ def test_compiled_matches_eager():
 def test_gpu_float32_against_scipy():
     """The GPU has no float64: the compositions run in float32 there. Tolerances: the GPU's
     exp is allowed 3 + 2|x| ulp (WGSL), which shows in i0/i1 near |x| = 30 (2e-6) and in
-    the float32 erfc fit of the tails (ndtr below -6: exp(-x^2) of a rounded x^2, 1e-5)."""
+    the float32 erfc fit of the tails (ndtr below -6: exp(-x^2) of a rounded x^2; 8e-6 on
+    lavapipe, up to 1.5e-5 by the WGSL bound at x = -13, hence 5e-5)."""
     xs = np.concatenate([np.linspace(-30.0, 30.0, 121), [0.0, INF, -INF, NAN]]).astype(np.float32)
     x64 = xs.astype(np.float64)
-    tol = {"erfcx": 2e-5, "ndtr": 2e-5, "log_ndtr": 2e-5, "i0": 1e-5, "i0e": 1e-5, "i1": 1e-5, "i1e": 1e-5}
+    tol = {"erfcx": 5e-5, "ndtr": 5e-5, "log_ndtr": 5e-5, "i0": 1e-5, "i0e": 1e-5, "i1": 1e-5, "i1e": 1e-5}
     with np.errstate(all="ignore"):
         for name, rtol in tol.items():
             got = getattr(special, name)(fg.tensor(xs).to("gpu")).cpu().numpy()

@@ -331,7 +331,10 @@ def zeta(input: Tensor | _Number, other: Tensor | _Number) -> Tensor:
     ``inf`` at the integers, as PyTorch and Cephes give it, and NaN otherwise)."""
     s, q = _float_pair("zeta", input, other)
     _broadcast_shape("zeta", tuple(s.shape), tuple(q.shape))
-    out_dt = _core.float64 if _core.float64 in (s.dtype, q.dtype) else _core.float32
+    if s.dtype == q.dtype and s.dtype.is_floating_point:
+        out_dt = s.dtype
+    else:
+        out_dt = _core.float64 if _core.float64 in (s.dtype, q.dtype) else _core.float32
     on_cpu = str(s.device) == "cpu" and str(q.device) == "cpu"
     work = _core.float64 if on_cpu else out_dt
     s64, q64 = s.to(work), q.to(work)
