@@ -70,6 +70,7 @@ DEFAULT_TESTS = [
     "tests/test_data_samplers.py",
     "tests/test_distributions.py",
     "tests/test_linalg_composed.py",
+    "tests/test_special_namespace.py",
     "tests/test_lr_scheduler.py",
     "tests/test_module_backward_hooks.py",
     "tests/test_nn.py",

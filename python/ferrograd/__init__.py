@@ -236,6 +236,7 @@ from . import (  # noqa: E402
     nn,
     onnx,
     optim,
+    special,
     tensorboard,
     testing,
     utils,
