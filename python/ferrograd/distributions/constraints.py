@@ -19,6 +19,7 @@ __all__ = [
     "boolean",
     "dependent",
     "greater_than",
+    "greater_than_eq",
     "half_open_interval",
     "independent",
     "integer_interval",
@@ -27,6 +28,7 @@ __all__ = [
     "nonnegative",
     "nonnegative_integer",
     "one_hot",
+    "positive_integer",
     "positive",
     "real",
     "real_vector",
@@ -90,7 +92,7 @@ class _GreaterThan(Constraint):
 
 
 class _GreaterThanEq(Constraint):
-    def __init__(self, lower_bound: float) -> None:
+    def __init__(self, lower_bound: Any) -> None:
         self.lower_bound = lower_bound
 
     def check(self, value: Tensor) -> Tensor:
@@ -210,7 +212,9 @@ nonnegative_integer = _IntegerGreaterThan(0)
 simplex = _Simplex()
 lower_cholesky = _LowerCholesky()
 one_hot = _OneHot()
+positive_integer = _IntegerGreaterThan(1)
 greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 integer_interval = _IntegerInterval
