@@ -595,3 +595,89 @@ def test_support_validation_and_shapes():
         )
         assert e.sample().shape == (4, 2, 2), name
         assert isinstance(d.arg_constraints, dict) and d.support is not None
+
+
+class _CB:
+    """The continuous Bernoulli density for quadrature (SciPy has none)."""
+
+    def __init__(self, p):
+        self.c = 2 * np.arctanh(1 - 2 * p) / (1 - 2 * p)
+        self.p = p
+
+    def logpdf(self, x):
+        return np.log(self.c) + x * np.log(self.p) + (1 - x) * np.log1p(-self.p)
+
+    def pdf(self, x):
+        return np.exp(self.logpdf(x))
+
+
+_CROSS = {
+    "Beta": (lambda: D.Beta(t64(2.0), t64(3.0)), stats.beta(2.0, 3.0), (0, 1)),
+    "ContinuousBernoulli": (lambda: D.ContinuousBernoulli(t64(0.3)), _CB(0.3), (0, 1)),
+    "Exponential": (lambda: D.Exponential(t64(1.3)), stats.expon(scale=1 / 1.3), (0, np.inf)),
+    "Gamma": (lambda: D.Gamma(t64(2.5), t64(0.7)), stats.gamma(2.5, scale=1 / 0.7), (0, np.inf)),
+    "Gumbel": (lambda: D.Gumbel(t64(0.3), t64(0.8)), stats.gumbel_r(0.3, 0.8), (-15, 60)),
+    "Pareto": (lambda: D.Pareto(t64(1.0), t64(3.5)), stats.pareto(3.5, scale=1.0), (1.0, np.inf)),
+    "Uniform": (lambda: D.Uniform(t64(0.1), t64(0.9)), stats.uniform(0.1, 0.8), (0.1, 0.9)),
+    "Normal": (lambda: D.Normal(t64(-0.5), t64(1.4)), stats.norm(-0.5, 1.4), (-40, 40)),
+}
+_Q = {
+    "Normal": (lambda: D.Normal(t64(0.4), t64(1.7)), stats.norm(0.4, 1.7)),
+    "Exponential": (lambda: D.Exponential(t64(0.6)), stats.expon(scale=1 / 0.6)),
+    "Gamma": (lambda: D.Gamma(t64(1.5), t64(0.9)), stats.gamma(1.5, scale=1 / 0.9)),
+    "Gumbel": (lambda: D.Gumbel(t64(-0.2), t64(1.5)), stats.gumbel_r(-0.2, 1.5)),
+    "Uniform": (lambda: D.Uniform(t64(-0.5), t64(1.5)), stats.uniform(-0.5, 2.0)),
+    "Beta": (lambda: D.Beta(t64(1.5), t64(2.5)), stats.beta(1.5, 2.5)),
+    "ContinuousBernoulli": (lambda: D.ContinuousBernoulli(t64(0.8)), _CB(0.8)),
+    "Pareto": (lambda: D.Pareto(t64(0.05), t64(2.0)), stats.pareto(2.0, scale=0.05)),
+}
+CROSS_FINITE = [
+    (p, q)
+    for q, ps in (
+        ("Normal", ("Beta", "ContinuousBernoulli", "Exponential", "Gamma", "Gumbel", "Pareto", "Uniform")),
+        ("Exponential", ("Beta", "ContinuousBernoulli", "Pareto", "Uniform")),
+        ("Gamma", ("Beta", "Pareto", "Uniform")),
+        ("Gumbel", ("Exponential", "Gamma", "Normal", "Uniform")),
+        ("Uniform", ("Beta", "ContinuousBernoulli")),
+        ("Beta", ("Uniform",)),
+        ("ContinuousBernoulli", ("Beta", "Uniform")),
+        ("Pareto", ("Uniform",)),
+    )
+    for p in ps
+]
+
+
+@pytest.mark.parametrize("p_name,q_name", CROSS_FINITE, ids=[f"{p}-{q}" for p, q in CROSS_FINITE])
+def test_kl_cross_family_against_quadrature(p_name, q_name):
+    make_p, p_ref, (lo, hi) = _CROSS[p_name]
+    make_q, q_ref = _Q[q_name]
+    got = npy(D.kl_divergence(make_p(), make_q()))
+
+    def integrand(x):
+        px = p_ref.pdf(x)
+        return px * (p_ref.logpdf(x) - q_ref.logpdf(x)) if px > 0 else 0.0
+
+    want = integrate.quad(integrand, lo, hi, limit=400)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-7)
+
+
+def test_kl_cross_family_infinite_and_discrete():
+    kl = D.kl_divergence
+    # p puts mass outside q's support
+    for p, q in (
+        (D.Normal(t64([0.0, 1.0]), t64(1.0)), D.Exponential(t64(1.0))),
+        (D.Gumbel(t64(0.0), t64(1.0)), D.Beta(t64(2.0), t64(2.0))),
+        (D.Exponential(t64(1.0)), D.Pareto(t64(1.0), t64(2.0))),
+        (D.Laplace(t64(0.0), t64(1.0)), D.Uniform(t64(-1.0), t64(1.0))),
+        (D.Poisson(t64(2.0)), D.Binomial(5, t64(0.3))),
+    ):
+        assert np.isposinf(npy(kl(p, q))).all(), (type(p).__name__, type(q).__name__)
+    assert npy(kl(D.Normal(t64([0.0, 1.0]), t64(1.0)), D.Exponential(t64(1.0)))).shape == (2,)
+    u = D.Uniform(t64([-0.5, 0.2]), t64([0.5, 0.8]))
+    out = npy(kl(u, D.Beta(t64(2.0), t64(2.0))))
+    assert np.isposinf(out[0]) and np.isfinite(out[1])
+    # Bernoulli against Poisson: a two-term sum
+    pb, r = np.array([0.3, 0.8]), np.array([1.3, 0.4])
+    pmf = np.stack([1 - pb, pb])
+    want = (pmf * (np.log(pmf) - stats.poisson(r).logpmf(np.array([[0], [1]])))).sum(0)
+    np.testing.assert_allclose(npy(kl(D.Bernoulli(t64(pb)), D.Poisson(t64(r)))), want, rtol=1e-12)

@@ -12,7 +12,8 @@
 ``sample``/``rsample`` (reparameterised where PyTorch's is), ``log_prob``,
 ``entropy``, ``mean``/``mode``/``variance``/``stddev``,
 ``batch_shape``/``event_shape`` and argument validation;
-``kl_divergence`` with closed forms for the common pairs, extensible with
+``kl_divergence`` with closed forms for the pairs PyTorch registers (but its generic
+exponential-family one), extensible with
 ``register_kl``. Samples come from ferrograd's default generator
 (``ferrograd.manual_seed`` makes them reproducible); gradients flow through
 ``rsample``, ``log_prob`` and ``entropy``, all composed of tensor ops
@@ -20,6 +21,7 @@
 the Poisson distribution draw on the CPU in float64 and convert.
 """
 
+from . import _kl_cross as _kl_cross  # noqa: F401 - registers the cross-family KLs
 from . import _kl_extra as _kl_extra  # noqa: F401 - registers the extended set's KLs
 from . import _kl_more as _kl_more  # noqa: F401 - registers more closed-form KLs
 from . import constraints, transforms
