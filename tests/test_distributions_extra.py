@@ -681,3 +681,46 @@ def test_kl_cross_family_infinite_and_discrete():
     pmf = np.stack([1 - pb, pb])
     want = (pmf * (np.log(pmf) - stats.poisson(r).logpmf(np.array([[0], [1]])))).sum(0)
     np.testing.assert_allclose(npy(kl(D.Bernoulli(t64(pb)), D.Poisson(t64(r)))), want, rtol=1e-12)
+
+
+def test_lkj_cholesky_density_and_sampler():
+    eta = np.array([0.5, 1.0, 2.5])
+    # dim 2: L = [[1, 0], [r, sqrt(1 - r^2)]] and r is Beta(eta, eta) on (-1, 1)
+    r = np.array([0.3, -0.7, 0.05])
+    lmat = np.zeros((3, 2, 2))
+    lmat[:, 0, 0], lmat[:, 1, 0], lmat[:, 1, 1] = 1.0, r, np.sqrt(1 - r**2)
+    d2 = D.LKJCholesky(2, t64(eta))
+    assert d2.batch_shape == (3,) and d2.event_shape == (2, 2) and not d2.has_rsample
+    want = stats.beta(eta, eta).logpdf((r + 1) / 2) - math.log(2)
+    np.testing.assert_allclose(npy(d2.log_prob(t64(lmat))), want, rtol=1e-12)
+    # dim 3: the density integrates to 1 over the strictly-lower entries (a; b, c), b^2 + c^2 < 1
+    d3 = D.LKJCholesky(3, t64(1.7))
+    rng = np.random.default_rng(7)
+    m = 100000
+    abc = rng.uniform(-1, 1, size=(m, 3))
+    inside = abc[:, 1] ** 2 + abc[:, 2] ** 2 < 1
+    abc = abc[inside]
+    lm = np.zeros((len(abc), 3, 3))
+    lm[:, 0, 0] = 1
+    lm[:, 1, 0], lm[:, 1, 1] = abc[:, 0], np.sqrt(1 - abc[:, 0] ** 2)
+    lm[:, 2, 0], lm[:, 2, 1], lm[:, 2, 2] = abc[:, 1], abc[:, 2], np.sqrt(1 - abc[:, 1] ** 2 - abc[:, 2] ** 2)
+    dens = np.exp(npy(D.LKJCholesky(3, t64(1.7), validate_args=False).log_prob(t64(lm)))) * inside.mean() * 8
+    assert abs(dens.mean() - 1) < 5 * dens.std() / math.sqrt(len(dens))
+    # the sampler: factors of correlation matrices whose off-diagonal entries have the
+    # LKJ marginal, Beta(eta - 1 + dim / 2, same) on (-1, 1)
+    fg.manual_seed(38)
+    s = d3.sample((4000,))
+    assert s.shape == (4000, 3, 3) and bool(D.constraints.corr_cholesky.check(s).all())
+    sn = npy(s)
+    corr = sn @ np.swapaxes(sn, -1, -2)
+    np.testing.assert_allclose(np.diagonal(corr, axis1=-2, axis2=-1), 1.0, rtol=1e-12)
+    marginal = stats.beta(1.7 - 1 + 1.5, 1.7 - 1 + 1.5)
+    for i, j in ((1, 0), (2, 0), (2, 1)):
+        assert stats.kstest((corr[:, i, j] + 1) / 2, marginal.cdf).pvalue > 1e-3
+    assert D.LKJCholesky(4, 2.0).expand((2, 3)).sample().shape == (2, 3, 4, 4)
+    with pytest.raises(ValueError, match="dim"):
+        D.LKJCholesky(1)
+    with pytest.raises(ValueError, match="parameter concentration "):
+        D.LKJCholesky(3, t64(-1.0))
+    with pytest.raises(ValueError, match="support"):
+        d3.log_prob(t64(np.eye(3) * 2))

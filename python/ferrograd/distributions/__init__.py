@@ -8,7 +8,7 @@
 ``HalfCauchy``, ``HalfNormal``, ``Gumbel``, ``Chi2``, ``Geometric``, ``Weibull``,
 ``Pareto``, ``VonMises``, ``ContinuousBernoulli``, ``RelaxedOneHotCategorical``,
 ``NegativeBinomial``, ``MixtureSameFamily``, ``LowRankMultivariateNormal``,
-``FisherSnedecor`` and ``Kumaraswamy``, with
+``FisherSnedecor``, ``Kumaraswamy`` and ``LKJCholesky``, with
 ``sample``/``rsample`` (reparameterised where PyTorch's is), ``log_prob``,
 ``entropy``, ``mean``/``mode``/``variance``/``stddev``,
 ``batch_shape``/``event_shape`` and argument validation;
@@ -44,6 +44,7 @@ from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .kumaraswamy import Kumaraswamy
 from .laplace import Laplace
+from .lkj_cholesky import LKJCholesky
 from .log_normal import LogNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .mixture_same_family import MixtureSameFamily
@@ -95,6 +96,7 @@ __all__ = [
     "HalfNormal",
     "Independent",
     "Kumaraswamy",
+    "LKJCholesky",
     "Laplace",
     "LogNormal",
     "LogitRelaxedBernoulli",
