@@ -724,3 +724,45 @@ def test_lkj_cholesky_density_and_sampler():
         D.LKJCholesky(3, t64(-1.0))
     with pytest.raises(ValueError, match="support"):
         d3.log_prob(t64(np.eye(3) * 2))
+
+
+def _extra_laws(T):
+    return [
+        D.StudentT(T([3.0, 5.0]), T([0.1, 0.2]), T([1.0, 2.0])),
+        D.Cauchy(T([0.0, 1.0]), T([1.0, 2.0])),
+        D.HalfNormal(T([1.0, 2.0])),
+        D.HalfCauchy(T([1.0, 2.0])),
+        D.Gumbel(T([0.0, 1.0]), T([1.0, 2.0])),
+        D.Chi2(T([2.0, 3.0])),
+        D.Geometric(T([0.3, 0.6])),
+        D.Weibull(T([1.0, 2.0]), T([1.5, 2.0])),
+        D.Pareto(T([1.0, 2.0]), T([2.0, 3.0])),
+        D.VonMises(T([0.0, 1.0]), T([1.0, 2.0])),
+        D.ContinuousBernoulli(T([0.3, 0.8])),
+        D.RelaxedOneHotCategorical(T(0.5), T([0.3, 0.7])),
+        D.NegativeBinomial(T([2.0, 3.0]), T([0.3, 0.6])),
+        D.MixtureSameFamily(D.Categorical(T([0.3, 0.7])), D.Normal(T([0.0, 1.0]), T([1.0, 1.0]))),
+        D.LowRankMultivariateNormal(T([0.0, 0.0]), T([[1.0], [0.5]]), T([1.0, 2.0])),
+        D.FisherSnedecor(T([3.0, 4.0]), T([5.0, 6.0])),
+        D.Kumaraswamy(T([2.0, 3.0]), T([1.5, 2.0])),
+        D.LKJCholesky(3, T([1.5, 2.0])),
+    ]
+
+
+def test_gpu_extra_distributions_match_cpu():
+    if not fg.gpu.is_available():
+        reason = f"no WebGPU adapter: {fg.gpu.unavailable_reason()}"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    fg.manual_seed(39)
+    cpu = _extra_laws(lambda a: fg.tensor(a))
+    gpu = _extra_laws(lambda a: fg.tensor(a, device="gpu"))
+    for c, g in zip(cpu, gpu, strict=True):
+        name = type(c).__name__
+        x = c.sample((3,))
+        lg = g.log_prob(x.to("gpu"))
+        assert str(lg.device) == "gpu", name
+        np.testing.assert_allclose(npy(lg), npy(c.log_prob(x)), rtol=2e-5, atol=2e-5, err_msg=name)
+        s = g.sample((3,))
+        assert str(s.device) == "gpu" and tuple(s.shape) == tuple(x.shape), name
+        assert s.dtype == fg.float32, name
