@@ -766,3 +766,15 @@ def test_gpu_extra_distributions_match_cpu():
         s = g.sample((3,))
         assert str(s.device) == "gpu" and tuple(s.shape) == tuple(x.shape), name
         assert s.dtype == fg.float32, name
+
+
+def test_compiled_log_prob_matches_eager():
+    def f(x, a, s):
+        out = D.StudentT(a, 0.0, s).log_prob(x) + D.Gumbel(x, s).entropy() + D.VonMises(0.0, a).log_prob(x)
+        out = out + D.Kumaraswamy(a, s).log_prob(x.sigmoid()) + D.ContinuousBernoulli(logits=x).entropy()
+        return out + D.LowRankMultivariateNormal(x, s.reshape(2, 1), s).log_prob(0.5 * x)
+
+    g = fg.compile(f)
+    a, s = t64([3.0, 5.0]), t64([1.0, 2.0])
+    for x in (t64([0.3, 1.2]), t64([-0.7, 2.5])):
+        np.testing.assert_allclose(npy(g(x, a, s)), npy(f(x, a, s)), rtol=1e-12)
