@@ -8,7 +8,9 @@ quadrature or NumPy closed forms, shapes and argument validation."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import ferrograd as fg
 import numpy as np
@@ -792,3 +794,45 @@ def test_compiled_log_prob_matches_eager():
     a, s = t64([3.0, 5.0]), t64([1.0, 2.0])
     for x in (t64([0.3, 1.2]), t64([-0.7, 2.5])):
         np.testing.assert_allclose(npy(g(x, a, s)), npy(f(x, a, s)), rtol=1e-12)
+
+
+# made by scripts/make_distribution_references.py (records the PyTorch version)
+REF = Path(__file__).parent / "fixtures" / "parity" / "distributions_extra.npz"
+
+
+def _from_kwargs(cls, kwargs):
+    return getattr(D, cls)(**{k: (v if k == "dim" else t64(v)) for k, v in kwargs.items()})
+
+
+def test_values_match_stored_pytorch_references():
+    ref = np.load(REF)
+    assert str(ref["torch_version"]).startswith("2.")
+    cases = sorted({k.split("/")[0] for k in ref.files if k.endswith("/dist")})
+    assert len(cases) >= 20
+    checked = 0
+    for case in cases:
+        d = _from_kwargs(str(ref[f"{case}/dist"]), json.loads(str(ref[f"{case}/kwargs"])))
+        value, q = t64(ref[f"{case}/value"]), t64(ref[f"{case}/q"])
+        # PyTorch's VonMises uses a polynomial Bessel approximation (about 1e-8 relative)
+        tol = dict(rtol=1e-7, atol=1e-7) if case == "vonmises" else dict(rtol=1e-9, atol=1e-12)
+        for name, get in (
+            ("log_prob", lambda d=d, v=value: d.log_prob(v)),
+            ("cdf", lambda d=d, v=value: d.cdf(v)),
+            ("icdf", lambda d=d, q=q: d.icdf(q)),
+            ("entropy", lambda d=d: d.entropy()),
+            ("mean", lambda d=d: d.mean),
+            ("variance", lambda d=d: d.variance),
+            ("mode", lambda d=d: d.mode),
+        ):
+            key = f"{case}/{name}"
+            if key in ref.files:
+                np.testing.assert_allclose(npy(get()), ref[key], equal_nan=True, err_msg=key, **tol)
+                checked += 1
+    for key in ref.files:
+        if key.startswith("kl/") and not key.endswith("/kwargs"):
+            _, p, q = key.split("/")
+            pk, qk = json.loads(str(ref[key + "/kwargs"]))
+            got = npy(D.kl_divergence(_from_kwargs(p, pk), _from_kwargs(q, qk)))
+            np.testing.assert_allclose(got, ref[key], rtol=1e-9, err_msg=key)
+            checked += 1
+    assert checked > 100
