@@ -86,6 +86,7 @@ DEFAULT_TESTS = [
     "tests/test_nn_surface_more.py",
     "tests/test_nn_conv_grid_ctc.py",
     "tests/test_distributions_more.py",
+    "tests/test_distributions_extra.py",
     "tests/test_lr_scheduler_more.py",
     "tests/test_orthogonal.py",
     "tests/test_data_iterable.py",

@@ -17,8 +17,10 @@ Tensor = _core.Tensor
 __all__ = [
     "Constraint",
     "boolean",
+    "corr_cholesky",
     "dependent",
     "greater_than",
+    "greater_than_eq",
     "half_open_interval",
     "independent",
     "integer_interval",
@@ -27,6 +29,7 @@ __all__ = [
     "nonnegative",
     "nonnegative_integer",
     "one_hot",
+    "positive_integer",
     "positive",
     "real",
     "real_vector",
@@ -90,7 +93,7 @@ class _GreaterThan(Constraint):
 
 
 class _GreaterThanEq(Constraint):
-    def __init__(self, lower_bound: float) -> None:
+    def __init__(self, lower_bound: Any) -> None:
         self.lower_bound = lower_bound
 
     def check(self, value: Tensor) -> Tensor:
@@ -188,6 +191,19 @@ class _LowerCholesky(Constraint):
         return lower.logical_and(pos)
 
 
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower triangular, positive
+    diagonal, each row of unit Euclidean norm."""
+
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        tol = 1e-6 if value.dtype == _core.float64 else 1e-4
+        row_norm = value.pow(2).sum(-1).sqrt()
+        unit = ((row_norm - 1).abs() <= tol * value.shape[-1]).all(-1)
+        return _LowerCholesky().check(value).logical_and(unit)
+
+
 class _OneHot(Constraint):
     """Vectors of 0s and 1s with exactly one 1."""
 
@@ -209,8 +225,11 @@ unit_interval = _Interval(0.0, 1.0)
 nonnegative_integer = _IntegerGreaterThan(0)
 simplex = _Simplex()
 lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
 one_hot = _OneHot()
+positive_integer = _IntegerGreaterThan(1)
 greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 integer_interval = _IntegerInterval

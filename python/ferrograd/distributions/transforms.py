@@ -1,6 +1,7 @@
 """Invertible transforms of random variables, as ``torch.distributions.transforms``:
 :class:`ExpTransform`, :class:`AffineTransform`, :class:`SigmoidTransform`,
-:class:`TanhTransform`, :class:`ComposeTransform` and the inverses (``t.inv``).
+:class:`TanhTransform`, :class:`AbsTransform`, :class:`PowerTransform`,
+:class:`ComposeTransform` and the inverses (``t.inv``).
 
 A transform maps ``x`` in its ``domain`` to ``y = t(x)`` in its ``codomain``;
 ``t.inv(y)`` maps back and ``log_abs_det_jacobian(x, y)`` is ``log |dy/dx|``
@@ -23,11 +24,13 @@ from .utils import broadcast_shapes, clamp_probs, sum_rightmost
 Tensor = _core.Tensor
 
 __all__ = [
+    "AbsTransform",
     "AffineTransform",
     "ComposeTransform",
     "ExpTransform",
     "SigmoidTransform",
     "TanhTransform",
+    "PowerTransform",
     "Transform",
     "identity_transform",
 ]
@@ -433,3 +436,77 @@ class AffineTransform(Transform):
 
     def inverse_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         return broadcast_shapes(tuple(shape), *self._param_shapes())
+
+
+class AbsTransform(Transform):
+    """``y = |x|`` (not bijective: the inverse returns the non-negative root)."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AbsTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.abs()
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return y
+
+
+class PowerTransform(Transform):
+    """``y = x ** exponent`` on the positive reals (``exponent`` a number or a tensor)."""
+
+    domain = constraints.positive
+    codomain = constraints.positive
+    bijective = True
+
+    def __init__(self, exponent: Tensor | float, cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.exponent = exponent
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return PowerTransform(self.exponent, cache_size=cache_size)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PowerTransform):
+            return False
+        a, b = self.exponent, other.exponent
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            return tuple(a.shape) == tuple(b.shape) and bool((a == b).all())
+        if isinstance(a, Tensor) or isinstance(b, Tensor):
+            return False
+        return bool(a == b)
+
+    __hash__ = object.__hash__
+
+    @property
+    def sign(self) -> Any:
+        e = self.exponent
+        if isinstance(e, Tensor):
+            return e.sign()
+        return 1 if float(e) > 0 else -1 if float(e) < 0 else 0
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.pow(self.exponent)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        e = self.exponent
+        return y.pow(e.reciprocal() if isinstance(e, Tensor) else 1.0 / float(e))
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        e = self.exponent
+        if isinstance(e, Tensor):
+            return (e * y / x).abs().log()
+        return (float(e) * y / x).abs().log()
+
+    def forward_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        e = self.exponent
+        return broadcast_shapes(tuple(shape), tuple(e.shape) if isinstance(e, Tensor) else ())
+
+    def inverse_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        return self.forward_shape(shape)
