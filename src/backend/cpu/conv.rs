@@ -542,7 +542,8 @@ unsafe fn direct_pad(x: *const f32, g: &Geo, buf: &mut Vec<f32>) {
 /// `total - 1 + (kh-1)·cols + kw-1`, inside the plane.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
+// Index loops over the register block keep its shape explicit.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn direct_block<const R: usize, const V: usize>(
     x: *const f32,
     cs: usize,
