@@ -136,6 +136,7 @@ __all__ = [
     "_gpu_stats",
     "_gpu_synchronize",
     "_set_defer_min",
+    "_direct_conv",
     "_defer_stats",
     "_gpu_empty_cache",
     "_gpu_fma_peak",
@@ -1009,6 +1010,7 @@ def synchronize() -> None:
     work."""
 
 def _set_defer_min(n: _int | None) -> _int | None: ...
+def _direct_conv(enabled: _bool | None = None) -> _bool: ...
 def _defer_stats() -> tuple[_int, _int, _int]: ...
 def get_num_threads() -> _int:
     """Number of CPU threads kernels run on."""

@@ -624,6 +624,15 @@ fn _set_defer_min(n: Option<usize>) -> Option<usize> {
     (old != usize::MAX).then_some(old)
 }
 
+/// Whether float32 convolutions may take the direct kernel (the default)
+/// instead of im2col + GEMM; sets it when `enabled` is given and returns the
+/// previous setting (for side-by-side measurements and tests).
+#[pyfunction]
+#[pyo3(signature = (enabled=None))]
+fn _direct_conv(enabled: Option<bool>) -> bool {
+    crate::backend::cpu::conv::set_direct(enabled)
+}
+
 /// (ops deferred, ops inlined into a later op, queue runs) since start.
 #[pyfunction]
 fn _defer_stats() -> (usize, usize, usize) {
@@ -695,6 +704,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_cache_limit, m)?)?;
     m.add_function(wrap_pyfunction!(synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(_set_defer_min, m)?)?;
+    m.add_function(wrap_pyfunction!(_direct_conv, m)?)?;
     m.add_function(wrap_pyfunction!(_defer_stats, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
