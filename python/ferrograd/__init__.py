@@ -282,7 +282,6 @@ cdist = linalg.cdist
 matrix_power = linalg.matrix_power
 
 
-
 def set_default_dtype(d: dtype) -> None:
     """Make ``d`` (float32, float64, float16 or bfloat16) the default floating dtype, as
     ``torch.set_default_dtype``: float tensors made without a dtype (``zeros``, ``randn``,
