@@ -309,3 +309,39 @@ def test_errors(tmp_path, mlp):
         ld.eval()
     with pytest.warns(UserWarning, match="captured in eval mode"):
         ld.train()
+
+
+def test_loaded_keeps_output_structure():
+    class Two(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return h.sum(1), {"hidden": h, "relu": fg.relu(h), "n": 3}
+
+    fg.manual_seed(6)
+    m = Two()
+    x = fg.randn(2, 4)
+    s, d = m(x)
+    buf = io.BytesIO()
+    fg.jit.trace(m, x).save(buf)
+    buf.seek(0)
+    ls, ld = fg.jit.load(buf)(x)
+    assert sorted(ld) == ["hidden", "n", "relu"] and ld["n"] == 3
+    np.testing.assert_array_equal(ls.numpy(), s.numpy())
+    np.testing.assert_array_equal(ld["hidden"].numpy(), d["hidden"].numpy())
+    np.testing.assert_array_equal(ld["relu"].numpy(), d["relu"].numpy())
+    np.testing.assert_allclose(_np(ld["relu"]), np.maximum(_np(d["hidden"]), 0))
+
+
+def test_load_on_gpu(tmp_path, cnn):
+    if not fg.gpu.is_available():
+        pytest.skip(f"no WebGPU device: {fg.gpu.unavailable_reason()}")
+    x = fg.randn(3, 2, 8, 8)
+    fg.jit.trace(cnn, x).save(tmp_path / "m.pt")
+    loaded = fg.jit.load(tmp_path / "m.pt", map_location="gpu")
+    out = loaded(x.to("gpu"))
+    assert out.device.type == "gpu"
+    np.testing.assert_allclose(out.cpu().numpy(), cnn(x).numpy(), rtol=1e-4, atol=1e-5)

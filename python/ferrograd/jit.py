@@ -39,6 +39,7 @@ given by the graphs :func:`ferrograd.compile` captures and
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import warnings
@@ -303,6 +304,48 @@ def _describe(args: tuple, kwargs: dict) -> str:
     return ", ".join(parts)
 
 
+def _encode_tree(tree: Any) -> Any:
+    """A captured output tree (``_Leaf`` markers in lists, tuples, dicts) as JSON data."""
+    from ._compile import _Leaf
+
+    if isinstance(tree, _Leaf):
+        return {"t": tree.i}
+    if isinstance(tree, (list, tuple)):
+        return {
+            type(tree).__name__ if type(tree) in (list, tuple) else "tuple": [_encode_tree(x) for x in tree]
+        }
+    if isinstance(tree, dict):
+        if not all(isinstance(k, str) for k in tree):
+            raise TypeError("dict output with non-string keys")
+        return {"dict": [[k, _encode_tree(v)] for k, v in tree.items()]}
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return {"c": tree}
+    raise TypeError(f"output of type {type(tree).__name__}")
+
+
+def _decode_tree(tree: Any, leaves: list[Any]) -> Any:
+    if "t" in tree:
+        return leaves[tree["t"]]
+    if "list" in tree:
+        return [_decode_tree(x, leaves) for x in tree["list"]]
+    if "tuple" in tree:
+        return tuple(_decode_tree(x, leaves) for x in tree["tuple"])
+    if "dict" in tree:
+        return {k: _decode_tree(v, leaves) for k, v in tree["dict"]}
+    return tree["c"]
+
+
+def _count_leaves(tree: Any) -> int:
+    if "t" in tree:
+        return 1
+    for k in ("list", "tuple"):
+        if k in tree:
+            return sum(_count_leaves(x) for x in tree[k])
+    if "dict" in tree:
+        return sum(_count_leaves(v) for _, v in tree["dict"])
+    return 0
+
+
 class ScriptModule:
     """Base class of what :func:`trace`, :func:`script` and :func:`load` return
     for modules (for ``isinstance`` checks)."""
@@ -370,6 +413,19 @@ class _Jit:
                 f"fg.cond / fg.while_loop ({e})"
             ) from None
 
+    def _out_tree(self, args: tuple, kwargs: dict) -> str | None:
+        """The structure of the outputs of the saved inputs' graph, as JSON
+        (None where it is one tensor or cannot be written)."""
+        c = self._compiled
+        try:
+            largs, lkwargs, lifted = c._lift(args, kwargs)
+            key, tensors, _ = c._signature(largs, lkwargs, lifted)
+            entry, _ = c._lookup(key, tensors)
+            tree = _encode_tree(entry.out_tree) if entry is not None and entry.out_tree is not None else None
+        except (TypeError, ValueError):
+            return None
+        return None if tree is None or "t" in tree else json.dumps(tree)
+
     @property
     def code(self) -> str:
         """The captured graph as text (``Graph.dump()``; not Python code)."""
@@ -385,6 +441,9 @@ class _Jit:
             "jit.inputs": _describe(args, kwargs),
             "jit.training": "1" if getattr(self._target, "training", False) else "0",
         }
+        tree = self._out_tree(args, kwargs)
+        if tree is not None:
+            meta["jit.outputs"] = tree
         for k, v in (_extra_files or {}).items():
             meta[f"jit.extra.{k}"] = v.decode() if isinstance(v, bytes) else str(v)
         if isinstance(f, (str, os.PathLike)):
@@ -628,15 +687,26 @@ class LoadedModule(ScriptModule):
         self._inputs = meta.get("jit.inputs", "?")
         self._saved_training = meta.get("jit.training") == "1"
         self.training = self._saved_training
+        self._tree: Any = None
+        if "jit.outputs" in meta:
+            try:
+                tree = json.loads(meta["jit.outputs"])
+                if _count_leaves(tree) == len(graph.outputs):
+                    self._tree = tree
+            except (ValueError, TypeError, KeyError):
+                self._tree = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return self._graph(*args, **kwargs)
+            out = self._graph(*args, **kwargs)
         except (ValueError, TypeError) as e:
             raise type(e)(
                 f"jit.load({self._source}): the graph was saved for inputs ({self._inputs}); "
                 f"got ({_describe(args, kwargs)}): {e}"
             ) from None
+        if self._tree is None:
+            return out
+        return _decode_tree(self._tree, list(out) if isinstance(out, tuple) else [out])
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Same as calling the module."""
