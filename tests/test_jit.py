@@ -296,6 +296,10 @@ def test_errors(tmp_path, mlp):
     loaded = fg.jit.load(tmp_path / "m.pt")
     with pytest.raises(ValueError, match=r"float32\[2, 5\].*float32\[2, 4\]"):
         loaded(fg.randn(2, 4))
+    with pytest.raises(TypeError, match="expects dtype float32, got float64"):
+        loaded(fg.randn(2, 5, dtype=fg.float64))
+    with pytest.raises(TypeError, match="takes 1 arguments, 2 were given"):
+        loaded(fg.randn(2, 5), fg.randn(2, 5))
     with pytest.raises(TypeError, match="map_location as a function"):
         fg.jit.load(tmp_path / "m.pt", map_location=lambda s, loc: s)
     # A loaded graph keeps the mode it was captured in, and says so.

@@ -46,7 +46,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar
 
-from . import _core
+from . import _capture, _core
 from ._compile import CompiledFunction
 from ._grad_mode import no_grad
 
@@ -676,6 +676,10 @@ def save(m: Any, f: Any, _extra_files: Mapping[str, Any] | None = None) -> None:
 _MODE_DEPENDENT = ("Dropout", "BatchNorm", "InstanceNorm", "AlphaDropout")
 
 
+def _all_tensors(args: tuple) -> bool:
+    return all(type(a) is Tensor for a in args)
+
+
 class LoadedModule(ScriptModule):
     """A graph saved by :func:`save`, loaded by :func:`load`: call it to run the
     graph (inference, no autograd) on inputs of the saved shapes and dtypes."""
@@ -687,6 +691,11 @@ class LoadedModule(ScriptModule):
         self._inputs = meta.get("jit.inputs", "?")
         self._saved_training = meta.get("jit.training") == "1"
         self.training = self._saved_training
+        g = graph._built()
+        # Calls with one tensor per argument skip Graph.__call__'s argument handling.
+        n_args = sum(1 for i in g.inputs() if i["kind"] == "arg")
+        self._direct = g if not g.scalar_slots() else None
+        self._n_args = n_args
         self._tree: Any = None
         if "jit.outputs" in meta:
             try:
@@ -698,7 +707,12 @@ class LoadedModule(ScriptModule):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            out = self._graph(*args, **kwargs)
+            if self._direct is not None and not kwargs and len(args) == self._n_args and _all_tensors(args):
+                with _capture.suspended(), no_grad():
+                    outs = self._direct.run(list(args), [])
+                out = outs[0] if len(outs) == 1 else tuple(outs)
+            else:
+                out = self._graph(*args, **kwargs)
         except (ValueError, TypeError) as e:
             raise type(e)(
                 f"jit.load({self._source}): the graph was saved for inputs ({self._inputs}); "
