@@ -232,6 +232,7 @@ from . import (  # noqa: E402
     distributions,
     func,
     gpu,
+    jit,
     linalg,
     nn,
     onnx,
