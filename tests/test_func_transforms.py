@@ -3,12 +3,24 @@ results derived by hand, with the result structures ``torch.func`` gives."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import ferrograd as fg
 import numpy as np
 import pytest
 from ferrograd import func, nn
 
 F = nn.functional
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = np.load(ROOT / "tests" / "fixtures" / "parity" / "func_transforms.npz")
+_spec = importlib.util.spec_from_file_location(
+    "make_func_references", ROOT / "scripts" / "make_func_references.py"
+)
+assert _spec is not None and _spec.loader is not None
+gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen)
 
 
 def t64(a):
@@ -238,3 +250,22 @@ def test_batched_jacobians():
     close(j, expect)
     h = fg.vmap(func.hessian(lambda x: (x**3).sum()))(t64(xb))
     close(h, np.stack([np.diag(6 * xi) for xi in xb]))
+
+
+def test_references_record_their_torch_version():
+    assert str(REF["torch_version"]).startswith("2.")
+
+
+def test_against_pytorch_values_and_structures():
+    data = {k.split("/", 1)[1]: REF[k] for k in REF.files if k.startswith("inputs/")}
+    tensors = {k: fg.tensor(v) if v.dtype.kind == "i" else t64(v) for k, v in data.items()}
+    results = gen.cases(fg, func, F, fg.vmap, tensors)
+    assert results
+    for name, result in results.items():
+        assert gen.structure(result) == str(REF[f"{name}/structure"]), name
+        flat = gen.leaves(result)
+        assert len(flat) == sum(
+            1 for f in REF.files if f.startswith(f"{name}/") and f[len(name) + 1 :].isdigit()
+        )
+        for k, leaf in enumerate(flat):
+            np.testing.assert_allclose(leaf.numpy(), REF[f"{name}/{k}"], rtol=1e-10, atol=1e-12, err_msg=name)
