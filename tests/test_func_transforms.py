@@ -269,3 +269,14 @@ def test_against_pytorch_values_and_structures():
         )
         for k, leaf in enumerate(flat):
             np.testing.assert_allclose(leaf.numpy(), REF[f"{name}/{k}"], rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_under_no_grad_and_compiled():
+    xb = RNG.standard_normal((3, 4))
+    with fg.no_grad():  # a transform ignores an outer no_grad, as in PyTorch
+        g = func.grad(lambda x: (x**3).sum())(t64(xb[0]))
+    close(g, 3 * xb[0] ** 2)
+    f = lambda x: fg.vmap(func.grad(lambda r: (r.sin() * r).sum()))(x)  # noqa: E731
+    compiled = fg.compile(f)
+    for k in (1.0, -0.5):
+        close(compiled(t64(xb * k)), np.cos(xb * k) * xb * k + np.sin(xb * k))
