@@ -64,6 +64,7 @@ DEFAULT_TESTS = [
     "tests/test_script_habits.py",
     "tests/test_autograd.py",
     "tests/test_autograd_functional.py",
+    "tests/test_func_transforms.py",
     "tests/test_surface_index.py",
     "tests/test_default_dtype.py",
     "tests/test_data.py",

@@ -255,6 +255,7 @@ from ._surface_more import *  # noqa: E402, F403 - more functions composed of re
 from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
 from ._tensor_extras import install as _install_tensor_extras  # noqa: E402
+from ._vmap import vmap  # noqa: E402 - torch.vmap (a per-slice loop; see ferrograd.func)
 from .control import cond, while_loop  # noqa: E402
 from .graph import (  # noqa: E402
     Graph,
