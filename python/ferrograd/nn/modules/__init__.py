@@ -36,6 +36,7 @@ from .activation_more import (
     Threshold,
 )
 from .attention import MultiheadAttention
+from .batchnorm import SyncBatchNorm
 from .container import ModuleDict, ModuleList, Sequential
 from .container_params import ParameterDict, ParameterList
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
@@ -164,6 +165,7 @@ __all__ = [
     "ConstantPad1d",
     "ConstantPad2d",
     "ConstantPad3d",
+    "SyncBatchNorm",
     "Conv1d",
     "Conv2d",
     "Conv3d",
