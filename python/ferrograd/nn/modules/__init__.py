@@ -35,6 +35,7 @@ from .activation_more import (
     Softshrink,
     Threshold,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .batchnorm import SyncBatchNorm
 from .container import ModuleDict, ModuleList, Sequential
@@ -76,6 +77,7 @@ from .loss import (
     SmoothL1Loss,
     TripletMarginLoss,
 )
+from .loss_margin import MultiLabelMarginLoss, TripletMarginWithDistanceLoss
 from .loss_more import GaussianNLLLoss, HingeEmbeddingLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss
 from .module import Module
 from .normalization import (
@@ -118,6 +120,7 @@ from .pooling3d import (
     MaxUnpool2d,
     MaxUnpool3d,
 )
+from .pooling_fractional import CrossMapLRN2d, FractionalMaxPool2d
 from .pooling_more import (
     AdaptiveAvgPool1d,
     AdaptiveMaxPool1d,
@@ -139,6 +142,11 @@ from .transformer import (
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
+    "AdaptiveLogSoftmaxWithLoss",
+    "CrossMapLRN2d",
+    "FractionalMaxPool2d",
+    "MultiLabelMarginLoss",
+    "TripletMarginWithDistanceLoss",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
