@@ -59,7 +59,8 @@ class CrossMapLRN2d(Module):
     """Local response normalisation across the channels of a 4-D input, as
     ``torch.nn.CrossMapLRN2d``: ``x * (k + alpha / size * Σ x²)^-beta`` with the channel
     window of PyTorch's implementation (which differs from ``LocalResponseNorm``'s at the
-    edges)."""
+    edges). The gradient is the exact derivative of this forward; PyTorch's hand-written
+    backward for this layer is not, so gradients differ from PyTorch's by a few per cent."""
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
         super().__init__()
