@@ -1,7 +1,7 @@
 """More of the ``torch.nn`` surface that training scripts use: the lazy layers,
 ``SyncBatchNorm``, the ``nn.modules.*`` import paths, ``AdaptiveLogSoftmaxWithLoss``,
 ``CrossMapLRN2d``, fractional max pooling, the multilabel-margin and triplet-with-distance
-losses and ``F.multi_head_attention_forward``.
+losses, ``F.multi_head_attention_forward`` and ``Tensor.register_post_accumulate_grad_hook``.
 
 References: PyTorch's results stored in ``tests/fixtures/parity/nn_surface_more.npz`` by
 ``scripts/make_nn_surface_more_references.py`` (PyTorch version recorded in the file), NumPy
@@ -327,3 +327,45 @@ def test_gradchecks_float64() -> None:
     assert gradcheck(lambda a: F.fractional_max_pool2d(a, 2, output_size=3, _random_samples=samples), (xp,))
     a, p, n = (_t(rng.standard_normal((3, 4)), True) for _ in range(3))
     assert gradcheck(lambda u, v, w: F.triplet_margin_with_distance_loss(u, v, w, swap=True), (a, p, n))
+
+
+# ----------------------------------------------------------------------------- post-accumulate hooks
+
+
+def test_register_post_accumulate_grad_hook() -> None:
+    p = nn.Parameter(fg.tensor([1.0, 2.0], dtype=fg.float64))
+    q = nn.Parameter(fg.tensor([3.0], dtype=fg.float64))
+    seen: list[tuple[str, list[float]]] = []
+    h = p.register_post_accumulate_grad_hook(lambda t: seen.append(("p", t.grad.tolist())))
+    q.register_post_accumulate_grad_hook(lambda t: seen.append(("q", t.grad.tolist())))
+    ((p * p).sum() * q).sum().backward()  # d/dp = 2 p q, d/dq = Σ p²
+    assert sorted(seen) == [("p", [6.0, 12.0]), ("q", [5.0])]
+    seen.clear()
+    (p * 3).sum().backward()  # accumulated: the hook sees the sum
+    assert seen == [("p", [9.0, 15.0])]
+    fg.autograd.grad((p * p).sum(), [p])  # writes no .grad: no hook
+    assert seen == [("p", [9.0, 15.0])]
+    h.remove()
+    (p * 3).sum().backward()
+    assert seen == [("p", [9.0, 15.0])]
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (p * 2).register_post_accumulate_grad_hook(print)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        fg.ones(2).register_post_accumulate_grad_hook(print)
+    # The optimizer-in-backward habit: one optimizer per parameter, stepped by the hook.
+    fg.manual_seed(0)
+    m = nn.Linear(3, 2, dtype=fg.float64)
+    w0, b0 = _np(m.weight), _np(m.bias)
+    opts = {p_: fg.optim.SGD([p_], lr=0.1) for p_ in m.parameters()}
+
+    def step(t: fg.Tensor) -> None:
+        opts[t].step()
+        opts[t].zero_grad()
+
+    for p_ in m.parameters():
+        p_.register_post_accumulate_grad_hook(step)
+    x = np.array([[1.0, -2.0, 0.5]])
+    m(_t(x)).sum().backward()
+    np.testing.assert_allclose(_np(m.weight), w0 - 0.1 * np.repeat(x, 2, 0), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(_np(m.bias), b0 - 0.1, rtol=0, atol=1e-15)
+    assert m.weight.grad is None and m.bias.grad is None
