@@ -96,7 +96,7 @@ DEFAULT_TESTS = [
     "tests/test_serialization.py",
     "tests/test_compat_gaps.py",
     "tests/test_torch_checkpoint.py",
-    "tests/test_nn_surface_more.py",
+    "tests/test_nn_surface_extra.py",
 ]
 
 STATUSES = ("tested", "failing", "untested", "missing")

@@ -1,371 +1,315 @@
-"""More of the ``torch.nn`` surface that training scripts use: the lazy layers,
-``SyncBatchNorm``, the ``nn.modules.*`` import paths, ``AdaptiveLogSoftmaxWithLoss``,
-``CrossMapLRN2d``, fractional max pooling, the multilabel-margin and triplet-with-distance
-losses, ``F.multi_head_attention_forward`` and ``Tensor.register_post_accumulate_grad_hook``.
-
-References: PyTorch's results stored in ``tests/fixtures/parity/nn_surface_more.npz`` by
-``scripts/make_nn_surface_more_references.py`` (PyTorch version recorded in the file), NumPy
-float64, and float64 gradchecks.
+"""More ``torch.nn`` layers composed of registry ops, beyond the op table
+(``tests/optable/composed_nn_more.py`` holds their functionals): ``ParameterList`` and
+``ParameterDict`` registration, ``LazyLinear``, ``BatchNorm3d``, the pooling, activation,
+dropout and loss modules: PyTorch's constructor defaults, ``repr``, ``state_dict`` keys,
+train/eval behaviour and the errors for bad input.
 """
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+import math
 
 import ferrograd as fg
 import numpy as np
 import pytest
 from ferrograd import nn
-from ferrograd.autograd import gradcheck
 from ferrograd.nn import functional as F
-from ferrograd.nn.modules.batchnorm import _BatchNorm, _NormBase
-from ferrograd.nn.modules.conv import _ConvNd
-from ferrograd.nn.modules.lazy import LazyModuleMixin
-from ferrograd.nn.modules.loss import _Loss
-from ferrograd.nn.parameter import UninitializedBuffer, UninitializedParameter
 
-ROOT = Path(__file__).resolve().parent.parent
-REF = np.load(ROOT / "tests" / "fixtures" / "parity" / "nn_surface_more.npz")
-TV = f"PyTorch {REF['torch_version']}"
+RNG = np.random.default_rng(7)
 
 
-def _np(x: fg.Tensor) -> np.ndarray:
-    return np.array(x.detach().numpy(), dtype=np.float64)  # a copy: numpy() shares storage
+def t64(*shape, requires_grad=False):
+    return fg.tensor(RNG.uniform(-1.0, 1.0, size=shape), dtype=fg.float64, requires_grad=requires_grad)
 
 
-def _t(a: np.ndarray, grad: bool = False) -> fg.Tensor:
-    return fg.tensor(np.asarray(a, dtype=np.float64), dtype=fg.float64, requires_grad=grad)
+def npv(t):
+    return np.asarray(t.detach().numpy(), dtype=np.float64)
 
 
-def _close(got: fg.Tensor, want: np.ndarray, what: str, tol: float = 1e-10) -> None:
-    np.testing.assert_allclose(_np(got), want, rtol=tol, atol=tol, err_msg=f"{what} vs {TV}")
+# ---------------------------------------------------------------------------
+# ParameterList / ParameterDict
+# ---------------------------------------------------------------------------
 
 
-# ----------------------------------------------------------------------------- lazy layers
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.plist = nn.ParameterList([nn.Parameter(fg.zeros(2)), fg.ones(3)])
+        self.pdict = nn.ParameterDict({"a": nn.Parameter(fg.zeros(2, 3)), "b": fg.ones(1)})
 
 
-@pytest.mark.covers(
-    "torch.nn.LazyConv1d",
-    "torch.nn.LazyConv2d",
-    "torch.nn.LazyConv3d",
-    "torch.nn.LazyConvTranspose1d",
-    "torch.nn.LazyConvTranspose2d",
-    "torch.nn.LazyConvTranspose3d",
-)
-@pytest.mark.parametrize(
-    "lazy, concrete, shape",
-    [
-        (nn.LazyConv1d, nn.Conv1d, (2, 6, 9)),
-        (nn.LazyConv2d, nn.Conv2d, (2, 4, 6, 5)),
-        (nn.LazyConv3d, nn.Conv3d, (1, 2, 4, 4, 4)),
-        (nn.LazyConvTranspose1d, nn.ConvTranspose1d, (2, 2, 5)),
-        (nn.LazyConvTranspose2d, nn.ConvTranspose2d, (2, 4, 3, 3)),
-        (nn.LazyConvTranspose3d, nn.ConvTranspose3d, (1, 2, 2, 3, 2)),
-    ],
-)
-def test_lazy_conv_becomes_concrete(lazy: type, concrete: type, shape: tuple[int, ...]) -> None:
-    fg.manual_seed(0)
-    m = lazy(4, 3, stride=2, padding=1, groups=2, device="cpu", dtype=fg.float64)
-    assert isinstance(m, LazyModuleMixin) and m.has_uninitialized_params()
-    assert isinstance(m.weight, UninitializedParameter) and isinstance(m.bias, UninitializedParameter)
-    w_obj, b_obj = m.weight, m.bias
-    opt = fg.optim.SGD(m.parameters(), lr=0.5)  # built before the first call: still trains
-    x = _t(np.random.default_rng(0).standard_normal(shape))
-    y = m(x)
-    assert type(m) is concrete and not isinstance(m, LazyModuleMixin)
-    assert m.weight is w_obj and m.bias is b_obj and type(m.weight) is nn.Parameter
-    c = shape[1]
-    assert m.in_channels == c
-    k = (3,) * (len(shape) - 2)
-    want_w = (c, 2, *k) if "Transpose" in lazy.__name__ else (4, c // 2, *k)
-    assert tuple(m.weight.shape) == want_w and m.weight.dtype == fg.float64
-    # Initialised as the concrete layer: kaiming_uniform(a=sqrt(5)) bound 1/sqrt(fan_in).
-    fan_in = int(np.prod(m.weight.shape[1:]))
-    assert 0 < np.abs(_np(m.weight)).max() <= 1 / np.sqrt(fan_in) + 1e-12
-    ref = concrete(c, 4, 3, stride=2, padding=1, groups=2, dtype=fg.float64)
-    ref.load_state_dict(m.state_dict())
-    np.testing.assert_array_equal(_np(y), _np(ref(x)))
-    before = _np(m.weight)
+def test_parameter_containers_register_their_entries():
+    m = Holder()
+    assert list(m.state_dict()) == ["plist.0", "plist.1", "pdict.a", "pdict.b"]
+    assert len(list(m.parameters())) == 4
+    assert all(isinstance(p, nn.Parameter) for p in m.plist)  # the plain tensor was wrapped
+    m.plist.append(fg.zeros(4))
+    m.plist += [fg.zeros(5)]
+    m.pdict["c"] = fg.zeros(5)
+    m.pdict.update([("d", fg.ones(2))])
+    assert [tuple(p.shape) for p in m.plist] == [(2,), (3,), (4,), (5,)]
+    assert [tuple(p.shape) for p in m.plist[1:3]] == [(3,), (4,)]
+    assert isinstance(m.plist[1:], nn.ParameterList) and tuple(m.plist[-1].shape) == (5,)
+    assert list(m.pdict.keys()) == ["a", "b", "c", "d"]
+    assert tuple(m.pdict.pop("a").shape) == (2, 3) and "a" not in m.pdict
+    assert list(dict(m.named_parameters())) == [
+        "plist.0", "plist.1", "plist.2", "plist.3", "pdict.b", "pdict.c", "pdict.d",
+    ]  # fmt: skip
+    first = m.plist[0]
+    m.to(fg.float64)
+    assert m.plist[0] is first and first.dtype == fg.float64 and m.pdict["b"].dtype == fg.float64
+    with pytest.raises(IndexError, match="out of range"):
+        m.plist[9]
+    with pytest.raises(KeyError):
+        m.pdict["zz"]
+
+
+def test_parameter_containers_train_load_copy_and_repr():
+    m = Holder()
+    opt = fg.optim.SGD(m.parameters(), lr=0.5)
+    loss = (m.plist[0] * 2).sum() + m.pdict["a"].sum()
+    loss.backward()
+    opt.step()
+    np.testing.assert_allclose(npv(m.plist[0]), -1.0)
+    np.testing.assert_allclose(npv(m.pdict["a"]), -0.5)
+    m2 = Holder()
+    m2.load_state_dict(m.state_dict())
+    np.testing.assert_allclose(npv(m2.plist[0]), -1.0)
+    m3 = copy.deepcopy(m)
+    np.testing.assert_allclose(npv(m3.pdict["a"]), -0.5)
+    assert repr(nn.ParameterList([nn.Parameter(fg.zeros(2)), fg.ones(3, dtype=fg.float64)])) == (
+        "ParameterList(\n    (0): Parameter containing: [ferrograd.float32 of size 2]\n"
+        "    (1): Parameter containing: [ferrograd.float64 of size 3]\n)"
+    )
+    assert "(a): Parameter containing: [ferrograd.float32 of size 2x3]" in repr(m.pdict)
+    pd = nn.ParameterDict({"x": fg.zeros(1)}) | nn.ParameterDict({"y": fg.zeros(1)})
+    assert list(pd) == ["x", "y"] and pd.get("q") is None and pd.setdefault("z", fg.ones(1)) is pd["z"]
+    with pytest.raises(RuntimeError, match="should not be called"):
+        nn.ParameterList()()
+
+
+# ---------------------------------------------------------------------------
+# LazyLinear, BatchNorm3d
+# ---------------------------------------------------------------------------
+
+
+def test_lazy_linear_sizes_itself_at_the_first_call():
+    lin = nn.LazyLinear(3)
+    assert repr(lin) == "LazyLinear(in_features=0, out_features=3, bias=True)"
+    assert lin.has_uninitialized_params()
+    w, b = lin.weight, lin.bias
+    opt = fg.optim.SGD(lin.parameters(), lr=0.1)  # built before the first call, still trains
+    y = lin(fg.ones(2, 5))
+    assert tuple(y.shape) == (2, 3) and type(lin) is nn.Linear
+    assert repr(lin) == "Linear(in_features=5, out_features=3, bias=True)"
+    assert lin.weight is w and tuple(w.shape) == (3, 5) and tuple(b.shape) == (3,)
+    bound = 1 / math.sqrt(5)
+    assert np.all(np.abs(npv(w)) <= bound) and np.all(np.abs(npv(b)) <= bound)
+    before = npv(w)
     y.sum().backward()
     opt.step()
-    np.testing.assert_allclose(_np(m.weight), before - 0.5 * _np(m.weight.grad), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(npv(w), before - 0.1 * 2.0, atol=1e-6)
+    l64 = nn.LazyLinear(2).to(fg.float64)
+    assert l64(fg.ones(1, 3, dtype=fg.float64)).dtype == fg.float64 and l64.weight.dtype == fg.float64
+    nb = nn.LazyLinear(4, bias=False)
+    nb.load_state_dict({"weight": fg.ones(4, 6)})
+    assert type(nb) is nn.Linear and nb.in_features == 6 and nb.bias is None
+    np.testing.assert_array_equal(npv(nb(fg.ones(1, 6))), 6.0)
 
 
-@pytest.mark.covers(
-    "torch.nn.LazyBatchNorm1d",
-    "torch.nn.LazyBatchNorm2d",
-    "torch.nn.LazyBatchNorm3d",
-    "torch.nn.LazyInstanceNorm1d",
-    "torch.nn.LazyInstanceNorm2d",
-    "torch.nn.LazyInstanceNorm3d",
-    "torch.nn.UninitializedBuffer",
-)
+def test_batch_norm_3d_normalises_per_channel():
+    bn = nn.BatchNorm3d(3, dtype=fg.float64)
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    x = t64(2, 3, 2, 3, 4) * 3 + 1
+    y = npv(bn(x))
+    np.testing.assert_allclose(y.mean(axis=(0, 2, 3, 4)), 0.0, atol=1e-12)
+    np.testing.assert_allclose(y.var(axis=(0, 2, 3, 4)), 1.0, rtol=1e-4)
+    xs = npv(x)
+    np.testing.assert_allclose(npv(bn.running_mean), 0.1 * xs.mean(axis=(0, 2, 3, 4)), rtol=1e-12)
+    bn.eval()
+    np.testing.assert_allclose(
+        npv(bn(x)),
+        (xs - npv(bn.running_mean)[:, None, None, None])
+        / np.sqrt(npv(bn.running_var) + 1e-5)[:, None, None, None],
+    )
+    with pytest.raises(ValueError, match="expected 5D input"):
+        bn(t64(2, 3, 4))
+
+
+# ---------------------------------------------------------------------------
+# pooling, activation and dropout modules
+# ---------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize(
-    "lazy, concrete, shape",
+    "module, text",
     [
-        (nn.LazyBatchNorm1d, nn.BatchNorm1d, (4, 3)),
-        (nn.LazyBatchNorm2d, nn.BatchNorm2d, (3, 2, 3, 3)),
-        (nn.LazyBatchNorm3d, nn.BatchNorm3d, (2, 2, 2, 2, 3)),
-        (nn.LazyInstanceNorm1d, nn.InstanceNorm1d, (2, 3, 6)),
-        (nn.LazyInstanceNorm2d, nn.InstanceNorm2d, (2, 3, 3, 4)),
-        (nn.LazyInstanceNorm3d, nn.InstanceNorm3d, (2, 2, 2, 3, 3)),
+        (nn.MaxPool1d(3), "MaxPool1d(kernel_size=3, stride=3, padding=0, dilation=1, ceil_mode=False)"),
+        (nn.AvgPool1d(3, 1, 1), "AvgPool1d(kernel_size=(3,), stride=(1,), padding=(1,))"),
+        (nn.AdaptiveAvgPool1d(4), "AdaptiveAvgPool1d(output_size=4)"),
+        (nn.AdaptiveMaxPool2d((3, None), True), "AdaptiveMaxPool2d(output_size=(3, None))"),
+        (nn.AdaptiveMaxPool1d(2), "AdaptiveMaxPool1d(output_size=2)"),
+        (nn.LPPool2d(2, 3), "LPPool2d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)"),
+        (nn.LPPool1d(1.5, 2, 1), "LPPool1d(norm_type=1.5, kernel_size=2, stride=1, ceil_mode=False)"),
+        (nn.Softshrink(), "Softshrink(0.5)"),
+        (nn.Hardshrink(0.3), "Hardshrink(0.3)"),
+        (nn.Threshold(0.1, 20), "Threshold(threshold=0.1, value=20)"),
+        (nn.Threshold(0.1, 20, True), "Threshold(threshold=0.1, value=20, inplace=True)"),
+        (nn.ChannelShuffle(3), "ChannelShuffle(groups=3)"),
+        (nn.AlphaDropout(0.2), "AlphaDropout(p=0.2, inplace=False)"),
+        (nn.PoissonNLLLoss(), "PoissonNLLLoss()"),
+        (nn.GaussianNLLLoss(), "GaussianNLLLoss()"),
+        (nn.HingeEmbeddingLoss(), "HingeEmbeddingLoss()"),
+        (nn.MultiMarginLoss(), "MultiMarginLoss()"),
+        (nn.SoftMarginLoss(), "SoftMarginLoss()"),
     ],
 )
-def test_lazy_norm_becomes_concrete(lazy: type, concrete: type, shape: tuple[int, ...]) -> None:
-    m = lazy(affine=True, track_running_stats=True).double()  # conversion before sizing
-    assert isinstance(m.running_mean, UninitializedBuffer) and m.running_mean.dtype == fg.float64
-    sd = m.state_dict()
-    assert set(sd) == {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"}
-    x = np.random.default_rng(1).standard_normal(shape)
-    y = m(_t(x))
-    assert type(m) is concrete and m.num_features == shape[1]
-    ref = concrete(shape[1], affine=True, track_running_stats=True, dtype=fg.float64)
-    np.testing.assert_array_equal(_np(y), _np(ref(_t(x))))
-    for name in ("running_mean", "running_var", "weight", "bias"):
-        np.testing.assert_array_equal(_np(getattr(m, name)), _np(getattr(ref, name)), err_msg=name)
-    assert (
-        int(m.num_batches_tracked)
-        == int(ref.num_batches_tracked)
-        == (0 if "Instance" in lazy.__name__ else 1)
+def test_reprs_match_pytorch(module, text):
+    assert repr(module) == text
+    assert list(module.state_dict()) == []
+
+
+def test_modules_call_their_functionals():
+    x3, x4 = t64(2, 3, 8), t64(2, 4, 6, 6)
+    pairs = [
+        (nn.MaxPool1d(3, 2, 1), x3, lambda x: F.max_pool1d(x, 3, 2, 1)),
+        (
+            nn.AvgPool1d(3, 2, 1, count_include_pad=False),
+            x3,
+            lambda x: F.avg_pool1d(x, 3, 2, 1, False, False),
+        ),
+        (nn.AdaptiveAvgPool1d(3), x3, lambda x: F.adaptive_avg_pool1d(x, 3)),
+        (nn.AdaptiveMaxPool2d(4), x4, lambda x: F.adaptive_max_pool2d(x, 4)),
+        (nn.LPPool2d(2, 2), x4.abs(), lambda x: F.lp_pool2d(x, 2.0, 2)),
+        (nn.Softshrink(0.2), x3, lambda x: F.softshrink(x, 0.2)),
+        (nn.Hardshrink(0.2), x3, lambda x: F.hardshrink(x, 0.2)),
+        (nn.Threshold(0.1, -1.0), x3, lambda x: F.threshold(x, 0.1, -1.0)),
+        (nn.ChannelShuffle(2), x4, lambda x: F.channel_shuffle(x, 2)),
+    ]
+    for module, x, fn in pairs:
+        np.testing.assert_array_equal(npv(module(x)), npv(fn(x)))
+    out, idx = nn.MaxPool1d(2, return_indices=True)(x3)
+    assert tuple(out.shape) == tuple(idx.shape) == (2, 3, 4) and idx.dtype == fg.int64
+    out, idx = nn.AdaptiveMaxPool2d((2, 3), return_indices=True)(x4)
+    np.testing.assert_array_equal(
+        npv(out),
+        npv(x4)
+        .reshape(2, 4, -1)[
+            np.arange(2)[:, None, None], np.arange(4)[None, :, None], npv(idx).reshape(2, 4, -1).astype(int)
+        ]
+        .reshape(2, 4, 2, 3),
     )
 
 
-@pytest.mark.covers("torch.nn.modules.lazy.LazyModuleMixin", "torch.nn.UninitializedParameter")
-def test_lazy_state_dict_before_and_after() -> None:
-    src = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ConvTranspose1d(5, 2, 2))
-    dst = nn.Sequential(nn.LazyConv2d(4, 3), nn.LazyBatchNorm2d(), nn.LazyConvTranspose1d(2, 2))
-    assert all(isinstance(p, UninitializedParameter) for p in dst.parameters())
-    assert "UninitializedParameter" in repr(dst[0].weight)
-    with pytest.raises(ValueError, match="LazyConv2d"):
-        nn.LazyConv2d(4, 3, groups=2)(fg.zeros(1, 3, 5, 5))
-    with pytest.raises(ValueError, match="LazyBatchNorm2d.*4D"):
-        nn.LazyBatchNorm2d()(fg.zeros(2, 3))
-    dst.load_state_dict(src.state_dict())  # sizes the lazy layers from the checkpoint
-    assert dst[0].in_channels == 3 and dst[1].num_features == 4 and dst[2].in_channels == 5
-    for k, v in src.state_dict().items():
-        np.testing.assert_array_equal(_np(dst.state_dict()[k]), _np(v), err_msg=k)
-    x = fg.randn(2, 3, 6, 6)
-    np.testing.assert_array_equal(_np(dst[1](dst[0](x))), _np(src[1](src[0](x))))
-    assert type(dst[0]) is nn.Conv2d and type(dst[1]) is nn.BatchNorm2d
-    up = UninitializedParameter(dtype=fg.float64)
-    up.materialize((2, 3))
-    assert type(up) is nn.Parameter and tuple(up.shape) == (2, 3) and up.requires_grad
-    c = copy.deepcopy(nn.LazyConv1d(2, 3))
-    assert isinstance(c.weight, UninitializedParameter)
+def test_alpha_dropout_keeps_selu_statistics_and_is_off_in_eval():
+    drop = nn.AlphaDropout(0.3)
+    x = fg.randn(200000, dtype=fg.float64)
+    fg.manual_seed(3)
+    y = npv(drop(x))
+    assert abs(y.mean()) < 0.02 and abs(y.std() - 1.0) < 0.02
+    # dropped elements all take one value: a * (-alpha') + b
+    a = 1 / math.sqrt((1.7580993408473766**2 * 0.3 + 1) * 0.7)
+    dropped = np.isclose(y, -1.7580993408473766 * a + 1.7580993408473766 * a * 0.3)
+    assert abs(dropped.mean() - 0.3) < 0.01
+    drop.eval()
+    assert drop(x) is x
+    assert F.alpha_dropout(x, 0.5) is x  # training defaults to False, as in PyTorch
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.AlphaDropout(1.5)
 
 
-# ----------------------------------------------------------------------------- sync batch norm, paths
+# ---------------------------------------------------------------------------
+# loss modules
+# ---------------------------------------------------------------------------
 
 
-@pytest.mark.covers("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm")
-def test_sync_batch_norm_single_process() -> None:
-    x = np.random.default_rng(2).standard_normal((4, 3, 5))
-    m = nn.SyncBatchNorm(3, momentum=0.2, dtype=fg.float64)
-    y = m(_t(x))
-    mean, var = x.mean((0, 2)), x.var((0, 2))
-    want = (x - mean[None, :, None]) / np.sqrt(var[None, :, None] + 1e-5)
-    np.testing.assert_allclose(_np(y), want, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(_np(m.running_mean), 0.2 * mean, rtol=1e-12)
-    np.testing.assert_allclose(_np(m.running_var), 0.8 + 0.2 * x.var((0, 2), ddof=1), rtol=1e-12)
-    with pytest.raises(ValueError, match="SyncBatchNorm.*2D"):
-        m(fg.zeros(3))
-    net = nn.Sequential(
-        nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3), nn.Sequential(nn.BatchNorm1d(3)), nn.InstanceNorm2d(3)
+def test_loss_modules_forward_their_options():
+    x, t = t64(4, 3), t64(4, 3).abs()
+    np.testing.assert_array_equal(
+        npv(nn.PoissonNLLLoss(log_input=False, full=True, reduction="sum")(x.abs(), t)),
+        npv(F.poisson_nll_loss(x.abs(), t, log_input=False, full=True, reduction="sum")),
     )
-    bn_w = net[1].weight
-    conv = nn.SyncBatchNorm.convert_sync_batchnorm(net)
-    assert type(conv[1]) is nn.SyncBatchNorm and type(conv[2][0]) is nn.SyncBatchNorm
-    assert type(conv[3]) is nn.InstanceNorm2d and conv[1].weight is bn_w
-    assert isinstance(conv[1], _BatchNorm) and isinstance(conv[1], _NormBase)
-    assert isinstance(nn.Conv2d(1, 1, 1), _ConvNd) and isinstance(nn.MSELoss(), _Loss)
+    var = t64(4, 1).abs() + 0.1
+    np.testing.assert_array_equal(
+        npv(nn.GaussianNLLLoss(full=True, reduction="none")(x, t, var)),
+        npv(F.gaussian_nll_loss(x, t, var, full=True, reduction="none")),
+    )
+    sign = fg.tensor(np.where(RNG.random((4, 3)) < 0.5, -1.0, 1.0))
+    np.testing.assert_array_equal(
+        npv(nn.HingeEmbeddingLoss(margin=0.4)(x, sign)), npv(F.hinge_embedding_loss(x, sign, 0.4))
+    )
+    np.testing.assert_array_equal(npv(nn.SoftMarginLoss()(x, sign)), npv(F.soft_margin_loss(x, sign)))
+    w = fg.tensor([1.0, 2.0, 0.5], dtype=fg.float64)
+    mm = nn.MultiMarginLoss(p=2, margin=0.5, weight=w)
+    assert list(mm.state_dict()) == ["weight"]
+    target = fg.tensor([0, 2, 1, 1])
+    np.testing.assert_array_equal(npv(mm(x, target)), npv(F.multi_margin_loss(x, target, 2, 0.5, w)))
+    assert nn.SoftMarginLoss(size_average=False).reduction == "sum"
+    with pytest.raises(ValueError, match="only p == 1 and p == 2"):
+        nn.MultiMarginLoss(p=3)
 
 
-# ----------------------------------------------------------------------------- PyTorch references
+# ---------------------------------------------------------------------------
+# errors
+# ---------------------------------------------------------------------------
 
 
-@pytest.mark.covers("torch.nn.AdaptiveLogSoftmaxWithLoss")
-def test_adaptive_log_softmax_matches_torch() -> None:
-    m = nn.AdaptiveLogSoftmaxWithLoss(6, 10, [3, 6], div_value=2.0, head_bias=True, dtype=fg.float64)
-    m.load_state_dict({k[4:]: _t(REF[k]) for k in REF.files if k.startswith("asm.")})
-    x = _t(REF["asm_x"], True)
-    y = fg.tensor(REF["asm_y"])
-    out, loss = m(x, y)
-    _close(out, REF["asm_output"], "output")
-    _close(loss, REF["asm_loss"], "loss")
-    loss.backward()
-    _close(x.grad, REF["asm_grad_x"], "input grad")
-    _close(m.head.weight.grad, REF["asm_grad_head"], "head grad")
-    _close(m.log_prob(x), REF["asm_log_prob"], "log_prob")
-    np.testing.assert_array_equal(m.predict(x).numpy(), REF["asm_predict"])
-    with pytest.raises(RuntimeError, match=r"AdaptiveLogSoftmaxWithLoss.*\[0, 9\]"):
-        m(x, fg.tensor([0, 1, 2, 3, 4, 5, 10]))
-    with pytest.raises(ValueError, match="cutoffs"):
-        nn.AdaptiveLogSoftmaxWithLoss(6, 10, [6, 3])
-    xs = _t(REF["asm_x"][:3], True)
-    assert gradcheck(lambda a: m(a, fg.tensor([1, 5, 8])).loss, (xs,))
-
-
-@pytest.mark.covers("torch.nn.CrossMapLRN2d")
-def test_cross_map_lrn2d_matches_torch() -> None:
-    x = _t(REF["lrn_x"], True)
-    m = nn.CrossMapLRN2d(3, 0.01, 0.75, 1.5)
-    _close(m(x), REF["lrn_out"], "CrossMapLRN2d")
-    # The gradient is the exact derivative of this forward (gradcheck below and in
-    # test_gradchecks_float64); PyTorch's hand-written backward for this layer is not (it
-    # fails torch.autograd.gradcheck), so its gradients are not a reference.
-    assert gradcheck(lambda a: m(a), (_t(REF["lrn_x"][:1, :, :2, :2], True),))
-    with pytest.raises(ValueError, match="CrossMapLRN2d.*4D"):
-        m(fg.zeros(2, 3, 4))
-
-
-@pytest.mark.covers("torch.nn.FractionalMaxPool2d", "torch.nn.functional.fractional_max_pool2d")
-@pytest.mark.parametrize("name, kw", [("size", {"output_size": 4}), ("ratio", {"output_ratio": (0.5, 0.5)})])
-def test_fractional_max_pool2d_matches_torch(name: str, kw: dict) -> None:
-    x = _t(REF["fmp_x"], True)
-    s = _t(REF["fmp_samples"])
-    y, idx = F.fractional_max_pool2d(x, 2, return_indices=True, _random_samples=s, **kw)
-    _close(y, REF[f"fmp_{name}_out"], "output")
-    np.testing.assert_array_equal(idx.numpy(), REF[f"fmp_{name}_idx"])
-    (y * _t(REF[f"fmp_{name}_w"])).sum().backward()
-    _close(x.grad, REF[f"fmp_{name}_grad"], "grad")
-    m = nn.FractionalMaxPool2d(2, _random_samples=s, **kw)
-    np.testing.assert_array_equal(_np(m(x)), _np(y))
-    y1 = F.fractional_max_pool2d(x[0], 2, _random_samples=s[:1], **kw)  # unbatched
-    np.testing.assert_array_equal(_np(y1), _np(y[0]))
-    with pytest.raises(ValueError, match="FractionalMaxPool2d requires"):
-        nn.FractionalMaxPool2d(2)
-
-
-@pytest.mark.covers("torch.nn.MultiLabelMarginLoss", "torch.nn.functional.multilabel_margin_loss")
-def test_multilabel_margin_loss_matches_torch() -> None:
-    x = _t(REF["mlm_x"], True)
-    y = fg.tensor(REF["mlm_y"])
-    _close(F.multilabel_margin_loss(x, y, reduction="none"), REF["mlm_none"], "none")
-    loss = nn.MultiLabelMarginLoss()(x, y)
-    _close(loss, REF["mlm_none"].mean(), "mean")
-    loss.backward()
-    _close(x.grad, REF["mlm_grad"], "grad")
-    _close(F.multilabel_margin_loss(x[0], y[0], reduction="sum"), REF["mlm_none"][0], "1-D")
-    with pytest.raises(ValueError, match="multilabel_margin_loss.*target"):
-        F.multilabel_margin_loss(x, y[:2])
-    with pytest.raises(IndexError, match="multilabel_margin_loss"):
-        F.multilabel_margin_loss(x, fg.tensor([[7, -1, 0, 0, 0]] * 3))
-
-
-@pytest.mark.covers(
-    "torch.nn.TripletMarginWithDistanceLoss", "torch.nn.functional.triplet_margin_with_distance_loss"
+@pytest.mark.parametrize(
+    "call, err, words",
+    [
+        (lambda: F.max_pool1d(t64(2, 3, 4, 5), 2), ValueError, "max_pool1d: expected 2-D (C, L) or 3-D"),
+        (lambda: F.avg_pool1d(t64(4), 2), ValueError, "avg_pool1d: expected 2-D"),
+        (lambda: F.adaptive_max_pool2d(t64(2, 3), 2), ValueError, "adaptive_max_pool2d: expected 3-D"),
+        (
+            lambda: F.adaptive_max_pool2d(t64(1, 2, 3), (1, 2, 3)),
+            ValueError,
+            "output_size must be an int or a pair",
+        ),
+        (lambda: F.softshrink(t64(3), -1.0), ValueError, "lambda must be greater or equal to 0"),
+        (lambda: F.channel_shuffle(t64(2, 5, 3), 2), ValueError, "channels 5 must be divisible by groups 2"),
+        (lambda: F.pdist(t64(2, 3, 4)), ValueError, "pdist: only supports 2D tensors, got: 3D"),
+        (lambda: F.alpha_dropout(t64(3), 1.5, True), ValueError, "alpha_dropout: dropout probability"),
+        (
+            lambda: F.poisson_nll_loss(t64(3), t64(4)),
+            ValueError,
+            "target shape (4,) must match input shape (3,)",
+        ),
+        (
+            lambda: F.gaussian_nll_loss(t64(2, 3), t64(2, 3), t64(3, 3).abs()),
+            ValueError,
+            "var is of incorrect size",
+        ),
+        (lambda: F.gaussian_nll_loss(t64(2, 3), t64(2, 3), -t64(2, 3).abs()), ValueError, "negative entry"),
+        (lambda: F.hinge_embedding_loss(t64(3), t64(4)), ValueError, "must broadcast with input (3,)"),
+        (
+            lambda: F.multi_margin_loss(t64(2, 3), fg.tensor([0, 3])),
+            IndexError,
+            "target 3 is out of bounds for 3",
+        ),
+        (lambda: F.multi_margin_loss(t64(2, 3), fg.tensor([0])), ValueError, "inconsistent target size"),
+        (lambda: F.multi_margin_loss(t64(2, 3), t64(2)), TypeError, "target must have an integer dtype"),
+        (
+            lambda: F.multi_margin_loss(t64(2, 3), fg.tensor([0, 1]), p=3),
+            ValueError,
+            "only p == 1 and p == 2",
+        ),
+        (lambda: F.soft_margin_loss(t64(3), t64(3), reduction="avg"), ValueError, "reduction must be"),
+        (
+            lambda: F.soft_margin_loss(fg.tensor([1, 2]), t64(2)),
+            TypeError,
+            "input must have a floating point",
+        ),
+    ],
 )
-def test_triplet_margin_with_distance_matches_torch() -> None:
-    a = _t(REF["tmd_a"], True)
-    p, n = _t(REF["tmd_p"]), _t(REF["tmd_n"])
-    loss = F.triplet_margin_with_distance_loss(a, p, n, reduction="none")
-    _close(loss, REF["tmd_default"], "default distance")
-    loss.sum().backward()
-    _close(a.grad, REF["tmd_default_grad"], "default grad")
-    a.grad = None
-
-    def cos(u: fg.Tensor, v: fg.Tensor) -> fg.Tensor:
-        return 1.0 - F.cosine_similarity(u, v)
-
-    m = nn.TripletMarginWithDistanceLoss(distance_function=cos, margin=0.5, swap=True, reduction="sum")
-    loss = m(a, p, n)
-    _close(loss, REF["tmd_cos"].sum(), "cosine, swap")
-    loss.backward()
-    _close(a.grad, REF["tmd_cos_grad"], "cosine grad")
-    with pytest.raises(ValueError, match="margin"):
-        nn.TripletMarginWithDistanceLoss(margin=0.0)
+def test_errors_name_the_op_and_shapes(call, err, words):
+    with pytest.raises(err) as info:
+        call()
+    assert words in str(info.value)
 
 
-@pytest.mark.covers("torch.nn.functional.multi_head_attention_forward")
-def test_multi_head_attention_forward_matches_torch() -> None:
-    r = {k[4:]: _t(REF[k]) for k in REF.files if k.startswith("mha_") and REF[k].dtype == np.float64}
-    q = _t(REF["mha_q"], True)
-    kpm, am = fg.tensor(REF["mha_kpm"]), fg.tensor(REF["mha_am"])
-    o, w = F.multi_head_attention_forward(
-        q, r["k"], r["v"], 8, 2, r["ipw"], r["ipb"], r["bk"], r["bv"], False, 0.0, r["opw"], r["opb"],
-        training=False, key_padding_mask=kpm, attn_mask=am, average_attn_weights=False,
-    )  # fmt: skip
-    _close(o, REF["mha_biaskv_out"], "bias_kv output")
-    _close(w, REF["mha_biaskv_w"], "bias_kv weights")
-    (o**2).sum().backward()
-    _close(q.grad, REF["mha_biaskv_grad"], "bias_kv grad", 1e-9)
-    q.grad = None
-    o, w = F.multi_head_attention_forward(
-        q, r["k"], r["v"], 8, 2, None, r["ipb"], None, None, True, 0.0, r["opw"], r["opb"], training=False,
-        use_separate_proj_weight=True, q_proj_weight=r["wq"], k_proj_weight=r["wk"], v_proj_weight=r["wv"],
-    )  # fmt: skip
-    _close(o, REF["mha_sep_out"], "separate-weights output")
-    _close(w, REF["mha_sep_w"], "separate-weights weights")
-    (o**2).sum().backward()
-    _close(q.grad, REF["mha_sep_grad"], "separate-weights grad", 1e-9)
-    # nn.MultiheadAttention is this function with its own parameters.
-    mha = nn.MultiheadAttention(8, 2, dtype=fg.float64)
-    x = _t(REF["mha_k"])
-    want = mha(q, x, x)
-    got = F.multi_head_attention_forward(
-        q, x, x, 8, 2, mha.in_proj_weight, mha.in_proj_bias, None, None, False, 0.0,
-        mha.out_proj.weight, mha.out_proj.bias, training=False,
-    )  # fmt: skip
-    np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_np(got[1]), _np(want[1]), rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="multi_head_attention_forward.*embedding dimension"):
-        F.multi_head_attention_forward(
-            q, x, x, 6, 2, mha.in_proj_weight, None, None, None, False, 0.0, mha.out_proj.weight, None
-        )
-
-
-def test_gradchecks_float64() -> None:
-    rng = np.random.default_rng(3)
-    x = _t(rng.standard_normal((1, 4, 2, 2)), True)
-    assert gradcheck(lambda a: nn.CrossMapLRN2d(2, 0.1, 0.75, 1.0)(a), (x,))
-    t = fg.tensor([[2, 0, -1, 1], [3, -1, 0, 0]])
-    s = _t(rng.standard_normal((2, 4)), True)
-    assert gradcheck(lambda a: F.multilabel_margin_loss(a, t, reduction="none"), (s,))
-    xp = _t(rng.standard_normal((1, 1, 5, 5)), True)
-    samples = _t(rng.random((1, 1, 2)))
-    assert gradcheck(lambda a: F.fractional_max_pool2d(a, 2, output_size=3, _random_samples=samples), (xp,))
-    a, p, n = (_t(rng.standard_normal((3, 4)), True) for _ in range(3))
-    assert gradcheck(lambda u, v, w: F.triplet_margin_with_distance_loss(u, v, w, swap=True), (a, p, n))
-
-
-# ----------------------------------------------------------------------------- post-accumulate hooks
-
-
-def test_register_post_accumulate_grad_hook() -> None:
-    p = nn.Parameter(fg.tensor([1.0, 2.0], dtype=fg.float64))
-    q = nn.Parameter(fg.tensor([3.0], dtype=fg.float64))
-    seen: list[tuple[str, list[float]]] = []
-    h = p.register_post_accumulate_grad_hook(lambda t: seen.append(("p", t.grad.tolist())))
-    q.register_post_accumulate_grad_hook(lambda t: seen.append(("q", t.grad.tolist())))
-    ((p * p).sum() * q).sum().backward()  # d/dp = 2 p q, d/dq = Σ p²
-    assert sorted(seen) == [("p", [6.0, 12.0]), ("q", [5.0])]
-    seen.clear()
-    (p * 3).sum().backward()  # accumulated: the hook sees the sum
-    assert seen == [("p", [9.0, 15.0])]
-    fg.autograd.grad((p * p).sum(), [p])  # writes no .grad: no hook
-    assert seen == [("p", [9.0, 15.0])]
-    h.remove()
-    (p * 3).sum().backward()
-    assert seen == [("p", [9.0, 15.0])]
-    with pytest.raises(RuntimeError, match="non-leaf"):
-        (p * 2).register_post_accumulate_grad_hook(print)
-    with pytest.raises(RuntimeError, match="doesn't require gradient"):
-        fg.ones(2).register_post_accumulate_grad_hook(print)
-    # The optimizer-in-backward habit: one optimizer per parameter, stepped by the hook.
-    fg.manual_seed(0)
-    m = nn.Linear(3, 2, dtype=fg.float64)
-    w0, b0 = _np(m.weight), _np(m.bias)
-    opts = {p_: fg.optim.SGD([p_], lr=0.1) for p_ in m.parameters()}
-
-    def step(t: fg.Tensor) -> None:
-        opts[t].step()
-        opts[t].zero_grad()
-
-    for p_ in m.parameters():
-        p_.register_post_accumulate_grad_hook(step)
-    x = np.array([[1.0, -2.0, 0.5]])
-    m(_t(x)).sum().backward()
-    np.testing.assert_allclose(_np(m.weight), w0 - 0.1 * np.repeat(x, 2, 0), rtol=0, atol=1e-15)
-    np.testing.assert_allclose(_np(m.bias), b0 - 0.1, rtol=0, atol=1e-15)
-    assert m.weight.grad is None and m.bias.grad is None
+def test_composed_layers_compile_to_eager():
+    model = nn.Sequential(nn.MaxPool1d(2), nn.Softshrink(0.1), nn.AdaptiveAvgPool1d(3))
+    x = fg.randn(2, 3, 8)
+    with fg.no_grad():
+        np.testing.assert_allclose(npv(fg.compile(model)(x)), npv(model(x)), rtol=1e-6)

@@ -1,6 +1,6 @@
-"""Write PyTorch's answers for ``tests/test_nn_surface_more.py`` (run in CI without PyTorch).
+"""Write PyTorch's answers for ``tests/test_nn_surface_extra.py`` (run in CI without PyTorch).
 
-Writes ``tests/fixtures/parity/nn_surface_more.npz`` (with ``torch_version``), float64 throughout:
+Writes ``tests/fixtures/parity/nn_surface_extra.npz`` (with ``torch_version``), float64 throughout:
 
 * ``asm.*``: ``nn.AdaptiveLogSoftmaxWithLoss(6, 10, [3, 6], div_value=2.0, head_bias=True)``:
   its ``state_dict``, input/target, ``output``, ``loss``, ``log_prob``, ``predict`` and the
@@ -17,7 +17,7 @@ Writes ``tests/fixtures/parity/nn_surface_more.npz`` (with ``torch_version``), f
   a bool causal-shaped ``attn_mask`` and per-head weights; and with separate projection
   weights and ``add_zero_attn``: outputs, weights and query gradients::
 
-    python scripts/make_nn_surface_more_references.py
+    python scripts/make_nn_surface_extra_references.py
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "tests" / "fixtures" / "parity" / "nn_surface_more.npz"
+OUT = ROOT / "tests" / "fixtures" / "parity" / "nn_surface_extra.npz"
 
 
 def rnd(seed: int, *shape: int) -> np.ndarray:
