@@ -246,6 +246,7 @@ from . import (  # noqa: E402
 from ._compile import compile, set_graph_passes  # noqa: E402, A004
 from ._core import TraceError, get_default_dtype  # noqa: E402
 from ._dtype_info import finfo, iinfo  # noqa: E402
+from ._grad_hooks import install as _install_grad_hooks  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
 from ._precision import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
@@ -297,6 +298,7 @@ _install_pickling()
 _install_tensor_extras()
 _install_surface_more()
 _install_surface_index()
+_install_grad_hooks()
 _capture.install()
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -1948,6 +1948,7 @@ def multilabel_soft_margin_loss(
 
 
 from ._functional_more import *  # noqa: E402, F403 - more composed functionals
+from ._functional_nn_more import *  # noqa: E402, F403 - margin losses, fractional pooling, MHA
 from ._functional_random import *  # noqa: E402, F403 - random functionals
 from ._pool3d import *  # noqa: E402, F403 - 3-D pooling and max-unpooling
 

@@ -35,7 +35,9 @@ from .activation_more import (
     Softshrink,
     Threshold,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
+from .batchnorm import SyncBatchNorm
 from .container import ModuleDict, ModuleList, Sequential
 from .container_params import ParameterDict, ParameterList
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
@@ -44,7 +46,21 @@ from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
-from .lazy import LazyLinear
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+)
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss,
@@ -61,6 +77,7 @@ from .loss import (
     SmoothL1Loss,
     TripletMarginLoss,
 )
+from .loss_margin import MultiLabelMarginLoss, TripletMarginWithDistanceLoss
 from .loss_more import GaussianNLLLoss, HingeEmbeddingLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss
 from .module import Module
 from .normalization import (
@@ -103,6 +120,7 @@ from .pooling3d import (
     MaxUnpool2d,
     MaxUnpool3d,
 )
+from .pooling_fractional import CrossMapLRN2d, FractionalMaxPool2d
 from .pooling_more import (
     AdaptiveAvgPool1d,
     AdaptiveMaxPool1d,
@@ -124,6 +142,11 @@ from .transformer import (
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
+    "AdaptiveLogSoftmaxWithLoss",
+    "CrossMapLRN2d",
+    "FractionalMaxPool2d",
+    "MultiLabelMarginLoss",
+    "TripletMarginWithDistanceLoss",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
@@ -150,6 +173,7 @@ __all__ = [
     "ConstantPad1d",
     "ConstantPad2d",
     "ConstantPad3d",
+    "SyncBatchNorm",
     "Conv1d",
     "Conv2d",
     "Conv3d",
@@ -192,6 +216,18 @@ __all__ = [
     "LSTM",
     "LSTMCell",
     "LayerNorm",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "LazyLinear",
     "LeakyReLU",
     "Linear",

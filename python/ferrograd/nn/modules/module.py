@@ -679,6 +679,9 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
+        for name, mod in self.named_modules():  # lazy layers take their sizes from the checkpoint
+            if hasattr(mod, "_lazy_load_hook") and mod.has_uninitialized_params():  # type: ignore[operator]
+                mod._lazy_load_hook(state_dict, name + "." if name else "")  # type: ignore[operator]
         targets = self._state_targets()
         missing = [k for k in targets if k not in state_dict]
         unexpected = [k for k in state_dict if k not in targets]
