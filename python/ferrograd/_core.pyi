@@ -57,6 +57,8 @@ __all__ = [
     "set_cache_limit",
     "synchronize",
     "get_num_threads",
+    "get_default_dtype",
+    "_set_default_dtype",
     "set_num_threads",
     "use_deterministic_algorithms",
     "are_deterministic_algorithms_enabled",
@@ -350,6 +352,7 @@ class Tensor:
     def logit(self, eps: _float | None = None) -> Tensor: ...
     def i0(self) -> Tensor: ...
     def mvlgamma(self, p: _int) -> Tensor: ...
+    def unfold(self, dimension: _int, size: _int, step: _int) -> Tensor: ...
     def isclose(
         self, other: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08, equal_nan: _bool = False
     ) -> Tensor: ...
