@@ -293,6 +293,17 @@ unsafe fn pack_b(
                 b.offset((kk + 1).min(k - 1) as isize * rs + (jp * NR) as isize * cs),
             );
             let second = kk + 1 < k;
+            if rs == 1 && second {
+                // Columns contiguous along K (a transposed view): both halves
+                // of a pair are adjacent, one unaligned word each.
+                for j in 0..cols {
+                    *row.add(j) = (r0.offset(j as isize * cs) as *const u32).read_unaligned();
+                }
+                for j in cols..NR {
+                    *row.add(j) = 0;
+                }
+                continue;
+            }
             for j in 0..cols {
                 let lo = *r0.offset(j as isize * cs) as u32;
                 let hi = if second {
@@ -328,6 +339,22 @@ unsafe fn pack_a(
     for ip in 0..mc.div_ceil(MR) {
         let rows = MR.min(mc - ip * MR);
         let panel = dst.add(ip * kc * MR);
+        if cs != 1 {
+            // Rows along the inner loop: a transposed view reads them from
+            // one contiguous run per K index.
+            let base = a.offset((ip * MR) as isize * rs);
+            for p in 0..kc {
+                let kk = 2 * (p0 + p);
+                for i in 0..MR {
+                    *panel.add(p * MR + i) = if i < rows {
+                        pair(base.offset(i as isize * rs), kk, k, cs)
+                    } else {
+                        0
+                    };
+                }
+            }
+            continue;
+        }
         for i in 0..MR {
             if i >= rows {
                 for p in 0..kc {
@@ -335,21 +362,15 @@ unsafe fn pack_a(
                 }
                 continue;
             }
+            // Both halves of a pair are adjacent: one unaligned word.
             let line = a.offset((ip * MR + i) as isize * rs);
-            if cs == 1 {
-                // Both halves of a pair are adjacent: one unaligned word.
-                for p in 0..kc {
-                    let kk = 2 * (p0 + p);
-                    *panel.add(p * MR + i) = if kk + 1 < k {
-                        (line.add(kk) as *const u32).read_unaligned()
-                    } else {
-                        *line.add(kk) as u32
-                    };
-                }
-            } else {
-                for p in 0..kc {
-                    *panel.add(p * MR + i) = pair(line, 2 * (p0 + p), k, cs);
-                }
+            for p in 0..kc {
+                let kk = 2 * (p0 + p);
+                *panel.add(p * MR + i) = if kk + 1 < k {
+                    (line.add(kk) as *const u32).read_unaligned()
+                } else {
+                    *line.add(kk) as u32
+                };
             }
         }
     }
