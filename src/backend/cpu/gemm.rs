@@ -1,6 +1,9 @@
 //! CPU matrix products: batched strided GEMM on top of the `gemm` crate
 //! (float32/float64), the packed AVX2 kernel of [`super::sgemm`] for float32
 //! products that fill its tiles, and a blocked loop for the integer dtypes.
+//! bfloat16 operands multiply with `vdpbf16ps` ([`super::bf16gemm`]) into a
+//! float32 result where the CPU has AVX512_BF16 and the level in use is
+//! AVX-512; elsewhere they are widened to float32 first.
 //!
 //! Operands arrive as `[..batch, M, K]`, `[..batch, K, N]` and an output
 //! `[..batch, M, N]` with the same batch shape (broadcast batches are
@@ -81,6 +84,12 @@ pub fn matmul(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<
     if nb == 0 || m == 0 || n == 0 {
         return Ok(());
     }
+    if a.dtype() == DType::BF16
+        && b.dtype() == DType::BF16
+        && matches!(out.dtype(), DType::F32 | DType::BF16)
+    {
+        return matmul_bf16(a, b, out, accumulate);
+    }
     for t in [a, b] {
         if t.dtype() != out.dtype() {
             return Err(Error::dtype(
@@ -139,6 +148,88 @@ pub fn matmul(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<
                 "matmul",
                 format!("the CPU kernel has no {d} path (the op computes it in float32)"),
             ))
+        }
+    }
+    Ok(())
+}
+
+/// `out (+)= a @ b` for bfloat16 operands and a float32 or bfloat16 output:
+/// products summed in float32, a bfloat16 output rounded once at the end
+/// (to nearest, ties to even), as widening both operands to float32 gives.
+fn matmul_bf16(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<()> {
+    if out.dtype() == DType::BF16 {
+        let tmp = Tensor::empty(out.shape(), DType::F32, out.device())?;
+        if accumulate {
+            super::elementwise::cast_copy(out, &tmp)?;
+        }
+        matmul_bf16(a, b, &tmp, accumulate)?;
+        return super::elementwise::cast_copy(&tmp, out);
+    }
+    if !super::bf16gemm::available() {
+        let widened = |t: &Tensor| -> Result<Tensor> {
+            let w = Tensor::empty(t.shape(), DType::F32, t.device())?;
+            super::elementwise::cast_copy(t, &w)?;
+            Ok(w)
+        };
+        return matmul(&widened(a)?, &widened(b)?, out, accumulate);
+    }
+    let nd = out.ndim();
+    let (m, n, k) = (out.shape()[nd - 2], out.shape()[nd - 1], a.shape()[nd - 1]);
+    let flipped = |t: &Tensor| t.strides()[nd - 2..].iter().any(|&s| s < 0);
+    let a: Cow<Tensor> = if flipped(a) {
+        Cow::Owned(copied(a)?)
+    } else {
+        Cow::Borrowed(a)
+    };
+    let b: Cow<Tensor> = if flipped(b) {
+        Cow::Owned(copied(b)?)
+    } else {
+        Cow::Borrowed(b)
+    };
+    let (a_rs, a_cs) = (a.strides()[nd - 2], a.strides()[nd - 1]);
+    let (b_rs, b_cs) = (b.strides()[nd - 2], b.strides()[nd - 1]);
+    let (c_rs, c_cs) = (out.strides()[nd - 2], out.strides()[nd - 1]);
+    let offs = batch_offsets(
+        &out.shape()[..nd - 2],
+        [
+            &a.strides()[..nd - 2],
+            &b.strides()[..nd - 2],
+            &out.strides()[..nd - 2],
+        ],
+    );
+    let (ap, bp, cp) = (
+        SendPtr(a.data_ptr::<half::bf16>() as *mut u16),
+        SendPtr(b.data_ptr::<half::bf16>() as *mut u16),
+        SendPtr(out.data_ptr::<f32>()),
+    );
+    let one = |o: &[isize; 3], threads: usize| {
+        // SAFETY: offsets and strides come from the layouts; `out` was
+        // allocated by the op, so it overlaps neither input.
+        unsafe {
+            super::bf16gemm::gemm(
+                m,
+                n,
+                k,
+                ap.get().offset(o[0]),
+                a_rs,
+                a_cs,
+                bp.get().offset(o[1]),
+                b_rs,
+                b_cs,
+                cp.get().offset(o[2]),
+                c_rs,
+                c_cs,
+                accumulate,
+                threads,
+            )
+        }
+    };
+    match plan(offs.len(), Dims { m, n, k }) {
+        Plan::Serial => offs.iter().for_each(|o| one(o, 1)),
+        Plan::OverBatch => crate::par::for_each(offs.len(), |i| one(&offs[i], 1)),
+        Plan::InsideGemm => {
+            let t = crate::par::split();
+            offs.iter().for_each(|o| one(o, t))
         }
     }
     Ok(())

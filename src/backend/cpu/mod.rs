@@ -1,6 +1,7 @@
 //! The CPU backend: SIMD (runtime-dispatched) and multithreaded (rayon) kernels.
 
 pub mod arg_reduce;
+pub mod bf16gemm;
 pub mod conv;
 pub mod elementwise;
 pub mod fused;
