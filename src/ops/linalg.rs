@@ -203,8 +203,17 @@ fn matmul_raw(op: &'static str, a: &Tensor, b: &Tensor, init: Option<&Tensor>) -
     let cd = compute_dtype(dt);
     let (sa, sb) = (a.shape(), b.shape());
 
-    let a2 = ew::to_dtype(a, cd)?;
-    let b2 = ew::to_dtype(b, cd)?;
+    // bfloat16 operands on the CPU stay bfloat16: its GEMM multiplies them into
+    // the float32 result (with AVX512_BF16, or by widening them itself).
+    let keep = dt == DType::BF16
+        && a.dtype() == DType::BF16
+        && b.dtype() == DType::BF16
+        && a.device() == crate::tensor::Device::Cpu;
+    let (a2, b2) = if keep {
+        (a.clone(), b.clone())
+    } else {
+        (ew::to_dtype(a, cd)?, ew::to_dtype(b, cd)?)
+    };
     let a2 = if a.ndim() == 1 {
         shape::unsqueeze(&a2, 0)?
     } else {
