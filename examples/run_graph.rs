@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --no-default-features --example run_graph -- \
-//!     model.fgraph [--scalars 0.01,1] [--out DIR] input0.npy input1.npy ...
+//!     model.fgraph [--scalars 0.01,1] [--out DIR] [--time N] input0.npy input1.npy ...
 //! ```
 //!
 //! Reads a graph written by `Graph.save` (Python) or `graph::save::save`,
@@ -11,6 +11,11 @@
 //! directory), printing their shapes. NPY files: version 1 or 2 headers,
 //! little-endian, C order; dtypes bool, int32, int64, float16, float32,
 //! float64.
+//!
+//! `--time N` then runs the loaded plan N more times on the same inputs and
+//! prints each run's wall time (`time_ms <t>` lines, deferred elementwise
+//! results computed inside the timing): the steady-state latency of a
+//! deployment that loads the graph once.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -147,9 +152,16 @@ fn main_inner() -> Result<(), String> {
     let mut out_dir = PathBuf::from(".");
     let mut scalars: Option<Vec<f64>> = None;
     let mut inputs: Vec<PathBuf> = vec![];
+    let mut timed_runs = 0usize;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out_dir = args.next().ok_or("--out needs a directory")?.into(),
+            "--time" => {
+                let v = args.next().ok_or("--time needs a number of runs")?;
+                timed_runs = v
+                    .parse()
+                    .map_err(|_| format!("--time needs a number of runs, got {v:?}"))?;
+            }
             "--scalars" => {
                 let v = args
                     .next()
@@ -165,15 +177,17 @@ fn main_inner() -> Result<(), String> {
                 );
             }
             "-h" | "--help" => {
-                println!("usage: run_graph GRAPH [--scalars a,b] [--out DIR] [INPUT.npy ...]");
+                println!(
+                    "usage: run_graph GRAPH [--scalars a,b] [--out DIR] [--time N] [INPUT.npy ...]"
+                );
                 return Ok(());
             }
             _ if graph_path.is_none() => graph_path = Some(a.into()),
             _ => inputs.push(a.into()),
         }
     }
-    let graph_path =
-        graph_path.ok_or("usage: run_graph GRAPH [--scalars a,b] [--out DIR] [INPUT.npy ...]")?;
+    let graph_path = graph_path
+        .ok_or("usage: run_graph GRAPH [--scalars a,b] [--out DIR] [--time N] [INPUT.npy ...]")?;
     // A graph saved from the GPU runs here on the CPU.
     let loaded = save::load(&graph_path)
         .and_then(|l| l.on(Device::Cpu))
@@ -231,6 +245,14 @@ fn main_inner() -> Result<(), String> {
             o.shape(),
             p.display()
         );
+    }
+    for _ in 0..timed_runs {
+        let t0 = std::time::Instant::now();
+        let outs = plan.run_with(&args, &scalars).map_err(|e| e.to_string())?;
+        ferrograd::tensor::defer::flush();
+        let dt = t0.elapsed();
+        drop(outs);
+        println!("time_ms {:.6}", dt.as_secs_f64() * 1e3);
     }
     Ok(())
 }
