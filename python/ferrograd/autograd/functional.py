@@ -68,9 +68,10 @@ def _grads(
     create_graph: bool,
     strict: bool,
     fn: str,
+    independent: str = "the output is independent of input {i}",
 ) -> tuple[Tensor, ...]:
     """d(sum_i <outputs_i, grad_outputs_i>)/d inputs, zeros for an input nothing depends on
-    (an error in ``strict`` mode)."""
+    (an error in ``strict`` mode, saying ``independent`` of input ``i``)."""
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs, strict=True) if o.requires_grad]
     if pairs:
         gs = _autograd_grad(
@@ -88,8 +89,7 @@ def _grads(
         if g is None:
             if strict:
                 raise RuntimeError(
-                    f"autograd.functional.{fn}: the output is independent of input {i}; "
-                    "this is not allowed in strict mode"
+                    f"autograd.functional.{fn}: {independent.format(i=i)}; this is not allowed in strict mode"
                 )
             g = _core.zeros_like(x)
         result.append(g)
@@ -159,28 +159,7 @@ def jvp(
         # u^T J is linear in u; its gradient with respect to u, taken along v, is J v.
         us = tuple(_core.zeros_like(o).requires_grad_(True) for o in outs)
         gs = _grads(outs, xs, us, True, strict, "jvp")
-        live = [(g, w) for g, w in zip(gs, vs, strict=True) if g.requires_grad]
-        if live:
-            jv = _autograd_grad(
-                [g for g, _ in live],
-                list(us),
-                grad_outputs=[w for _, w in live],
-                retain_graph=True,
-                create_graph=create_graph,
-                allow_unused=True,
-            )
-        else:
-            jv = [None] * len(us)
-        res = []
-        for i, (j, o) in enumerate(zip(jv, outs, strict=True)):
-            if j is None:
-                if strict:
-                    raise RuntimeError(
-                        f"autograd.functional.jvp: output {i} is independent of the inputs; "
-                        "this is not allowed in strict mode"
-                    )
-                j = _core.zeros_like(o)
-            res.append(j)
+        res = _grads(gs, us, vs, create_graph, strict, "jvp", "output {i} is independent of the inputs")
     outs, jvs = _finish(outs, create_graph), _finish(tuple(res), create_graph)
     return (outs if out_tuple else outs[0]), (jvs if out_tuple else jvs[0])
 
