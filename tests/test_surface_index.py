@@ -347,3 +347,16 @@ def test_module_paths():
     from ferrograd.utils.tensorboard import SummaryWriter
 
     assert SummaryWriter is fg.tensorboard.SummaryWriter
+
+
+def test_functional_call_sees_structure_changes_between_calls():
+    m = nn.Sequential(nn.Linear(3, 3))
+    x = fg.ones((1, 3))
+    w = fg.ones((3, 3))
+    np.testing.assert_allclose(fg.func.functional_call(m, {"0.weight": w}, (x,)).shape, (1, 3))
+    m[0] = nn.Linear(3, 2)  # a new submodule: the layout read by the first call is stale
+    y = fg.func.functional_call(m, {"0.weight": fg.ones((2, 3)), "0.bias": fg.zeros(2)}, (x,))
+    np.testing.assert_allclose(y.numpy(), np.full((1, 2), 3.0))
+    m[0].register_buffer("extra", fg.zeros(1))
+    with pytest.raises(RuntimeError, match="Missing key\\(s\\): '0.extra'"):
+        fg.func.functional_call(m, {"0.weight": fg.ones((2, 3)), "0.bias": fg.zeros(2)}, (x,), strict=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -36,12 +37,35 @@ def _owner(module: Any, name: str) -> tuple[Any, str]:
     return m, leaf
 
 
+# Per module: (the structure version it was read at, its parameters and buffers by every name,
+# each name's owning module and attribute). A module whose structure has not changed since
+# (``Module._structure_version``, which every attribute write bumps) reuses it: the swap's own
+# bumps are recorded as the new version when it restores the module.
+_LAYOUT: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, Any], dict[str, tuple[Any, str]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _layout(module: Any) -> tuple[dict[str, Any], dict[str, tuple[Any, str]]]:
+    from ..modules.module import Module
+
+    entry = _LAYOUT.get(module)
+    if entry is not None and entry[0] == Module._structure_version:
+        return entry[1], entry[2]
+    known: dict[str, Any] = dict(module.named_parameters(remove_duplicate=False))
+    known.update(dict(module.named_buffers(remove_duplicate=False)))
+    owners = {name: _owner(module, name) for name in known}
+    _LAYOUT[module] = (Module._structure_version, known, owners)
+    return known, owners
+
+
 @contextlib.contextmanager
 def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: bool) -> Iterator[None]:
     """Within the block, ``module``'s parameters and buffers named in ``values`` (and, with
     ``tie_weights``, every name tied to one of them) read the given tensors."""
-    known: dict[str, Any] = dict(module.named_parameters(remove_duplicate=False))
-    known.update(dict(module.named_buffers(remove_duplicate=False)))
+    from ..modules.module import Module
+
+    known, owners = _layout(module)
     if strict:
         missing = sorted(set(known) - set(values))
         unexpected = sorted(set(values) - set(known))
@@ -61,20 +85,27 @@ def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: boo
             if k not in values and t is not None and id(t) in by_id:
                 values[k] = by_id[id(t)]
     restore: list[tuple[Any, str, str | None, Any]] = []
+    touched: dict[int, Any] = {}
     try:
         for name, value in values.items():
-            owner, leaf = _owner(module, name)
-            store = next(
-                (s for s in ("_parameters", "_buffers") if leaf in owner.__dict__.get(s, {})),
-                None,
+            owner, leaf = owners[name] if name in owners else _owner(module, name)
+            d = owner.__dict__
+            store = (
+                "_parameters"
+                if leaf in d.get("_parameters", ())
+                else "_buffers"
+                if leaf in d.get("_buffers", ())
+                else None
             )
             if store is not None:
-                restore.append((owner, leaf, store, owner.__dict__[store][leaf]))
-                owner.__dict__[store][leaf] = value
+                restore.append((owner, leaf, store, d[store][leaf]))
+                d[store][leaf] = value
             else:
-                restore.append((owner, leaf, None, owner.__dict__.get(leaf, _MISSING)))
+                restore.append((owner, leaf, None, d.get(leaf, _MISSING)))
                 object.__setattr__(owner, leaf, value)
-            owner._bump_version()
+            if id(owner) not in touched:
+                touched[id(owner)] = owner
+                owner._bump_version()
         yield
     finally:
         for owner, leaf, store, old in reversed(restore):
@@ -84,7 +115,12 @@ def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: boo
                 object.__delattr__(owner, leaf)
             else:
                 object.__setattr__(owner, leaf, old)
+        for owner in touched.values():
             owner._bump_version()
+        entry = _LAYOUT.get(module)
+        if entry is not None and all(store is not None for _, _, store, _ in restore):
+            # Only slots were swapped and restored: the layout read before still holds.
+            _LAYOUT[module] = (Module._structure_version, entry[1], entry[2])
 
 
 _MISSING = object()
