@@ -11,6 +11,10 @@
 //! the output; a bias is written first and accumulated into. Samples are
 //! spread over threads, or the GEMM is threaded when there are few samples.
 //!
+//! bfloat16 operands (on CPUs with AVX512_BF16 at the AVX-512 level) take
+//! the same im2col route with a bfloat16 column matrix and the bfloat16 GEMM
+//! ([`super::bf16gemm`]), into float32 results the op rounds once.
+//!
 //! Gradients: the input gradient forms `Wᵀ g` per sample and group by one GEMM
 //! and adds the columns back into the image (`col2im`); the weight gradient
 //! sums `g · colsᵀ` over samples (per-task accumulators when samples are
