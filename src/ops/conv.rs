@@ -71,6 +71,17 @@ fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
     }
 }
 
+/// Whether a convolution of bfloat16 operands `a` and `b` runs on the CPU's
+/// bfloat16 GEMM (bfloat16 operands, float32 sums) instead of widening both
+/// to float32 first: on the CPU, with AVX512_BF16 at the SIMD level in use.
+fn bf16_direct(a: &Tensor, b: &Tensor) -> bool {
+    a.dtype() == DType::BF16
+        && b.dtype() == DType::BF16
+        && a.device() == crate::tensor::Device::Cpu
+        && b.device() == crate::tensor::Device::Cpu
+        && crate::backend::cpu::bf16gemm::available()
+}
+
 fn compute_dtype(d: DType) -> DType {
     match d {
         DType::F16 | DType::BF16 => DType::F32,
@@ -406,6 +417,14 @@ fn conv_run(x4: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: &Conv2dParams) ->
     let oh = (h + p.pad[0] + p.pad[1] - eh) / p.stride[0] + 1;
     let ow = (wd + p.pad[2] + p.pad[3] - ew_) / p.stride[1] + 1;
     let dt = x4.dtype();
+    if bf16_direct(x4, w) {
+        // Bias added in float32 first; the float32 sums rounded once to bfloat16.
+        let wc = ew::contiguous(w)?;
+        let bc = bias.map(|b| ew::to_dtype(b, DType::F32)).transpose()?;
+        let out = Tensor::empty_for("conv2d", &[n, o, oh, ow], DType::F32, x4.device())?;
+        backend(x4.device()).conv2d(x4, &wc, bc.as_ref(), p, &out)?;
+        return ew::to_dtype(&out, dt);
+    }
     let cd = compute_dtype(dt);
     let xc = ew::to_dtype(x4, cd)?;
     let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
@@ -856,11 +875,17 @@ pub fn conv2d_input_grad(
     let out = {
         let _no = GradMode::set(false);
         let dt = DType::promote(g.dtype(), w.dtype());
-        let cd = compute_dtype(dt);
+        let cd = if bf16_direct(g, w) {
+            DType::BF16
+        } else {
+            compute_dtype(dt)
+        };
         let gc = ew::contiguous(&ew::to_dtype(g, cd)?)?;
         let wc = ew::contiguous(&ew::to_dtype(w, cd)?)?;
         let c = w.shape()[1] * p.groups;
-        let out = Tensor::empty(&[g.shape()[0], c, hw[0], hw[1]], cd, g.device())?;
+        // bfloat16 operands sum into float32 (rounded once below).
+        let od = if cd == DType::BF16 { DType::F32 } else { cd };
+        let out = Tensor::empty(&[g.shape()[0], c, hw[0], hw[1]], od, g.device())?;
         backend(g.device()).conv2d_input_grad(&gc, &wc, p, &out)?;
         ew::to_dtype(&out, dt)?
     };
@@ -901,11 +926,17 @@ pub fn conv2d_weight_grad(
     let out = {
         let _no = GradMode::set(false);
         let dt = DType::promote(g.dtype(), x.dtype());
-        let cd = compute_dtype(dt);
+        let cd = if bf16_direct(g, x) {
+            DType::BF16
+        } else {
+            compute_dtype(dt)
+        };
         let gc = ew::contiguous(&ew::to_dtype(g, cd)?)?;
         let xc = ew::to_dtype(x, cd)?;
         let cg = x.shape()[1] / p.groups;
-        let out = Tensor::empty(&[g.shape()[1], cg, k[0], k[1]], cd, g.device())?;
+        // bfloat16 operands sum into float32 (rounded once below).
+        let od = if cd == DType::BF16 { DType::F32 } else { cd };
+        let out = Tensor::empty(&[g.shape()[1], cg, k[0], k[1]], od, g.device())?;
         backend(g.device()).conv2d_weight_grad(&gc, &xc, p, &out)?;
         ew::to_dtype(&out, dt)?
     };

@@ -11,6 +11,10 @@
 //! the output; a bias is written first and accumulated into. Samples are
 //! spread over threads, or the GEMM is threaded when there are few samples.
 //!
+//! bfloat16 operands (on CPUs with AVX512_BF16 at the AVX-512 level) take
+//! the same im2col route with a bfloat16 column matrix and the bfloat16 GEMM
+//! ([`super::bf16gemm`]), into float32 results the op rounds once.
+//!
 //! Gradients: the input gradient forms `Wᵀ g` per sample and group by one GEMM
 //! and adds the columns back into the image (`col2im`); the weight gradient
 //! sums `g · colsᵀ` over samples (per-task accumulators when samples are
@@ -69,6 +73,15 @@ pub fn conv2d_epilogue(
     epi: Epilogue,
     out: &Tensor,
 ) -> Result<()> {
+    if x.dtype() == DType::BF16 && out.dtype() == DType::F32 {
+        if epi != Epilogue::default() {
+            return Err(Error::dtype(
+                "conv2d",
+                "fused epilogues take float32/float64 inputs, got bfloat16".to_string(),
+            ));
+        }
+        return conv2d_bf16(x, w, bias, p, out);
+    }
     match out.dtype() {
         DType::F32 => conv2d_t::<f32>(x, w, bias, p, epi, out),
         DType::F64 => conv2d_t::<f64>(x, w, bias, p, epi, out),
@@ -186,11 +199,19 @@ impl Geo {
     }
 }
 
-/// Unroll channels `c0..c0+cg` of one sample into `col` (`kdim × npix`, row-major).
+/// Unroll channels `c0..c0+cg` of one sample into `col` (`kdim × npix`, row-major);
+/// `zero` fills the padding (float zero; `0` for bfloat16 bits).
 ///
 /// # Safety
 /// `x` points at the sample's first element and is valid for the geometry.
-unsafe fn im2col<T: Real>(x: *const T, g: &Geo, c0: usize, col: &mut [T], parallel: bool) {
+unsafe fn im2col<T: Copy + Send + Sync>(
+    x: *const T,
+    g: &Geo,
+    c0: usize,
+    col: &mut [T],
+    parallel: bool,
+    zero: T,
+) {
     let (kh, kw, oh, ow) = (g.kh, g.kw, g.oh, g.ow);
     let [sh, sw] = g.p.stride;
     let [dh, dw] = g.p.dilation;
@@ -219,12 +240,12 @@ unsafe fn im2col<T: Real>(x: *const T, g: &Geo, c0: usize, col: &mut [T], parall
             let d = &mut dst[oy * ow..(oy + 1) * ow];
             let iy = (oy * sh + i * dh) as isize - pt;
             if iy < 0 || iy >= g.h as isize {
-                d.fill(T::ZERO);
+                d.fill(zero);
                 continue;
             }
             let src = xc.offset(iy * g.xs[2]);
-            d[..lo].fill(T::ZERO);
-            d[hi..].fill(T::ZERO);
+            d[..lo].fill(zero);
+            d[hi..].fill(zero);
             if sw == 1 && g.xs[3] == 1 {
                 let s0 = src.offset(lo as isize + off_w);
                 d[lo..hi].copy_from_slice(std::slice::from_raw_parts(s0, hi - lo));
@@ -278,7 +299,7 @@ unsafe fn conv_sample<T: GemmFloat>(
             (x.offset(c0 as isize * g.xs[1]), g.xs[1], g.xs[3])
         } else {
             col.resize(kdim * npix, T::ZERO);
-            im2col(x, g, c0, col, threaded);
+            im2col(x, g, c0, col, threaded, T::ZERO);
             (col.as_ptr(), npix as isize, 1)
         };
         gemm_one(
@@ -837,6 +858,9 @@ fn geo(
 /// weight `w` `(O, C/g, kH, kW)`, all contiguous. Per sample and group the
 /// columns `Wᵀ g` are formed by one GEMM and added back into the image.
 pub fn conv2d_input_grad(g: &Tensor, w: &Tensor, p: &Conv2dParams, out: &Tensor) -> Result<()> {
+    if g.dtype() == DType::BF16 && out.dtype() == DType::F32 {
+        return conv_input_grad_bf16(g, w, p, out);
+    }
     match out.dtype() {
         DType::F32 => conv_input_grad_t::<f32>(g, w, p, out),
         DType::F64 => conv_input_grad_t::<f64>(g, w, p, out),
@@ -944,6 +968,9 @@ fn conv_input_grad_t<T: GemmFloat>(
 /// receptive fields are unrolled as in the forward pass. Samples are spread
 /// over threads with one accumulator per task, or the GEMM is threaded.
 pub fn conv2d_weight_grad(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor) -> Result<()> {
+    if g.dtype() == DType::BF16 && out.dtype() == DType::F32 {
+        return conv_weight_grad_bf16(g, x, p, out);
+    }
     match out.dtype() {
         DType::F32 => conv_weight_grad_t::<f32>(g, x, p, out),
         DType::F64 => conv_weight_grad_t::<f64>(g, x, p, out),
@@ -1000,7 +1027,7 @@ fn conv_weight_grad_t<T: GemmFloat>(
                     )
                 } else {
                     col.resize(kdim * npix, T::ZERO);
-                    im2col(xs, &gm, c0, col, threaded);
+                    im2col(xs, &gm, c0, col, threaded, T::ZERO);
                     (col.as_ptr(), npix as isize, 1)
                 };
                 gemm_one(
@@ -1039,6 +1066,322 @@ fn conv_weight_grad_t<T: GemmFloat>(
         });
         for part in &parts {
             dst.iter_mut().zip(part).for_each(|(x, &y)| *x = *x + y);
+        }
+    } else {
+        let par = gemm_parallelism(og, kdim, npix);
+        let acc = SendPtr(dst.as_mut_ptr());
+        let mut col = Vec::new();
+        each_sample(n, |smp| run(smp, &mut col, acc.get(), par));
+    }
+    crate::par::check("conv2d_backward")
+}
+
+// ---------------------------------------------------------------------------
+// bfloat16 operands on the AVX512_BF16 GEMM (float32 results)
+// ---------------------------------------------------------------------------
+
+/// Check that the bfloat16 route may run: the operands are bfloat16, the
+/// result float32, and the CPU has the bfloat16 GEMM at the level in use.
+fn bf16_check(op: &'static str, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+    if a.dtype() != DType::BF16 || b.dtype() != DType::BF16 || out.dtype() != DType::F32 {
+        return Err(Error::dtype(
+            op,
+            format!(
+                "the bfloat16 kernel takes bfloat16 operands and a float32 result, got {} and {} into {}",
+                a.dtype(),
+                b.dtype(),
+                out.dtype()
+            ),
+        ));
+    }
+    if !super::bf16gemm::available() {
+        return Err(Error::dtype(
+            op,
+            "bfloat16 operands need AVX512_BF16 at the AVX-512 level; widen them to float32"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Threads for one sample's GEMM under `par`.
+fn gemm_threads(par: Parallelism) -> usize {
+    match par {
+        Parallelism::Rayon(t) => t.max(1),
+        _ => 1,
+    }
+}
+
+/// The forward convolution of bfloat16 `x` (any strides) and `w`
+/// (contiguous) into float32 `out` (contiguous), with an optional float32
+/// bias written first: the receptive fields are unrolled in bfloat16 and the
+/// products summed in float32 by [`super::bf16gemm`].
+fn conv2d_bf16(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<()> {
+    bf16_check("conv2d", x, w, out)?;
+    debug_assert!(w.is_contiguous() && out.is_contiguous());
+    let s = x.shape();
+    let g = geo(
+        s[1],
+        s[2],
+        s[3],
+        x.strides(),
+        w.shape()[0],
+        [w.shape()[2], w.shape()[3]],
+        [out.shape()[2], out.shape()[3]],
+        p,
+    );
+    let n = s[0];
+    if n == 0 || g.o == 0 || g.npix() == 0 {
+        return Ok(());
+    }
+    let bias: Option<Vec<f32>> = match bias {
+        Some(b) if b.dtype() != DType::F32 => {
+            return Err(Error::dtype(
+                "conv2d",
+                format!(
+                    "the bfloat16 kernel takes a float32 bias, got {}",
+                    b.dtype()
+                ),
+            ))
+        }
+        Some(b) => {
+            let st = if b.numel() > 1 { b.strides()[0] } else { 0 };
+            // SAFETY: offsets from the bias layout (`o` elements).
+            Some(
+                (0..g.o)
+                    .map(|i| unsafe { *b.data_ptr::<f32>().offset(i as isize * st) })
+                    .collect(),
+            )
+        }
+        None => None,
+    };
+    let (og, kdim, npix) = (g.og(), g.kdim(), g.npix());
+    let xp = SendPtr(x.data_ptr::<half::bf16>() as *mut u16);
+    let wp = SendPtr(w.data_ptr::<half::bf16>() as *mut u16);
+    let yp = SendPtr(out.data_ptr::<f32>());
+    let bias = bias.as_deref();
+    let run = |smp: usize, col: &mut Vec<u16>, par: Parallelism| {
+        let threaded = matches!(par, Parallelism::Rayon(_));
+        // SAFETY: each sample writes only its own output block; pointers
+        // are valid for the geometry.
+        unsafe {
+            let xs = xp.get().offset(smp as isize * g.xs[0]);
+            let y = yp.get().add(smp * g.o * npix);
+            if let Some(b) = bias {
+                for (oc, &v) in b.iter().enumerate() {
+                    std::slice::from_raw_parts_mut(y.add(oc * npix), npix).fill(v);
+                }
+            }
+            for gi in 0..g.groups {
+                let c0 = gi * g.cg();
+                let (bp, b_rs, b_cs) = if g.direct() {
+                    (
+                        xs.offset(c0 as isize * g.xs[1]) as *const u16,
+                        g.xs[1],
+                        g.xs[3],
+                    )
+                } else {
+                    col.resize(kdim * npix, 0);
+                    im2col(xs as *const u16, &g, c0, col, threaded, 0);
+                    (col.as_ptr(), npix as isize, 1)
+                };
+                super::bf16gemm::gemm(
+                    og,
+                    npix,
+                    kdim,
+                    wp.get().add(gi * og * kdim),
+                    kdim as isize,
+                    1,
+                    bp,
+                    b_rs,
+                    b_cs,
+                    y.add(gi * og * npix),
+                    npix as isize,
+                    1,
+                    bias.is_some(),
+                    gemm_threads(par),
+                );
+            }
+        }
+    };
+    let per_sample = g.o * npix * kdim.max(1);
+    let threads = crate::par::split();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        crate::par::for_each_init(n, Vec::new, |col, smp| run(smp, col, Parallelism::None));
+    } else {
+        let par = gemm_parallelism(og, npix, kdim);
+        let mut col = Vec::new();
+        each_sample(n, |smp| run(smp, &mut col, par));
+    }
+    crate::par::check("conv2d")
+}
+
+/// [`conv2d_input_grad`] for bfloat16 `g` and `w` (contiguous) into float32
+/// `out`: the columns `Wᵀ g` come out of the bfloat16 GEMM in float32 and are
+/// added back into the image in float32.
+fn conv_input_grad_bf16(g: &Tensor, w: &Tensor, p: &Conv2dParams, out: &Tensor) -> Result<()> {
+    bf16_check("conv2d_backward", g, w, out)?;
+    debug_assert!(g.is_contiguous() && w.is_contiguous() && out.is_contiguous());
+    let s = out.shape();
+    let gm = geo(
+        s[1],
+        s[2],
+        s[3],
+        out.strides(),
+        w.shape()[0],
+        [w.shape()[2], w.shape()[3]],
+        [g.shape()[2], g.shape()[3]],
+        p,
+    );
+    let n = s[0];
+    let sample_in = gm.c * gm.h * gm.w;
+    // SAFETY: `out` is contiguous with `n * sample_in` elements.
+    unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<f32>(), n * sample_in) }.fill(0.0);
+    if n == 0 || sample_in == 0 || gm.o == 0 || gm.npix() == 0 {
+        return Ok(());
+    }
+    let gp = SendPtr(g.data_ptr::<half::bf16>() as *mut u16);
+    let wp = SendPtr(w.data_ptr::<half::bf16>() as *mut u16);
+    let yp = SendPtr(out.data_ptr::<f32>());
+    let (og, kdim, npix) = (gm.og(), gm.kdim(), gm.npix());
+    let run = |smp: usize, col: &mut Vec<f32>, par: Parallelism| {
+        let threaded = matches!(par, Parallelism::Rayon(_));
+        // SAFETY: each sample writes only its own input-gradient block.
+        unsafe {
+            let gs = gp.get().add(smp * gm.o * npix);
+            let ys = yp.get().add(smp * sample_in);
+            for gi in 0..gm.groups {
+                let c0 = gi * gm.cg();
+                // (kdim × og) weight transpose times (og × npix) gradient.
+                let a = wp.get().add(gi * og * kdim);
+                let b = gs.add(gi * og * npix);
+                let dst = if gm.direct() {
+                    ys.add(c0 * npix)
+                } else {
+                    col.resize(kdim * npix, 0.0);
+                    col.as_mut_ptr()
+                };
+                super::bf16gemm::gemm(
+                    kdim,
+                    npix,
+                    og,
+                    a,
+                    1,
+                    kdim as isize,
+                    b,
+                    npix as isize,
+                    1,
+                    dst,
+                    npix as isize,
+                    1,
+                    false,
+                    gemm_threads(par),
+                );
+                if !gm.direct() {
+                    col2im(col, &gm, c0, ys, threaded);
+                }
+            }
+        }
+    };
+    let per_sample = gm.o * npix * kdim.max(1);
+    let threads = crate::par::split();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        crate::par::for_each_init(n, Vec::new, |col, smp| run(smp, col, Parallelism::None));
+    } else {
+        let par = gemm_parallelism(kdim, npix, og);
+        let mut col = Vec::new();
+        each_sample(n, |smp| run(smp, &mut col, par));
+    }
+    crate::par::check("conv2d_backward")
+}
+
+/// [`conv2d_weight_grad`] for bfloat16 `g` (contiguous) and `x` (any
+/// strides) into float32 `out`: the columns are unrolled in bfloat16 and
+/// `g · colsᵀ` summed in float32 by the bfloat16 GEMM, over samples in
+/// fixed chunks (as the float32 route does).
+fn conv_weight_grad_bf16(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor) -> Result<()> {
+    bf16_check("conv2d_backward", g, x, out)?;
+    debug_assert!(g.is_contiguous() && out.is_contiguous());
+    let s = x.shape();
+    let gm = geo(
+        s[1],
+        s[2],
+        s[3],
+        x.strides(),
+        out.shape()[0],
+        [out.shape()[2], out.shape()[3]],
+        [g.shape()[2], g.shape()[3]],
+        p,
+    );
+    let n = s[0];
+    let (og, kdim, npix) = (gm.og(), gm.kdim(), gm.npix());
+    let total = gm.o * kdim;
+    // SAFETY: `out` is contiguous with `total` elements.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out.data_ptr::<f32>(), total) };
+    dst.fill(0.0);
+    if n == 0 || total == 0 || npix == 0 {
+        return Ok(());
+    }
+    let gp = SendPtr(g.data_ptr::<half::bf16>() as *mut u16);
+    let xp = SendPtr(x.data_ptr::<half::bf16>() as *mut u16);
+    let run = |smp: usize, col: &mut Vec<u16>, acc: *mut f32, par: Parallelism| {
+        let threaded = matches!(par, Parallelism::Rayon(_));
+        // SAFETY: pointers valid for the geometry; `acc` is the caller's own buffer.
+        unsafe {
+            let xs = xp.get().offset(smp as isize * gm.xs[0]);
+            let gs = gp.get().add(smp * gm.o * npix);
+            for gi in 0..gm.groups {
+                let c0 = gi * gm.cg();
+                let (bp, c_rs, c_cs) = if gm.direct() {
+                    (
+                        xs.offset(c0 as isize * gm.xs[1]) as *const u16,
+                        gm.xs[1],
+                        gm.xs[3],
+                    )
+                } else {
+                    col.resize(kdim * npix, 0);
+                    im2col(xs as *const u16, &gm, c0, col, threaded, 0);
+                    (col.as_ptr(), npix as isize, 1)
+                };
+                super::bf16gemm::gemm(
+                    og,
+                    kdim,
+                    npix,
+                    gs.add(gi * og * npix),
+                    npix as isize,
+                    1,
+                    bp,
+                    c_cs,
+                    c_rs,
+                    acc.add(gi * og * kdim),
+                    kdim as isize,
+                    1,
+                    true,
+                    gemm_threads(par),
+                );
+            }
+        }
+    };
+    let per_sample = gm.o * npix * kdim;
+    let threads = crate::par::split();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        let per = n.div_ceil(n.min(WGRAD_CHUNKS));
+        let parts: Vec<Vec<f32>> = crate::par::map(n.div_ceil(per), |ci| {
+            let mut acc = vec![0.0f32; total];
+            let mut col = Vec::new();
+            for smp in ci * per..((ci + 1) * per).min(n) {
+                run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
+            }
+            acc
+        });
+        for part in &parts {
+            dst.iter_mut().zip(part).for_each(|(x, &y)| *x += y);
         }
     } else {
         let par = gemm_parallelism(og, kdim, npix);
