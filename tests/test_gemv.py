@@ -94,27 +94,35 @@ def test_float64_few_rows(threads):
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("m", [1, 2, 4])
-def test_compiled_equals_eager(threads, m):
+@pytest.mark.parametrize(
+    "m,bias,act", [(1, True, "relu"), (2, False, "tanh"), (4, True, None), (1, False, None)]
+)
+def test_compiled_equals_eager(threads, m, bias, act):
+    """Inference graphs fuse ``linear → activation → add`` into one node,
+    which at few rows runs the same GEMV on the weight as it is."""
     rng = np.random.default_rng(10 + m)
     threads(2)
     fg.manual_seed(m)
-    lin = nn.Linear(1536, 384).eval()
+    lin = nn.Linear(1536, 383, bias=bias).eval()
     x = fg.tensor(rng.standard_normal((m, 1536)).astype(np.float32))
-    r = fg.tensor(rng.standard_normal((m, 384)).astype(np.float32))
+    r = fg.tensor(rng.standard_normal((m, 383)).astype(np.float32))
+    fg_act = {"relu": F.relu, "tanh": fg.tanh, None: lambda t: t}[act]
+    np_act = {"relu": lambda v: np.maximum(v, 0.0), "tanh": np.tanh, None: lambda v: v}[act]
 
     def f(x, r):
-        return r + F.relu(lin(x))
+        return r + fg_act(lin(x))
 
     c = fg.compile(f)
     with fg.no_grad():
         want = np.asarray(f(x, r))
         got = np.asarray(c(x, r))
-    assert np.array_equal(got, want)
-    w, b = np.asarray(lin.weight.detach()), np.asarray(lin.bias.detach())
-    ref = np.asarray(r, dtype=np.float64) + np.maximum(
-        np.asarray(x, dtype=np.float64) @ w.astype(np.float64).T + b, 0.0
-    )
+        again = np.asarray(c(x, r))
+        names = [nd["op"] for nd in c.graph(x, r).nodes()]
+    assert names.count("linear_fused") == 1, names
+    assert np.array_equal(got, want) and np.array_equal(again, want)
+    w = np.asarray(lin.weight.detach()).astype(np.float64)
+    b = np.asarray(lin.bias.detach()).astype(np.float64) if bias else 0.0
+    ref = np.asarray(r, dtype=np.float64) + np_act(np.asarray(x, dtype=np.float64) @ w.T + b)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 

@@ -1,6 +1,8 @@
 //! CPU matrix products: batched strided GEMM on top of the `gemm` crate
 //! (float32/float64), the packed AVX2 kernel of [`super::sgemm`] for float32
-//! products that fill its tiles, and a blocked loop for the integer dtypes.
+//! products that fill its tiles, the GEMV of [`super::gemv`] for float32
+//! products of one to four rows times `W.T`, and a blocked loop for the
+//! integer dtypes.
 //! bfloat16 operands multiply with `vdpbf16ps` ([`super::bf16gemm`]) into a
 //! float32 result where the CPU has AVX512_BF16 and the level in use is
 //! AVX-512; elsewhere they are widened to float32 first.
