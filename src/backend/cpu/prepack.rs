@@ -111,7 +111,7 @@ fn packed_weight(w: &Tensor) -> Arc<PackedB> {
 /// `out = act(x @ w.T + bias) + residual` (each part optional) with the
 /// weight pre-packed, when the product is one the float32 packed GEMM
 /// computes in eager mode, or on the weight as it is when eager takes the
-/// GEMV (one to four rows; see [`gemv_linear`]), so the values are eager's,
+/// GEMV (one to four rows; `gemv_linear`), so the values are eager's,
 /// bit for bit; `Ok(false)` with nothing written otherwise.
 ///
 /// `x` is `[m, k]`, `w` `[n, k]`, `bias` `[n]`, `residual` and `out`
