@@ -1,6 +1,8 @@
 //! CPU matrix products: batched strided GEMM on top of the `gemm` crate
 //! (float32/float64), the packed AVX2 kernel of [`super::sgemm`] for float32
-//! products that fill its tiles, and a blocked loop for the integer dtypes.
+//! products that fill its tiles, the GEMV of [`super::gemv`] for float32
+//! products of one to four rows times `W.T`, and a blocked loop for the
+//! integer dtypes.
 //! bfloat16 operands multiply with `vdpbf16ps` ([`super::bf16gemm`]) into a
 //! float32 result where the CPU has AVX512_BF16 and the level in use is
 //! AVX-512; elsewhere they are widened to float32 first.
@@ -292,6 +294,32 @@ pub trait GemmFloat: Real {
         false
     }
 
+    /// Run a product with one to four rows in `a` and contiguous columns in
+    /// `b` (`x @ W.T`) as a GEMV over the rows of `W` ([`super::gemv`]);
+    /// `false` leaves it to the caller.
+    ///
+    /// # Safety
+    /// As [`gemm_one`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemv(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _a: *const Self,
+        _a_rs: isize,
+        _a_cs: isize,
+        _b: *const Self,
+        _b_rs: isize,
+        _b_cs: isize,
+        _c: *mut Self,
+        _c_rs: isize,
+        _c_cs: isize,
+        _accumulate: bool,
+        _threads: usize,
+    ) -> bool {
+        false
+    }
+
     /// `dst[p*n + j] = b[p + j*b_cs]` (a `k×n` operand with contiguous
     /// columns copied to row-major order) with a vector kernel; `false` when
     /// there is none and the caller copies element by element.
@@ -352,6 +380,36 @@ impl GemmFloat for f32 {
             n, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_cs, c_rs, accumulate, threads,
         );
         true
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemv(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: *const f32,
+        a_rs: isize,
+        a_cs: isize,
+        b: *const f32,
+        b_rs: isize,
+        b_cs: isize,
+        c: *mut f32,
+        c_rs: isize,
+        c_cs: isize,
+        accumulate: bool,
+        threads: usize,
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if super::gemv::applies(m, k, b_rs, b_cs) {
+            super::gemv::gemv_f32(
+                m, n, k, a, a_rs, a_cs, b, b_cs, c, c_rs, c_cs, accumulate, threads,
+            );
+            return true;
+        }
+        let _ = (
+            m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, accumulate, threads,
+        );
+        false
     }
 
     unsafe fn pack_transposed(
@@ -512,9 +570,31 @@ fn run_float<T: GemmFloat>(
         return;
     }
     let one = |o: &[isize; 3], par: Parallelism| {
+        let threads = match par {
+            Parallelism::None => 1,
+            Parallelism::Rayon(t) => t.max(1),
+        };
         // SAFETY: offsets and strides come from the layouts; `out` was
         // allocated by the op, so it overlaps neither input.
         unsafe {
+            if T::gemv(
+                d.m,
+                d.n,
+                d.k,
+                ap.get().offset(o[0]),
+                ma.rs,
+                ma.cs,
+                bp.get().offset(o[1]),
+                mb.rs,
+                mb.cs,
+                cp.get().offset(o[2]),
+                mc.rs,
+                mc.cs,
+                accumulate,
+                threads,
+            ) {
+                return;
+            }
             gemm_one(
                 d.m,
                 d.n,

@@ -6,6 +6,8 @@ pub mod conv;
 pub mod elementwise;
 pub mod fused;
 pub mod gemm;
+#[cfg(target_arch = "x86_64")]
+pub mod gemv;
 pub mod graph_kernel;
 pub mod index;
 pub mod math;

@@ -110,8 +110,9 @@ fn packed_weight(w: &Tensor) -> Arc<PackedB> {
 
 /// `out = act(x @ w.T + bias) + residual` (each part optional) with the
 /// weight pre-packed, when the product is one the float32 packed GEMM
-/// computes in eager mode (so the values are eager's, bit for bit);
-/// `Ok(false)` with nothing written otherwise.
+/// computes in eager mode, or on the weight as it is when eager takes the
+/// GEMV (one to four rows; `gemv_linear`), so the values are eager's,
+/// bit for bit; `Ok(false)` with nothing written otherwise.
 ///
 /// `x` is `[m, k]`, `w` `[n, k]`, `bias` `[n]`, `residual` and `out`
 /// `[m, n]`, `out` contiguous and overlapping no input; `act` must satisfy
@@ -133,9 +134,6 @@ pub fn linear(
     let all = [Some(x), Some(w), bias, residual, Some(out)];
     if w.shape()[1] != k
         || out.shape() != [m, n]
-        || m < 16
-        || n < 16
-        || k < 8
         || work <= DIRECT_MAX
         || !all.iter().flatten().all(|t| f32_cpu(t))
         || [x, w].iter().any(|t| t.strides().iter().any(|&s| s < 0))
@@ -144,6 +142,14 @@ pub fn linear(
         || residual.is_some_and(|r| r.shape() != [m, n])
         || act.is_some_and(|op| !fusable_activation(op))
     {
+        return Ok(false);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::gemv::applies(m, k, w.strides()[1], w.strides()[0]) {
+        gemv_linear(x, w, bias, act, residual, out, work)?;
+        return Ok(true);
+    }
+    if m < 16 || n < 16 || k < 8 {
         return Ok(false);
     }
     let packed = packed_weight(w);
@@ -199,4 +205,74 @@ pub fn linear(
         Ok(())
     })?;
     Ok(true)
+}
+
+/// [`linear`] for one to four rows of `x` ([`super::gemv`]), on the weight
+/// as it is (its rows are what the GEMV streams; no packed copy): the bias
+/// copied into `out`, the product added to it, then the activation and the
+/// residual in place — eager's `linear` (whose bias also starts the output
+/// and whose product takes the same GEMV), activation and `add`, bit for bit.
+#[cfg(target_arch = "x86_64")]
+fn gemv_linear(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    act: Option<UnaryOp>,
+    residual: Option<&Tensor>,
+    out: &Tensor,
+    work: usize,
+) -> Result<()> {
+    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[0]);
+    // as `gemm::plan` decides for eager's product
+    let threads = if work < SERIAL_MAX || crate::par::split() <= 1 {
+        1
+    } else {
+        crate::par::split()
+    };
+    let xp = SendPtr(x.data_ptr::<f32>());
+    let wp = SendPtr(w.data_ptr::<f32>());
+    let cp = SendPtr(out.data_ptr::<f32>());
+    let bp = bias.map(|b| SendPtr(b.data_ptr::<f32>()));
+    let rp = residual.map(|r| (SendPtr(r.data_ptr::<f32>()), r.strides()[0], r.strides()[1]));
+    let (xrs, xcs, wrs) = (x.strides()[0], x.strides()[1], w.strides()[0]);
+    super::long_kernel("linear", work, || {
+        // SAFETY: shapes and strides checked by the caller; `out` is its
+        // fresh contiguous `m × n` buffer, overlapping no input.
+        unsafe {
+            if let Some(b) = bp {
+                for i in 0..m {
+                    std::ptr::copy_nonoverlapping(b.get() as *const f32, cp.get().add(i * n), n);
+                }
+            }
+            super::gemv::gemv_f32(
+                m,
+                n,
+                k,
+                xp.get(),
+                xrs,
+                xcs,
+                wp.get(),
+                wrs,
+                cp.get(),
+                n as isize,
+                1,
+                bp.is_some(),
+                threads,
+            );
+            for i in 0..m {
+                let row = cp.get().add(i * n);
+                if let Some(op) = act {
+                    unary_in_place_f32(op, row, n);
+                }
+                if let Some((r, rrs, rcs)) = rp {
+                    let r = r.get().offset(i as isize * rrs);
+                    for j in 0..n {
+                        // eager: residual + linear (addition commutes exactly)
+                        *row.add(j) += *r.offset(j as isize * rcs);
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
 }
