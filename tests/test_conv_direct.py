@@ -18,6 +18,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def direct_on():
+    """The direct kernel is off by default: each test here turns it on, and restores it."""
+    old = _core._direct_conv(True)
+    yield
+    _core._direct_conv(old)
+
+
 def arr(t):
     return np.asarray(t.detach())
 
