@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def direct_on():
-    """The direct kernel is off by default: each test here turns it on, and restores it."""
+    """Each test here runs with the direct kernel on (the default), and restores the setting."""
     old = _core._direct_conv(True)
     yield
     _core._direct_conv(old)
@@ -113,6 +113,20 @@ def test_same_bits_on_one_and_two_threads(batch):
         fg.set_num_threads(old)
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_allclose(outs[0], conv_ref(x, w, b), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("pad", [0, 1])
+def test_a_sample_gets_the_same_bits_in_any_batch(pad):
+    # batches of 64, 32 (and a view of rows), 5 and 1: each sample's output is the same bits
+    x, w, b = data(5, (64, 1, 8, 8), (32, 1, 3, 3))
+    x2, w2, b2 = data(6, (64, 32, 8, 8), (64, 32, 3, 3))
+    for xs, ws, bs in ((x, w, b), (x2, w2, b2)):
+        full = run(xs, ws, bs, padding=pad)
+        np.testing.assert_allclose(full, conv_ref(xs, ws, bs, (pad, pad)), rtol=RTOL, atol=ATOL)
+        xt = fg.tensor(xs)
+        for lo, hi in ((0, 32), (32, 64), (7, 12), (40, 41)):
+            part = arr(F.conv2d(xt[lo:hi], fg.tensor(ws), fg.tensor(bs), padding=pad))
+            np.testing.assert_array_equal(part, full[lo:hi], err_msg=f"rows {lo}:{hi}")
 
 
 @pytest.mark.parametrize("pad", [0, 1])

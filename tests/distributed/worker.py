@@ -251,44 +251,64 @@ def opt_for(kind: str, params: list[nn.Parameter]) -> fg.optim.Optimizer:
 def train_pair(
     model_kind: str, opt_kind: str, accumulate: bool, bucket_mb: float
 ) -> tuple[float, list[np.ndarray]]:
+    """Train DDP on two ranks (32 rows each) beside two one-process references on the same 64 rows.
+
+    ``exact``: each rank's rows run as DDP runs them (two 16-row micro-batches accumulated when
+    ``accumulate``), then the two ranks' gradients are added and halved: DDP's arithmetic, so its
+    parameters must equal this reference's bit for bit, whatever the optimizer.
+    ``whole``: one backward over the 64 rows (in two 32-row micro-batches when ``accumulate``), as a user
+    would train without DDP. It differs from DDP by rounding order only; with SGD that stays at float
+    tolerance over 20 steps. With Adam it is not checked: Adam divides by the gradient's running norm, so a
+    pre-activation within rounding of zero that flips a ReLU in one run sends the runs apart (a seed sweep of
+    the CNN shows 20-step gaps of 4e-6..6e-2 for the same rounding difference).
+    """
     fg.manual_seed(0)
-    ref = make_mlp() if model_kind == "mlp" else make_cnn()
+    make = make_mlp if model_kind == "mlp" else make_cnn
+    exact = make()
+    whole = make()
+    whole.load_state_dict(exact.state_dict())
     fg.manual_seed(1 + RANK)  # DDP must broadcast rank 0's initial parameters
-    local = make_mlp() if model_kind == "mlp" else make_cnn()
-    local.load_state_dict(ref.state_dict()) if RANK == 0 else None
+    local = make()
+    local.load_state_dict(exact.state_dict()) if RANK == 0 else None
     ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=bucket_mb)
-    opt_ref, opt_ddp = opt_for(opt_kind, list(ref.parameters())), opt_for(opt_kind, list(ddp.parameters()))
+    opt_exact, opt_whole = opt_for(opt_kind, list(exact.parameters())), opt_for(opt_kind, list(whole.parameters()))
+    opt_ddp = opt_for(opt_kind, list(ddp.parameters()))
     for x, y in batches(model_kind, 20):
-        # reference: one process, batch 64 (as micro-batches of rows {16k..} of both halves when accumulating)
-        opt_ref.zero_grad()
-        opt_ddp.zero_grad()
+        for o in (opt_exact, opt_whole, opt_ddp):
+            o.zero_grad()
         if accumulate:
             for k in range(2):
                 rows = np.r_[16 * k : 16 * k + 16, 32 + 16 * k : 32 + 16 * k + 16]
                 idx = fg.from_numpy(rows)
-                F.cross_entropy(ref(x[idx]), y[idx]).backward()
-            mine = slice(32 * RANK, 32 * RANK + 32)
-            xm, ym = x[mine], y[mine]
+                F.cross_entropy(whole(x[idx]), y[idx]).backward()
+        else:
+            F.cross_entropy(whole(x), y).backward()
+        per_rank = []
+        for r in range(2):
+            exact.zero_grad()
+            xr, yr = x[32 * r : 32 * r + 32], y[32 * r : 32 * r + 32]
+            for part in (slice(0, 16), slice(16, 32)) if accumulate else (slice(0, 32),):
+                F.cross_entropy(exact(xr[part]), yr[part]).backward()
+            per_rank.append([p.grad.numpy().copy() for p in exact.parameters()])
+        for p, g0, g1 in zip(exact.parameters(), *per_rank, strict=True):
+            p.grad = fg.from_numpy((g0 + g1) / np.float32(2))
+        mine = slice(32 * RANK, 32 * RANK + 32)
+        xm, ym = x[mine], y[mine]
+        if accumulate:
             with ddp.no_sync():
                 F.cross_entropy(ddp(xm[:16]), ym[:16]).backward()
             F.cross_entropy(ddp(xm[16:]), ym[16:]).backward()
         else:
-            F.cross_entropy(ref(x), y).backward()
-            mine = slice(32 * RANK, 32 * RANK + 32)
-            F.cross_entropy(ddp(x[mine]), y[mine]).backward()
-        opt_ref.step()
-        opt_ddp.step()
+            F.cross_entropy(ddp(xm), ym).backward()
+        for o in (opt_exact, opt_whole, opt_ddp):
+            o.step()
     worst = 0.0
-    for (name, p), q in zip(ref.named_parameters(), ddp.module.parameters(), strict=True):
-        a, b = p.detach().numpy(), q.detach().numpy()
-        worst = max(worst, float(np.abs(a - b).max() / (np.abs(a).max() + 1e-12)))
-        assert np.allclose(a, b, rtol=1e-4, atol=1e-5), (
-            model_kind,
-            opt_kind,
-            accumulate,
-            name,
-            np.abs(a - b).max(),
-        )
+    for (name, p), w, q in zip(exact.named_parameters(), whole.parameters(), ddp.module.parameters(), strict=True):
+        a, b, c = p.detach().numpy(), q.detach().numpy(), w.detach().numpy()
+        assert np.array_equal(a, b), (model_kind, opt_kind, accumulate, name, "DDP != its own arithmetic", np.abs(a - b).max())
+        if opt_kind == "sgd":
+            worst = max(worst, float(np.abs(c - b).max() / (np.abs(c).max() + 1e-12)))
+            assert np.allclose(c, b, rtol=1e-4, atol=1e-5), (model_kind, opt_kind, accumulate, name, np.abs(c - b).max())
     # the replicas are identical across ranks
     flat = np.concatenate([q.detach().numpy().ravel() for q in ddp.module.parameters()])
     other = np.empty_like(flat)
@@ -301,9 +321,8 @@ for model_kind in ("mlp", "cnn"):
     for opt_kind in ("sgd", "adam"):
         for accumulate in (False, True):
             worst, _ = train_pair(model_kind, opt_kind, accumulate, bucket_mb=0.25)
-            ok(
-                f"DDP {model_kind} {opt_kind} {'no_sync x2' if accumulate else 'plain'}: 20 steps match (rel {worst:.1e})"
-            )
+            vs_whole = f", whole batch rel {worst:.1e}" if opt_kind == "sgd" else ""
+            ok(f"DDP {model_kind} {opt_kind} {'no_sync x2' if accumulate else 'plain'}: 20 steps match{vs_whole}")
 
 # determinism: two identical runs give bit-identical parameters (the two-rank sum a + b is the same
 # on both ranks and in both runs). Against one process on the whole batch the match is only within

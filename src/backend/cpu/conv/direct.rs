@@ -12,11 +12,9 @@ pub(super) const DIRECT_V: usize = 3;
 /// split over threads (by blocks of output channels).
 pub(super) const DIRECT_SPLIT: usize = 1 << 20;
 
-/// Whether the direct kernel may be used (off by default until a
-/// batch-dependent difference it makes in a two-rank DDP CNN run with Adam is
-/// explained: `_core._direct_conv(True)` turns it on; off measures or
-/// tests the im2col + GEMM route at the same SIMD level).
-pub(super) static DIRECT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether the direct kernel may be used (on by default; `_core._direct_conv(False)`
+/// switches it off, to measure or test the im2col + GEMM route at the same SIMD level).
+pub(super) static DIRECT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// Allow (`Some(true)`) or forbid the direct kernel; returns the previous setting.
 pub fn set_direct(enabled: Option<bool>) -> bool {
