@@ -429,25 +429,16 @@ fn conv2d_t<T: GemmFloat>(
             apply_epilogue(c, y, (g.o, g.oh, g.ow), (g.ow, g.npix()), epi);
         }
     };
-    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::for_each_init(
-            n,
-            || (Vec::new(), Vec::new()),
-            |bufs, s| run(s, bufs, Parallelism::None),
-        );
-    } else {
-        let par = if direct {
-            if threads > 1 && per_sample >= DIRECT_SPLIT {
-                Parallelism::Rayon(threads)
-            } else {
-                Parallelism::None
-            }
-        } else {
+    let gemm_par = || {
+        if !direct {
             gemm_parallelism(g.og(), g.npix(), g.kdim())
-        };
-        let mut bufs = (Vec::new(), Vec::new());
-        each_sample(n, |s| run(s, &mut bufs, par));
-    }
+        } else if threads > 1 && per_sample >= DIRECT_SPLIT {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        }
+    };
+    over_samples(n, per_sample, gemm_par, run);
     crate::par::check("conv2d")
 }
 
@@ -460,6 +451,67 @@ fn each_sample(n: usize, mut one: impl FnMut(usize)) {
             break;
         }
         one(s);
+    }
+}
+
+/// `run(sample, scratch, par)` for samples `0..n`: spread over the threads
+/// (one scratch per task, each sample's GEMM single-threaded) when the samples
+/// are many or small (`per_sample` multiply-adds), otherwise in order on this
+/// thread with the GEMM split as `gemm_par()` says.
+fn over_samples<S: Default>(
+    n: usize,
+    per_sample: usize,
+    gemm_par: impl FnOnce() -> Parallelism,
+    run: impl Fn(usize, &mut S, Parallelism) + Sync,
+) {
+    let threads = crate::par::split();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        crate::par::for_each_init(n, S::default, |s, smp| run(smp, s, Parallelism::None));
+    } else {
+        let par = gemm_par();
+        let mut s = S::default();
+        each_sample(n, |smp| run(smp, &mut s, par));
+    }
+}
+
+/// Sample chunks of the threaded weight gradient (each has its own accumulator).
+const WGRAD_CHUNKS: usize = 8;
+
+/// `dst = Σ_samples`, where `run(sample, scratch, acc, par)` adds one sample's
+/// weight gradient into `acc`: with many or small samples, fixed chunks of
+/// samples each fill their own accumulator and the chunks are added in chunk
+/// order (the result does not depend on how the pool schedules them; a
+/// work-stealing fold would group the samples differently from run to run);
+/// otherwise the samples accumulate into `dst` in order with the GEMM split
+/// as `gemm_par()` says.
+fn wgrad_over_samples<A: Copy + Send + Sync + std::ops::Add<Output = A>, S: Default>(
+    n: usize,
+    per_sample: usize,
+    dst: &mut [A],
+    zero: A,
+    gemm_par: impl FnOnce() -> Parallelism,
+    run: impl Fn(usize, &mut S, *mut A, Parallelism) + Sync,
+) {
+    let threads = crate::par::split();
+    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
+        let per = n.div_ceil(n.min(WGRAD_CHUNKS));
+        let total = dst.len();
+        let parts: Vec<Vec<A>> = crate::par::map(n.div_ceil(per), |ci| {
+            let mut acc = vec![zero; total];
+            let mut s = S::default();
+            for smp in ci * per..((ci + 1) * per).min(n) {
+                run(smp, &mut s, acc.as_mut_ptr(), Parallelism::None);
+            }
+            acc
+        });
+        for part in &parts {
+            dst.iter_mut().zip(part).for_each(|(x, &y)| *x = *x + y);
+        }
+    } else {
+        let par = gemm_par();
+        let acc = SendPtr(dst.as_mut_ptr());
+        let mut s = S::default();
+        each_sample(n, |smp| run(smp, &mut s, acc.get(), par));
     }
 }
 
@@ -649,15 +701,12 @@ fn conv_input_grad_t<T: GemmFloat>(
             }
         }
     };
-    let per_sample = gm.o * npix * kdim.max(1);
-    let threads = crate::par::split();
-    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::for_each_init(n, Vec::new, |col, smp| run(smp, col, Parallelism::None));
-    } else {
-        let par = gemm_parallelism(kdim, npix, og);
-        let mut col = Vec::new();
-        each_sample(n, |smp| run(smp, &mut col, par));
-    }
+    over_samples(
+        n,
+        gm.o * npix * kdim.max(1),
+        || gemm_parallelism(kdim, npix, og),
+        run,
+    );
     crate::par::check("conv2d_backward")
 }
 
@@ -676,9 +725,6 @@ pub fn conv2d_weight_grad(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor
         d => float_only("conv2d_backward", d),
     }
 }
-
-/// Sample chunks of the threaded weight gradient (each has its own accumulator).
-const WGRAD_CHUNKS: usize = 8;
 
 fn conv_weight_grad_t<T: GemmFloat>(
     g: &Tensor,
@@ -748,30 +794,8 @@ fn conv_weight_grad_t<T: GemmFloat>(
             }
         }
     };
-    let per_sample = gm.o * npix * kdim;
-    let threads = crate::par::split();
-    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        // Fixed chunks of samples, summed in chunk order: the result does not
-        // depend on how the pool schedules the chunks (a work-stealing fold
-        // would group the samples differently from run to run).
-        let per = n.div_ceil(n.min(WGRAD_CHUNKS));
-        let parts: Vec<Vec<T>> = crate::par::map(n.div_ceil(per), |ci| {
-            let mut acc = vec![T::ZERO; total];
-            let mut col = Vec::new();
-            for smp in ci * per..((ci + 1) * per).min(n) {
-                run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
-            }
-            acc
-        });
-        for part in &parts {
-            dst.iter_mut().zip(part).for_each(|(x, &y)| *x = *x + y);
-        }
-    } else {
-        let par = gemm_parallelism(og, kdim, npix);
-        let acc = SendPtr(dst.as_mut_ptr());
-        let mut col = Vec::new();
-        each_sample(n, |smp| run(smp, &mut col, acc.get(), par));
-    }
+    let par = || gemm_parallelism(og, kdim, npix);
+    wgrad_over_samples(n, gm.o * npix * kdim, dst, T::ZERO, par, run);
     crate::par::check("conv2d_backward")
 }
 
@@ -909,15 +933,12 @@ fn conv2d_bf16(
             }
         }
     };
-    let per_sample = g.o * npix * kdim.max(1);
-    let threads = crate::par::split();
-    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::for_each_init(n, Vec::new, |col, smp| run(smp, col, Parallelism::None));
-    } else {
-        let par = gemm_parallelism(og, npix, kdim);
-        let mut col = Vec::new();
-        each_sample(n, |smp| run(smp, &mut col, par));
-    }
+    over_samples(
+        n,
+        g.o * npix * kdim.max(1),
+        || gemm_parallelism(og, npix, kdim),
+        run,
+    );
     crate::par::check("conv2d")
 }
 
@@ -988,15 +1009,12 @@ fn conv_input_grad_bf16(g: &Tensor, w: &Tensor, p: &Conv2dParams, out: &Tensor) 
             }
         }
     };
-    let per_sample = gm.o * npix * kdim.max(1);
-    let threads = crate::par::split();
-    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        crate::par::for_each_init(n, Vec::new, |col, smp| run(smp, col, Parallelism::None));
-    } else {
-        let par = gemm_parallelism(kdim, npix, og);
-        let mut col = Vec::new();
-        each_sample(n, |smp| run(smp, &mut col, par));
-    }
+    over_samples(
+        n,
+        gm.o * npix * kdim.max(1),
+        || gemm_parallelism(kdim, npix, og),
+        run,
+    );
     crate::par::check("conv2d_backward")
 }
 
@@ -1067,27 +1085,8 @@ fn conv_weight_grad_bf16(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor)
             }
         }
     };
-    let per_sample = gm.o * npix * kdim;
-    let threads = crate::par::split();
-    if n > 1 && threads > 1 && (per_sample < SAMPLE_SMALL || n >= 4 * threads) {
-        let per = n.div_ceil(n.min(WGRAD_CHUNKS));
-        let parts: Vec<Vec<f32>> = crate::par::map(n.div_ceil(per), |ci| {
-            let mut acc = vec![0.0f32; total];
-            let mut col = Vec::new();
-            for smp in ci * per..((ci + 1) * per).min(n) {
-                run(smp, &mut col, acc.as_mut_ptr(), Parallelism::None);
-            }
-            acc
-        });
-        for part in &parts {
-            dst.iter_mut().zip(part).for_each(|(x, &y)| *x += y);
-        }
-    } else {
-        let par = gemm_parallelism(og, kdim, npix);
-        let acc = SendPtr(dst.as_mut_ptr());
-        let mut col = Vec::new();
-        each_sample(n, |smp| run(smp, &mut col, acc.get(), par));
-    }
+    let par = || gemm_parallelism(og, kdim, npix);
+    wgrad_over_samples(n, gm.o * npix * kdim, dst, 0.0f32, par, run);
     crate::par::check("conv2d_backward")
 }
 

@@ -104,38 +104,14 @@ pub fn matmul(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result<
             ));
         }
     }
-    // gemm takes any non-negative strides; flipped views are copied first.
-    let flipped = |t: &Tensor| t.strides()[nd - 2..].iter().any(|&s| s < 0);
-    let a: Cow<Tensor> = if flipped(a) {
-        Cow::Owned(copied(a)?)
-    } else {
-        Cow::Borrowed(a)
-    };
-    let b: Cow<Tensor> = if flipped(b) {
-        Cow::Owned(copied(b)?)
-    } else {
-        Cow::Borrowed(b)
-    };
-    let ma = Mat {
-        rs: a.strides()[nd - 2],
-        cs: a.strides()[nd - 1],
-    };
-    let mb = Mat {
-        rs: b.strides()[nd - 2],
-        cs: b.strides()[nd - 1],
-    };
-    let mc = Mat {
-        rs: out.strides()[nd - 2],
-        cs: out.strides()[nd - 1],
-    };
-    let offs = batch_offsets(
-        batch,
-        [
-            &a.strides()[..nd - 2],
-            &b.strides()[..nd - 2],
-            &out.strides()[..nd - 2],
-        ],
-    );
+    let Operands {
+        a,
+        b,
+        ma,
+        mb,
+        mc,
+        offs,
+    } = operands(a, b, out)?;
     let dims = Dims { m, n, k };
     match out.dtype() {
         DType::F32 => run_float::<f32>(&a, &b, out, ma, mb, mc, dims, &offs, accumulate),
@@ -177,28 +153,14 @@ fn matmul_bf16(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result
     }
     let nd = out.ndim();
     let (m, n, k) = (out.shape()[nd - 2], out.shape()[nd - 1], a.shape()[nd - 1]);
-    let flipped = |t: &Tensor| t.strides()[nd - 2..].iter().any(|&s| s < 0);
-    let a: Cow<Tensor> = if flipped(a) {
-        Cow::Owned(copied(a)?)
-    } else {
-        Cow::Borrowed(a)
-    };
-    let b: Cow<Tensor> = if flipped(b) {
-        Cow::Owned(copied(b)?)
-    } else {
-        Cow::Borrowed(b)
-    };
-    let (a_rs, a_cs) = (a.strides()[nd - 2], a.strides()[nd - 1]);
-    let (b_rs, b_cs) = (b.strides()[nd - 2], b.strides()[nd - 1]);
-    let (c_rs, c_cs) = (out.strides()[nd - 2], out.strides()[nd - 1]);
-    let offs = batch_offsets(
-        &out.shape()[..nd - 2],
-        [
-            &a.strides()[..nd - 2],
-            &b.strides()[..nd - 2],
-            &out.strides()[..nd - 2],
-        ],
-    );
+    let Operands {
+        a,
+        b,
+        ma,
+        mb,
+        mc,
+        offs,
+    } = operands(a, b, out)?;
     let (ap, bp, cp) = (
         SendPtr(a.data_ptr::<half::bf16>() as *mut u16),
         SendPtr(b.data_ptr::<half::bf16>() as *mut u16),
@@ -213,20 +175,71 @@ fn matmul_bf16(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result
                 n,
                 k,
                 ap.get().offset(o[0]),
-                a_rs,
-                a_cs,
+                ma.rs,
+                ma.cs,
                 bp.get().offset(o[1]),
-                b_rs,
-                b_cs,
+                mb.rs,
+                mb.cs,
                 cp.get().offset(o[2]),
-                c_rs,
-                c_cs,
+                mc.rs,
+                mc.cs,
                 accumulate,
                 threads,
             )
         }
     };
-    match plan(offs.len(), Dims { m, n, k }) {
+    over_batch(&offs, Dims { m, n, k }, one);
+    Ok(())
+}
+
+/// A batched product's operands as the kernels take them: a view with a
+/// negative matrix stride copied first (the kernels take any non-negative
+/// strides), the three matrices' strides, and each batch element's offsets
+/// into `a`, `b` and `out`.
+struct Operands<'t> {
+    a: Cow<'t, Tensor>,
+    b: Cow<'t, Tensor>,
+    ma: Mat,
+    mb: Mat,
+    mc: Mat,
+    offs: SmallVec<[[isize; 3]; 1]>,
+}
+
+fn operands<'t>(a: &'t Tensor, b: &'t Tensor, out: &Tensor) -> Result<Operands<'t>> {
+    let nd = out.ndim();
+    let unflipped = |t: &'t Tensor| -> Result<Cow<'t, Tensor>> {
+        Ok(if t.strides()[nd - 2..].iter().any(|&s| s < 0) {
+            Cow::Owned(copied(t)?)
+        } else {
+            Cow::Borrowed(t)
+        })
+    };
+    let (a, b) = (unflipped(a)?, unflipped(b)?);
+    let mat = |t: &Tensor| Mat {
+        rs: t.strides()[nd - 2],
+        cs: t.strides()[nd - 1],
+    };
+    let offs = batch_offsets(
+        &out.shape()[..nd - 2],
+        [
+            &a.strides()[..nd - 2],
+            &b.strides()[..nd - 2],
+            &out.strides()[..nd - 2],
+        ],
+    );
+    Ok(Operands {
+        ma: mat(&a),
+        mb: mat(&b),
+        mc: mat(out),
+        a,
+        b,
+        offs,
+    })
+}
+
+/// `one(offsets, threads)` for every batch element, spread as [`plan`] says.
+fn over_batch(offs: &[[isize; 3]], d: Dims, one: impl Fn(&[isize; 3], usize) + Sync) {
+    match plan(offs.len(), d) {
         Plan::Serial => offs.iter().for_each(|o| one(o, 1)),
         Plan::OverBatch => crate::par::for_each(offs.len(), |i| one(&offs[i], 1)),
         Plan::InsideGemm => {
@@ -234,7 +247,6 @@ fn matmul_bf16(a: &Tensor, b: &Tensor, out: &Tensor, accumulate: bool) -> Result
             offs.iter().for_each(|o| one(o, t))
         }
     }
-    Ok(())
 }
 
 #[derive(Copy, Clone)]
@@ -569,10 +581,11 @@ fn run_float<T: GemmFloat>(
         }
         return;
     }
-    let one = |o: &[isize; 3], par: Parallelism| {
-        let threads = match par {
-            Parallelism::None => 1,
-            Parallelism::Rayon(t) => t.max(1),
+    let one = |o: &[isize; 3], threads: usize| {
+        let par = if threads > 1 {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
         };
         // SAFETY: offsets and strides come from the layouts; `out` was
         // allocated by the op, so it overlaps neither input.
@@ -613,14 +626,7 @@ fn run_float<T: GemmFloat>(
             )
         }
     };
-    match plan(offs.len(), d) {
-        Plan::Serial => offs.iter().for_each(|o| one(o, Parallelism::None)),
-        Plan::OverBatch => crate::par::for_each(offs.len(), |i| one(&offs[i], Parallelism::None)),
-        Plan::InsideGemm => {
-            let par = Parallelism::Rayon(crate::par::split());
-            offs.iter().for_each(|o| one(o, par))
-        }
-    }
+    over_batch(offs, d, one);
 }
 
 /// [`direct_mv`] for any `b` layout: one whose rows are strided (a
