@@ -38,15 +38,26 @@ def _owner(module: Any, name: str) -> tuple[Any, str]:
 
 
 # Per module: (the structure version it was read at, its parameters and buffers by every name,
-# each name's owning module and attribute). A module whose structure has not changed since
-# (``Module._structure_version``, which every attribute write bumps) reuses it: the swap's own
-# bumps are recorded as the new version when it restores the module.
-_LAYOUT: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, Any], dict[str, tuple[Any, str]]]] = (
+# each name's owning module, attribute and the owner's ``_parameters``/``_buffers`` dict holding it).
+# A module whose structure has not changed since (``Module._structure_version``, which every
+# attribute write bumps) reuses it: the swap's own bumps are recorded as the new version when it
+# restores the module.
+_Slot = tuple[Any, str, "dict[str, Any] | None"]
+_LAYOUT: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, Any], dict[str, _Slot]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _layout(module: Any) -> tuple[dict[str, Any], dict[str, tuple[Any, str]]]:
+def _slot(module: Any, name: str) -> _Slot:
+    owner, leaf = _owner(module, name)
+    d = owner.__dict__
+    for store in ("_parameters", "_buffers"):
+        if leaf in d.get(store, ()):
+            return owner, leaf, d[store]
+    return owner, leaf, None
+
+
+def _layout(module: Any) -> tuple[dict[str, Any], dict[str, _Slot]]:
     from ..modules.module import Module
 
     entry = _LAYOUT.get(module)
@@ -54,9 +65,9 @@ def _layout(module: Any) -> tuple[dict[str, Any], dict[str, tuple[Any, str]]]:
         return entry[1], entry[2]
     known: dict[str, Any] = dict(module.named_parameters(remove_duplicate=False))
     known.update(dict(module.named_buffers(remove_duplicate=False)))
-    owners = {name: _owner(module, name) for name in known}
-    _LAYOUT[module] = (Module._structure_version, known, owners)
-    return known, owners
+    slots = {name: _slot(module, name) for name in known}
+    _LAYOUT[module] = (Module._structure_version, known, slots)
+    return known, slots
 
 
 @contextlib.contextmanager
@@ -65,7 +76,7 @@ def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: boo
     ``tie_weights``, every name tied to one of them) read the given tensors."""
     from ..modules.module import Module
 
-    known, owners = _layout(module)
+    known, slots = _layout(module)
     if strict:
         missing = sorted(set(known) - set(values))
         unexpected = sorted(set(values) - set(known))
@@ -84,24 +95,19 @@ def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: boo
         for k, t in known.items():
             if k not in values and t is not None and id(t) in by_id:
                 values[k] = by_id[id(t)]
-    restore: list[tuple[Any, str, str | None, Any]] = []
+    # Slots are written through ``dict.__setitem__`` (the stores' own ``__setitem__`` bumps the
+    # versions on every write); each touched owner is bumped once on the way in and once out.
+    restore: list[tuple[Any, str, dict[str, Any] | None, Any]] = []
     touched: dict[int, Any] = {}
+    setitem = dict.__setitem__
     try:
         for name, value in values.items():
-            owner, leaf = owners[name] if name in owners else _owner(module, name)
-            d = owner.__dict__
-            store = (
-                "_parameters"
-                if leaf in d.get("_parameters", ())
-                else "_buffers"
-                if leaf in d.get("_buffers", ())
-                else None
-            )
+            owner, leaf, store = slots[name] if name in slots else _slot(module, name)
             if store is not None:
-                restore.append((owner, leaf, store, d[store][leaf]))
-                d[store][leaf] = value
+                restore.append((owner, leaf, store, store[leaf]))
+                setitem(store, leaf, value)
             else:
-                restore.append((owner, leaf, None, d.get(leaf, _MISSING)))
+                restore.append((owner, leaf, None, owner.__dict__.get(leaf, _MISSING)))
                 object.__setattr__(owner, leaf, value)
             if id(owner) not in touched:
                 touched[id(owner)] = owner
@@ -110,7 +116,7 @@ def _swapped(module: Any, values: dict[str, Any], tie_weights: bool, strict: boo
     finally:
         for owner, leaf, store, old in reversed(restore):
             if store is not None:
-                owner.__dict__[store][leaf] = old
+                setitem(store, leaf, old)
             elif old is _MISSING:
                 object.__delattr__(owner, leaf)
             else:
