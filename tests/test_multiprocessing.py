@@ -268,16 +268,57 @@ def test_hogwild_fork_children_train_the_parents_parameters():
     assert loss() < first
 
 
+# ------------------------------------------------------------- default context
+
+
+def _queue_child(inbox, outbox) -> None:
+    t = inbox.get(timeout=_JOIN)
+    t.mul_(-1)
+    outbox.put(t.is_shared())
+
+
+def _pool_fn(job: tuple) -> bool:
+    t, i = job
+    t[i] = float(10 * i)
+    return t.is_shared()
+
+
+@pytest.mark.skipif(not _HAS_FORK, reason="the fork start method is not available on this platform")
+def test_default_context_process_queue_pool_and_start_method():
+    old = mp.get_start_method(allow_none=True)
+    try:
+        mp.set_start_method("fork", force=True)
+        assert mp.get_start_method() == "fork"
+        t = fg.tensor(np.arange(1, 5, dtype=np.float32)).share_memory_()
+        inbox, outbox = mp.Queue(), mp.Queue()
+        p = mp.Process(target=_queue_child, args=(inbox, outbox))
+        p.start()
+        inbox.put(t)  # through the queue: a handle, even to a forked child
+        assert outbox.get(timeout=_JOIN) is True
+        _join_all([p])
+        np.testing.assert_array_equal(t.numpy(), -np.arange(1, 5))
+        with mp.Pool(2) as pool:
+            shared = pool.map(_pool_fn, [(t, i) for i in range(4)])
+        np.testing.assert_array_equal(t.numpy(), [0, 10, 20, 30])
+        assert shared == [True] * 4
+    finally:
+        mp.set_start_method(old, force=True)
+
+
 # --------------------------------------------------------------------------- spawn
 
 
-def _spawn_child(arg: fg.Tensor, inbox, outbox) -> None:
-    """Runs in a spawned process: writes into a shared tensor given as a Process argument
-    and into one taken from a queue, and reports what it saw of a non-shared tensor."""
+def _spawn_child(model: nn.Linear, inbox, outbox) -> None:
+    """Runs in a spawned process: writes into a shared module given as a Process argument
+    and into a shared tensor taken from a queue, and reports what it saw of a non-shared
+    tensor."""
     shared = inbox.get(timeout=_JOIN)
     plain = inbox.get(timeout=_JOIN)
-    report = (arg.is_shared(), shared.is_shared(), plain.is_shared(), plain.numpy().tolist())
-    arg.add_(10)
+    w = model.weight
+    report = (type(w).__name__, w.requires_grad, w.is_shared(), shared.is_shared(), plain.is_shared())
+    report += (plain.numpy().tolist(),)
+    with fg.no_grad():
+        w.add_(10)
     shared[1:].fill_(7)
     plain.fill_(-1)
     outbox.put(report)
@@ -286,18 +327,19 @@ def _spawn_child(arg: fg.Tensor, inbox, outbox) -> None:
 @pytest.mark.covers("torch.multiprocessing.Process", "torch.multiprocessing.Queue")
 def test_spawn_process_args_and_queue_send_handles_non_shared_copies():
     ctx = mp.get_context("spawn")
-    arg = fg.tensor(np.arange(3, dtype=np.float32)).share_memory_()
+    model = nn.Linear(3, 2).share_memory()
+    w0 = model.weight.detach().numpy().copy()
     shared = fg.zeros(4, dtype=fg.float64).share_memory_()
     plain = fg.tensor(np.array([1.5, 2.5], np.float32))
     inbox, outbox = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=_spawn_child, args=(arg, inbox, outbox))
+    p = ctx.Process(target=_spawn_child, args=(model, inbox, outbox))
     p.start()
     inbox.put(shared)
     inbox.put(plain)
     report = outbox.get(timeout=_JOIN)
     _join_all([p])
-    assert report == (True, True, False, [1.5, 2.5])
-    np.testing.assert_array_equal(arg.numpy(), np.arange(3) + 10)
+    assert report == ("Parameter", True, True, True, False, [1.5, 2.5])
+    np.testing.assert_array_equal(model.weight.detach().numpy(), w0 + 10)
     np.testing.assert_array_equal(shared.numpy(), [0, 7, 7, 7])
     np.testing.assert_array_equal(plain.numpy(), [1.5, 2.5])  # the child wrote its copy
 
@@ -322,7 +364,7 @@ def test_mp_spawn_runs_fn_i_and_reraises_child_errors():
     assert "ValueError: worker 1 could not go on" in msg and "_spawn_fn" in msg  # the child's traceback
     assert info.value.error_index == 1
 
-    context = mp.spawn(_spawn_fn, args=(t, False), nprocs=1, join=False, start_method=method)
+    context = mp.start_processes(_spawn_fn, args=(t, False), nprocs=1, join=False, start_method=method)
     assert len(context.pids()) == 1
     while not context.join(_JOIN):
         pass
