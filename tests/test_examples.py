@@ -54,6 +54,14 @@ def test_tour() -> None:
     assert float(m.group(1)) > 0.0, out
 
 
+def test_hogwild() -> None:
+    """Spawned processes train the parent's shared model (``model.share_memory()``)."""
+    out = run("hogwild.py", "--epochs", "1", "--train-size", "256", "--log-interval", "100")
+    assert "every parameter changed by the training processes: True" in out, out
+    accs = re.search(r"accuracy before training ([\d.]+), after ([\d.]+)", out)
+    assert accs, out
+
+
 def test_digits_demo(tmp_path: Path) -> None:
     """The demo with 2 epochs: both models learn, checkpoints reload identically, the PNG is valid."""
     need_demo_extra()

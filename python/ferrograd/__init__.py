@@ -250,6 +250,7 @@ from ._grad_hooks import install as _install_grad_hooks  # noqa: E402
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from ._pickling import install as _install_pickling  # noqa: E402
 from ._precision import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
+from ._shared_tensors import install as _install_sharing  # noqa: E402
 from ._surface_index import *  # noqa: E402, F403 - promotion queries, index grids, arrangements
 from ._surface_index import install as _install_surface_index  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
@@ -285,6 +286,16 @@ cdist = linalg.cdist
 matrix_power = linalg.matrix_power
 
 
+def __getattr__(name: str) -> object:
+    # ``ferrograd.multiprocessing`` is imported on first use (it imports Python's
+    # ``multiprocessing``), as ``torch.multiprocessing`` is reachable from ``torch``.
+    if name == "multiprocessing":
+        import importlib
+
+        return importlib.import_module(".multiprocessing", __name__)
+    raise AttributeError(f"module 'ferrograd' has no attribute {name!r}")
+
+
 def set_default_dtype(d: dtype) -> None:
     """Make ``d`` (float32, float64, float16 or bfloat16) the default floating dtype, as
     ``torch.set_default_dtype``: float tensors made without a dtype (``zeros``, ``randn``,
@@ -295,6 +306,7 @@ def set_default_dtype(d: dtype) -> None:
 
 
 _install_pickling()
+_install_sharing()
 _install_tensor_extras()
 _install_surface_more()
 _install_surface_index()

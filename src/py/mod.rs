@@ -18,6 +18,7 @@ mod methods;
 mod optim;
 mod random;
 mod reduce;
+mod shared;
 mod sort;
 mod surface;
 
@@ -723,6 +724,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     graph::register(m)?;
     gpu::register(m)?;
     surface::register(m)?;
+    shared::register(m)?;
     function::register(m)?;
     Ok(())
 }

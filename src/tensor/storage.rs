@@ -62,10 +62,7 @@ enum Kind {
     /// Allocated by us, `cap` bytes (a size class), returned to the cache on drop.
     Owned { cap: usize },
     /// Borrowed memory (NumPy, DLPack); `owner` keeps it alive and is dropped with us.
-    Foreign {
-        #[allow(dead_code)]
-        owner: Box<dyn Any + Send + Sync>,
-    },
+    Foreign { owner: Box<dyn Any + Send + Sync> },
     /// No memory at all (the `Meta` device): `ptr` is dangling and never read.
     Meta,
     /// A GPU buffer owned by the device's backend (its pool takes it back
@@ -226,6 +223,13 @@ impl Storage {
     pub fn is_foreign(&self) -> bool {
         matches!(self.kind, Kind::Foreign { .. })
     }
+    /// What keeps borrowed memory alive (`None` for other storage).
+    pub(crate) fn foreign_owner(&self) -> Option<&(dyn Any + Send + Sync)> {
+        match &self.kind {
+            Kind::Foreign { owner } => Some(owner.as_ref()),
+            _ => None,
+        }
+    }
     /// Host memory this library allocated (from the CPU caching allocator).
     #[inline]
     pub(crate) fn is_owned(&self) -> bool {
@@ -259,6 +263,11 @@ impl Storage {
     #[inline]
     pub fn bump_version(&self) {
         self.version.fetch_add(1, Ordering::AcqRel);
+    }
+    /// Start the version counter of a storage that takes over another's
+    /// data (a tensor moved to shared memory) at that storage's count.
+    pub(crate) fn continue_version(&self, v: u64) {
+        self.version.store(v, Ordering::Release);
     }
     /// Note that a tensor stopped viewing this storage because its data was
     /// rebound to other storage; returns the new [`rebind_epoch`].

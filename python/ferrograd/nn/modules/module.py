@@ -255,9 +255,28 @@ class Module:
         return self.register_full_backward_hook(hook)
 
     def share_memory(self: T) -> T:
-        """Accepted as in PyTorch, which moves storages to shared memory for
-        worker processes; here the module is returned unchanged (workers
-        receive copies of what they are given)."""
+        """Move every parameter, gradient and buffer to shared memory, in place
+        (:meth:`Tensor.share_memory_`), and return the module.
+
+        Parameters keep their identity, so an optimizer built before still
+        updates the model. Worker processes then train the same weights: a
+        child started with ``fork`` writes into the same memory, and one
+        started with ``spawn`` (or given the module through a queue) receives
+        handles to it (see :mod:`ferrograd.multiprocessing`). Gradients made
+        later (by ``backward`` in a worker) are the worker's own. CPU tensors
+        only: a module on the GPU raises ``RuntimeError``.
+        """
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is None:
+                    continue
+                p.share_memory_()
+                g = p.grad
+                if g is not None and not g.is_shared():
+                    p.grad = g.share_memory_()
+            for b in m._buffers.values():
+                if b is not None:
+                    b.share_memory_()
         return self
 
     def register_full_backward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
