@@ -325,6 +325,7 @@ pub fn sgd_step(
             .collect());
     }
     const OP: &str = "sgd_step";
+    let _profiled = crate::tensor::profile::scope(OP, crate::tensor::profile::Kind::Op);
     check_len(OP, params.len(), "momentum buffer", bufs.len())?;
     if h.nesterov && (h.momentum <= 0.0 || h.dampening != 0.0) {
         return Err(Error::value(
@@ -382,6 +383,7 @@ pub fn sgd_step_first(
     h: &SgdHyper,
 ) -> Result<()> {
     const OP: &str = "sgd_step";
+    let _profiled = crate::tensor::profile::scope(OP, crate::tensor::profile::Kind::Op);
     check_len(OP, params.len(), "momentum buffer", bufs.len())?;
     check_len(OP, params.len(), "first flag", first.len())?;
     if h.momentum == 0.0 || first.iter().all(|f| !f) {

@@ -16,6 +16,7 @@ mod index;
 mod linalg;
 mod methods;
 mod optim;
+mod profile;
 mod random;
 mod reduce;
 mod sort;
@@ -724,5 +725,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     gpu::register(m)?;
     surface::register(m)?;
     function::register(m)?;
+    profile::register(m)?;
     Ok(())
 }

@@ -4,6 +4,7 @@ pub mod capture;
 pub mod defer;
 pub mod dtype;
 pub mod layout;
+pub mod profile;
 pub mod storage;
 
 use std::sync::Arc;
