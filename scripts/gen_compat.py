@@ -99,6 +99,7 @@ DEFAULT_TESTS = [
     "tests/test_torch_checkpoint.py",
     "tests/test_jit.py",
     "tests/test_nn_surface_extra.py",
+    "tests/test_profiler.py",
 ]
 
 STATUSES = ("tested", "failing", "untested", "missing")
