@@ -6,7 +6,8 @@ and without the hook, run in alternating processes (A, B, A, B, ...).
 
 Each directory holds a ``ferrograd`` package (with its built extension).
 Prints, per build, the median and 90th percentile of the time per op over
-all repetitions, and the ratio of the medians.
+all repetitions, the ratio of the medians, and the median of the ratios of
+back-to-back pairs (robust to the machine's load changing during the run).
 """
 
 from __future__ import annotations
@@ -40,14 +41,19 @@ def main() -> None:
     base, new = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 10
     got: dict[str, list[float]] = {base: [], new: []}
+    ratios = []  # per round: new's median over base's, from back-to-back processes
     for r in range(rounds):
+        this = {}
         for p in (base, new) if r % 2 == 0 else (new, base):
-            got[p] += run(p, 10_000, 5)
+            this[p] = run(p, 10_000, 5)
+            got[p] += this[p]
+        ratios.append(statistics.median(this[new]) / statistics.median(this[base]))
     for name, p in (("base", base), ("new", new)):
         xs = sorted(got[p])
         p90 = xs[int(0.9 * (len(xs) - 1))]
         print(f"{name}: median {statistics.median(xs):.1f} ns/op, p90 {p90:.1f} ns/op ({len(xs)} reps)")
     print(f"new/base (medians): {statistics.median(got[new]) / statistics.median(got[base]):.4f}")
+    print(f"new/base per round: median {statistics.median(ratios):.4f} over {rounds} rounds")
 
 
 if __name__ == "__main__":

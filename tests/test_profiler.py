@@ -283,3 +283,24 @@ def test_bad_use_raises_clear_errors():
         with pytest.raises(RuntimeError, match="already running"):
             profile().start()
     assert not _core._profiler_enabled()
+
+
+def test_optimizer_steps_record_once_per_call_eager_and_compiled():
+    w = fg.ones(3, requires_grad=True)
+    opt = fg.optim.SGD([w], lr=0.1, momentum=0.9)
+
+    def step():
+        opt.zero_grad()
+        (w * w).sum().backward()
+        opt.step()
+
+    step()
+    compiled = fg.compile(step)
+    compiled()
+    with profile() as prof:
+        step()
+        compiled()
+        compiled()
+    steps = [e for e in prof.events() if e.name == "sgd_step"]
+    assert len(steps) == 3
+    assert all(e.cpu_parent is None or e.cpu_parent.name == "graph_run" for e in steps)
