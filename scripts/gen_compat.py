@@ -100,6 +100,7 @@ DEFAULT_TESTS = [
     "tests/test_jit.py",
     "tests/test_nn_surface_extra.py",
     "tests/test_multiprocessing.py",
+    "tests/test_profiler.py",
 ]
 
 STATUSES = ("tested", "failing", "untested", "missing")

@@ -11,7 +11,8 @@ pub mod tensor;
 
 /// Capture point at the top of an op function: while a graph is being
 /// captured, record the call (op, non-tensor arguments, tensor inputs) and
-/// return its shape-only outputs through the adapter `$out`.
+/// return its shape-only outputs through the adapter `$out`; while the
+/// profiler records, open the op's event (see `tensor::profile`).
 /// `capture!(OpCall::X { .. }, [a, b] + extra_iter, one)`.
 macro_rules! capture {
     ($call:expr, [$($t:expr),* $(,)?] $(+ $extra:expr)?, $out:ident) => {
@@ -23,6 +24,14 @@ macro_rules! capture {
         }) {
             return r.and_then($crate::ops::capture::$out);
         }
+        // While the profiler records: an event for this op, closed when the
+        // op's function returns (the binding lives to the end of its block).
+        let _fg_profiled = $crate::ops::capture::profile(|| {
+            #[allow(unused_mut)]
+            let mut v: Vec<$crate::tensor::Tensor> = vec![$(($t).clone()),*];
+            $( v.extend($extra); )?
+            ($call, v)
+        });
     };
 }
 

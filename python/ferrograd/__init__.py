@@ -237,6 +237,7 @@ from . import (  # noqa: E402
     nn,
     onnx,
     optim,
+    profiler,
     special,
     tensorboard,
     testing,

@@ -71,6 +71,13 @@ __all__ = [
     "_get_autocast",
     "_set_autocast_cache",
     "_queue_callback",
+    "_profiler_start",
+    "_profiler_stop",
+    "_profiler_take",
+    "_profiler_enabled",
+    "_profiler_now",
+    "_profiler_thread",
+    "_profiler_record",
     "tensor",
     "from_numpy",
     "empty",
@@ -1064,6 +1071,31 @@ def _set_default_dtype(d: dtype) -> dtype:
 
 def _queue_callback(callback: Callable[[], object]) -> None:
     """Call ``callback()`` once when the backward now running finishes (from a hook)."""
+
+# The profiler's recorder (ferrograd.profiler): events are
+# (name, kind, start_ns, dur_ns, thread, input_shapes).
+_ProfilerEvent = tuple[str, str, _int, _int, _int, list[list[_int]]]
+
+def _profiler_start(record_shapes: _bool = False) -> None:
+    """Start recording ops (events left from before are discarded)."""
+
+def _profiler_stop() -> list[_ProfilerEvent]:
+    """Stop recording; the events recorded since the start."""
+
+def _profiler_take() -> list[_ProfilerEvent]:
+    """The events recorded so far (recording goes on)."""
+
+def _profiler_enabled() -> _bool:
+    """Whether the profiler records."""
+
+def _profiler_now() -> _int:
+    """The profiler's clock: nanoseconds since its origin (monotonic)."""
+
+def _profiler_thread() -> _int:
+    """This thread's number in events."""
+
+def _profiler_record(name: str, start_ns: _int) -> None:
+    """Record a range named ``name`` from ``start_ns`` to now."""
 
 def _set_grad_enabled(mode: _bool) -> _bool: ...
 def _set_autocast(gpu: _bool, dtype: dtype | None = None) -> dtype | None: ...

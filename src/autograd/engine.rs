@@ -387,6 +387,10 @@ fn walk(
                 if crate::ops::capture::active() {
                     crate::ops::capture::vjp(&node, &saved, &grads, &needs)?
                 } else {
+                    let _profiled = crate::tensor::profile::scope(
+                        node.name(),
+                        crate::tensor::profile::Kind::Backward,
+                    );
                     node.backward.apply(&saved, &grads, &needs)?
                 }
             };

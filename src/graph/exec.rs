@@ -581,6 +581,13 @@ impl Plan {
         let n = &g.nodes[i];
         let reuse = &self.reuse[i];
         let t0 = timing.then(std::time::Instant::now);
+        // A fused node runs no op function: the profiler sees it here.
+        let _profiled = match &n.call {
+            OpCall::Fused { .. } => {
+                crate::tensor::profile::scope("fused", crate::tensor::profile::Kind::Graph)
+            }
+            _ => None,
+        };
         #[cfg(feature = "gpu")]
         let live = self.live.get(i).copied().unwrap_or(false) && live_begin(i, ins);
         let outs = match &n.call {
@@ -610,6 +617,8 @@ impl Plan {
     }
 
     fn run_timed(&self, args: &[Tensor], times: Option<&mut Profile>) -> Result<Vec<Tensor>> {
+        let _profiled =
+            crate::tensor::profile::scope("graph_run", crate::tensor::profile::Kind::Graph);
         let inputs = self.resolve_inputs(args)?;
         self.run_inputs(inputs, times)
     }

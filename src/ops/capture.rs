@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use super::call::OpCall;
 use crate::autograd::{AutogradMeta, Node};
 use crate::error::{Error, Result};
+use crate::tensor::profile::{self, Kind, Scope};
 use crate::tensor::{DType, Scalar, Tensor};
 
 /// How ops report tensors they save for their gradient (see [`push_aux`]).
@@ -113,6 +114,40 @@ pub fn intercept(f: impl FnOnce() -> (OpCall, Vec<Tensor>)) -> Option<Result<Vec
             "internal error: capturing with no recorder installed",
         )),
     })
+}
+
+/// How the profiler names an op from its call (installed by the bindings,
+/// which may use the graph layer's names; "op" until then).
+pub type Namer = fn(&OpCall) -> &'static str;
+
+static NAMER: OnceLock<Namer> = OnceLock::new();
+
+/// Install the profiler's op names (the first call wins).
+pub fn install_namer(f: Namer) {
+    let _ = NAMER.set(f);
+}
+
+/// Called by every op function after [`intercept`]: while the profiler
+/// records, the op's open event (closed when dropped); else `None`, at the
+/// cost of one atomic load.
+#[inline(always)]
+pub fn profile(f: impl FnOnce() -> (OpCall, Vec<Tensor>)) -> Option<Scope> {
+    if !profile::enabled() {
+        return None;
+    }
+    Some(profile_call(f))
+}
+
+#[cold]
+fn profile_call(f: impl FnOnce() -> (OpCall, Vec<Tensor>)) -> Scope {
+    let (call, ins) = f();
+    let name = NAMER.get().map_or("op", |n| n(&call));
+    let shapes = if profile::record_shapes() {
+        ins.iter().map(|t| t.shape().to_vec()).collect()
+    } else {
+        Vec::new()
+    };
+    Scope::open(name, Kind::Op, shapes)
 }
 
 /// Whether what this thread runs now belongs to a graph being captured.

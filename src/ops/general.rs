@@ -18,6 +18,8 @@ pub fn run(op: &GeneralOp, ins: &[&Tensor]) -> Result<Vec<Tensor>> {
         return r;
     }
     let name = op.name();
+    let _profiled =
+        crate::tensor::profile::op_scope(name, || ins.iter().map(|t| t.shape()).collect());
     let Some(first) = ins.first() else {
         return Err(Error::runtime(name, "expects a tensor input"));
     };

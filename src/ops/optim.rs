@@ -325,6 +325,7 @@ pub fn sgd_step(
             .collect());
     }
     const OP: &str = "sgd_step";
+    let _profiled = crate::tensor::profile::scope(OP, crate::tensor::profile::Kind::Op);
     check_len(OP, params.len(), "momentum buffer", bufs.len())?;
     if h.nesterov && (h.momentum <= 0.0 || h.dampening != 0.0) {
         return Err(Error::value(
@@ -386,8 +387,9 @@ pub fn sgd_step_first(
     check_len(OP, params.len(), "first flag", first.len())?;
     if h.momentum == 0.0 || first.iter().all(|f| !f) {
         let b: Vec<Option<Tensor>> = bufs.iter().cloned().map(Some).collect();
-        return sgd_step(params, grads, &b, h).map(|_| ());
+        return sgd_step(params, grads, &b, h).map(|_| ()); // its own profiler event
     }
+    let _profiled = crate::tensor::profile::scope(OP, crate::tensor::profile::Kind::Op);
     if h.nesterov && h.dampening != 0.0 {
         return Err(Error::value(
             OP,

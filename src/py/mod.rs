@@ -16,6 +16,7 @@ mod index;
 mod linalg;
 mod methods;
 mod optim;
+mod profile;
 mod random;
 mod reduce;
 mod shared;
@@ -726,5 +727,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     surface::register(m)?;
     shared::register(m)?;
     function::register(m)?;
+    profile::register(m)?;
     Ok(())
 }

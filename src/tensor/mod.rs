@@ -5,6 +5,7 @@ pub mod defer;
 pub mod dtype;
 pub mod layout;
 pub mod shared;
+pub mod profile;
 pub mod storage;
 
 use std::sync::Arc;

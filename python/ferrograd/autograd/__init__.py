@@ -45,6 +45,7 @@ __all__ = [
     "is_grad_enabled",
     "no_grad",
     "once_differentiable",
+    "profiler",
     "set_grad_enabled",
 ]
 
@@ -434,4 +435,4 @@ class Function:
         return tuple(outs) if is_tuple else outs[0]
 
 
-from . import functional  # noqa: E402 - torch.autograd.functional
+from . import functional, profiler  # noqa: E402 - torch.autograd.functional, torch.autograd.profiler
