@@ -4,8 +4,8 @@ pub mod capture;
 pub mod defer;
 pub mod dtype;
 pub mod layout;
-pub mod shared;
 pub mod profile;
+pub mod shared;
 pub mod storage;
 
 use std::sync::Arc;
