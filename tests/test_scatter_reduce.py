@@ -86,15 +86,25 @@ def test_integer_forward_and_mean_rounds_down():
     # slot 0: (5 + 4) // 2 = 4; slot 1: (-7 + 2 + 2) // 3 = -1
     assert out.tolist() == [4, -1, 2]
     assert out.dtype == fg.int64
-    y = fg.tensor([1, 1], dtype=fg.int32).index_reduce(0, fg.tensor([0, 0]), fg.tensor([3, -4], dtype=fg.int32), "amin")
+    y = fg.tensor([1, 1], dtype=fg.int32).index_reduce(
+        0, fg.tensor([0, 0]), fg.tensor([3, -4], dtype=fg.int32), "amin"
+    )
     assert y.tolist() == [-4, 1]
 
 
 @pytest.mark.parametrize(
     "call, exc, pattern",
     [
-        (lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([3]), fg.ones(1), "sum"), IndexError, r"scatter_reduce.*3"),
-        (lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([0]), fg.ones(1), "max"), ValueError, r"scatter_reduce.*\"max\""),
+        (
+            lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([3]), fg.ones(1), "sum"),
+            IndexError,
+            r"scatter_reduce.*3",
+        ),
+        (
+            lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([0]), fg.ones(1), "max"),
+            ValueError,
+            r"scatter_reduce.*\"max\"",
+        ),
         (
             lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([0]), fg.ones(1, dtype=fg.float64), "sum"),
             TypeError,
@@ -105,10 +115,26 @@ def test_integer_forward_and_mean_rounds_down():
             ValueError,
             r"scatter_reduce.*\[3, 2\].*\[1\]",
         ),
-        (lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([0.0]), fg.ones(1), "sum"), TypeError, r"scatter_reduce.*index"),
-        (lambda: fg.zeros(3).scatter_reduce_(0, fg.tensor([5]), fg.ones(1), "amax"), IndexError, r"scatter_reduce_"),
-        (lambda: fg.zeros(3).index_reduce(0, fg.tensor([0]), fg.ones(1), "sum"), ValueError, r"index_reduce.*'sum'"),
-        (lambda: fg.zeros(3).index_reduce(0, fg.tensor([4]), fg.ones(1), "amax"), IndexError, r"index_reduce"),
+        (
+            lambda: fg.zeros(3).scatter_reduce(0, fg.tensor([0.0]), fg.ones(1), "sum"),
+            TypeError,
+            r"scatter_reduce.*index",
+        ),
+        (
+            lambda: fg.zeros(3).scatter_reduce_(0, fg.tensor([5]), fg.ones(1), "amax"),
+            IndexError,
+            r"scatter_reduce_",
+        ),
+        (
+            lambda: fg.zeros(3).index_reduce(0, fg.tensor([0]), fg.ones(1), "sum"),
+            ValueError,
+            r"index_reduce.*'sum'",
+        ),
+        (
+            lambda: fg.zeros(3).index_reduce(0, fg.tensor([4]), fg.ones(1), "amax"),
+            IndexError,
+            r"index_reduce",
+        ),
         (
             lambda: fg.zeros(3, 2).index_reduce(0, fg.tensor([0]), fg.ones(1, 3), "prod"),
             ValueError,

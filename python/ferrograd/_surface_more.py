@@ -501,7 +501,9 @@ def index_reduce(
     _need_tensor("index_reduce", "index", index)
     _need_tensor("index_reduce", "source", source)
     if reduce not in _INDEX_REDUCE:
-        raise ValueError(f"index_reduce(): reduce must be one of {', '.join(map(repr, _INDEX_REDUCE))}, got {reduce!r}")
+        raise ValueError(
+            f"index_reduce(): reduce must be one of {', '.join(map(repr, _INDEX_REDUCE))}, got {reduce!r}"
+        )
     if index.dtype not in (_core.int64, _core.int32):
         raise TypeError(f"index_reduce(): index must be an integer tensor, got {_name(index.dtype)}")
     if index.dim() > 1:

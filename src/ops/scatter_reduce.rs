@@ -71,6 +71,19 @@ fn check(op: &'static str, x: &Tensor, dim: isize, index: &Tensor, src: &Tensor)
             ),
         ));
     }
+    // Refused before any work on a device without the kernel (the identity
+    // fill of `include_self=False` would otherwise fail first, less clearly).
+    if !OPS[0].supports(x.dtype(), x.device()) {
+        return Err(Error::runtime(
+            op,
+            format!(
+                "not supported on the {} device (self {} of shape {}); move the tensors to the cpu",
+                x.device(),
+                x.dtype(),
+                fmt_shape(x.shape())
+            ),
+        ));
+    }
     if x.ndim() != index.ndim() || src.ndim() != index.ndim() {
         return Err(Error::shape(
             op,

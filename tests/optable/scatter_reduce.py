@@ -97,12 +97,16 @@ def _sample(grad=False):
 
 
 def _fg(x, src, dim, index, reduce, include_self):
-    return fg.scatter_reduce(x, dim, fg.tensor(index, device=x.device), src, reduce, include_self=bool(include_self))
+    return fg.scatter_reduce(
+        x, dim, fg.tensor(index, device=x.device), src, reduce, include_self=bool(include_self)
+    )
 
 
 def _fg_inplace(x, src, dim, index, reduce, include_self):
     y = x.clone()
-    r = y.scatter_reduce_(dim, fg.tensor(index, device=x.device), src, reduce, include_self=bool(include_self))
+    r = y.scatter_reduce_(
+        dim, fg.tensor(index, device=x.device), src, reduce, include_self=bool(include_self)
+    )
     assert r is y
     return y
 
@@ -140,7 +144,9 @@ def index_reduce_np(x, src, dim, idx, reduce, include_self):
 
 
 def _fg_index(x, src, dim, idx, reduce, include_self):
-    return fg.index_reduce(x, dim, fg.tensor(idx, device=x.device), src, reduce, include_self=bool(include_self))
+    return fg.index_reduce(
+        x, dim, fg.tensor(idx, device=x.device), src, reduce, include_self=bool(include_self)
+    )
 
 
 def _fg_index_inplace(x, src, dim, idx, reduce, include_self):
@@ -155,14 +161,44 @@ _common = dict(dtypes=NUMERIC, ref_in_dtype=True, tol=TOL, grad_snap=False, grad
 _LOWP = {"float32": 16.0, "float16": 16.0, "bfloat16": 16.0}
 
 SPECS = [
-    OpSpec("scatter_reduce", _fg, scatter_reduce_np, _sample(), grad_sample=_sample(True),
-           lowp_grad_factor=_LOWP, **_common),
-    OpSpec("scatter_reduce_", _fg_inplace, scatter_reduce_np, _sample(), grad_sample=_sample(True),
-           lowp_grad_factor=_LOWP, **_common),
-    OpSpec("index_reduce", _fg_index, index_reduce_np, _index_sample(), grad_sample=_index_sample(True),
-           composed=True, lowp_grad_factor=_LOWP, **_common),
-    OpSpec("index_reduce_", _fg_index_inplace, index_reduce_np, _index_sample(), grad_sample=_index_sample(True),
-           composed=True, lowp_grad_factor=_LOWP, **_common),
+    OpSpec(
+        "scatter_reduce",
+        _fg,
+        scatter_reduce_np,
+        _sample(),
+        grad_sample=_sample(True),
+        lowp_grad_factor=_LOWP,
+        **_common,
+    ),
+    OpSpec(
+        "scatter_reduce_",
+        _fg_inplace,
+        scatter_reduce_np,
+        _sample(),
+        grad_sample=_sample(True),
+        lowp_grad_factor=_LOWP,
+        **_common,
+    ),
+    OpSpec(
+        "index_reduce",
+        _fg_index,
+        index_reduce_np,
+        _index_sample(),
+        grad_sample=_index_sample(True),
+        composed=True,
+        lowp_grad_factor=_LOWP,
+        **_common,
+    ),
+    OpSpec(
+        "index_reduce_",
+        _fg_index_inplace,
+        index_reduce_np,
+        _index_sample(),
+        grad_sample=_index_sample(True),
+        composed=True,
+        lowp_grad_factor=_LOWP,
+        **_common,
+    ),
 ]
 
 assert set(FLOATS) <= set(NUMERIC)
