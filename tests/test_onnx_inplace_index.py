@@ -110,6 +110,16 @@ def test_scatter_add_and_transposed_convolution():
     check(up, fg.randn(2, 4, 3, 3))
 
 
+def test_scatter_reduce_sum_and_prod():
+    src = fg.randn(3, 5)
+    index = fg.tensor([[0, 2, 1, 0], [1, 1, 0, 2]])
+    base = fg.randn(3, 5)
+    check(lambda s, i: base.scatter_reduce(0, i, s, "sum"), src, index)
+    check(lambda s, i: base.scatter_reduce(1, i, s, "prod"), src, index)
+    with pytest.raises(NotImplementedError, match="scatter_reduce with reduce='amax'"):
+        fg.onnx.export(lambda s, i: base.scatter_reduce(0, i, s, "amax"), (src, index))
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy(reduction):
     logits = fg.randn(6, 5)

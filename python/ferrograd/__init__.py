@@ -203,6 +203,7 @@ gather = _T.gather
 take_along_dim = _T.take_along_dim
 scatter = _T.scatter
 scatter_add = _T.scatter_add
+scatter_reduce = _T.scatter_reduce
 index_put = _T.index_put
 split = _T.split
 chunk = _T.chunk

@@ -10,7 +10,7 @@ Covered here: creation and conversion (``as_tensor``, ``logspace``), the
 ``inference_mode`` switch, joining and rearranging (``hstack``/``vstack``/``dstack``,
 ``atleast_*d``, ``fliplr``/``flipud``/``rot90``, ``broadcast_tensors``, ``movedim``,
 ``unflatten``, ``cartesian_prod``), indexing (``take``, ``argwhere``, ``index_add``,
-``masked_scatter``), elementwise math (``fmod``, ``exp2``, ``log10``, ``sinh``,
+``index_reduce``, ``masked_scatter``), elementwise math (``fmod``, ``exp2``, ``log10``, ``sinh``,
 ``cosh``, ``erfc``, ``fmax``/``fmin``, ``copysign``), reductions (``norm``,
 ``quantile``/``nanquantile``, ``mode``), ``unique`` (eager only: its output length
 depends on the values), random draws (``dropout``, ``poisson``) and predicates
@@ -75,6 +75,7 @@ __all__ = [
     "fmod",
     "hstack",
     "index_add",
+    "index_reduce",
     "inference_mode",
     "is_floating_point",
     "is_inference_mode_enabled",
@@ -475,6 +476,83 @@ def index_add(
     except IndexError as e:
         raise IndexError(f"index_add(): {e}") from None
     return out.reshape(tuple(input.shape))
+
+
+_INDEX_REDUCE = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(
+    input: Tensor,
+    dim: builtins.int,
+    index: Tensor,
+    source: Tensor,
+    reduce: str,
+    *,
+    include_self: builtins.bool = True,
+) -> Tensor:
+    """``input`` with each slot ``index[i]`` of dim ``dim`` replaced by the reduction
+    (``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``) of the ``source[..., i, ...]`` sent
+    to it, and of its own value when ``include_self``; slots no index names keep their
+    value. ``source`` has ``input``'s shape except along ``dim``, where its size is
+    ``len(index)``. ``"mean"`` of integers rounds down. Gradients are those of
+    :func:`scatter_reduce` (``amax``/``amin`` share a slot's gradient evenly among the
+    values equal to its result)."""
+    _need_tensor("index_reduce", "input", input)
+    _need_tensor("index_reduce", "index", index)
+    _need_tensor("index_reduce", "source", source)
+    if reduce not in _INDEX_REDUCE:
+        raise ValueError(
+            f"index_reduce(): reduce must be one of {', '.join(map(repr, _INDEX_REDUCE))}, got {reduce!r}"
+        )
+    if index.dtype not in (_core.int64, _core.int32):
+        raise TypeError(f"index_reduce(): index must be an integer tensor, got {_name(index.dtype)}")
+    if index.dim() > 1:
+        raise IndexError(f"index_reduce(): index must be 0-D or 1-D, got shape {tuple(index.shape)}")
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"index_reduce(): input ({_name(input.dtype)}, shape {tuple(input.shape)}) and source "
+            f"({_name(source.dtype)}, shape {tuple(source.shape)}) must have the same dtype"
+        )
+    x, src = input, source
+    if x.dim() == 0:
+        x = x.reshape(1)
+    if src.dim() == 0:
+        src = src.reshape(1)
+    d = _dim("index_reduce", dim, x.dim())
+    idx = index.reshape(-1)
+    want = list(x.shape)
+    want[d] = idx.numel()
+    if list(src.shape) != want:
+        raise ValueError(
+            f"index_reduce(): source shape must match input shape {tuple(input.shape)} except along dim {dim} "
+            f"(size {idx.numel()}, the index length), got {tuple(source.shape)}"
+        )
+    view = [1] * x.dim()
+    view[d] = -1
+    try:
+        out = x.scatter_reduce(d, idx.reshape(view).expand(want), src, reduce, include_self=include_self)
+    except (IndexError, ValueError, TypeError) as e:
+        raise type(e)(f"index_reduce(): {e}") from None
+    return out.reshape(tuple(input.shape))
+
+
+def _index_reduce_inplace(
+    self: Tensor,
+    dim: builtins.int,
+    index: Tensor,
+    source: Tensor,
+    reduce: str,
+    *,
+    include_self: builtins.bool = True,
+) -> Tensor:
+    # The gradient reads self's value from before the write: reduce into a (recorded) copy.
+    _need_tensor("index_reduce_", "self", self)
+    base = self.clone() if self.requires_grad or source.requires_grad else self
+    return self.copy_(index_reduce(base, dim, index, source, reduce, include_self=include_self))
+
+
+_index_reduce_inplace.__name__ = _index_reduce_inplace.__qualname__ = "index_reduce_"
+_index_reduce_inplace.__doc__ = "In-place :func:`ferrograd.index_reduce` (writes the result into ``self``)."
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
@@ -1059,6 +1137,7 @@ METHODS: dict[str, Callable[..., Any]] = {
     "take": take,
     "argwhere": argwhere,
     "index_add": index_add,
+    "index_reduce": index_reduce,
     "masked_scatter": masked_scatter,
     "fmod": fmod,
     "exp2": exp2,
@@ -1088,6 +1167,7 @@ METHODS: dict[str, Callable[..., Any]] = {
 METHODS.update(
     {
         "index_add_": _inplace(index_add, "index_add_"),
+        "index_reduce_": _index_reduce_inplace,
         "masked_scatter_": _inplace(masked_scatter, "masked_scatter_"),
         "fmod_": _inplace(fmod, "fmod_"),
         "exp2_": _inplace(exp2, "exp2_"),

@@ -683,15 +683,31 @@ class _Exporter:
     def op_ScatterAdd(self, a, ins, vin, vout, loc):
         """``scatter_add(input, dim, index, src)``: ``ScatterElements`` with ``reduction="add"``
         (``src`` cut to ``index``'s shape, as PyTorch reads only that part)."""
+        return self._scatter_elements(a, ins, vin, loc, "add", "scatter_add")
+
+    def op_ScatterReduce(self, a, ins, vin, vout, loc):
+        """``scatter_reduce`` with ``include_self=True`` and ``sum`` or ``prod``:
+        ``ScatterElements`` with ``reduction="add"``/``"mul"``. Opset 17 has no max/min
+        reduction, and ``mean`` or ``include_self=False`` no single-node form: those raise."""
+        reduce = str(a["reduce"]).lower()
+        red = {"sum": "add", "prod": "mul"}.get(reduce)
+        if red is None or not a["include_self"]:
+            raise NotImplementedError(
+                f"scatter_reduce with reduce={reduce!r}, include_self={bool(a['include_self'])} ({loc}) "
+                f"has no ONNX translation at opset {OPSET} (only 'sum' and 'prod' with include_self=True)"
+            )
+        return self._scatter_elements(a, ins, vin, loc, red, "scatter_reduce")
+
+    def _scatter_elements(self, a, ins, vin, loc, reduction, what):
         x, index, src = ins
         src_shape, index_shape = self.shape(vin[2]), self.shape(vin[1])
         if src_shape != index_shape:
             n = len(index_shape)
-            shape = self.static_shape(vin[1], 1, "scatter_add", loc)
+            shape = self.static_shape(vin[1], 1, what, loc)
             src = self.node("Slice", [src, self.ints([0] * n), self.ints(shape), self.ints(list(range(n)))])
         index = self.cast(index, self.dtype(vin[1]), "I64")
         return self.node(
-            "ScatterElements", [x, index, src], axis=a["dim"] % self.rank(vin[0]), reduction="add"
+            "ScatterElements", [x, index, src], axis=a["dim"] % self.rank(vin[0]), reduction=reduction
         )
 
     def op_CrossEntropy(self, a, ins, vin, vout, loc):

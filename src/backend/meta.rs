@@ -194,6 +194,17 @@ impl Backend for MetaBackend {
     ) -> Result<()> {
         outside("scatter")
     }
+    fn scatter_reduce(
+        &self,
+        _: &'static str,
+        _: &Tensor,
+        _: usize,
+        _: &Tensor,
+        _: &Tensor,
+        _: crate::kernel::ScatterReduction,
+    ) -> Result<()> {
+        outside("scatter_reduce")
+    }
     fn general(&self, op: &GeneralOp, _: &[&Tensor], _: &[&Tensor]) -> Result<()> {
         outside(op.name())
     }

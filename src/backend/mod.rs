@@ -351,6 +351,20 @@ pub trait Backend: Send + Sync {
     ) -> Result<()> {
         unsupported(self, op)
     }
+    /// `dst[p with p[dim] = index[p]] = reduce(dst[..], src[p])` over `index`'s
+    /// shape, in row-major order of `index`; `reduce` is `Sum`, `Prod`, `Amax`
+    /// or `Amin` (the op layer turns `Mean` into a sum and a count).
+    fn scatter_reduce(
+        &self,
+        op: &'static str,
+        _dst: &Tensor,
+        _dim: usize,
+        _index: &Tensor,
+        _src: &Tensor,
+        _reduce: crate::kernel::ScatterReduction,
+    ) -> Result<()> {
+        unsupported(self, op)
+    }
     /// The kernel of a general op (`crate::kernel::general`): contiguous
     /// inputs, contiguous outputs of the shapes and dtypes its plan gave.
     fn general(&self, op: &GeneralOp, _ins: &[&Tensor], _outs: &[&Tensor]) -> Result<()> {

@@ -15,5 +15,6 @@ pub use binary::BinaryOp;
 pub use general::GeneralOp;
 pub use params::{
     ArgOp, CeCfg, Conv2dParams, CumOp, IndexArgs, Pool2dParams, RandomDist, ReduceOp,
+    ScatterReduction,
 };
 pub use unary::{UnaryInfo, UnaryOp, UnaryOut};

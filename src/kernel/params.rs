@@ -61,6 +61,43 @@ pub enum CumOp {
     Prod,
 }
 
+/// How `scatter_reduce` combines the values reaching one slot. The backend's
+/// `scatter_reduce` kernel runs `Sum`, `Prod`, `Amax` and `Amin`; `Mean` is a
+/// sum divided by a count in the op layer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ScatterReduction {
+    Sum,
+    Prod,
+    Mean,
+    /// NaN-propagating maximum.
+    Amax,
+    /// NaN-propagating minimum.
+    Amin,
+}
+
+impl ScatterReduction {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterReduction::Sum => "sum",
+            ScatterReduction::Prod => "prod",
+            ScatterReduction::Mean => "mean",
+            ScatterReduction::Amax => "amax",
+            ScatterReduction::Amin => "amin",
+        }
+    }
+    /// The reduction named `s` (PyTorch's names).
+    pub fn parse(s: &str) -> Option<ScatterReduction> {
+        Some(match s {
+            "sum" => ScatterReduction::Sum,
+            "prod" => ScatterReduction::Prod,
+            "mean" => ScatterReduction::Mean,
+            "amax" => ScatterReduction::Amax,
+            "amin" => ScatterReduction::Amin,
+            _ => return None,
+        })
+    }
+}
+
 /// Resolved 2-D convolution geometry.
 #[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Conv2dParams {

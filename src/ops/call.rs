@@ -266,6 +266,11 @@ pub enum OpCall {
     Scatter {
         dim: isize,
     },
+    ScatterReduce {
+        dim: isize,
+        reduce: crate::kernel::ScatterReduction,
+        include_self: bool,
+    },
     // ---- join
     Cat {
         dim: isize,

@@ -510,7 +510,7 @@ impl Backward for AdvIndexBackward {
 }
 
 /// Error unless writing through `v` touches each element at most once.
-fn check_no_overlap(op: &'static str, v: &Tensor) -> Result<()> {
+pub(crate) fn check_no_overlap(op: &'static str, v: &Tensor) -> Result<()> {
     if v.shape()
         .iter()
         .zip(v.strides())
@@ -570,7 +570,7 @@ fn check_same_device(op: &'static str, x: &Tensor, value: &Tensor) -> Result<()>
 /// Record an in-place write into `x` that has just happened: a node whose
 /// inputs are `x` (still with its history from before the write) and
 /// `other`, and whose output is `x`'s new value.
-fn record_inplace(
+pub(crate) fn record_inplace(
     x: &Tensor,
     other: &Tensor,
     bw: impl Backward + 'static,
@@ -804,7 +804,7 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     index(&xe, &[IndexItem::Tensor(me)]).map_err(|e| rename(e, op))
 }
 
-fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
+pub(crate) fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
     if !matches!(index.dtype(), DType::I32 | DType::I64) {
         return Err(Error::dtype(
             op,
@@ -818,7 +818,7 @@ fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn same_device(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+pub(crate) fn same_device(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.device() != b.device() {
         return Err(Error::runtime(
             op,
@@ -937,7 +937,7 @@ impl Backward for IndexSelectBackward {
 
 /// Shapes for gather/scatter: both 0-d tensors act as 1-D of length 1 (an
 /// unrecorded view: the ops using it record their own gradients).
-fn at_least_1d(t: &Tensor) -> Result<Tensor> {
+pub(crate) fn at_least_1d(t: &Tensor) -> Result<Tensor> {
     if t.ndim() == 0 {
         Ok(t.with_layout(t.layout().unsqueeze("at_least_1d", 0)?))
     } else {

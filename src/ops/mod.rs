@@ -19,5 +19,6 @@ pub use crate::kernel::philox;
 pub mod random;
 pub mod reduce;
 pub mod registry;
+pub mod scatter_reduce;
 pub mod shape;
 pub mod sort;

@@ -182,6 +182,7 @@ pub fn all() -> Vec<&'static OpInfo> {
         super::elementwise::OPS,
         super::shape::OPS,
         super::index::OPS,
+        super::scatter_reduce::OPS,
         super::join::OPS,
         super::creation::OPS,
         super::linalg::OPS,

@@ -6,9 +6,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::{as_scalar, as_tensor, run, run_heavy, varargs_ints, PyTensor};
+use crate::kernel::ScatterReduction;
 use crate::ops::elementwise as ew;
 use crate::ops::index::{self, IndexItem};
 use crate::ops::join::{self, PadMode, SplitArg};
+use crate::ops::scatter_reduce;
 use crate::ops::shape;
 use crate::tensor::{DType, Scalar, Tensor};
 
@@ -19,6 +21,15 @@ fn index_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         return run(|| ew::to_dtype(&t, DType::I64));
     }
     Ok(t)
+}
+
+/// A `scatter_reduce` reduction by PyTorch's name.
+fn reduction(op: &str, name: &str) -> PyResult<ScatterReduction> {
+    ScatterReduction::parse(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "{op}: reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got {name:?}"
+        ))
+    })
 }
 
 /// A sequence of tensors (or array-likes) for `cat`/`stack`.
@@ -163,6 +174,54 @@ impl PyTensor {
         let t_ref = slf.borrow();
         let t = &t_ref.t;
         run_heavy(slf.py(), i.numel(), || index::scatter_add_(t, dim, &i, &s))?;
+        Ok(slf.clone())
+    }
+
+    /// Out-of-place scatter-reduce: a copy of self where each slot that `index`
+    /// points at along `dim` holds the reduction (`"sum"`, `"prod"`, `"mean"`,
+    /// `"amax"` or `"amin"`) of the `src` values sent to it, and of its own value
+    /// when `include_self` (`out[index[i][j]][j] = reduce(self[..], src[i][j], ...)`
+    /// for `dim=0`). Slots no index points at keep self's value; `"mean"` of
+    /// integers rounds down. Gradients follow PyTorch's rules (`amax`/`amin`
+    /// share a slot's gradient evenly among the values equal to its result).
+    #[pyo3(signature = (dim, index, src, reduce, *, include_self=true))]
+    fn scatter_reduce(
+        &self,
+        py: Python<'_>,
+        dim: isize,
+        index: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        reduce: &str,
+        include_self: bool,
+    ) -> PyResult<PyTensor> {
+        let r = reduction("scatter_reduce", reduce)?;
+        let i = index_arg(index)?;
+        let s = as_tensor(src)?;
+        let t = &self.t;
+        run_heavy(py, t.numel() + i.numel(), || {
+            scatter_reduce::scatter_reduce(t, dim, &i, &s, r, include_self)
+        })
+        .map(PyTensor::new)
+    }
+
+    /// In-place `scatter_reduce`; returns self.
+    #[pyo3(signature = (dim, index, src, reduce, *, include_self=true))]
+    fn scatter_reduce_<'py>(
+        slf: &Bound<'py, Self>,
+        dim: isize,
+        index: &Bound<'py, PyAny>,
+        src: &Bound<'py, PyAny>,
+        reduce: &str,
+        include_self: bool,
+    ) -> PyResult<Bound<'py, Self>> {
+        let r = reduction("scatter_reduce_", reduce)?;
+        let i = index_arg(index)?;
+        let s = as_tensor(src)?;
+        let t_ref = slf.borrow();
+        let t = &t_ref.t;
+        run_heavy(slf.py(), t.numel() + i.numel(), || {
+            scatter_reduce::scatter_reduce_(t, dim, &i, &s, r, include_self)
+        })?;
         Ok(slf.clone())
     }
 

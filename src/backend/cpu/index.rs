@@ -100,6 +100,82 @@ impl Accumulate for i16 {
     }
 }
 
+/// The other combining steps of `scatter_reduce` (floats propagate NaN).
+pub trait Combine: Accumulate {
+    fn mul(self, v: Self) -> Self;
+    fn max_nan(self, v: Self) -> Self;
+    fn min_nan(self, v: Self) -> Self;
+}
+macro_rules! impl_combine_float {
+    ($($t:ty),*) => {$(
+        impl Combine for $t {
+            #[inline(always)]
+            fn mul(self, v: Self) -> Self {
+                self * v
+            }
+            #[inline(always)]
+            fn max_nan(self, v: Self) -> Self {
+                if self.is_nan() || v.is_nan() { if self.is_nan() { self } else { v } }
+                else if v > self { v } else { self }
+            }
+            #[inline(always)]
+            fn min_nan(self, v: Self) -> Self {
+                if self.is_nan() || v.is_nan() { if self.is_nan() { self } else { v } }
+                else if v < self { v } else { self }
+            }
+        }
+    )*};
+}
+impl_combine_float!(f32, f64, half::f16, half::bf16);
+macro_rules! impl_combine_int {
+    ($($t:ty),*) => {$(
+        impl Combine for $t {
+            #[inline(always)]
+            fn mul(self, v: Self) -> Self {
+                self.wrapping_mul(v)
+            }
+            #[inline(always)]
+            fn max_nan(self, v: Self) -> Self {
+                self.max(v)
+            }
+            #[inline(always)]
+            fn min_nan(self, v: Self) -> Self {
+                self.min(v)
+            }
+        }
+    )*};
+}
+impl_combine_int!(i8, i16, i32, i64);
+/// Bool (stored as 0/1): and, or, and.
+impl Combine for u8 {
+    #[inline(always)]
+    fn mul(self, v: Self) -> Self {
+        self & v
+    }
+    #[inline(always)]
+    fn max_nan(self, v: Self) -> Self {
+        self | v
+    }
+    #[inline(always)]
+    fn min_nan(self, v: Self) -> Self {
+        self & v
+    }
+}
+impl Combine for crate::tensor::U8 {
+    #[inline(always)]
+    fn mul(self, v: Self) -> Self {
+        crate::tensor::U8(self.0.wrapping_mul(v.0))
+    }
+    #[inline(always)]
+    fn max_nan(self, v: Self) -> Self {
+        self.max(v)
+    }
+    #[inline(always)]
+    fn min_nan(self, v: Self) -> Self {
+        self.min(v)
+    }
+}
+
 fn threads() -> usize {
     crate::par::split().max(1)
 }
@@ -614,6 +690,75 @@ pub fn scatter(
                             let x = *sp.get().offset(so + i * ss + k * ssd);
                             let y = dp.get().offset(do_ + i * ds + j * dsd);
                             *y = if accumulate { Accumulate::acc(*y, x) } else { x };
+                        }
+                    }
+                }
+            },
+        );
+    }));
+    Ok(())
+}
+
+/// `dst[p with p[dim] = index[p]] = reduce(dst[..], src[p])` over `index`'s
+/// shape (`Sum`, `Prod`, `Amax`, `Amin`; `Mean` arrives as `Sum`).
+///
+/// As [`scatter`]: one task owns whole lines along `dim`, so each slot is
+/// combined in row-major order of `index` and the result does not depend on
+/// the thread count.
+pub fn scatter_reduce(
+    op_name: &'static str,
+    dst: &Tensor,
+    dim: usize,
+    index: &Tensor,
+    src: &Tensor,
+    reduce: crate::kernel::ScatterReduction,
+) -> Result<()> {
+    use crate::kernel::ScatterReduction as R;
+    check_range(op_name, index, dim, dst.shape()[dim])?;
+    if index.numel() == 0 {
+        return Ok(());
+    }
+    fn without<X: Copy>(v: &[X], dim: usize) -> Vec<X> {
+        v.iter()
+            .enumerate()
+            .filter(|&(d, _)| d != dim)
+            .map(|(_, &s)| s)
+            .collect()
+    }
+    let drop = |v: &[isize]| without(v, dim);
+    let lshape: Vec<usize> = without(index.shape(), dim);
+    let (ist, sst, dst_st) = (
+        drop(index.strides()),
+        drop(src.strides()),
+        drop(dst.strides()),
+    );
+    let (isd, ssd, dsd) = (index.strides()[dim], src.strides()[dim], dst.strides()[dim]);
+    let klen = index.shape()[dim] as isize;
+    let grain = (PAR_MIN / klen.max(1) as usize).max(1);
+    with_dtype!(dst.dtype(), T => with_index_dtype!(index.dtype(), I => {
+        let f: fn(T, T) -> T = match reduce {
+            R::Sum | R::Mean => Accumulate::acc,
+            R::Prod => Combine::mul,
+            R::Amax => Combine::max_nan,
+            R::Amin => Combine::min_nan,
+        };
+        let dp = SendPtr(dst.data_ptr::<T>());
+        let ip = SendPtr(index.data_ptr::<I>());
+        let sp = SendPtr(src.data_ptr::<T>());
+        par_for_each_row(
+            &lshape,
+            [&ist, &sst, &dst_st],
+            grain,
+            |[io, so, do_], n, [is, ss, ds]| {
+                let (klen, isd, ssd, dsd) = (klen, isd, ssd, dsd);
+                for i in 0..n as isize {
+                    for k in 0..klen {
+                        // SAFETY: validated indices; a task owns whole lines along `dim`.
+                        unsafe {
+                            let j = (*ip.get().offset(io + i * is + k * isd)).get() as isize;
+                            let x = *sp.get().offset(so + i * ss + k * ssd);
+                            let y = dp.get().offset(do_ + i * ds + j * dsd);
+                            *y = f(*y, x);
                         }
                     }
                 }

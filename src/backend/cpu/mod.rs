@@ -278,6 +278,17 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         index::scatter(op, dst, dim, index, src, accumulate)
     }
+    fn scatter_reduce(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: crate::kernel::ScatterReduction,
+    ) -> Result<()> {
+        index::scatter_reduce(op, dst, dim, index, src, reduce)
+    }
     fn nonzero_count(&self, x: &Tensor) -> Result<usize> {
         index::nonzero_count(x)
     }

@@ -142,6 +142,18 @@ impl OpCall {
                 ix::scatter_(&ins[0], *dim, &ins[1], &ins[2]).map(|_| Outs::new())
             }
             Scatter { dim } => one(ix::scatter(&ins[0], *dim, &ins[1], &ins[2])?),
+            ScatterReduce {
+                dim,
+                reduce,
+                include_self,
+            } => one(crate::ops::scatter_reduce::scatter_reduce(
+                &ins[0],
+                *dim,
+                &ins[1],
+                &ins[2],
+                *reduce,
+                *include_self,
+            )?),
             Cat { dim } => one(join::cat(ins, *dim)?),
             Stack { dim } => one(join::stack(ins, *dim)?),
             Split { sizes, dim } => join::split(x()?, &sizes.arg(), *dim).map(Outs::from_vec),

@@ -54,6 +54,7 @@ impl OpCall {
             ScatterAdd { .. } => "scatter_add",
             ScatterInplace { .. } => "scatter_",
             Scatter { .. } => "scatter",
+            ScatterReduce { .. } => "scatter_reduce",
             Cat { .. } => "cat",
             Stack { .. } => "stack",
             Split { .. } => "split",
