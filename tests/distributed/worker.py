@@ -271,7 +271,10 @@ def train_pair(
     local = make()
     local.load_state_dict(exact.state_dict()) if RANK == 0 else None
     ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=bucket_mb)
-    opt_exact, opt_whole = opt_for(opt_kind, list(exact.parameters())), opt_for(opt_kind, list(whole.parameters()))
+    opt_exact, opt_whole = (
+        opt_for(opt_kind, list(exact.parameters())),
+        opt_for(opt_kind, list(whole.parameters())),
+    )
     opt_ddp = opt_for(opt_kind, list(ddp.parameters()))
     for x, y in batches(model_kind, 20):
         for o in (opt_exact, opt_whole, opt_ddp):
@@ -303,12 +306,27 @@ def train_pair(
         for o in (opt_exact, opt_whole, opt_ddp):
             o.step()
     worst = 0.0
-    for (name, p), w, q in zip(exact.named_parameters(), whole.parameters(), ddp.module.parameters(), strict=True):
+    for (name, p), w, q in zip(
+        exact.named_parameters(), whole.parameters(), ddp.module.parameters(), strict=True
+    ):
         a, b, c = p.detach().numpy(), q.detach().numpy(), w.detach().numpy()
-        assert np.array_equal(a, b), (model_kind, opt_kind, accumulate, name, "DDP != its own arithmetic", np.abs(a - b).max())
+        assert np.array_equal(a, b), (
+            model_kind,
+            opt_kind,
+            accumulate,
+            name,
+            "DDP != its own arithmetic",
+            np.abs(a - b).max(),
+        )
         if opt_kind == "sgd":
             worst = max(worst, float(np.abs(c - b).max() / (np.abs(c).max() + 1e-12)))
-            assert np.allclose(c, b, rtol=1e-4, atol=1e-5), (model_kind, opt_kind, accumulate, name, np.abs(c - b).max())
+            assert np.allclose(c, b, rtol=1e-4, atol=1e-5), (
+                model_kind,
+                opt_kind,
+                accumulate,
+                name,
+                np.abs(c - b).max(),
+            )
     # the replicas are identical across ranks
     flat = np.concatenate([q.detach().numpy().ravel() for q in ddp.module.parameters()])
     other = np.empty_like(flat)
@@ -322,7 +340,9 @@ for model_kind in ("mlp", "cnn"):
         for accumulate in (False, True):
             worst, _ = train_pair(model_kind, opt_kind, accumulate, bucket_mb=0.25)
             vs_whole = f", whole batch rel {worst:.1e}" if opt_kind == "sgd" else ""
-            ok(f"DDP {model_kind} {opt_kind} {'no_sync x2' if accumulate else 'plain'}: 20 steps match{vs_whole}")
+            ok(
+                f"DDP {model_kind} {opt_kind} {'no_sync x2' if accumulate else 'plain'}: 20 steps match{vs_whole}"
+            )
 
 # determinism: two identical runs give bit-identical parameters (the two-rank sum a + b is the same
 # on both ranks and in both runs). Against one process on the whole batch the match is only within
