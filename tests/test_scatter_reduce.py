@@ -92,6 +92,22 @@ def test_integer_forward_and_mean_rounds_down():
     assert y.tolist() == [-4, 1]
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
+def test_mean_counts_past_the_dtype_range(dtype):
+    # 300 values reach slot 0 (more than int8 or uint8 can count); their sum stays small
+    src = np.zeros(300, dtype=dtype)
+    src[:100] = 1
+    idx = fg.tensor(np.zeros(300, dtype=np.int64))
+    x = fg.tensor(np.array([0, 9], dtype=dtype))
+    for include_self in (True, False):
+        out = x.scatter_reduce(0, idx, fg.tensor(src), "mean", include_self=include_self)
+        n = 300 + include_self
+        assert out.tolist() == [100 // n, 9], (dtype, include_self)
+    if dtype == "int16":  # a sum of 900 fits
+        big = fg.tensor(np.full(300, 3, dtype=dtype))
+        assert x.scatter_reduce(0, idx, big, "mean", include_self=False).tolist() == [3, 9]
+
+
 @pytest.mark.parametrize(
     "call, exc, pattern",
     [

@@ -143,7 +143,7 @@ fn reduce_into(
     };
     be.scatter_reduce(op, &o1, d, &i1, &s1, kernel)?;
     if reduce == ScatterReduction::Mean {
-        let count = mean_count(out, d, index, include_self)?;
+        let count = mean_count(out, d, index, include_self, count_dtype(out.dtype()))?;
         let q = if out.dtype().is_floating_point() {
             BinaryOp::Div
         } else {
@@ -157,14 +157,31 @@ fn reduce_into(
 }
 
 /// Per slot of `x`, the number of values `mean` averages (self counted when
-/// `include_self`), at least 1; in `x`'s dtype.
-fn mean_count(x: &Tensor, d: usize, index: &Tensor, include_self: bool) -> Result<Tensor> {
+/// `include_self`), at least 1; in `dtype`, which must hold the count exactly
+/// (a narrow integer or half-precision count would wrap or round).
+fn mean_count(
+    x: &Tensor,
+    d: usize,
+    index: &Tensor,
+    include_self: bool,
+    dtype: DType,
+) -> Result<Tensor> {
     let start = Scalar::Int(include_self as i64);
-    let n = creation::full(x.shape(), start, x.dtype(), x.device())?;
-    let ones = creation::full(index.shape(), Scalar::Int(1), x.dtype(), x.device())?;
+    let n = creation::full(x.shape(), start, dtype, x.device())?;
+    let ones = creation::full(index.shape(), Scalar::Int(1), dtype, x.device())?;
     let n = ix::scatter_add(&n, d as isize, index, &ones)?;
     let zero = elementwise::binary_scalar(BinaryOp::Eq, &n, Scalar::Int(0), false)?;
     elementwise::masked_fill(&n, &zero, Scalar::Int(1))
+}
+
+/// The dtype `mean` counts in for a result of dtype `d`: int64 for integers,
+/// float32 for the half types, else `d` (exact far past any slot's count).
+fn count_dtype(d: DType) -> DType {
+    match d {
+        DType::F16 | DType::BF16 => DType::F32,
+        d if d.is_floating_point() => d,
+        _ => DType::I64,
+    }
 }
 
 /// `scatter_reduce(x, dim, index, src, reduce, include_self)`: a copy of `x`
@@ -293,10 +310,18 @@ impl ScatterReduceBackward {
             R::Sum => (g.clone(), gi(g)?),
             R::Mean => {
                 let d = norm_dim("scatter_reduce", dim, x.ndim().max(1))?;
-                let n = mean_count(g, d, index, self.include_self)?;
+                // Divided in the count's dtype (float32 for the half types), rounded once.
+                let n = mean_count(g, d, index, self.include_self, count_dtype(dt))?;
+                let back = |t: Tensor| -> Result<Tensor> {
+                    if t.dtype() == dt {
+                        Ok(t)
+                    } else {
+                        elementwise::to_dtype(&t, dt)
+                    }
+                };
                 (
-                    bin(BinaryOp::Div, g, &n)?,
-                    bin(BinaryOp::Div, &gi(g)?, &gi(&n)?)?,
+                    back(bin(BinaryOp::Div, g, &n)?)?,
+                    back(bin(BinaryOp::Div, &gi(g)?, &gi(&n)?)?)?,
                 )
             }
             R::Amax | R::Amin => {
