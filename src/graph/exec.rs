@@ -51,6 +51,9 @@ pub struct Plan {
     /// there (`NO_SPARE` for values whose buffers are not kept).
     spare_bytes: Vec<usize>,
     spare_class: Vec<u32>,
+    /// For each size class, how many values of the graph have it: the most
+    /// spares of that size one run can take, so the most worth keeping.
+    spare_cap: Vec<usize>,
     /// Buffers of values that died, by size class, offered to the nodes
     /// that make results of that size (in this run or the next): see
     /// [`Plan::run_inputs`].
@@ -251,7 +254,7 @@ impl Plan {
                     .all(|n| n.inputs.iter().all(|&v| g.storage_root(v) != root))
             });
         }
-        let (spare_bytes, spare_class) = spare_classes(&g, record_autograd);
+        let (spare_bytes, spare_class, spare_cap) = spare_classes(&g, record_autograd);
         #[cfg(feature = "gpu")]
         let refusal = replay_refusal(&g, record_autograd, &mutated_consts);
         #[cfg(feature = "gpu")]
@@ -285,6 +288,7 @@ impl Plan {
             spares: parking_lot::Mutex::new(vec![Vec::new(); spare_bytes.len()]),
             spare_bytes,
             spare_class,
+            spare_cap,
         })
     }
 
@@ -533,10 +537,15 @@ impl Plan {
         any
     }
 
-    /// Keep `t` (recyclable) among the spares of its size, if that size is recycled.
+    /// Keep `t` (recyclable) among the spares of its size, if that size is
+    /// recycled and fewer are kept than one run can take (more would only
+    /// pile up: a `.grad` a run replaces joins the spares every run, whether
+    /// or not a node of its size takes one; those go back to the allocator).
     fn keep_spare(&self, spares: &mut [Vec<Tensor>], t: Tensor) {
         if let Ok(c) = self.spare_bytes.binary_search(&t.storage().nbytes()) {
-            spares[c].push(t);
+            if spares[c].len() < self.spare_cap[c] {
+                spares[c].push(t);
+            }
         }
     }
 
@@ -914,11 +923,12 @@ const SPARE_MAX_BYTES: usize = 1 << 18;
 
 /// The size classes of the buffers a CPU plan recycles and each value's
 /// class (see [`Plan::run_inputs`]): results of nodes that make a new
-/// buffer (not views, not in-place writes), of at most [`SPARE_MAX_BYTES`].
-fn spare_classes(g: &Graph, record_autograd: bool) -> (Vec<usize>, Vec<u32>) {
+/// buffer (not views, not in-place writes), of at most [`SPARE_MAX_BYTES`],
+/// and how many values each class has.
+fn spare_classes(g: &Graph, record_autograd: bool) -> (Vec<usize>, Vec<u32>, Vec<usize>) {
     let mut class = vec![NO_SPARE; g.values.len()];
     if record_autograd || g.device != Device::Cpu {
-        return (vec![], class);
+        return (vec![], class, vec![]);
     }
     let bytes = |v: ValueId| -> usize {
         let info = &g.values[v];
@@ -940,12 +950,15 @@ fn spare_classes(g: &Graph, record_autograd: bool) -> (Vec<usize>, Vec<u32>) {
     }
     sizes.sort_unstable();
     sizes.dedup();
+    let mut count = vec![0; sizes.len()];
     for (v, k) in keep.iter().enumerate() {
         if *k {
-            class[v] = sizes.binary_search(&bytes(v)).expect("size listed") as u32;
+            let c = sizes.binary_search(&bytes(v)).expect("size listed");
+            class[v] = c as u32;
+            count[c] += 1;
         }
     }
-    (sizes, class)
+    (sizes, class, count)
 }
 
 /// Work below which a node is not worth handing to another thread (about
