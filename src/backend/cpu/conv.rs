@@ -199,6 +199,30 @@ impl Geo {
     }
 }
 
+/// Group `c0..c0+cg`'s (`kdim × npix`) column matrix of the sample at `x`, as
+/// (pointer, row stride, column stride): the sample itself where a 1×1
+/// convolution reads it directly ([`Geo::direct`]), else `col` filled by
+/// [`im2col`] (`zero` as there).
+///
+/// # Safety
+/// As [`im2col`]; the pointer is valid while `col` is neither changed nor dropped.
+unsafe fn columns<T: Copy + Send + Sync>(
+    x: *const T,
+    g: &Geo,
+    c0: usize,
+    col: &mut Vec<T>,
+    parallel: bool,
+    zero: T,
+) -> (*const T, isize, isize) {
+    if g.direct() {
+        (x.offset(c0 as isize * g.xs[1]), g.xs[1], g.xs[3])
+    } else {
+        col.resize(g.kdim() * g.npix(), zero);
+        im2col(x, g, c0, col, parallel, zero);
+        (col.as_ptr(), g.npix() as isize, 1)
+    }
+}
+
 /// Unroll channels `c0..c0+cg` of one sample into `col` (`kdim × npix`, row-major);
 /// `zero` fills the padding (float zero; `0` for bfloat16 bits).
 ///
@@ -295,13 +319,7 @@ unsafe fn conv_sample<T: GemmFloat>(
     let threaded = matches!(par, Parallelism::Rayon(_));
     for gi in 0..g.groups {
         let c0 = gi * g.cg();
-        let (bp, b_rs, b_cs) = if g.direct() {
-            (x.offset(c0 as isize * g.xs[1]), g.xs[1], g.xs[3])
-        } else {
-            col.resize(kdim * npix, T::ZERO);
-            im2col(x, g, c0, col, threaded, T::ZERO);
-            (col.as_ptr(), npix as isize, 1)
-        };
+        let (bp, b_rs, b_cs) = columns(x, g, c0, col, threaded, T::ZERO);
         gemm_one(
             og,
             npix,
@@ -763,18 +781,7 @@ fn conv_weight_grad_t<T: GemmFloat>(
             let gs = gp.get().add(smp * gm.o * npix);
             for gi in 0..gm.groups {
                 let c0 = gi * gm.cg();
-                // The (kdim × npix) column matrix as (pointer, row stride, column stride).
-                let (bp, c_rs, c_cs) = if gm.direct() {
-                    (
-                        xs.offset(c0 as isize * gm.xs[1]) as *const T,
-                        gm.xs[1],
-                        gm.xs[3],
-                    )
-                } else {
-                    col.resize(kdim * npix, T::ZERO);
-                    im2col(xs, &gm, c0, col, threaded, T::ZERO);
-                    (col.as_ptr(), npix as isize, 1)
-                };
+                let (bp, c_rs, c_cs) = columns(xs as *const T, &gm, c0, col, threaded, T::ZERO);
                 gemm_one(
                     og,
                     kdim,
@@ -903,17 +910,7 @@ fn conv2d_bf16(
             }
             for gi in 0..g.groups {
                 let c0 = gi * g.cg();
-                let (bp, b_rs, b_cs) = if g.direct() {
-                    (
-                        xs.offset(c0 as isize * g.xs[1]) as *const u16,
-                        g.xs[1],
-                        g.xs[3],
-                    )
-                } else {
-                    col.resize(kdim * npix, 0);
-                    im2col(xs as *const u16, &g, c0, col, threaded, 0);
-                    (col.as_ptr(), npix as isize, 1)
-                };
+                let (bp, b_rs, b_cs) = columns(xs as *const u16, &g, c0, col, threaded, 0);
                 super::bf16gemm::gemm(
                     og,
                     npix,
@@ -1055,17 +1052,7 @@ fn conv_weight_grad_bf16(g: &Tensor, x: &Tensor, p: &Conv2dParams, out: &Tensor)
             let gs = gp.get().add(smp * gm.o * npix);
             for gi in 0..gm.groups {
                 let c0 = gi * gm.cg();
-                let (bp, c_rs, c_cs) = if gm.direct() {
-                    (
-                        xs.offset(c0 as isize * gm.xs[1]) as *const u16,
-                        gm.xs[1],
-                        gm.xs[3],
-                    )
-                } else {
-                    col.resize(kdim * npix, 0);
-                    im2col(xs as *const u16, &gm, c0, col, threaded, 0);
-                    (col.as_ptr(), npix as isize, 1)
-                };
+                let (bp, c_rs, c_cs) = columns(xs as *const u16, &gm, c0, col, threaded, 0);
                 super::bf16gemm::gemm(
                     og,
                     kdim,
