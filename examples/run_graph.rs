@@ -249,7 +249,7 @@ fn main_inner() -> Result<(), String> {
     for _ in 0..timed_runs {
         let t0 = std::time::Instant::now();
         let outs = plan.run_with(&args, &scalars).map_err(|e| e.to_string())?;
-        ferrograd::tensor::defer::flush();
+        ferrograd::ops::defer::flush();
         let dt = t0.elapsed();
         drop(outs);
         println!("time_ms {:.6}", dt.as_secs_f64() * 1e3);

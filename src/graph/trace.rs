@@ -253,6 +253,7 @@ fn install_hooks() {
         device_of,
         graph_device,
         constant,
+        zeros: crate::ops::creation::zeros,
     });
     capture::install(capture::Hooks {
         record,

@@ -5,6 +5,7 @@
 //! scalars are weak). Kernels: the backend's `unary` / `binary` / `where_` /
 //! `cast_copy` primitives.
 
+use super::defer;
 use crate::autograd::{self as ag, GradMode, Save};
 use crate::backend::backend;
 use crate::error::{Error, Result};
@@ -13,7 +14,7 @@ use crate::ops::elementwise_grad::{
 };
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{defer, Category, DType, Scalar, Tensor};
+use crate::tensor::{Category, DType, Scalar, Tensor};
 
 pub use crate::kernel::{BinaryOp, UnaryOp, UnaryOut};
 

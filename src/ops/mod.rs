@@ -6,6 +6,7 @@ pub mod call;
 pub mod capture;
 pub mod conv;
 pub mod creation;
+pub mod defer;
 pub mod elementwise;
 pub mod elementwise_grad;
 pub mod general;

@@ -605,14 +605,14 @@ fn set_cache_limit(nbytes: usize) {
     crate::tensor::storage::set_cache_limit(nbytes);
 }
 
-/// Compute every deferred elementwise result now (see `tensor::defer`).
+/// Compute every deferred elementwise result now (see `ops::defer`).
 #[pyfunction]
 fn synchronize(py: Python<'_>) -> PyResult<()> {
-    if crate::tensor::defer::idle() {
+    if crate::ops::defer::idle() {
         return Ok(());
     }
     run_detached(py, || {
-        crate::tensor::defer::flush();
+        crate::ops::defer::flush();
         Ok(())
     })
 }
@@ -622,7 +622,7 @@ fn synchronize(py: Python<'_>) -> PyResult<()> {
 #[pyfunction]
 #[pyo3(signature = (n))]
 fn _set_defer_min(n: Option<usize>) -> Option<usize> {
-    let old = crate::tensor::defer::set_min_elements(n.unwrap_or(usize::MAX));
+    let old = crate::ops::defer::set_min_elements(n.unwrap_or(usize::MAX));
     (old != usize::MAX).then_some(old)
 }
 
@@ -638,7 +638,7 @@ fn _direct_conv(enabled: Option<bool>) -> bool {
 /// (ops deferred, ops inlined into a later op, queue runs) since start.
 #[pyfunction]
 fn _defer_stats() -> (usize, usize, usize) {
-    crate::tensor::defer::stats()
+    crate::ops::defer::stats()
 }
 
 /// Return cached CPU blocks (and cached GPU buffers) to the system.
@@ -686,7 +686,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::par::set_signal_hook(signal_hook);
     #[cfg(feature = "gpu")]
     crate::backend::wgpu::context::set_location_hook(location_hook);
-    crate::tensor::defer::init_from_env();
+    crate::ops::defer::init_from_env();
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;
     m.add_class::<PyDevice>()?;

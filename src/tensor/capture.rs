@@ -10,7 +10,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use super::{Device, Tensor};
+use super::{DType, Device, Tensor};
 use crate::error::{Error, Result};
 
 thread_local! {
@@ -30,6 +30,9 @@ pub struct TensorHooks {
     pub graph_device: fn() -> Device,
     /// A real tensor's current data as a constant of the graph.
     pub constant: fn(&Tensor) -> Result<Tensor>,
+    /// Zeros made at the top level of the computation being captured, as
+    /// a node of the graph (the `zeros` op).
+    pub zeros: fn(&[usize], DType, Device) -> Result<Tensor>,
 }
 
 static HOOKS: OnceLock<TensorHooks> = OnceLock::new();
@@ -110,5 +113,13 @@ pub fn constant(t: &Tensor) -> Result<Tensor> {
             "capture",
             "a graph constant outside a capture",
         )),
+    }
+}
+
+/// Zeros made while capturing, as a node of the graph being captured.
+pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+    match HOOKS.get() {
+        Some(h) => (h.zeros)(shape, dtype, device),
+        None => Err(Error::runtime("zeros", "a graph node outside a capture")),
     }
 }

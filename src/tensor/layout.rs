@@ -520,6 +520,21 @@ pub fn infer_shape(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn offsets_walk_in_row_major_order() {
+        let walk = |shape: &[usize], strides: &[isize]| {
+            let mut v = vec![];
+            for_each_offset(shape, strides, |o| v.push(o));
+            v
+        };
+        // a (2, 3) row-major matrix's transpose, viewed (3, 2)
+        assert_eq!(walk(&[3, 2], &[1, 3]), vec![0, 3, 1, 4, 2, 5]);
+        assert_eq!(walk(&[], &[]), vec![0]);
+        assert!(walk(&[2, 0, 3], &[0, 3, 1]).is_empty());
+        // a broadcast dim and a negative (flipped) stride
+        assert_eq!(walk(&[2, 2], &[0, -1]), vec![0, -1, 0, -1]);
+    }
     use super::*;
 
     #[test]
@@ -608,5 +623,33 @@ mod tests {
         let (s, st) = Layout::coalesce(&[2, 3, 4], &[&a, &b]);
         assert_eq!(&s[..], &[2, 12]);
         assert_eq!(&st[1][..], &[0, 1]);
+    }
+}
+
+/// Call `f(offset)` for every element of `shape` with `strides`, in
+/// row-major order (a plain odometer, for the tensor layer's own cold
+/// paths; the kernels iterate through `backend::cpu::strided`).
+pub fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isize)) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0usize; shape.len()];
+    let mut off = 0isize;
+    loop {
+        f(off);
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            off += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            off -= strides[d] * shape[d] as isize;
+            idx[d] = 0;
+        }
     }
 }

@@ -237,7 +237,7 @@ impl Tensor {
         // Zeros made at the top level of a captured computation (by a VJP,
         // say) are part of the graph.
         if capture::active() {
-            return crate::ops::creation::zeros(shape, dtype, device);
+            return capture::zeros(shape, dtype, device);
         }
         let nbytes = nbytes_for("zeros", shape, dtype)?;
         let mut zero_fill = false;
@@ -513,7 +513,7 @@ impl Tensor {
         }
         let mut out = Vec::with_capacity(self.numel());
         with_dtype!(self.dtype, T => {
-            crate::backend::cpu::strided::for_each_offset(self.shape(), self.strides(), |off| {
+            layout::for_each_offset(self.shape(), self.strides(), |off| {
                 // SAFETY: offsets come from the layout, inside the storage.
                 let v = unsafe { *self.data_ptr::<T>().offset(off) };
                 out.push(v.to_f64());
