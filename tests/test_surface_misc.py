@@ -1,0 +1,129 @@
+"""More of PyTorch's nn / optim / utility surface: ``optim.Rprop`` and ``optim.ASGD`` against
+stored PyTorch trajectories (``scripts/make_surface_misc_references.py``), ``nn.RNNBase`` /
+``nn.RNNCellBase``, the conv/linear + batch-norm fusions, ``skip_init``, the deprecated
+clipping and ``nn.init`` names, and the window functions against NumPy float64."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ferrograd as fg
+import numpy as np
+import pytest
+from ferrograd import optim
+
+REF = Path(__file__).parent / "fixtures" / "parity" / "optim_rprop_asgd.npz"
+_DATA = np.load(REF)
+CASES = [str(c) for c in _DATA["cases"]]
+OPTS = {"Rprop": optim.Rprop, "ASGD": optim.ASGD}
+
+
+def _config(case):
+    kind, opts = json.loads(str(_DATA[f"{case}/config"]))
+    return kind, {k: tuple(v) if isinstance(v, list) else v for k, v in opts.items()}
+
+
+def _loss(w, b):
+    x, y = fg.tensor(_DATA["x"]), fg.tensor(_DATA["y"])
+    return ((fg.tanh(x @ w.T + b) - y) ** 2).mean()
+
+
+def _params(step=0):
+    if step == 0:
+        return fg.tensor(_DATA["w0"], requires_grad=True), fg.tensor(_DATA["b0"], requires_grad=True)
+    return (fg.tensor(_DATA[f"{c}{step}"], requires_grad=True) for c in ("w", "b"))
+
+
+def _check_step(case, step, opt, w, b):
+    for pname, p in (("w", w), ("b", b)):
+        np.testing.assert_allclose(p.detach().numpy(), _DATA[f"{case}/{pname}{step}"], rtol=0, atol=1e-6)
+        # tighter than asked: both sides compute in float64
+        np.testing.assert_allclose(p.detach().numpy(), _DATA[f"{case}/{pname}{step}"], rtol=1e-10, atol=1e-12)
+        st = opt.state[p]
+        assert int(st["step"]) == int(_DATA[f"{case}/{pname}{step}/step"])
+        for key, v in st.items():
+            if key == "step":
+                continue
+            got = v.detach().numpy() if isinstance(v, fg.Tensor) else np.asarray(v)
+            np.testing.assert_allclose(got, _DATA[f"{case}/{pname}{step}/{key}"], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rprop_asgd_match_torch(case):
+    kind, kw = _config(case)
+    w, b = _params()
+    opt = OPTS[kind]([w, b], **kw)
+    for step in range(1, int(_DATA["steps"]) + 1):
+        opt.zero_grad()
+        _loss(w, b).backward()
+        opt.step()
+        _check_step(case, step, opt, w, b)
+
+
+@pytest.mark.parametrize("case", ["rprop_flip", "asgd_average"])
+def test_rprop_asgd_state_dict_round_trip(case):
+    kind, kw = _config(case)
+    w, b = _params()
+    opt = OPTS[kind]([w, b], **kw)
+    for _ in range(3):
+        opt.zero_grad()
+        _loss(w, b).backward()
+        opt.step()
+    sd = opt.state_dict()
+    # A fresh optimizer on copies of the parameters continues the run where it stopped.
+    w2, b2 = (
+        fg.tensor(w.detach().numpy(), requires_grad=True),
+        fg.tensor(b.detach().numpy(), requires_grad=True),
+    )
+    opt2 = OPTS[kind]([w2, b2])
+    opt2.load_state_dict(sd)
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    for step in range(4, int(_DATA["steps"]) + 1):
+        opt2.zero_grad()
+        _loss(w2, b2).backward()
+        opt2.step()
+        _check_step(case, step, opt2, w2, b2)
+
+
+def test_asgd_loads_torch_layout_state():
+    # PyTorch keeps step, eta and mu as 0-d tensors: such a state dict loads.
+    case = "asgd_average"
+    kind, kw = _config(case)
+    w = fg.tensor(_DATA[f"{case}/w3"], requires_grad=True)
+    b = fg.tensor(_DATA[f"{case}/b3"], requires_grad=True)
+    opt = optim.ASGD([w, b], **kw)
+    state = {
+        i: {k: fg.tensor(_DATA[f"{case}/{n}3/{k}"]) for k in ("step", "eta", "mu", "ax")}
+        for i, n in enumerate("wb")
+    }
+    opt.load_state_dict({"state": state, "param_groups": [dict(opt.param_groups[0], params=[0, 1])]})
+    for step in range(4, int(_DATA["steps"]) + 1):
+        opt.zero_grad()
+        _loss(w, b).backward()
+        opt.step()
+        _check_step(case, step, opt, w, b)
+
+
+def test_rprop_asgd_defaults_and_errors():
+    p = fg.zeros(2, requires_grad=True)
+    assert optim.Rprop([p]).defaults == dict(
+        lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), foreach=None, maximize=False,
+        differentiable=False, capturable=False,
+    )  # fmt: skip
+    assert optim.ASGD([p]).defaults == dict(
+        lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None, maximize=False,
+        differentiable=False, capturable=False,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="Invalid eta values"):
+        optim.Rprop([p], etas=(1.5, 1.2))
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        optim.Rprop([p], lr=-1.0)
+    with pytest.raises(ValueError, match="Invalid lambd value"):
+        optim.ASGD([p], lambd=-1.0)
+    with pytest.raises(ValueError, match="Invalid weight_decay"):
+        optim.ASGD([p], weight_decay=-0.1)
+    with pytest.raises(ValueError, match="ASGD: differentiable"):
+        optim.ASGD([p], differentiable=True)
+    # ASGD's maximize is positional, as in PyTorch (after foreach).
+    assert optim.ASGD([p], 0.1, 1e-4, 0.75, 1e6, 0, None, True).defaults["maximize"] is True
