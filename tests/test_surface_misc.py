@@ -6,12 +6,13 @@ clipping and ``nn.init`` names, and the window functions against NumPy float64."
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import ferrograd as fg
 import numpy as np
 import pytest
-from ferrograd import optim
+from ferrograd import nn, optim
 
 REF = Path(__file__).parent / "fixtures" / "parity" / "optim_rprop_asgd.npz"
 _DATA = np.load(REF)
@@ -127,3 +128,38 @@ def test_rprop_asgd_defaults_and_errors():
         optim.ASGD([p], differentiable=True)
     # ASGD's maximize is positional, as in PyTorch (after foreach).
     assert optim.ASGD([p], 0.1, 1e-4, 0.75, 1e6, 0, None, True).defaults["maximize"] is True
+
+
+# ---------------------------------------------------------------------------
+# nn.RNNBase / nn.RNNCellBase
+# ---------------------------------------------------------------------------
+
+
+def test_rnn_base_classes():
+    for cls in (nn.RNN, nn.LSTM, nn.GRU):
+        m = cls(3, 5, num_layers=2, dtype=fg.float64)
+        assert isinstance(m, nn.RNNBase) and not isinstance(m, nn.RNNCellBase)
+        assert m.weight_ih_l1.dtype == fg.float64
+    for cls in (nn.RNNCell, nn.LSTMCell, nn.GRUCell):
+        c = cls(3, 5)
+        assert isinstance(c, nn.RNNCellBase) and not isinstance(c, nn.RNNBase)
+    assert nn.LSTMCell(3, 5, False, None, fg.float64).weight_ih.dtype == fg.float64
+    # The base class made directly, as PyTorch allows: GRU's parameters.
+    base = nn.RNNBase("GRU", 3, 5, 2, bidirectional=True)
+    gru = nn.GRU(3, 5, 2, bidirectional=True)
+    assert [(n, tuple(p.shape)) for n, p in base.named_parameters()] == [
+        (n, tuple(p.shape)) for n, p in gru.named_parameters()
+    ]
+    cell = nn.RNNCellBase(3, 5, True, 4)
+    assert {n: tuple(p.shape) for n, p in cell.named_parameters()} == {
+        "weight_ih": (20, 3),
+        "weight_hh": (20, 5),
+        "bias_ih": (20,),
+        "bias_hh": (20,),
+    }
+    bound = 1 / math.sqrt(5)
+    assert all(float(p.abs().max()) <= bound for p in cell.parameters())
+    with pytest.raises(ValueError, match="unrecognized RNN mode 'LSTMX'"):
+        nn.RNNBase("LSTMX", 3, 5)
+    with pytest.raises(NotImplementedError, match="proj_size"):
+        nn.RNNBase("LSTM", 3, 5, proj_size=2)
