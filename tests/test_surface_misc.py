@@ -163,3 +163,127 @@ def test_rnn_base_classes():
         nn.RNNBase("LSTMX", 3, 5)
     with pytest.raises(NotImplementedError, match="proj_size"):
         nn.RNNBase("LSTM", 3, 5, proj_size=2)
+
+
+# ---------------------------------------------------------------------------
+# nn.utils: batch-norm fusion, skip_init, gradient clipping
+# ---------------------------------------------------------------------------
+
+U = nn.utils
+
+
+def _trained_bn(bn, shape):
+    # Running statistics and affine parameters away from their defaults.
+    bn.train()
+    with fg.no_grad():
+        for _ in range(3):
+            bn(fg.randn(*shape) * 2.0 + 0.5)
+        bn.weight.copy_(fg.rand(bn.num_features) + 0.5)
+        bn.bias.copy_(fg.randn(bn.num_features))
+    return bn.eval()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fuse_conv_bn_eval(bias):
+    fg.manual_seed(1)
+    conv = nn.Conv2d(3, 4, 3, padding=1, bias=bias).eval()
+    bn = _trained_bn(nn.BatchNorm2d(4), (5, 4, 6, 6))
+    fused = U.fuse_conv_bn_eval(conv, bn)
+    assert fused is not conv and isinstance(fused, nn.Conv2d)
+    assert isinstance(fused.weight, nn.Parameter) and isinstance(fused.bias, nn.Parameter)
+    x = fg.randn(2, 3, 6, 6)
+    np.testing.assert_allclose(fused(x).numpy(), bn(conv(x)).numpy(), rtol=1e-5, atol=1e-5)
+    # The originals are untouched.
+    assert (conv.bias is not None) == bias
+    # NumPy float64 reference of the folded parameters.
+    s = bn.weight.detach().numpy().astype(np.float64) / np.sqrt(bn.running_var.numpy() + bn.eps)
+    np.testing.assert_allclose(fused.weight.detach().numpy(), conv.weight.detach().numpy() * s[:, None, None, None],
+                               rtol=1e-6)  # fmt: skip
+    b = conv.bias.detach().numpy() if bias else 0.0
+    np.testing.assert_allclose(
+        fused.bias.detach().numpy(),
+        (b - bn.running_mean.numpy()) * s + bn.bias.detach().numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    with pytest.raises(AssertionError, match="only for eval"):
+        U.fuse_conv_bn_eval(conv.train(), bn)
+
+
+def test_fuse_conv_transpose_and_1d_bn():
+    fg.manual_seed(2)
+    conv = nn.ConvTranspose2d(3, 4, 3, stride=2).eval()
+    bn = _trained_bn(nn.BatchNorm2d(4), (5, 4, 3, 3))
+    fused = U.fuse_conv_bn_eval(conv, bn, transpose=True)
+    x = fg.randn(2, 3, 4, 4)
+    np.testing.assert_allclose(fused(x).numpy(), bn(conv(x)).numpy(), rtol=1e-5, atol=1e-5)
+    conv1 = nn.Conv1d(2, 3, 3).eval()
+    bn1 = _trained_bn(nn.BatchNorm1d(3), (4, 3, 7))
+    x1 = fg.randn(2, 2, 9)
+    np.testing.assert_allclose(U.fuse_conv_bn_eval(conv1, bn1)(x1).numpy(), bn1(conv1(x1)).numpy(), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+
+
+def test_fuse_linear_bn_eval_and_weights():
+    fg.manual_seed(3)
+    lin = nn.Linear(5, 4).eval()
+    bn = _trained_bn(nn.BatchNorm1d(4), (8, 4))
+    x = fg.randn(6, 5)
+    np.testing.assert_allclose(
+        U.fuse_linear_bn_eval(lin, bn)(x).numpy(), bn(lin(x)).numpy(), rtol=1e-5, atol=1e-5
+    )
+    w, b = U.fuse_linear_bn_weights(
+        lin.weight, lin.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
+    )
+    assert w.requires_grad and b.requires_grad and tuple(w.shape) == (4, 5)
+    cw, cb = U.fuse_conv_bn_weights(
+        lin.weight.reshape(4, 5, 1), None, bn.running_mean, bn.running_var, bn.eps, None, None
+    )
+    s = 1 / np.sqrt(bn.running_var.numpy().astype(np.float64) + bn.eps)
+    np.testing.assert_allclose(
+        cw.detach().numpy()[..., 0], lin.weight.detach().numpy() * s[:, None], rtol=1e-6
+    )
+    np.testing.assert_allclose(cb.detach().numpy(), -bn.running_mean.numpy() * s, rtol=1e-5, atol=1e-7)
+    with pytest.raises(AssertionError, match="out_features"):
+        U.fuse_linear_bn_eval(lin, _trained_bn(nn.BatchNorm1d(3), (8, 3)))
+    with pytest.raises(ValueError, match="fuse_linear_bn_weights: weight of shape"):
+        U.fuse_linear_bn_weights(fg.randn(4, 5), None, fg.zeros(3), fg.ones(3), 1e-5, fg.ones(3), fg.zeros(3))
+
+
+def test_skip_init():
+    m = U.skip_init(nn.Linear, 3, 4, bias=False, dtype=fg.float64)
+    assert isinstance(m, nn.Linear) and tuple(m.weight.shape) == (4, 3) and m.bias is None
+    assert m.weight.dtype == fg.float64
+    with pytest.raises(RuntimeError, match="expected a Module class"):
+        U.skip_init(fg.zeros, 3)
+    with pytest.raises(RuntimeError, match="must support a 'device' arg"):
+        U.skip_init(nn.ReLU)
+
+
+def _grads(seed):
+    rng = np.random.default_rng(seed)
+    ps = [fg.tensor(rng.standard_normal(s), requires_grad=True) for s in ((3, 4), (5,))]
+    for p in ps:
+        p.grad = fg.tensor(rng.standard_normal(tuple(p.shape)))
+    return ps
+
+
+def test_clip_grad_norm_deprecated_alias_and_with_norm():
+    ps = _grads(0)
+    g = [p.grad.numpy().astype(np.float64) for p in ps]
+    total = math.sqrt(sum((x**2).sum() for x in g))
+    with pytest.warns(FutureWarning, match="clip_grad_norm_"):
+        got = U.clip_grad_norm(ps, 1.0)
+    np.testing.assert_allclose(float(got), total, rtol=1e-6)
+    for p, x in zip(ps, g, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), x * (1.0 / (total + 1e-6)), rtol=1e-5)
+    # clip_grads_with_norm_ with a norm taken beforehand (here over more than these parameters).
+    ps = _grads(0)
+    U.clip_grads_with_norm_(ps[:1], 2.0, fg.tensor(total * 2))
+    np.testing.assert_allclose(ps[0].grad.numpy(), g[0] * (2.0 / (total * 2 + 1e-6)), rtol=1e-5)
+    np.testing.assert_array_equal(ps[1].grad.numpy(), g[1])
+    # A norm below max_norm leaves the gradients as they are; a float norm is accepted.
+    U.clip_grads_with_norm_(ps, 10.0, 1.0)
+    np.testing.assert_allclose(ps[1].grad.numpy(), g[1], rtol=1e-6)
+    with pytest.raises(TypeError, match="clip_grads_with_norm_: total_norm"):
+        U.clip_grads_with_norm_(ps, 1.0, "big")
