@@ -287,3 +287,70 @@ def test_clip_grad_norm_deprecated_alias_and_with_norm():
     np.testing.assert_allclose(ps[1].grad.numpy(), g[1], rtol=1e-6)
     with pytest.raises(TypeError, match="clip_grads_with_norm_: total_norm"):
         U.clip_grads_with_norm_(ps, 1.0, "big")
+
+
+# ---------------------------------------------------------------------------
+# nn.init: sparse_, dirac_ (3-5-D, groups) and the deprecated names
+# ---------------------------------------------------------------------------
+
+I = nn.init  # noqa: E741
+
+# old name -> (new name, arguments after the tensor, tensor shape)
+DEPRECATED = {
+    "uniform": ("uniform_", (-0.5, 2.0), (3, 4)),
+    "normal": ("normal_", (1.0, 0.5), (3, 4)),
+    "constant": ("constant_", (0.25,), (3, 4)),
+    "eye": ("eye_", (), (3, 4)),
+    "dirac": ("dirac_", (), (4, 2, 3, 3)),
+    "xavier_uniform": ("xavier_uniform_", (1.5,), (5, 4)),
+    "xavier_normal": ("xavier_normal_", (1.5,), (5, 4)),
+    "kaiming_uniform": ("kaiming_uniform_", (0.1,), (5, 4, 2)),
+    "kaiming_normal": ("kaiming_normal_", (0.1,), (5, 4, 2)),
+    "orthogonal": ("orthogonal_", (2.0,), (3, 5)),
+    "sparse": ("sparse_", (0.5,), (6, 4)),
+}
+
+
+@pytest.mark.parametrize("old", sorted(DEPRECATED))
+def test_init_deprecated_names_warn_and_call_the_new(old):
+    new, args, shape = DEPRECATED[old]
+    fn, new_fn = getattr(I, old), getattr(I, new)
+    assert fn.__name__ == old
+    a, b = fg.empty(*shape, dtype=fg.float64), fg.empty(*shape, dtype=fg.float64)
+    fg.manual_seed(7)
+    with pytest.warns(FutureWarning, match=rf"`nn.init.{old}` is now deprecated in favor of `nn.init.{new}`"):
+        out = fn(a, *args)
+    assert out is a
+    fg.manual_seed(7)
+    new_fn(b, *args)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_init_deterministic_values():
+    # NumPy references of the deterministic fills.
+    np.testing.assert_array_equal(I.eye_(fg.empty(3, 5)).numpy(), np.eye(3, 5))
+    np.testing.assert_array_equal(I.constant_(fg.empty(2, 3), -1.5).numpy(), np.full((2, 3), -1.5))
+    for shape, groups in (((6, 2, 3), 2), ((4, 3, 3, 3), 1), ((6, 2, 3, 1, 5), 3)):
+        ref = np.zeros(shape)
+        per = shape[0] // groups
+        for g in range(groups):
+            for i in range(min(per, shape[1])):
+                ref[(g * per + i, i) + tuple(s // 2 for s in shape[2:])] = 1
+        np.testing.assert_array_equal(I.dirac_(fg.empty(*shape), groups).numpy(), ref)
+    with pytest.raises(ValueError, match="divisible by groups"):
+        I.dirac_(fg.empty(5, 2, 3), 2)
+    with pytest.raises(ValueError, match="dirac_: only tensors with 3, 4, or 5"):
+        I.dirac_(fg.empty(5, 2))
+
+
+def test_init_sparse():
+    fg.manual_seed(3)
+    w = fg.empty(400, 30, dtype=fg.float64)
+    assert I.sparse_(w, 0.3, std=2.0) is w
+    x = w.numpy()
+    # ceil(0.3 * 400) = 120 zeros in every column; the rest N(0, 4).
+    np.testing.assert_array_equal((x == 0).sum(axis=0), np.full(30, 120))
+    nz = x[x != 0]
+    assert abs(nz.std() - 2.0) < 0.1 and abs(nz.mean()) < 0.1
+    with pytest.raises(ValueError, match="sparse_: only tensors with 2 dimensions"):
+        I.sparse_(fg.empty(3), 0.1)
