@@ -354,3 +354,66 @@ def test_init_sparse():
     assert abs(nz.std() - 2.0) < 0.1 and abs(nz.mean()) < 0.1
     with pytest.raises(ValueError, match="sparse_: only tensors with 2 dimensions"):
         I.sparse_(fg.empty(3), 0.1)
+
+
+# ---------------------------------------------------------------------------
+# Window functions against NumPy float64
+# ---------------------------------------------------------------------------
+
+
+def _np_window(name, m, **kw):
+    if name == "hann_window":
+        return np.hanning(m)
+    if name == "hamming_window":
+        a, b = kw.get("alpha", 0.54), kw.get("beta", 0.46)
+        return a - b * np.cos(2 * np.pi * np.arange(m) / (m - 1)) if m > 1 else np.ones(m)
+    if name == "blackman_window":
+        return np.blackman(m)
+    if name == "bartlett_window":
+        return np.bartlett(m)
+    return np.kaiser(m, kw.get("beta", 12.0))
+
+
+WINDOWS = [
+    ("hann_window", {}),
+    ("hamming_window", {}),
+    ("hamming_window", {"alpha": 0.5, "beta": 0.3}),
+    ("blackman_window", {}),
+    ("bartlett_window", {}),
+    ("kaiser_window", {}),
+    ("kaiser_window", {"beta": 3.5}),
+]
+
+
+@pytest.mark.parametrize("name,kw", WINDOWS)
+def test_windows_match_numpy(name, kw):
+    fn = getattr(fg, name)
+    for n in (0, 1, 2, 5, 16, 33):
+        for periodic in (True, False):
+            ref = _np_window(name, n + 1, **kw)[:n] if periodic else _np_window(name, n, **kw)
+            if n == 1:
+                ref = np.ones(1)
+            got64 = fn(n, periodic, dtype=fg.float64, **kw)
+            assert got64.dtype == fg.float64 and tuple(got64.shape) == (n,)
+            np.testing.assert_allclose(got64.numpy(), ref, rtol=1e-12, atol=1e-13, err_msg=f"{n} {periodic}")
+            got32 = fn(n, periodic=periodic, **kw)
+            assert got32.dtype == fg.float32 and not got32.requires_grad
+            np.testing.assert_allclose(got32.numpy(), ref, rtol=1e-5, atol=2e-6, err_msg=f"{n} {periodic}")
+    # The default is periodic.
+    np.testing.assert_array_equal(fn(8, **kw).numpy(), fn(8, True, **kw).numpy())
+    w = fn(6, dtype=fg.float16, requires_grad=True, **kw)
+    assert w.dtype == fg.float16 and w.requires_grad and w.is_leaf
+    np.testing.assert_allclose(
+        w.detach().float().numpy(), _np_window(name, 7, **kw)[:6], rtol=2e-3, atol=2e-3
+    )
+
+
+def test_window_errors():
+    with pytest.raises(RuntimeError, match="hann_window expects floating point dtypes"):
+        fg.hann_window(4, dtype=fg.int64)
+    with pytest.raises(
+        RuntimeError, match="kaiser_window requires non-negative window_length, got window_length=-1"
+    ):
+        fg.kaiser_window(-1)
+    with pytest.raises(TypeError, match="bartlett_window\\(\\): argument 'window_length' must be int"):
+        fg.bartlett_window(4.0)
