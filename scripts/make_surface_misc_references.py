@@ -1,5 +1,6 @@
 """Write PyTorch references for ``optim.Rprop`` and ``optim.ASGD`` to
-``tests/fixtures/parity/optim_rprop_asgd.npz``.
+``tests/fixtures/parity/optim_rprop_asgd.npz``, and ``repr`` strings of tensors under
+``torch.set_printoptions`` to ``tests/fixtures/parity/print_options.npz``.
 
 The stored file was made with PyTorch 2.15 on CPU, in float64; it records the version it was
 made with (``torch_version``). ``tests/test_surface_misc.py`` reads it and runs in CI without
@@ -10,6 +11,9 @@ PyTorch. This script needs only ``torch`` and ``numpy``::
 Each case trains ``W`` (3x4) and ``b`` (3) on ``mean((tanh(x @ W.T + b) - y) ** 2)`` for
 ``STEPS`` steps from the same start; stored per case: the optimizer and its options as JSON
 (``<case>/config``), the start, and both parameters and every state entry after every step.
+
+The print references: each value (``val/<name>``) printed under each set of options
+(``options``, JSON) as ``repr/<i>/<name>``, with ``torch`` in the dtype names.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "parity" / "optim_rprop_asgd.npz"
+OUT_PRINT = ROOT / "tests" / "fixtures" / "parity" / "print_options.npz"
 
 STEPS = 8
 CASES = {
@@ -72,5 +77,57 @@ def main() -> None:
     print(f"wrote {OUT} ({len(CASES)} cases, torch {torch.__version__})")
 
 
+def print_values() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(20261129)
+    return {
+        "small": rng.standard_normal(5).astype(np.float32),
+        "long": (rng.standard_normal(40) * 10).astype(np.float32),
+        "mat": rng.standard_normal((4, 6)).astype(np.float32),
+        "big": rng.standard_normal((30, 50)).astype(np.float32),
+        "tiny": (rng.standard_normal(4) * 1e-6).astype(np.float32),
+        "ints": np.arange(1500, dtype=np.int64),
+        "ratio": np.array([1.0, 2000.0, 3.0], np.float32),
+        "ratio_frac": np.array([0.01, 20.5, -3.25], np.float32),
+        "huge": np.array([1e9, -2.5, 0.0], np.float32),
+        "nonfinite": np.array([np.nan, -np.inf, 1.5, 2.25], np.float32),
+        "cube": rng.standard_normal((3, 4, 5)).astype(np.float32),
+        "wide": rng.standard_normal((3, 9)).astype(np.float32) * 100,
+        "f64": rng.standard_normal((2, 3)),
+    }
+
+
+# Options, each with the values printed under it ("*" for all). A summarised row that also
+# wraps (a narrow linewidth) is left out: ferrograd may break it at another element.
+PRINT_OPTIONS = [
+    ({}, "*"),
+    ({"precision": 2}, "*"),
+    ({"threshold": 10, "edgeitems": 2}, "*"),
+    ({"linewidth": 40}, ["small", "long", "mat", "cube", "wide", "f64", "nonfinite"]),
+    ({"linewidth": 60, "precision": 6}, ["long", "mat", "cube", "wide", "f64"]),
+    ({"profile": "short"}, "*"),
+    ({"profile": "full", "linewidth": 120}, ["small", "long", "mat", "cube", "wide", "f64", "ints"]),
+    ({"sci_mode": True, "precision": 3}, "*"),
+    ({"sci_mode": False}, "*"),
+]
+
+
+def print_main() -> None:
+    torch.set_default_dtype(torch.float32)
+    vals = print_values()
+    data: dict[str, np.ndarray] = {"torch_version": np.array(torch.__version__)}
+    data["options"] = np.array(json.dumps(PRINT_OPTIONS))
+    for name, v in vals.items():
+        data[f"val/{name}"] = v
+    for i, (opts, names) in enumerate(PRINT_OPTIONS):
+        torch.set_printoptions(profile="default")
+        torch.set_printoptions(**opts)
+        for name in vals if names == "*" else names:
+            data[f"repr/{i}/{name}"] = np.array(repr(torch.tensor(vals[name])))
+    torch.set_printoptions(profile="default")
+    np.savez_compressed(OUT_PRINT, **data)
+    print(f"wrote {OUT_PRINT} ({len(PRINT_OPTIONS)} option sets, torch {torch.__version__})")
+
+
 if __name__ == "__main__":
     main()
+    print_main()

@@ -417,3 +417,48 @@ def test_window_errors():
         fg.kaiser_window(-1)
     with pytest.raises(TypeError, match="bartlett_window\\(\\): argument 'window_length' must be int"):
         fg.bartlett_window(4.0)
+
+
+# ---------------------------------------------------------------------------
+# set_printoptions against stored PyTorch reprs
+# ---------------------------------------------------------------------------
+
+_PRINT = np.load(Path(__file__).parent / "fixtures" / "parity" / "print_options.npz")
+_PRINT_OPTIONS = json.loads(str(_PRINT["options"]))
+
+
+@pytest.fixture
+def default_printoptions():
+    fg.set_printoptions(profile="default")
+    yield
+    fg.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("i", range(len(_PRINT_OPTIONS)))
+def test_set_printoptions_matches_torch_repr(i, default_printoptions):
+    opts, _ = _PRINT_OPTIONS[i]
+    fg.set_printoptions(**opts)
+    keys = [k for k in _PRINT.files if k.startswith(f"repr/{i}/")]
+    assert keys
+    for key in keys:
+        name = key.split("/")[-1]
+        got = repr(fg.tensor(_PRINT[f"val/{name}"])).replace("ferrograd.", "torch.")
+        assert got == str(_PRINT[key]), f"{opts} {name}:\n{got}\n{_PRINT[key]}"
+
+
+def test_set_printoptions_state_and_errors(default_printoptions):
+    t = fg.tensor([1.0e-6, 2.0])
+    fg.set_printoptions(sci_mode=False, precision=3)
+    assert repr(t) == "tensor([0.000, 2.000])"
+    fg.set_printoptions(precision=3)  # sci_mode not given: back to automatic, as PyTorch
+    assert repr(t) == "tensor([1.000e-06, 2.000e+00])"
+    fg.set_printoptions(profile="default")
+    assert repr(t) == "tensor([1.0000e-06, 2.0000e+00])"
+    with pytest.raises(ValueError, match="set_printoptions: unknown profile 'long'"):
+        fg.set_printoptions(profile="long")
+    with pytest.raises(ValueError, match="set_printoptions: precision must be an integer"):
+        fg.set_printoptions(precision=-1)
+    with pytest.raises(ValueError, match="set_printoptions: sci_mode"):
+        fg.set_printoptions(sci_mode="yes")
+    # A refused call changes nothing.
+    assert repr(t) == "tensor([1.0000e-06, 2.0000e+00])"

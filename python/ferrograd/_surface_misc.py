@@ -1,6 +1,6 @@
 """Torch-level utilities composed in Python of registry ops: the window functions
 (``hann_window``, ``hamming_window``, ``blackman_window``, ``bartlett_window``,
-``kaiser_window``).
+``kaiser_window``) and ``set_printoptions``.
 
 The same contract as :mod:`ferrograd._surface_more`: PyTorch's names, argument names and
 defaults, built only from ops the Rust registry has, so each runs on every device those
@@ -14,11 +14,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from . import _core
+from . import _core, _format
 
 Tensor = _core.Tensor
 
-__all__ = ["bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window"]
+__all__ = [
+    "bartlett_window",
+    "blackman_window",
+    "hamming_window",
+    "hann_window",
+    "kaiser_window",
+    "set_printoptions",
+]
 
 _FLOATS = (_core.float32, _core.float64, _core.float16, _core.bfloat16)
 
@@ -178,6 +185,47 @@ def kaiser_window(
         return arg.i0() / _core.full_like(n[:1], beta).i0()
 
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, fill)
+
+
+def set_printoptions(
+    precision: int | None = None,
+    threshold: float | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """Set how ``repr``/``str`` of a tensor print its values, as ``torch.set_printoptions``.
+
+    ``precision`` digits after the point (default 4); more than ``threshold`` elements
+    (default 1000; ``float('inf')`` never) are summarised with ``edgeitems`` (default 3)
+    items at each end of every dimension; lines wrap at ``linewidth`` characters (default
+    80). ``profile`` (``"default"``, ``"short"``: precision 2 and 2 edge items, ``"full"``:
+    no summary) sets the first four before the explicit arguments apply. ``sci_mode``
+    True or False forces or forbids scientific notation; None (the default, and what
+    every call without it sets, as in PyTorch) chooses it from the values. Process-wide.
+    """
+    new = dict(_format.PRINT_OPTS)
+    if profile is not None:
+        if profile not in _format.PROFILES:
+            raise ValueError(
+                f"set_printoptions: unknown profile {profile!r} (use one of {', '.join(_format.PROFILES)})"
+            )
+        new.update(_format.PROFILES[profile])
+    for key, v, lo in (("precision", precision, 0), ("edgeitems", edgeitems, 0), ("linewidth", linewidth, 1)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"set_printoptions: {key} must be an integer >= {lo}, got {v!r}")
+        new[key] = v
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 0:
+            raise ValueError(f"set_printoptions: threshold must be a number >= 0, got {threshold!r}")
+        new["threshold"] = threshold
+    if sci_mode is not None and not isinstance(sci_mode, bool):
+        raise ValueError(f"set_printoptions: sci_mode must be True, False or None, got {sci_mode!r}")
+    new["sci_mode"] = sci_mode
+    _format.PRINT_OPTS.update(new)
 
 
 def install() -> None:
