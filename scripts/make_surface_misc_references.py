@@ -1,4 +1,4 @@
-"""Write PyTorch references for ``optim.Rprop`` and ``optim.ASGD`` to
+"""Write PyTorch references for ``optim.Rprop``, ``optim.ASGD`` and ``optim.Adafactor`` to
 ``tests/fixtures/parity/optim_rprop_asgd.npz``, and ``repr`` strings of tensors under
 ``torch.set_printoptions`` to ``tests/fixtures/parity/print_options.npz``.
 
@@ -38,6 +38,13 @@ CASES = {
     # t0 = 2: averaging starts inside the run (mu != 1 from step 3 on).
     "asgd_average": ("ASGD", {"lr": 0.2, "lambd": 0.05, "alpha": 0.5, "t0": 2.0, "weight_decay": 0.1}),
     "asgd_maximize": ("ASGD", {"lr": 0.1, "t0": 1.0, "maximize": True, "foreach": True}),
+    "adafactor_default": ("Adafactor", {}),
+    # lr above 1/sqrt(t) from step 2 on; d = 1 clips the update.
+    "adafactor_options": (
+        "Adafactor",
+        {"lr": 0.5, "beta2_decay": -0.5, "eps": [1e-6, 0.01], "weight_decay": 0.1, "maximize": True},
+    ),
+    "adafactor_clip": ("Adafactor", {"lr": 0.05, "d": 1.0, "eps": [None, 0.5]}),
 }
 
 

@@ -1,5 +1,6 @@
-"""More of PyTorch's nn / optim / utility surface: ``optim.Rprop`` and ``optim.ASGD`` against
-stored PyTorch trajectories (``scripts/make_surface_misc_references.py``), ``nn.RNNBase`` /
+"""More of PyTorch's nn / optim / utility surface: ``optim.Rprop``, ``optim.ASGD`` and
+``optim.Adafactor`` against stored PyTorch trajectories, and ``set_printoptions`` against stored
+PyTorch reprs (both from ``scripts/make_surface_misc_references.py``); ``nn.RNNBase`` /
 ``nn.RNNCellBase``, the conv/linear + batch-norm fusions, ``skip_init``, the deprecated
 clipping and ``nn.init`` names, and the window functions against NumPy float64."""
 
@@ -17,7 +18,7 @@ from ferrograd import nn, optim
 REF = Path(__file__).parent / "fixtures" / "parity" / "optim_rprop_asgd.npz"
 _DATA = np.load(REF)
 CASES = [str(c) for c in _DATA["cases"]]
-OPTS = {"Rprop": optim.Rprop, "ASGD": optim.ASGD}
+OPTS = {"Rprop": optim.Rprop, "ASGD": optim.ASGD, "Adafactor": optim.Adafactor}
 
 
 def _config(case):
@@ -62,7 +63,7 @@ def test_rprop_asgd_match_torch(case):
         _check_step(case, step, opt, w, b)
 
 
-@pytest.mark.parametrize("case", ["rprop_flip", "asgd_average"])
+@pytest.mark.parametrize("case", ["rprop_flip", "asgd_average", "adafactor_options"])
 def test_rprop_asgd_state_dict_round_trip(case):
     kind, kw = _config(case)
     w, b = _params()
@@ -126,6 +127,13 @@ def test_rprop_asgd_defaults_and_errors():
         optim.ASGD([p], weight_decay=-0.1)
     with pytest.raises(ValueError, match="ASGD: differentiable"):
         optim.ASGD([p], differentiable=True)
+    assert optim.Adafactor([p]).defaults == dict(
+        lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0, foreach=None, maximize=False
+    )
+    with pytest.raises(ValueError, match="beta2_decay should be <= 0"):
+        optim.Adafactor([p], beta2_decay=0.5)
+    with pytest.raises(ValueError, match="Clipping threshold d should be >= 1"):
+        optim.Adafactor([p], d=0.5)
     # ASGD's maximize is positional, as in PyTorch (after foreach).
     assert optim.ASGD([p], 0.1, 1e-4, 0.75, 1e6, 0, None, True).defaults["maximize"] is True
 

@@ -1,5 +1,5 @@
 """Optimizers: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adadelta``, ``Adagrad``,
-``Adamax``, ``NAdam``, ``RAdam``, ``Rprop``, ``ASGD``, ``SparseAdam``, ``LBFGS`` and their ``Optimizer`` base;
+``Adamax``, ``NAdam``, ``RAdam``, ``Rprop``, ``ASGD``, ``Adafactor``, ``SparseAdam``, ``LBFGS`` and their ``Optimizer`` base;
 ``lr_scheduler`` and ``swa_utils``.
 
 ``SGD``, ``Adam``, ``AdamW`` and ``RMSprop`` update all parameters of a
@@ -10,7 +10,7 @@ history. float16 and bfloat16 parameters compute in float32 inside the
 kernel and are rounded on store; their state has the parameter's dtype.
 Their steps can be captured into a graph.
 
-``Adadelta``, ``Adagrad``, ``Adamax``, ``NAdam``, ``RAdam``, ``Rprop``, ``ASGD`` and ``SparseAdam`` (rows of
+``Adadelta``, ``Adagrad``, ``Adamax``, ``NAdam``, ``RAdam``, ``Rprop``, ``ASGD``, ``Adafactor`` and ``SparseAdam`` (rows of
 embedding tables looked up with ``sparse=True`` only) apply their update with in-place tensor ops, one parameter at a time, in the
 parameter's dtype and on its device; ``LBFGS`` works on the flattened
 parameters with the closure protocol. These run eagerly only.
@@ -20,6 +20,7 @@ The update formulas are PyTorch's (see each class).
 
 from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
+from .adafactor import Adafactor
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
@@ -39,6 +40,7 @@ __all__ = [
     "SGD",
     "SparseAdam",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",
