@@ -51,6 +51,7 @@ def _check_step(case, step, opt, w, b):
             np.testing.assert_allclose(got, _DATA[f"{case}/{pname}{step}/{key}"], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.covers("torch.optim.Rprop", "torch.optim.ASGD", "torch.optim.Adafactor")
 @pytest.mark.parametrize("case", CASES)
 def test_rprop_asgd_match_torch(case):
     kind, kw = _config(case)
@@ -319,6 +320,9 @@ DEPRECATED = {
 }
 
 
+@pytest.mark.covers(
+    *(f"torch.nn.init.{n}" for n in DEPRECATED), "torch.nn.init.sparse_", "torch.nn.init.dirac_"
+)
 @pytest.mark.parametrize("old", sorted(DEPRECATED))
 def test_init_deprecated_names_warn_and_call_the_new(old):
     new, args, shape = DEPRECATED[old]
@@ -393,6 +397,7 @@ WINDOWS = [
 ]
 
 
+@pytest.mark.covers(*sorted({f"torch.{n}" for n, _ in WINDOWS}))
 @pytest.mark.parametrize("name,kw", WINDOWS)
 def test_windows_match_numpy(name, kw):
     fn = getattr(fg, name)
