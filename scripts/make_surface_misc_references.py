@@ -97,6 +97,8 @@ def print_values() -> dict[str, np.ndarray]:
         "ratio_frac": np.array([0.01, 20.5, -3.25], np.float32),
         "huge": np.array([1e9, -2.5, 0.0], np.float32),
         "nonfinite": np.array([np.nan, -np.inf, 1.5, 2.25], np.float32),
+        "nonfinite_only": np.array([np.inf, -np.inf, np.nan], np.float32),
+        "zeros_neg": np.array([[0.0, -0.5], [0.0, 0.0]], np.float32),
         "cube": rng.standard_normal((3, 4, 5)).astype(np.float32),
         "wide": rng.standard_normal((3, 9)).astype(np.float32) * 100,
         "f64": rng.standard_normal((2, 3)),

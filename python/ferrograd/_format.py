@@ -110,9 +110,8 @@ def _float_formatter(arr: np.ndarray, prec: int, sci: bool | None):
         fmt = "{:.0f}."
     else:
         fmt = f"{{:.{prec}f}}"
-    width = max((len(fmt.format(v)) for v in finite.tolist()), default=1)
-    if finite.size != arr.size:
-        width = max(width, 4 if np.any(np.isneginf(arr)) else 3)
+    # As PyTorch: the width of the widest nonzero finite value (nan/inf are not widened for).
+    width = max((len(fmt.format(v)) for v in finite[finite != 0].tolist()), default=1)
 
     def format_value(v: float) -> str:
         if not np.isfinite(v):
