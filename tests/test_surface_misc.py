@@ -475,3 +475,36 @@ def test_set_printoptions_state_and_errors(default_printoptions):
         fg.set_printoptions(sci_mode="yes")
     # A refused call changes nothing.
     assert repr(t) == "tensor([1.0000e-06, 2.0000e+00])"
+
+
+# ---------------------------------------------------------------------------
+# The WebGPU device: the same windows and optimizer steps as on the CPU
+# ---------------------------------------------------------------------------
+
+
+def test_gpu_parity_windows_and_optimizers():
+    if not fg.gpu.is_available():
+        pytest.skip(f"no GPU adapter: {fg.gpu.unavailable_reason()}")
+    for name, kw in WINDOWS:
+        fn = getattr(fg, name)
+        for periodic in (True, False):
+            g = fn(17, periodic, device="gpu", **kw)
+            assert str(g.device) == "gpu"
+            np.testing.assert_allclose(g.cpu().numpy(), fn(17, periodic, **kw).numpy(), rtol=1e-5, atol=1e-6)
+    for case in ("rprop_flip", "asgd_average", "adafactor_options"):
+        kind, kw = _config(case)
+        runs = []
+        for dev in ("cpu", "gpu"):
+            w = fg.tensor(_DATA["w0"], dtype=fg.float32, device=dev, requires_grad=True)
+            b = fg.tensor(_DATA["b0"], dtype=fg.float32, device=dev, requires_grad=True)
+            x = fg.tensor(_DATA["x"], dtype=fg.float32, device=dev)
+            y = fg.tensor(_DATA["y"], dtype=fg.float32, device=dev)
+            opt = OPTS[kind]([w, b], **kw)
+            for _ in range(4):
+                opt.zero_grad()
+                ((fg.tanh(x @ w.T + b) - y) ** 2).mean().backward()
+                opt.step()
+            runs.append(w.detach().cpu().numpy())
+        np.testing.assert_allclose(runs[1], runs[0], rtol=1e-4, atol=1e-5, err_msg=case)
+        # and both near the float64 PyTorch trajectory
+        np.testing.assert_allclose(runs[1], _DATA[f"{case}/w4"], rtol=1e-3, atol=1e-4, err_msg=case)
