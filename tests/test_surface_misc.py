@@ -508,3 +508,11 @@ def test_gpu_parity_windows_and_optimizers():
         np.testing.assert_allclose(runs[1], runs[0], rtol=1e-4, atol=1e-5, err_msg=case)
         # and both near the float64 PyTorch trajectory
         np.testing.assert_allclose(runs[1], _DATA[f"{case}/w4"], rtol=1e-3, atol=1e-4, err_msg=case)
+
+
+def test_surface_misc_exported():
+    from ferrograd import _surface_misc as sm
+
+    for name in sm.__all__:
+        assert getattr(fg, name) is getattr(sm, name), name
+        assert name in fg.__all__, name
