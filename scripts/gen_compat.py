@@ -60,6 +60,7 @@ DEFAULT_TESTS = [
     "tests/test_linalg_decomp.py",
     "tests/test_pool3d.py",
     "tests/test_sparse_adam.py",
+    "tests/test_surface_misc.py",
     "tests/test_small_int.py",
     "tests/test_script_habits.py",
     "tests/test_autograd.py",

@@ -8,6 +8,9 @@ or ``generator=``), so ``fg.manual_seed`` makes initialisations reproducible.
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 from .. import _core
 from .._grad_mode import no_grad
@@ -16,17 +19,29 @@ Tensor = _core.Tensor
 
 __all__ = [
     "calculate_gain",
+    "constant",
     "constant_",
+    "dirac",
     "dirac_",
+    "eye",
     "eye_",
+    "kaiming_normal",
     "kaiming_normal_",
+    "kaiming_uniform",
     "kaiming_uniform_",
+    "normal",
     "normal_",
     "ones_",
+    "orthogonal",
     "orthogonal_",
+    "sparse",
+    "sparse_",
     "trunc_normal_",
+    "uniform",
     "uniform_",
+    "xavier_normal",
     "xavier_normal_",
+    "xavier_uniform",
     "xavier_uniform_",
     "zeros_",
 ]
@@ -172,10 +187,13 @@ def eye_(tensor: Tensor) -> Tensor:
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
-    """Fill a {3,4}-D convolution weight with the Dirac delta (identity convolution)."""
+    """Fill a {3,4,5}-D convolution weight with the Dirac delta (identity convolution);
+    ``groups`` splits the output channels, each group its own identity."""
     d = tensor.dim()
-    if d not in (3, 4):
-        raise ValueError(f"dirac_: only tensors with 3 or 4 dimensions are supported, got {d}")
+    if d not in (3, 4, 5):
+        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got {d}")
+    if groups < 1 or tensor.shape[0] % groups != 0:
+        raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups ({groups})")
     out_per = tensor.shape[0] // groups
     min_dim = min(out_per, tensor.shape[1])
     with no_grad():
@@ -261,3 +279,55 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: _core.Generator | 
             q = q.t()
         tensor.copy_((q * gain).reshape(tuple(tensor.shape)))
     return tensor
+
+
+def sparse_(
+    tensor: Tensor, sparsity: float, std: float = 0.01, generator: _core.Generator | None = None
+) -> Tensor:
+    """Fill a 2-D tensor from N(0, std²), then zero ``ceil(sparsity * rows)`` randomly chosen
+    elements of every column (Martens, 2010), as ``torch.nn.init.sparse_``."""
+    if tensor.dim() != 2:
+        raise ValueError(
+            f"sparse_: only tensors with 2 dimensions are supported, got shape {tuple(tensor.shape)}"
+        )
+    if not 0.0 <= float(sparsity) <= 1.0:
+        raise ValueError(f"sparse_: sparsity must be in [0, 1], got {sparsity}")
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(float(sparsity) * rows)
+    with no_grad():
+        tensor.normal_(0.0, float(std), generator=generator)
+        if num_zeros:
+            for col in range(cols):
+                zero_rows = _core.randperm(rows, generator=generator)[:num_zeros]
+                tensor[zero_rows, col] = 0.0
+    return tensor
+
+
+def _deprecated(new: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """The old name of ``new`` (``uniform`` for ``uniform_``): warns, as PyTorch, then calls it."""
+    old = new.__name__[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return new(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old
+    deprecated_init.__doc__ = f"Deprecated: use :func:`{new.__name__}` (this warns, then calls it)."
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

@@ -130,7 +130,7 @@ from .pooling_more import (
     LPPool2d,
     MaxPool1d,
 )
-from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding, EmbeddingBag
 from .transformer import (
     Transformer,
@@ -259,6 +259,8 @@ __all__ = [
     "PoissonNLLLoss",
     "RMSNorm",
     "RNN",
+    "RNNBase",
+    "RNNCellBase",
     "RNNCell",
     "ReLU",
     "ReLU6",

@@ -19,7 +19,7 @@ from .module import Module
 
 Tensor = _core.Tensor
 
-__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -46,17 +46,29 @@ def _step(
     return n + z * (h - n), None  # (1 - z) * n + z * h
 
 
-class _CellBase(Module):
-    """Parameters ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``, all U(-1/sqrt(H), 1/sqrt(H))."""
+class RNNCellBase(Module):
+    """The base class of :class:`RNNCell`, :class:`LSTMCell` and :class:`GRUCell`, as
+    ``torch.nn.RNNCellBase``.
 
-    _mode: str
+    Parameters ``weight_ih`` ``(num_chunks * hidden_size, input_size)``, ``weight_hh``
+    ``(num_chunks * hidden_size, hidden_size)``, ``bias_ih``, ``bias_hh``, all drawn from
+    U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)). The subclasses define ``forward``.
+    """
+
+    _mode: str = ""
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool,
+        num_chunks: int,
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         dtype = dtype or _core.get_default_dtype()
-        g = _GATES[self._mode] * hidden_size
+        g = num_chunks * hidden_size
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
@@ -111,7 +123,7 @@ class _CellBase(Module):
         return s
 
 
-class RNNCell(_CellBase):
+class RNNCell(RNNCellBase):
     """Elman RNN cell: ``h' = tanh(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)`` (or ReLU)."""
 
     def __init__(
@@ -127,7 +139,7 @@ class RNNCell(_CellBase):
             raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r} (use 'tanh' or 'relu')")
         self.nonlinearity = nonlinearity
         self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(input_size, hidden_size, bias, device, dtype)
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         """One step: ``input`` ``(N, input_size)`` (or unbatched), ``hx`` ``(N, hidden_size)`` (default zeros)."""
@@ -140,11 +152,16 @@ class RNNCell(_CellBase):
         return out if batched else out.squeeze(0)
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     """LSTM cell: gates ``i, f, g, o`` from ``x W_ihᵀ + b_ih + h W_hhᵀ + b_hh``;
     ``c' = σ(f) c + σ(i) tanh(g)``, ``h' = σ(o) tanh(c')``."""
 
     _mode = "LSTM"
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ) -> None:
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """One step; ``hx = (h, c)`` (default zeros). Returns ``(h', c')``."""
@@ -161,11 +178,16 @@ class LSTMCell(_CellBase):
         return (h2, c2) if batched else (h2.squeeze(0), c2.squeeze(0))
 
 
-class GRUCell(_CellBase):
+class GRUCell(RNNCellBase):
     """GRU cell: ``r = σ(..)``, ``z = σ(..)``, ``n = tanh(x W_inᵀ + b_in + r (h W_hnᵀ + b_hn))``,
     ``h' = (1 - z) n + z h``."""
 
     _mode = "GRU"
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ) -> None:
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         """One step: ``input`` ``(N, input_size)`` (or unbatched), ``hx`` ``(N, hidden_size)`` (default zeros)."""
@@ -178,12 +200,14 @@ class GRUCell(_CellBase):
         return out if batched else out.squeeze(0)
 
 
-class _RNNBase(Module):
-    """Stacked (optionally bidirectional) recurrent layers with PyTorch's parameter names.
+class RNNBase(Module):
+    """Stacked (optionally bidirectional) recurrent layers with PyTorch's parameter names: the
+    base class of :class:`RNN`, :class:`LSTM` and :class:`GRU`, as ``torch.nn.RNNBase``.
 
-    Parameters per layer ``k`` and direction: ``weight_ih_l{k}``,
-    ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}`` (suffix
-    ``_reverse`` for the backward direction).
+    ``mode`` is ``"RNN_TANH"``, ``"RNN_RELU"``, ``"LSTM"`` or ``"GRU"``. Parameters per layer
+    ``k`` and direction: ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
+    ``bias_hh_l{k}`` (suffix ``_reverse`` for the backward direction). ``proj_size`` must be
+    0 (LSTM projections are not supported). The subclasses define ``forward``.
     """
 
     def __init__(
@@ -196,10 +220,16 @@ class _RNNBase(Module):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Any = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
+        if mode not in _GATES:
+            raise ValueError(f"{name}: unrecognized RNN mode {mode!r} (use one of {', '.join(_GATES)})")
+        if proj_size:
+            raise NotImplementedError(f"{name}: proj_size is not supported")
         if num_layers < 1:
             raise ValueError(f"{name}: num_layers must be at least 1, got {num_layers}")
         if not 0 <= dropout <= 1:
@@ -227,6 +257,8 @@ class _RNNBase(Module):
                     setattr(self, pname, Parameter(_core.empty(shape, dtype=dtype)))
                     self._flat_weights_names.append(pname)
         self.reset_parameters()
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         """Draw every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
@@ -356,7 +388,7 @@ class _RNNBase(Module):
         return s
 
 
-class RNN(_RNNBase):
+class RNN(RNNBase):
     """Multi-layer Elman RNN (``nonlinearity`` 'tanh' or 'relu').
 
     ``forward(input, h_0=None)`` with ``input`` ``(L, N, input_size)``
@@ -386,7 +418,7 @@ class RNN(_RNNBase):
         self.nonlinearity = nonlinearity
         mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
         super().__init__(
-            mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+            mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
         )
 
     def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
@@ -397,7 +429,7 @@ class RNN(_RNNBase):
 _AUTOCAST_ELIGIBLE = (_core.float32, _core.float16, _core.bfloat16)
 
 
-class LSTM(_RNNBase):
+class LSTM(RNNBase):
     """Multi-layer LSTM; ``forward(input, (h_0, c_0)=None)`` returns ``(output, (h_n, c_n))``.
 
     Shapes as :class:`RNN`; ``proj_size`` is not supported.
@@ -418,7 +450,15 @@ class LSTM(_RNNBase):
         if proj_size:
             raise NotImplementedError("LSTM: proj_size is not supported")
         super().__init__(
-            "LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+            "LSTM",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            dtype=dtype,
         )
 
     def forward(
@@ -441,7 +481,7 @@ class LSTM(_RNNBase):
         return self._run(input, hx)
 
 
-class GRU(_RNNBase):
+class GRU(RNNBase):
     """Multi-layer GRU; ``forward(input, h_0=None)`` returns ``(output, h_n)`` (shapes as :class:`RNN`)."""
 
     def __init__(
@@ -456,7 +496,7 @@ class GRU(_RNNBase):
         dtype: Any = None,
     ) -> None:
         super().__init__(
-            "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+            "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
         )
 
     def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:

@@ -4,20 +4,30 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 from ... import _capture, _core
 from ..._grad_mode import no_grad
-from . import parametrizations, parametrize, rnn, stateless
+from . import fusion, parametrizations, parametrize, rnn, stateless
 from ._legacy_norms import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
+from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
 
 Tensor = _core.Tensor
 
 __all__ = [
+    "clip_grad_norm",
     "clip_grad_norm_",
     "clip_grad_value_",
+    "clip_grads_with_norm_",
+    "fuse_conv_bn_eval",
+    "fuse_conv_bn_weights",
+    "fuse_linear_bn_eval",
+    "fuse_linear_bn_weights",
+    "fusion",
     "get_total_norm",
     "parameters_to_vector",
     "parametrizations",
@@ -26,6 +36,7 @@ __all__ = [
     "remove_weight_norm",
     "stateless",
     "rnn",
+    "skip_init",
     "spectral_norm",
     "vector_to_parameters",
     "weight_norm",
@@ -111,6 +122,7 @@ def clip_grad_norm_(
     max_norm: float,
     norm_type: float = 2.0,
     error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
 ) -> Tensor:
     """Scale the gradients of ``parameters`` in place so their joint norm is at most ``max_norm``.
 
@@ -118,14 +130,25 @@ def clip_grad_norm_(
     one vector; ``norm_type`` may be ``inf``. Gradients are multiplied by
     ``min(1, max_norm / (total_norm + 1e-6))``. Returns the total norm
     (before clipping) as a 0-d tensor. ``error_if_nonfinite`` raises if the
-    norm is NaN or infinite.
+    norm is NaN or infinite. ``foreach`` is accepted for compatibility. The
+    same as :func:`get_total_norm` followed by :func:`clip_grads_with_norm_`.
     """
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
     if not grads:
         return _core.tensor(0.0)
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    _scale_grads(grads, max_norm, total)
+    return total
+
+
+def _scale_grads(grads: list[Tensor], max_norm: float, total: Tensor | float) -> None:
+    """Multiply ``grads`` in place by ``min(1, max_norm / (total + 1e-6))``."""
     with no_grad():
-        coef = (float(max_norm) / (total.to(_acc(total)) + 1e-6)).clamp(max=1.0)
+        if isinstance(total, Tensor):
+            total = total.to(_acc(total))
+        else:
+            total = _core.tensor(float(total), dtype=_acc(grads[0]), device=grads[0].device)
+        coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
         # The factor is cast once per dtype, not once per gradient.
         by_dtype: dict[Any, Tensor] = {}
         for g in grads:
@@ -133,7 +156,67 @@ def clip_grad_norm_(
             if c is None:
                 c = by_dtype[g.dtype] = coef.to(g.dtype)
             g.mul_(c)
-    return total
+
+
+def clip_grads_with_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    total_norm: Tensor | float,
+    foreach: bool | None = None,
+) -> None:
+    """Scale the gradients of ``parameters`` in place by ``min(1, max_norm / (total_norm +
+    1e-6))``, given a ``total_norm`` computed beforehand (e.g. by :func:`get_total_norm`,
+    possibly over more parameters than these). ``foreach`` is accepted for compatibility."""
+    if isinstance(total_norm, Tensor):
+        if total_norm.numel() != 1:
+            raise ValueError(
+                f"clip_grads_with_norm_: total_norm must have one element, got shape {tuple(total_norm.shape)}"
+            )
+    elif isinstance(total_norm, bool) or not isinstance(total_norm, (int, float)):
+        raise TypeError(
+            f"clip_grads_with_norm_: total_norm must be a Tensor or a number, got {type(total_norm).__name__}"
+        )
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if grads:
+        _scale_grads(
+            grads, max_norm, total_norm.reshape(()) if isinstance(total_norm, Tensor) else total_norm
+        )
+
+
+def clip_grad_norm(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
+    """Deprecated alias of :func:`clip_grad_norm_` (warns with a ``FutureWarning``, as PyTorch)."""
+    warnings.warn(
+        "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
+
+def skip_init(module_cls: type, *args: Any, **kwargs: Any) -> Any:
+    """Make ``module_cls(*args, **kwargs)`` for parameters that will be overwritten (e.g.
+    loaded from a checkpoint), as ``torch.nn.utils.skip_init``.
+
+    PyTorch leaves the parameters uninitialised (their values are undefined); ferrograd has
+    no ``meta`` device, so here the constructor runs as usual and the values are its
+    initialisation. As in PyTorch, ``module_cls`` must be a Module class whose constructor
+    takes ``device`` (the module is placed there; default cpu).
+    """
+    from ..modules.module import Module
+
+    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+        raise RuntimeError(f"skip_init: expected a Module class; got {module_cls!r}")
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError(
+            f"skip_init: module {module_cls.__name__} must support a 'device' arg to skip initialization"
+        )
+    return module_cls(*args, **kwargs)
 
 
 def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
