@@ -255,6 +255,8 @@ from ._precision import get_float32_matmul_precision, set_float32_matmul_precisi
 from ._shared_tensors import install as _install_sharing  # noqa: E402
 from ._surface_index import *  # noqa: E402, F403 - promotion queries, index grids, arrangements
 from ._surface_index import install as _install_surface_index  # noqa: E402
+from ._surface_math import *  # noqa: E402, F403 - math functions and Tensor methods
+from ._surface_math import install as _install_surface_math  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
 from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
@@ -312,6 +314,7 @@ _install_sharing()
 _install_tensor_extras()
 _install_surface_more()
 _install_surface_index()
+_install_surface_math()
 _install_grad_hooks()
 _capture.install()
 
