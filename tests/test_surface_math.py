@@ -123,6 +123,7 @@ def test_fill_diagonal_cube_and_errors():
     _close(x.grad, 1 - np.eye(3))
 
 
+@pytest.mark.covers("torch.Tensor.index_fill_")
 def test_index_fill_and_inplace():
     a = RNG.normal(size=(3, 4))
     ref = a.copy()
@@ -142,6 +143,7 @@ def test_index_fill_and_inplace():
         _t(a).index_fill(2, fg.tensor([1]), 0.0)
 
 
+@pytest.mark.covers("torch.Tensor.index_copy_")
 def test_index_copy_and_inplace():
     a, s = RNG.normal(size=(4, 3)), RNG.normal(size=(2, 3))
     ref = a.copy()
@@ -172,6 +174,19 @@ CMP.update({"eq_": np.equal, "ne_": np.not_equal, "less_": np.less, "greater_equ
 CMP.update({"greater_": np.greater, "less_equal_": np.less_equal, "not_equal_": np.not_equal})
 
 
+@pytest.mark.covers(
+    "torch.Tensor.lt_",
+    "torch.Tensor.gt_",
+    "torch.Tensor.le_",
+    "torch.Tensor.ge_",
+    "torch.Tensor.eq_",
+    "torch.Tensor.ne_",
+    "torch.Tensor.greater_",
+    "torch.Tensor.greater_equal_",
+    "torch.Tensor.less_",
+    "torch.Tensor.less_equal_",
+    "torch.Tensor.not_equal_",
+)
 @pytest.mark.parametrize("name", sorted(CMP))
 def test_inplace_comparisons_keep_dtype(name):
     a = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
@@ -182,6 +197,16 @@ def test_inplace_comparisons_keep_dtype(name):
     assert x.tolist() == CMP[name](np.array([1, 2, 3]), 2).astype(np.int64).tolist()
 
 
+@pytest.mark.covers(
+    "torch.Tensor.logical_and_",
+    "torch.Tensor.logical_or_",
+    "torch.Tensor.logical_xor_",
+    "torch.Tensor.tril_",
+    "torch.Tensor.triu_",
+    "torch.Tensor.cumsum_",
+    "torch.Tensor.cumprod_",
+    "torch.Tensor.remainder_",
+)
 def test_inplace_logical_tri_cum_remainder():
     a = np.array([[0.0, 1.5, -2.0], [3.0, 0.0, 1.0], [2.0, 2.0, 0.5]])
     b = np.array([1.0, 0.0, 1.0])
@@ -209,6 +234,7 @@ def test_inplace_logical_tri_cum_remainder():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.covers("torch.Tensor.transpose_", "torch.Tensor.swapdims_", "torch.Tensor.swapaxes_")
 def test_inplace_shape_ops_rebind_view_metadata():
     base = fg.arange(6.0).reshape(1, 2, 3)
     x = base.clone()
@@ -240,6 +266,17 @@ def test_inplace_shape_ops_rebind_view_metadata():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.covers(
+    "torch.Tensor.divide_",
+    "torch.Tensor.multiply_",
+    "torch.Tensor.subtract_",
+    "torch.Tensor.true_divide_",
+    "torch.Tensor.arctan2_",
+    "torch.Tensor.negative_",
+    "torch.Tensor.absolute_",
+    "torch.Tensor.fix_",
+    "torch.Tensor.sgn_",
+)
 def test_method_aliases():
     a, b = RNG.normal(size=(2, 3)), RNG.uniform(0.5, 2, size=(3,))
     x, y = _t(a), _t(b)
@@ -320,6 +357,14 @@ def test_tensor_split_matches_array_split(ios):
     assert _parts(fg.tensor_split(_t(a), t)) == want
 
 
+@pytest.mark.covers(
+    "torch.hsplit",
+    "torch.vsplit",
+    "torch.dsplit",
+    "torch.Tensor.hsplit",
+    "torch.Tensor.vsplit",
+    "torch.Tensor.dsplit",
+)
 def test_hsplit_vsplit_dsplit():
     a = np.arange(48.0).reshape(2, 4, 6)
     for name in ("hsplit", "vsplit", "dsplit"):
@@ -357,6 +402,13 @@ def _moments(v, mean, var, k=6.0):
     assert abs(v.var() - var) < 0.1 * var, (v.var(), var)
 
 
+@pytest.mark.covers(
+    "torch.Tensor.random_",
+    "torch.Tensor.exponential_",
+    "torch.Tensor.geometric_",
+    "torch.Tensor.log_normal_",
+    "torch.Tensor.cauchy_",
+)
 def test_random_initialisers_distributions():
     fg.manual_seed(1234)
     v = _draw("exponential_", 2.0)
@@ -450,6 +502,7 @@ def test_products_and_norms():
         fg.chain_matmul(_t(m), _t(u))
 
 
+@pytest.mark.covers("torch.lcm", "torch.Tensor.float_power_", "torch.Tensor.lcm_", "torch.Tensor.ldexp_")
 def test_float_power_gcd_lcm_ldexp_frexp():
     a = fg.tensor([1, 2, 3], dtype=fg.int32)
     out = fg.float_power(a, 0.5)
@@ -485,6 +538,7 @@ def test_float_power_gcd_lcm_ldexp_frexp():
         fg.frexp(fg.tensor([1]))
 
 
+@pytest.mark.covers("torch.isneginf", "torch.Tensor.xlogy_")
 def test_xlogy_inplace_and_predicates():
     a, b = np.array([0.0, 1.0, 2.0]), np.array([0.0, 3.0, 0.5])
     from scipy.special import xlogy
@@ -519,6 +573,7 @@ def test_cov_corrcoef():
         fg.cov(fg.zeros(2, 2, 2))
 
 
+@pytest.mark.covers("torch.Tensor.renorm_")
 def test_renorm():
     x = RNG.normal(size=(4, 3, 2))
     for p, dim, maxnorm in [(2, 0, 1.0), (1, 1, 2.0), (3.0, -1, 0.5)]:

@@ -21,6 +21,7 @@ casts to ``self``'s dtype and bumps the version.
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -68,6 +69,18 @@ __all__ = [
 ]
 
 _Number = builtins.bool | builtins.int | builtins.float
+
+
+def _sign_as(method: Callable[..., Any], fn: Callable[..., Any]) -> None:
+    """Give ``method`` ``fn``'s signature with its first parameter called ``self``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    params = list(sig.parameters.values())
+    if params:
+        params[0] = params[0].replace(name="self")
+    method.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
 
 
 def _need_tensor(fn: str, arg: str, x: Any) -> Tensor:
@@ -297,6 +310,7 @@ def _inplace(fn: Callable[..., Tensor], name: str, cast: builtins.bool = False) 
     method.__doc__ = (
         f"In-place :meth:`Tensor.{name[:-1]}` (writes the result into ``self``, returns ``self``)."
     )
+    _sign_as(method, fn)
     return method
 
 
@@ -320,6 +334,7 @@ def _view_inplace(name: str, view: Callable[..., Tensor]) -> Callable[..., Tenso
         f"In-place :meth:`Tensor.{name[:-1]}`: ``self`` becomes that view of its storage and is returned. "
         "Not for tensors that require grad (use the out-of-place form)."
     )
+    _sign_as(method, view)
     return method
 
 
@@ -403,8 +418,12 @@ def _subtract(self: Tensor, other: Any, *, alpha: _Number = 1) -> Tensor:
     return self.sub(other, alpha=alpha)
 
 
-def _divide(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+def _divide(self: Tensor, other: Any, *, rounding_mode: Any = None) -> Tensor:
     return self.div(other, rounding_mode=rounding_mode)
+
+
+def _true_divide(self: Tensor, other: Any) -> Tensor:
+    return self.div(other)
 
 
 def _sgn(self: Tensor) -> Tensor:
@@ -948,7 +967,7 @@ def unravel_index(
     int64 tensor per dimension, each of ``indices``' shape."""
     if isinstance(indices, builtins.int) and not isinstance(indices, builtins.bool):
         indices = _core.tensor(indices)
-    _need_tensor("unravel_index", "indices", indices)
+    indices = _need_tensor("unravel_index", "indices", indices)
     if indices.dtype.is_floating_point or indices.dtype.is_bool:
         raise TypeError(f"unravel_index(): expected 'indices' to be an integer tensor, got {indices.dtype}")
     dims = [shape] if isinstance(shape, builtins.int) else list(shape)
@@ -1076,6 +1095,7 @@ def _method(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = fn.__doc__ or f"See :func:`ferrograd.{name}`."
+    _sign_as(method, fn)
     return method
 
 
@@ -1090,7 +1110,7 @@ def _methods() -> dict[str, Callable[..., Any]]:
         "divide": _method(_divide, "divide"),
         "multiply": _method(T.mul, "multiply"),
         "subtract": _method(_subtract, "subtract"),
-        "true_divide": _method(T.div, "true_divide"),
+        "true_divide": _method(_true_divide, "true_divide"),
         "greater": _method(T.gt, "greater"),
         "greater_equal": _method(T.ge, "greater_equal"),
         "less": _method(T.lt, "less"),
@@ -1168,7 +1188,7 @@ def _methods() -> dict[str, Callable[..., Any]]:
         "divide_": (_divide, False),
         "multiply_": (T.mul, False),
         "subtract_": (_subtract, False),
-        "true_divide_": (T.div, False),
+        "true_divide_": (_true_divide, False),
         "greater_": (T.gt, True),
         "greater_equal_": (T.ge, True),
         "less_": (T.lt, True),
@@ -1194,7 +1214,7 @@ def _methods() -> dict[str, Callable[..., Any]]:
         "t_": T.t,
         "transpose_": T.transpose,
         "swapdims_": T.transpose,
-        "swapaxes_": T.transpose,
+        "swapaxes_": T.swapaxes,
     }
     for name, fn in views.items():
         m[name] = _view_inplace(name, fn)
