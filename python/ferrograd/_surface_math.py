@@ -519,7 +519,7 @@ def _uniform64(self: Tensor, generator: Any) -> Tensor:
 
 def _fill_random(self: Tensor, name: str, values: Tensor) -> Tensor:
     with _no_grad():
-        self.copy_(values.to(self.device))
+        self.copy_(values.to(self.dtype).to(self.device))
     return self
 
 
@@ -777,11 +777,12 @@ def frexp(input: Tensor) -> frexp_result:
     _need_tensor("frexp", "input", input)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"frexp(): only supports floating-point dtypes, got {input.dtype}")
-    x = input.detach().to(_core.float64)
+    # float64 stays float64; the other float types are worked in float32 (the GPU has no float64)
+    x = input.detach().to(_core.float64 if input.dtype == _core.float64 else _core.float32)
     finite = x.isfinite() & (x != 0)
     ax = _core.where(finite, x.abs(), _core.ones_like(x))
     e = ax.log2().floor() + 1
-    m = ax / e.exp2()
+    m = ax / (e - 1).exp2() / 2  # 2**(e - 1): 2**e overflows for the largest finite values
     # log2 can round across a power of two: put the mantissa back in [0.5, 1).
     hi = m >= 1
     e = _core.where(hi, e + 1, e)
