@@ -661,3 +661,58 @@ def test_linalg_methods():
         _ = t.H
     with pytest.raises(RuntimeError, match="adjoint.*2 dimensions"):
         _t(np.ones(3)).adjoint()
+
+
+# ---------------------------------------------------------------------------
+# Captured graphs and the WebGPU device
+# ---------------------------------------------------------------------------
+
+
+def _optimizer_step(p, g, v):
+    q = p.clone()
+    q.addcdiv_(g, v.sqrt() + 1e-8, value=-0.1)
+    q.addcmul_(g, g, value=0.5)
+    r = q.clone()
+    r.lt_(0.3)
+    idx = fg.tensor([1, 0])
+    out = q.tensor_split(2, dim=1)[0] + r[:, :2] + fg.cov(p).sum()
+    out = out + fg.index_fill(p, 0, idx, 2.0)[:, :2] + fg.index_copy(p, 1, idx, g[:, :2].contiguous())[:, :2]
+    return out + fg.unravel_index(fg.tensor([5]), (2, 3))[1]
+
+
+def test_compiled_matches_eager():
+    a, b, c = RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4)), RNG.uniform(1, 2, size=(3, 4))
+    ts = (_t(a, fg.float32), _t(b, fg.float32), _t(c, fg.float32))
+    step = fg.compile(_optimizer_step)
+    for _ in range(2):
+        got = step(*ts)
+    np.testing.assert_allclose(_np(got), _np(_optimizer_step(*ts)), rtol=1e-6, atol=1e-6)
+    i, j = RNG.integers(-(10**6), 10**6, size=40), RNG.integers(-(10**6), 10**6, size=40)
+    gcd = fg.compile(lambda x, y: fg.gcd(x, y))
+    assert gcd(fg.tensor(i), fg.tensor(j)).tolist() == np.gcd(i, j).tolist()
+
+
+def test_gpu_matches_numpy():
+    if not fg.gpu.is_available():
+        pytest.skip(f"no GPU adapter: {fg.gpu.unavailable_reason()}")
+    a, b, c = RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4)), RNG.uniform(1, 2, size=(3, 4))
+    g = [_t(x, fg.float32).to("gpu") for x in (a, b, c)]
+    q = g[0].clone()
+    assert q.addcmul_(g[1], g[2], value=2) is q and str(q.device) == "gpu"
+    _close(q.cpu(), a + 2 * b * c, 1e-5)
+    _close(fg.addcdiv(*g).cpu(), a + b / c, 1e-5)
+    ref = a.copy()
+    np.fill_diagonal(ref, 3.0)
+    _close(g[0].clone().fill_diagonal_(3.0).cpu(), ref, 1e-6)
+    _close(g[0].clone().gt_(0.0).cpu(), (a > 0).astype(float))
+    ref = a.copy()
+    ref[:, [2]] = 7.0
+    _close(fg.index_fill(g[0], 1, fg.tensor([2]).to("gpu"), 7.0).cpu(), ref, 1e-6)
+    _close(fg.cov(g[0]).cpu(), np.cov(a), 1e-5)
+    _close(fg.cumulative_trapezoid(g[0]).cpu(), np.cumsum((a[:, 1:] + a[:, :-1]) / 2, axis=1), 1e-5)
+    fg.manual_seed(5)
+    e = fg.zeros(4000, device="gpu").exponential_(2.0)
+    assert str(e.device) == "gpu" and abs(_np(e.cpu()).mean() - 0.5) < 0.05
+    m, ex = fg.frexp(g[0])
+    nm, ne = np.frexp(a.astype(np.float32))
+    assert _np(m.cpu()).tolist() == nm.astype(np.float64).tolist() and ex.cpu().tolist() == ne.tolist()

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _core, linalg
+from . import _capture, _core, linalg
 
 Tensor = _core.Tensor
 dtype = _core.dtype
@@ -182,7 +182,7 @@ def _index_vector(fn: str, index: Any, size: builtins.int, negative: builtins.bo
             f"{fn}(): index must be a 0-d or 1-d integer tensor, got {tuple(index.shape)} {index.dtype}"
         )
     idx = index.reshape(-1).to(_core.int64)
-    if idx.numel():
+    if idx.numel() and not _capture.is_capturing():
         lo, hi = builtins.int(idx.min().item()), builtins.int(idx.max().item())
         if lo < (-size if negative else 0) or hi >= size:
             raise IndexError(
@@ -734,13 +734,21 @@ def _need_int(fn: str, *xs: tuple[str, Tensor]) -> None:
             raise RuntimeError(f"{fn}(): expects integer tensors, got {a} of dtype {x.dtype}")
 
 
+_GCD_STEPS = {"uint8": 13, "int8": 13, "int16": 25, "int32": 48, "int64": 93}
+
+
 def gcd(input: Tensor, other: Tensor) -> Tensor:
     """The elementwise greatest common divisor (non-negative) of integer tensors
     (Euclid's algorithm; ``gcd(0, 0) = 0``)."""
     _need_int("gcd", ("input", input), ("other", other))
     a = input.abs() + other.abs() * 0
     b = other.abs() + input.abs() * 0
-    while builtins.bool((b != 0).any().item()):
+    # Euclid's steps: until every pair is done; in a captured graph, the most any pair of
+    # the dtype can need (Lame's bound: about 1.44 bits per step).
+    fixed = _GCD_STEPS.get(a.dtype.name, 93) if _capture.is_capturing() else None
+    step = 0
+    while (step < fixed) if fixed is not None else builtins.bool((b != 0).any().item()):
+        step += 1
         nz = b != 0
         safe = _core.where(nz, b, _core.ones_like(b))
         a, b = _core.where(nz, b, a), _core.where(nz, a.remainder(safe), b)
@@ -847,7 +855,7 @@ def cov(
             )
         if name == "fweights" and wt.dtype.is_floating_point:
             raise RuntimeError(f"cov(): expected fweights to have an integral dtype, got {wt.dtype}")
-        if builtins.bool((wt < 0).any().item()):
+        if not _capture.is_capturing() and builtins.bool((wt < 0).any().item()):
             raise RuntimeError(f"cov(): {name} cannot be negative")
         wf = wt.reshape(-1).to(x.dtype)
         w = wf if w is None else w * wf
@@ -976,7 +984,7 @@ def unravel_index(
         raise ValueError(f"unravel_index(): 'shape' must be non-negative ints, got {tuple(dims)}")
     total = math.prod(dims)
     idx = indices.to(_core.int64)
-    if idx.numel():
+    if idx.numel() and not _capture.is_capturing():
         lo, hi = builtins.int(idx.min().item()), builtins.int(idx.max().item())
         if lo < -total or hi >= total:
             raise RuntimeError(f"unravel_index(): index out of bounds for a tensor of shape {tuple(dims)}")
