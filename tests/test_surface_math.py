@@ -563,7 +563,9 @@ def test_cov_corrcoef():
     assert c1.dim() == 0
     _close(c1, np.cov(x[0]), 1e-10)
     _close(fg.corrcoef(_t(x)), np.corrcoef(x), 1e-10)
-    _close(fg.cov(fg.tensor([[1, 2, 4]])), np.cov([1, 2, 4]), 1e-6)
+    one_row = fg.cov(fg.tensor([[1, 2, 4]]))
+    assert one_row.dim() == 0 and one_row.dtype == fg.float32
+    _close(one_row, np.cov([1, 2, 4]), 1e-6)
     assert gradcheck(lambda t: fg.corrcoef(t), (_t(x, grad=True),))
     with pytest.raises(RuntimeError, match="cov.*fweights.*integral"):
         fg.cov(_t(x), fweights=_t(aw))
@@ -588,6 +590,31 @@ def test_renorm():
     assert gradcheck(lambda t: t.renorm(2, 0, 1.0), (_t(x, grad=True),))
     with pytest.raises(RuntimeError, match="renorm.*2 dimensions"):
         fg.renorm(fg.zeros(3), 2, 0, 1.0)
+
+
+def test_histogram_matches_numpy():
+    x = RNG.normal(size=(4, 50))
+    w = RNG.uniform(0, 2, size=(4, 50))
+    for kw in [{"bins": 7}, {"bins": 5, "range": (-1.0, 2.0)}, {"bins": 6, "density": True}]:
+        h, e = fg.histogram(_t(x), **kw)
+        nh, ne = np.histogram(x, **kw)
+        _close(h, nh, 1e-10)
+        _close(e, ne, 1e-12)
+        h, e = _t(x).histogram(**kw, weight=_t(w))
+        nh, ne = np.histogram(x, **kw, weights=w)
+        _close(h, nh, 1e-10)
+    edges = np.array([-3.0, -0.5, 0.0, 0.25, 3.0])
+    h, e = fg.histogram(_t(x), _t(edges), weight=_t(w), density=True)
+    _close(h, np.histogram(x, edges, weights=w, density=True)[0], 1e-10)
+    h, e = fg.histogram(_t([2.0, 2.0, 2.0]), bins=4)
+    _close(e, [1.5, 1.75, 2.0, 2.25, 2.5])
+    _close(h, [0, 0, 3, 0])
+    with pytest.raises(RuntimeError, match="histogram.*floating"):
+        fg.histogram(fg.tensor([1, 2]), bins=2)
+    with pytest.raises(RuntimeError, match="histogram.*min should not exceed max"):
+        fg.histogram(_t(x), bins=2, range=(3.0, 1.0))
+    with pytest.raises(RuntimeError, match="histogram.*increase"):
+        fg.histogram(_t(x), _t([3.0, 1.0]))
 
 
 def test_trapezoid_family_and_unravel_index():
@@ -652,7 +679,9 @@ def test_linalg_methods():
     u, sv, v = _t(r).svd(some=False)
     assert tuple(u.shape) == (5, 5)
     u, sv, v = _t(r).svd(compute_uv=False)
+    assert tuple(u.shape) == (5, 5) and tuple(v.shape) == (3, 3)
     assert not u.abs().sum().item() and not v.abs().sum().item()
+    _close(sv, np.linalg.svd(r, compute_uv=False), 1e-10)
     _close(_t(r).H, r.T)
     _close(_t(r).mH, r.T)
     _close(t.mH, np.swapaxes(a, -1, -2))

@@ -48,6 +48,7 @@ __all__ = [
     "frexp",
     "gcd",
     "ger",
+    "histogram",
     "hsplit",
     "index_copy",
     "index_fill",
@@ -878,7 +879,7 @@ def cov(
     xc = x - avg.unsqueeze(1)
     xw = xc if w is None else xc * w
     c = _mm(xw, xc.transpose(0, 1)) / norm
-    return c.reshape(()) if input.dim() < 2 else c
+    return c.reshape(()) if x.shape[0] == 1 else c
 
 
 def corrcoef(input: Tensor) -> Tensor:
@@ -969,6 +970,77 @@ def cumulative_trapezoid(
     return (avg * h).cumsum(d)
 
 
+class histogram_result(NamedTuple):
+    """``(hist, bin_edges)`` of :func:`histogram`."""
+
+    hist: Tensor
+    bin_edges: Tensor
+
+
+def histogram(
+    input: Tensor,
+    bins: builtins.int | Tensor = 100,
+    *,
+    range: tuple[builtins.float, builtins.float] | None = None,
+    weight: Tensor | None = None,
+    density: builtins.bool = False,
+) -> histogram_result:
+    """The histogram of ``input``'s values: ``bins`` equal bins over ``range`` (default:
+    the values' min and max, widened by 0.5 each way when they are equal), or the
+    increasing edges of a 1-d tensor ``bins``. Each bin holds ``[left, right)``, the last
+    also its right edge; values outside are dropped. ``weight`` weighs each value;
+    ``density`` divides by the total and the bin widths. Floating inputs only."""
+    _need_tensor("histogram", "input", input)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"histogram(): expects a floating point input, got {input.dtype}")
+    x = input.detach().reshape(-1)
+    if isinstance(bins, Tensor):
+        if bins.dim() != 1 or bins.numel() < 1:
+            raise RuntimeError(
+                f"histogram(): bins must be a 1-d tensor of edges, got shape {tuple(bins.shape)}"
+            )
+        edges = bins.detach().to(input.dtype).to(input.device)
+        if edges.numel() > 1 and not _capture.is_capturing():
+            if builtins.bool((edges.diff() < 0).any().item()):
+                raise RuntimeError("histogram(): bin edges must increase monotonically")
+    else:
+        if isinstance(bins, builtins.bool) or not isinstance(bins, builtins.int) or bins < 1:
+            raise RuntimeError(f"histogram(): bins must be a positive int or a tensor of edges, got {bins!r}")
+        if range is not None:
+            lo, hi = builtins.float(range[0]), builtins.float(range[1])
+        elif x.numel():
+            lo, hi = builtins.float(x.min().item()), builtins.float(x.max().item())
+        else:
+            lo, hi = 0.0, 1.0
+        if lo > hi:
+            raise RuntimeError(f"histogram(): min should not exceed max, but got min {lo} max {hi}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        # as linspace: the last edge is exactly ``hi`` (the largest value stays inside)
+        grid = np.linspace(lo, hi, bins + 1)
+        edges = _core.tensor(grid, dtype=_core.float64).to(input.dtype).to(input.device)
+    nb = edges.numel() - 1
+    if weight is not None:
+        _need_tensor("histogram", "weight", weight)
+        if tuple(weight.shape) != tuple(input.shape):
+            raise RuntimeError(
+                f"histogram(): weight shape {tuple(weight.shape)} must match input shape {tuple(input.shape)}"
+            )
+        w = weight.detach().reshape(-1).to(input.dtype)
+    else:
+        w = _core.ones_like(x)
+    hist = _core.zeros((builtins.max(nb, 0),), dtype=input.dtype, device=input.device)
+    if nb > 0 and x.numel():
+        first, last = edges[0], edges[nb]
+        inside = (x >= first) & (x <= last)
+        pos = x.bucketize(edges, right=True) - 1
+        pos = pos.clamp(0, nb - 1)
+        hist = hist.scatter_add(0, pos, w * inside.to(w.dtype))
+    if density and nb > 0:
+        hist = hist / (hist.sum() * edges.diff())
+    return histogram_result(hist, edges)
+
+
 def unravel_index(
     indices: Tensor | builtins.int, shape: builtins.int | Sequence[builtins.int]
 ) -> tuple[Tensor, ...]:
@@ -1037,13 +1109,16 @@ class _svd_result(NamedTuple):
 
 def _svd_method(self: Tensor, some: builtins.bool = True, compute_uv: builtins.bool = True) -> _svd_result:
     """``(U, S, V)`` with ``self = U diag(S) V^T`` (PyTorch's ``Tensor.svd``: ``V``, not
-    ``Vh``; ``some=False`` gives full square ``U`` and ``V``; ``compute_uv=False`` zero
-    ``U`` and ``V``)."""
-    u, s, vh = linalg.svd(self, full_matrices=not some)
-    v = vh.transpose(-2, -1)
+    ``Vh``; ``some=False`` gives full square ``U`` and ``V``; ``compute_uv=False`` gives
+    zero square ``U`` and ``V``)."""
     if not compute_uv:
-        return _svd_result(_core.zeros_like(u), s, _core.zeros_like(v))
-    return _svd_result(u, s, v)
+        s = linalg.svdvals(self)
+        m, n = self.shape[-2], self.shape[-1]
+        lead = tuple(self.shape[:-2])
+        u0 = _core.zeros((*lead, m, m), dtype=s.dtype, device=self.device)
+        return _svd_result(u0, s, _core.zeros((*lead, n, n), dtype=s.dtype, device=self.device))
+    u, s, vh = linalg.svd(self, full_matrices=not some)
+    return _svd_result(u, s, vh.transpose(-2, -1))
 
 
 def _qr_method(self: Tensor, some: builtins.bool = True) -> Any:
@@ -1163,6 +1238,7 @@ def _methods() -> dict[str, Callable[..., Any]]:
         "cov": _method(cov, "cov"),
         "corrcoef": _method(corrcoef, "corrcoef"),
         "renorm": _method(renorm, "renorm"),
+        "histogram": _method(histogram, "histogram"),
         "det": _method(_det_method, "det"),
         "slogdet": _method(_slogdet_method, "slogdet"),
         "logdet": _method(_logdet_method, "logdet"),
