@@ -317,15 +317,17 @@ def _inplace(fn: Callable[..., Tensor], name: str, cast: builtins.bool = False) 
 
 def _view_inplace(name: str, view: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """``self.name(...)``: rebind ``self`` to a view of its own storage (``view(self,
-    ...)``), keeping its identity, as PyTorch's in-place shape ops. A tensor that requires
-    grad raises (its autograd history cannot be rebound in Python): use the out-of-place op."""
+    ...)``), keeping its identity, as PyTorch's in-place shape ops. A tensor with autograd
+    history, or a leaf that requires grad outside ``no_grad``, raises (its history cannot
+    be rebound in Python): use the out-of-place op. The version counter is not bumped
+    (only the view's metadata changes; no value is written)."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         _need_tensor(name, "self", self)
-        if self.requires_grad and _core.is_grad_enabled():
+        if self.grad_fn is not None or (self.requires_grad and _core.is_grad_enabled()):
             raise RuntimeError(
-                f"{name}(): changing the shape of a tensor that requires grad in place is not supported; "
-                f"use the out-of-place {name[:-1]}() (or wrap in fg.no_grad())"
+                f"{name}(): changing the shape of a tensor that requires grad in place is not supported "
+                f"(shape {tuple(self.shape)}, {self.dtype}); use the out-of-place {name[:-1]}()"
             )
         self.data = view(self.data, *args, **kwargs)
         return self
