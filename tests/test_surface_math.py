@@ -1,13 +1,17 @@
 """PyTorch math functions and Tensor methods composed in Python (``ferrograd._surface_math``).
 
-References are NumPy/SciPy float64 computations of each documented definition; in-place
+References are NumPy/SciPy float64 computations of each documented definition, and stored
+PyTorch values (``scripts/make_surface_math_references.py``, which records the PyTorch
+version, writes ``tests/fixtures/parity/surface_math.npz``); in-place
 forms are checked for their result, identity (they return ``self``), a version bump and
 autograd through them; random initialisers statistically and for seeded reproducibility.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import ferrograd as fg
 import numpy as np
@@ -15,6 +19,8 @@ import pytest
 from ferrograd.autograd import gradcheck
 
 RNG = np.random.default_rng(38)
+ROOT = Path(__file__).resolve().parent.parent
+PARITY = ROOT / "tests" / "fixtures" / "parity" / "surface_math.npz"
 
 
 def _t(a, dtype=fg.float64, grad=False):
@@ -749,3 +755,24 @@ def test_gpu_matches_numpy():
     m, ex = fg.frexp(g[0])
     nm, ne = np.frexp(a.astype(np.float32))
     assert _np(m.cpu()).tolist() == nm.astype(np.float64).tolist() and ex.cpu().tolist() == ne.tolist()
+
+
+# ---------------------------------------------------------------------------
+# Stored PyTorch references
+# ---------------------------------------------------------------------------
+
+
+def test_matches_stored_pytorch_values():
+    spec = importlib.util.spec_from_file_location(
+        "make_surface_math_references", ROOT / "scripts" / "make_surface_math_references.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ref = np.load(PARITY)
+    assert str(ref["torch_version"]).startswith("2.")
+    got = mod.cases(fg, lambda x: fg.tensor(x, dtype=fg.float64))
+    names = set(ref.files) - {"torch_version"}
+    assert names == set(got), names ^ set(got)
+    for k in sorted(names):
+        assert got[k].shape == ref[k].shape, k
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-9, atol=1e-9, err_msg=k)
