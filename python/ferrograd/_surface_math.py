@@ -1124,13 +1124,15 @@ def _svd_method(self: Tensor, some: builtins.bool = True, compute_uv: builtins.b
 
 
 def _qr_method(self: Tensor, some: builtins.bool = True) -> Any:
-    """``(Q, R)`` of ``self`` (``some=False``: complete ``Q``)."""
+    """``(Q, R)`` of ``self`` (``some=False``: complete ``Q``), as ``linalg.qr``. PyTorch 2.x
+    removed ``Tensor.qr`` (it raises, pointing to ``linalg.qr``); this keeps the 1.x method."""
     return linalg.qr(self, mode="reduced" if some else "complete")
 
 
 def _cholesky_method(self: Tensor, upper: builtins.bool = False) -> Tensor:
     """The Cholesky factor of a symmetric positive-definite ``self`` (lower, or upper
-    ``L^T`` with ``upper=True``)."""
+    ``L^T`` with ``upper=True``). PyTorch 2.x removed ``Tensor.cholesky`` (it raises,
+    pointing to ``linalg.cholesky``); this keeps the 1.x method."""
     low = linalg.cholesky(self)
     return low.transpose(-2, -1) if upper else low
 
