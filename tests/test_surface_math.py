@@ -56,6 +56,18 @@ def test_addcmul_addcdiv_broadcast_and_value():
         fg.addcmul(_t(a), _t(b), _t(c), value="x")
 
 
+def test_addcmul_addcdiv_old_value_first_order():
+    a, b, c = RNG.normal(size=3), RNG.normal(size=3), RNG.uniform(1, 2, size=3)
+    x = _t(a)
+    with pytest.warns(UserWarning, match="addcmul.*deprecated"):
+        assert x.addcmul_(0.5, _t(b), _t(c)) is x
+    _close(x, a + 0.5 * b * c)
+    with pytest.warns(UserWarning, match="addcdiv.*deprecated"):
+        _close(fg.addcdiv(_t(a), -2, _t(b), _t(c)), a - 2 * b / c)
+    with pytest.raises(TypeError, match="addcmul.*positional"):
+        fg.addcmul(_t(a), _t(b), _t(c), _t(c))
+
+
 def test_addcmul_addcdiv_grad():
     a, b = _t(RNG.normal(size=(2, 3)), grad=True), _t(RNG.normal(size=(3,)), grad=True)
     c = _t(RNG.uniform(1, 2, size=(2, 1)), grad=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -137,9 +138,31 @@ def _scaled(fn: str, prod: Tensor, value: Any) -> Tensor:
     return prod if value == 1 else prod * value
 
 
-def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: _Number = 1) -> Tensor:
+def _old_value_first(
+    fn: str, tensor1: Any, tensor2: Any, args: tuple[Any, ...], value: Any
+) -> tuple[Tensor, Tensor, Any]:
+    """PyTorch's deprecated ``fn(value, tensor1, tensor2)`` order (old optimizers'
+    ``exp_avg_sq.addcmul_(1 - beta2, grad, grad)``), accepted with a warning, as PyTorch does."""
+    if not args:
+        return tensor1, tensor2, value
+    if len(args) > 1 or isinstance(tensor1, Tensor):
+        raise TypeError(
+            f"{fn}(): takes (tensor1, tensor2, *, value=1); got {2 + len(args)} positional arguments"
+        )
+    warnings.warn(
+        f"{fn}(value, tensor1, tensor2) is deprecated; use {fn}(tensor1, tensor2, value=value)",
+        UserWarning,
+        stacklevel=3,
+    )
+    return tensor2, args[0], tensor1
+
+
+def addcmul(
+    input: Tensor, tensor1: Tensor | _Number, tensor2: Tensor, *args: Tensor, value: _Number = 1
+) -> Tensor:
     """``input + value * tensor1 * tensor2`` elementwise, with broadcasting and type
     promotion over all three tensors (PyTorch's ``torch.addcmul``)."""
+    tensor1, tensor2, value = _old_value_first("addcmul", tensor1, tensor2, args, value)
     for a, x in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
         _need_tensor("addcmul", a, x)
     try:
@@ -151,10 +174,13 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: _Number =
         ) from None
 
 
-def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: _Number = 1) -> Tensor:
+def addcdiv(
+    input: Tensor, tensor1: Tensor | _Number, tensor2: Tensor, *args: Tensor, value: _Number = 1
+) -> Tensor:
     """``input + value * tensor1 / tensor2`` elementwise, with broadcasting and type
     promotion (PyTorch's ``torch.addcdiv``). Integer ``tensor1`` and ``tensor2`` raise, as
     in PyTorch (integer division here is ambiguous)."""
+    tensor1, tensor2, value = _old_value_first("addcdiv", tensor1, tensor2, args, value)
     for a, x in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
         _need_tensor("addcdiv", a, x)
     if not tensor1.dtype.is_floating_point and not tensor2.dtype.is_floating_point:
