@@ -710,6 +710,8 @@ def test_linalg_methods():
     _close(t.adjoint(), np.swapaxes(a, -1, -2))
     with pytest.raises(RuntimeError, match="H.*2-D"):
         _ = t.H
+    with pytest.raises(RuntimeError, match="mH.*matrices"):
+        _ = _t(np.ones(3)).mH
     with pytest.raises(RuntimeError, match="adjoint.*2 dimensions"):
         _t(np.ones(3)).adjoint()
 

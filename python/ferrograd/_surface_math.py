@@ -1172,6 +1172,14 @@ def _adjoint(self: Tensor) -> Tensor:
     return self.transpose(-2, -1)
 
 
+def _mh_property(self: Tensor) -> Tensor:
+    if self.dim() < 2:
+        raise RuntimeError(
+            f"tensor.mH is only supported on matrices or batches of matrices, got a {self.dim()}-D tensor"
+        )
+    return self.transpose(-2, -1)
+
+
 def _h_property(self: Tensor) -> Tensor:
     if self.dim() not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors), got {self.dim()}-D tensor")
@@ -1343,7 +1351,7 @@ def install() -> None:
         if name in Tensor.__dict__ and getattr(Tensor.__dict__[name], "__module__", None) != __name__:
             continue
         setattr(Tensor, name, fn)
-    for name, getter in (("H", _h_property), ("mH", _adjoint), ("mT", None)):
-        if getter is None or name in Tensor.__dict__:
+    for name, getter in (("H", _h_property), ("mH", _mh_property)):
+        if name in Tensor.__dict__:
             continue
         setattr(Tensor, name, property(getter, doc="The (conjugate) transpose of the matrix dimensions."))
