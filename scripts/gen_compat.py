@@ -102,6 +102,7 @@ DEFAULT_TESTS = [
     "tests/test_nn_surface_extra.py",
     "tests/test_multiprocessing.py",
     "tests/test_profiler.py",
+    "tests/test_surface_math.py",
 ]
 
 STATUSES = ("tested", "failing", "untested", "missing")

@@ -257,6 +257,8 @@ from ._surface_index import *  # noqa: E402, F403 - promotion queries, index gri
 from ._surface_index import install as _install_surface_index  # noqa: E402
 from ._surface_misc import *  # noqa: E402, F403 - window functions, print options, default device
 from ._surface_misc import install as _install_surface_misc  # noqa: E402
+from ._surface_math import *  # noqa: E402, F403 - math functions and Tensor methods
+from ._surface_math import install as _install_surface_math  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
 from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
@@ -315,6 +317,7 @@ _install_tensor_extras()
 _install_surface_more()
 _install_surface_index()
 _install_surface_misc()
+_install_surface_math()
 _install_grad_hooks()
 _capture.install()
 
