@@ -338,6 +338,78 @@ def test_inplace_functions(name, args, np_fn):
         np.testing.assert_allclose(a.grad.numpy(), num, rtol=1e-5, atol=1e-6)
 
 
+UNIT = np.array([[-0.9, -0.3, 0.0], [0.2, 0.5, 0.8]])
+COMPOSED = [
+    ("acos_", UNIT, (), np.arccos),
+    ("arccos_", UNIT, (), np.arccos),
+    ("asin_", UNIT, (), np.arcsin),
+    ("arcsin_", UNIT, (), np.arcsin),
+    ("atan_", VALS, (), np.arctan),
+    ("arctan_", VALS, (), np.arctan),
+    ("atanh_", UNIT, (), np.arctanh),
+    ("arctanh_", UNIT, (), np.arctanh),
+    ("asinh_", VALS, (), np.arcsinh),
+    ("arcsinh_", VALS, (), np.arcsinh),
+    ("acosh_", np.abs(VALS) + 1.0, (), np.arccosh),
+    ("arccosh_", np.abs(VALS) + 1.0, (), np.arccosh),
+    ("deg2rad_", VALS, (), np.deg2rad),
+    ("rad2deg_", VALS, (), np.rad2deg),
+    ("frac_", VALS, (), lambda a: a - np.trunc(a)),
+    ("sinc_", VALS, (), np.sinc),
+    ("i0_", VALS, (), np.i0),
+    ("logit_", (UNIT + 1) / 2.5, (), lambda a: np.log(a / (1 - a))),
+    ("xlogy_", np.abs(VALS), (np.array([0.5, 2.0, 3.0]),), lambda a: a * np.log([0.5, 2.0, 3.0])),
+    (
+        "addmv_",
+        np.array([1.0, -2.0]),
+        (np.arange(6.0).reshape(2, 3), np.array([1.0, 0.5, -1.0])),
+        lambda a: a + np.arange(6.0).reshape(2, 3) @ np.array([1.0, 0.5, -1.0]),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "vals", "args", "np_fn"),
+    [pytest.param(n, v, a, f, marks=pytest.mark.covers(f"torch.{n}")) for n, v, a, f in COMPOSED],
+)
+def test_composed_inplace_functions(name, vals, args, np_fn):
+    t = fg.tensor(vals)
+    v = t._version
+    targs = [fg.tensor(a) for a in args]
+    assert getattr(fg, name)(t, *targs) is t
+    assert t._version > v
+    np.testing.assert_allclose(t.numpy(), np_fn(vals), rtol=1e-12, atol=1e-12)
+    # autograd through it, against the out-of-place function's gradient
+    a = fg.tensor(vals, requires_grad=True)
+    b = a * 1.0
+    assert getattr(fg, name)(b, *targs) is b
+    b.sum().backward()
+    ref = fg.tensor(vals, requires_grad=True)
+    getattr(fg, name[:-1])(ref, *targs).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), ref.grad.numpy(), rtol=1e-12)
+
+
+def test_composed_inplace_errors():
+    with pytest.raises(RuntimeError, match="acos_.*can't be cast.*int64"):
+        fg.acos_(fg.tensor([1, 0]))
+    with pytest.raises(TypeError, match="sinc_.*Tensor"):
+        fg.sinc_(0.5)
+
+
+def test_feature_dropout():
+    fg.manual_seed(1)
+    x = fg.ones(8, 6, 5)
+    y = fg.feature_dropout(x, 0.5, True).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0} and (y == 0).any() and (y == 2).any()
+    assert np.allclose(y, y[:, :, :1])  # whole channels
+    assert fg.feature_dropout(x, 0.5, False) is x
+    z = fg.ones(8, 6, 5)
+    assert fg.feature_dropout_(z, 0.5, True) is z
+    assert set(np.unique(z.numpy())) <= {0.0, 2.0}
+    with pytest.raises(ValueError, match="feature_dropout.*between 0 and 1"):
+        fg.feature_dropout(x, -0.1, True)
+
+
 def test_inplace_other_forms():
     t = fg.tensor([1.0, 2.0])
     d = fg.detach_(t)

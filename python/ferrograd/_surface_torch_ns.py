@@ -20,7 +20,9 @@ Covered here:
   the weight first, losses take ``reduction`` as an int (0 none, 1 mean, 2 sum) and the
   dropout forms take ``(input, p, train)``;
 - the in-place functions ``torch.relu_(t)``, ``torch.exp_(t)``, ... (the ``Tensor`` method
-  of the same name, returning ``t``);
+  of the same name, returning ``t``; where the core has no such method, as for
+  ``torch.acos_`` or ``torch.sinc_``, the out-of-place function's result written into
+  ``t``);
 - aliases and predicates: ``detach``, ``fix``, ``absolute``, ``arctan2``, ``positive``,
   ``rsub``, ``greater``, ``greater_equal``, ``less``, ``less_equal``, ``not_equal``,
   ``swapdims``, ``is_nonzero``, ``is_signed``, ``is_same_size``, ``is_complex``,
@@ -80,6 +82,8 @@ __all__ = [
     "embedding",
     "feature_alpha_dropout",
     "feature_alpha_dropout_",
+    "feature_dropout",
+    "feature_dropout_",
     "fix",
     "fix_",
     "get_device",
@@ -512,6 +516,19 @@ def feature_alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
     return input.copy_(_F().feature_alpha_dropout(input, p, bool(train))) if train else input
 
 
+def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """``torch.feature_dropout(input, p, train)``: whole channels of ``(N, C, *)`` zeroed
+    (one draw per ``(n, c)``), survivors scaled by ``1 / (1 - p)``."""
+    _dropout_args("feature_dropout", p, train)
+    return _F()._feature_dropout(input, p, False) if train else input
+
+
+def feature_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    """``torch.feature_dropout_(input, p, train)``: written into ``input``; returns it."""
+    _dropout_args("feature_dropout_", p, train)
+    return input.copy_(_F()._feature_dropout(input, p, False)) if train else input
+
+
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """``torch.pixel_shuffle``, as ``nn.functional.pixel_shuffle``."""
     return _F().pixel_shuffle(input, upscale_factor)
@@ -760,6 +777,63 @@ for _n in _INPLACE_METHODS:
     __all__.append(_n)
 del _n
 
+# torch.X_ whose Tensor method the core lacks: the method when some module has added it,
+# else the out-of-place function's result written into ``input`` (computed from a copy
+# when ``input`` requires grad, so the recorded op does not read the overwritten value).
+_INPLACE_COMPOSED = (
+    "acos_",
+    "acosh_",
+    "addmv_",
+    "arccos_",
+    "arccosh_",
+    "arcsin_",
+    "arcsinh_",
+    "arctan_",
+    "arctanh_",
+    "asin_",
+    "asinh_",
+    "atan_",
+    "atanh_",
+    "deg2rad_",
+    "frac_",
+    "i0_",
+    "logit_",
+    "rad2deg_",
+    "sinc_",
+    "xlogy_",
+)
+
+
+def _composed_inplace_function(name: str) -> Any:
+    base = name[:-1]
+
+    def fn(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' must be a Tensor, not {type(input).__name__}")
+        method = getattr(input, name, None)
+        if method is not None:
+            method(*args, **kwargs)
+            return input
+        import ferrograd
+
+        src = input.clone() if input.requires_grad else input
+        result = getattr(ferrograd, base)(src, *args, **kwargs)
+        if result.dtype != input.dtype:
+            raise RuntimeError(
+                f"{name}(): result type {result.dtype} can't be cast to the desired output type {input.dtype}"
+            )
+        return input.copy_(result)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``torch.{name}(input, ...)``: ``torch.{base}`` written into ``input``; returns ``input``."
+    return fn
+
+
+for _n in _INPLACE_COMPOSED:
+    globals()[_n] = _composed_inplace_function(_n)
+    __all__.append(_n)
+del _n
+
 clip_ = _inplace_function("clamp_")
 clip_.__name__ = clip_.__qualname__ = "clip_"
 clip_.__doc__ = "``torch.clip_``: alias of ``torch.clamp_``; returns ``input``."
@@ -936,7 +1010,7 @@ def install() -> None:
 
     type.__doc__ = core_type.__doc__
     type._accepts_legacy = True  # type: ignore[attr-defined]
-    Tensor.type = type
+    Tensor.type = type  # type: ignore[method-assign,assignment]
     _install_size()
 
 
@@ -959,5 +1033,5 @@ def _install_size() -> None:
         return core_size(self, dim)
 
     size.__doc__ = core_size.__doc__
-    Tensor.shape = property(shape)  # type: ignore[assignment]
-    Tensor.size = size
+    Tensor.shape = property(shape)  # type: ignore[assignment,method-assign]
+    Tensor.size = size  # type: ignore[method-assign,assignment]
