@@ -490,3 +490,39 @@ def test_scalar_tensor():
     assert fg.scalar_tensor(1.0, requires_grad=True).requires_grad
     with pytest.raises(TypeError, match="scalar_tensor.*Number"):
         fg.scalar_tensor(fg.ones(1))
+
+
+def test_gpu_matches_cpu():
+    if not fg.gpu.is_available():
+        pytest.skip(f"no GPU adapter: {fg.gpu.unavailable_reason()}")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3)).astype(np.float32)
+    gw = rng.standard_normal(4).astype(np.float32)
+
+    def f(x, w, gw):
+        y = fg.conv1d(x, w, None, 1, 1)
+        y = fg.batch_norm(y, gw, None, None, None, True, 0.1, 1e-5, False)
+        y = fg.max_pool1d(y, 2)
+        y = fg.constant_pad_nd(fg.celu(y, 0.5), [1, 0], 0.5)
+        return fg.rsub(y, 1.0, 2) + fg.kl_div(y, y.exp(), 0)
+
+    outs, grads = [], []
+    for dev in ("cpu", "gpu"):
+        ts = [fg.tensor(a).to(dev).requires_grad_(True) for a in (x, w, gw)]
+        out = f(*ts)
+        out.sum().backward()
+        outs.append(out.cpu().numpy())
+        grads.append([t.grad.cpu().numpy() for t in ts])
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-4)
+    for g_gpu, g_cpu in zip(grads[1], grads[0], strict=True):
+        np.testing.assert_allclose(g_gpu, g_cpu, rtol=1e-3, atol=1e-3)
+    g = fg.ones(2, 3).to("gpu")
+    assert fg.get_device(g) == 0
+    assert not isinstance(g, fg.FloatTensor)
+    back = g.type(fg.FloatTensor)
+    assert back.device.type == "cpu" and isinstance(back, fg.FloatTensor)
+    assert isinstance(g.shape, fg.Size) and g.shape == (2, 3)
+    t = fg.tensor([-0.5, 0.25]).to("gpu")
+    assert fg.sinc_(t) is t and fg.relu_(t) is t
+    np.testing.assert_allclose(t.cpu().numpy(), np.maximum(np.sinc([-0.5, 0.25]), 0), rtol=1e-5)
