@@ -113,6 +113,8 @@ def test_legacy_tensor_types(name, dt):
     assert x.type(cls).type() == f"ferrograd.{name}"
     from_tensor = cls(fg.tensor([1.0, 2.0], dtype=fg.float64))
     assert from_tensor.dtype == dtype
+    from_numpy = cls(np.array([[1.0, 0.0]]))
+    assert from_numpy.dtype == dtype and from_numpy.shape == (1, 2)
 
 
 def test_legacy_tensor_type_errors():

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any, SupportsIndex
 
@@ -216,7 +217,9 @@ class _LegacyTensorType(type):
                 return _core.empty(tuple(data), dtype=cls.dtype)
             if isinstance(data, Tensor):
                 return data.to("cpu", dtype=cls.dtype)
-            if isinstance(data, Sequence) and not isinstance(data, str | bytes):
+            if hasattr(data, "__array__") or (
+                isinstance(data, Sequence) and not isinstance(data, str | bytes)
+            ):
                 return _core.tensor(data, dtype=cls.dtype)
             raise TypeError(f"{name}(): data must be a sequence (got {type(data).__name__})")
         kinds = ", ".join(type(a).__name__ for a in args)
@@ -227,7 +230,13 @@ class _LegacyTensorType(type):
 
 
 def _is_int(a: Any) -> bool:
-    return not isinstance(a, builtins.bool | Tensor) and hasattr(a, "__index__")
+    if isinstance(a, builtins.bool | Tensor):
+        return False
+    try:
+        operator.index(a)
+    except TypeError:
+        return False
+    return True
 
 
 def _legacy(name: str, dt: Any) -> _LegacyTensorType:
