@@ -204,6 +204,20 @@ def test_gradcheck(name, fn, inputs):
     assert fg.autograd.gradcheck(fn, ts, eps=1e-6, atol=1e-6), name
 
 
+def test_batch_norm_updates_running_stats():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 3, 4))
+    rm0, rv0 = rng.standard_normal(3), rng.uniform(0.5, 2.0, 3)
+    rm, rv = fg.tensor(rm0), fg.tensor(rv0)
+    out = fg.batch_norm(fg.tensor(x), None, None, rm, rv, True, 0.2, 1e-5, False)
+    mean = x.mean(axis=(0, 2))
+    var = x.var(axis=(0, 2))
+    want = (x - mean[None, :, None]) / np.sqrt(var[None, :, None] + 1e-5)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(rm.numpy(), 0.8 * rm0 + 0.2 * mean, rtol=1e-12)
+    np.testing.assert_allclose(rv.numpy(), 0.8 * rv0 + 0.2 * x.var(axis=(0, 2), ddof=1), rtol=1e-12)
+
+
 def test_compiled_matches_eager():
     rng = np.random.default_rng(4)
     x = fg.tensor(rng.standard_normal((2, 3, 8)).astype(np.float32))
