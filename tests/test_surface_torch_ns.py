@@ -56,6 +56,7 @@ def test_size_is_a_tuple_with_numel():
     assert isinstance(s + (5,), fg.Size) and s + (5,) == (2, 3, 4, 5)
     assert isinstance((1,) + s, fg.Size) and (1,) + s == (1, 2, 3, 4)
     assert repr(s) == "ferrograd.Size([2, 3, 4])"
+    assert b"_surface_torch_ns" not in pickle.dumps(s)
     back = pickle.loads(pickle.dumps(s))
     assert isinstance(back, fg.Size) and back == s
     assert fg.zeros(fg.Size([2, 3])).shape == (2, 3)

@@ -146,6 +146,7 @@ class Size(tuple[int, ...]):
     tuple to it give a ``Size``; :meth:`numel` is the product of its sizes."""
 
     __slots__ = ()
+    __module__ = "ferrograd"  # pickles name the public path, ferrograd.Size
 
     def __new__(cls, sizes: Sequence[SupportsIndex] = ()) -> Size:
         try:
