@@ -85,6 +85,7 @@ DEFAULT_TESTS = [
     "tests/test_tensor_compose.py",
     "tests/test_torch_surface.py",
     "tests/test_surface_more.py",
+    "tests/test_surface_torch_ns.py",
     "tests/test_nn_surface_more.py",
     "tests/test_nn_conv_grid_ctc.py",
     "tests/test_distributions_more.py",

@@ -261,6 +261,8 @@ from ._surface_math import *  # noqa: E402, F403 - math functions and Tensor met
 from ._surface_math import install as _install_surface_math  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
 from ._surface_more import install as _install_surface_more  # noqa: E402
+from ._surface_torch_ns import *  # noqa: E402, F403 - torch.* constants, legacy types, aliases
+from ._surface_torch_ns import install as _install_surface_torch_ns  # noqa: E402
 from ._tensor_extras import *  # noqa: E402, F403 - functions composed of registry ops
 from ._tensor_extras import install as _install_tensor_extras  # noqa: E402
 from ._vmap import vmap  # noqa: E402 - torch.vmap (a per-slice loop; see ferrograd.func)
@@ -318,6 +320,7 @@ _install_surface_more()
 _install_surface_index()
 _install_surface_misc()
 _install_surface_math()
+_install_surface_torch_ns()
 _install_grad_hooks()
 _capture.install()
 

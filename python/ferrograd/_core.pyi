@@ -31,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import CapsuleType, disjoint_base
 
+from ferrograd._surface_torch_ns import Size
+
 __all__ = [
     "Tensor",
     "dtype",
@@ -631,7 +633,7 @@ class Tensor:
 
     # --- metadata ---
     @property
-    def shape(self) -> tuple[_int, ...]: ...
+    def shape(self) -> Size: ...
     @property
     def dtype(self) -> _dtype: ...
     @property
@@ -659,7 +661,7 @@ class Tensor:
     @property
     def _autograd_id(self) -> _int: ...
     @overload
-    def size(self, dim: None = None) -> tuple[_int, ...]: ...
+    def size(self, dim: None = None) -> Size: ...
     @overload
     def size(self, dim: _int) -> _int: ...
     @overload
