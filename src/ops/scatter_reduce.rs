@@ -404,21 +404,7 @@ impl Backward for ScatterReduceBackward {
             Some(ix::scatter(&gx, self.dim, index, &z)?)
         };
         let gs = if needs[1] && self.src_dtype.is_floating_point() {
-            let pads: Vec<isize> = (0..gs.ndim())
-                .rev()
-                .flat_map(|k| [0, (self.src_shape[k] - gs.shape()[k]) as isize])
-                .collect();
-            let gs = if pads.iter().any(|&p| p != 0) {
-                crate::ops::join::pad(
-                    &gs,
-                    &pads,
-                    crate::ops::join::PadMode::Constant,
-                    Scalar::Int(0),
-                )?
-            } else {
-                gs
-            };
-            Some(elementwise::to_dtype(&gs, self.src_dtype)?)
+            Some(ix::src_grad_padded(&gs, &self.src_shape, self.src_dtype)?)
         } else {
             None
         };
