@@ -114,3 +114,15 @@ def test_bad_index_on_device_raises_and_writes_nothing():
             include_self=False,
         )
     assert x.cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_bool_scatter_add_on_device_is_logical_or():
+    """scatter_add shares the line walk: a bool slot reached twice stays True (stored as 1)."""
+    idx, src = np.array([0, 0, 1, 0]), np.array([True, True, True, False])
+    outs = []
+    for dev in ("cpu", "gpu"):
+        x = fg.tensor([True, False, False], device=dev)
+        y = x.scatter_add(0, fg.tensor(idx, device=dev), fg.tensor(src, device=dev))
+        outs.append((y.int().cpu().numpy(), (y == fg.ones(3, dtype=fg.bool, device=dev)).cpu().numpy()))
+    for c, g in zip(outs[0], outs[1], strict=True):
+        np.testing.assert_array_equal(g, c)

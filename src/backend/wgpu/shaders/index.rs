@@ -22,9 +22,15 @@ pub fn gather(bd: &Bindings, ty: GTy) -> String {
 /// Scatter along lines: elementwise metadata over the index's shape with
 /// `dim` set to 1, operands (index, src, dst); p0 = length along `dim`,
 /// p1..p3 = the index's, src's and dst's strides along `dim`, p4 = accumulate.
-/// One thread walks a line in order, so repeated indices combine as on the CPU.
+/// One thread walks a line in order, so repeated indices combine as on the CPU
+/// (bool adds as `or`, keeping the stored word 0 or 1).
 pub fn scatter(bd: &Bindings, ty: GTy) -> String {
     let (ia, sa, da) = (bd.arr(0), bd.arr(1), bd.arr(2));
+    let acc = if ty == GTy::U32 {
+        format!("max({da}[d], v)")
+    } else {
+        format!("{da}[d] + v")
+    };
     let body = format!(
         "    let io = i32(off(0u, i));
     let so = i32(off(1u, i));
@@ -33,10 +39,9 @@ pub fn scatter(bd: &Bindings, ty: GTy) -> String {
         let j = {ia}[u32(io + k * pi(1u))];
         let d = u32(dof + j * pi(3u));
         let v = {sa}[u32(so + k * pi(2u))];
-        if (md[6] != 0u) {{ {da}[d] = {da}[d] + v; }} else {{ {da}[d] = v; }}
+        if (md[6] != 0u) {{ {da}[d] = {acc}; }} else {{ {da}[d] = v; }}
     }}"
     );
-    let _ = ty;
     ew_shader(bd, &body)
 }
 
