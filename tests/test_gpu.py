@@ -245,10 +245,7 @@ def test_mixing_devices_names_both():
 
 
 # CPU-only ops, each an open gap with its reason; the set may only shrink (it is empty now).
-NO_GPU_KERNEL_YET: dict[str, str] = {
-    "scatter_reduce": "no WGSL kernel yet (the scatter kernel's walk per line would take the other reductions)",
-    "scatter_reduce_": "the in-place form of scatter_reduce",
-}
+NO_GPU_KERNEL_YET: dict[str, str] = {}
 
 
 def test_every_registry_op_has_a_gpu_kernel():

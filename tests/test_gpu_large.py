@@ -298,6 +298,11 @@ ROWS_SCRIPT = textwrap.dedent(
     check("scatter_add along long rows (repeated targets)",
           lambda d, t: t.scatter_add(1, on(idxL % 5, d), t[:, :7] * 2), L, tol=1e-5)
     check("scatter along long rows", lambda d, t: t.scatter(1, on(idxL, d), t[:, 10:17]), L)
+    try:  # a line longer than one binding: refused by scatter_reduce, naming the sizes
+        on(L, "gpu").scatter_reduce(1, on(idxL % 5, "gpu"), on(L[:, :7], "gpu"), "prod")
+        raise AssertionError("scatter_reduce along a line over the binding limit did not raise")
+    except RuntimeError as e:
+        assert "scatter_reduce" in str(e) and "2000 elements" in str(e), e
     labL = rng.integers(0, 2000, 6)
     labL[4] = -100
     check("cross_entropy over 2000 classes", lambda d, t: F.cross_entropy(t, on(labL, d), reduction="none"), L)
@@ -353,6 +358,9 @@ ROWS_SCRIPT = textwrap.dedent(
     check("gather dim 0 grad", lambda d, t: (fg.gather(t, 0, on(idx0, d)) ** 2).sum(), A, grad=True)
     check("scatter_add dim 0",
           lambda d, t: fg.zeros(70, 50, device=d).scatter_add(0, on(idx0, d), t[:30]), A)
+    for red in ("sum", "amax"):
+        check(f"scatter_reduce {red} dim 0 (lines split across pieces)",
+              lambda d, t: t[40:].scatter_reduce(0, on(idx0 % 30, d), t[:30], red), A, tol=1e-6)
     check("index_select", lambda d, t: t.index_select(0, on(sel0, d)), A)
     check("index_select dim 1", lambda d, t: t.index_select(1, on(sel1, d)), A)
     check("index_select dim 1 grad", lambda d, t: (t.index_select(1, on(sel1, d)) ** 2).sum(), A, grad=True)

@@ -308,9 +308,28 @@ fn check_int_operand(op: BinaryOp, b: &Tensor, dt: DType) -> Result<()> {
     Ok(())
 }
 
+/// `a / b` rounded down, for a `b` known to hold no zero (positive counts):
+/// `floor_divide` without reading `b`'s values to check it (which on the
+/// gpu device would download them).
+pub(crate) fn floor_divide_by_positive(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary_checked(BinaryOp::FloorDiv, a, b, promote_tensors(a, b), false)
+}
+
 fn binary_as(op: BinaryOp, a: &Tensor, b: &Tensor, promoted: DType) -> Result<Tensor> {
+    binary_checked(op, a, b, promoted, true)
+}
+
+fn binary_checked(
+    op: BinaryOp,
+    a: &Tensor,
+    b: &Tensor,
+    promoted: DType,
+    check: bool,
+) -> Result<Tensor> {
     let dt = op.compute_dtype(promoted)?;
-    check_int_operand(op, b, dt)?;
+    if check {
+        check_int_operand(op, b, dt)?;
+    }
     let record = !op.is_predicate() && dt.is_floating_point() && ag::needs_grad(&[a, b]);
     if a.shape() == b.shape() && a.dtype() == dt && b.dtype() == dt && a.device() == b.device() {
         // Same shape and dtype: nothing to broadcast or cast (the common

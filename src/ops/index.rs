@@ -1235,6 +1235,28 @@ fn scatter_out(
     Ok(out)
 }
 
+/// The gradient of a scatter's `src` from `g`, the gradient of its leading
+/// block (of `index`'s shape): padded with zeros to `src_shape` (a `src`
+/// larger than `index` has entries that take no part) and cast to `src`'s
+/// dtype.
+pub(crate) fn src_grad_padded(g: &Tensor, src_shape: &[usize], src_dtype: DType) -> Result<Tensor> {
+    let pads: Vec<isize> = (0..g.ndim())
+        .rev()
+        .flat_map(|k| [0, (src_shape[k] - g.shape()[k]) as isize])
+        .collect();
+    let g = if pads.iter().any(|&p| p != 0) {
+        crate::ops::join::pad(
+            g,
+            &pads,
+            crate::ops::join::PadMode::Constant,
+            Scalar::Int(0),
+        )?
+    } else {
+        g.clone()
+    };
+    elementwise::to_dtype(&g, src_dtype)
+}
+
 fn scatter_backward(dim: isize, src: &Tensor, accumulate: bool) -> ScatterBackward {
     ScatterBackward {
         dim,
@@ -1279,22 +1301,7 @@ impl Backward for ScatterBackward {
         };
         let gs = if needs[1] && self.src_dtype.is_floating_point() {
             let gi = gather(g, self.dim, index)?;
-            // `src` may be larger than `index`: its other entries get zeros.
-            let pads: Vec<isize> = (0..gi.ndim())
-                .rev()
-                .flat_map(|k| [0, (self.src_shape[k] - gi.shape()[k]) as isize])
-                .collect();
-            let gs = if pads.iter().any(|&p| p != 0) {
-                crate::ops::join::pad(
-                    &gi,
-                    &pads,
-                    crate::ops::join::PadMode::Constant,
-                    Scalar::Int(0),
-                )?
-            } else {
-                gi
-            };
-            Some(elementwise::to_dtype(&gs, self.src_dtype)?)
+            Some(src_grad_padded(&gi, &self.src_shape, self.src_dtype)?)
         } else {
             None
         };

@@ -20,27 +20,27 @@ use crate::ops::index::{
 use crate::ops::registry::{DTypes, OpInfo, OpKind};
 use crate::ops::{creation, shape};
 use crate::tensor::layout::{fmt_shape, norm_dim};
-use crate::tensor::{DType, Scalar, Shape, Tensor};
+use crate::tensor::{DType, Device, Scalar, Shape, Tensor};
 
 pub const OPS: &[OpInfo] = &[
-    OpInfo::prim("scatter_reduce", "index", DTypes::NUMERIC)
-        .grad()
-        .no_gpu(),
+    OpInfo::prim("scatter_reduce", "index", DTypes::NUMERIC).grad(),
     OpInfo::prim("scatter_reduce_", "index", DTypes::NUMERIC)
         .mutates(0)
         .kind(OpKind::Composite)
-        .grad()
-        .no_gpu(),
+        .grad(),
 ];
 
-/// The value every slot a reduction writes starts from when `include_self=False`.
-fn identity(r: ScatterReduction, dtype: DType) -> Scalar {
+/// The value every slot a reduction writes starts from when `include_self=False`
+/// (on the gpu device, which stores int64 in 32 bits, int64 takes int32's range).
+fn identity(r: ScatterReduction, dtype: DType, device: Device) -> Scalar {
     use ScatterReduction as R;
+    let narrow = matches!(device, Device::Gpu(_));
     let (lo, hi) = match dtype {
         DType::U8 => (0, u8::MAX as i64),
         DType::I8 => (i8::MIN as i64, i8::MAX as i64),
         DType::I16 => (i16::MIN as i64, i16::MAX as i64),
         DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        DType::I64 if narrow => (i32::MIN as i64, i32::MAX as i64),
         _ => (i64::MIN, i64::MAX),
     };
     let float = dtype.is_floating_point();
@@ -131,7 +131,7 @@ fn reduce_into(
     if !include_self && i1.numel() > 0 {
         let fill = creation::full(
             i1.shape(),
-            identity(reduce, out.dtype()),
+            identity(reduce, out.dtype(), out.device()),
             out.dtype(),
             out.device(),
         )?;
@@ -144,12 +144,12 @@ fn reduce_into(
     be.scatter_reduce(op, &o1, d, &i1, &s1, kernel)?;
     if reduce == ScatterReduction::Mean {
         let count = mean_count(out, d, index, include_self, count_dtype(out.dtype()))?;
-        let q = if out.dtype().is_floating_point() {
-            BinaryOp::Div
+        // The count is at least 1: integers divide without the zero check's read.
+        let r = if out.dtype().is_floating_point() {
+            elementwise::binary(BinaryOp::Div, out, &count)?
         } else {
-            BinaryOp::FloorDiv
+            elementwise::floor_divide_by_positive(out, &count)?
         };
-        let r = elementwise::binary(q, out, &count)?;
         elementwise::copy_(out, &r)?;
     }
     out.storage().bump_version();
@@ -404,21 +404,7 @@ impl Backward for ScatterReduceBackward {
             Some(ix::scatter(&gx, self.dim, index, &z)?)
         };
         let gs = if needs[1] && self.src_dtype.is_floating_point() {
-            let pads: Vec<isize> = (0..gs.ndim())
-                .rev()
-                .flat_map(|k| [0, (self.src_shape[k] - gs.shape()[k]) as isize])
-                .collect();
-            let gs = if pads.iter().any(|&p| p != 0) {
-                crate::ops::join::pad(
-                    &gs,
-                    &pads,
-                    crate::ops::join::PadMode::Constant,
-                    Scalar::Int(0),
-                )?
-            } else {
-                gs
-            };
-            Some(elementwise::to_dtype(&gs, self.src_dtype)?)
+            Some(ix::src_grad_padded(&gs, &self.src_shape, self.src_dtype)?)
         } else {
             None
         };

@@ -640,9 +640,6 @@ pub fn gather(src: &Tensor, dim: usize, index: &Tensor, out: &Tensor) -> Result<
 }
 
 /// `dst[p with p[dim] = index[p]] (+)= src[p]` over `index`'s shape.
-///
-/// Positions of `index` that differ only along `dim` are handled in order by
-/// one task (they are the only ones that can hit the same destination).
 pub fn scatter(
     op_name: &'static str,
     dst: &Tensor,
@@ -651,60 +648,17 @@ pub fn scatter(
     src: &Tensor,
     accumulate: bool,
 ) -> Result<()> {
-    check_range(op_name, index, dim, dst.shape()[dim])?;
-    if index.numel() == 0 {
-        return Ok(());
-    }
-    fn without<X: Copy>(v: &[X], dim: usize) -> Vec<X> {
-        v.iter()
-            .enumerate()
-            .filter(|&(d, _)| d != dim)
-            .map(|(_, &s)| s)
-            .collect()
-    }
-    let drop = |v: &[isize]| without(v, dim);
-    let lshape: Vec<usize> = without(index.shape(), dim);
-    let (ist, sst, dst_st) = (
-        drop(index.strides()),
-        drop(src.strides()),
-        drop(dst.strides()),
-    );
-    let (isd, ssd, dsd) = (index.strides()[dim], src.strides()[dim], dst.strides()[dim]);
-    let klen = index.shape()[dim] as isize;
-    let grain = (PAR_MIN / klen.max(1) as usize).max(1);
-    with_dtype!(dst.dtype(), T => with_index_dtype!(index.dtype(), I => {
-        let dp = SendPtr(dst.data_ptr::<T>());
-        let ip = SendPtr(index.data_ptr::<I>());
-        let sp = SendPtr(src.data_ptr::<T>());
-        par_for_each_row(
-            &lshape,
-            [&ist, &sst, &dst_st],
-            grain,
-            |[io, so, do_], n, [is, ss, ds]| {
-                let (klen, isd, ssd, dsd, accumulate) = (klen, isd, ssd, dsd, accumulate);
-                for i in 0..n as isize {
-                    for k in 0..klen {
-                        // SAFETY: validated indices; a task owns whole lines along `dim`.
-                        unsafe {
-                            let j = (*ip.get().offset(io + i * is + k * isd)).get() as isize;
-                            let x = *sp.get().offset(so + i * ss + k * ssd);
-                            let y = dp.get().offset(do_ + i * ds + j * dsd);
-                            *y = if accumulate { Accumulate::acc(*y, x) } else { x };
-                        }
-                    }
-                }
-            },
-        );
-    }));
-    Ok(())
+    with_dtype!(dst.dtype(), T => {
+        if accumulate {
+            walk_lines::<T>(op_name, dst, dim, index, src, Accumulate::acc)
+        } else {
+            walk_lines::<T>(op_name, dst, dim, index, src, |_, x| x)
+        }
+    })
 }
 
 /// `dst[p with p[dim] = index[p]] = reduce(dst[..], src[p])` over `index`'s
 /// shape (`Sum`, `Prod`, `Amax`, `Amin`; `Mean` arrives as `Sum`).
-///
-/// As [`scatter`]: one task owns whole lines along `dim`, so each slot is
-/// combined in row-major order of `index` and the result does not depend on
-/// the thread count.
 pub fn scatter_reduce(
     op_name: &'static str,
     dst: &Tensor,
@@ -714,6 +668,31 @@ pub fn scatter_reduce(
     reduce: crate::kernel::ScatterReduction,
 ) -> Result<()> {
     use crate::kernel::ScatterReduction as R;
+    with_dtype!(dst.dtype(), T => match reduce {
+        R::Sum | R::Mean => walk_lines::<T>(op_name, dst, dim, index, src, Accumulate::acc),
+        R::Prod => walk_lines::<T>(op_name, dst, dim, index, src, Combine::mul),
+        R::Amax => walk_lines::<T>(op_name, dst, dim, index, src, Combine::max_nan),
+        R::Amin => walk_lines::<T>(op_name, dst, dim, index, src, Combine::min_nan),
+    })
+}
+
+/// The walk of [`scatter`] and [`scatter_reduce`]: `y = combine(y, src[p])`
+/// for the slot `y = dst[p with p[dim] = index[p]]` of every position `p` of
+/// `index`, after checking every index (nothing is written when one is out
+/// of range).
+///
+/// Positions of `index` that differ only along `dim` (a line, the only ones
+/// that can reach the same slot) are walked in order by one task, so each
+/// slot combines its values in row-major order of `index` and the result
+/// does not depend on the thread count.
+fn walk_lines<T: Element>(
+    op_name: &'static str,
+    dst: &Tensor,
+    dim: usize,
+    index: &Tensor,
+    src: &Tensor,
+    combine: impl Fn(T, T) -> T + Sync,
+) -> Result<()> {
     check_range(op_name, index, dim, dst.shape()[dim])?;
     if index.numel() == 0 {
         return Ok(());
@@ -735,13 +714,7 @@ pub fn scatter_reduce(
     let (isd, ssd, dsd) = (index.strides()[dim], src.strides()[dim], dst.strides()[dim]);
     let klen = index.shape()[dim] as isize;
     let grain = (PAR_MIN / klen.max(1) as usize).max(1);
-    with_dtype!(dst.dtype(), T => with_index_dtype!(index.dtype(), I => {
-        let f: fn(T, T) -> T = match reduce {
-            R::Sum | R::Mean => Accumulate::acc,
-            R::Prod => Combine::mul,
-            R::Amax => Combine::max_nan,
-            R::Amin => Combine::min_nan,
-        };
+    with_index_dtype!(index.dtype(), I => {
         let dp = SendPtr(dst.data_ptr::<T>());
         let ip = SendPtr(index.data_ptr::<I>());
         let sp = SendPtr(src.data_ptr::<T>());
@@ -758,13 +731,13 @@ pub fn scatter_reduce(
                             let j = (*ip.get().offset(io + i * is + k * isd)).get() as isize;
                             let x = *sp.get().offset(so + i * ss + k * ssd);
                             let y = dp.get().offset(do_ + i * ds + j * dsd);
-                            *y = f(*y, x);
+                            *y = combine(*y, x);
                         }
                     }
                 }
             },
         );
-    }));
+    });
     Ok(())
 }
 

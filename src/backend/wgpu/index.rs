@@ -14,8 +14,16 @@ use super::views::{as_rows, as_shape, dense, dim_last, into_dense, outer_first, 
 use super::{shaders, split, WgpuBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::kernel::IndexArgs;
+use crate::kernel::{IndexArgs, ScatterReduction};
 use crate::tensor::{DType, Device, Layout, Storage, Tensor};
+
+/// How a scatter combines each value with the slot it reaches.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Combine {
+    Write,
+    Add,
+    Reduce(ScatterReduction),
+}
 
 /// Whether the element range one index position of an index op selects
 /// (`rows`) is too wide for a window of one binding.
@@ -587,6 +595,35 @@ impl WgpuBackend {
         self.scatter_run(op, dst, dim, index, src, accumulate)
     }
 
+    /// `scatter_reduce` on the device: the indices checked on the host
+    /// before anything is written (as [`Self::gpu_scatter`] does), then one
+    /// thread per line combines that line's values in order (no atomics), so
+    /// each slot sees its values in the CPU's order and a sum has the CPU's bits.
+    pub(super) fn gpu_scatter_reduce(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduction,
+    ) -> Result<()> {
+        check_same_device(op, &[index, src, dst])?;
+        gty(op, dst.dtype())?;
+        gty(op, index.dtype())?;
+        if index.numel() == 0 {
+            return Ok(());
+        }
+        let len = dst.shape()[dim];
+        check_indices(index, len as u64, None, move |bad| {
+            Error::index(
+                op,
+                format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
+            )
+        })?;
+        self.scatter_lines(op, dst, dim, index, src, Combine::Reduce(reduce))
+    }
+
     /// The gather kernel (indices already checked); lines of the index's
     /// dims other than `dim` split across pieces when an operand exceeds one
     /// binding, while `src` stays whole along `dim`.
@@ -707,10 +744,43 @@ impl WgpuBackend {
         src: &Tensor,
         accumulate: bool,
     ) -> Result<()> {
+        let how = if accumulate {
+            Combine::Add
+        } else {
+            Combine::Write
+        };
+        self.scatter_lines(op, dst, dim, index, src, how)
+    }
+
+    /// The scatter and scatter_reduce kernels (indices already checked);
+    /// lines (the dims other than `dim`) split across pieces when an
+    /// operand exceeds one binding.
+    fn scatter_lines(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        how: Combine,
+    ) -> Result<()> {
         let ty = gty(op, dst.dtype())?;
         if split::needed(op, &[index, src, dst])? {
             if dst.shape()[dim] > get()?.piece_elems() {
-                return self.scatter_long(op, dst, dim, index, src, accumulate);
+                let Combine::Reduce(_) = how else {
+                    let accumulate = how == Combine::Add;
+                    return self.scatter_long(op, dst, dim, index, src, accumulate);
+                };
+                return Err(Error::runtime(
+                    op,
+                    format!(
+                        "a dim of {} elements (self of shape {}) is longer than one storage binding \
+                         of the gpu device ({} elements): not supported; reduce along it on the cpu",
+                        dst.shape()[dim],
+                        crate::tensor::layout::fmt_shape(dst.shape()),
+                        get()?.piece_elems()
+                    ),
+                ));
             }
             // Lines split (the dims other than `dim`); each line stays whole,
             // so every operand gets `dim` innermost first.
@@ -718,7 +788,7 @@ impl WgpuBackend {
             if across(dst) {
                 let c = dim_last(op, dst.shape(), dim, dst.dtype())?;
                 self.cast_copy(dst, &c)?;
-                self.scatter_run(op, &c, dim, index, src, accumulate)?;
+                self.scatter_lines(op, &c, dim, index, src, how)?;
                 return self.cast_copy(&c, dst);
             }
             for (k, t) in [index, src].into_iter().enumerate() {
@@ -726,7 +796,7 @@ impl WgpuBackend {
                     let c = dim_last(op, t.shape(), dim, t.dtype())?;
                     self.cast_copy(t, &c)?;
                     let (i, v) = if k == 0 { (&c, src) } else { (index, &c) };
-                    return self.scatter_run(op, dst, dim, i, v, accumulate);
+                    return self.scatter_lines(op, dst, dim, i, v, how);
                 }
             }
             let nd = index.ndim();
@@ -743,7 +813,7 @@ impl WgpuBackend {
                 splittable: (0..nd + 2).map(|d| d < nd && d != dim).collect(),
             };
             return split::in_pieces(op, &space, &mut |v, _| {
-                self.scatter_run(op, &v[2], dim, &v[0], &v[1], accumulate)
+                self.scatter_lines(op, &v[2], dim, &v[0], &v[1], how)
             });
         }
         let mut lines: Vec<usize> = index.shape().to_vec();
@@ -762,7 +832,7 @@ impl WgpuBackend {
                 index.strides()[dim] as i32 as u32,
                 src.strides()[dim] as i32 as u32,
                 dst.strides()[dim] as i32 as u32,
-                accumulate as u32,
+                (how == Combine::Add) as u32,
                 0,
                 0,
                 0,
@@ -778,7 +848,10 @@ impl WgpuBackend {
         let nl: usize = lines.iter().product();
         run_items(
             op,
-            |bd| shaders::scatter(bd, ty),
+            |bd| match how {
+                Combine::Reduce(r) => shaders::scatter_reduce(bd, ty, r),
+                _ => shaders::scatter(bd, ty),
+            },
             &[index, src, dst],
             &[],
             &meta,

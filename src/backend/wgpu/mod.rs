@@ -300,6 +300,18 @@ impl Backend for WgpuBackend {
         self.gpu_scatter(op, dst, dim, index, src, accumulate)
     }
 
+    fn scatter_reduce(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: crate::kernel::ScatterReduction,
+    ) -> Result<()> {
+        self.gpu_scatter_reduce(op, dst, dim, index, src, reduce)
+    }
+
     fn cumulative(&self, cop: CumOp, x: &Tensor, dim: usize, out: &Tensor) -> Result<()> {
         self.gpu_cumulative(cop, x, dim, out)
     }

@@ -37,7 +37,7 @@ pub use elementwise::{
     binary, binary_expr, cast, fill, fused, round_narrow, tri, unary, unary_expr, unary_grad,
     unary_grad_expr, unary_params, where_,
 };
-pub use index::{gather, index_put, scatter};
+pub use index::{gather, index_put, scatter, scatter_reduce};
 pub use loss::{cross_entropy, cross_entropy_grad};
 pub use matmul::{matmul, matmul_tiled, MM_TILE};
 pub use optim::{adam, optim_multi, optim_single, rmsprop, sgd, OptimRule};

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::kernel::ReduceOp;
+use crate::kernel::ScatterReduction;
 use crate::kernel::{BinaryOp, UnaryOp};
 
 thread_local! {
@@ -301,6 +302,14 @@ fn validate_all() -> usize {
     for ty in TYS {
         validate(&gather(&mk(&[ty, GTy::I32, ty]), ty));
         validate(&scatter(&mk(&[GTy::I32, ty, ty]), ty));
+        for r in [
+            ScatterReduction::Sum,
+            ScatterReduction::Prod,
+            ScatterReduction::Amax,
+            ScatterReduction::Amin,
+        ] {
+            validate(&scatter_reduce(&mk(&[GTy::I32, ty, ty]), ty, r));
+        }
         validate(&index_put(&mk(&[ty, GTy::I32, ty]), ty));
     }
     n
