@@ -271,14 +271,12 @@ def test_dropout_forms():
     assert fg.feature_alpha_dropout_(b, 0.5, True) is b
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nn.functional.celu's gradient at exactly 0 is 2 (both branches count); PyTorch's is 1",
-)
 def test_celu_gradient_at_zero():
-    t = fg.tensor([0.0], dtype=fg.float64, requires_grad=True)
-    fg.celu(t).sum().backward()
-    assert t.grad.item() == 1.0
+    # PyTorch's celu takes the exponential branch at 0: gradient 1 (not 1 + 1)
+    for alpha in (1.0, 0.5):
+        t = fg.tensor([0.0], dtype=fg.float64, requires_grad=True)
+        fg.celu(t, alpha).sum().backward()
+        assert t.grad.item() == 1.0
 
 
 # --- in-place torch.X_ functions -----------------------------------------------------

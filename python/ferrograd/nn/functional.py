@@ -1006,7 +1006,10 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise ValueError("celu: alpha cannot be 0")
-    out = input.clamp(min=0.0) + (input.clamp(max=0.0) / alpha).expm1() * alpha
+    # x <= 0 takes the exponential branch (so the gradient at 0 is 1, as
+    # PyTorch's); its argument is clamped so that large x give no inf there.
+    neg = (input.clamp(max=0.0) / alpha).expm1() * alpha
+    out = input.where(input.gt(0), neg)
     return _maybe_inplace(input, out, inplace)
 
 
