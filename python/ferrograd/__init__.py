@@ -255,10 +255,10 @@ from ._precision import get_float32_matmul_precision, set_float32_matmul_precisi
 from ._shared_tensors import install as _install_sharing  # noqa: E402
 from ._surface_index import *  # noqa: E402, F403 - promotion queries, index grids, arrangements
 from ._surface_index import install as _install_surface_index  # noqa: E402
-from ._surface_misc import *  # noqa: E402, F403 - window functions, print options, default device
-from ._surface_misc import install as _install_surface_misc  # noqa: E402
 from ._surface_math import *  # noqa: E402, F403 - math functions and Tensor methods
 from ._surface_math import install as _install_surface_math  # noqa: E402
+from ._surface_misc import *  # noqa: E402, F403 - window functions, print options, default device
+from ._surface_misc import install as _install_surface_misc  # noqa: E402
 from ._surface_more import *  # noqa: E402, F403 - more functions composed of registry ops
 from ._surface_more import install as _install_surface_more  # noqa: E402
 from ._surface_torch_ns import *  # noqa: E402, F403 - torch.* constants, legacy types, aliases
