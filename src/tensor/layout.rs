@@ -518,6 +518,34 @@ pub fn infer_shape(
     Ok(out)
 }
 
+/// Call `f(offset)` for every element of `shape` with `strides`, in
+/// row-major order (a plain odometer, for the tensor layer's own cold
+/// paths; the kernels iterate through `backend::cpu::strided`).
+pub fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isize)) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0usize; shape.len()];
+    let mut off = 0isize;
+    loop {
+        f(off);
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            off += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            off -= strides[d] * shape[d] as isize;
+            idx[d] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -623,33 +651,5 @@ mod tests {
         let (s, st) = Layout::coalesce(&[2, 3, 4], &[&a, &b]);
         assert_eq!(&s[..], &[2, 12]);
         assert_eq!(&st[1][..], &[0, 1]);
-    }
-}
-
-/// Call `f(offset)` for every element of `shape` with `strides`, in
-/// row-major order (a plain odometer, for the tensor layer's own cold
-/// paths; the kernels iterate through `backend::cpu::strided`).
-pub fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isize)) {
-    if shape.contains(&0) {
-        return;
-    }
-    let mut idx = vec![0usize; shape.len()];
-    let mut off = 0isize;
-    loop {
-        f(off);
-        let mut d = shape.len();
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            idx[d] += 1;
-            off += strides[d];
-            if idx[d] < shape[d] {
-                break;
-            }
-            off -= strides[d] * shape[d] as isize;
-            idx[d] = 0;
-        }
     }
 }
