@@ -518,22 +518,36 @@ pub fn infer_shape(
     Ok(out)
 }
 
-/// Call `f(offset)` for every element of `shape` with `strides`, in
-/// row-major order (a plain odometer, for the tensor layer's own cold
-/// paths; the kernels iterate through `backend::cpu::strided`).
-pub fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isize)) {
-    if shape.contains(&0) {
+/// Call `f(offset)` for `count` consecutive row-major positions of
+/// `(shape, strides)` starting at linear index `start`.
+#[inline]
+pub fn walk_offsets(
+    shape: &[usize],
+    strides: &[isize],
+    start: usize,
+    count: usize,
+    mut f: impl FnMut(isize),
+) {
+    if count == 0 {
         return;
     }
-    let mut idx = vec![0usize; shape.len()];
+    let nd = shape.len();
+    let mut idx: Shape = smallvec::smallvec![0; nd];
     let mut off = 0isize;
-    loop {
+    let mut r = start;
+    for d in (0..nd).rev() {
+        let i = r % shape[d];
+        r /= shape[d];
+        idx[d] = i;
+        off += i as isize * strides[d];
+    }
+    for c in 0..count {
         f(off);
-        let mut d = shape.len();
-        loop {
-            if d == 0 {
-                return;
-            }
+        if c + 1 == count {
+            break;
+        }
+        let mut d = nd;
+        while d > 0 {
             d -= 1;
             idx[d] += 1;
             off += strides[d];
@@ -553,7 +567,8 @@ mod tests {
     fn offsets_walk_in_row_major_order() {
         let walk = |shape: &[usize], strides: &[isize]| {
             let mut v = vec![];
-            for_each_offset(shape, strides, |o| v.push(o));
+            let n = shape.iter().product();
+            walk_offsets(shape, strides, 0, n, |o| v.push(o));
             v
         };
         // a (2, 3) row-major matrix's transpose, viewed (3, 2)
@@ -562,6 +577,10 @@ mod tests {
         assert!(walk(&[2, 0, 3], &[0, 3, 1]).is_empty());
         // a broadcast dim and a negative (flipped) stride
         assert_eq!(walk(&[2, 2], &[0, -1]), vec![0, -1, 0, -1]);
+        // from a start, a count
+        let mut v = vec![];
+        walk_offsets(&[3, 2], &[1, 3], 3, 2, |o| v.push(o));
+        assert_eq!(v, vec![4, 2]);
     }
     use super::*;
 

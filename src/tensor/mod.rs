@@ -513,7 +513,7 @@ impl Tensor {
         }
         let mut out = Vec::with_capacity(self.numel());
         with_dtype!(self.dtype, T => {
-            layout::for_each_offset(self.shape(), self.strides(), |off| {
+            layout::walk_offsets(self.shape(), self.strides(), 0, self.numel(), |off| {
                 // SAFETY: offsets come from the layout, inside the storage.
                 let v = unsafe { *self.data_ptr::<T>().offset(off) };
                 out.push(v.to_f64());

@@ -478,47 +478,7 @@ pub(super) unsafe fn fold_run<T: Load<R::C>, R: Red>(
 // Geometry
 // ---------------------------------------------------------------------------
 
-/// Call `f(offset)` for `count` consecutive row-major positions of
-/// `(shape, strides)` starting at linear index `start`.
-#[inline]
-pub(super) fn walk(
-    shape: &[usize],
-    strides: &[isize],
-    start: usize,
-    count: usize,
-    mut f: impl FnMut(isize),
-) {
-    if count == 0 {
-        return;
-    }
-    let nd = shape.len();
-    let mut idx: Shape = smallvec::smallvec![0; nd];
-    let mut off = 0isize;
-    let mut r = start;
-    for d in (0..nd).rev() {
-        let i = r % shape[d];
-        r /= shape[d];
-        idx[d] = i;
-        off += i as isize * strides[d];
-    }
-    for c in 0..count {
-        f(off);
-        if c + 1 == count {
-            break;
-        }
-        let mut d = nd;
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            off += strides[d];
-            if idx[d] < shape[d] {
-                break;
-            }
-            off -= strides[d] * shape[d] as isize;
-            idx[d] = 0;
-        }
-    }
-}
+pub(super) use crate::tensor::layout::walk_offsets as walk;
 
 /// Offset of linear position `i` of `(shape, strides)`.
 #[inline]

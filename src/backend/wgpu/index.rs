@@ -576,23 +576,13 @@ impl WgpuBackend {
         src: &Tensor,
         accumulate: bool,
     ) -> Result<()> {
-        check_same_device(op, &[index, src, dst])?;
-        gty(op, dst.dtype())?;
-        gty(op, index.dtype())?;
-        if index.numel() == 0 {
-            return Ok(());
-        }
-        let len = dst.shape()[dim];
+        let how = if accumulate {
+            Combine::Add
+        } else {
+            Combine::Write
+        };
         // max_pool2d's gradient scatters the indices its own kernel produced (always in range).
-        if op != "max_pool2d" {
-            check_indices(index, len as u64, None, move |bad| {
-                Error::index(
-                    op,
-                    format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
-                )
-            })?;
-        }
-        self.scatter_run(op, dst, dim, index, src, accumulate)
+        self.scatter_checked(op, dst, dim, index, src, how, op != "max_pool2d")
     }
 
     /// `scatter_reduce` on the device: the indices checked on the host
@@ -608,6 +598,22 @@ impl WgpuBackend {
         src: &Tensor,
         reduce: ScatterReduction,
     ) -> Result<()> {
+        self.scatter_checked(op, dst, dim, index, src, Combine::Reduce(reduce), true)
+    }
+
+    /// The scatter family's device and dtype checks, then (with `check`) the
+    /// host-side index range check before anything is written, then the kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_checked(
+        &self,
+        op: &'static str,
+        dst: &Tensor,
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+        how: Combine,
+        check: bool,
+    ) -> Result<()> {
         check_same_device(op, &[index, src, dst])?;
         gty(op, dst.dtype())?;
         gty(op, index.dtype())?;
@@ -615,13 +621,15 @@ impl WgpuBackend {
             return Ok(());
         }
         let len = dst.shape()[dim];
-        check_indices(index, len as u64, None, move |bad| {
-            Error::index(
-                op,
-                format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
-            )
-        })?;
-        self.scatter_lines(op, dst, dim, index, src, Combine::Reduce(reduce))
+        if check {
+            check_indices(index, len as u64, None, move |bad| {
+                Error::index(
+                    op,
+                    format!("index {bad} is out of bounds for dimension {dim} with size {len}"),
+                )
+            })?;
+        }
+        self.scatter_lines(op, dst, dim, index, src, how)
     }
 
     /// The gather kernel (indices already checked); lines of the index's
