@@ -1077,6 +1077,46 @@ pub fn rename(e: Error, op: &'static str) -> Error {
     }
 }
 
+/// The scatter family's shape rule: `x`, `index` and `src` have the same
+/// number of dimensions, and `index` is no larger than `src` in any of them
+/// nor than `x` in those other than `dim`. Returns `dim` normalised and the
+/// three as at least 1-d.
+pub(crate) fn scatter_shapes(
+    op: &'static str,
+    dim: isize,
+    x: &Tensor,
+    index: &Tensor,
+    src: &Tensor,
+) -> Result<(usize, Tensor, Tensor, Tensor)> {
+    if x.ndim() != index.ndim() || src.ndim() != index.ndim() {
+        return Err(Error::shape(
+            op,
+            format!(
+                "index, src and self must have the same number of dimensions (self shape {}, index shape {}, src shape {})",
+                fmt_shape(x.shape()),
+                fmt_shape(index.shape()),
+                fmt_shape(src.shape())
+            ),
+        ));
+    }
+    let d = norm_dim(op, dim, x.ndim())?;
+    let (x1, i1, s1) = (at_least_1d(x)?, at_least_1d(index)?, at_least_1d(src)?);
+    for k in 0..x1.ndim() {
+        if i1.shape()[k] > s1.shape()[k] || (k != d && i1.shape()[k] > x1.shape()[k]) {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "index of shape {} must not be larger than src {} in any dimension, nor than self {} in dimensions other than dim = {d}",
+                    fmt_shape(index.shape()),
+                    fmt_shape(src.shape()),
+                    fmt_shape(x.shape())
+                ),
+            ));
+        }
+    }
+    Ok((d, x1, i1, s1))
+}
+
 /// Shared checks and dispatch of the scatter family; `dst` is written in place.
 fn scatter_into(
     op: &'static str,
@@ -1100,32 +1140,7 @@ fn scatter_into(
             ),
         ));
     }
-    if dst.ndim() != index.ndim() || src.ndim() != index.ndim() {
-        return Err(Error::shape(
-            op,
-            format!(
-                "index, src and self must have the same number of dimensions (self shape {}, index shape {}, src shape {})",
-                fmt_shape(dst.shape()),
-                fmt_shape(index.shape()),
-                fmt_shape(src.shape())
-            ),
-        ));
-    }
-    let d = norm_dim(op, dim, dst.ndim())?;
-    let (x1, i1, s1) = (at_least_1d(dst)?, at_least_1d(index)?, at_least_1d(src)?);
-    for k in 0..x1.ndim() {
-        if i1.shape()[k] > s1.shape()[k] || (k != d && i1.shape()[k] > x1.shape()[k]) {
-            return Err(Error::shape(
-                op,
-                format!(
-                    "index of shape {} must not be larger than src {} in any dimension, nor than self {} in dimensions other than dim = {d}",
-                    fmt_shape(index.shape()),
-                    fmt_shape(src.shape()),
-                    fmt_shape(dst.shape())
-                ),
-            ));
-        }
-    }
+    let (d, x1, i1, s1) = scatter_shapes(op, dim, dst, index, src)?;
     check_no_overlap(op, &x1)?;
     let i1 = if i1.shares_storage(dst) {
         elementwise::clone(&i1)?

@@ -84,32 +84,7 @@ fn check(op: &'static str, x: &Tensor, dim: isize, index: &Tensor, src: &Tensor)
             ),
         ));
     }
-    if x.ndim() != index.ndim() || src.ndim() != index.ndim() {
-        return Err(Error::shape(
-            op,
-            format!(
-                "index, src and self must have the same number of dimensions (self shape {}, index shape {}, src shape {})",
-                fmt_shape(x.shape()),
-                fmt_shape(index.shape()),
-                fmt_shape(src.shape())
-            ),
-        ));
-    }
-    let d = norm_dim(op, dim, x.ndim().max(1))?;
-    let (x1, i1, s1) = (at_least_1d(x)?, at_least_1d(index)?, at_least_1d(src)?);
-    for k in 0..x1.ndim() {
-        if i1.shape()[k] > s1.shape()[k] || (k != d && i1.shape()[k] > x1.shape()[k]) {
-            return Err(Error::shape(
-                op,
-                format!(
-                    "index of shape {} must not be larger than src {} in any dimension, nor than self {} in dimensions other than dim = {d}",
-                    fmt_shape(index.shape()),
-                    fmt_shape(src.shape()),
-                    fmt_shape(x.shape())
-                ),
-            ));
-        }
-    }
+    let (d, ..) = ix::scatter_shapes(op, dim, x, index, src)?;
     Ok(d)
 }
 
